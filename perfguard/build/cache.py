@@ -1,0 +1,73 @@
+"""Content-addressed cache of builds and simulation results.
+
+A build is keyed by everything that decides the binary (lowered IR, target profile,
+toolchain and TVM versions, harness version); a simulation by the binary's hash and
+everything that decides the statistics (simulator fingerprint, arguments). An unchanged
+kernel is therefore neither rebuilt nor re-simulated. Entries appear whole or not at all.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from perfguard.atomic import atomic_write_text
+
+
+def digest(*parts: str) -> str:
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def file_digest(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+class BuildCache:
+    def __init__(self, root: Path):
+        self.root = Path(root)
+
+    def build_dir(self, key: str) -> Path:
+        return self.root / "builds" / key[:2] / key
+
+    def lookup_build(self, key: str) -> Path | None:
+        path = self.build_dir(key)
+        return path if (path / "DONE").is_file() else None
+
+    def publish_build(self, key: str, staging: Path) -> Path:
+        """Move a fully written staging folder into place (first writer wins)."""
+        (staging / "DONE").write_text(key)
+        final = self.build_dir(key)
+        final.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.rename(staging, final)
+        except OSError:
+            if not (final / "DONE").is_file():
+                raise
+            shutil.rmtree(staging, ignore_errors=True)
+        return final
+
+    def staging_dir(self) -> Path:
+        tmp = self.root / "tmp"
+        tmp.mkdir(parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(dir=tmp))
+
+    def sim_path(self, key: str) -> Path:
+        return self.root / "sims" / key[:2] / f"{key}.json"
+
+    def lookup_sim(self, key: str) -> dict | None:
+        path = self.sim_path(key)
+        try:
+            return json.loads(path.read_text())
+        except (FileNotFoundError, json.JSONDecodeError):
+            return None
+
+    def store_sim(self, key: str, record: dict) -> None:
+        atomic_write_text(self.sim_path(key), json.dumps(record, sort_keys=True))

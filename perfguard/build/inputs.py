@@ -1,0 +1,100 @@
+"""Tensor descriptions and the input generator shared by the C harness and the host.
+
+The harness fills input i of tensor t with uniform(i, seed_t) computed by a counter-based
+hash; `generate` computes the very same values with numpy, so the host reference sees the
+inputs the simulated kernel saw without any data crossing between them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import prod
+
+import numpy as np
+
+from perfguard.errors import InputError
+
+# dtype -> (C type, DLPack type code, bits)
+_DTYPES = {
+    "float32": ("float", 2, 32),
+    "float64": ("double", 2, 64),
+    "int32": ("int32_t", 0, 32),
+    "int8": ("int8_t", 0, 8),
+}
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    output: bool
+    index: int
+
+    @property
+    def numel(self) -> int:
+        return prod(self.shape)
+
+    @property
+    def ctype(self) -> str:
+        return _DTYPES[self.dtype][0]
+
+    @property
+    def dl_code(self) -> int:
+        return _DTYPES[self.dtype][1]
+
+    @property
+    def bits(self) -> int:
+        return _DTYPES[self.dtype][2]
+
+    @property
+    def is_float(self) -> bool:
+        return self.dtype.startswith("float")
+
+    @property
+    def seed(self) -> int:
+        # Distinct, fixed streams per parameter position.
+        return (0x51ED270B * (self.index + 1)) & 0xFFFFFFFF
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel * self.bits // 8
+
+
+def check_dtype(dtype: str, where: str) -> None:
+    if dtype not in _DTYPES:
+        raise InputError(f"{where}: dtype '{dtype}' is not supported (one of {', '.join(_DTYPES)})")
+
+
+def _hash(x: np.ndarray) -> np.ndarray:
+    x = x ^ (x >> np.uint32(16))
+    x = x * np.uint32(0x7FEB352D)
+    x = x ^ (x >> np.uint32(15))
+    x = x * np.uint32(0x846CA68B)
+    return x ^ (x >> np.uint32(16))
+
+
+def generate(spec: TensorSpec) -> np.ndarray:
+    """The values the harness writes into an input tensor, bit for bit."""
+    index = np.arange(spec.numel, dtype=np.uint32)
+    with np.errstate(over="ignore"):
+        h = _hash(index * np.uint32(0x9E3779B1) + np.uint32(spec.seed))
+    uniform = (h >> np.uint32(8)).astype(np.float64) * (2.0 / 16777216.0) - 1.0
+    if spec.is_float:
+        values = uniform.astype(spec.dtype)
+    else:
+        values = np.trunc(uniform * 8.0).astype(spec.dtype)
+    return values.reshape(spec.shape)
+
+
+def decode_outputs(raw: bytes, specs: list[TensorSpec]) -> list[np.ndarray]:
+    """Split the harness's stdout into output arrays; a size mismatch is garbage output."""
+    outputs = [s for s in specs if s.output]
+    expected = sum(s.nbytes for s in outputs)
+    if len(raw) != expected:
+        raise ValueError(f"expected {expected} bytes of kernel output, got {len(raw)}")
+    arrays, offset = [], 0
+    for spec in outputs:
+        arrays.append(np.frombuffer(raw, dtype=spec.dtype, count=spec.numel, offset=offset).reshape(spec.shape))
+        offset += spec.nbytes
+    return arrays

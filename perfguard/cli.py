@@ -1,0 +1,43 @@
+"""The `perfguard` command: parse arguments, dispatch to perfguard.commands, map errors to exit codes."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from perfguard import __version__
+from perfguard.commands import COMMANDS
+from perfguard.errors import EXIT_INFRA, EXIT_USAGE, PerfguardError
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # argparse's usage errors use the contract's code
+        self.print_usage(sys.stderr)
+        sys.stderr.write(f"perfguard: error: {message}\n")
+        sys.exit(EXIT_USAGE)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="perfguard", description="Guard compute kernels against performance regressions.")
+    parser.add_argument("--version", action="version", version=f"perfguard {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    for name in COMMANDS:
+        importlib.import_module(f"perfguard.commands.{name}").add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except PerfguardError as exc:
+        sys.stderr.write(f"perfguard: error: {exc.message}\n")
+        return exc.exit_code
+    except KeyboardInterrupt:
+        sys.stderr.write("perfguard: interrupted\n")
+        return EXIT_INFRA
+
+
+if __name__ == "__main__":
+    sys.exit(main())

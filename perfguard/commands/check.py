@@ -1,0 +1,73 @@
+"""perfguard check: build, simulate, score and compare every kernel x target with its baseline."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from perfguard.config import load_config
+from perfguard.errors import InputError
+from perfguard.guard.check import make_jobs, run_check, select
+from perfguard.report.html import write_html
+from perfguard.report.json_report import report_data, write_json
+from perfguard.report.terminal import console, print_table, progress
+
+
+def names(value: str) -> list[str]:
+    items = [v.strip() for v in value.split(",") if v.strip()]
+    if not items:
+        raise argparse.ArgumentTypeError("expected a comma-separated list")
+    return items
+
+
+def shard(value: str) -> tuple[int, int]:
+    try:
+        i, n = (int(x) for x in value.split("/"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--shard must be i/n, got '{value}'") from None
+    if not (n >= 1 and 1 <= i <= n):
+        raise argparse.ArgumentTypeError(f"--shard {value}: need 1 <= i <= n")
+    return i, n
+
+
+def add_common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", type=Path, help="perfguard.toml (default: found from the current folder)")
+    parser.add_argument("--targets", type=names, help="comma-separated targets (default: the config's)")
+    parser.add_argument("--kernels", type=names, help="comma-separated kernel names (default: all)")
+    parser.add_argument("--simulator", choices=("qemu", "gem5", "cachegrind"), help="override the config's simulator")
+    parser.add_argument("-j", "--jobs", type=int, help="parallel jobs (default: CPU count)")
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser("check", help="check kernels against committed baselines")
+    add_common(p)
+    p.add_argument("--threshold", type=float, help="regression threshold in percent (overrides config)")
+    p.add_argument("--json", type=Path, help="also write the JSON report here")
+    p.add_argument("--report-dir", type=Path, help="where reports go (default: the config's report_dir)")
+    p.add_argument("--shard", type=shard, help="run the i-th of n deterministic slices (i/n)")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    out = console()
+    config = load_config(args.config)
+    if args.jobs is not None and args.jobs < 1:
+        raise InputError(f"-j {args.jobs}: must be at least 1")
+    if args.threshold is not None and args.threshold < 0:
+        raise InputError(f"--threshold {args.threshold}: must be >= 0")
+    pairs = select(config, args.kernels, args.targets)
+    if args.shard:
+        i, n = args.shard
+        pairs = pairs[i - 1::n]
+    jobs = make_jobs(config, pairs, args.simulator)
+    with progress(len(jobs), out) as advance:
+        check = run_check(config, jobs, args.jobs, args.threshold,
+                          on_result=lambda i, r: advance(f"{r.kernel}[{r.target}]"))
+    data = report_data(check, config.path)
+    report_dir = args.report_dir or config.report_dir
+    write_json(data, report_dir / "perfguard.json")
+    if args.json:
+        write_json(data, args.json)
+    write_html(data, report_dir)
+    print_table(data, out)
+    return check.exit_code()

@@ -1,0 +1,271 @@
+"""perfguard.toml (or [tool.perfguard] in pyproject.toml) -> validated dataclasses.
+
+Every error names the file and the key; unknown keys are errors, not silently ignored,
+because a misspelt threshold that quietly falls back to the default is a gate that lies.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+import sys
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from perfguard.errors import InputError
+from perfguard.sim.base import SIMULATOR_NAMES
+from perfguard.targets import BUILTIN, TargetProfile, profile_from_config
+
+DEFAULT_THRESHOLD = 2.0
+_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*$")
+
+_TOP_KEYS = {
+    "targets", "simulator", "threshold", "baseline_dir", "report_dir", "cache_dir",
+    "jobs", "timeout", "reps", "warmup",
+}
+_KERNEL_KEYS = {"name", "entry", "family", "params", "threshold", "reference", "targets", "outputs", "rtol", "atol"}
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    name: str
+    entry: str  # "module:function"
+    family: str | None
+    params: dict[str, Any]
+    threshold: float | None = None
+    reference: str | None = None
+    targets: tuple[str, ...] | None = None
+    outputs: int | None = None
+    rtol: float | None = None
+    atol: float | None = None
+
+
+@dataclass(frozen=True)
+class Config:
+    path: Path
+    root: Path  # the config file's folder: relative paths and user modules start here
+    targets: tuple[str, ...]
+    simulator: str
+    threshold: float
+    baseline_dir: Path
+    report_dir: Path
+    cache_dir: Path
+    jobs: int | None
+    timeout: float
+    reps: int
+    warmup: int
+    kernels: tuple[KernelSpec, ...]
+    profiles: dict[str, TargetProfile] = field(default_factory=dict)
+
+    def kernel(self, name: str) -> KernelSpec:
+        for spec in self.kernels:
+            if spec.name == name:
+                return spec
+        raise InputError(f"{self.path}: unknown kernel '{name}' (configured: {', '.join(k.name for k in self.kernels)})")
+
+    def profile(self, name: str) -> TargetProfile:
+        if name not in self.profiles:
+            raise InputError(f"{self.path}: unknown target '{name}' (known: {', '.join(sorted(self.profiles))})")
+        return self.profiles[name]
+
+    def kernel_threshold(self, spec: KernelSpec, override: float | None = None) -> float:
+        if override is not None:
+            return override
+        return spec.threshold if spec.threshold is not None else self.threshold
+
+
+def find_config(start: Path) -> Path:
+    """perfguard.toml, else a pyproject.toml with [tool.perfguard], in `start` or a parent."""
+    for folder in [start, *start.parents]:
+        candidate = folder / "perfguard.toml"
+        if candidate.is_file():
+            return candidate
+        pyproject = folder / "pyproject.toml"
+        if pyproject.is_file() and "[tool.perfguard" in pyproject.read_text(errors="replace"):
+            return pyproject
+    raise InputError(f"no perfguard.toml found in {start} or its parents (use --config FILE)")
+
+
+def _number(value: Any, where: str, minimum: float = 0.0, integer: bool = False) -> Any:
+    kinds = (int,) if integer else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kinds):
+        raise InputError(f"{where}: must be {'an integer' if integer else 'a number'}, got {value!r}")
+    if value < minimum:
+        raise InputError(f"{where}: must be >= {minimum}, got {value!r}")
+    return value if integer else float(value)
+
+
+def _string_list(value: Any, where: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value) or not value:
+        raise InputError(f"{where}: must be a non-empty list of strings")
+    return tuple(value)
+
+
+def _default_cache_dir() -> Path:
+    env = os.environ.get("PERFGUARD_CACHE_DIR")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "perfguard"
+
+
+def load_config(path: Path | None = None, cwd: Path | None = None) -> Config:
+    cwd = Path(cwd or Path.cwd())
+    if path is None:
+        path = find_config(cwd)
+    path = Path(path)
+    if not path.is_absolute():
+        path = cwd / path
+    if not path.is_file():
+        raise InputError(f"{path}: config file not found")
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"{path}: TOML syntax error: {exc}") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not UTF-8 text") from None
+    if path.name == "pyproject.toml":
+        data = data.get("tool", {}).get("perfguard")
+        if not isinstance(data, dict):
+            raise InputError(f"{path}: no [tool.perfguard] table")
+        top, kernels, targets = dict(data), data.get("kernel", []), data.get("target", {})
+        top.pop("kernel", None)
+        top.pop("target", None)
+        prefix = "tool.perfguard"
+    else:
+        unknown = sorted(set(data) - {"perfguard", "kernel", "target"})
+        if unknown:
+            raise InputError(f"{path}: unknown key '{unknown[0]}' (expected [perfguard], [[kernel]], [target.NAME])")
+        top, kernels, targets = data.get("perfguard", {}), data.get("kernel", []), data.get("target", {})
+        prefix = "perfguard"
+    return _build(path, top, kernels, targets, prefix)
+
+
+def _build(path: Path, top: dict, kernels: Any, targets: Any, prefix: str) -> Config:
+    root = path.parent
+    if not isinstance(top, dict):
+        raise InputError(f"{path}: [{prefix}] must be a table")
+    unknown = sorted(set(top) - _TOP_KEYS)
+    if unknown:
+        raise InputError(f"{path}: unknown key '{prefix}.{unknown[0]}'")
+
+    profiles = dict(BUILTIN)
+    if not isinstance(targets, dict):
+        raise InputError(f"{path}: 'target' must be a table of [target.NAME] tables")
+    for name, table in targets.items():
+        if not isinstance(table, dict):
+            raise InputError(f"{path}: target.{name} must be a table")
+        if not _NAME.match(name):
+            raise InputError(f"{path}: target name '{name}' has characters outside [A-Za-z0-9_.+-]")
+        profiles[name] = profile_from_config(name, table, f"{path}: target.{name}")
+
+    target_names = _string_list(top.get("targets", ["x86_64", "aarch64", "riscv64"]), f"{path}: {prefix}.targets")
+    for name in target_names:
+        if name not in profiles:
+            raise InputError(f"{path}: {prefix}.targets: unknown target '{name}' (known: {', '.join(sorted(profiles))})")
+    simulator = top.get("simulator", "qemu")
+    if simulator not in SIMULATOR_NAMES:
+        raise InputError(f"{path}: {prefix}.simulator: unknown simulator {simulator!r} (one of {', '.join(SIMULATOR_NAMES)})")
+    threshold = _number(top.get("threshold", DEFAULT_THRESHOLD), f"{path}: {prefix}.threshold")
+
+    def folder(key: str, default: str) -> Path:
+        value = top.get(key, default)
+        if not isinstance(value, str) or not value:
+            raise InputError(f"{path}: {prefix}.{key}: must be a path string")
+        return (root / value).resolve()
+
+    jobs = top.get("jobs")
+    if jobs is not None:
+        jobs = _number(jobs, f"{path}: {prefix}.jobs", 1, integer=True)
+    cache_dir = folder("cache_dir", ".") if "cache_dir" in top else _default_cache_dir()
+
+    if not isinstance(kernels, list):
+        raise InputError(f"{path}: 'kernel' must be an array of [[kernel]] tables")
+    specs: list[KernelSpec] = []
+    seen: set[str] = set()
+    for i, table in enumerate(kernels):
+        spec = _kernel(path, i, table, profiles)
+        if spec.name in seen:
+            raise InputError(f"{path}: kernel[{i}]: duplicate kernel name '{spec.name}'")
+        seen.add(spec.name)
+        specs.append(spec)
+
+    return Config(
+        path=path,
+        root=root,
+        targets=target_names,
+        simulator=simulator,
+        threshold=threshold,
+        baseline_dir=folder("baseline_dir", "baselines"),
+        report_dir=folder("report_dir", "reports"),
+        cache_dir=cache_dir,
+        jobs=jobs,
+        timeout=_number(top.get("timeout", 600.0), f"{path}: {prefix}.timeout", 1.0),
+        reps=_number(top.get("reps", 1), f"{path}: {prefix}.reps", 1, integer=True),
+        warmup=_number(top.get("warmup", 1), f"{path}: {prefix}.warmup", 0, integer=True),
+        kernels=tuple(specs),
+        profiles=profiles,
+    )
+
+
+def _kernel(path: Path, i: int, table: Any, profiles: dict) -> KernelSpec:
+    where = f"{path}: kernel[{i}]"
+    if not isinstance(table, dict):
+        raise InputError(f"{where}: must be a table")
+    unknown = sorted(set(table) - _KERNEL_KEYS)
+    if unknown:
+        raise InputError(f"{where}: unknown key '{unknown[0]}'")
+    for key in ("name", "entry"):
+        if not isinstance(table.get(key), str) or not table[key]:
+            raise InputError(f"{where}: missing or empty '{key}'")
+    name = table["name"]
+    where = f"{path}: kernel '{name}'"
+    if not _NAME.match(name):
+        raise InputError(f"{where}: name has characters outside [A-Za-z0-9_.+-]")
+    entry = table["entry"]
+    if entry.count(":") != 1:
+        raise InputError(f"{where}: entry '{entry}' must be 'module:function'")
+    family = table.get("family")
+    if family is not None and (not isinstance(family, str) or not _NAME.match(family)):
+        raise InputError(f"{where}: family must be a simple name, got {family!r}")
+    params = table.get("params", {})
+    if not isinstance(params, dict):
+        raise InputError(f"{where}: params must be a table")
+    reference = table.get("reference")
+    if reference is not None and (not isinstance(reference, str) or reference.count(":") != 1):
+        raise InputError(f"{where}: reference must be 'module:function', got {reference!r}")
+    targets = table.get("targets")
+    if targets is not None:
+        targets = _string_list(targets, f"{where}: targets")
+        for t in targets:
+            if t not in profiles:
+                raise InputError(f"{where}: targets: unknown target '{t}'")
+    outputs = table.get("outputs")
+    if outputs is not None:
+        outputs = _number(outputs, f"{where}: outputs", 1, integer=True)
+    threshold = table.get("threshold")
+    if threshold is not None:
+        threshold = _number(threshold, f"{where}: threshold")
+    rtol, atol = table.get("rtol"), table.get("atol")
+    rtol = None if rtol is None else _number(rtol, f"{where}: rtol")
+    atol = None if atol is None else _number(atol, f"{where}: atol")
+    return KernelSpec(name, entry, family, params, threshold, reference, targets, outputs, rtol, atol)
+
+
+def load_callable(ref: str, root: Path, where: str) -> Callable:
+    """Import "module:function", with the config's folder first on the import path."""
+    module_name, _, attr = ref.partition(":")
+    root_str = str(root)
+    if root_str not in sys.path:
+        sys.path.insert(0, root_str)
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:
+        raise InputError(f"{where}: cannot import '{module_name}': {type(exc).__name__}: {exc}".splitlines()[0]) from None
+    func = getattr(module, attr, None)
+    if not callable(func):
+        raise InputError(f"{where}: '{module_name}' has no function '{attr}'")
+    return func

@@ -1,0 +1,134 @@
+"""Committed baselines: baselines/<target>/<kernel>.json, raw statistics first.
+
+A baseline keeps the raw Stats, not only a predicted time, so a recalibrated model re-scores
+old baselines without re-simulating. Files are written whole (temp file, then rename) and
+read strictly: a damaged file is an input error naming it, and is never rewritten by a check.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from perfguard import __version__
+from perfguard.atomic import atomic_write_text
+from perfguard.errors import InputError
+from perfguard.sim.stats import Stats
+
+SCHEMA_VERSION = 1
+_SAFE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*$")
+_REQUIRED = {
+    "schema": int, "kernel": str, "target": str, "family": (str, type(None)), "params": dict,
+    "simulator": str, "content_hash": str, "stats": dict, "predicted_time_s": (int, float),
+    "model_id": str, "perfguard_version": str, "commit": (str, type(None)), "created": str,
+    "toolchain": dict,
+}
+
+
+@dataclass(frozen=True)
+class Baseline:
+    kernel: str
+    target: str
+    family: str | None
+    params: dict[str, Any]
+    simulator: str
+    content_hash: str
+    stats: Stats
+    predicted_time_s: float
+    model_id: str
+    commit: str | None
+    created: str
+    toolchain: dict[str, str] = field(default_factory=dict)
+    perfguard_version: str = __version__
+    schema: int = SCHEMA_VERSION
+
+    def to_json(self) -> str:
+        data = {
+            "schema": self.schema,
+            "kernel": self.kernel,
+            "target": self.target,
+            "family": self.family,
+            "params": self.params,
+            "simulator": self.simulator,
+            "content_hash": self.content_hash,
+            "stats": self.stats.to_dict(),
+            "predicted_time_s": self.predicted_time_s,
+            "model_id": self.model_id,
+            "perfguard_version": self.perfguard_version,
+            "commit": self.commit,
+            "created": self.created,
+            "toolchain": self.toolchain,
+        }
+        return json.dumps(data, indent=2, sort_keys=True) + "\n"
+
+
+def baseline_path(root: Path, target: str, kernel: str) -> Path:
+    for what, name in (("target", target), ("kernel", kernel)):
+        if not _SAFE.match(name):
+            raise InputError(f"{what} name '{name}' cannot be a baseline file name")
+    return Path(root) / target / f"{kernel}.json"
+
+
+def parse_baseline(text: str, source: str) -> Baseline:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{source}: corrupted baseline (invalid JSON at line {exc.lineno} column {exc.colno})") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{source}: corrupted baseline (not a JSON object)")
+    for key, kind in _REQUIRED.items():
+        if key not in data:
+            raise InputError(f"{source}: corrupted baseline (missing '{key}')")
+        if not isinstance(data[key], kind) or isinstance(data[key], bool):
+            raise InputError(f"{source}: corrupted baseline ('{key}' has the wrong type)")
+    if data["schema"] > SCHEMA_VERSION:
+        raise InputError(f"{source}: baseline schema {data['schema']} is newer than this perfguard reads "
+                         f"({SCHEMA_VERSION}); upgrade perfguard")
+    unknown = sorted(set(data) - set(_REQUIRED))
+    if unknown:
+        raise InputError(f"{source}: corrupted baseline (unknown key '{unknown[0]}')")
+    if data["predicted_time_s"] < 0:
+        raise InputError(f"{source}: corrupted baseline (negative predicted_time_s)")
+    return Baseline(
+        kernel=data["kernel"], target=data["target"], family=data["family"], params=data["params"],
+        simulator=data["simulator"], content_hash=data["content_hash"],
+        stats=Stats.from_dict(data["stats"], source), predicted_time_s=float(data["predicted_time_s"]),
+        model_id=data["model_id"], commit=data["commit"], created=data["created"],
+        toolchain=data["toolchain"], perfguard_version=data["perfguard_version"], schema=data["schema"],
+    )
+
+
+class BaselineStore:
+    """Baselines in a folder of the working tree."""
+
+    def __init__(self, root: Path):
+        self.root = Path(root)
+
+    def path(self, target: str, kernel: str) -> Path:
+        return baseline_path(self.root, target, kernel)
+
+    def read(self, target: str, kernel: str) -> Baseline | None:
+        path = self.path(target, kernel)
+        try:
+            text = path.read_text()
+        except FileNotFoundError:
+            return None
+        except UnicodeDecodeError:
+            raise InputError(f"{path}: corrupted baseline (not UTF-8 text)") from None
+        baseline = parse_baseline(text, str(path))
+        if baseline.kernel != kernel or baseline.target != target:
+            raise InputError(f"{path}: baseline is for {baseline.kernel}[{baseline.target}], not {kernel}[{target}]")
+        return baseline
+
+    def write(self, baseline: Baseline) -> Path:
+        path = self.path(baseline.target, baseline.kernel)
+        atomic_write_text(path, baseline.to_json())
+        return path
+
+
+def now_iso() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()

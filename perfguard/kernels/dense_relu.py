@@ -1,0 +1,155 @@
+"""Dense + bias + ReLU, fused: Y[B, O] = max(X[B, I] @ W[O, I]^T + bias[O], 0).
+
+Both X and W are read along I, so the dot products are vectorized along I: with vector > 1 the
+I loop is split [I / tile_i, tile_i / vector, vector] and the lanes become partial sums
+(rfactor). The output is tiled tile_b x tile_o; the horizontal sum, the bias and the ReLU run
+per output tile right after its dot products (fused epilogue), so the pre-activation never
+leaves the tile. `order` "bo" walks batch tiles outside output tiles (X rows reused), "ob" the
+reverse (W rows reused). `unroll` is TVM's auto-unroll step (0 = none).
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Iterator
+
+import numpy as np
+
+from perfguard.kernels.base import DTYPES, Family, Knob, check_params, tile_candidates
+from perfguard.kernels.gemm import _largest_divisor, default_vector
+
+NAME = "dense_relu"
+ORDERS = ("bo", "ob")
+
+KNOBS: dict[str, Knob] = {
+    "B": Knob(int, 16, minimum=1, doc="batch (rows of X and Y)"),
+    "I": Knob(int, 256, minimum=1, doc="input features"),
+    "O": Knob(int, 256, minimum=1, doc="output features"),
+    "dtype": Knob(str, "float32", choices=DTYPES),
+    "tile_b": Knob(int, None, minimum=1, divides="B", doc="batch rows per tile (default: largest divisor of B <= 4)"),
+    "tile_o": Knob(int, None, minimum=1, divides="O", doc="outputs per tile (default: largest divisor of O <= 8)"),
+    "tile_i": Knob(int, None, minimum=1, divides="I", doc="inputs per tile (default: largest divisor of I <= 256)"),
+    "vector": Knob(int, None, minimum=1, divides="tile_i", doc="SIMD lanes of the I partial sums; 1 = none"),
+    "unroll": Knob(int, 16, minimum=0, doc="auto-unroll max step of inner loop nests; 0 = none"),
+    "order": Knob(str, "bo", choices=ORDERS, doc="order of the batch (b) and output (o) tile loops"),
+}
+
+SHAPE_KEYS = ("B", "I", "O", "dtype")
+
+
+def resolve(**params) -> dict:
+    p = check_params(NAME, KNOBS, params)
+    if p["tile_b"] is None:
+        p["tile_b"] = _largest_divisor(p["B"], 4)
+    if p["tile_o"] is None:
+        p["tile_o"] = _largest_divisor(p["O"], 8)
+    if p["tile_i"] is None:
+        p["tile_i"] = _largest_divisor(p["I"], 256)
+    if p["vector"] is None:
+        p["vector"] = default_vector(p["tile_i"], p["dtype"])
+    return check_params(NAME, KNOBS, p)
+
+
+def dense_relu(**params):
+    """Build the scheduled IRModule (function "main", arguments X, W, bias, Y)."""
+    import tvm
+    import tvm.s_tir
+    from tvm import te
+
+    p = resolve(**params)
+    Bn, In, On, dtype = p["B"], p["I"], p["O"], p["dtype"]
+    tb, to, ti, vec = p["tile_b"], p["tile_o"], p["tile_i"], p["vector"]
+
+    X = te.placeholder((Bn, In), dtype, name="X")
+    Wt = te.placeholder((On, In), dtype, name="W")
+    bias = te.placeholder((On,), dtype, name="bias")
+    i = te.reduce_axis((0, In), name="i")
+    D = te.compute((Bn, On), lambda b, o: te.sum(X[b, i] * Wt[o, i], axis=i), name="dense")
+    Y = te.compute(
+        (Bn, On), lambda b, o: te.max(D[b, o] + bias[o], tvm.tirx.const(0, dtype)), name="relu"
+    )
+    sch = tvm.s_tir.Schedule(tvm.IRModule({"main": te.create_prim_func([X, Wt, bias, Y])}))
+
+    dense = sch.get_sblock("dense")
+    relu = sch.get_sblock("relu")
+    b, o, ii = sch.get_loops(dense)
+    bo, bi = sch.split(b, [None, tb])
+    oo, oi = sch.split(o, [None, to])
+    io, iio, iv = sch.split(ii, [None, ti // vec, vec])
+    first, second = (bo, oo) if p["order"] == "bo" else (oo, bo)
+    sch.reorder(first, second, io, bi, oi, iio, iv)
+    if vec > 1:
+        rf = sch.rfactor(iv, factor_axis=2)
+        rf_first, rf_second = sch.get_loops(rf)[:2]
+        sch.vectorize(sch.get_loops(rf)[-1])
+        sch.decompose_reduction(rf, sch.get_loops(rf)[2])
+        # the horizontal sums and the epilogue follow each output tile's dot products
+        sch.reverse_compute_at(dense, rf_second)
+        sums = sch.get_loops(dense)[2:]  # lanes first, then the (non-unit) b and o loops
+        if len(sums) > 1:
+            sch.reorder(*sums[1:], sums[0])  # lanes innermost: each sum stays in a register
+        sch.decompose_reduction(dense, sch.get_loops(dense)[2])
+        sch.reverse_compute_at(relu, rf_second)
+        first = rf_first
+    else:
+        sch.decompose_reduction(dense, io)
+        sch.reverse_compute_at(relu, second)
+    if p["unroll"] > 1:
+        sch.annotate(first, "pragma_auto_unroll_max_step", p["unroll"])
+        sch.annotate(first, "pragma_unroll_explicit", 1)
+    return sch.mod
+
+
+def reference(inputs, **params):
+    p = resolve(**params)
+    x, w, bias = (np.asarray(a, dtype=np.float64) for a in inputs)
+    out = np.maximum(x @ w.T + bias[None, :], 0.0)
+    return [out.astype(p["dtype"])]
+
+
+def flops(**params) -> int:
+    """Multiply-adds of the product plus the bias add and the ReLU compare per output."""
+    p = resolve(**params)
+    return 2 * p["B"] * p["O"] * p["I"] + 2 * p["B"] * p["O"]
+
+
+def space(**shape) -> Iterator[dict]:
+    """Schedule variants for one problem: batch/output/input tiles x lanes x unroll x order."""
+    p = resolve(**shape)
+    lanes = (1, 4, 8, 16) if p["dtype"] == "float32" else (1, 2, 4, 8)
+    tbs = tile_candidates(p["B"], 16, limit=4)
+    tos = tile_candidates(p["O"], 32, limit=4)
+    tis = tile_candidates(p["I"], 512, limit=4, floor=16)
+    base = {key: p[key] for key in SHAPE_KEYS}
+    for tb, to, ti, order, unroll in itertools.product(tbs, tos, tis, ORDERS, (0, 16, 64)):
+        for vec in lanes:
+            if ti % vec == 0:
+                yield dict(base, tile_b=tb, tile_o=to, tile_i=ti, vector=vec, unroll=unroll, order=order)
+
+
+def make_inputs(rng: np.random.Generator, **params) -> list[np.ndarray]:
+    p = resolve(**params)
+    return [
+        rng.standard_normal((p["B"], p["I"])).astype(p["dtype"]),
+        rng.standard_normal((p["O"], p["I"])).astype(p["dtype"]),
+        rng.standard_normal((p["O"],)).astype(p["dtype"]),
+    ]
+
+
+def output_shapes(**params) -> list[tuple]:
+    p = resolve(**params)
+    return [(p["B"], p["O"])]
+
+
+FAMILY = Family(
+    name=NAME,
+    entry=dense_relu,
+    knobs=KNOBS,
+    reference=reference,
+    flops=flops,
+    num_outputs=1,
+    shape_keys=SHAPE_KEYS,
+    space=space,
+    doc=__doc__.splitlines()[0],
+    extra={"resolve": resolve, "make_inputs": make_inputs, "output_shapes": output_shapes},
+)

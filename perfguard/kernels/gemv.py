@@ -1,0 +1,141 @@
+"""GEMV: y[M] = A[M, K] @ x[K], row tiles with a vectorized (rfactor) dot product along K.
+
+With vector > 1 the K loop is split into [K / tile_k, tile_k / vector, vector] and the lanes
+become a partial-sum buffer y_rf[M, vector] (rfactor), so each row streams A contiguously with
+SIMD multiply-adds; a short horizontal sum per row follows, fused into the row tile when the row
+tile loop is outermost. `order` "ik" walks row tiles outside K tiles, "ki" the reverse (x tile
+reused across all rows). `unroll` is TVM's auto-unroll step (0 = none).
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Iterator
+
+import numpy as np
+
+from perfguard.kernels.base import DTYPES, Family, Knob, check_params, tile_candidates
+from perfguard.kernels.gemm import _largest_divisor, default_vector
+
+NAME = "gemv"
+ORDERS = ("ik", "ki")
+
+KNOBS: dict[str, Knob] = {
+    "M": Knob(int, 512, minimum=1, doc="rows of A, length of y"),
+    "K": Knob(int, 512, minimum=1, doc="columns of A, length of x"),
+    "dtype": Knob(str, "float32", choices=DTYPES),
+    "tile_m": Knob(int, None, minimum=1, divides="M", doc="rows per tile (default: largest divisor of M <= 8)"),
+    "tile_k": Knob(int, None, minimum=1, divides="K", doc="columns per tile (default: largest divisor of K <= 256)"),
+    "vector": Knob(int, None, minimum=1, divides="tile_k", doc="SIMD lanes of the K partial sums; 1 = none"),
+    "unroll": Knob(int, 16, minimum=0, doc="auto-unroll max step of inner loop nests; 0 = none"),
+    "order": Knob(str, "ik", choices=ORDERS, doc="order of the tile loops (i = row tiles, k = K tiles)"),
+}
+
+SHAPE_KEYS = ("M", "K", "dtype")
+
+
+def resolve(**params) -> dict:
+    p = check_params(NAME, KNOBS, params)
+    if p["tile_m"] is None:
+        p["tile_m"] = _largest_divisor(p["M"], 8)
+    if p["tile_k"] is None:
+        p["tile_k"] = _largest_divisor(p["K"], 256)
+    if p["vector"] is None:
+        p["vector"] = default_vector(p["tile_k"], p["dtype"])
+    return check_params(NAME, KNOBS, p)
+
+
+def gemv(**params):
+    """Build the scheduled IRModule (function "main", arguments A, x, y)."""
+    import tvm
+    import tvm.s_tir
+    from tvm import te
+
+    p = resolve(**params)
+    M, K, dtype = p["M"], p["K"], p["dtype"]
+    tm, tk, vec = p["tile_m"], p["tile_k"], p["vector"]
+
+    A = te.placeholder((M, K), dtype, name="A")
+    x = te.placeholder((K,), dtype, name="x")
+    k = te.reduce_axis((0, K), name="k")
+    y = te.compute((M,), lambda i: te.sum(A[i, k] * x[k], axis=k), name="y")
+    sch = tvm.s_tir.Schedule(tvm.IRModule({"main": te.create_prim_func([A, x, y])}))
+
+    block = sch.get_sblock("y")
+    i, kk = sch.get_loops(block)
+    io, ii = sch.split(i, [None, tm])
+    ko, kio, kv = sch.split(kk, [None, tk // vec, vec])
+    first, second = (io, ko) if p["order"] == "ik" else (ko, io)
+    sch.reorder(first, second, ii, kio, kv)
+    if vec > 1:
+        rf = sch.rfactor(kv, factor_axis=1)
+        rf_first, rf_second, _, _, rf_kv = sch.get_loops(rf)
+        sch.vectorize(rf_kv)
+        if p["order"] == "ik":
+            sch.reverse_compute_at(block, rf_first)
+            sums = sch.get_loops(block)[1:]  # lanes first, then the rows (absent if tile_m = 1)
+            if len(sums) > 1:
+                sch.reorder(sums[1], sums[0])  # lanes innermost: each sum stays in a register
+            sch.decompose_reduction(block, sch.get_loops(block)[1])
+        else:
+            sch.decompose_reduction(block, sch.get_loops(block)[-1])
+        main, ko_rv, first = rf, (rf_second if p["order"] == "ik" else rf_first), rf_first
+    else:
+        main, ko_rv = block, ko
+    if p["unroll"] > 1:
+        sch.annotate(first, "pragma_auto_unroll_max_step", p["unroll"])
+        sch.annotate(first, "pragma_unroll_explicit", 1)
+    sch.decompose_reduction(main, ko_rv)
+    return sch.mod
+
+
+def reference(inputs, **params):
+    p = resolve(**params)
+    a, x = inputs
+    out = np.asarray(a, dtype=np.float64) @ np.asarray(x, dtype=np.float64)
+    return [out.astype(p["dtype"])]
+
+
+def flops(**params) -> int:
+    p = resolve(**params)
+    return 2 * p["M"] * p["K"]
+
+
+def space(**shape) -> Iterator[dict]:
+    """Schedule variants for one problem: row tiles x K tiles x lanes x unroll x order."""
+    p = resolve(**shape)
+    lanes = (1, 4, 8, 16) if p["dtype"] == "float32" else (1, 2, 4, 8)
+    tms = tile_candidates(p["M"], 32, limit=6)
+    tks = tile_candidates(p["K"], 1024, limit=6, floor=16)
+    base = {key: p[key] for key in SHAPE_KEYS}
+    for tm, tk, order, unroll in itertools.product(tms, tks, ORDERS, (0, 16, 64)):
+        for vec in lanes:
+            if tk % vec == 0:
+                yield dict(base, tile_m=tm, tile_k=tk, vector=vec, unroll=unroll, order=order)
+
+
+def make_inputs(rng: np.random.Generator, **params) -> list[np.ndarray]:
+    p = resolve(**params)
+    return [
+        rng.standard_normal((p["M"], p["K"])).astype(p["dtype"]),
+        rng.standard_normal((p["K"],)).astype(p["dtype"]),
+    ]
+
+
+def output_shapes(**params) -> list[tuple]:
+    p = resolve(**params)
+    return [(p["M"],)]
+
+
+FAMILY = Family(
+    name=NAME,
+    entry=gemv,
+    knobs=KNOBS,
+    reference=reference,
+    flops=flops,
+    num_outputs=1,
+    shape_keys=SHAPE_KEYS,
+    space=space,
+    doc=__doc__.splitlines()[0],
+    extra={"resolve": resolve, "make_inputs": make_inputs, "output_shapes": output_shapes},
+)

@@ -1,0 +1,62 @@
+"""reports/perfguard.json: every result with its stats, predicted time, delta and verdict.
+
+This file is the single source the HTML and Markdown renderers read.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from perfguard import __version__
+from perfguard.atomic import atomic_write_text
+from perfguard.guard.baselines import now_iso
+from perfguard.guard.check import CheckRun
+from perfguard.guard.compare import VERDICTS
+
+REPORT_SCHEMA = 1
+
+
+def report_data(run: CheckRun, config_path: Path | None = None) -> dict[str, Any]:
+    results = []
+    for o in run.outcomes:
+        r, v = o.result, o.verdict
+        results.append({
+            "kernel": r.kernel,
+            "target": r.target,
+            "family": r.family,
+            "params": r.params,
+            "simulator": r.simulator,
+            "verdict": v.verdict,
+            "delta_pct": v.delta_pct,
+            "threshold_pct": v.threshold_pct,
+            "current_time_s": v.current_time_s,
+            "baseline_time_s": v.baseline_time_s,
+            "baseline_commit": o.baseline_commit,
+            "model_id": o.model_id,
+            "calibrated": o.calibrated,
+            "stats": None if r.stats is None else r.stats.to_dict(),
+            "stat_deltas": v.stat_deltas,
+            "error": o.error,
+            "content_hash": r.content_hash,
+            "toolchain": r.toolchain,
+            "rebuilt": r.rebuilt,
+            "resimulated": r.resimulated,
+            "seconds": round(r.seconds, 3),
+        })
+    order = {name: i for i, name in enumerate(VERDICTS)}
+    results.sort(key=lambda x: (order[x["verdict"]], x["kernel"], x["target"]))
+    return {
+        "schema": REPORT_SCHEMA,
+        "perfguard_version": __version__,
+        "created": now_iso(),
+        "config": None if config_path is None else str(config_path),
+        "summary": {"exit_code": run.exit_code(), **{name: run.count(name) for name in VERDICTS}},
+        "results": results,
+    }
+
+
+def write_json(data: dict[str, Any], path: Path) -> Path:
+    atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n")
+    return path

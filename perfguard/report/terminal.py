@@ -1,0 +1,56 @@
+"""The terminal table and the progress bar (rich; plain text when not on a terminal)."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from perfguard.report.text import headline, pct, seconds
+
+_STYLE = {"regression": "bold red", "error": "bold yellow", "improvement": "bold green", "new": "cyan",
+          "unchanged": "dim"}
+
+
+def console(stderr: bool = False) -> Console:
+    out = Console(stderr=stderr, highlight=False, soft_wrap=True)
+    if not out.is_terminal:
+        out.width = max(out.width, 160)  # CI logs: keep a result on one line
+    return out
+
+
+@contextmanager
+def progress(total: int, out: Console) -> Iterator[Any]:
+    bar = Progress(TextColumn("[bold]perfguard[/]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                   TextColumn("{task.description}"), console=out, transient=True, disable=not out.is_terminal)
+    with bar:
+        task = bar.add_task("", total=total)
+
+        def advance(label: str) -> None:
+            bar.update(task, advance=1, description=escape(label))
+
+        yield advance
+
+
+def print_table(data: dict[str, Any], out: Console) -> None:
+    table = Table(show_edge=False, pad_edge=False)
+    for name, justify in (("kernel", "left"), ("target", "left"), ("verdict", "left"), ("delta", "right"),
+                          ("threshold", "right"), ("predicted", "right"), ("baseline", "right"), ("model", "left")):
+        table.add_column(name, justify=justify)
+    for r in data["results"]:
+        table.add_row(
+            escape(r["kernel"]), escape(r["target"]),
+            f"[{_STYLE[r['verdict']]}]{r['verdict']}[/]",
+            pct(r["delta_pct"]), f"{r['threshold_pct']:.2f} %",
+            seconds(r["current_time_s"]), seconds(r["baseline_time_s"]),
+            "" if not r["model_id"] else ("calibrated" if r["calibrated"] else "analytical"),
+        )
+    out.print(table)
+    for r in data["results"]:
+        if r["error"]:
+            out.print(f"[bold yellow]error[/] {escape(r['error'])}")
+    out.print(f"[bold]{escape(headline(data['summary']))}[/]")

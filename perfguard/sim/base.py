@@ -1,0 +1,60 @@
+"""The interface every simulator back end implements, and the registry that finds them."""
+
+from __future__ import annotations
+
+import abc
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from perfguard.errors import InputError
+from perfguard.sim.stats import Stats
+from perfguard.targets import TargetProfile
+
+
+@dataclass(frozen=True)
+class SimResult:
+    stats: Stats  # kernel-only counts, summed over every region of interest
+    stdout: bytes  # what the guest wrote (the harness writes the kernel outputs here)
+    roi_count: int  # regions of interest entered (one per harness run)
+    total_insts: int | None  # whole-program instructions, for reporting overheads
+
+
+class Simulator(abc.ABC):
+    """Runs a statically linked harness binary for a target and returns kernel-only Stats."""
+
+    name: str = ""
+
+    @abc.abstractmethod
+    def check_available(self, target: TargetProfile) -> None:
+        """Raise InfraError naming what is missing (binary, plugin compiler) and how to get it."""
+
+    @abc.abstractmethod
+    def fingerprint(self, target: TargetProfile) -> str:
+        """Everything about the simulator that changes statistics (versions, plugin source)."""
+
+    @abc.abstractmethod
+    def run(self, binary: Path, target: TargetProfile, args: list[str], timeout: float) -> SimResult:
+        """Simulate `binary args...`; InfraError on crash, timeout or unreadable output."""
+
+
+_BACKENDS = {
+    "qemu": "perfguard.sim.qemu:QemuSimulator",
+    "gem5": "perfguard.sim.gem5:Gem5Simulator",
+    "cachegrind": "perfguard.sim.cachegrind:CachegrindSimulator",
+}
+
+SIMULATOR_NAMES = tuple(_BACKENDS)
+
+
+def get_simulator(name: str, cache_dir: Path) -> Simulator:
+    if name not in _BACKENDS:
+        raise InputError(f"unknown simulator '{name}' (one of {', '.join(SIMULATOR_NAMES)})")
+    module_name, class_name = _BACKENDS[name].split(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name == module_name:
+            raise InputError(f"simulator '{name}' is not available in this perfguard version") from None
+        raise
+    return getattr(module, class_name)(cache_dir=cache_dir)

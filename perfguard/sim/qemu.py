@@ -1,0 +1,250 @@
+"""QEMU user-mode simulator back end: runs a static harness under qemu-<isa> with perfguard's
+own TCG plugin (qemu_plugin.c, built on first use with the host C compiler) and reads its
+statistics file.
+
+The guest runs with an empty environment and a fixed-length argv[0] (a symlink in a
+fresh temporary directory) so that its stack layout, and with it the statistics, do not
+depend on the caller's environment or on where the binary lives.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+from pathlib import Path
+
+from perfguard.errors import InfraError
+from perfguard.sim.base import SimResult, Simulator
+from perfguard.sim.stats import STAT_FIELDS, Stats
+from perfguard.targets import TargetProfile
+
+PLUGIN_SOURCE = Path(__file__).with_name("qemu_plugin.c")
+PLUGIN_NAME = "perfguard_plugin.so"
+OUTPUT_HEADER = "perfguard_qemu_plugin 1"
+HOST_CC = "cc"
+
+
+def _one_line(text: str, limit: int = 400) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _stderr_tail(stderr: bytes, lines: int = 2) -> str:
+    kept = [ln.strip() for ln in stderr.decode("utf-8", "replace").splitlines() if ln.strip()]
+    if not kept:
+        return "(no stderr)"
+    return _one_line(" | ".join(kept[-lines:]))
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def parse_plugin_output(text: str, source: str) -> tuple[Stats, int, int]:
+    """Strictly parse the plugin's statistics file: (roi Stats, roi_count, total_insts)."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    if not lines or lines[0] != OUTPUT_HEADER:
+        raise ValueError(f"{source}: first line is not '{OUTPUT_HEADER}'")
+    expected = list(STAT_FIELDS) + ["roi_count", "total_insts"]
+    body = lines[1:]
+    if len(body) != len(expected):
+        raise ValueError(f"{source}: expected {len(expected)} statistics lines, got {len(body)}")
+    values: dict[str, int] = {}
+    for number, (line, key) in enumerate(zip(body, expected), start=2):
+        parts = line.split(" ")
+        if len(parts) != 2 or parts[0] != key:
+            raise ValueError(f"{source}: line {number}: expected '{key} <count>', got {line[:80]!r}")
+        if not parts[1].isdigit() or not parts[1].isascii():
+            raise ValueError(f"{source}: line {number}: '{key}' is not a non-negative integer: {parts[1][:40]!r}")
+        values[key] = int(parts[1])
+    stats = Stats(**{name: values[name] for name in STAT_FIELDS})
+    return stats, values["roi_count"], values["total_insts"]
+
+
+_GUEST_DIR = "/tmp"
+GUEST_STACK_BYTES = 8 * 1024 * 1024
+# Part of the fingerprint: bump when how the guest is launched changes (its layout, its counts).
+RUN_RECIPE = 2
+
+
+def _link_or_copy(source: Path, dest: Path) -> None:
+    try:
+        os.link(source, dest)
+    except OSError:  # another file system
+        shutil.copy2(source, dest)
+
+
+class QemuSimulator(Simulator):
+    name = "qemu"
+
+    def __init__(self, cache_dir: Path):
+        self.cache_dir = Path(cache_dir)
+        self._plugin: Path | None = None
+        self._versions: dict[str, str] = {}
+        self._plugin_ok: set[str] = set()
+
+    # -- availability --------------------------------------------------------------------
+
+    def _which(self, program: str, package: str, role: str) -> str:
+        path = shutil.which(program)
+        if path is None:
+            raise InfraError(f"{program} ({role}) not found on PATH: install the Debian package {package} "
+                             f"(apt-get install {package})")
+        return path
+
+    def check_available(self, target: TargetProfile) -> None:
+        qemu = self._which(target.qemu, "qemu-user", f"QEMU user-mode emulator for target {target.name}")
+        self._which(HOST_CC, "gcc", "host C compiler that builds the perfguard QEMU plugin")
+        if qemu not in self._plugin_ok:
+            try:
+                proc = subprocess.run([qemu, "-h"], stdin=subprocess.DEVNULL, capture_output=True, timeout=30)
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                raise InfraError(f"{target.qemu} (target {target.name}) cannot be run: {_one_line(str(exc))}") from None
+            if b"-plugin" not in proc.stdout + proc.stderr:
+                raise InfraError(f"{target.qemu} (target {target.name}) has no TCG plugin support "
+                                 f"(qemu-user-static has none): install the Debian package qemu-user")
+            self._plugin_ok.add(qemu)
+
+    def _qemu_version(self, target: TargetProfile) -> str:
+        qemu = self._which(target.qemu, "qemu-user", f"QEMU user-mode emulator for target {target.name}")
+        if qemu not in self._versions:
+            try:
+                proc = subprocess.run([qemu, "--version"], stdin=subprocess.DEVNULL, capture_output=True, timeout=30)
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                raise InfraError(f"{target.qemu} --version failed (target {target.name}): {_one_line(str(exc))}") from None
+            lines = proc.stdout.decode("utf-8", "replace").strip().splitlines()
+            if proc.returncode != 0 or not lines:
+                raise InfraError(f"{target.qemu} --version failed (target {target.name}): {_stderr_tail(proc.stderr)}")
+            self._versions[qemu] = lines[0].strip()
+        return self._versions[qemu]
+
+    # -- plugin build --------------------------------------------------------------------
+
+    @staticmethod
+    def plugin_source_hash() -> str:
+        return hashlib.sha256(PLUGIN_SOURCE.read_bytes()).hexdigest()
+
+    def plugin_path(self) -> Path:
+        """Build the plugin if needed (atomically; concurrent builders are safe) and return it."""
+        if self._plugin is not None and self._plugin.exists():
+            return self._plugin
+        cc = self._which(HOST_CC, "gcc", "host C compiler that builds the perfguard QEMU plugin")
+        source = PLUGIN_SOURCE.read_bytes()
+        try:
+            version = subprocess.run([cc, "--version"], stdin=subprocess.DEVNULL, capture_output=True,
+                                     timeout=60).stdout
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise InfraError(f"{HOST_CC} --version failed: {_one_line(str(exc))}") from None
+        digest = hashlib.sha256(source + b"\0" + version).hexdigest()[:20]
+        directory = self.cache_dir / "plugin" / digest
+        final = directory / PLUGIN_NAME
+        if not final.exists():
+            directory.mkdir(parents=True, exist_ok=True)
+            fd, tmp_name = tempfile.mkstemp(prefix=".build-", suffix=".so", dir=directory)
+            os.close(fd)
+            try:
+                proc = subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", tmp_name, str(PLUGIN_SOURCE)],
+                                      stdin=subprocess.DEVNULL, capture_output=True, timeout=300)
+                if proc.returncode != 0:
+                    raise InfraError(f"{HOST_CC} failed to build the QEMU plugin {PLUGIN_SOURCE}: "
+                                     f"{_stderr_tail(proc.stderr, 3)}")
+                os.replace(tmp_name, final)
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                raise InfraError(f"{HOST_CC} failed to build the QEMU plugin {PLUGIN_SOURCE}: "
+                                 f"{_one_line(str(exc))}") from None
+            finally:
+                if os.path.exists(tmp_name):
+                    os.unlink(tmp_name)
+        self._plugin = final
+        return final
+
+    # -- interface -----------------------------------------------------------------------
+
+    def fingerprint(self, target: TargetProfile) -> str:
+        geometry = " ".join(f"{level}={c.size}/{c.assoc}/{c.line}"
+                            for level, c in (("l1i", target.l1i), ("l1d", target.l1d), ("l2", target.l2)))
+        return (f"{self._qemu_version(target)}; cpu={' '.join(target.qemu_cpu)}; isa={target.isa}; "
+                f"plugin={self.plugin_source_hash()[:20]}; run={RUN_RECIPE}; {geometry}")
+
+    def _plugin_arg(self, plugin: Path, out: Path, target: TargetProfile) -> str:
+        parts = [str(plugin), f"arch={target.isa}", f"out={out}"]
+        for level in ("l1i", "l1d", "l2"):
+            c = getattr(target, level)
+            parts += [f"{level}_size={c.size}", f"{level}_assoc={c.assoc}", f"{level}_line={c.line}"]
+        return ",".join(parts)
+
+    def run(self, binary: Path, target: TargetProfile, args: list[str], timeout: float) -> SimResult:
+        self.check_available(target)
+        qemu = shutil.which(target.qemu)
+        assert qemu is not None
+        binary = Path(binary)
+        where = f"{binary.name} on target {target.name} ({target.qemu})"
+        if not binary.is_file():
+            raise InfraError(f"{where}: harness binary {binary} does not exist")
+        plugin = self.plugin_path()
+        # QEMU resolves the guest's path and lays it out on the guest stack, so the path's
+        # length shifts addresses and with them cache conflicts. The guest therefore always
+        # runs as /tmp/perfguard-qemu-XXXXXXXX/harness (fixed length, whatever TMPDIR says),
+        # a hard link or copy, never a symlink (that would resolve to the cache's path).
+        with tempfile.TemporaryDirectory(prefix="perfguard-qemu-", dir=_GUEST_DIR) as tmp:
+            work = Path(tmp)
+            guest = work / "harness"
+            _link_or_copy(binary.resolve(), guest)
+            so = work / "plugin.so"
+            so.symlink_to(plugin.resolve())
+            out = work / "stats.txt"
+            # -s: a fixed guest stack size (QEMU would otherwise grow it to the host RLIMIT_STACK).
+            cmd = [qemu, "-s", str(GUEST_STACK_BYTES), *target.qemu_cpu, "-plugin", self._plugin_arg(so, out, target), str(guest), *args]
+            try:
+                proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE, env={}, start_new_session=True)
+            except OSError as exc:
+                raise InfraError(f"{where}: cannot start {target.qemu}: {_one_line(str(exc))}") from None
+            try:
+                stdout, stderr = proc.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                stdout, stderr = proc.communicate()
+                raise InfraError(f"{where}: simulation timed out after {timeout:g} s; "
+                                 f"stderr: {_stderr_tail(stderr)}") from None
+            except BaseException:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                proc.wait()
+                raise
+            if proc.returncode < 0:
+                raise InfraError(f"{where}: killed by {_signal_name(-proc.returncode)}; "
+                                 f"stderr: {_stderr_tail(stderr)}")
+            if proc.returncode != 0:
+                raise InfraError(f"{where}: exited with status {proc.returncode}; stderr: {_stderr_tail(stderr)}")
+            try:
+                text = out.read_text(encoding="ascii")
+            except FileNotFoundError:
+                raise InfraError(f"{where}: the plugin wrote no statistics file; "
+                                 f"stderr: {_stderr_tail(stderr)}") from None
+            except (OSError, UnicodeDecodeError) as exc:
+                raise InfraError(f"{where}: plugin output is unreadable (prints garbage): "
+                                 f"{_one_line(str(exc))}") from None
+            try:
+                stats, roi_count, total_insts = parse_plugin_output(text, "plugin output")
+            except ValueError as exc:
+                raise InfraError(f"{where}: plugin output is unparseable (prints garbage): {_one_line(str(exc))}; "
+                                 f"stderr: {_stderr_tail(stderr)}") from None
+        if roi_count == 0:
+            raise InfraError(f"{where}: the harness never entered its region of interest (no call to "
+                             f"perfguard_roi_begin followed by perfguard_roi_end); stderr: {_stderr_tail(stderr)}")
+        return SimResult(stats=stats, stdout=stdout, roi_count=roi_count, total_insts=total_insts)
