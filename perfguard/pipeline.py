@@ -65,6 +65,8 @@ class JobResult:
     resimulated: bool = False
     seconds: float = 0.0
     max_error: float | None = None  # worst output difference against the reference
+    flops: int | None = None  # floating-point operations of one call (built-in families)
+    tensor_bytes: int | None = None  # bytes of all tensors: the compulsory memory traffic
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -120,6 +122,9 @@ def _run(job: Job, result: JobResult) -> None:
     where = f"kernel '{spec.name}' on {profile.name}"
     lowered, params, family = resolve_kernel(spec, job.root, where)
     result.params = params
+    result.tensor_bytes = sum(t.nbytes for t in lowered.tensors)
+    if family is not None:
+        result.flops = int(family.flops(**spec.params))
 
     cc = find_cc(profile)
     simulator = get_simulator(job.simulator, job.cache_dir)

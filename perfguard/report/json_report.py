@@ -39,6 +39,8 @@ def report_data(run: CheckRun, config_path: Path | None = None) -> dict[str, Any
             "stats": None if r.stats is None else r.stats.to_dict(),
             "stat_deltas": v.stat_deltas,
             "error": o.error,
+            "flops": r.flops,
+            "tensor_bytes": r.tensor_bytes,
             "content_hash": r.content_hash,
             "toolchain": r.toolchain,
             "rebuilt": r.rebuilt,
