@@ -24,7 +24,7 @@ _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*$")
 
 _TOP_KEYS = {
     "targets", "simulator", "threshold", "baseline_dir", "report_dir", "cache_dir",
-    "jobs", "timeout", "reps", "warmup",
+    "jobs", "timeout", "reps", "warmup", "drift_mape", "drift_spearman",
 }
 _KERNEL_KEYS = {"name", "entry", "family", "params", "threshold", "reference", "targets", "outputs", "rtol", "atol"}
 
@@ -58,6 +58,8 @@ class Config:
     reps: int
     warmup: int
     kernels: tuple[KernelSpec, ...]
+    drift_mape: float = 15.0  # percent: above it, `calibrate drift` says retrain
+    drift_spearman: float = 0.9  # below it, likewise
     profiles: dict[str, TargetProfile] = field(default_factory=dict)
 
     def kernel(self, name: str) -> KernelSpec:
@@ -207,6 +209,8 @@ def _build(path: Path, top: dict, kernels: Any, targets: Any, prefix: str) -> Co
         reps=_number(top.get("reps", 1), f"{path}: {prefix}.reps", 1, integer=True),
         warmup=_number(top.get("warmup", 1), f"{path}: {prefix}.warmup", 0, integer=True),
         kernels=tuple(specs),
+        drift_mape=_number(top.get("drift_mape", 15.0), f"{path}: {prefix}.drift_mape"),
+        drift_spearman=_number(top.get("drift_spearman", 0.9), f"{path}: {prefix}.drift_spearman"),
         profiles=profiles,
     )
 

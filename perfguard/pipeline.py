@@ -115,7 +115,23 @@ def resolve_kernel(spec: KernelSpec, root: Path, where: str) -> tuple[LoweredKer
     return inspect_module(mod, outputs, where), params, (family if family is not None and entry is family.entry else None)
 
 
-def _run(job: Job, result: JobResult) -> None:
+@dataclass(frozen=True)
+class Built:
+    """A kernel built for a target: where its files are and what it was built from."""
+
+    build_dir: Path
+    lowered: LoweredKernel
+    params: dict[str, Any]
+    family: Any
+    where: str
+
+    @property
+    def binary(self) -> Path:
+        return self.build_dir / "harness"
+
+
+def build_kernel(job: Job, result: JobResult) -> Built:
+    """Lower, compile and link (or find it all in the cache); fills the build fields of result."""
     import tvm
 
     spec, profile = job.kernel, job.profile
@@ -125,13 +141,8 @@ def _run(job: Job, result: JobResult) -> None:
     result.tensor_bytes = sum(t.nbytes for t in lowered.tensors)
     if family is not None:
         result.flops = int(family.flops(**spec.params))
-
     cc = find_cc(profile)
-    simulator = get_simulator(job.simulator, job.cache_dir)
-    simulator.check_available(profile)
-    result.toolchain = {"cc": cc_version(cc), "tvm": tvm.__version__, "perfguard": __version__,
-                        "simulator": simulator.fingerprint(profile)}
-
+    result.toolchain = {"cc": cc_version(cc), "tvm": tvm.__version__, "perfguard": __version__}
     cache = BuildCache(job.cache_dir)
     key = digest(lowered.ir_hash, profile.fingerprint(), result.toolchain["cc"], result.toolchain["tvm"],
                  str(HARNESS_VERSION), template_digest(), str(BUILD_RECIPE))
@@ -144,18 +155,27 @@ def _run(job: Job, result: JobResult) -> None:
         link_harness(profile, staging / "harness.c", staging / "kernel.o", staging / "harness", where)
         build_dir = cache.publish_build(key, staging)
         result.rebuilt = True
-    binary = build_dir / "harness"
-    result.binary_hash = file_digest(binary)
+    result.binary_hash = file_digest(build_dir / "harness")
+    return Built(build_dir, lowered, params, family, where)
 
-    sim_key = digest(result.binary_hash, job.simulator, simulator.fingerprint(profile), str(job.reps), str(job.warmup))
+
+def _run(job: Job, result: JobResult) -> None:
+    simulator = get_simulator(job.simulator, job.cache_dir)
+    simulator.check_available(job.profile)
+    built = build_kernel(job, result)
+    result.toolchain["simulator"] = simulator.fingerprint(job.profile)
+    cache = BuildCache(job.cache_dir)
+    sim_key = digest(result.binary_hash, job.simulator, simulator.fingerprint(job.profile), str(job.reps),
+                     str(job.warmup))
     record = cache.lookup_sim(sim_key)
     if record is None:
-        sim = simulator.run(binary, profile, [str(job.reps), str(job.warmup)], job.timeout)
+        sim = simulator.run(built.binary, job.profile, [str(job.reps), str(job.warmup)], job.timeout)
         try:
-            outputs = decode_outputs(sim.stdout, lowered.tensors)
+            outputs = decode_outputs(sim.stdout, built.lowered.tensors)
         except ValueError as exc:
-            raise InfraError(f"{where}: harness printed garbage under {job.simulator}: {exc}") from None
-        max_error = _check_outputs(spec, job.root, lowered, params, family, outputs, where)
+            raise InfraError(f"{built.where}: harness printed garbage under {job.simulator}: {exc}") from None
+        max_error = _check_outputs(job.kernel, job.root, built.lowered, built.params, built.family, outputs,
+                                   built.where)
         record = {"stats": sim.stats.to_dict(), "roi_count": sim.roi_count, "total_insts": sim.total_insts,
                   "max_error": max_error}
         cache.store_sim(sim_key, record)

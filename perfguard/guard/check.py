@@ -88,8 +88,8 @@ def run_check(
         if not result.ok:
             run.outcomes.append(Outcome(result, Verdict(ERROR, limit), error=result.error))
             continue
-        predictor = predictor_for(job.profile, result.family)
         try:
+            predictor = predictor_for(job.profile, result.family, result.simulator, config.baseline_dir)
             baseline = store.read(job.profile.name, job.kernel.name)
             if baseline is not None and baseline.simulator != result.simulator:
                 raise InputError(
@@ -98,8 +98,7 @@ def run_check(
                 )
         except InputError as exc:
             result.exit_code = exc.exit_code
-            run.outcomes.append(Outcome(result, Verdict(ERROR, limit), predictor.model_id, predictor.calibrated,
-                                        error=exc.message))
+            run.outcomes.append(Outcome(result, Verdict(ERROR, limit), error=exc.message))
             continue
         verdict = judge(result.stats, baseline, predictor, limit)
         run.outcomes.append(Outcome(result, verdict, predictor.model_id, predictor.calibrated,
@@ -120,7 +119,7 @@ def write_baselines(config: Config, jobs: list[Job], results: list[JobResult]) -
     for job, r in zip(jobs, results):
         if not r.ok:
             continue
-        predictor = predictor_for(job.profile, r.family)
+        predictor = predictor_for(job.profile, r.family, r.simulator, config.baseline_dir)
         written.append(store.write(Baseline(
             kernel=r.kernel, target=r.target, family=r.family, params=r.params, simulator=r.simulator,
             content_hash=r.content_hash or "", stats=r.stats,

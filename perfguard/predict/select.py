@@ -1,12 +1,51 @@
-"""Which predictor scores a target and kernel family."""
+"""Which predictor scores a target and kernel family.
+
+The calibrated model in baselines/models/<target>/<family>.json when there is one, the
+analytical model otherwise. A model file that exists but cannot be used (corrupted, another
+schema, trained for another profile or simulator) is an error naming it, not a silent
+fall-back to the analytical model: a gate must not quietly change its yardstick.
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from perfguard.errors import InputError
 from perfguard.predict.analytical import AnalyticalModel
 from perfguard.predict.base import Predictor
+from perfguard.predict.store import StoredModel, load_model, model_path
 from perfguard.targets import TargetProfile
 
+_LOADED: dict[tuple[str, float], StoredModel] = {}
 
-def predictor_for(profile: TargetProfile, family: str | None) -> Predictor:
-    """The analytical model until calibrated models exist for this target and family."""
-    return AnalyticalModel(profile)
+
+def stored_model(baseline_dir: Path, target: str, family: str | None) -> StoredModel | None:
+    if family is None:
+        return None
+    path = model_path(baseline_dir, target, family)
+    try:
+        mtime = path.stat().st_mtime
+    except FileNotFoundError:
+        return None
+    key = (str(path), mtime)
+    if key not in _LOADED:
+        _LOADED[key] = load_model(path)
+    return _LOADED[key]
+
+
+def predictor_for(profile: TargetProfile, family: str | None, simulator: str = "qemu",
+                  baseline_dir: Path | None = None) -> Predictor:
+    stored = None if baseline_dir is None else stored_model(baseline_dir, profile.name, family)
+    if stored is None:
+        return AnalyticalModel(profile)
+    meta = stored.meta
+    if meta["target"] != profile.name or meta["family"] != family:
+        raise InputError(f"{stored.path}: model is for {meta['family']} on {meta['target']}, "
+                         f"not {family} on {profile.name}")
+    if meta["simulator"] != simulator:
+        raise InputError(f"{stored.path}: model was trained on {meta['simulator']} statistics, "
+                         f"this run uses {simulator}")
+    if meta.get("profile_fingerprint") != profile.fingerprint():
+        raise InputError(f"{stored.path}: model was trained for a different '{profile.name}' profile "
+                         f"(codegen or cache geometry changed); retrain with 'perfguard calibrate train'")
+    return stored.predictor

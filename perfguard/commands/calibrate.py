@@ -1,0 +1,184 @@
+"""perfguard calibrate collect | train | evaluate | drift: predictors from native runs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from rich.table import Table
+
+from perfguard.atomic import atomic_write_text
+from perfguard.config import load_config
+from perfguard.errors import EXIT_OK, EXIT_REGRESSION, InputError
+from perfguard.kernels import FAMILY_NAMES
+from perfguard.predict import calibration
+from perfguard.predict.dataset import dataset_path, load_dataset
+from perfguard.predict.registry import PREDICTORS
+from perfguard.predict.select import stored_model
+from perfguard.report.terminal import console, progress
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser("calibrate", help="calibrate predictors against native runs")
+    sub = p.add_subparsers(dest="action", required=True)
+
+    def common(q, family_required=True):
+        q.add_argument("--config", type=Path)
+        q.add_argument("--target", required=True)
+        q.add_argument("--family", choices=FAMILY_NAMES, required=family_required,
+                       help="kernel family" + ("" if family_required else " (default: every family with a model)"))
+
+    q = sub.add_parser("collect", help="sample schedules, simulate them and time them natively")
+    common(q)
+    q.add_argument("--variants", type=int, default=200, help="schedules per group (default 200)")
+    q.add_argument("--groups", type=Path, help="JSON list of shapes (default: the built-in groups)")
+    q.add_argument("--seed", default="perfguard")
+    q.add_argument("--output", type=Path, help="dataset file (default: baselines/datasets/T/F.json)")
+    q.add_argument("-j", "--jobs", type=int)
+    q.set_defaults(run=run_collect)
+
+    q = sub.add_parser("evaluate", help="leave-one-group-out table of every predictor")
+    common(q)
+    q.add_argument("--predictors", default=",".join(PREDICTORS))
+    q.add_argument("--json", type=Path, help="write the table here (default: reports/calibration-T-F.json)")
+    q.set_defaults(run=run_evaluate)
+
+    q = sub.add_parser("train", help="fit the best predictor on the dataset and store it")
+    common(q, family_required=False)
+    q.add_argument("--predictors", default=",".join(PREDICTORS))
+    q.set_defaults(run=run_train)
+
+    q = sub.add_parser("drift", help="time a fresh sample and compare with the stored model")
+    common(q, family_required=False)
+    q.add_argument("--variants", type=int, default=10, help="fresh schedules per group (default 10)")
+    q.add_argument("--seed", help="sampling seed (default: today's date)")
+    q.add_argument("--json", type=Path)
+    q.set_defaults(run=run_drift)
+
+
+def _names(value: str) -> list[str]:
+    names = [v.strip() for v in value.split(",") if v.strip()]
+    for name in names:
+        if name not in PREDICTORS:
+            raise InputError(f"--predictors: unknown predictor '{name}' (one of {', '.join(PREDICTORS)})")
+    return names
+
+
+def _families(config, target: str, family: str | None, need: str) -> list[str]:
+    if family:
+        return [family]
+    root = config.baseline_dir / need / target
+    found = sorted(p.stem for p in root.glob("*.json")) if root.is_dir() else []
+    if not found:
+        raise InputError(f"{root}: no {need} for target {target}")
+    return found
+
+
+def run_collect(args) -> int:
+    out = console()
+    config = load_config(args.config)
+    profile = config.profile(args.target)
+    if args.variants < 2:
+        raise InputError(f"--variants {args.variants}: need at least 2")
+    if args.groups:
+        try:
+            shapes = json.loads(args.groups.read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise InputError(f"{args.groups}: cannot read groups ({type(exc).__name__})") from None
+        if not isinstance(shapes, list) or not all(isinstance(s, dict) for s in shapes):
+            raise InputError(f"{args.groups}: must be a JSON list of objects (one shape each)")
+    else:
+        shapes = calibration.DEFAULT_GROUPS[args.family]
+    total = sum(len(calibration.sample_variants(args.family, s, args.variants, args.seed)) for s in shapes)
+    with progress(total, out) as advance:
+        got = calibration.collect(config, profile, args.family, shapes, args.variants, args.seed, args.jobs,
+                                  on_result=lambda i, r: advance(r.kernel))
+    path = args.output or dataset_path(config.baseline_dir, profile.name, args.family)
+    got.dataset.save(path)
+    n = len(got.dataset.rows)
+    out.print(f"wrote {path}: {n} variants in {len(got.dataset.groups())} groups "
+              f"({len(got.failed)} failed, {got.unsteady} unsteady timings rejected)")
+    out.print(f"simulate {got.simulate_s:.1f} s, native timing {got.native_s:.1f} s "
+              f"({100 * (got.simulate_s + got.native_s) / max(n, 1):.1f} s per 100 variants)")
+    for line in got.failed[:10]:
+        out.print(f"[yellow]failed[/] {line}")
+    return EXIT_OK
+
+
+def print_evaluation(evaluation, out) -> None:
+    table = Table(title="leave-one-group-out", show_edge=False)
+    for col in ("predictor", "group", "n", "MAPE %", "RMSE us", "Spearman", "best at %", "regret"):
+        table.add_column(col, justify="left" if col in ("predictor", "group") else "right")
+    for name, rows in evaluation.table.items():
+        for m in rows:
+            table.add_row(name, m.group, str(m.n), f"{m.mape:.1f}", f"{m.rmse * 1e6:.1f}", f"{m.spearman:.3f}",
+                          f"{m.best_rank_pct:.1f}", f"{m.regret:.3f}")
+        s = evaluation.summary[name]
+        table.add_row(f"[bold]{name}[/]", "[bold]mean[/]", "", f"{s['mape']:.1f}", f"{s['rmse'] * 1e6:.1f}",
+                      f"{s['spearman']:.3f}", f"{s['best_rank_pct']:.1f}", f"{s['regret']:.3f}", end_section=True)
+    out.print(table)
+
+
+def run_evaluate(args) -> int:
+    out = console()
+    config = load_config(args.config)
+    profile = config.profile(args.target)
+    dataset = load_dataset(dataset_path(config.baseline_dir, profile.name, args.family))
+    evaluation = calibration.evaluate(dataset, profile, _names(args.predictors))
+    print_evaluation(evaluation, out)
+    path = args.json or config.report_dir / f"calibration-{profile.name}-{args.family}.json"
+    atomic_write_text(path, json.dumps({"target": profile.name, "family": args.family,
+                                        "dataset_hash": dataset.digest(), **evaluation.to_dict()},
+                                       indent=2, sort_keys=True) + "\n")
+    out.print(f"wrote {path}")
+    return EXIT_OK
+
+
+def run_train(args) -> int:
+    out = console()
+    config = load_config(args.config)
+    profile = config.profile(args.target)
+    for family in _families(config, profile.name, args.family, "datasets"):
+        dataset = load_dataset(dataset_path(config.baseline_dir, profile.name, family))
+        from perfguard.predict.store import model_path
+
+        name, evaluation, path = calibration.train(dataset, profile, model_path(config.baseline_dir, profile.name, family),
+                                                   _names(args.predictors))
+        print_evaluation(evaluation, out)
+        s = evaluation.summary[name]
+        out.print(f"wrote {path}: {name} (hold-out Spearman {s['spearman']:.3f}, MAPE {s['mape']:.1f} %, "
+                  f"true best within top {s['worst_best_rank_pct']:.1f} % in every group)")
+    return EXIT_OK
+
+
+def run_drift(args) -> int:
+    import datetime
+
+    out = console()
+    config = load_config(args.config)
+    profile = config.profile(args.target)
+    seed = args.seed or datetime.date.today().isoformat()
+    verdicts = {}
+    for family in _families(config, profile.name, args.family, "models"):
+        model = stored_model(config.baseline_dir, profile.name, family)
+        if model is None:
+            raise InputError(f"no model for {family} on {profile.name} (run 'perfguard calibrate train')")
+        # Fresh variants of the shapes the model was trained on, none of those it has seen.
+        known, shapes = set(), calibration.DEFAULT_GROUPS[family]
+        try:
+            dataset = load_dataset(dataset_path(config.baseline_dir, profile.name, family))
+            known = {json.dumps(r.params, sort_keys=True) for r in dataset.rows}
+            shapes = [calibration.parse_group(g) for g in dataset.groups()]
+        except InputError:
+            pass
+        got = calibration.collect(config, profile, family, shapes, args.variants, f"drift-{seed}", exclude=known)
+        result = calibration.drift(got.dataset, model, config.drift_mape, config.drift_spearman)
+        verdicts[family] = result.to_dict()
+        state = "[bold red]retrain[/]" if result.needs_retraining else "[green]ok[/]"
+        out.print(f"{profile.name}/{family}: {state} MAPE {result.mape:.1f} % (limit {config.drift_mape:.1f}), "
+                  f"Spearman {result.spearman:.3f} (limit {config.drift_spearman:.3f}) on {result.rows} fresh variants"
+                  + (f": {'; '.join(result.reasons)}" if result.reasons else ""))
+    if args.json:
+        atomic_write_text(args.json, json.dumps(verdicts, indent=2, sort_keys=True) + "\n")
+    return EXIT_REGRESSION if any(v["needs_retraining"] for v in verdicts.values()) else EXIT_OK

@@ -1,0 +1,199 @@
+"""Calibration campaigns: collect (simulate + time natively), train, evaluate, check drift.
+
+A group is one problem shape of a kernel family; its variants are schedules sampled from the
+family's knob space. Models are trained per target and family and evaluated leave-one-group-
+out, so every reported figure is for shapes the model never saw.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from perfguard.build.cache import BuildCache
+from perfguard.config import Config, KernelSpec
+from perfguard.errors import InfraError, InputError
+from perfguard.executor import LocalExecutor
+from perfguard.guard.baselines import now_iso
+from perfguard.kernels import get_family
+from perfguard.pipeline import Job, JobResult, run_job
+from perfguard.predict.analytical import AnalyticalModel
+from perfguard.predict.dataset import Dataset, Row
+from perfguard.predict.evaluate import GroupMetrics, leave_one_group_out, metrics, summarize
+from perfguard.predict.features import DERIVED_FEATURES
+from perfguard.predict.registry import PREDICTORS
+from perfguard.predict.store import StoredModel, save_model
+from perfguard.sim.base import get_simulator
+from perfguard.sim.native import check_native, this_machine, time_native
+from perfguard.sim.stats import STAT_FIELDS
+from perfguard.targets import TargetProfile
+
+# Problem shapes (groups) sampled by default: ResNet-like layers and GEMMs of several aspects.
+DEFAULT_GROUPS: dict[str, list[dict]] = {
+    "gemm": [dict(M=128, N=128, K=128), dict(M=256, N=64, K=128), dict(M=64, N=128, K=256),
+             dict(M=192, N=192, K=64)],
+    "conv2d": [dict(C=32, H=28, W=28, F=32, R=3, S=3, stride=1, padding=1),
+               dict(C=64, H=14, W=14, F=64, R=3, S=3, stride=1, padding=1),
+               dict(C=16, H=56, W=56, F=32, R=3, S=3, stride=2, padding=1),
+               dict(C=64, H=14, W=14, F=128, R=1, S=1, stride=1, padding=0)],
+    "gemv": [dict(M=512, K=512), dict(M=1024, K=256), dict(M=256, K=1024), dict(M=768, K=768)],
+    "depthwise_conv2d": [dict(C=32, H=28, W=28), dict(C=64, H=14, W=14), dict(C=16, H=56, W=56),
+                         dict(C=32, H=56, W=56, stride=2)],
+    "dense_relu": [dict(B=16, I=256, O=256), dict(B=8, I=512, O=128), dict(B=32, I=128, O=512),
+                   dict(B=4, I=1024, O=256)],
+}
+
+
+def group_label(shape: dict) -> str:
+    return ",".join(f"{k}={shape[k]}" for k in sorted(shape))
+
+
+def parse_group(label: str) -> dict:
+    """The shape back from its label (values that look like integers become integers)."""
+    shape = {}
+    for part in label.split(","):
+        key, _, value = part.partition("=")
+        shape[key] = int(value) if value.lstrip("-").isdigit() else value
+    return shape
+
+
+def sample_variants(family_name: str, shape: dict, count: int, seed: str, exclude: set[str] = frozenset()) -> list[dict]:
+    """A deterministic random sample of the family's knob space for one shape."""
+    family = get_family(family_name)
+    space = [p for p in family.space(**shape) if json.dumps(p, sort_keys=True) not in exclude]
+    rng = random.Random(f"{seed}/{family_name}/{group_label(shape)}")
+    return rng.sample(space, min(count, len(space)))
+
+
+@dataclass
+class Collected:
+    dataset: Dataset
+    failed: list[str]  # variants that did not build, simulate or check
+    unsteady: int  # variants rejected because their timing never settled
+    simulate_s: float
+    native_s: float
+
+
+def collect(config: Config, profile: TargetProfile, family_name: str, shapes: list[dict], variants: int,
+            seed: str = "perfguard", workers: int | None = None, exclude: set[str] = frozenset(),
+            on_result: Callable[[int, JobResult], None] | None = None) -> Collected:
+    import time
+
+    check_native(profile)
+    family = get_family(family_name)
+    entry = f"{family.entry.__module__}:{family.entry.__name__}"
+    labelled = []
+    for shape in shapes:
+        for i, params in enumerate(sample_variants(family_name, shape, variants, seed, exclude)):
+            labelled.append((group_label(shape), KernelSpec(f"{family_name}-{len(labelled)}", entry, family_name, params)))
+    jobs = [Job(spec, profile, config.root, config.cache_dir, config.simulator, config.timeout, 1, 1)
+            for _, spec in labelled]
+    started = time.monotonic()
+    results = LocalExecutor(workers or config.jobs).map(run_job, jobs, on_result)
+    simulate_s = time.monotonic() - started
+    simulator = get_simulator(config.simulator, config.cache_dir)
+    dataset = Dataset(profile.name, family_name, config.simulator, simulator.fingerprint(profile))
+    machine = this_machine().to_dict()
+    cache = BuildCache(config.cache_dir)
+    failed, unsteady = [], 0
+    started = time.monotonic()
+    for (label, spec), result in zip(labelled, results):  # one at a time: timings need a quiet core
+        if not result.ok:
+            failed.append(f"{label} {json.dumps(spec.params, sort_keys=True)}: {result.error}")
+            continue
+        binary = cache.lookup_build(result.content_hash) / "harness"
+        timing = time_native(binary, profile, f"{spec.name} ({label})")
+        if not timing.steady:
+            unsteady += 1
+            continue
+        dataset.rows.append(Row(label, result.params, result.stats, timing.median_s, timing.to_dict(), machine))
+    return Collected(dataset, failed, unsteady, simulate_s, time.monotonic() - started)
+
+
+@dataclass
+class Evaluation:
+    table: dict[str, list[GroupMetrics]]  # predictor name (and "analytical") -> per held-out group
+    summary: dict[str, dict]
+
+    def to_dict(self) -> dict:
+        return {"summary": self.summary,
+                "groups": {name: [m.to_dict() for m in rows] for name, rows in self.table.items()}}
+
+
+def evaluate(dataset: Dataset, profile: TargetProfile, names: list[str] | None = None) -> Evaluation:
+    stats, native, groups = dataset.arrays()
+    if len(set(groups.tolist())) < 2:
+        raise InputError(f"dataset {dataset.target}/{dataset.family}: leave-one-group-out needs at least 2 groups")
+    line = profile.l2.line
+    table: dict[str, list[GroupMetrics]] = {}
+    analytical = AnalyticalModel(profile)
+    table["analytical"] = [metrics(g, analytical.predict_stats([s for s, gg in zip(stats, groups) if gg == g]),
+                                   native[groups == g]) for g in sorted(set(groups.tolist()))]
+    for name in names or list(PREDICTORS):
+        cls = PREDICTORS[name]
+        table[name] = leave_one_group_out(lambda cls=cls: cls(line), stats, native, groups)
+    return Evaluation(table, {name: summarize(rows) for name, rows in table.items()})
+
+
+def best_predictor(evaluation: Evaluation) -> str:
+    """Ranks first: highest mean Spearman, then the true best placed highest, then MAPE."""
+    candidates = [n for n in evaluation.summary if n != "analytical"]
+    return max(candidates, key=lambda n: (round(evaluation.summary[n]["spearman"], 3),
+                                          -evaluation.summary[n]["worst_best_rank_pct"],
+                                          -evaluation.summary[n]["mape"]))
+
+
+def train(dataset: Dataset, profile: TargetProfile, out: Path, names: list[str] | None = None,
+          evaluation: Evaluation | None = None) -> tuple[str, Evaluation, Path]:
+    """Evaluate every predictor, fit the best on all rows, store it with its hold-out metrics."""
+    evaluation = evaluation or evaluate(dataset, profile, names)
+    name = best_predictor(evaluation)
+    stats, native, groups = dataset.arrays()
+    predictor = PREDICTORS[name](profile.l2.line)
+    predictor.fit(predictor.features(stats), native, groups)
+    meta = {
+        "target": dataset.target, "family": dataset.family, "simulator": dataset.simulator,
+        "simulator_fingerprint": dataset.simulator_fingerprint, "profile_fingerprint": profile.fingerprint(),
+        "dataset_hash": dataset.digest(), "rows": len(dataset.rows), "groups": dataset.groups(),
+        "machines": dataset.machines(), "created": now_iso(),
+        "features": list(STAT_FIELDS) if name == "mlr" else list(DERIVED_FEATURES),
+        "holdout": {"summary": evaluation.summary[name], "groups": [m.to_dict() for m in evaluation.table[name]]},
+        "compared": evaluation.summary,
+        "scatter": [[float(p), float(n)] for p, n in zip(predictor.predict_stats(stats), native)],
+    }
+    return name, evaluation, save_model(out, predictor, meta)
+
+
+@dataclass
+class Drift:
+    mape: float
+    spearman: float
+    rows: int
+    needs_retraining: bool
+    reasons: list[str]
+
+    def to_dict(self) -> dict:
+        return {"mape": self.mape, "spearman": self.spearman, "rows": self.rows,
+                "needs_retraining": self.needs_retraining, "reasons": self.reasons}
+
+
+def drift(fresh: Dataset, model: StoredModel, max_mape: float, min_spearman: float) -> Drift:
+    """Compare a fresh native sample with the stored model's predictions."""
+    if not fresh.rows:
+        raise InfraError(f"drift check for {fresh.target}/{fresh.family}: no variant could be measured")
+    stats, native, groups = fresh.arrays()
+    predicted = model.predictor.predict_stats(stats)
+    per_group = [metrics(g, predicted[groups == g], native[groups == g]) for g in sorted(set(groups.tolist()))]
+    mape = float(np.mean(np.abs(predicted - native) / native) * 100.0)
+    spearman = float(np.mean([m.spearman for m in per_group]))
+    reasons = []
+    if mape > max_mape:
+        reasons.append(f"MAPE {mape:.1f} % > {max_mape:.1f} %")
+    if spearman < min_spearman:
+        reasons.append(f"Spearman {spearman:.3f} < {min_spearman:.3f}")
+    return Drift(mape, spearman, len(native), bool(reasons), reasons)

@@ -1,0 +1,109 @@
+"""XGBoost on the derived features: regression on log time, or a pairwise ranker.
+
+With objective="auto", both are tried in an inner leave-one-group-out loop over the training
+groups and the one with the better mean Spearman correlation is kept. A ranker's scores are
+mapped to time by isotonic regression (monotone, so the ranking is unchanged), which keeps
+the predict-seconds contract.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import xgboost
+from scipy.stats import spearmanr
+from sklearn.isotonic import IsotonicRegression
+
+from perfguard.predict.base import CalibratedPredictor, as_log_time, to_list
+
+_PARAMS = {"n_estimators": 300, "max_depth": 5, "learning_rate": 0.05, "subsample": 0.8,
+           "colsample_bytree": 0.8, "n_jobs": 1, "tree_method": "hist"}
+
+
+class XGBoostPredictor(CalibratedPredictor):
+    name = "xgboost"
+
+    def __init__(self, line_bytes: int = 64, objective: str = "auto", seed: int = 0):
+        super().__init__(line_bytes)
+        if objective not in ("auto", "regression", "ranking"):
+            raise ValueError(f"objective must be auto, regression or ranking, not {objective!r}")
+        self.objective, self.seed = objective, seed
+
+    def _fit_one(self, X, t, groups, objective):
+        if objective == "regression":
+            model = xgboost.XGBRegressor(objective="reg:squarederror", random_state=self.seed, **_PARAMS)
+            model.fit(X, t)
+            return model, None
+        order = np.argsort(groups, kind="stable")
+        X, t, groups = X[order], t[order], groups[order]
+        relevance = np.empty_like(t)
+        for g in np.unique(groups):  # faster = more relevant, in [0, 1] within each group
+            idx = groups == g
+            lo, hi = t[idx].min(), t[idx].max()
+            relevance[idx] = (hi - t[idx]) / (hi - lo) if hi > lo else 0.5
+        model = xgboost.XGBRanker(objective="rank:pairwise", random_state=self.seed, **_PARAMS)
+        _, qid = np.unique(groups, return_inverse=True)
+        model.fit(X, relevance, qid=qid)
+        iso = IsotonicRegression(increasing=False, out_of_bounds="clip").fit(model.predict(X), t)
+        return model, iso
+
+    def _score(self, X, t, groups, objective) -> float:
+        rhos = []
+        for g in np.unique(groups):
+            test = groups == g
+            model, iso = self._fit_one(X[~test], t[~test], groups[~test], objective)
+            raw = model.predict(X[test])
+            pred = raw if iso is None else -raw  # a higher ranker score means faster
+            rho = spearmanr(pred, t[test]).statistic
+            rhos.append(0.0 if np.isnan(rho) else rho)
+        return float(np.mean(rhos))
+
+    def fit(self, X, y, groups=None):
+        X = np.asarray(X, dtype=np.float64)
+        t = as_log_time(y)
+        groups = np.zeros(len(X), dtype=int) if groups is None else np.asarray(groups)
+        objective = self.objective
+        if objective == "auto":
+            if len(np.unique(groups)) >= 3:
+                scores = {o: self._score(X, t, groups, o) for o in ("regression", "ranking")}
+                objective = max(scores, key=lambda o: (scores[o], o == "regression"))
+                self.inner_spearman_ = scores
+            else:
+                objective = "regression"
+        self.chosen_ = objective
+        model, iso = self._fit_one(X, t, groups, objective)
+        self.booster_json_ = bytes(model.get_booster().save_raw("json")).decode()
+        self._load(iso)
+        return self.finish()
+
+    def _load(self, iso: IsotonicRegression | None) -> None:
+        self.booster_ = xgboost.Booster()
+        self.booster_.load_model(bytearray(self.booster_json_.encode()))
+        self.iso_x_ = None if iso is None else np.asarray(iso.X_thresholds_)
+        self.iso_y_ = None if iso is None else np.asarray(iso.y_thresholds_)
+
+    def predict(self, X):
+        raw = self.booster_.predict(xgboost.DMatrix(np.asarray(X, dtype=np.float64)))
+        if self.iso_x_ is None:
+            return np.exp(raw)
+        order = np.argsort(self.iso_x_)
+        return np.exp(np.interp(raw, self.iso_x_[order], self.iso_y_[order]))
+
+    def to_payload(self) -> dict:
+        return {
+            "line_bytes": self.line_bytes, "objective": self.chosen_, "booster": json.loads(self.booster_json_),
+            "isotonic_x": None if self.iso_x_ is None else to_list(self.iso_x_),
+            "isotonic_y": None if self.iso_y_ is None else to_list(self.iso_y_),
+        }
+
+    @classmethod
+    def from_payload(cls, payload):
+        model = cls(payload["line_bytes"], payload["objective"])
+        model.chosen_ = payload["objective"]
+        model.booster_json_ = json.dumps(payload["booster"])
+        model.booster_ = xgboost.Booster()
+        model.booster_.load_model(bytearray(model.booster_json_.encode()))
+        model.iso_x_ = None if payload["isotonic_x"] is None else np.asarray(payload["isotonic_x"])
+        model.iso_y_ = None if payload["isotonic_y"] is None else np.asarray(payload["isotonic_y"])
+        return model.finish()

@@ -1,0 +1,161 @@
+"""Native timing of the very object code that is simulated (host ISA only).
+
+Two ways in:
+- `time_native(built, ...)`: runs the harness in its timing mode (`harness REPS WARMUP time`)
+  pinned to one core, single-threaded, with an empty environment, and repeats batches until
+  the coefficient of variation is small (or gives up and says so).
+- `NativeKernel`: the same harness and kernel object linked as a shared library and loaded
+  with ctypes, so an in-process timer (pytest-benchmark's fixture) can call one kernel
+  invocation at a time without process start-up in the measurement.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import datetime as _dt
+import os
+import platform
+import statistics
+import subprocess
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from perfguard.build.toolchain import ffi_include_dir
+from perfguard.errors import InfraError
+from perfguard.targets import TargetProfile
+
+DEFAULT_CV_BOUND = 0.03  # a batch whose spread is above 3 % is measured again
+BATCH_SECONDS = 0.15  # aim each batch at this much kernel time
+
+
+@dataclass(frozen=True)
+class Machine:
+    cpu: str
+    kernel: str
+    machine: str
+    date: str
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def this_machine() -> Machine:
+    cpu = platform.processor() or "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return Machine(cpu, platform.release(), platform.machine(),
+                   _dt.datetime.now(_dt.timezone.utc).date().isoformat())
+
+
+@dataclass(frozen=True)
+class Timing:
+    median_s: float
+    min_s: float
+    cv: float  # robust coefficient of variation of the accepted batch: 1.4826 x MAD / median
+    samples: int
+    attempts: int  # batches measured (1 = the first batch was steady enough)
+    steady: bool  # False: every attempt stayed above the CV bound
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _pin(cpu: int):
+    def pin() -> None:
+        os.sched_setaffinity(0, {cpu})
+
+    return pin
+
+
+def pick_cpu() -> int:
+    """The last CPU this process may use: away from CPU 0, where interrupts tend to land."""
+    return max(os.sched_getaffinity(0))
+
+
+def _batch(binary: Path, reps: int, warmup: int, cpu: int, timeout: float, where: str) -> list[float]:
+    try:
+        proc = subprocess.run([str(binary), str(reps), str(warmup), "time"], env={}, capture_output=True,
+                              text=True, timeout=timeout, preexec_fn=_pin(cpu))
+    except subprocess.TimeoutExpired:
+        raise InfraError(f"{where}: native run timed out after {timeout:.0f} s") from None
+    except OSError as exc:
+        raise InfraError(f"{where}: cannot run natively: {exc}") from None
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
+        raise InfraError(f"{where}: native run failed: {last}")
+    try:
+        values = [int(line) * 1e-9 for line in proc.stdout.split()]
+    except ValueError:
+        raise InfraError(f"{where}: native run printed garbage instead of timings") from None
+    if len(values) != reps:
+        raise InfraError(f"{where}: native run gave {len(values)} timings, expected {reps}")
+    return values
+
+
+def robust_cv(values: list[float]) -> float:
+    """Spread that a few interrupted calls cannot inflate (the MAD, scaled to a standard deviation)."""
+    median = statistics.median(values)
+    if median <= 0:
+        return float("inf")
+    return 1.4826 * statistics.median(abs(v - median) for v in values) / median
+
+
+def check_native(profile: TargetProfile) -> None:
+    if not profile.native():
+        raise InfraError(f"target {profile.name}: cannot time natively on a {platform.machine()} machine")
+
+
+def time_native(binary: Path, profile: TargetProfile, where: str, cv_bound: float = DEFAULT_CV_BOUND,
+                attempts: int = 5, timeout: float = 600.0, cpu: int | None = None) -> Timing:
+    """Median of a batch of single calls whose CV is below `cv_bound`, after warm-up."""
+    check_native(profile)
+    cpu = pick_cpu() if cpu is None else cpu
+    probe = _batch(binary, 3, 1, cpu, timeout, where)
+    reps = int(min(2000, max(15, BATCH_SECONDS / max(min(probe), 1e-7))))
+    best: list[float] | None = None
+    best_cv = float("inf")
+    for attempt in range(1, attempts + 1):
+        values = _batch(binary, reps, 3, cpu, timeout, where)
+        cv = robust_cv(values)
+        if cv < best_cv:
+            best, best_cv = values, cv
+        if cv <= cv_bound:
+            return Timing(statistics.median(values), min(values), cv, len(values), attempt, True)
+    assert best is not None
+    return Timing(statistics.median(best), min(best), best_cv, len(best), attempts, False)
+
+
+class NativeKernel:
+    """The harness as a shared library: setup() once, then call() runs the kernel once."""
+
+    def __init__(self, build_dir: Path, profile: TargetProfile, where: str):
+        check_native(profile)
+        self.where = where
+        self.path = Path(build_dir) / "libharness.so"
+        if not self.path.is_file():
+            self._link(Path(build_dir), profile)
+        self._lib = ctypes.CDLL(str(self.path))
+        self._lib.perfguard_setup.restype = ctypes.c_int
+        self._lib.perfguard_call.restype = ctypes.c_int
+        if self._lib.perfguard_setup() != 0:
+            raise InfraError(f"{where}: native set-up failed")
+
+    def _link(self, build_dir: Path, profile: TargetProfile) -> None:
+        tmp = build_dir / f".libharness.{os.getpid()}.so"
+        cmd = ["gcc", "-O2", "-shared", "-fPIC", "-DPERFGUARD_LIBRARY", "-I", str(ffi_include_dir()),
+               str(build_dir / "harness.c"), str(build_dir / "kernel.o"), "-o", str(tmp), "-lm"]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            tmp.unlink(missing_ok=True)
+            last = (proc.stderr.strip().splitlines() or ["?"])[-1]
+            raise InfraError(f"{self.where}: linking the native library failed: {last}")
+        os.replace(tmp, self.path)
+
+    def call(self) -> None:
+        if self._lib.perfguard_call() != 0:
+            raise InfraError(f"{self.where}: kernel call failed natively")
