@@ -8,6 +8,8 @@ debs=(qemu-user gcc gcc-x86-64-linux-gnu libc6-dev
       gcc-aarch64-linux-gnu libc6-dev-arm64-cross
       gcc-riscv64-linux-gnu libc6-dev-riscv64-cross
       valgrind git)
+# The test extras also need a headless browser: tests/test_report_browser.py opens the HTML report.
+case ",${PERFGUARD_EXTRAS:-}," in *,test,*) debs+=(chromium) ;; esac
 missing=()
 for pkg in "${debs[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")

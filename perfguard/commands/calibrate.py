@@ -11,6 +11,7 @@ from rich.table import Table
 from perfguard.atomic import atomic_write_text
 from perfguard.config import load_config
 from perfguard.errors import EXIT_OK, EXIT_REGRESSION, InputError
+from perfguard.executors import add_executor_options, executor_from_args
 from perfguard.kernels import FAMILY_NAMES
 from perfguard.predict import calibration
 from perfguard.predict.dataset import dataset_path, load_dataset
@@ -36,6 +37,7 @@ def add_parser(subparsers) -> None:
     q.add_argument("--seed", default="perfguard")
     q.add_argument("--output", type=Path, help="dataset file (default: baselines/datasets/T/F.json)")
     q.add_argument("-j", "--jobs", type=int)
+    add_executor_options(q)
     q.set_defaults(run=run_collect)
 
     q = sub.add_parser("evaluate", help="leave-one-group-out table of every predictor")
@@ -91,9 +93,9 @@ def run_collect(args) -> int:
     else:
         shapes = calibration.DEFAULT_GROUPS[args.family]
     total = sum(len(calibration.sample_variants(args.family, s, args.variants, args.seed)) for s in shapes)
-    with progress(total, out) as advance:
+    with executor_from_args(args, args.jobs or config.jobs) as executor, progress(total, out) as advance:
         got = calibration.collect(config, profile, args.family, shapes, args.variants, args.seed, args.jobs,
-                                  on_result=lambda i, r: advance(r.kernel))
+                                  on_result=lambda i, r: advance(r.kernel), executor=executor)
     path = args.output or dataset_path(config.baseline_dir, profile.name, args.family)
     got.dataset.save(path)
     n = len(got.dataset.rows)

@@ -5,11 +5,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from rich.markup import escape
+
 from perfguard.config import load_config
 from perfguard.errors import InputError
+from perfguard.executors import add_executor_options, executor_from_args
 from perfguard.guard.check import make_jobs, run_check, select
-from perfguard.report.html import write_html
 from perfguard.report.json_report import report_data, write_json
+from perfguard.report.pages import write_pages
 from perfguard.report.terminal import console, print_table, progress
 
 
@@ -45,6 +48,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--json", type=Path, help="also write the JSON report here")
     p.add_argument("--report-dir", type=Path, help="where reports go (default: the config's report_dir)")
     p.add_argument("--shard", type=shard, help="run the i-th of n deterministic slices (i/n)")
+    p.add_argument("--base", metavar="REF",
+                   help="read baselines from this git revision's tree, not the working tree")
+    add_executor_options(p)
     p.set_defaults(run=run)
 
 
@@ -60,14 +66,25 @@ def run(args: argparse.Namespace) -> int:
         i, n = args.shard
         pairs = pairs[i - 1::n]
     jobs = make_jobs(config, pairs, args.simulator)
-    with progress(len(jobs), out) as advance:
+    store = None
+    if args.base:
+        from perfguard.guard.git_baselines import GitBaselineStore
+
+        store = GitBaselineStore(config.baseline_dir, args.base)
+        out.print(f"baselines from {escape(args.base)} ({store.sha[:12]})")
+    with executor_from_args(args, args.jobs or config.jobs) as executor, progress(len(jobs), out) as advance:
         check = run_check(config, jobs, args.jobs, args.threshold,
-                          on_result=lambda i, r: advance(f"{r.kernel}[{r.target}]"))
-    data = report_data(check, config.path)
+                          on_result=lambda i, r: advance(f"{r.kernel}[{r.target}]"), store=store,
+                          executor=executor)
+    data = report_data(check, config.path, config)
+    if args.shard:
+        data["shard"] = {"index": args.shard[0], "count": args.shard[1]}
+    if store is not None:
+        data["base"] = {"ref": args.base, "commit": store.sha}
     report_dir = args.report_dir or config.report_dir
     write_json(data, report_dir / "perfguard.json")
     if args.json:
         write_json(data, args.json)
-    write_html(data, report_dir)
+    write_pages(data, report_dir)
     print_table(data, out)
     return check.exit_code()

@@ -9,7 +9,7 @@ from typing import Callable
 
 from perfguard.config import Config, KernelSpec
 from perfguard.errors import EXIT_INFRA, EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, InputError
-from perfguard.executor import LocalExecutor
+from perfguard.executors import Executor, LocalExecutor
 from perfguard.guard.baselines import Baseline, BaselineStore, now_iso
 from perfguard.guard.compare import ERROR, REGRESSION, Verdict, judge
 from perfguard.pipeline import Job, JobResult, run_job
@@ -69,8 +69,9 @@ def make_jobs(config: Config, pairs: list[tuple[KernelSpec, str]], simulator: st
 
 
 def measure(config: Config, jobs: list[Job], workers: int | None = None,
-            on_result: Callable[[int, JobResult], None] | None = None) -> list[JobResult]:
-    return LocalExecutor(workers or config.jobs).map(run_job, jobs, on_result)
+            on_result: Callable[[int, JobResult], None] | None = None,
+            executor: Executor | None = None) -> list[JobResult]:
+    return (executor or LocalExecutor(workers or config.jobs)).map(run_job, jobs, on_result)
 
 
 def run_check(
@@ -79,9 +80,11 @@ def run_check(
     workers: int | None = None,
     threshold: float | None = None,
     on_result: Callable[[int, JobResult], None] | None = None,
+    store: BaselineStore | None = None,  # or any store with path() and read(), e.g. GitBaselineStore
+    executor: Executor | None = None,  # default: a local pool of `workers`
 ) -> CheckRun:
-    results = measure(config, jobs, workers, on_result)
-    store = BaselineStore(config.baseline_dir)
+    results = measure(config, jobs, workers, on_result, executor)
+    store = BaselineStore(config.baseline_dir) if store is None else store
     run = CheckRun()
     for job, result in zip(jobs, results):
         limit = config.kernel_threshold(job.kernel, threshold)

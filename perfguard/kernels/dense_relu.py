@@ -100,6 +100,22 @@ def dense_relu(**params):
     return sch.mod
 
 
+def compute(**params):
+    """The unscheduled IRModule (dense and ReLU as two stages): what MetaSchedule tunes."""
+    import tvm
+    from tvm import te
+
+    p = resolve(**params)
+    X = te.placeholder((p["B"], p["I"]), p["dtype"], name="X")
+    Wt = te.placeholder((p["O"], p["I"]), p["dtype"], name="W")
+    bias = te.placeholder((p["O"],), p["dtype"], name="bias")
+    i = te.reduce_axis((0, p["I"]), name="i")
+    D = te.compute((p["B"], p["O"]), lambda b, o: te.sum(X[b, i] * Wt[o, i], axis=i), name="dense")
+    Y = te.compute((p["B"], p["O"]), lambda b, o: te.max(D[b, o] + bias[o], tvm.tirx.const(0, p["dtype"])),
+                   name="relu")
+    return tvm.IRModule({"main": te.create_prim_func([X, Wt, bias, Y])})
+
+
 def reference(inputs, **params):
     p = resolve(**params)
     x, w, bias = (np.asarray(a, dtype=np.float64) for a in inputs)
@@ -151,5 +167,5 @@ FAMILY = Family(
     shape_keys=SHAPE_KEYS,
     space=space,
     doc=__doc__.splitlines()[0],
-    extra={"resolve": resolve, "make_inputs": make_inputs, "output_shapes": output_shapes},
+    extra={"resolve": resolve, "make_inputs": make_inputs, "output_shapes": output_shapes, "compute": compute},
 )

@@ -122,6 +122,22 @@ def depthwise_conv2d(**params):
     return sch.mod
 
 
+def compute(**params):
+    """The unscheduled IRModule (zero padding as its own stage): what MetaSchedule tunes."""
+    import tvm
+    from tvm import te, topi
+
+    p = resolve(**params)
+    st, pad, dtype = p["stride"], p["padding"], p["dtype"]
+    data = te.placeholder((p["N"], p["C"], p["H"], p["W"]), dtype, name="data")
+    weight = te.placeholder((p["C"], 1, p["R"], p["S"]), dtype, name="weight")
+    padded = topi.nn.pad(data, (0, 0, pad, pad), name="pad") if pad else data
+    r, s = (te.reduce_axis((0, p[key]), name=key.lower()) for key in ("R", "S"))
+    out = te.compute((p["N"], p["C"], *_out_hw(p)), lambda n, c, y, x: te.sum(
+        padded[n, c, y * st + r, x * st + s] * weight[c, 0, r, s], axis=[r, s]), name="depthwise")
+    return tvm.IRModule({"main": te.create_prim_func([data, weight, out])})
+
+
 def reference(inputs, **params):
     p = resolve(**params)
     data, weight = (np.asarray(a, dtype=np.float64) for a in inputs)
@@ -182,5 +198,5 @@ FAMILY = Family(
     shape_keys=SHAPE_KEYS,
     space=space,
     doc=__doc__.splitlines()[0],
-    extra={"resolve": resolve, "make_inputs": make_inputs, "output_shapes": output_shapes},
+    extra={"resolve": resolve, "make_inputs": make_inputs, "output_shapes": output_shapes, "compute": compute},
 )

@@ -116,6 +116,19 @@ def gemm(**params):
     return sch.mod
 
 
+def compute(**params):
+    """The unscheduled IRModule of the same product (no B packing): what MetaSchedule tunes."""
+    import tvm
+    from tvm import te
+
+    p = resolve(**params)
+    A = te.placeholder((p["M"], p["K"]), p["dtype"], name="A")
+    B = te.placeholder((p["K"], p["N"]), p["dtype"], name="B")
+    k = te.reduce_axis((0, p["K"]), name="k")
+    C = te.compute((p["M"], p["N"]), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+    return tvm.IRModule({"main": te.create_prim_func([A, B, C])})
+
+
 def reference(inputs, **params):
     p = resolve(**params)
     a, b = inputs
@@ -168,5 +181,5 @@ FAMILY = Family(
     shape_keys=SHAPE_KEYS,
     space=space,
     doc=__doc__.splitlines()[0],
-    extra={"resolve": resolve, "make_inputs": make_inputs, "output_shapes": output_shapes},
+    extra={"resolve": resolve, "make_inputs": make_inputs, "output_shapes": output_shapes, "compute": compute},
 )

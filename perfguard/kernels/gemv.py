@@ -89,6 +89,19 @@ def gemv(**params):
     return sch.mod
 
 
+def compute(**params):
+    """The unscheduled IRModule of the same product: what MetaSchedule tunes."""
+    import tvm
+    from tvm import te
+
+    p = resolve(**params)
+    A = te.placeholder((p["M"], p["K"]), p["dtype"], name="A")
+    x = te.placeholder((p["K"],), p["dtype"], name="x")
+    k = te.reduce_axis((0, p["K"]), name="k")
+    y = te.compute((p["M"],), lambda i: te.sum(A[i, k] * x[k], axis=k), name="y")
+    return tvm.IRModule({"main": te.create_prim_func([A, x, y])})
+
+
 def reference(inputs, **params):
     p = resolve(**params)
     a, x = inputs
@@ -137,5 +150,5 @@ FAMILY = Family(
     shape_keys=SHAPE_KEYS,
     space=space,
     doc=__doc__.splitlines()[0],
-    extra={"resolve": resolve, "make_inputs": make_inputs, "output_shapes": output_shapes},
+    extra={"resolve": resolve, "make_inputs": make_inputs, "output_shapes": output_shapes, "compute": compute},
 )

@@ -69,6 +69,19 @@ class CalibratedPredictor(Predictor):
         return self
 
 
+def log_cpi(X: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """The learning target of non-linear predictors: log(time) - log(instructions)."""
+    from perfguard.predict.features import LOG_INSTS
+
+    return as_log_time(y) - np.asarray(X)[:, LOG_INSTS]
+
+
+def time_from_log_cpi(X: np.ndarray, t: np.ndarray) -> np.ndarray:
+    from perfguard.predict.features import LOG_INSTS
+
+    return np.exp(np.asarray(t) + np.asarray(X)[:, LOG_INSTS])
+
+
 def as_log_time(y: np.ndarray) -> np.ndarray:
     y = np.asarray(y, dtype=np.float64)
     if np.any(~np.isfinite(y)) or np.any(y <= 0):

@@ -18,7 +18,7 @@ import numpy as np
 from perfguard.build.cache import BuildCache
 from perfguard.config import Config, KernelSpec
 from perfguard.errors import InfraError, InputError
-from perfguard.executor import LocalExecutor
+from perfguard.executors import Executor, LocalExecutor
 from perfguard.guard.baselines import now_iso
 from perfguard.kernels import get_family
 from perfguard.pipeline import Job, JobResult, run_job
@@ -81,7 +81,8 @@ class Collected:
 
 def collect(config: Config, profile: TargetProfile, family_name: str, shapes: list[dict], variants: int,
             seed: str = "perfguard", workers: int | None = None, exclude: set[str] = frozenset(),
-            on_result: Callable[[int, JobResult], None] | None = None) -> Collected:
+            on_result: Callable[[int, JobResult], None] | None = None,
+            executor: Executor | None = None) -> Collected:
     import time
 
     check_native(profile)
@@ -94,7 +95,7 @@ def collect(config: Config, profile: TargetProfile, family_name: str, shapes: li
     jobs = [Job(spec, profile, config.root, config.cache_dir, config.simulator, config.timeout, 1, 1)
             for _, spec in labelled]
     started = time.monotonic()
-    results = LocalExecutor(workers or config.jobs).map(run_job, jobs, on_result)
+    results = (executor or LocalExecutor(workers or config.jobs)).map(run_job, jobs, on_result)
     simulate_s = time.monotonic() - started
     simulator = get_simulator(config.simulator, config.cache_dir)
     dataset = Dataset(profile.name, family_name, config.simulator, simulator.fingerprint(profile))

@@ -8,6 +8,9 @@ Two views of the same statistics:
   rates that say *how* the kernel runs whatever its size: miss rates per level, the vector,
   floating-point, memory and branch shares of the instruction mix, instructions per load,
   and the DRAM traffic in bytes (L2 misses x line).
+Non-linear learners predict log(time / instructions), a log CPI, and add log(instructions)
+back: the shape's size then scales the prediction and the learner models only how well the
+instructions run, which is what transfers to shapes it has not seen.
 Features come from Stats alone (no kernel parameters), so a baseline's stored raw
 statistics can always be re-scored by a newer model.
 """
@@ -31,10 +34,15 @@ _RATES = (
     ("cond_branch_share", "cond_branches", "insts"),
 )
 
+# Per unit of arithmetic work: how much memory traffic and overhead each FP instruction carries.
+_PER_FLOP_INST = ("loads", "stores", "l1d_misses", "l2_misses", "insts", "branches")
+
 DERIVED_FEATURES = tuple(f"log_{name}" for name in STAT_FIELDS) + tuple(r[0] for r in _RATES) + (
     "log_dram_bytes",
-    "log_l1_miss_cycles_proxy",
-)
+    "log_l1_misses",
+) + tuple(f"{name}_per_fp_inst" for name in _PER_FLOP_INST) + ("writebacks_per_l1d_miss", "accesses_per_mem_inst")
+
+LOG_INSTS = 0  # column of log1p(insts) in derived matrices: the offset of a log-CPI target
 
 
 def raw_matrix(stats: list[Stats]) -> np.ndarray:
@@ -55,4 +63,8 @@ def derived_matrix(stats: list[Stats], line_bytes: int = 64) -> np.ndarray:
         rates.append(np.divide(column(raw, num), d, out=np.zeros_like(d), where=d > 0))
     dram = np.log1p(column(raw, "l2_misses") * line_bytes)
     l1_misses = np.log1p(column(raw, "l1d_misses") + column(raw, "l1i_misses"))
-    return np.column_stack([logs, *rates, dram, l1_misses])
+    fp = np.maximum(column(raw, "vec_fp_insts") + column(raw, "fp_insts"), 1.0)
+    per_fp = [column(raw, name) / fp for name in _PER_FLOP_INST]
+    writebacks = column(raw, "l1d_writebacks") / np.maximum(column(raw, "l1d_misses"), 1.0)
+    accesses = column(raw, "l1d_accesses") / np.maximum(column(raw, "loads") + column(raw, "stores"), 1.0)
+    return np.column_stack([logs, *rates, dram, l1_misses, *per_fp, writebacks, accesses])

@@ -1,4 +1,4 @@
-"""Gaussian-process regression on log time, its hyperparameters tuned by Bayesian optimisation.
+"""Gaussian-process regression on log CPI (see features.py), its hyperparameters tuned by Bayesian optimisation.
 
 The GP has an isotropic RBF kernel on standardised features plus white noise: three
 hyperparameters (signal amplitude, length-scale, noise), all in log space. Instead of
@@ -18,7 +18,7 @@ from scipy.stats import norm
 from sklearn.gaussian_process import GaussianProcessRegressor
 from sklearn.gaussian_process.kernels import Matern
 
-from perfguard.predict.base import CalibratedPredictor, as_log_time, to_list
+from perfguard.predict.base import CalibratedPredictor, log_cpi, time_from_log_cpi, to_list
 
 # log10 bounds of (amplitude, length-scale, noise) for standardised inputs and outputs
 _BOUNDS = np.array([[-1.0, 1.0], [-1.0, 2.0], [-6.0, -0.5]])
@@ -63,7 +63,7 @@ class GaussianProcess(CalibratedPredictor):
     def fit(self, X, y, groups=None):
         rng = np.random.default_rng(self.seed)
         X = np.asarray(X, dtype=np.float64)
-        t = as_log_time(y)
+        t = log_cpi(X, y)
         if len(X) > self.max_points:  # O(n^3): subsample deterministically
             keep = np.sort(rng.choice(len(X), self.max_points, replace=False))
             X, t = X[keep], t[keep]
@@ -98,8 +98,10 @@ class GaussianProcess(CalibratedPredictor):
 
     def predict(self, X):
         amplitude, length, _ = 10.0 ** self.theta_
-        Xs = (np.asarray(X, dtype=np.float64) - self.x_mean_) / self.x_scale_
-        return np.exp((_rbf(Xs, self.x_train_, amplitude, length) @ self.alpha_) * self.y_scale_ + self.y_mean_)
+        X = np.asarray(X, dtype=np.float64)
+        Xs = (X - self.x_mean_) / self.x_scale_
+        return time_from_log_cpi(X, (_rbf(Xs, self.x_train_, amplitude, length) @ self.alpha_) * self.y_scale_
+                                 + self.y_mean_)
 
     def to_payload(self) -> dict:
         return {

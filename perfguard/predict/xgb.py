@@ -1,4 +1,4 @@
-"""XGBoost on the derived features: regression on log time, or a pairwise ranker.
+"""XGBoost on the derived features: regression on log CPI (see features.py), or a pairwise ranker.
 
 With objective="auto", both are tried in an inner leave-one-group-out loop over the training
 groups and the one with the better mean Spearman correlation is kept. A ranker's scores are
@@ -15,7 +15,7 @@ import xgboost
 from scipy.stats import spearmanr
 from sklearn.isotonic import IsotonicRegression
 
-from perfguard.predict.base import CalibratedPredictor, as_log_time, to_list
+from perfguard.predict.base import CalibratedPredictor, as_log_time, log_cpi, time_from_log_cpi, to_list
 
 _PARAMS = {"n_estimators": 300, "max_depth": 5, "learning_rate": 0.05, "subsample": 0.8,
            "colsample_bytree": 0.8, "n_jobs": 1, "tree_method": "hist"}
@@ -30,11 +30,12 @@ class XGBoostPredictor(CalibratedPredictor):
             raise ValueError(f"objective must be auto, regression or ranking, not {objective!r}")
         self.objective, self.seed = objective, seed
 
-    def _fit_one(self, X, t, groups, objective):
+    def _fit_one(self, X, y, groups, objective):
         if objective == "regression":
             model = xgboost.XGBRegressor(objective="reg:squarederror", random_state=self.seed, **_PARAMS)
-            model.fit(X, t)
+            model.fit(X, log_cpi(X, y))
             return model, None
+        t = as_log_time(y)  # a ranker orders by time itself, and its isotonic map gives log time
         order = np.argsort(groups, kind="stable")
         X, t, groups = X[order], t[order], groups[order]
         relevance = np.empty_like(t)
@@ -48,31 +49,31 @@ class XGBoostPredictor(CalibratedPredictor):
         iso = IsotonicRegression(increasing=False, out_of_bounds="clip").fit(model.predict(X), t)
         return model, iso
 
-    def _score(self, X, t, groups, objective) -> float:
+    def _score(self, X, y, groups, objective) -> float:
         rhos = []
         for g in np.unique(groups):
             test = groups == g
-            model, iso = self._fit_one(X[~test], t[~test], groups[~test], objective)
+            model, iso = self._fit_one(X[~test], y[~test], groups[~test], objective)
             raw = model.predict(X[test])
-            pred = raw if iso is None else -raw  # a higher ranker score means faster
-            rho = spearmanr(pred, t[test]).statistic
+            pred = time_from_log_cpi(X[test], raw) if iso is None else -raw  # higher ranker score: faster
+            rho = spearmanr(pred, y[test]).statistic
             rhos.append(0.0 if np.isnan(rho) else rho)
         return float(np.mean(rhos))
 
     def fit(self, X, y, groups=None):
         X = np.asarray(X, dtype=np.float64)
-        t = as_log_time(y)
+        y = np.exp(as_log_time(y))  # validates: positive and finite
         groups = np.zeros(len(X), dtype=int) if groups is None else np.asarray(groups)
         objective = self.objective
         if objective == "auto":
             if len(np.unique(groups)) >= 3:
-                scores = {o: self._score(X, t, groups, o) for o in ("regression", "ranking")}
+                scores = {o: self._score(X, y, groups, o) for o in ("regression", "ranking")}
                 objective = max(scores, key=lambda o: (scores[o], o == "regression"))
                 self.inner_spearman_ = scores
             else:
                 objective = "regression"
         self.chosen_ = objective
-        model, iso = self._fit_one(X, t, groups, objective)
+        model, iso = self._fit_one(X, y, groups, objective)
         self.booster_json_ = bytes(model.get_booster().save_raw("json")).decode()
         self._load(iso)
         return self.finish()
@@ -84,9 +85,10 @@ class XGBoostPredictor(CalibratedPredictor):
         self.iso_y_ = None if iso is None else np.asarray(iso.y_thresholds_)
 
     def predict(self, X):
-        raw = self.booster_.predict(xgboost.DMatrix(np.asarray(X, dtype=np.float64)))
+        X = np.asarray(X, dtype=np.float64)
+        raw = self.booster_.predict(xgboost.DMatrix(X))
         if self.iso_x_ is None:
-            return np.exp(raw)
+            return time_from_log_cpi(X, raw)
         order = np.argsort(self.iso_x_)
         return np.exp(np.interp(raw, self.iso_x_[order], self.iso_y_[order]))
 

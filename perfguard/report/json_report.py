@@ -11,14 +11,17 @@ from typing import Any
 
 from perfguard import __version__
 from perfguard.atomic import atomic_write_text
+from perfguard.config import Config
 from perfguard.guard.baselines import now_iso
 from perfguard.guard.check import CheckRun
 from perfguard.guard.compare import VERDICTS
+from perfguard.report.enrich import enrich
 
 REPORT_SCHEMA = 1
 
 
-def report_data(run: CheckRun, config_path: Path | None = None) -> dict[str, Any]:
+def report_data(run: CheckRun, config_path: Path | None = None, config: Config | None = None) -> dict[str, Any]:
+    """With `config`, also target summaries, per-result analysis and baseline history (report.enrich)."""
     results = []
     for o in run.outcomes:
         r, v = o.result, o.verdict
@@ -49,7 +52,7 @@ def report_data(run: CheckRun, config_path: Path | None = None) -> dict[str, Any
         })
     order = {name: i for i, name in enumerate(VERDICTS)}
     results.sort(key=lambda x: (order[x["verdict"]], x["kernel"], x["target"]))
-    return {
+    data = {
         "schema": REPORT_SCHEMA,
         "perfguard_version": __version__,
         "created": now_iso(),
@@ -57,6 +60,7 @@ def report_data(run: CheckRun, config_path: Path | None = None) -> dict[str, Any
         "summary": {"exit_code": run.exit_code(), **{name: run.count(name) for name in VERDICTS}},
         "results": results,
     }
+    return data if config is None else enrich(data, config)
 
 
 def write_json(data: dict[str, Any], path: Path) -> Path:

@@ -9,13 +9,19 @@ def pct(value: float | None) -> str:
     return f"{value:+.2f} %"
 
 
-def seconds(value: float | None) -> str:
+def _in_units(value: float | None, units: tuple[tuple[str, float], ...], fmt: str, last: str) -> str:
+    """`value` in the first of `units` (largest first) it reaches, else the last one (format `last`)."""
     if value is None:
         return "-"
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+    for unit, scale in units[:-1]:
         if abs(value) >= scale:
-            return f"{value / scale:.3f} {unit}"
-    return f"{value / 1e-9:.1f} ns"
+            return f"{value / scale:{fmt}} {unit}"
+    unit, scale = units[-1]
+    return f"{value / scale:{last}} {unit}"
+
+
+def seconds(value: float | None) -> str:
+    return _in_units(value, (("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9)), ".3f", ".1f")
 
 
 def headline(summary: dict) -> str:
@@ -24,3 +30,88 @@ def headline(summary: dict) -> str:
     if summary.get("regression"):
         return f"{summary['regression']} regression(s) found"
     return "no regressions"
+
+
+def count(value: int | float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.2f}"
+
+
+def signed_count(value: int | float | None) -> str:
+    return "-" if value is None else ("+" if value > 0 else "") + count(value)
+
+
+def share(value: float | None) -> str:
+    """An unsigned percentage: shares of a peak, of a total."""
+    if value is None:
+        return "-"
+    return f"{value:.2f} %" if abs(value) < 10 else f"{value:.1f} %"
+
+
+def signed_seconds(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return ("+" if value > 0 else "-" if value < 0 else "") + seconds(abs(value))
+
+
+def nbytes(value: float | None) -> str:
+    return _in_units(value, (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10), ("B", 1)), ".2f", ".0f")
+
+
+def number(value: float | None, unit: str = "") -> str:
+    """Three significant digits, thousands separated: 0.0123, 4.56, 1,230."""
+    if value is None:
+        return "-"
+    text = f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}"
+    return f"{text} {unit}".rstrip()
+
+
+def joules(value: float | None) -> str:
+    return _in_units(value, (("J", 1.0), ("mJ", 1e-3), ("uJ", 1e-6), ("nJ", 1e-9)), ".3g", ".3g")
+
+
+def bound(value: str | None) -> str:
+    return "-" if value is None else f"{value}-bound"
+
+
+def model_kind(result: dict) -> str:
+    if not result.get("model_id"):
+        return "-"
+    return "calibrated" if result.get("calibrated") else "analytical"
+
+
+def driver(d: dict) -> str:
+    """One counter's part in a change: `l1d_misses +12,345 (+56.0 %) → +0.81 ms`."""
+    change = signed_count(d["current"] - d["baseline"])
+    rel = f" ({pct(d['delta_pct'])})" if d.get("delta_pct") is not None else ""
+    return f"{d['stat']} {change}{rel} → {signed_seconds(d['time_s'])}"
+
+
+LANE_LOSS = 1.5  # flops per FP instruction falling by this factor (or more): lost vectorisation
+
+
+def findings(result: dict, most: int = 3) -> list[str]:
+    """Sentences that explain a result's change, most telling first (plain text: escape to render)."""
+    analysis = result.get("analysis") or {}
+    before, after = analysis.get("baseline"), analysis.get("current")
+    out = []
+    if before and after and result.get("delta_pct"):
+        phases = [f"{name} phase {signed_seconds(after[key] - before[key]) if after[key] != before[key] else 'unchanged'}"
+                  for name, key in (("compute", "compute_s"), ("memory", "memory_s"))]
+        out.append(", ".join(phases))
+    moved = [d for d in analysis.get("drivers") or [] if d.get("time_s")]
+    out.extend(driver(d) for d in moved[:most])
+    if before and after:
+        lb, la = before.get("flops_per_fp_inst"), after.get("flops_per_fp_inst")
+        if lb and la and lb >= LANE_LOSS * la:
+            out.append(f"vectorisation lost: flops per FP instruction {number(lb)} → {number(la)}")
+        elif lb and la and la >= LANE_LOSS * lb:
+            out.append(f"wider vectors: flops per FP instruction {number(lb)} → {number(la)}")
+        if before.get("bound") and after.get("bound") and before["bound"] != after["bound"]:
+            out.append(f"bound class {bound(before['bound'])} → {bound(after['bound'])}")
+    return out
+
+
+def threshold(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f} %"

@@ -136,6 +136,8 @@ typedef void (*qemu_plugin_vcpu_mem_cb_t)(unsigned int vcpu_index, qemu_plugin_m
 
 void qemu_plugin_register_vcpu_init_cb(qemu_plugin_id_t id, qemu_plugin_vcpu_simple_cb_t cb);
 void qemu_plugin_register_vcpu_tb_trans_cb(qemu_plugin_id_t id, qemu_plugin_vcpu_tb_trans_cb_t cb);
+void qemu_plugin_register_vcpu_insn_exec_cb(struct qemu_plugin_insn *insn, qemu_plugin_vcpu_udata_cb_t cb,
+                                            enum qemu_plugin_cb_flags flags, void *userdata);
 void qemu_plugin_register_vcpu_tb_exec_cb(struct qemu_plugin_tb *tb, qemu_plugin_vcpu_udata_cb_t cb,
                                           enum qemu_plugin_cb_flags flags, void *userdata);
 void qemu_plugin_register_vcpu_mem_cb(struct qemu_plugin_insn *insn, qemu_plugin_vcpu_mem_cb_t cb,
@@ -315,6 +317,17 @@ struct insn_rec {
 };
 
 enum { MARK_NONE, MARK_BEGIN, MARK_END };
+
+/* The last instruction of a block that runs over a page end is counted on its own: QEMU 7.2
+ * drops it from the block after translation (it is translated again at the start of the
+ * next block), so counting it with the block would count an instruction that never ran. Its
+ * own exec callback goes away with it. */
+struct tail_rec {
+    uint64_t first_line;
+    uint32_t n_lines;
+    uint32_t any_class;
+    uint32_t cls[N_CLASSES];
+};
 
 struct tb_rec {
     uint64_t first_line; /* first L1I line covered */
@@ -725,6 +738,21 @@ static void flags_text(unsigned f, char *out)
     out[n] = '\0';
 }
 
+static void tail_exec(unsigned int vcpu_index, void *userdata)
+{
+    struct tail_rec *r = userdata;
+    (void)vcpu_index;
+    ctr[K_INSTS]++;
+    ctr[K_L1I_ACC]++;
+    if (r->any_class) {
+        for (int i = 0; i < N_CLASSES; i++)
+            ctr[K_BRANCHES + i] += r->cls[i];
+    }
+    uint64_t line = r->first_line;
+    for (uint32_t i = 0; i < r->n_lines; i++, line++)
+        l1i_line(line);
+}
+
 static void tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 {
     size_t n = qemu_plugin_tb_n_insns(tb);
@@ -765,10 +793,31 @@ static void tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
         }
         char *d = qemu_plugin_insn_disas(insn);
         unsigned f = classify(d);
-        for (int c = 0; c < N_CLASSES; c++)
-            if (f & (1u << c))
-                t->cls[c]++;
-        t->any_class |= f;
+        /* QEMU reports such an instruction with only its first page's bytes, which the
+         * disassembler cannot decode (".byte"); one whose bytes run over the end counts too. */
+        bool at_page_end = ((va + sz) & 4095) == 0 && d && strstr(d, ".byte");
+        bool crosses_page = i > 0 && i == n - 1 && (at_page_end || (va >> 12) != ((va + sz - 1) >> 12));
+        if (crosses_page) {
+            struct tail_rec *r = calloc(1, sizeof *r);
+            if (!r) {
+                fprintf(stderr, "perfguard plugin: out of memory\n");
+                abort();
+            }
+            r->first_line = va >> l1i.shift;
+            r->n_lines = (uint32_t)(((va + sz - 1) >> l1i.shift) - r->first_line + 1);
+            for (int c = 0; c < N_CLASSES; c++)
+                if (f & (1u << c))
+                    r->cls[c]++;
+            r->any_class = f;
+            t->n_insns--;
+            end = va > start ? va : start + 1;
+            qemu_plugin_register_vcpu_insn_exec_cb(insn, tail_exec, QEMU_PLUGIN_CB_NO_REGS, r);
+        } else {
+            for (int c = 0; c < N_CLASSES; c++)
+                if (f & (1u << c))
+                    t->cls[c]++;
+            t->any_class |= f;
+        }
         if (dump_file) {
             char ft[N_CLASSES + 2];
             flags_text(f, ft);

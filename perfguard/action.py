@@ -1,0 +1,481 @@
+"""The run steps of the GitHub Action (action.yml) and of the recalibration workflow, testable.
+
+    python -m perfguard.action keys          cache keys and folders (stdlib only: runs before install)
+    python -m perfguard.action run           check (or merge shard reports), then outputs, step
+                                             summary, annotations and the comment artifact
+    python -m perfguard.action recalibrate --target T
+                                             drift -> collect + train the families that drifted
+
+Inputs arrive as INPUT_<NAME> environment variables (set by action.yml's `env:`, never
+interpolated into a script), the GitHub context as the runner's usual variables
+(GITHUB_EVENT_NAME, GITHUB_EVENT_PATH, GITHUB_OUTPUT, GITHUB_STEP_SUMMARY, RUNNER_TEMP, ...).
+Everything that comes from a pull request (kernel names, error text, the event payload) is
+data: it is escaped where it lands and never executed.
+
+Module-level imports are the standard library only, so `keys` works before perfguard and its
+dependencies are installed (PYTHONPATH pointing at the action's folder is enough).
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import hashlib
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+MAX_COMMENT_CHARS = 60000  # GitHub refuses comments above 65536 characters
+MAX_ANNOTATIONS = 10  # GitHub shows at most 10 error annotations per step
+PR_EVENTS = ("pull_request", "pull_request_target")
+EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, EXIT_INFRA = 0, 1, 2, 3  # mirrors perfguard.errors (not importable yet in `keys`)
+
+
+# -- the runner's files and context ---------------------------------------------------------------
+
+def _env(name: str, default: str = "") -> str:
+    return os.environ.get(name, default).strip()
+
+
+def _input(name: str, default: str = "") -> str:
+    return _env("INPUT_" + name.upper().replace("-", "_"), default)
+
+
+def _flag(name: str, default: bool) -> bool:
+    value = _input(name, "true" if default else "false").lower()
+    if value not in ("true", "false"):
+        raise ActionError(f"input '{name}' must be true or false, got {value!r}")
+    return value == "true"
+
+
+class ActionError(Exception):
+    """A bad input or a missing piece of the environment: one line, exit 2."""
+
+
+def set_outputs(values: dict[str, str]) -> None:
+    """Append to $GITHUB_OUTPUT (a random delimiter, so a value cannot end the block early)."""
+    path = _env("GITHUB_OUTPUT")
+    lines = []
+    for key, value in values.items():
+        delimiter = f"ghadelimiter_{uuid.uuid4().hex}"
+        lines.append(f"{key}<<{delimiter}\n{value}\n{delimiter}\n")
+    if path:
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write("".join(lines))
+    else:
+        for key, value in values.items():
+            print(f"{key}={value}")
+
+
+def append_summary(markdown: str) -> None:
+    path = _env("GITHUB_STEP_SUMMARY")
+    if path:
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write(markdown.rstrip("\n") + "\n")
+
+
+def _escape_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(text: str) -> str:
+    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def annotation(level: str, message: str, title: str, file: str | None = None, line: int | None = None) -> str:
+    """A workflow command line (::error file=..,line=..,title=..::message), escaped."""
+    props = []
+    if file:
+        props.append(f"file={_escape_property(file)}")
+        if line:
+            props.append(f"line={line}")
+    props.append(f"title={_escape_property(title)}")
+    return f"::{level} {','.join(props)}::{_escape_data(message)}"
+
+
+def event_payload() -> dict[str, Any]:
+    path = _env("GITHUB_EVENT_PATH")
+    if not path:
+        return {}
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        raise ActionError(f"GITHUB_EVENT_PATH {path}: cannot read the event payload") from None
+    return data if isinstance(data, dict) else {}
+
+
+def pull_request_number(payload: dict[str, Any]) -> int | None:
+    if _env("GITHUB_EVENT_NAME") not in PR_EVENTS:
+        return None
+    number = (payload.get("pull_request") or {}).get("number")
+    return number if isinstance(number, int) and not isinstance(number, bool) and number > 0 else None
+
+
+# -- keys -------------------------------------------------------------------------------------------
+
+def action_root() -> Path:
+    return Path(__file__).resolve().parent.parent
+
+
+def setup_fingerprint(root: Path) -> str:
+    """What the installed toolchain depends on: the setup script, the package's pins, the runner."""
+    h = hashlib.sha256()
+    for name in ("scripts/setup.sh", "pyproject.toml"):
+        path = root / name
+        h.update(name.encode())
+        h.update(path.read_bytes() if path.is_file() else b"-")
+    for part in (_env("ImageOS"), _env("ImageVersion"), platform.machine(), platform.python_version()):
+        h.update(part.encode() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def package_version(root: Path) -> str:
+    match = re.search(r'^version\s*=\s*"([^"]+)"', (root / "pyproject.toml").read_text(), re.M)
+    return match.group(1) if match else "unknown"
+
+
+def cmd_keys(args: argparse.Namespace) -> int:
+    root = action_root()
+    version = package_version(root)
+    temp = Path(_env("RUNNER_TEMP") or "/tmp")
+    system = f"{_env('RUNNER_OS', platform.system())}-{_env('RUNNER_ARCH', platform.machine())}"
+    slot = report_label()
+    set_outputs({
+        "setup-key": f"perfguard-setup-{system}-{version}-{setup_fingerprint(root)}",
+        "venv": str(Path.home() / ".perfguard-venv"),
+        "cache-dir": str(temp / "perfguard-cache"),
+        # The build/simulation cache is content-addressed: any earlier entry is safe to restore.
+        "sim-key": f"perfguard-sim-{system}-{version}-{slot}-{_env('GITHUB_SHA', 'local')}",
+        "sim-restore": f"perfguard-sim-{system}-{version}-{slot}-",
+    })
+    return EXIT_OK
+
+
+# -- run: check or merge, then report -------------------------------------------------------------
+
+def report_label() -> str:
+    """A name unique per matrix job: shard, or targets, or 'all' (artifact names must not collide)."""
+    if _input("merge"):
+        return "merged"
+    shard = _input("shard")
+    if shard:
+        return "shard-" + shard.replace("/", "-of-")
+    targets = re.sub(r"[^A-Za-z0-9_.+-]+", "-", _input("targets")).strip("-")
+    return f"targets-{targets}" if targets else "all"
+
+
+def _git(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", *args], capture_output=True, text=True, check=False)
+
+
+def _resolve(ref: str) -> str | None:
+    proc = _git("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
+def resolve_base(ref: str) -> str:
+    """The merge-base of HEAD and `ref` (fetching it, or unshallowing, when the checkout lacks it)."""
+    if ref.startswith("-"):
+        raise ActionError(f"base {ref!r}: not a git revision")
+    sha = _resolve(ref) or _resolve(f"origin/{ref}")
+    if sha is None and _git("fetch", "--no-tags", "origin", ref).returncode == 0:
+        sha = _resolve("FETCH_HEAD")
+    if sha is None:
+        raise ActionError(f"base {ref!r}: unknown git revision (check out with fetch-depth: 0)")
+    for attempt in range(2):
+        proc = _git("merge-base", "HEAD", sha)
+        if proc.returncode == 0:
+            return proc.stdout.strip()
+        if attempt == 0 and _git("rev-parse", "--is-shallow-repository").stdout.strip() == "true":
+            _git("fetch", "--no-tags", "--unshallow", "origin")
+    raise ActionError(f"base {ref!r}: no merge-base with HEAD (check out with fetch-depth: 0)")
+
+
+def choose_base(payload: dict[str, Any]) -> tuple[str | None, str | None]:
+    """(label, commit) of the baselines to compare with; (None, None) means the working tree."""
+    base = _input("base", "auto")
+    if base.lower() in ("", "none", "false"):
+        return None, None
+    if base.lower() == "auto":
+        pr = payload.get("pull_request") if _env("GITHUB_EVENT_NAME") in PR_EVENTS else None
+        if not isinstance(pr, dict) or not isinstance(pr.get("base"), dict):
+            return None, None
+        ref = str(pr["base"].get("sha") or pr["base"].get("ref") or "")
+        if not ref:
+            return None, None
+        return str(pr["base"].get("ref") or ref), resolve_base(ref)
+    return base, resolve_base(base)
+
+
+def check_command(report_dir: Path, base_commit: str | None) -> list[str]:
+    cmd = [sys.executable, "-m", "perfguard.cli", "check", "--report-dir", str(report_dir)]
+    for name, option in (("config", "--config"), ("targets", "--targets"), ("threshold", "--threshold"),
+                         ("simulator", "--simulator"), ("shard", "--shard")):
+        value = _input(name)
+        if value:
+            cmd += [option, value]
+    if base_commit:
+        cmd += ["--base", base_commit]
+    return cmd
+
+
+def merge_command(report_dir: Path) -> list[str]:
+    """`merge` is a folder (every perfguard.json below it) or a glob of report files."""
+    pattern = _input("merge")
+    if Path(pattern).is_dir():
+        candidates = Path(pattern).rglob("perfguard.json")
+    else:
+        candidates = (Path(p) for p in glob.glob(pattern, recursive=True))
+    found = sorted(p for p in candidates if p.is_file() and report_dir not in p.resolve().parents)
+    if not found:
+        raise ActionError(f"merge {pattern!r}: no perfguard.json found")
+    return [sys.executable, "-m", "perfguard.cli", "merge", *map(str, found), "--report-dir", str(report_dir)]
+
+
+@dataclass
+class Outcome:
+    verdict: str  # pass | regression | error
+    regressions: int
+    exit_code: int
+
+
+def outcome(data: dict[str, Any] | None, exit_code: int) -> Outcome:
+    if data is None:
+        return Outcome("error", 0, exit_code if exit_code in (EXIT_USAGE, EXIT_INFRA) else EXIT_INFRA)
+    summary = data["summary"]
+    if exit_code in (EXIT_USAGE, EXIT_INFRA) or summary.get("error"):
+        return Outcome("error", summary.get("regression", 0), exit_code if exit_code > 1 else EXIT_INFRA)
+    regressions = summary.get("regression", 0)
+    return Outcome("regression" if regressions else "pass", regressions, EXIT_REGRESSION if regressions else EXIT_OK)
+
+
+def kernel_line(config_path: Path | None, kernel: str) -> int | None:
+    """The line of `name = "<kernel>"` in the config, for an annotation users can click."""
+    if config_path is None or not config_path.is_file():
+        return None
+    pattern = re.compile(r"""^\s*name\s*=\s*["']""" + re.escape(kernel) + r"""["']\s*(#.*)?$""")
+    for number, line in enumerate(config_path.read_text(errors="replace").splitlines(), start=1):
+        if pattern.match(line):
+            return number
+    return None
+
+
+def _workspace_relative(path: Path | None) -> str | None:
+    if path is None:
+        return None
+    workspace = Path(_env("GITHUB_WORKSPACE") or Path.cwd()).resolve()
+    try:
+        return path.resolve().relative_to(workspace).as_posix()
+    except ValueError:
+        return None
+
+
+def annotations(data: dict[str, Any]) -> list[str]:
+    from perfguard.report.text import pct, seconds
+
+    config_path = Path(data["config"]) if data.get("config") else None
+    file = _workspace_relative(config_path)
+    lines = []
+    for r in data["results"]:
+        label = f"{r['kernel']}[{r['target']}]"
+        line = kernel_line(config_path, r["kernel"])
+        if r["verdict"] == "regression":
+            message = (f"{label} is {pct(r['delta_pct'])} slower than its baseline (threshold "
+                       f"{r['threshold_pct']:.2f} %): predicted {seconds(r['current_time_s'])}, baseline "
+                       f"{seconds(r['baseline_time_s'])}")
+            lines.append(annotation("error", message, f"perfguard regression: {label}", file, line))
+        elif r["verdict"] == "error":
+            lines.append(annotation("error", f"{label}: {r.get('error') or 'failed'}", f"perfguard error: {label}",
+                                    file, line))
+        elif r["verdict"] == "improvement":
+            lines.append(annotation("notice", f"{label} is {pct(r['delta_pct'])} faster than its baseline",
+                                    f"perfguard improvement: {label}", file, line))
+    errors = [a for a in lines if a.startswith("::error")]
+    if len(errors) > MAX_ANNOTATIONS:
+        lines = errors[:MAX_ANNOTATIONS] + [annotation("error", f"{len(errors) - MAX_ANNOTATIONS} more regression(s) "
+                                                       "or error(s): see the job summary", "perfguard")]
+    return lines
+
+
+def markdown_for(data: dict[str, Any], report_dir: Path) -> str:
+    """The report's Markdown: reports/summary.md when `perfguard check`/`merge` wrote one."""
+    written = report_dir / "summary.md"
+    if written.is_file():
+        return written.read_text()
+    return fallback_markdown(data)
+
+
+# -- fallback Markdown: used only until perfguard's own report/summary.md exists --------------------
+# perfguard.report.markdown (another part of perfguard) writes summary.md beside perfguard.json;
+# this minimal renderer only keeps the action useful where that file is absent.
+
+def _md(text: Any) -> str:
+    """Table-cell text from untrusted input: no HTML, no pipes, no line breaks, no mentions."""
+    value = str(text)
+    for old, new in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ("|", "\\|"), ("@", "@\u200b"), ("`", "'")):
+        value = value.replace(old, new)
+    return " ".join(value.split())
+
+
+def fallback_markdown(data: dict[str, Any]) -> str:
+    from perfguard.report.text import headline, pct, seconds
+
+    s = data["summary"]
+    icon = ":x:" if s.get("regression") or s.get("error") else ":white_check_mark:"
+    lines = [f"### {icon} perfguard: {_md(headline(s))}", ""]
+    counts = ", ".join(f"{s[k]} {k}" for k in ("regression", "error", "improvement", "new", "unchanged") if s.get(k))
+    lines.append(f"{len(data['results'])} kernel x target result(s): {counts or 'none'}.")
+    if isinstance(data.get("base"), dict):
+        lines.append(f"Baselines from `{_md(data['base'].get('ref'))}` ({_md(str(data['base'].get('commit'))[:12])}).")
+    lines += ["", "| kernel | target | verdict | delta | threshold | predicted | baseline |",
+              "| --- | --- | --- | ---: | ---: | ---: | ---: |"]
+    for r in data["results"]:
+        lines.append(f"| {_md(r['kernel'])} | {_md(r['target'])} | {r['verdict']} | {pct(r.get('delta_pct'))} | "
+                     f"{r['threshold_pct']:.2f} % | {seconds(r.get('current_time_s'))} | "
+                     f"{seconds(r.get('baseline_time_s'))} |")
+    errors = [r for r in data["results"] if r.get("error")]
+    if errors:
+        lines.append("")
+        lines += [f"- **{_md(r['kernel'])}[{_md(r['target'])}]**: {_md(r['error'])}" for r in errors]
+    return "\n".join(lines) + "\n"
+
+# -- end of the fallback ------------------------------------------------------------------------------
+
+
+def run_link() -> str:
+    server, repo, run = _env("GITHUB_SERVER_URL", "https://github.com"), _env("GITHUB_REPOSITORY"), _env("GITHUB_RUN_ID")
+    return f"{server}/{repo}/actions/runs/{run}" if repo and run else ""
+
+
+def comment_body(markdown: str) -> str:
+    link = run_link()
+    footer = f"\n<sub>perfguard · [full report and logs]({link})</sub>\n" if link else ""
+    room = MAX_COMMENT_CHARS - len(footer) - 80
+    if len(markdown) > room:
+        markdown = markdown[:room].rsplit("\n", 1)[0] + "\n\n_(truncated: see the full report)_\n"
+    return f"{markdown.rstrip()}\n{footer}"
+
+
+def write_comment(folder: Path, number: int, markdown: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "comment.md").write_text(comment_body(markdown))
+    (folder / "pr-number").write_text(f"{number}\n")
+    return folder
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    payload = event_payload()
+    fail_on_regression = _flag("fail-on-regression", True)
+    want_comment = _flag("comment", True)
+    label = report_label()
+    report_dir = Path(_env("RUNNER_TEMP") or ".").resolve() / "perfguard" / label
+    report_dir.mkdir(parents=True, exist_ok=True)
+    for stale in ("perfguard.json", "summary.md", "index.html"):  # from an earlier run in this job
+        (report_dir / stale).unlink(missing_ok=True)
+    if _input("merge"):
+        cmd = merge_command(report_dir)
+    else:
+        base_label, base_commit = choose_base(payload)
+        if base_commit:
+            print(f"perfguard: comparing with the baselines of {base_label} at merge-base {base_commit}", flush=True)
+        cmd = check_command(report_dir, base_commit)
+    print("perfguard: " + " ".join(cmd[1:]), flush=True)
+    code = subprocess.run(cmd, check=False).returncode
+    report = report_dir / "perfguard.json"
+    data = json.loads(report.read_text()) if report.is_file() and code in (0, 1, 2, 3) else None
+    if data is not None and code == EXIT_USAGE and not data.get("results"):
+        data = None  # stopped before checking anything (bad input): the error is in the log
+    result = outcome(data, code)
+    outputs = {"verdict": result.verdict, "regressions": str(result.regressions), "report": str(report_dir),
+               "exit-code": str(code), "artifact-name": f"perfguard-report-{label}", "comment-dir": ""}
+    if data is not None:
+        for line in annotations(data):
+            print(line, flush=True)
+        markdown = markdown_for(data, report_dir)
+        append_summary(markdown)
+        number = pull_request_number(payload)
+        if want_comment and number is not None:
+            outputs["comment-dir"] = str(write_comment(report_dir / "comment", number, markdown))
+    else:
+        append_summary(f"### :x: perfguard could not run (exit code {code}): see the job log\n")
+    set_outputs(outputs)
+    if result.verdict == "error":
+        return result.exit_code
+    if result.verdict == "regression" and fail_on_regression:
+        return EXIT_REGRESSION
+    return EXIT_OK
+
+
+# -- recalibrate ----------------------------------------------------------------------------------
+
+def _perfguard(*args: str) -> int:
+    print("perfguard: " + " ".join(args), flush=True)
+    return subprocess.run([sys.executable, "-m", "perfguard.cli", *args], check=False).returncode
+
+
+def cmd_recalibrate(args: argparse.Namespace) -> int:
+    """drift exit 1 -> collect every drifted family -> train; no model yet -> calibrate every family."""
+    from perfguard.config import load_config
+    from perfguard.kernels import FAMILY_NAMES
+
+    config = load_config(args.config)
+    common = ["--target", args.target] + (["--config", str(args.config)] if args.config else [])
+    models = config.baseline_dir / "models" / args.target
+    have = sorted(p.stem for p in models.glob("*.json")) if models.is_dir() else []
+    if not have:
+        print(f"perfguard: no model for {args.target} yet: calibrating every built-in family", flush=True)
+        families = list(FAMILY_NAMES)
+    else:
+        verdicts = Path(_env("RUNNER_TEMP") or ".") / f"perfguard-drift-{args.target}.json"
+        code = _perfguard("calibrate", "drift", *common, "--json", str(verdicts))
+        if code == EXIT_OK:
+            set_outputs({"drifted": "false", "families": ""})
+            return EXIT_OK
+        if code != EXIT_REGRESSION:
+            return code
+        drift = json.loads(verdicts.read_text())
+        families = [f for f, v in sorted(drift.items()) if v.get("needs_retraining")]
+    for family in families:
+        code = _perfguard("calibrate", "collect", *common, "--family", family)
+        if code != EXIT_OK:
+            return code
+    for family in families:
+        code = _perfguard("calibrate", "train", *common, "--family", family)
+        if code != EXIT_OK:
+            return code
+    set_outputs({"drifted": "true", "families": ",".join(families)})
+    return EXIT_OK
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m perfguard.action")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("keys", help="cache keys and folders").set_defaults(run=cmd_keys)
+    sub.add_parser("run", help="check or merge, then outputs, summary, annotations, comment").set_defaults(run=cmd_run)
+    recal = sub.add_parser("recalibrate", help="drift, then collect and train what drifted")
+    recal.add_argument("--target", required=True)
+    recal.add_argument("--config", type=Path)
+    recal.set_defaults(run=cmd_recalibrate)
+    args = parser.parse_args(argv)
+    try:
+        return args.run(args)
+    except ActionError as exc:
+        message, code = str(exc), EXIT_USAGE
+    except Exception as exc:  # a perfguard error (bad config, ...) from recalibrate: one line, its code
+        if not hasattr(exc, "exit_code"):
+            raise
+        message, code = str(exc), exc.exit_code
+    print(annotation("error", message, "perfguard action"), flush=True)
+    sys.stderr.write(f"perfguard action: error: {message}\n")
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,69 @@
+"""The one interface every executor of simulation jobs implements.
+
+A job is any picklable object and `fn` a module-level function (importable where the job
+runs), so the same `run_job(Job)` goes to a local process pool or to a Dask cluster.
+Executors never reorder results: `map` returns them in submission order whatever order they
+finished in, so a report, a dataset or a tuning log does not depend on which executor ran
+it or how the work was scheduled.
+"""
+
+from __future__ import annotations
+
+import abc
+import os
+from typing import Any, Callable, Protocol, Sequence, TypeVar
+
+J = TypeVar("J")
+R = TypeVar("R")
+
+
+class Handle(Protocol):
+    """What `submit` returns: concurrent.futures.Future and distributed.Future both fit."""
+
+    def done(self) -> bool: ...
+
+    def result(self, timeout: float | None = None) -> Any: ...
+
+
+def default_workers() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def workers_text(n: int) -> str:
+    return f"{n} worker" + ("" if n == 1 else "s")
+
+
+class Executor(abc.ABC):
+    """Runs independent jobs; use as a context manager so that workers are started once."""
+
+    name: str = ""
+
+    @property
+    @abc.abstractmethod
+    def workers(self) -> int:
+        """How many jobs run at once (a tuner sizes its batches on this)."""
+
+    @abc.abstractmethod
+    def submit(self, fn: Callable[[J], R], job: J) -> Handle:
+        """Start one job; the handle's result() is fn(job)."""
+
+    @abc.abstractmethod
+    def map(self, fn: Callable[[J], R], jobs: Sequence[J],
+            on_result: Callable[[int, R], None] | None = None) -> list[R]:
+        """fn over every job; on_result(i, result) as each finishes; results in job order."""
+
+    def describe(self) -> str:
+        """One line for logs and reports: what ran the jobs."""
+        return f"{self.name} ({workers_text(self.workers)})"
+
+    def close(self) -> None:
+        """Release workers; the executor may not be used afterwards."""
+
+    def __enter__(self) -> "Executor":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

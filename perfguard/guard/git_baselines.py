@@ -1,0 +1,69 @@
+"""Baselines read from a git revision's tree instead of the working tree (`perfguard check --base REF`).
+
+A pull request that makes a kernel slower and rewrites its baseline in the same change would
+pass a check against its own working tree. Reading the baselines from the base of the pull
+request (in CI the merge-base of HEAD and the target branch) closes that hole: the PR's
+baseline edits are simply not looked at. Files are read from git's object database with
+gitpython, so neither the working tree nor the index is touched.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path, PurePosixPath
+
+from perfguard.errors import InputError
+from perfguard.guard.baselines import Baseline, baseline_path, parse_baseline
+
+
+class GitBaselineStore:
+    """Read-only baselines/<target>/<kernel>.json as they are in `ref`; same read() as BaselineStore."""
+
+    def __init__(self, baseline_dir: Path, ref: str):
+        import git
+
+        self.baseline_dir = Path(baseline_dir).resolve()
+        self.ref = ref
+        start = self.baseline_dir if self.baseline_dir.is_dir() else self.baseline_dir.parent
+        while not start.exists() and start != start.parent:
+            start = start.parent
+        try:
+            repo = git.Repo(start, search_parent_directories=True)
+        except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+            raise InputError(f"--base {ref}: {self.baseline_dir} is not in a git repository") from None
+        try:
+            self.commit = repo.commit(ref)
+        except (git.BadName, git.BadObject, ValueError):
+            raise InputError(f"--base {ref}: unknown git revision in {repo.working_tree_dir}") from None
+        root = Path(repo.working_tree_dir).resolve()
+        try:
+            self.prefix = PurePosixPath(self.baseline_dir.relative_to(root).as_posix())
+        except ValueError:
+            raise InputError(f"--base {ref}: baseline folder {self.baseline_dir} is outside the repository "
+                             f"{root}") from None
+
+    @property
+    def sha(self) -> str:
+        return self.commit.hexsha
+
+    def path(self, target: str, kernel: str) -> str:
+        """Where a baseline is read from, for messages: '<ref> (<sha>):<path in the repository>'."""
+        relative = baseline_path(Path(), target, kernel).as_posix()
+        return f"{self.ref} ({self.sha[:12]}):{(self.prefix / relative).as_posix()}"
+
+    def read(self, target: str, kernel: str) -> Baseline | None:
+        relative = baseline_path(Path(), target, kernel).as_posix()
+        label = self.path(target, kernel)
+        try:
+            blob = self.commit.tree / (self.prefix / relative).as_posix()
+        except KeyError:
+            return None
+        if blob.type != "blob":
+            raise InputError(f"{label}: not a file")
+        try:
+            text = blob.data_stream.read().decode("utf-8")
+        except UnicodeDecodeError:
+            raise InputError(f"{label}: corrupted baseline (not UTF-8 text)") from None
+        baseline = parse_baseline(text, label)
+        if baseline.kernel != kernel or baseline.target != target:
+            raise InputError(f"{label}: baseline is for {baseline.kernel}[{baseline.target}], not {kernel}[{target}]")
+        return baseline

@@ -1,0 +1,285 @@
+"""pytest --perfguard: every configured kernel x target as a test item. Hooks only.
+
+The work (build, simulate, score, judge, native timing) is perfguard.guard.cases; this module
+wires it into pytest: options, the `perfguard` marker, the `perfguard_check` fixture, the
+collected items and the one report written at the end. Without --perfguard (or one of the
+mode options that imply it) nothing else is registered and nothing heavy is imported.
+
+Under pytest-xdist every worker collects the same items in the same order (the config is read
+the same way everywhere), each item runs on one worker, and only the controller writes the
+report: a worker's results reach it in the test reports' user_properties.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+_PROPERTY = "perfguard"  # user_properties key carrying a result to the controller
+_MARKER_KEYS = {"threshold", "simulator"}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("perfguard", "perfguard: performance regressions of compute kernels")
+    group.addoption("--perfguard", action="store_true",
+                    help="collect every configured kernel x target as a test that fails on a regression")
+    group.addoption("--perfguard-update", action="store_true",
+                    help="rewrite the baselines of the collected kernels instead of failing (implies --perfguard)")
+    group.addoption("--perfguard-native", action="store_true",
+                    help="time host-ISA kernels natively with pytest-benchmark's fixture (implies --perfguard)")
+    group.addoption("--perfguard-config", metavar="FILE",
+                    help="perfguard.toml or pyproject.toml (default: found from the rootdir)")
+    group.addoption("--perfguard-targets", metavar="A,B", help="only these targets")
+    group.addoption("--perfguard-kernels", metavar="K,..", help="only these kernels")
+    group.addoption("--perfguard-base", metavar="REF",
+                    help="read baselines from this git revision instead of the working tree")
+    group.addoption("--perfguard-report-dir", metavar="DIR",
+                    help="where perfguard.json, index.html and summary.md go (default: the config's report_dir)")
+
+
+def _enabled(config: pytest.Config) -> bool:
+    return any(config.getoption(name) for name in ("perfguard", "perfguard_update", "perfguard_native"))
+
+
+def _names(value: str | None) -> list[str] | None:
+    items = [v.strip() for v in (value or "").split(",") if v.strip()]
+    return items or None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "perfguard(threshold=None, simulator=None): options for the perfguard_check fixture in this test "
+        "(threshold in percent); such tests run only with --perfguard",
+    )
+    if not _enabled(config):
+        for name in ("perfguard_targets", "perfguard_kernels", "perfguard_config", "perfguard_base",
+                     "perfguard_report_dir"):
+            if config.getoption(name):
+                raise pytest.UsageError(f"--{name.replace('_', '-')} needs --perfguard")
+        return
+    if config.getoption("perfguard_update") and config.getoption("perfguard_native"):
+        raise pytest.UsageError("--perfguard-update and --perfguard-native cannot be combined")
+    if config.getoption("perfguard_native") and not config.pluginmanager.hasplugin("benchmark"):
+        raise pytest.UsageError("--perfguard-native needs pytest-benchmark (pip install pytest-benchmark)")
+    config.pluginmanager.register(PerfguardSession(config), "perfguard-session")
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.get_closest_marker("perfguard") is not None and not _enabled(item.config):
+        pytest.skip("perfguard tests run with --perfguard")
+
+
+@pytest.fixture
+def perfguard_check(request: pytest.FixtureRequest):
+    """check(kernel, target, threshold=None) -> CaseResult: build, simulate, score, judge one kernel.
+
+    `kernel` is a configured name, a perfguard.config.KernelSpec, or a mapping with the keys of
+    a [[kernel]] table. `@pytest.mark.perfguard(threshold=..., simulator=...)` sets defaults.
+    The result says `.verdict`, `.delta_pct`, `.ok` and `.explain()`; nothing fails by itself:
+    `assert result.ok, result.explain()`.
+    """
+    session = request.config.pluginmanager.get_plugin("perfguard-session")
+    if session is None:
+        pytest.skip("perfguard tests run with --perfguard")
+    marker = request.node.get_closest_marker("perfguard")
+    options = dict(marker.kwargs) if marker else {}
+    unknown = sorted(set(options) - _MARKER_KEYS)
+    if unknown or (marker and marker.args):
+        raise pytest.UsageError(f"{request.node.nodeid}: @pytest.mark.perfguard takes only "
+                                f"{', '.join(sorted(_MARKER_KEYS))} as keywords")
+    return session.checker(request.node, **options)
+
+
+class PerfguardFailure(Exception):
+    """A regression or an error: shown as its message, without a Python traceback."""
+
+
+class PerfguardSession:
+    """State of one --perfguard run: the case runner, the results seen, the report at the end."""
+
+    def __init__(self, config: pytest.Config):
+        self.config = config
+        self.results: list[dict[str, Any]] = []
+        self.codes: list[int] = []
+        self.updated = 0
+        self.targets: dict[str, Any] = {}
+        self.report_path: Path | None = None
+        self._runners: dict[str | None, Any] = {}
+        self._perfguard_config = None
+
+    # -- perfguard objects, created on first use --------------------------------------------------
+    def perfguard_config(self):
+        if self._perfguard_config is None:
+            from perfguard.config import load_config
+            from perfguard.errors import PerfguardError
+
+            path = self.config.getoption("perfguard_config")
+            here = self.config.invocation_params.dir
+            try:
+                if path or find_config_or_none(here) is not None:
+                    self._perfguard_config = load_config(Path(path) if path else None, cwd=here)
+                else:  # pytest run from outside the project, e.g. `pytest --perfguard proj/`
+                    self._perfguard_config = load_config(None, cwd=self.config.rootpath)
+            except PerfguardError as exc:
+                raise pytest.UsageError(f"perfguard: {exc.message}") from None
+        return self._perfguard_config
+
+    def runner(self, simulator: str | None = None):
+        if simulator not in self._runners:
+            from perfguard.guard.cases import CaseRunner
+
+            self._runners[simulator] = CaseRunner(self.perfguard_config(), simulator=simulator,
+                                                  update=bool(self.config.getoption("perfguard_update")),
+                                                  base=self.config.getoption("perfguard_base"))
+        return self._runners[simulator]
+
+    def checker(self, node: pytest.Item, threshold: float | None = None, simulator: str | None = None):
+        def check(kernel, target: str, threshold: float | None = threshold):
+            result = self.runner(simulator).run(kernel, target, threshold)
+            _record(node, result)
+            return result
+
+        return check
+
+    # -- collection -------------------------------------------------------------------------------
+    @pytest.hookimpl(tryfirst=True)  # before -k/-m deselection, so those select perfguard items too
+    def pytest_collection_modifyitems(self, session: pytest.Session, config: pytest.Config,
+                                      items: list[pytest.Item]) -> None:
+        from perfguard.errors import PerfguardError
+
+        try:
+            pairs = self.runner().pairs(_names(config.getoption("perfguard_kernels")),
+                                        _names(config.getoption("perfguard_targets")))
+        except PerfguardError as exc:
+            raise pytest.UsageError(f"perfguard: {exc.message}") from None
+        collector = PerfguardCollector.from_parent(session, name="perfguard", nodeid="perfguard")
+        native = bool(config.getoption("perfguard_native"))
+        for spec, target in pairs:
+            items.append(KernelItem.from_parent(collector, name=f"{spec.name}[{target}]",
+                                                callobj=_native_case if native else _simulated_case,
+                                                spec=spec, target=target))
+
+    # -- results ----------------------------------------------------------------------------------
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        for name, value in report.user_properties:
+            if name == _PROPERTY and report.when == "call":
+                self.results.append(value["result"])
+                self.codes.append(value["exit_code"])
+                self.updated += value["updated"] is not None
+                if value["target"]:
+                    self.targets[value["result"]["target"]] = value["target"]
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if hasattr(self.config, "workerinput") or not self.results:
+            return  # an xdist worker: the controller writes the one report
+        from perfguard.guard.baselines import now_iso
+        from perfguard.guard.merge import assemble, combined_exit_code
+        from perfguard.report.json_report import write_json
+        from perfguard.report.pages import write_pages
+
+        config = self.perfguard_config()
+        extra = {"targets": self.targets} if self.targets else {}
+        data = assemble(self.results, combined_exit_code(self.codes), now_iso(), str(config.path), **extra)
+        folder = self.config.getoption("perfguard_report_dir")
+        report_dir = Path(folder) if folder else config.report_dir
+        write_json(data, report_dir / "perfguard.json")
+        write_pages(data, report_dir)
+        self.report_path = report_dir / "perfguard.json"
+
+    def pytest_terminal_summary(self, terminalreporter) -> None:
+        if not self.results or hasattr(self.config, "workerinput"):
+            return
+        from perfguard.guard.merge import summarize
+
+        summary = summarize(self.results, 0)
+        counts = ", ".join(f"{summary[name]} {name}" for name in ("regression", "error", "improvement", "new",
+                                                                    "unchanged") if summary[name])
+        terminalreporter.write_sep("-", "perfguard")
+        terminalreporter.write_line(f"{len(self.results)} kernel check(s): {counts}")
+        if self.updated:
+            terminalreporter.write_line(f"rewrote {self.updated} baseline(s)")
+        if self.report_path is not None:
+            terminalreporter.write_line(f"report: {self.report_path}")
+
+
+def _record(node: pytest.Item, result) -> None:
+    """Attach a result to the test report: that is how it reaches the xdist controller."""
+    node.user_properties.append((_PROPERTY, {
+        "result": result.report, "exit_code": result.exit_code, "target": result.target_summary,
+        "updated": None if result.updated is None else str(result.updated),
+    }))
+
+
+def find_config_or_none(start: Path):
+    from perfguard.config import find_config
+    from perfguard.errors import InputError
+
+    try:
+        return find_config(start)
+    except InputError:
+        return None
+
+
+class PerfguardCollector(pytest.Collector):
+    """The virtual parent of the kernel items: node id 'perfguard'."""
+
+    def collect(self):
+        return []
+
+
+def _simulated_case() -> None:
+    """Placeholder callable: KernelItem.runtest does the work (it has no fixtures)."""
+
+
+def _native_case(benchmark) -> None:
+    """Placeholder callable whose signature requests pytest-benchmark's fixture."""
+
+
+class KernelItem(pytest.Function):
+    """perfguard::<kernel>[<target>]: fails on a regression (or an error) with the delta and stats."""
+
+    def __init__(self, *, spec, target: str, **kwargs):
+        super().__init__(**kwargs)
+        self.spec = spec
+        self.target = target
+
+    @property
+    def session_state(self) -> PerfguardSession:
+        return self.config.pluginmanager.get_plugin("perfguard-session")
+
+    def setup(self) -> None:
+        if "benchmark" in self.fixturenames:
+            profile = self.session_state.perfguard_config().profile(self.target)
+            if not profile.native():
+                pytest.skip(f"{self.target} is not this machine's ISA: cannot time it natively")
+        super().setup()
+
+    def runtest(self) -> None:
+        from perfguard.errors import PerfguardError
+
+        runner = self.session_state.runner()
+        try:
+            if "benchmark" in self.fixturenames:
+                case = runner.native(self.spec, self.target)
+                benchmark = self.funcargs["benchmark"]
+                benchmark.extra_info.update(case.extra_info)
+                benchmark(case.call)
+                return
+            result = runner.run(self.spec, self.target)
+        except PerfguardError as exc:
+            raise PerfguardFailure(f"{self.name}: error: {exc.message}") from None
+        _record(self, result)
+        if not result.ok:
+            raise PerfguardFailure(result.explain())
+
+    def repr_failure(self, excinfo, style=None):
+        if isinstance(excinfo.value, PerfguardFailure):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo)
+
+    def reportinfo(self):
+        path = self.session_state.perfguard_config().path
+        return path, None, f"perfguard::{self.name}"

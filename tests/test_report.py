@@ -1,0 +1,317 @@
+"""Reports from a real check: perfguard.json (schema-valid), HTML pages, summary.md, `perfguard report`."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from pathlib import Path
+
+import git
+import jsonschema
+import pytest
+
+from perfguard.cli import main
+from perfguard.report import analysis, markdown, text
+from perfguard.report.html import kernel_file, render_index, write_html
+from perfguard.report.markdown import LIMIT, MARKER, md, render_markdown
+from tests.conftest import REPO, write_project
+
+SCHEMA = json.loads((REPO / "docs" / "report.schema.json").read_text())
+
+TINY = """
+[perfguard]
+targets = ["x86_64"]
+cache_dir = "{cache}"
+
+[[kernel]]
+name = "gemm_16"
+entry = "perfguard.kernels.gemm:gemm"
+family = "gemm"
+params = {{ M = 16, N = 16, K = 16, tile_m = 8, tile_n = 16, tile_k = 8, vector = 8 }}
+
+[[kernel]]
+name = "gemv_16"
+entry = "perfguard.kernels.gemv:gemv"
+family = "gemv"
+params = {{ M = 16, K = 32 }}
+"""
+SLOWER = ("tile_k = 8, vector = 8", "tile_k = 1, vector = 1")  # scalar, and a loop per k: a real regression
+
+
+@pytest.fixture(scope="session")
+def real_run(tmp_path_factory, cache_dir):
+    """A git project with committed baselines, then a check after a schedule change: one
+    regression (gemm_16) and one unchanged kernel (gemv_16), reports and all."""
+    root = tmp_path_factory.mktemp("report-project")
+    config = write_project(root, TINY.format(cache=cache_dir))
+    repo = git.Repo.init(root)
+    with repo.config_writer() as cw:
+        cw.set_value("user", "name", "perfguard tests")
+        cw.set_value("user", "email", "tests@perfguard.invalid")
+    assert main(["baseline", "update", "--config", str(config), "-j", "1"]) == 0
+    repo.index.add(["perfguard.toml", "baselines"])
+    repo.index.commit("baselines for the tiny kernels")
+    config.write_text(config.read_text().replace(*SLOWER))
+    assert main(["check", "--config", str(config), "-j", "1"]) == 1
+    reports = root / "reports"
+    return {"root": root, "config": config, "reports": reports,
+            "data": json.loads((reports / "perfguard.json").read_text())}
+
+
+def results(data):
+    return {r["kernel"]: r for r in data["results"]}
+
+
+def test_report_json_follows_its_schema(real_run):
+    jsonschema.Draft202012Validator.check_schema(SCHEMA)
+    jsonschema.validate(real_run["data"], SCHEMA, cls=jsonschema.Draft202012Validator)
+    broken = copy.deepcopy(real_run["data"])
+    broken["results"][0]["analysis"]["current"]["bound"] = "cache-bound"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(broken, SCHEMA, cls=jsonschema.Draft202012Validator)
+
+
+def test_analysis_explains_the_real_regression(real_run):
+    data = real_run["data"]
+    gemm, gemv = results(data)["gemm_16"], results(data)["gemv_16"]
+    assert gemm["verdict"] == "regression" and gemv["verdict"] == "unchanged"
+    target = data["targets"]["x86_64"]
+    assert target["peak_gflops"] == 96.0 and target["dram_line_bytes"] == 64
+    cur, base = gemm["analysis"]["current"], gemm["analysis"]["baseline"]
+    # The analytical model scores: its phases add up to the predicted time.
+    assert cur["compute_s"] + cur["memory_s"] == pytest.approx(gemm["current_time_s"], rel=1e-9)
+    assert base["compute_s"] + base["memory_s"] == pytest.approx(gemm["baseline_time_s"], rel=1e-9)
+    assert cur["gflops"] == pytest.approx(2 * 16**3 / gemm["current_time_s"] / 1e9)
+    assert cur["peak_pct"] == pytest.approx(100 * cur["gflops"] / 96.0)
+    assert cur["bound"] in analysis.BOUNDS and cur["energy"]["total_j"] > 0
+    stats = gemm["stats"]
+    assert cur["dram_bytes"] == (stats["l2_misses"] + stats["l2_writebacks"]) * 64
+    # AVX2 FMAs on 8 lanes: 16 flops per FP instruction.
+    assert base["flops_per_fp_inst"] == 16.0 and base["vector_fp_share_pct"] == 100.0
+    # The counters' parts add up to the whole change (the model is linear).
+    drivers = gemm["analysis"]["drivers"]
+    assert sum(d["time_s"] for d in drivers) == pytest.approx(gemm["current_time_s"] - gemm["baseline_time_s"])
+    assert abs(drivers[0]["time_s"]) == max(abs(d["time_s"]) for d in drivers)
+    assert gemv["analysis"]["drivers"] == []
+    # History: the one committed version, re-scored with this run's model.
+    history = gemm["history"]
+    assert len(history["points"]) == 1 and history["change_points"] == []
+    assert history["points"][0]["subject"] == "baselines for the tiny kernels"
+    assert history["points"][0]["time_s"] == pytest.approx(gemm["baseline_time_s"])
+    assert data["commit"] == history["points"][0]["commit"]
+
+
+def test_every_page_is_written_and_shows_the_result(real_run):
+    reports, data = real_run["reports"], real_run["data"]
+    index = (reports / "index.html").read_text()
+    for name in ("gemm_16", "gemv_16"):
+        assert f'href="{kernel_file(name)}#t-x86_64"' in index
+        page = (reports / kernel_file(name)).read_text()
+        assert name in page and 'href="../index.html"' in page and "roofline: x86_64" in page
+        assert page.count('<svg class="chart"') == 3  # roofline, phase split, history
+    assert index.count('<svg class="chart"') == 2  # the delta bars and the x86_64 roofline
+    assert "1 regression(s) found" in index and "regression" in index and "Content-Security-Policy" in index
+    gemm = (reports / kernel_file("gemm_16")).read_text()
+    assert "energy, estimate" in gemm and "latency-bound" in gemm and "What changed" in gemm
+    assert "baselines for the tiny kernels" in gemm  # the commit in the history table
+    assert "Calibration" not in gemm  # no calibrated model: no section
+    for page in [index, gemm]:
+        assert not re.search(r"<script|(?:src|href)=\"https?:", page)
+    summary = (reports / "summary.md").read_text()
+    assert summary.startswith(MARKER + "\n")
+    assert "1 regression(s) found" in summary and "| \u274c regression | gemm\\_16 | x86\\_64 |" in summary
+    assert "<details><summary>1 unchanged</summary>" in summary
+    assert data["summary"]["regression"] == 1
+
+
+def test_report_command_re_renders_the_same_pages(real_run, tmp_path, capsys):
+    out = tmp_path / "again"
+    assert main(["report", "--from", str(real_run["reports"] / "perfguard.json"), "--report-dir", str(out)]) == 0
+    for name in ("index.html", "summary.md", kernel_file("gemm_16"), kernel_file("gemv_16")):
+        assert (out / name).read_bytes() == (real_run["reports"] / name).read_bytes(), name
+    assert json.loads((out / "perfguard.json").read_text()) == real_run["data"]
+    assert "1 regression(s) found" in capsys.readouterr().out
+
+
+def test_report_command_defaults_to_the_config_report_dir(real_run, monkeypatch, capsys):
+    monkeypatch.chdir(real_run["root"])
+    stale = real_run["reports"] / "kernels" / "gone_kernel.html"
+    stale.write_text("old page")
+    assert main(["report"]) == 0
+    assert not stale.exists()  # a page of a kernel no longer reported is removed
+    assert (real_run["reports"] / kernel_file("gemm_16")).is_file()
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, "report not found"),
+    ("{not json", "not a perfguard report"),
+    ('{"schema": 1, "summary": {"exit_code": 0}, "results": [{"kernel": "k", "target": "t", '
+     '"verdict": "unchanged", "delta_pct": "lots"}]}', "results[0].delta_pct: must be a number"),
+])
+def test_report_command_rejects_bad_input(tmp_path, capsys, content, message):
+    path = tmp_path / "perfguard.json"
+    if content is not None:
+        path.write_text(content)
+    assert main(["report", "--from", str(path)]) == 2
+    assert message in capsys.readouterr().err
+
+
+EVIL = "<script>alert(1)</script>"
+
+
+def evil_report(real_run) -> dict:
+    """The real report with HTML in every untrusted string: names, params, errors, commit messages."""
+    data = copy.deepcopy(real_run["data"])
+    gemm = results(data)["gemm_16"]
+    gemm["kernel"] = EVIL
+    gemm["target"] = 'x86"><img src=x onerror=alert(2)>'
+    gemm["params"]["tile_m"] = "<b onmouseover=alert(3)>8</b>"
+    gemm["history"]["points"][0]["subject"] = "fix <img src=x onerror=alert(4)> & [link](javascript:alert(5)) @team"
+    data["targets"][gemm["target"]] = data["targets"]["x86_64"]
+    err = copy.deepcopy(results(data)["gemv_16"])
+    err.update(kernel="<i>err</i>|pipe", verdict="error", error="<script>alert(6)</script> *boom* `x`",
+               stats=None, analysis=None, history=None, stat_deltas={})
+    data["results"].append(err)
+    data["summary"]["error"] = 1
+    return data
+
+
+def test_injection_is_escaped_in_html_and_markdown(real_run, tmp_path, capsys):
+    source = tmp_path / "in" / "perfguard.json"
+    source.parent.mkdir()
+    source.write_text(json.dumps(evil_report(real_run)))
+    out = tmp_path / "out"
+    assert main(["report", "--from", str(source), "--report-dir", str(out)]) == 0
+    pages = [out / "index.html", *sorted((out / "kernels").glob("*.html"))]
+    assert len(pages) == 4
+    assert all(p.parent in (out, out / "kernels") for p in pages)  # no name escapes the folder
+    assert (out / kernel_file(EVIL)).is_file() and kernel_file(EVIL).startswith("kernels/k-")
+    for page in pages:
+        html = page.read_text()
+        assert "<script" not in html and "<img" not in html and "<b onmouseover" not in html and "<i>" not in html
+        assert 'x86">' not in html  # no attribute was broken out of
+    index = (out / "index.html").read_text()
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in index and "&lt;script&gt;alert(6)&lt;/script&gt;" in index
+    evil_page = (out / kernel_file(EVIL)).read_text()
+    assert "x86&#34;&gt;&lt;img src=x onerror=alert(2)&gt;" in evil_page
+    assert "fix &lt;img src=x onerror=alert(4)&gt; &amp; [link](javascript:alert(5))" in evil_page
+    assert "&lt;b onmouseover=alert(3)&gt;8&lt;/b&gt;" in evil_page
+    summary = (out / "summary.md").read_text()
+    assert "<script" not in summary and "<i>" not in summary
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in summary
+    assert "&lt;i&gt;err&lt;/i&gt;\\|pipe" in summary  # a pipe cannot split the table row
+    assert "\\*boom\\* \\`x\\`" in summary
+
+
+def test_findings_name_lost_vectorisation_and_a_new_bound_class():
+    side = {"compute_s": 1e-3, "memory_s": 1e-4, "flops_per_fp_inst": 16.0, "bound": "compute"}
+    result = {"delta_pct": 80.0, "analysis": {
+        "baseline": side, "current": {**side, "compute_s": 2e-3, "flops_per_fp_inst": 2.0, "bound": "latency"},
+        "drivers": [{"stat": "fp_insts", "baseline": 0, "current": 4096, "delta_pct": None, "time_s": 1e-3}]}}
+    found = text.findings(result)
+    assert found[0] == "compute phase +1.000 ms, memory phase unchanged"
+    assert found[1] == "fp_insts +4,096 \u2192 +1.000 ms"
+    assert "vectorisation lost: flops per FP instruction 16 \u2192 2" in found
+    assert "bound class compute-bound \u2192 latency-bound" in found
+
+
+def test_markdown_escaping():
+    assert md("a|b") == "a\\|b"
+    assert md("<b>x</b> & y") == "&lt;b&gt;x&lt;/b&gt; &amp; y"
+    assert md("[x](http://evil)") == "\\[x\\](http://evil)"
+    assert md("line\nbreak") == "line break"
+    assert md("@org/team") == "@\u200borg/team"  # no mention
+
+
+def synthetic(n: int, verdict_of=lambda i: "regression") -> dict:
+    rows = [{"kernel": f"kernel_with_a_long_name_{i:05d}", "target": "x86_64", "verdict": verdict_of(i),
+             "delta_pct": 3.0 + i % 7, "threshold_pct": 2.0, "current_time_s": 1e-3, "baseline_time_s": 9e-4,
+             "simulator": "qemu", "model_id": "analytical-v1-x", "calibrated": False} for i in range(n)]
+    counts = {v: sum(1 for r in rows if r["verdict"] == v) for v in ("regression", "error", "improvement", "new",
+                                                                      "unchanged")}
+    return {"schema": 1, "perfguard_version": "0", "created": "now", "config": None,
+            "summary": {"exit_code": 1, **counts}, "results": rows}
+
+
+def test_markdown_stays_under_the_limit_with_a_count_of_what_was_cut():
+    data = synthetic(5000, lambda i: "regression" if i % 5 == 0 else "unchanged")
+    text = render_markdown(data)
+    assert len(text) < LIMIT and text.startswith(MARKER)
+    shown_regressions = text.count("| \u274c regression |")
+    shown_rest = text.count("| \u2796 |")
+    assert 0 < shown_regressions < 1000
+    assert f"_{1000 - shown_regressions} more rows not shown" in text
+    assert f"_{4000 - shown_rest} more rows not shown" in text  # the unchanged ones, folded
+    assert "<details><summary>4000 unchanged</summary>" in text
+    small = render_markdown(synthetic(3))
+    assert "not shown" not in small and small.count("| \u274c regression |") == 3
+    assert len(render_markdown(synthetic(200), limit=5000)) < 5000
+
+
+def test_calibration_section_shows_only_with_data(real_run, tmp_path):
+    data = copy.deepcopy(real_run["data"])
+    gemm = results(data)["gemm_16"]
+    gemm["calibration"] = {"metrics": {"mape_pct": 7.25, "spearman": 0.97, "model": "xgboost"},
+                           "points": [[1e-6 * (1 + i), 1.1e-6 * (1 + i)] for i in range(25)]}
+    write_html(data, tmp_path)
+    page = (tmp_path / kernel_file("gemm_16")).read_text()
+    assert "<h3>Calibration</h3>" in page and "mape_pct" in page and "xgboost" in page and "7.25" in page
+    scatter = page[page.index('id="s0-cal"'):]
+    scatter = scatter[:scatter.index("</svg>")]
+    assert scatter.count("<use ") >= 25  # one marker per hold-out point
+    assert "<h3>Calibration</h3>" not in (tmp_path / kernel_file("gemv_16")).read_text()
+
+
+def test_pages_render_from_a_minimal_report(tmp_path):
+    """A report without analysis, history or targets (an older or hand-made file) still renders."""
+    data = synthetic(2)
+    data["results"][1].update(verdict="new", delta_pct=None, baseline_time_s=None, threshold_pct=None)
+    write_html(data, tmp_path)
+    assert "kernel_with_a_long_name_00001" in (tmp_path / "index.html").read_text()
+    page = (tmp_path / kernel_file("kernel_with_a_long_name_00001")).read_text()
+    assert "No baseline yet" in page
+    assert render_index(data) == (tmp_path / "index.html").read_text()
+
+
+@pytest.mark.parametrize("flops, traffic, time_s, bound", [
+    (96e9 * 0.9, 0, 1.0, "compute"),  # 90 % of peak flops, no DRAM traffic
+    (1e6, 20e9 * 0.8, 1.0, "memory"),  # 80 % of peak bandwidth, few flops
+    (96e9 * 0.2, 20e9 * 0.1, 1.0, "latency"),  # 20 % of the roof
+    (96e9 * 0.5, 0, 1.0, "compute"),  # exactly at the boundary
+])
+def test_bound_class(flops, traffic, time_s, bound):
+    target = {"peak_gflops": 96.0, "peak_bandwidth_gbs": 20.0}
+    assert analysis.bound_class(flops, traffic, time_s, target)[0] == bound
+
+
+def test_energy_estimate_formula():
+    from perfguard.sim.stats import Stats
+    from perfguard.targets import BUILTIN
+
+    target = analysis.target_summary(BUILTIN["x86_64"])
+    s = Stats(insts=1000, l1i_accesses=1000, l1d_accesses=500, l2_accesses=40, l2_misses=10, l2_writebacks=2)
+    e = analysis.energy(s, target)
+    assert e["total_j"] == pytest.approx((1000 * 10 + 1500 * 5 + 40 * 25 + 12 * 640) * 1e-12)
+    assert analysis.energy(Stats(insts=5), target) is None  # unknown counters: no estimate, not a 0
+    assert analysis.dram_bytes(s, 64) == 12 * 64 and analysis.dram_bytes(Stats(), 64) is None
+
+
+def test_markdown_marker_is_stable():
+    assert markdown.MARKER == "<!-- perfguard-report -->"  # CI finds its comment by it: never change it
+
+
+def test_calibration_comes_from_the_stored_model(monkeypatch):
+    from types import SimpleNamespace
+
+    from perfguard.report import enrich
+
+    meta = {"holdout": {"summary": {"mape": 6.5, "spearman": float("nan"), "groups": 4, "nested": {"x": 1}}},
+            "scatter": [[1e-3, 1.1e-3], [2e-3, float("inf")], [3e-3, 2.9e-3]]}
+    monkeypatch.setattr(enrich, "stored_model", lambda *a: SimpleNamespace(meta=meta))
+    config = SimpleNamespace(baseline_dir=Path("baselines"))
+    result = {"target": "x86_64", "family": "gemm"}
+    cal = enrich.calibration(config, result, SimpleNamespace(calibrated=True))
+    assert cal["metrics"] == {"mape": 6.5, "spearman": None, "groups": 4}  # JSON-safe, flat
+    assert cal["points"] == [[1e-3, 1.1e-3], [3e-3, 2.9e-3]] and "in-sample" in cal["points_label"]
+    assert enrich.calibration(config, result, SimpleNamespace(calibrated=False)) is None
