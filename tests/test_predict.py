@@ -214,3 +214,36 @@ def test_drift_without_model_is_exit_2(project, capsys):
     config = project(TOML)
     assert main(["calibrate", "drift", "--config", str(config), "--target", "x86_64", "--family", "gemm"]) == 2
     assert "no model for gemm on x86_64" in capsys.readouterr().err
+
+
+def test_base_ref_reads_models_from_the_base_revision_too(project, capsys):
+    """A PR that slows a kernel and swaps in a model that cannot see it is still caught."""
+    import git
+
+    config = project(TOML)
+    root = config.parent
+    repo = git.Repo.init(root)
+    repo.git.config("user.email", "t@example.invalid")
+    repo.git.config("user.name", "t")
+    assert main(["baseline", "update", "--config", str(config)]) == 0
+    stats, times, groups = synthetic(n_groups=3, per_group=12)
+    _write_dataset(root, BUILTIN["x86_64"], stats, times, groups)
+    assert main(["calibrate", "train", "--config", str(config), "--target", "x86_64", "--family", "gemm",
+                 "--predictors", "mlr"]) == 0
+    repo.git.add(A=True)
+    repo.index.commit("base")
+    base = repo.head.commit.hexsha
+
+    # The pull request: a much worse schedule, and a "model" that predicts the same time for everything.
+    config.write_text(config.read_text().replace("tile_n = 16, tile_k = 8, vector = 8",
+                                                 "tile_n = 2, tile_k = 8, vector = 1, order = \"kji\", unroll = 0"))
+    _write_dataset(root, BUILTIN["x86_64"], stats, np.full(len(times), 1e-3), groups)
+    assert main(["calibrate", "train", "--config", str(config), "--target", "x86_64", "--family", "gemm",
+                 "--predictors", "mlr"]) == 0
+    repo.git.add(A=True)
+    repo.index.commit("pr")
+    capsys.readouterr()
+    assert main(["check", "--config", str(config)]) == 0  # judged by its own model, the PR hides it
+    assert main(["check", "--config", str(config), "--base", base]) == 1
+    result = json.loads((root / "reports/perfguard.json").read_text())["results"][0]
+    assert result["verdict"] == "regression" and result["calibrated"] is True

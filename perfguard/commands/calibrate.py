@@ -40,6 +40,12 @@ def add_parser(subparsers) -> None:
     add_executor_options(q)
     q.set_defaults(run=run_collect)
 
+    q = sub.add_parser("ingest", help="add native timings from pytest --perfguard-native --benchmark-json")
+    common(q)
+    q.add_argument("--benchmark-json", type=Path, required=True)
+    q.add_argument("--output", type=Path, help="dataset file (default: baselines/datasets/T/F.json)")
+    q.set_defaults(run=run_ingest)
+
     q = sub.add_parser("evaluate", help="leave-one-group-out table of every predictor")
     common(q)
     q.add_argument("--predictors", default=",".join(PREDICTORS))
@@ -105,6 +111,25 @@ def run_collect(args) -> int:
               f"({100 * (got.simulate_s + got.native_s) / max(n, 1):.1f} s per 100 variants)")
     for line in got.failed[:10]:
         out.print(f"[yellow]failed[/] {line}")
+    return EXIT_OK
+
+
+def run_ingest(args) -> int:
+    from perfguard.predict.dataset import Dataset
+
+    out = console()
+    config = load_config(args.config)
+    profile = config.profile(args.target)
+    rows, simulator, fingerprint = calibration.ingest_benchmark_json(args.benchmark_json, profile.name, args.family)
+    path = args.output or dataset_path(config.baseline_dir, profile.name, args.family)
+    dataset = load_dataset(path) if path.exists() else Dataset(profile.name, args.family, simulator, fingerprint)
+    if dataset.simulator != simulator:
+        raise InputError(f"{path}: dataset holds {dataset.simulator} statistics, the benchmarks {simulator}")
+    # A variant timed again replaces its old row: the newest timing wins.
+    fresh = {json.dumps(r.params, sort_keys=True) for r in rows}
+    dataset.rows = [r for r in dataset.rows if json.dumps(r.params, sort_keys=True) not in fresh] + rows
+    dataset.save(path)
+    out.print(f"wrote {path}: {len(rows)} variants from {args.benchmark_json}, {len(dataset.rows)} in all")
     return EXIT_OK
 
 

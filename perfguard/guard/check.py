@@ -29,6 +29,7 @@ class Outcome:
 @dataclass
 class CheckRun:
     outcomes: list[Outcome] = field(default_factory=list)
+    models: object = None  # where calibrated models were read from (None: the working tree)
 
     def exit_code(self) -> int:
         codes = [o.result.exit_code for o in self.outcomes if o.verdict.verdict == ERROR]
@@ -85,14 +86,15 @@ def run_check(
 ) -> CheckRun:
     results = measure(config, jobs, workers, on_result, executor)
     store = BaselineStore(config.baseline_dir) if store is None else store
-    run = CheckRun()
+    models = getattr(store, "read_file", None) and store  # under --base, models come from that revision too
+    run = CheckRun(models=models)
     for job, result in zip(jobs, results):
         limit = config.kernel_threshold(job.kernel, threshold)
         if not result.ok:
             run.outcomes.append(Outcome(result, Verdict(ERROR, limit), error=result.error))
             continue
         try:
-            predictor = predictor_for(job.profile, result.family, result.simulator, config.baseline_dir)
+            predictor = predictor_for(job.profile, result.family, result.simulator, config.baseline_dir, models)
             baseline = store.read(job.profile.name, job.kernel.name)
             if baseline is not None and baseline.simulator != result.simulator:
                 raise InputError(

@@ -50,6 +50,23 @@ class GitBaselineStore:
         relative = baseline_path(Path(), target, kernel).as_posix()
         return f"{self.ref} ({self.sha[:12]}):{(self.prefix / relative).as_posix()}"
 
+    def read_file(self, relative: str) -> tuple[str, str] | None:
+        """(text, label) of baselines/<relative> at the revision, None when it has no such file.
+
+        Calibrated models come from here too under --base: a pull request must not be able
+        to swap the yardstick both sides are measured with."""
+        label = f"{self.ref} ({self.sha[:12]}):{(self.prefix / relative).as_posix()}"
+        try:
+            blob = self.commit.tree / (self.prefix / relative).as_posix()
+        except KeyError:
+            return None
+        if blob.type != "blob":
+            raise InputError(f"{label}: not a file")
+        try:
+            return blob.data_stream.read().decode("utf-8"), label
+        except UnicodeDecodeError:
+            raise InputError(f"{label}: not UTF-8 text") from None
+
     def read(self, target: str, kernel: str) -> Baseline | None:
         relative = baseline_path(Path(), target, kernel).as_posix()
         label = self.path(target, kernel)

@@ -30,7 +30,7 @@ from perfguard.predict.registry import PREDICTORS
 from perfguard.predict.store import StoredModel, save_model
 from perfguard.sim.base import get_simulator
 from perfguard.sim.native import check_native, this_machine, time_native
-from perfguard.sim.stats import STAT_FIELDS
+from perfguard.sim.stats import STAT_FIELDS, Stats
 from perfguard.targets import TargetProfile
 
 # Problem shapes (groups) sampled by default: ResNet-like layers and GEMMs of several aspects.
@@ -114,6 +114,49 @@ def collect(config: Config, profile: TargetProfile, family_name: str, shapes: li
             continue
         dataset.rows.append(Row(label, result.params, result.stats, timing.median_s, timing.to_dict(), machine))
     return Collected(dataset, failed, unsteady, simulate_s, time.monotonic() - started)
+
+
+def ingest_benchmark_json(path: Path, target: str, family: str) -> tuple[list[Row], str, str]:
+    """Rows from pytest-benchmark's --benchmark-json output of `pytest --perfguard --perfguard-native`.
+
+    Each benchmark's extra_info carries what perfguard recorded when it built the kernel (stats,
+    params, group, machine); the timing is pytest-benchmark's median. Returns the rows for
+    `target` and `family`, and the simulator name and fingerprint they were simulated with.
+    """
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"{path}: cannot read pytest-benchmark JSON ({type(exc).__name__})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("benchmarks"), list):
+        raise InputError(f"{path}: not pytest-benchmark JSON (no 'benchmarks' list)")
+    rows, simulators = [], set()
+    for i, bench in enumerate(data["benchmarks"]):
+        where = f"{path}: benchmarks[{i}]"
+        info = bench.get("extra_info") if isinstance(bench, dict) else None
+        if not isinstance(info, dict) or info.get("perfguard_schema") != 1:
+            continue  # someone else's benchmark
+        if info.get("target") != target or info.get("family") != family:
+            continue
+        try:
+            stats = Stats.from_dict(info["stats"], where)
+            timing = bench["stats"]
+            median, low = float(timing["median"]), float(timing["min"])
+            spread = float(timing.get("iqr", 0.0)) / 1.349 / median if median > 0 else float("inf")
+            if not median > 0:
+                raise InputError(f"{where}: median must be positive")
+            rows.append(Row(str(info.get("group") or "ungrouped"), dict(info["params"]), stats, median,
+                            {"min_s": low, "cv": spread, "samples": int(timing.get("rounds", 0)),
+                             "attempts": 1, "steady": True, "timer": "pytest-benchmark"},
+                            dict(info.get("machine") or {})))
+            simulators.add((str(info["simulator"]), str(info.get("simulator_fingerprint") or "")))
+        except (KeyError, TypeError, ValueError):
+            raise InputError(f"{where}: perfguard extra_info or stats are malformed") from None
+    if not rows:
+        raise InputError(f"{path}: no perfguard benchmark for {family} on {target}")
+    if len(simulators) != 1:
+        raise InputError(f"{path}: benchmarks were simulated with different simulators ({len(simulators)})")
+    simulator, fingerprint = simulators.pop()
+    return rows, simulator, fingerprint
 
 
 @dataclass

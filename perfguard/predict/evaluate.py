@@ -17,7 +17,6 @@ from dataclasses import asdict, dataclass
 from typing import Callable
 
 import numpy as np
-from scipy.stats import spearmanr
 
 from perfguard.predict.base import Predictor
 from perfguard.sim.stats import Stats
@@ -38,6 +37,8 @@ class GroupMetrics:
 
 
 def metrics(group: str, predicted: np.ndarray, native: np.ndarray) -> GroupMetrics:
+    from scipy.stats import spearmanr  # slow to import: only when evaluating
+
     predicted, native = np.asarray(predicted, float), np.asarray(native, float)
     mape = float(np.mean(np.abs(predicted - native) / native) * 100.0)
     rmse = float(np.sqrt(np.mean((predicted - native) ** 2)))

@@ -19,10 +19,14 @@ from perfguard.targets import TargetProfile
 _LOADED: dict[tuple[str, float], StoredModel] = {}
 
 
-def stored_model(baseline_dir: Path, target: str, family: str | None) -> StoredModel | None:
+def stored_model(baseline_dir: Path, target: str, family: str | None, source=None) -> StoredModel | None:
+    """The model for a target and family; `source` (a GitBaselineStore) reads it from a revision."""
     if family is None:
         return None
     path = model_path(baseline_dir, target, family)
+    if source is not None:
+        found = source.read_file(path.relative_to(baseline_dir).as_posix())
+        return None if found is None else load_model(path, text=found[0], source=found[1])
     try:
         mtime = path.stat().st_mtime
     except FileNotFoundError:
@@ -34,8 +38,8 @@ def stored_model(baseline_dir: Path, target: str, family: str | None) -> StoredM
 
 
 def predictor_for(profile: TargetProfile, family: str | None, simulator: str = "qemu",
-                  baseline_dir: Path | None = None) -> Predictor:
-    stored = None if baseline_dir is None else stored_model(baseline_dir, profile.name, family)
+                  baseline_dir: Path | None = None, source=None) -> Predictor:
+    stored = None if baseline_dir is None else stored_model(baseline_dir, profile.name, family, source)
     if stored is None:
         return AnalyticalModel(profile)
     meta = stored.meta

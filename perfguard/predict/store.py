@@ -40,10 +40,11 @@ def save_model(path: Path, predictor: CalibratedPredictor, meta: dict[str, Any])
     return path
 
 
-def load_model(path: Path) -> StoredModel:
-    source = str(path)
+def load_model(path: Path, text: str | None = None, source: str | None = None) -> StoredModel:
+    """Read a model file (or `text` read from elsewhere, e.g. a git revision, named `source`)."""
+    source = source or str(path)
     try:
-        data = json.loads(Path(path).read_text())
+        data = json.loads(Path(path).read_text() if text is None else text)
     except (json.JSONDecodeError, UnicodeDecodeError):
         raise InputError(f"{source}: corrupted model file (not valid JSON)") from None
     if not isinstance(data, dict):

@@ -25,12 +25,12 @@ def _finite(value: Any) -> Any:
     return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
-def calibration(config: Config, result: dict[str, Any], predictor: Predictor) -> dict[str, Any] | None:
+def calibration(config: Config, result: dict[str, Any], predictor: Predictor, models=None) -> dict[str, Any] | None:
     """Hold-out metrics and the predicted-vs-native points stored with a calibrated model."""
     if not predictor.calibrated:
         return None
     try:
-        stored = stored_model(config.baseline_dir, result["target"], result["family"])
+        stored = stored_model(config.baseline_dir, result["target"], result["family"], models)
     except Exception:  # the check already loaded this model; a report never fails on it
         return None
     meta = stored.meta if stored is not None else {}
@@ -46,7 +46,9 @@ def calibration(config: Config, result: dict[str, Any], predictor: Predictor) ->
     return out
 
 
-def enrich(data: dict[str, Any], config: Config) -> dict[str, Any]:
+def enrich(data: dict[str, Any], config: Config, models=None) -> dict[str, Any]:
+    """`models`: where the check read calibrated models (a git revision under --base), so the
+    report's numbers come from the model that gave the verdicts."""
     history = BaselineHistory(config.baseline_dir)
     data["commit"] = history.head
     targets = data.setdefault("targets", {})
@@ -54,7 +56,7 @@ def enrich(data: dict[str, Any], config: Config) -> dict[str, Any]:
         profile = config.profile(r["target"])
         target = targets.setdefault(r["target"], target_summary(profile))
         try:
-            predictor = predictor_for(profile, r["family"], r["simulator"], config.baseline_dir)
+            predictor = predictor_for(profile, r["family"], r["simulator"], config.baseline_dir, models)
         except InputError:  # the model file is at fault: the result is an error that says so already
             r["analysis"], r["history"] = None, None
             continue
@@ -64,7 +66,7 @@ def enrich(data: dict[str, Any], config: Config) -> dict[str, Any]:
             score=lambda b, p=predictor: float(p.predict_stats([b.stats])[0]),
             min_step_pct=max(r["threshold_pct"], MIN_STEP_FLOOR_PCT),
         )
-        cal = calibration(config, r, predictor)
+        cal = calibration(config, r, predictor, models)
         if cal is not None:
             r["calibration"] = cal
     return data

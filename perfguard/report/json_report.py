@@ -60,7 +60,7 @@ def report_data(run: CheckRun, config_path: Path | None = None, config: Config |
         "summary": {"exit_code": run.exit_code(), **{name: run.count(name) for name in VERDICTS}},
         "results": results,
     }
-    return data if config is None else enrich(data, config)
+    return data if config is None else enrich(data, config, run.models)
 
 
 def write_json(data: dict[str, Any], path: Path) -> Path:
