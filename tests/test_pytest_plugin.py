@@ -168,6 +168,16 @@ def test_filters_and_native_timing_with_pytest_benchmark(pytester, user_project)
     assert info["params"]["tile_m"] == 8 and info["group"] == "K=32,M=32,N=32,dtype=float32"
     assert info["stats"]["insts"] > 0 and info["machine"]["machine"] and bench[0]["stats"]["median"] > 0
 
+    # The benchmark JSON is a calibration source: `perfguard calibrate ingest` turns it into dataset rows.
+    from perfguard.cli import main
+    from perfguard.predict.dataset import load_dataset
+
+    assert main(["calibrate", "ingest", "--config", str(pytester.path / "perfguard.toml"), "--target", "x86_64",
+                 "--family", "gemm", "--benchmark-json", str(out)]) == 0
+    rows = load_dataset(pytester.path / "baselines/datasets/x86_64/gemm.json").rows
+    assert len(rows) == 1 and rows[0].group == info["group"] and rows[0].params == info["params"]
+    assert rows[0].native_s == bench[0]["stats"]["median"] and rows[0].stats.insts == info["stats"]["insts"]
+
 
 @pytest.mark.parametrize("args, needle", [
     (["--perfguard", "--perfguard-kernels", "nope"], "unknown kernel 'nope'"),
