@@ -68,18 +68,10 @@ class GitBaselineStore:
             raise InputError(f"{label}: not UTF-8 text") from None
 
     def read(self, target: str, kernel: str) -> Baseline | None:
-        relative = baseline_path(Path(), target, kernel).as_posix()
-        label = self.path(target, kernel)
-        try:
-            blob = self.commit.tree / (self.prefix / relative).as_posix()
-        except KeyError:
+        found = self.read_file(baseline_path(Path(), target, kernel).as_posix())
+        if found is None:
             return None
-        if blob.type != "blob":
-            raise InputError(f"{label}: not a file")
-        try:
-            text = blob.data_stream.read().decode("utf-8")
-        except UnicodeDecodeError:
-            raise InputError(f"{label}: corrupted baseline (not UTF-8 text)") from None
+        text, label = found
         baseline = parse_baseline(text, label)
         if baseline.kernel != kernel or baseline.target != target:
             raise InputError(f"{label}: baseline is for {baseline.kernel}[{baseline.target}], not {kernel}[{target}]")
