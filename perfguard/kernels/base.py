@@ -108,3 +108,101 @@ def check_divides(family: str, key: str, value: int, what: str, extent: int) -> 
     """Like Knob.divides, for an extent derived from several parameters (a conv output size)."""
     if extent % value != 0:
         raise InputError(f"{family}: parameter '{key}' = {value} does not divide {what} = {extent}")
+
+
+# --- what the built-in families share (each family module keeps only what is its own) ---
+
+
+def largest_divisor_at_most(extent: int, cap: int) -> int:
+    """The default for a tile knob: a tile must divide its extent, and the cap keeps it cache-sized."""
+    return max(d for d in range(1, min(extent, cap) + 1) if extent % d == 0)
+
+
+def default_vector(tile: int, dtype: str) -> int:
+    """Widest of 256-bit-register lanes, halved until it divides the tile."""
+    lanes = 8 if dtype == "float32" else 4
+    while tile % lanes:
+        lanes //= 2
+    return lanes
+
+
+def fill_tile_defaults(
+    p: dict[str, Any], knobs: dict[str, Knob], tile_caps: dict[str, int], extents: dict[str, int] | None = None
+) -> None:
+    """Fill the tile knobs in `tile_caps` left unset (None), then an unset `vector`, in place.
+
+    A tile defaults to the largest divisor of its extent up to its cap; its extent is the knob it
+    `divides`, or `extents[key]` when no knob holds it (a conv output size). `vector` defaults to
+    default_vector of the tile it divides. Tiles come first because the vector default depends on one.
+    """
+    extents = extents or {}
+    for key, cap in tile_caps.items():
+        if p[key] is None:
+            extent = extents[key] if key in extents else p[knobs[key].divides]
+            p[key] = largest_divisor_at_most(extent, cap)
+    if p["vector"] is None:
+        p["vector"] = default_vector(p[knobs["vector"].divides], p["dtype"])
+
+
+def resolve_with_tile_defaults(family: str, knobs: dict[str, Knob], params: dict, tile_caps: dict[str, int]) -> dict:
+    """A family's `resolve` when every tile tiles a knob: validate, fill the defaults, validate again.
+
+    The second check catches a given knob that does not divide a defaulted one (a `vector` that
+    does not divide the default tile), which the first could not see.
+    """
+    p = check_params(family, knobs, params)
+    fill_tile_defaults(p, knobs, tile_caps)
+    return check_params(family, knobs, p)
+
+
+# Lane counts the matrix families' `space` tries (gemm, gemv, dense_relu; the conv families
+# have their own in conv_common), per dtype.
+MATRIX_SPACE_LANES = {"float32": (1, 4, 8, 16), "float64": (1, 2, 4, 8)}
+
+
+def lanes_dividing(tile: int, lanes: tuple[int, ...]) -> list[int]:
+    """The lane counts that divide the tile (Knob `vector` divides its tile), in the given order."""
+    return [v for v in lanes if tile % v == 0]
+
+
+UNROLL_KNOB = Knob(int, 16, minimum=0, doc="auto-unroll max step of inner loop nests; 0 = none")
+SPACE_UNROLL_STEPS = (0, 16, 64)  # the `unroll` values every family's `space` tries
+
+
+def annotate_auto_unroll(sch, loop, max_step: int) -> None:
+    """TVM's auto-unroll on the nest under `loop`: inner nests of at most max_step iterations unroll.
+
+    0 and 1 add no annotation at all and leave unrolling to LLVM.
+    """
+    if max_step > 1:
+        sch.annotate(loop, "pragma_auto_unroll_max_step", max_step)
+        sch.annotate(loop, "pragma_unroll_explicit", 1)
+
+
+def main_module(args):
+    """The module shape perfguard builds and calls: one PrimFunc "main" over `args`, inputs then outputs."""
+    import tvm
+    from tvm import te
+
+    return tvm.IRModule({"main": te.create_prim_func(list(args))})
+
+
+def matmul_in_float64(a, b, dtype: str) -> np.ndarray:
+    """a @ b for a reference: computed in float64 and cast to the kernel's dtype last, so the reference
+    is more precise than the float32 kernel it checks."""
+    return (np.asarray(a, dtype=np.float64) @ np.asarray(b, dtype=np.float64)).astype(dtype)
+
+
+def standard_normal_inputs(rng: np.random.Generator, dtype: str, *shapes: tuple) -> list[np.ndarray]:
+    """One standard-normal array per input shape, drawn in argument order (reproducible from the seed)."""
+    return [rng.standard_normal(shape).astype(dtype) for shape in shapes]
+
+
+def builtin_family(name: str, knobs: dict[str, Knob], shape_keys: tuple[str, ...], module_doc: str, *,
+                   entry, resolve, compute, reference, flops, space, make_inputs, output_shapes) -> Family:
+    """The Family of a built-in kernel module: one output, the doc's first line, and the `extra`
+    hooks (resolve, make_inputs, output_shapes, compute) that tests and tuning look up by key."""
+    return Family(name=name, entry=entry, knobs=knobs, reference=reference, flops=flops, num_outputs=1,
+                  shape_keys=shape_keys, space=space, doc=module_doc.splitlines()[0],
+                  extra={"resolve": resolve, "make_inputs": make_inputs, "output_shapes": output_shapes,
+                         "compute": compute})

@@ -15,8 +15,10 @@ from typing import Iterator
 
 import numpy as np
 
-from perfguard.kernels.base import DTYPES, Family, Knob, check_params, tile_candidates
-from perfguard.kernels.gemm import _largest_divisor, default_vector
+from perfguard.kernels.base import (
+    DTYPES, MATRIX_SPACE_LANES, SPACE_UNROLL_STEPS, UNROLL_KNOB, Knob, annotate_auto_unroll, builtin_family,
+    lanes_dividing, main_module, resolve_with_tile_defaults, standard_normal_inputs, tile_candidates,
+)
 
 NAME = "dense_relu"
 ORDERS = ("bo", "ob")
@@ -30,7 +32,7 @@ KNOBS: dict[str, Knob] = {
     "tile_o": Knob(int, None, minimum=1, divides="O", doc="outputs per tile (default: largest divisor of O <= 8)"),
     "tile_i": Knob(int, None, minimum=1, divides="I", doc="inputs per tile (default: largest divisor of I <= 256)"),
     "vector": Knob(int, None, minimum=1, divides="tile_i", doc="SIMD lanes of the I partial sums; 1 = none"),
-    "unroll": Knob(int, 16, minimum=0, doc="auto-unroll max step of inner loop nests; 0 = none"),
+    "unroll": UNROLL_KNOB,
     "order": Knob(str, "bo", choices=ORDERS, doc="order of the batch (b) and output (o) tile loops"),
 }
 
@@ -38,16 +40,7 @@ SHAPE_KEYS = ("B", "I", "O", "dtype")
 
 
 def resolve(**params) -> dict:
-    p = check_params(NAME, KNOBS, params)
-    if p["tile_b"] is None:
-        p["tile_b"] = _largest_divisor(p["B"], 4)
-    if p["tile_o"] is None:
-        p["tile_o"] = _largest_divisor(p["O"], 8)
-    if p["tile_i"] is None:
-        p["tile_i"] = _largest_divisor(p["I"], 256)
-    if p["vector"] is None:
-        p["vector"] = default_vector(p["tile_i"], p["dtype"])
-    return check_params(NAME, KNOBS, p)
+    return resolve_with_tile_defaults(NAME, KNOBS, params, tile_caps={"tile_b": 4, "tile_o": 8, "tile_i": 256})
 
 
 def dense_relu(**params):
@@ -68,7 +61,7 @@ def dense_relu(**params):
     Y = te.compute(
         (Bn, On), lambda b, o: te.max(D[b, o] + bias[o], tvm.tirx.const(0, dtype)), name="relu"
     )
-    sch = tvm.s_tir.Schedule(tvm.IRModule({"main": te.create_prim_func([X, Wt, bias, Y])}))
+    sch = tvm.s_tir.Schedule(main_module([X, Wt, bias, Y]))
 
     dense = sch.get_sblock("dense")
     relu = sch.get_sblock("relu")
@@ -94,9 +87,7 @@ def dense_relu(**params):
     else:
         sch.decompose_reduction(dense, io)
         sch.reverse_compute_at(relu, second)
-    if p["unroll"] > 1:
-        sch.annotate(first, "pragma_auto_unroll_max_step", p["unroll"])
-        sch.annotate(first, "pragma_unroll_explicit", 1)
+    annotate_auto_unroll(sch, first, p["unroll"])
     return sch.mod
 
 
@@ -113,7 +104,7 @@ def compute(**params):
     D = te.compute((p["B"], p["O"]), lambda b, o: te.sum(X[b, i] * Wt[o, i], axis=i), name="dense")
     Y = te.compute((p["B"], p["O"]), lambda b, o: te.max(D[b, o] + bias[o], tvm.tirx.const(0, p["dtype"])),
                    name="relu")
-    return tvm.IRModule({"main": te.create_prim_func([X, Wt, bias, Y])})
+    return main_module([X, Wt, bias, Y])
 
 
 def reference(inputs, **params):
@@ -132,24 +123,18 @@ def flops(**params) -> int:
 def space(**shape) -> Iterator[dict]:
     """Schedule variants for one problem: batch/output/input tiles x lanes x unroll x order."""
     p = resolve(**shape)
-    lanes = (1, 4, 8, 16) if p["dtype"] == "float32" else (1, 2, 4, 8)
     tbs = tile_candidates(p["B"], 16, limit=4)
     tos = tile_candidates(p["O"], 32, limit=4)
     tis = tile_candidates(p["I"], 512, limit=4, floor=16)
     base = {key: p[key] for key in SHAPE_KEYS}
-    for tb, to, ti, order, unroll in itertools.product(tbs, tos, tis, ORDERS, (0, 16, 64)):
-        for vec in lanes:
-            if ti % vec == 0:
-                yield dict(base, tile_b=tb, tile_o=to, tile_i=ti, vector=vec, unroll=unroll, order=order)
+    for tb, to, ti, order, unroll in itertools.product(tbs, tos, tis, ORDERS, SPACE_UNROLL_STEPS):
+        for vec in lanes_dividing(ti, MATRIX_SPACE_LANES[p["dtype"]]):
+            yield dict(base, tile_b=tb, tile_o=to, tile_i=ti, vector=vec, unroll=unroll, order=order)
 
 
 def make_inputs(rng: np.random.Generator, **params) -> list[np.ndarray]:
     p = resolve(**params)
-    return [
-        rng.standard_normal((p["B"], p["I"])).astype(p["dtype"]),
-        rng.standard_normal((p["O"], p["I"])).astype(p["dtype"]),
-        rng.standard_normal((p["O"],)).astype(p["dtype"]),
-    ]
+    return standard_normal_inputs(rng, p["dtype"], (p["B"], p["I"]), (p["O"], p["I"]), (p["O"],))
 
 
 def output_shapes(**params) -> list[tuple]:
@@ -157,15 +142,6 @@ def output_shapes(**params) -> list[tuple]:
     return [(p["B"], p["O"])]
 
 
-FAMILY = Family(
-    name=NAME,
-    entry=dense_relu,
-    knobs=KNOBS,
-    reference=reference,
-    flops=flops,
-    num_outputs=1,
-    shape_keys=SHAPE_KEYS,
-    space=space,
-    doc=__doc__.splitlines()[0],
-    extra={"resolve": resolve, "make_inputs": make_inputs, "output_shapes": output_shapes, "compute": compute},
-)
+FAMILY = builtin_family(NAME, KNOBS, SHAPE_KEYS, __doc__, entry=dense_relu, resolve=resolve, compute=compute,
+                        reference=reference, flops=flops, space=space, make_inputs=make_inputs,
+                        output_shapes=output_shapes)

@@ -20,7 +20,11 @@ from typing import Iterator
 
 import numpy as np
 
-from perfguard.kernels.base import DTYPES, Family, Knob, check_params, tile_candidates
+from perfguard.kernels.base import (
+    DTYPES, MATRIX_SPACE_LANES, SPACE_UNROLL_STEPS, UNROLL_KNOB, Knob, annotate_auto_unroll, builtin_family,
+    lanes_dividing, main_module, matmul_in_float64, resolve_with_tile_defaults, standard_normal_inputs,
+    tile_candidates,
+)
 
 NAME = "gemm"
 ORDERS = ("ijk", "ikj", "jik", "jki", "kij", "kji")
@@ -35,7 +39,7 @@ KNOBS: dict[str, Knob] = {
     "tile_n": Knob(int, None, minimum=1, divides="N", doc="columns per tile (default: largest divisor of N <= 64)"),
     "tile_k": Knob(int, None, minimum=1, divides="K", doc="reduction per tile (default: largest divisor of K <= 64)"),
     "vector": Knob(int, None, minimum=1, divides="tile_n", doc="SIMD lanes on the innermost column loop; 1 = none"),
-    "unroll": Knob(int, 16, minimum=0, doc="auto-unroll max step of inner loop nests; 0 = none"),
+    "unroll": UNROLL_KNOB,
     "order": Knob(str, "ijk", choices=ORDERS, doc="order of the tile loops (i = M, j = N, k = K tiles)"),
     "inner": Knob(str, "ikj", choices=INNER_ORDERS, doc="order of the loops inside a tile; j is always innermost"),
     "pack_b": Knob(bool, False, doc="pack B into [N/tile_n, K, tile_n] panels before the product"),
@@ -44,30 +48,9 @@ KNOBS: dict[str, Knob] = {
 SHAPE_KEYS = ("M", "N", "K", "dtype")
 
 
-def _largest_divisor(extent: int, cap: int) -> int:
-    return max(d for d in range(1, min(extent, cap) + 1) if extent % d == 0)
-
-
-def default_vector(tile: int, dtype: str) -> int:
-    """Widest of 256-bit-register lanes, halved until it divides the tile."""
-    lanes = 8 if dtype == "float32" else 4
-    while tile % lanes:
-        lanes //= 2
-    return lanes
-
-
 def resolve(**params) -> dict:
     """Validate and fill every knob, including the automatic tile and vector defaults."""
-    p = check_params(NAME, KNOBS, params)
-    if p["tile_m"] is None:
-        p["tile_m"] = _largest_divisor(p["M"], 32)
-    if p["tile_n"] is None:
-        p["tile_n"] = _largest_divisor(p["N"], 64)
-    if p["tile_k"] is None:
-        p["tile_k"] = _largest_divisor(p["K"], 64)
-    if p["vector"] is None:
-        p["vector"] = default_vector(p["tile_n"], p["dtype"])
-    return check_params(NAME, KNOBS, p)
+    return resolve_with_tile_defaults(NAME, KNOBS, params, tile_caps={"tile_m": 32, "tile_n": 64, "tile_k": 64})
 
 
 def gemm(**params):
@@ -88,7 +71,7 @@ def gemm(**params):
         C = te.compute((M, N), lambda i, j: te.sum(A[i, k] * Bp[j // tn, k, j % tn], axis=k), name="C")
     else:
         C = te.compute((M, N), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
-    sch = tvm.s_tir.Schedule(tvm.IRModule({"main": te.create_prim_func([A, B, C])}))
+    sch = tvm.s_tir.Schedule(main_module([A, B, C]))
 
     block = sch.get_sblock("C")
     i, j, kk = sch.get_loops(block)
@@ -101,10 +84,7 @@ def gemm(**params):
     sch.reorder(*[outer[c] for c in p["order"]], *[inner[c] for c in p["inner"] if c != "j"], jvo, jv)
     if vec > 1:
         sch.vectorize(jv)
-    first = outer[p["order"][0]]
-    if p["unroll"] > 1:
-        sch.annotate(first, "pragma_auto_unroll_max_step", p["unroll"])
-        sch.annotate(first, "pragma_unroll_explicit", 1)
+    annotate_auto_unroll(sch, outer[p["order"][0]], p["unroll"])
     sch.decompose_reduction(block, ko)
 
     if p["pack_b"]:
@@ -118,7 +98,6 @@ def gemm(**params):
 
 def compute(**params):
     """The unscheduled IRModule of the same product (no B packing): what MetaSchedule tunes."""
-    import tvm
     from tvm import te
 
     p = resolve(**params)
@@ -126,14 +105,12 @@ def compute(**params):
     B = te.placeholder((p["K"], p["N"]), p["dtype"], name="B")
     k = te.reduce_axis((0, p["K"]), name="k")
     C = te.compute((p["M"], p["N"]), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
-    return tvm.IRModule({"main": te.create_prim_func([A, B, C])})
+    return main_module([A, B, C])
 
 
 def reference(inputs, **params):
     p = resolve(**params)
-    a, b = inputs
-    out = np.asarray(a, dtype=np.float64) @ np.asarray(b, dtype=np.float64)
-    return [out.astype(p["dtype"])]
+    return [matmul_in_float64(*inputs, p["dtype"])]
 
 
 def flops(**params) -> int:
@@ -144,26 +121,21 @@ def flops(**params) -> int:
 def space(**shape) -> Iterator[dict]:
     """Schedule variants for one problem: tiles x vector x unroll x loop orders x packing."""
     p = resolve(**shape)
-    lanes = (1, 4, 8, 16) if p["dtype"] == "float32" else (1, 2, 4, 8)
     tms = tile_candidates(p["M"], 64, floor=4)
     tns = tile_candidates(p["N"], 128, floor=8)
     tks = tile_candidates(p["K"], 128, limit=4, floor=8)
     base = {key: p[key] for key in SHAPE_KEYS}
     for tm, tn, tk, order, inner, unroll, pack in itertools.product(
-        tms, tns, tks, ORDERS, INNER_ORDERS, (0, 16, 64), (False, True)
+        tms, tns, tks, ORDERS, INNER_ORDERS, SPACE_UNROLL_STEPS, (False, True)
     ):
-        for vec in lanes:
-            if tn % vec == 0:
-                yield dict(base, tile_m=tm, tile_n=tn, tile_k=tk, vector=vec, unroll=unroll,
-                           order=order, inner=inner, pack_b=pack)
+        for vec in lanes_dividing(tn, MATRIX_SPACE_LANES[p["dtype"]]):
+            yield dict(base, tile_m=tm, tile_n=tn, tile_k=tk, vector=vec, unroll=unroll,
+                       order=order, inner=inner, pack_b=pack)
 
 
 def make_inputs(rng: np.random.Generator, **params) -> list[np.ndarray]:
     p = resolve(**params)
-    return [
-        rng.standard_normal((p["M"], p["K"])).astype(p["dtype"]),
-        rng.standard_normal((p["K"], p["N"])).astype(p["dtype"]),
-    ]
+    return standard_normal_inputs(rng, p["dtype"], (p["M"], p["K"]), (p["K"], p["N"]))
 
 
 def output_shapes(**params) -> list[tuple]:
@@ -171,15 +143,6 @@ def output_shapes(**params) -> list[tuple]:
     return [(p["M"], p["N"])]
 
 
-FAMILY = Family(
-    name=NAME,
-    entry=gemm,
-    knobs=KNOBS,
-    reference=reference,
-    flops=flops,
-    num_outputs=1,
-    shape_keys=SHAPE_KEYS,
-    space=space,
-    doc=__doc__.splitlines()[0],
-    extra={"resolve": resolve, "make_inputs": make_inputs, "output_shapes": output_shapes, "compute": compute},
-)
+FAMILY = builtin_family(NAME, KNOBS, SHAPE_KEYS, __doc__, entry=gemm, resolve=resolve, compute=compute,
+                        reference=reference, flops=flops, space=space, make_inputs=make_inputs,
+                        output_shapes=output_shapes)

@@ -14,8 +14,11 @@ from typing import Iterator
 
 import numpy as np
 
-from perfguard.kernels.base import DTYPES, Family, Knob, check_params, tile_candidates
-from perfguard.kernels.gemm import _largest_divisor, default_vector
+from perfguard.kernels.base import (
+    DTYPES, MATRIX_SPACE_LANES, SPACE_UNROLL_STEPS, UNROLL_KNOB, Knob, annotate_auto_unroll, builtin_family,
+    lanes_dividing, main_module, matmul_in_float64, resolve_with_tile_defaults, standard_normal_inputs,
+    tile_candidates,
+)
 
 NAME = "gemv"
 ORDERS = ("ik", "ki")
@@ -27,7 +30,7 @@ KNOBS: dict[str, Knob] = {
     "tile_m": Knob(int, None, minimum=1, divides="M", doc="rows per tile (default: largest divisor of M <= 8)"),
     "tile_k": Knob(int, None, minimum=1, divides="K", doc="columns per tile (default: largest divisor of K <= 256)"),
     "vector": Knob(int, None, minimum=1, divides="tile_k", doc="SIMD lanes of the K partial sums; 1 = none"),
-    "unroll": Knob(int, 16, minimum=0, doc="auto-unroll max step of inner loop nests; 0 = none"),
+    "unroll": UNROLL_KNOB,
     "order": Knob(str, "ik", choices=ORDERS, doc="order of the tile loops (i = row tiles, k = K tiles)"),
 }
 
@@ -35,14 +38,7 @@ SHAPE_KEYS = ("M", "K", "dtype")
 
 
 def resolve(**params) -> dict:
-    p = check_params(NAME, KNOBS, params)
-    if p["tile_m"] is None:
-        p["tile_m"] = _largest_divisor(p["M"], 8)
-    if p["tile_k"] is None:
-        p["tile_k"] = _largest_divisor(p["K"], 256)
-    if p["vector"] is None:
-        p["vector"] = default_vector(p["tile_k"], p["dtype"])
-    return check_params(NAME, KNOBS, p)
+    return resolve_with_tile_defaults(NAME, KNOBS, params, tile_caps={"tile_m": 8, "tile_k": 256})
 
 
 def gemv(**params):
@@ -59,7 +55,7 @@ def gemv(**params):
     x = te.placeholder((K,), dtype, name="x")
     k = te.reduce_axis((0, K), name="k")
     y = te.compute((M,), lambda i: te.sum(A[i, k] * x[k], axis=k), name="y")
-    sch = tvm.s_tir.Schedule(tvm.IRModule({"main": te.create_prim_func([A, x, y])}))
+    sch = tvm.s_tir.Schedule(main_module([A, x, y]))
 
     block = sch.get_sblock("y")
     i, kk = sch.get_loops(block)
@@ -82,16 +78,13 @@ def gemv(**params):
         main, ko_rv, first = rf, (rf_second if p["order"] == "ik" else rf_first), rf_first
     else:
         main, ko_rv = block, ko
-    if p["unroll"] > 1:
-        sch.annotate(first, "pragma_auto_unroll_max_step", p["unroll"])
-        sch.annotate(first, "pragma_unroll_explicit", 1)
+    annotate_auto_unroll(sch, first, p["unroll"])
     sch.decompose_reduction(main, ko_rv)
     return sch.mod
 
 
 def compute(**params):
     """The unscheduled IRModule of the same product: what MetaSchedule tunes."""
-    import tvm
     from tvm import te
 
     p = resolve(**params)
@@ -99,14 +92,12 @@ def compute(**params):
     x = te.placeholder((p["K"],), p["dtype"], name="x")
     k = te.reduce_axis((0, p["K"]), name="k")
     y = te.compute((p["M"],), lambda i: te.sum(A[i, k] * x[k], axis=k), name="y")
-    return tvm.IRModule({"main": te.create_prim_func([A, x, y])})
+    return main_module([A, x, y])
 
 
 def reference(inputs, **params):
     p = resolve(**params)
-    a, x = inputs
-    out = np.asarray(a, dtype=np.float64) @ np.asarray(x, dtype=np.float64)
-    return [out.astype(p["dtype"])]
+    return [matmul_in_float64(*inputs, p["dtype"])]
 
 
 def flops(**params) -> int:
@@ -117,22 +108,17 @@ def flops(**params) -> int:
 def space(**shape) -> Iterator[dict]:
     """Schedule variants for one problem: row tiles x K tiles x lanes x unroll x order."""
     p = resolve(**shape)
-    lanes = (1, 4, 8, 16) if p["dtype"] == "float32" else (1, 2, 4, 8)
     tms = tile_candidates(p["M"], 32, limit=6)
     tks = tile_candidates(p["K"], 1024, limit=6, floor=16)
     base = {key: p[key] for key in SHAPE_KEYS}
-    for tm, tk, order, unroll in itertools.product(tms, tks, ORDERS, (0, 16, 64)):
-        for vec in lanes:
-            if tk % vec == 0:
-                yield dict(base, tile_m=tm, tile_k=tk, vector=vec, unroll=unroll, order=order)
+    for tm, tk, order, unroll in itertools.product(tms, tks, ORDERS, SPACE_UNROLL_STEPS):
+        for vec in lanes_dividing(tk, MATRIX_SPACE_LANES[p["dtype"]]):
+            yield dict(base, tile_m=tm, tile_k=tk, vector=vec, unroll=unroll, order=order)
 
 
 def make_inputs(rng: np.random.Generator, **params) -> list[np.ndarray]:
     p = resolve(**params)
-    return [
-        rng.standard_normal((p["M"], p["K"])).astype(p["dtype"]),
-        rng.standard_normal((p["K"],)).astype(p["dtype"]),
-    ]
+    return standard_normal_inputs(rng, p["dtype"], (p["M"], p["K"]), (p["K"],))
 
 
 def output_shapes(**params) -> list[tuple]:
@@ -140,15 +126,6 @@ def output_shapes(**params) -> list[tuple]:
     return [(p["M"],)]
 
 
-FAMILY = Family(
-    name=NAME,
-    entry=gemv,
-    knobs=KNOBS,
-    reference=reference,
-    flops=flops,
-    num_outputs=1,
-    shape_keys=SHAPE_KEYS,
-    space=space,
-    doc=__doc__.splitlines()[0],
-    extra={"resolve": resolve, "make_inputs": make_inputs, "output_shapes": output_shapes, "compute": compute},
-)
+FAMILY = builtin_family(NAME, KNOBS, SHAPE_KEYS, __doc__, entry=gemv, resolve=resolve, compute=compute,
+                        reference=reference, flops=flops, space=space, make_inputs=make_inputs,
+                        output_shapes=output_shapes)
