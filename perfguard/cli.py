@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import traceback
 
 from perfguard import __version__
 from perfguard.commands import COMMANDS
 from perfguard.errors import EXIT_INFRA, EXIT_USAGE, PerfguardError
+from perfguard.signals import sigterm_interrupts
 
 
 class _Parser(argparse.ArgumentParser):
@@ -30,12 +32,21 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return args.run(args)
+        with sigterm_interrupts():  # CI cancels with SIGINT, then SIGTERM: both stop the run the same way
+            return args.run(args)
     except PerfguardError as exc:
         sys.stderr.write(f"perfguard: error: {exc.message}\n")
         return exc.exit_code
     except KeyboardInterrupt:
         sys.stderr.write("perfguard: interrupted\n")
+        return EXIT_INFRA
+    except OSError as exc:  # a file system or process failure no layer turned into a message
+        where = f"{exc.filename}: " if exc.filename else ""
+        sys.stderr.write(f"perfguard: error: {where}{exc.strerror or exc}\n")
+        return EXIT_INFRA
+    except Exception as exc:  # a bug: still exit 3 (exit 1 would read as "a regression was found")
+        traceback.print_exc()
+        sys.stderr.write(f"perfguard: internal error: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}\n")
         return EXIT_INFRA
 
 

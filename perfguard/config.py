@@ -7,6 +7,7 @@ because a misspelt threshold that quietly falls back to the default is a gate th
 from __future__ import annotations
 
 import importlib
+import math
 import os
 import re
 import sys
@@ -15,12 +16,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from perfguard import jsonfile
 from perfguard.errors import InputError
 from perfguard.sim.base import SIMULATOR_NAMES
 from perfguard.targets import BUILTIN, TargetProfile, profile_from_config
 
 DEFAULT_THRESHOLD = 2.0
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*$")
+# "package.module:function": importable names only, so an entry can never name a file path.
+_IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
+_CALLABLE = re.compile(rf"^{_IDENT}(\.{_IDENT})*:{_IDENT}$")
 
 _TOP_KEYS = {
     "targets", "simulator", "threshold", "baseline_dir", "report_dir", "cache_dir",
@@ -95,6 +100,8 @@ def _number(value: Any, where: str, minimum: float = 0.0, integer: bool = False)
     kinds = (int,) if integer else (int, float)
     if isinstance(value, bool) or not isinstance(value, kinds):
         raise InputError(f"{where}: must be {'an integer' if integer else 'a number'}, got {value!r}")
+    if isinstance(value, float) and not math.isfinite(value):  # a NaN threshold passes everything
+        raise InputError(f"{where}: must be a finite number, got {value!r}")
     if value < minimum:
         raise InputError(f"{where}: must be >= {minimum}, got {value!r}")
     return value if integer else float(value)
@@ -124,13 +131,16 @@ def load_config(path: Path | None = None, cwd: Path | None = None) -> Config:
     if not path.is_file():
         raise InputError(f"{path}: config file not found")
     try:
-        data = tomllib.loads(path.read_text())
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise InputError(f"{path}: TOML syntax error: {exc}") from None
     except UnicodeDecodeError:
         raise InputError(f"{path}: not UTF-8 text") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
     if path.name == "pyproject.toml":
-        data = data.get("tool", {}).get("perfguard")
+        tool = data.get("tool")
+        data = tool.get("perfguard") if isinstance(tool, dict) else None
         if not isinstance(data, dict):
             raise InputError(f"{path}: no [tool.perfguard] table")
         top, kernels, targets = dict(data), data.get("kernel", []), data.get("target", {})
@@ -160,7 +170,7 @@ def _build(path: Path, top: dict, kernels: Any, targets: Any, prefix: str) -> Co
     for name, table in targets.items():
         if not isinstance(table, dict):
             raise InputError(f"{path}: target.{name} must be a table")
-        if not _NAME.match(name):
+        if not _NAME.fullmatch(name):
             raise InputError(f"{path}: target name '{name}' has characters outside [A-Za-z0-9_.+-]")
         profiles[name] = profile_from_config(name, table, f"{path}: target.{name}")
 
@@ -175,8 +185,11 @@ def _build(path: Path, top: dict, kernels: Any, targets: Any, prefix: str) -> Co
 
     def folder(key: str, default: str) -> Path:
         value = top.get(key, default)
-        if not isinstance(value, str) or not value:
+        if not isinstance(value, str) or not value or "\x00" in value:
             raise InputError(f"{path}: {prefix}.{key}: must be a path string")
+        if not os.path.isabs(value) and os.path.normpath(value).split(os.sep)[0] == os.pardir:
+            raise InputError(f"{path}: {prefix}.{key}: '{value}' leads outside the config's folder {root} "
+                             f"(write an absolute path to mean a folder elsewhere)")
         return (root / value).resolve()
 
     jobs = top.get("jobs")
@@ -227,20 +240,21 @@ def _kernel(path: Path, i: int, table: Any, profiles: dict) -> KernelSpec:
             raise InputError(f"{where}: missing or empty '{key}'")
     name = table["name"]
     where = f"{path}: kernel '{name}'"
-    if not _NAME.match(name):
+    if not _NAME.fullmatch(name):
         raise InputError(f"{where}: name has characters outside [A-Za-z0-9_.+-]")
     entry = table["entry"]
-    if entry.count(":") != 1:
-        raise InputError(f"{where}: entry '{entry}' must be 'module:function'")
+    if not _CALLABLE.fullmatch(entry):
+        raise InputError(f"{where}: entry '{entry}' must be 'module:function' (dotted Python names, not a path)")
     family = table.get("family")
-    if family is not None and (not isinstance(family, str) or not _NAME.match(family)):
+    if family is not None and (not isinstance(family, str) or not _NAME.fullmatch(family)):
         raise InputError(f"{where}: family must be a simple name, got {family!r}")
     params = table.get("params", {})
     if not isinstance(params, dict):
         raise InputError(f"{where}: params must be a table")
+    jsonfile.check_plain(params, f"{where}: params")  # they go into baselines and reports as JSON
     reference = table.get("reference")
-    if reference is not None and (not isinstance(reference, str) or reference.count(":") != 1):
-        raise InputError(f"{where}: reference must be 'module:function', got {reference!r}")
+    if reference is not None and (not isinstance(reference, str) or not _CALLABLE.fullmatch(reference)):
+        raise InputError(f"{where}: reference must be 'module:function' (dotted Python names), got {reference!r}")
     targets = table.get("targets")
     if targets is not None:
         targets = _string_list(targets, f"{where}: targets")

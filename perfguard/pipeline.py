@@ -7,6 +7,7 @@ content-addressed cache first, so an unchanged kernel is neither rebuilt nor re-
 from __future__ import annotations
 
 import json
+import shutil
 import time
 import traceback
 from dataclasses import asdict, dataclass, field
@@ -23,6 +24,7 @@ from perfguard.build.lower import LoweredKernel, build_host, build_object, inspe
 from perfguard.build.toolchain import cc_version, find_cc, link_harness
 from perfguard.config import KernelSpec, load_callable
 from perfguard.errors import InfraError, InputError, PerfguardError
+from perfguard.signals import sigterm_interrupts
 from perfguard.sim.base import get_simulator
 from perfguard.sim.stats import Stats
 from perfguard.targets import TargetProfile
@@ -80,13 +82,19 @@ def run_job(job: Job) -> JobResult:
     spec = job.kernel
     result = JobResult(spec.name, job.profile.name, spec.family, dict(spec.params), job.simulator, ok=False)
     try:
-        _run(job, result)
+        with sigterm_interrupts():  # in a pool worker too: a terminated worker kills its simulator first
+            _run(job, result)
         result.ok = True
     except PerfguardError as exc:
         result.error, result.exit_code = exc.message, exc.exit_code
+    except OSError as exc:  # the cache's disk is full, a folder is not writable, ...
+        where = f"{exc.filename}: " if exc.filename else ""
+        result.error = f"{job.label}: {where}{exc.strerror or exc}"
+        result.exit_code = InfraError.exit_code
     except Exception as exc:  # a bug or an unexpected library failure: still a clear line
         last = traceback.extract_tb(exc.__traceback__)[-1]
-        result.error = f"{job.label}: internal error {type(exc).__name__}: {exc} (at {Path(last.filename).name}:{last.lineno})"
+        message = " ".join(str(exc).split())
+        result.error = f"{job.label}: internal error {type(exc).__name__}: {message} (at {Path(last.filename).name}:{last.lineno})"
         result.exit_code = InfraError.exit_code
     result.seconds = time.monotonic() - started
     return result
@@ -150,10 +158,14 @@ def build_kernel(job: Job, result: JobResult) -> Built:
     build_dir = cache.lookup_build(key)
     if build_dir is None:
         staging = cache.staging_dir()
-        build_object(lowered, profile.tvm_target, staging / "kernel.o", where)
-        (staging / "harness.c").write_text(render_harness(lowered.symbol, lowered.tensors))
-        link_harness(profile, staging / "harness.c", staging / "kernel.o", staging / "harness", where)
-        build_dir = cache.publish_build(key, staging)
+        try:
+            build_object(lowered, profile.tvm_target, staging / "kernel.o", where)
+            (staging / "harness.c").write_text(render_harness(lowered.symbol, lowered.tensors))
+            link_harness(profile, staging / "harness.c", staging / "kernel.o", staging / "harness", where)
+            build_dir = cache.publish_build(key, staging)
+        except BaseException:  # a failed build leaves nothing behind in the cache
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
         result.rebuilt = True
     result.binary_hash = file_digest(build_dir / "harness")
     return Built(build_dir, lowered, params, family, where)

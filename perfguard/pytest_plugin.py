@@ -119,7 +119,7 @@ class PerfguardSession:
             path = self.config.getoption("perfguard_config")
             here = self.config.invocation_params.dir
             try:
-                if path or find_config_or_none(here) is not None:
+                if path or _find_config_or_none(here) is not None:
                     self._perfguard_config = load_config(Path(path) if path else None, cwd=here)
                 else:  # pytest run from outside the project, e.g. `pytest --perfguard proj/`
                     self._perfguard_config = load_config(None, cwd=self.config.rootpath)
@@ -213,7 +213,7 @@ def _record(node: pytest.Item, result) -> None:
     }))
 
 
-def find_config_or_none(start: Path):
+def _find_config_or_none(start: Path):
     from perfguard.config import find_config
     from perfguard.errors import InputError
 

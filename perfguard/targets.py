@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import platform
 from dataclasses import dataclass, field
 from typing import Any
 
 from perfguard.errors import InputError
+from perfguard.jsonfile import check_plain
 
 
 @dataclass(frozen=True)
@@ -180,7 +182,7 @@ def profile_from_config(name: str, table: dict[str, Any], where: str) -> TargetP
     base_name = table.pop("base", name if name in BUILTIN else None)
     if base_name is None:
         raise InputError(f"{where}: new target '{name}' needs 'base' (one of {', '.join(BUILTIN)})")
-    if base_name not in BUILTIN:
+    if not isinstance(base_name, str) or base_name not in BUILTIN:
         raise InputError(f"{where}.base: unknown target '{base_name}' (built-in: {', '.join(BUILTIN)})")
     profile = BUILTIN[base_name]
     changes: dict[str, Any] = {"name": name}
@@ -198,22 +200,27 @@ def profile_from_config(name: str, table: dict[str, Any], where: str) -> TargetP
             for sub, sub_value in value.items():
                 if isinstance(sub_value, bool) or not isinstance(sub_value, (int, float)):
                     raise InputError(f"{where}.{key}.{sub}: must be a number, got {sub_value!r}")
+                if not math.isfinite(sub_value) or sub_value < 0:  # a NaN cost would make every delta NaN
+                    raise InputError(f"{where}.{key}.{sub}: must be a finite number >= 0, got {sub_value!r}")
             changes[key] = dataclasses.replace(current, **value)
         elif key in ("cflags", "qemu_cpu"):
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                 raise InputError(f"{where}.{key}: must be a list of strings")
+            check_plain(value, f"{where}.{key}")
             changes[key] = tuple(value)
         elif key == "tvm_target":
             if not isinstance(value, dict) or "kind" not in value:
                 raise InputError(f"{where}.tvm_target: must be a table with 'kind'")
+            check_plain(value, f"{where}.tvm_target")
             changes[key] = value
         elif key in ("clock_hz", "peak_gflops", "peak_bandwidth_gbs"):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-                raise InputError(f"{where}.{key}: must be a positive number, got {value!r}")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+                raise InputError(f"{where}.{key}: must be a positive finite number, got {value!r}")
             changes[key] = float(value)
         else:
             if not isinstance(value, str):
                 raise InputError(f"{where}.{key}: must be a string, got {value!r}")
+            check_plain(value, f"{where}.{key}")
             if key == "isa" and value not in ("x86_64", "aarch64", "riscv64"):
                 raise InputError(f"{where}.isa: unknown ISA '{value}' (x86_64, aarch64, riscv64)")
             changes[key] = value

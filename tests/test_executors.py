@@ -24,7 +24,7 @@ GEMM = "perfguard.kernels.gemm:gemm"
 def cluster():
     """A real two-worker Dask cluster, started apart from perfguard as a user's would be."""
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                  dashboard_address=None, silence_logs=40) as c:
+                                  dashboard_address=":0", silence_logs=40) as c:
         yield c
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from perfguard.errors import InfraError
+from perfguard.errors import InfraError, InputError
 from perfguard.sim.qemu import QemuSimulator, parse_plugin_output
 from perfguard.sim.stats import STAT_FIELDS
 from perfguard.targets import BUILTIN
@@ -510,5 +510,5 @@ def test_output_parser_is_strict():
         good.replace("roi_count 2\n", ""),
     ]
     for text in bad:
-        with pytest.raises(ValueError):
+        with pytest.raises(InputError):
             parse_plugin_output(text, "x")

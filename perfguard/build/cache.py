@@ -16,6 +16,8 @@ import tempfile
 from pathlib import Path
 
 from perfguard.atomic import atomic_write_text
+from perfguard.errors import InputError
+from perfguard.sim.stats import Stats
 
 
 def digest(*parts: str) -> str:
@@ -63,11 +65,17 @@ class BuildCache:
         return self.root / "sims" / key[:2] / f"{key}.json"
 
     def lookup_sim(self, key: str) -> dict | None:
+        """The stored record, or None when there is none or it is unusable (cut short, edited,
+        written by an older perfguard): a damaged cache entry means simulating again, never an error."""
         path = self.sim_path(key)
         try:
-            return json.loads(path.read_text())
-        except (FileNotFoundError, json.JSONDecodeError):
+            record = json.loads(path.read_text())
+            Stats.from_dict(record["stats"])
+            if not isinstance(record.get("max_error"), (int, float, type(None))):
+                return None
+        except (OSError, ValueError, TypeError, KeyError, InputError):  # ValueError: bad JSON or UTF-8
             return None
+        return record
 
     def store_sim(self, key: str, record: dict) -> None:
         atomic_write_text(self.sim_path(key), json.dumps(record, sort_keys=True))

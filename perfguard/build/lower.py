@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,10 +55,20 @@ def inspect_module(mod: object, num_outputs: int, where: str) -> LoweredKernel:
     return LoweredKernel(mod, f"__tvm_ffi_{name}", tensors, hashlib.sha256(text.encode()).hexdigest())
 
 
+# TVM's LLVM back end writes the object itself and, on a write error, ends the process with
+# "LLVM ERROR: IO failure on output stream" and exit status 1 (which reads as "a regression").
+# Object files of kernels are well under 1 MiB: this much free space means the write succeeds.
+MIN_FREE_BYTES = 16 << 20
+
+
 def build_object(kernel: LoweredKernel, tvm_target: dict, out: Path, where: str) -> None:
     """Compile for the target with TVM's LLVM back end and write a relocatable object."""
     import tvm
 
+    free = shutil.disk_usage(out.parent).free
+    if free < MIN_FREE_BYTES:  # LLVM ends the whole process when a write fails (a full disk): ask first
+        raise InfraError(f"{where}: {out.parent}: only {free // 1024} KiB free, the build needs "
+                         f"{MIN_FREE_BYTES >> 20} MiB (No space left on device)")
     try:
         lib = tvm.tirx.build(kernel.mod, target=tvm.target.Target(tvm_target))
         lib.write_to_file(str(out))

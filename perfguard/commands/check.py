@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 
 from rich.markup import escape
@@ -50,6 +51,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--shard", type=shard, help="run the i-th of n deterministic slices (i/n)")
     p.add_argument("--base", metavar="REF",
                    help="read baselines from this git revision's tree, not the working tree")
+    p.add_argument("--allow-errors", action="store_true",
+                   help="exit 0 (or 1 on a regression) even when kernels could not be measured or checked; "
+                        "they are still reported as errors, never as unchanged")
     add_executor_options(p)
     p.set_defaults(run=run)
 
@@ -59,8 +63,8 @@ def run(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     if args.jobs is not None and args.jobs < 1:
         raise InputError(f"-j {args.jobs}: must be at least 1")
-    if args.threshold is not None and args.threshold < 0:
-        raise InputError(f"--threshold {args.threshold}: must be >= 0")
+    if args.threshold is not None and not 0 <= args.threshold < math.inf:  # a NaN threshold passes everything
+        raise InputError(f"--threshold {args.threshold}: must be a finite number >= 0")
     pairs = select(config, args.kernels, args.targets)
     if args.shard:
         i, n = args.shard
@@ -75,16 +79,19 @@ def run(args: argparse.Namespace) -> int:
     with executor_from_args(args, args.jobs or config.jobs) as executor, progress(len(jobs), out) as advance:
         check = run_check(config, jobs, args.jobs, args.threshold,
                           on_result=lambda i, r: advance(f"{r.kernel}[{r.target}]"), store=store,
-                          executor=executor)
+                          executor=executor, partial=True)
+    check.allow_errors = args.allow_errors
     data = report_data(check, config.path, config)
     if args.shard:
         data["shard"] = {"index": args.shard[0], "count": args.shard[1]}
     if store is not None:
         data["base"] = {"ref": args.base, "commit": store.sha}
     report_dir = args.report_dir or config.report_dir
-    write_json(data, report_dir / "perfguard.json")
-    if args.json:
-        write_json(data, args.json)
-    write_pages(data, report_dir)
-    print_table(data, out)
+    try:  # what was measured is reported even when the run was cut short
+        write_json(data, report_dir / "perfguard.json")
+        if args.json:
+            write_json(data, args.json)
+        write_pages(data, report_dir)
+    finally:  # and shown, even when a report cannot be written (a full disk: exit 3)
+        print_table(data, out)
     return check.exit_code()

@@ -63,7 +63,7 @@ class DaskExecutor(Executor):
             else:
                 self._cluster = distributed.LocalCluster(
                     n_workers=workers or default_workers(), threads_per_worker=1, processes=True,
-                    host="127.0.0.1", dashboard_address=None, silence_logs=40)
+                    host="127.0.0.1", dashboard_address=":0", silence_logs=40)
                 self.client = distributed.Client(self._cluster, set_as_default=False)
         except (OSError, TimeoutError) as exc:
             self._close_cluster()

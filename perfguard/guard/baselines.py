@@ -1,8 +1,9 @@
 """Committed baselines: baselines/<target>/<kernel>.json, raw statistics first.
 
 A baseline keeps the raw Stats, not only a predicted time, so a recalibrated model re-scores
-old baselines without re-simulating. Files are written whole (temp file, then rename) and
-read strictly: a damaged file is an input error naming it, and is never rewritten by a check.
+old baselines without re-simulating. Files are written whole (temp file, then rename), an
+update as one change under the folder's lock (perfguard.guard.lock), and read strictly: a
+damaged file is an input error naming it, and is never rewritten by a check.
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from perfguard import __version__
-from perfguard.atomic import atomic_write_text
+from perfguard import __version__, jsonfile
+from perfguard.atomic import atomic_write_many
 from perfguard.errors import InputError
+from perfguard.guard.lock import baselines_lock
 from perfguard.sim.stats import Stats
 
 SCHEMA_VERSION = 1
@@ -68,16 +70,13 @@ class Baseline:
 
 def baseline_path(root: Path, target: str, kernel: str) -> Path:
     for what, name in (("target", target), ("kernel", kernel)):
-        if not _SAFE.match(name):
+        if not _SAFE.fullmatch(name):
             raise InputError(f"{what} name '{name}' cannot be a baseline file name")
     return Path(root) / target / f"{kernel}.json"
 
 
-def parse_baseline(text: str, source: str) -> Baseline:
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{source}: corrupted baseline (invalid JSON at line {exc.lineno} column {exc.colno})") from None
+def parse_baseline(text: str | bytes, source: str) -> Baseline:
+    data = jsonfile.loads(text, source, "corrupted baseline")
     if not isinstance(data, dict):
         raise InputError(f"{source}: corrupted baseline (not a JSON object)")
     for key, kind in _REQUIRED.items():
@@ -85,6 +84,8 @@ def parse_baseline(text: str, source: str) -> Baseline:
             raise InputError(f"{source}: corrupted baseline (missing '{key}')")
         if not isinstance(data[key], kind) or isinstance(data[key], bool):
             raise InputError(f"{source}: corrupted baseline ('{key}' has the wrong type)")
+    if data["schema"] < 1:
+        raise InputError(f"{source}: corrupted baseline (schema {data['schema']})")
     if data["schema"] > SCHEMA_VERSION:
         raise InputError(f"{source}: baseline schema {data['schema']} is newer than this perfguard reads "
                          f"({SCHEMA_VERSION}); upgrade perfguard")
@@ -93,6 +94,8 @@ def parse_baseline(text: str, source: str) -> Baseline:
         raise InputError(f"{source}: corrupted baseline (unknown key '{unknown[0]}')")
     if data["predicted_time_s"] < 0:
         raise InputError(f"{source}: corrupted baseline (negative predicted_time_s)")
+    if not all(isinstance(v, str) for v in data["toolchain"].values()):
+        raise InputError(f"{source}: corrupted baseline ('toolchain' values must be strings)")
     return Baseline(
         kernel=data["kernel"], target=data["target"], family=data["family"], params=data["params"],
         simulator=data["simulator"], content_hash=data["content_hash"],
@@ -114,20 +117,28 @@ class BaselineStore:
     def read(self, target: str, kernel: str) -> Baseline | None:
         path = self.path(target, kernel)
         try:
-            text = path.read_text()
+            text = path.read_bytes()
         except FileNotFoundError:
             return None
-        except UnicodeDecodeError:
-            raise InputError(f"{path}: corrupted baseline (not UTF-8 text)") from None
+        except OSError as exc:
+            raise InputError(f"{path}: cannot read the baseline: {exc.strerror or exc}") from None
         baseline = parse_baseline(text, str(path))
         if baseline.kernel != kernel or baseline.target != target:
             raise InputError(f"{path}: baseline is for {baseline.kernel}[{baseline.target}], not {kernel}[{target}]")
         return baseline
 
     def write(self, baseline: Baseline) -> Path:
-        path = self.path(baseline.target, baseline.kernel)
-        atomic_write_text(path, baseline.to_json())
-        return path
+        return self.write_all([baseline])[0]
+
+    def write_all(self, baselines: list[Baseline]) -> list[Path]:
+        """Write them as one change, under the folder's lock: all of them, or (on any write error,
+        e.g. a full disk) none, every old file left byte for byte as it was."""
+        files = {self.path(b.target, b.kernel): b.to_json().encode() for b in baselines}
+        if not files:
+            return []
+        with baselines_lock(self.root):
+            atomic_write_many(files)
+        return list(files)
 
 
 def now_iso() -> str:

@@ -30,9 +30,13 @@ class Outcome:
 class CheckRun:
     outcomes: list[Outcome] = field(default_factory=list)
     models: object = None  # where calibrated models were read from (None: the working tree)
+    interrupted: bool = False  # Ctrl-C or SIGTERM stopped the measuring: some results are missing
+    allow_errors: bool = False  # --allow-errors: errors stay errors in the report, the exit code ignores them
 
     def exit_code(self) -> int:
-        codes = [o.result.exit_code for o in self.outcomes if o.verdict.verdict == ERROR]
+        if self.interrupted:
+            return EXIT_INFRA
+        codes = [] if self.allow_errors else [o.result.exit_code for o in self.outcomes if o.verdict.verdict == ERROR]
         if any(c == EXIT_INFRA for c in codes):
             return EXIT_INFRA
         if codes:
@@ -43,6 +47,11 @@ class CheckRun:
 
     def count(self, verdict: str) -> int:
         return sum(1 for o in self.outcomes if o.verdict.verdict == verdict)
+
+    def not_measured(self) -> int:
+        """Errors before any statistics existed (build, simulation, output check, interruption);
+        the other errors are results that were measured but could not be compared."""
+        return sum(1 for o in self.outcomes if o.verdict.verdict == ERROR and not o.result.ok)
 
 
 def select(config: Config, kernels: list[str] | None, targets: list[str] | None) -> list[tuple[KernelSpec, str]]:
@@ -75,6 +84,33 @@ def measure(config: Config, jobs: list[Job], workers: int | None = None,
     return (executor or LocalExecutor(workers or config.jobs)).map(run_job, jobs, on_result)
 
 
+INTERRUPTED = "not measured: the check was interrupted (Ctrl-C or SIGTERM) before this job finished"
+
+
+def not_measured(job: Job, why: str) -> JobResult:
+    spec = job.kernel
+    return JobResult(spec.name, job.profile.name, spec.family, dict(spec.params), job.simulator, ok=False,
+                     error=f"{job.label}: {why}", exit_code=EXIT_INFRA)
+
+
+def measure_until_interrupted(config: Config, jobs: list[Job], workers: int | None = None,
+                              on_result: Callable[[int, JobResult], None] | None = None,
+                              executor: Executor | None = None) -> tuple[list[JobResult], bool]:
+    """`measure`, except that Ctrl-C keeps what finished: (results, interrupted), the jobs that
+    did not finish coming back as errors."""
+    finished: dict[int, JobResult] = {}
+
+    def keep(i: int, result: JobResult) -> None:
+        finished[i] = result
+        if on_result:
+            on_result(i, result)
+
+    try:
+        return measure(config, jobs, workers, keep, executor), False
+    except KeyboardInterrupt:
+        return [finished.get(i) or not_measured(job, INTERRUPTED) for i, job in enumerate(jobs)], True
+
+
 def run_check(
     config: Config,
     jobs: list[Job],
@@ -83,11 +119,15 @@ def run_check(
     on_result: Callable[[int, JobResult], None] | None = None,
     store: BaselineStore | None = None,  # or any store with path() and read(), e.g. GitBaselineStore
     executor: Executor | None = None,  # default: a local pool of `workers`
+    partial: bool = False,  # on Ctrl-C, judge what finished (the rest are errors) instead of raising
 ) -> CheckRun:
-    results = measure(config, jobs, workers, on_result, executor)
+    if partial:
+        results, interrupted = measure_until_interrupted(config, jobs, workers, on_result, executor)
+    else:
+        results, interrupted = measure(config, jobs, workers, on_result, executor), False
     store = BaselineStore(config.baseline_dir) if store is None else store
     models = getattr(store, "read_file", None) and store  # under --base, models come from that revision too
-    run = CheckRun(models=models)
+    run = CheckRun(models=models, interrupted=interrupted)
     for job, result in zip(jobs, results):
         limit = config.kernel_threshold(job.kernel, threshold)
         if not result.ok:
@@ -101,11 +141,12 @@ def run_check(
                     f"{store.path(job.profile.name, job.kernel.name)}: baseline was simulated with "
                     f"{baseline.simulator}, this run with {result.simulator}; refusing to compare"
                 )
+            verdict = judge(result.stats, baseline, predictor, limit, result.toolchain,
+                            str(store.path(job.profile.name, job.kernel.name)))
         except InputError as exc:
             result.exit_code = exc.exit_code
             run.outcomes.append(Outcome(result, Verdict(ERROR, limit), error=exc.message))
             continue
-        verdict = judge(result.stats, baseline, predictor, limit)
         run.outcomes.append(Outcome(result, verdict, predictor.model_id, predictor.calibrated,
                                     baseline.commit if baseline else None))
     return run
@@ -117,18 +158,19 @@ def head_commit(root: Path) -> str | None:
 
 
 def write_baselines(config: Config, jobs: list[Job], results: list[JobResult]) -> list[Path]:
-    """Write a baseline for every measured result; a failed one keeps its old file untouched."""
+    """Write a baseline for every measured result, as one change under the folder's lock; a failed
+    result keeps its old file untouched, and so does every result when any file cannot be written."""
     store = BaselineStore(config.baseline_dir)
     commit = head_commit(config.root)
-    written = []
+    baselines = []
     for job, r in zip(jobs, results):
         if not r.ok:
             continue
         predictor = predictor_for(job.profile, r.family, r.simulator, config.baseline_dir)
-        written.append(store.write(Baseline(
+        baselines.append(Baseline(
             kernel=r.kernel, target=r.target, family=r.family, params=r.params, simulator=r.simulator,
             content_hash=r.content_hash or "", stats=r.stats,
             predicted_time_s=float(predictor.predict_stats([r.stats])[0]),
             model_id=predictor.model_id, commit=commit, created=now_iso(), toolchain=r.toolchain,
-        )))
-    return written
+        ))
+    return store.write_all(baselines)

@@ -7,8 +7,12 @@ up as a regression or an improvement.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
+import numpy as np
+
+from perfguard.errors import InputError
 from perfguard.guard.baselines import Baseline
 from perfguard.predict.base import Predictor
 from perfguard.sim.stats import STAT_FIELDS, Stats
@@ -29,6 +33,9 @@ class Verdict:
     baseline_time_s: float | None = None
     delta_pct: float | None = None
     stat_deltas: dict[str, dict] = field(default_factory=dict)  # field -> {baseline, current, delta_pct}
+    # On a regression or an improvement: tool -> {baseline, current} for each part of the toolchain
+    # (cross compiler, TVM, perfguard, simulator) that is not the one the baseline was measured with.
+    toolchain_changed: dict[str, dict] = field(default_factory=dict)
 
 
 def stat_deltas(baseline: Stats, current: Stats) -> dict[str, dict]:
@@ -44,11 +51,41 @@ def stat_deltas(baseline: Stats, current: Stats) -> dict[str, dict]:
     return out
 
 
-def judge(current: Stats, baseline: Baseline | None, predictor: Predictor, threshold_pct: float) -> Verdict:
-    current_time = float(predictor.predict_stats([current])[0])
+def toolchain_changes(baseline: dict[str, str], current: dict[str, str]) -> dict[str, dict]:
+    """Each tool whose version differs; nothing when the baseline recorded no toolchain (too old)."""
+    if not baseline or not current:
+        return {}
+    return {tool: {"baseline": baseline.get(tool), "current": current.get(tool)}
+            for tool in sorted(set(baseline) | set(current)) if baseline.get(tool) != current.get(tool)}
+
+
+def _score(predictor: Predictor, stats: Stats, what: str) -> float:
+    """Predicted seconds; a model that gives no time (NaN, infinite, negative) is an error: a NaN
+    delta is neither above nor below a threshold, so it would pass as unchanged."""
+    with np.errstate(all="ignore"):
+        value = float(predictor.predict_stats([stats])[0])
+    if not math.isfinite(value) or value < 0:
+        raise InputError(f"model {predictor.model_id} scores {what} as {value!r} s, not a time "
+                         f"(a model file out of shape?)")
+    return value
+
+
+def judge(current: Stats, baseline: Baseline | None, predictor: Predictor, threshold_pct: float,
+          toolchain: dict[str, str] | None = None, source: str = "baseline") -> Verdict:
+    """The verdict; InputError (naming `source`, the baseline's file) when the two runs cannot be compared."""
+    current_time = _score(predictor, current, "this run's statistics")
     if baseline is None:
         return Verdict(NEW, threshold_pct, current_time_s=current_time)
-    baseline_time = float(predictor.predict_stats([baseline.stats])[0])
+    for name in STAT_FIELDS:
+        b, c = getattr(baseline.stats, name), getattr(current, name)
+        if (b is None) != (c is None):
+            have, lack = ("this run", "the baseline") if b is None else ("the baseline", "this run")
+            raise InputError(f"{source}: {have} has a '{name}' count and {lack} has none: cannot compare like "
+                             f"with like (re-record it with 'perfguard baseline update')")
+    baseline_time = _score(predictor, baseline.stats, "the baseline's statistics")
+    if baseline_time == 0 and current_time != 0:
+        raise InputError(f"{source}: the baseline's statistics score 0 s under {predictor.model_id}: "
+                         f"no relative change can be computed (corrupted baseline?)")
     delta = 0.0 if baseline_time == current_time else 100.0 * (current_time - baseline_time) / baseline_time
     if delta > threshold_pct:
         verdict = REGRESSION
@@ -56,4 +93,6 @@ def judge(current: Stats, baseline: Baseline | None, predictor: Predictor, thres
         verdict = IMPROVEMENT
     else:
         verdict = UNCHANGED
-    return Verdict(verdict, threshold_pct, current_time, baseline_time, delta, stat_deltas(baseline.stats, current))
+    changed = toolchain_changes(baseline.toolchain, toolchain or {}) if verdict in (REGRESSION, IMPROVEMENT) else {}
+    return Verdict(verdict, threshold_pct, current_time, baseline_time, delta, stat_deltas(baseline.stats, current),
+                   changed)

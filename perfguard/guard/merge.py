@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any, Iterable
 
-from perfguard import __version__
+from perfguard import __version__, jsonfile
 from perfguard.errors import EXIT_INFRA, EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, InputError
 from perfguard.guard.compare import VERDICTS
 
@@ -31,7 +31,10 @@ def summarize(results: list[dict[str, Any]], exit_code: int) -> dict[str, Any]:
     counts = {name: 0 for name in VERDICTS}
     for r in results:
         counts[r["verdict"]] += 1
-    return {"exit_code": exit_code, **counts}
+    summary = {"exit_code": exit_code, **counts}
+    if all("measured" in r for r in results):  # which errors had no statistics at all (the headline says)
+        summary["not_measured"] = sum(1 for r in results if r["verdict"] == "error" and r["measured"] is False)
+    return summary
 
 
 def sort_results(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -51,18 +54,16 @@ def load_report(path: Path) -> dict[str, Any]:
     """A perfguard.json, checked enough to merge: an input error names the file and what is wrong."""
     path = Path(path)
     try:
-        data = json.loads(path.read_text())
+        data = jsonfile.read(path, "not a perfguard report")
     except FileNotFoundError:
         raise InputError(f"{path}: report not found") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"{path}: not a perfguard report ({type(exc).__name__})") from None
     if not isinstance(data, dict) or not isinstance(data.get("results"), list) \
             or not isinstance(data.get("summary"), dict):
         raise InputError(f"{path}: not a perfguard report (no 'results' list and 'summary')")
-    if data.get("schema") != REPORT_SCHEMA:
+    if type(data.get("schema")) is not int or data["schema"] != REPORT_SCHEMA:
         raise InputError(f"{path}: report schema {data.get('schema')!r} is not {REPORT_SCHEMA}")
     code = data["summary"].get("exit_code")
-    if code not in (EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, EXIT_INFRA):
+    if type(code) is not int or code not in (EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, EXIT_INFRA):
         raise InputError(f"{path}: summary.exit_code {code!r} is not an exit code")
     for i, r in enumerate(data["results"]):
         if not isinstance(r, dict) or not all(isinstance(r.get(k), str) for k in ("kernel", "target", "verdict")):
@@ -119,4 +120,10 @@ def merge_reports(reports: list[tuple[Path, dict[str, Any]]], created: str) -> d
     if targets:
         extra["targets"] = targets
     code = combined_exit_code(data["summary"]["exit_code"] for _, data in reports)
-    return assemble(results, code, created, configs.pop() if len(configs) == 1 else None, **extra)
+    merged = assemble(results, code, created, configs.pop() if len(configs) == 1 else None, **extra)
+    flags = [data["summary"] for _, data in reports]
+    if any(f.get("interrupted") is True for f in flags):  # a shard cut short: the merged run was too
+        merged["summary"]["interrupted"] = True
+    if all(f.get("errors_allowed") is True for f in flags):
+        merged["summary"]["errors_allowed"] = True
+    return merged

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from perfguard import __version__
+from perfguard import __version__, jsonfile
 from perfguard.atomic import atomic_write_text
 from perfguard.errors import InputError
 from perfguard.sim.stats import Stats
@@ -83,14 +83,12 @@ def dataset_path(root: Path, target: str, family: str) -> Path:
 def load_dataset(path: Path) -> Dataset:
     source = str(path)
     try:
-        data = json.loads(Path(path).read_text())
+        data = jsonfile.read(path, "corrupted dataset")
     except FileNotFoundError:
         raise InputError(f"{source}: no calibration dataset (run 'perfguard calibrate collect')") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InputError(f"{source}: corrupted dataset ({type(exc).__name__})") from None
     if not isinstance(data, dict) or not isinstance(data.get("rows"), list):
         raise InputError(f"{source}: corrupted dataset (no 'rows' list)")
-    if data.get("schema") != DATASET_SCHEMA:
+    if type(data.get("schema")) is not int or data["schema"] != DATASET_SCHEMA:
         raise InputError(f"{source}: dataset schema {data.get('schema')!r} is not {DATASET_SCHEMA}")
     for key in ("target", "family", "simulator", "simulator_fingerprint"):
         if not isinstance(data.get(key), str):
@@ -98,12 +96,14 @@ def load_dataset(path: Path) -> Dataset:
     rows = []
     for i, raw in enumerate(data["rows"]):
         where = f"{source}: row {i}"
-        try:
-            native_s = raw["native_s"]
-            if isinstance(native_s, bool) or not isinstance(native_s, (int, float)) or not native_s > 0:
-                raise InputError(f"{where}: native_s must be a positive number")
-            rows.append(Row(str(raw["group"]), dict(raw["params"]), Stats.from_dict(raw["stats"], where),
-                            float(native_s), dict(raw["native"]), dict(raw["machine"])))
-        except (KeyError, TypeError, ValueError):
-            raise InputError(f"{where}: corrupted dataset row") from None
+        if not isinstance(raw, dict):
+            raise InputError(f"{where}: corrupted dataset row (not an object)")
+        for key, kind in (("group", str), ("params", dict), ("stats", dict), ("native_s", (int, float)),
+                          ("native", dict), ("machine", dict)):
+            if not isinstance(raw.get(key), kind) or isinstance(raw[key], bool):
+                raise InputError(f"{where}: corrupted dataset row ('{key}' missing or of the wrong type)")
+        if not raw["native_s"] > 0:
+            raise InputError(f"{where}: native_s must be a positive number")
+        rows.append(Row(raw["group"], raw["params"], Stats.from_dict(raw["stats"], where), float(raw["native_s"]),
+                        raw["native"], raw["machine"]))
     return Dataset(data["target"], data["family"], data["simulator"], data["simulator_fingerprint"], rows)

@@ -13,11 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from perfguard import __version__
+import numpy as np
+
+from perfguard import __version__, jsonfile
 from perfguard.atomic import atomic_write_text
 from perfguard.errors import InputError
 from perfguard.predict.base import CalibratedPredictor
-from perfguard.predict.registry import predictor_class
+from perfguard.predict.registry import PREDICTOR_NAMES, predictor_class
+from perfguard.sim.stats import Stats
 
 MODEL_SCHEMA = 1
 
@@ -43,24 +46,47 @@ def save_model(path: Path, predictor: CalibratedPredictor, meta: dict[str, Any])
 def load_model(path: Path, text: str | None = None, source: str | None = None) -> StoredModel:
     """Read a model file (or `text` read from elsewhere, e.g. a git revision, named `source`)."""
     source = source or str(path)
-    try:
-        data = json.loads(Path(path).read_text() if text is None else text)
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise InputError(f"{source}: corrupted model file (not valid JSON)") from None
+    label = "corrupted model file"
+    data = jsonfile.read(path, label, source) if text is None else jsonfile.loads(text, source, label)
     if not isinstance(data, dict):
         raise InputError(f"{source}: corrupted model file (not an object)")
-    if data.get("schema") != MODEL_SCHEMA:
+    if type(data.get("schema")) is not int or data["schema"] != MODEL_SCHEMA:
         raise InputError(f"{source}: model schema {data.get('schema')!r}, this perfguard reads {MODEL_SCHEMA}; "
                          f"retrain with 'perfguard calibrate train'")
-    for key in ("predictor", "model_id", "payload", "target", "family", "simulator", "features"):
+    for key, kind in (("predictor", str), ("model_id", str), ("payload", dict), ("target", str), ("family", str),
+                      ("simulator", str), ("features", list)):
         if key not in data:
             raise InputError(f"{source}: corrupted model file (missing '{key}')")
+        if not isinstance(data[key], kind):
+            raise InputError(f"{source}: corrupted model file ('{key}' has the wrong type)")
+    if data["predictor"] not in PREDICTOR_NAMES:
+        raise InputError(f"{source}: unknown predictor {data['predictor'][:40]!r} (one of {', '.join(PREDICTOR_NAMES)})")
     cls = predictor_class(data["predictor"])
     try:
         predictor = cls.from_payload(data["payload"])
-    except (KeyError, TypeError, ValueError) as exc:
+    except Exception as exc:  # a payload out of shape can fail anywhere in numpy or XGBoost
         raise InputError(f"{source}: corrupted model payload ({type(exc).__name__})") from None
     if predictor.model_id != data["model_id"]:
         raise InputError(f"{source}: model payload does not match its model_id {data['model_id']} (edited?)")
+    if not _scores(predictor):
+        raise InputError(f"{source}: corrupted model payload (it does not turn statistics into a positive, "
+                         f"finite time)")
     meta = {k: v for k, v in data.items() if k != "payload"}
     return StoredModel(predictor, meta, Path(path))
+
+
+# Statistics of a plausible kernel: a model that loads must score them (an id can be recomputed
+# by hand, so a matching model_id says nothing about whether the payload's arrays fit together).
+_PROBE = Stats(insts=1_000_000, loads=300_000, stores=100_000, branches=100_000, cond_branches=90_000,
+               indirect_branches=0, calls=10, returns=10, fp_insts=200_000, vec_insts=200_000,
+               vec_fp_insts=100_000, l1i_accesses=1_000_000, l1i_misses=100, l1d_accesses=400_000,
+               l1d_misses=20_000, l1d_writebacks=5_000, l2_accesses=20_100, l2_misses=2_000, l2_writebacks=500)
+
+
+def _scores(predictor: CalibratedPredictor) -> bool:
+    try:
+        with np.errstate(all="ignore"):
+            times = np.asarray(predictor.predict_stats([_PROBE]), dtype=np.float64)
+    except Exception:
+        return False
+    return times.shape == (1,) and bool(np.isfinite(times).all() and (times > 0).all())

@@ -49,7 +49,7 @@ def _env() -> jinja2.Environment:
 def kernel_file(kernel: str) -> str:
     """The page of a kernel, relative to the report folder. Config-valid names map to themselves;
     anything else (a hand-edited JSON) to a hash, so no name can escape the folder."""
-    name = kernel if _SAFE_NAME.match(kernel) else "k-" + hashlib.sha256(kernel.encode()).hexdigest()[:16]
+    name = kernel if _SAFE_NAME.fullmatch(kernel) else "k-" + hashlib.sha256(kernel.encode()).hexdigest()[:16]
     return f"{KERNEL_DIR}/{name}.html"
 
 
@@ -79,7 +79,7 @@ def _row(r: dict[str, Any]) -> dict[str, Any]:
         "href": _href(kernel_file(r["kernel"])) + "#" + anchor(r["target"]),
         "bound": cur.get("bound"),
         "peak_pct": cur.get("peak_pct"),
-        "why": _top_driver(r) if r.get("delta_pct") else "",
+        "why": "; ".join(filter(None, [text.toolchain_note(r), _top_driver(r) if r.get("delta_pct") else ""])),
     }
 
 

@@ -42,6 +42,8 @@ def report_data(run: CheckRun, config_path: Path | None = None, config: Config |
             "stats": None if r.stats is None else r.stats.to_dict(),
             "stat_deltas": v.stat_deltas,
             "error": o.error,
+            "measured": r.ok,  # False: no statistics (build, simulation or output check failed, or interrupted)
+            "toolchain_changed": v.toolchain_changed,
             "flops": r.flops,
             "tensor_bytes": r.tensor_bytes,
             "content_hash": r.content_hash,
@@ -57,7 +59,10 @@ def report_data(run: CheckRun, config_path: Path | None = None, config: Config |
         "perfguard_version": __version__,
         "created": now_iso(),
         "config": None if config_path is None else str(config_path),
-        "summary": {"exit_code": run.exit_code(), **{name: run.count(name) for name in VERDICTS}},
+        "summary": {"exit_code": run.exit_code(), **{name: run.count(name) for name in VERDICTS},
+                    "not_measured": run.not_measured(),
+                    **({"interrupted": True} if run.interrupted else {}),
+                    **({"errors_allowed": True} if run.allow_errors else {})},
         "results": results,
     }
     return data if config is None else enrich(data, config, run.models)

@@ -50,7 +50,7 @@ def _current(r: dict[str, Any]) -> dict[str, Any]:
 
 def _changed_row(r: dict[str, Any]) -> str:
     moved = [d for d in ((r.get("analysis") or {}).get("drivers") or []) if d.get("time_s")]
-    why = text.driver(moved[0]) if moved else ""
+    why = "; ".join(filter(None, [text.toolchain_note(r), text.driver(moved[0]) if moved else ""]))
     if r.get("error"):
         message = r["error"]
         why = message if len(message) <= _ERROR_CHARS else message[:_ERROR_CHARS] + "..."

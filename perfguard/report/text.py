@@ -25,11 +25,40 @@ def seconds(value: float | None) -> str:
 
 
 def headline(summary: dict) -> str:
-    if summary.get("error"):
-        return f"{summary['error']} kernel(s) could not be measured"
+    """One line: what could not be measured (no statistics) or checked (measured, but no verdict:
+    an unreadable baseline or model, a refused comparison), then the regressions."""
+    parts = []
+    errors = summary.get("error") or 0
+    unmeasured = summary.get("not_measured")
+    if errors and isinstance(unmeasured, int) and 0 <= unmeasured <= errors:
+        if unmeasured:
+            parts.append(f"{unmeasured} kernel(s) could not be measured")
+        if errors - unmeasured:
+            parts.append(f"{errors - unmeasured} {'' if unmeasured else 'kernel(s) '}could not be checked")
+    elif errors:  # a report that does not say which: "checked" covers both
+        parts.append(f"{errors} kernel(s) could not be checked")
     if summary.get("regression"):
-        return f"{summary['regression']} regression(s) found"
-    return "no regressions"
+        parts.append(f"{summary['regression']} regression(s) found")
+    line = ", ".join(parts) or "no regressions"
+    if summary.get("interrupted"):
+        line = f"interrupted: {line}"
+    return line
+
+
+def toolchain_note(result: dict, width: int = 60) -> str:
+    """What differs between the toolchain of the baseline and of this run (on a regression or
+    an improvement), so that a compiler or simulator upgrade is explained, not blamed on the kernel."""
+    changed = result.get("toolchain_changed") or {}
+    if not isinstance(changed, dict) or not changed:
+        return ""
+
+    def short(value: object) -> str:
+        value = "?" if value is None else " ".join(str(value).split())
+        return value if len(value) <= width else value[: width - 3] + "..."
+
+    parts = [f"{tool} {short(d.get('baseline') if isinstance(d, dict) else None)} \u2192 "
+             f"{short(d.get('current') if isinstance(d, dict) else None)}" for tool, d in sorted(changed.items())]
+    return "toolchain changed since the baseline (" + "; ".join(parts) + "): the change may come from it, not the kernel"
 
 
 def count(value: int | float | None) -> str:
@@ -95,7 +124,7 @@ def findings(result: dict, most: int = 3) -> list[str]:
     """Sentences that explain a result's change, most telling first (plain text: escape to render)."""
     analysis = result.get("analysis") or {}
     before, after = analysis.get("baseline"), analysis.get("current")
-    out = []
+    out = [toolchain_note(result)] if result.get("toolchain_changed") else []
     if before and after and result.get("delta_pct"):
         phases = [f"{name} phase {signed_seconds(after[key] - before[key]) if after[key] != before[key] else 'unchanged'}"
                   for name, key in (("compute", "compute_s"), ("memory", "memory_s"))]

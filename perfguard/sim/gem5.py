@@ -76,6 +76,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from perfguard import jsonfile
 from perfguard.errors import InfraError, InputError, PerfguardError
 from perfguard.sim.base import SimResult, Simulator
 from perfguard.sim.gem5_config import (
@@ -296,7 +297,7 @@ def _flatten_json(data: object, name: str) -> dict[str, dict[str, str]]:
                     walk(item)
             elif isinstance(value, dict) and "peer" in value:  # a port
                 peer = value["peer"]
-                section[key] = " ".join(peer) if isinstance(peer, list) else _ini_value(peer)
+                section[key] = " ".join(map(_ini_value, peer)) if isinstance(peer, list) else _ini_value(peer)
             elif isinstance(value, list):
                 section[key] = " ".join(_ini_value(v) for v in value)
             elif isinstance(value, dict):
@@ -306,8 +307,12 @@ def _flatten_json(data: object, name: str) -> dict[str, dict[str, str]]:
         if children:
             section["children"] = " ".join(children)
 
-    walk(data)
-    sections["root"] = sections.pop(str(data["path"]), sections.get("root", {}))
+    root = dict(data, path=str(data.get("path", "root")))
+    try:
+        walk(root)
+    except RecursionError:
+        raise InputError(f"{name}: not a gem5 config.json (objects nested too deeply)") from None
+    sections["root"] = sections.pop(root["path"], sections.get("root", {}))
     return sections
 
 
@@ -333,10 +338,11 @@ def _clock_period(sections: dict[str, dict[str, str]], domain: str | None, depth
     if "clock" in section:  # SrcClockDomain: one period per DVFS performance level
         periods = [_int(v) for v in section["clock"].split()]
         level = _int(section.get("init_perf_level")) or 0
-        return periods[level] if 0 <= level < len(periods) else periods[0]
+        period = periods[level] if 0 <= level < len(periods) else periods[0] if periods else None
+        return period if period is not None and period > 0 else None
     divider = _int(section.get("clk_divider"))
     parent = _clock_period(sections, section.get("clk_domain"), depth + 1)
-    return parent * divider if parent is not None and divider else None
+    return parent * divider if parent is not None and divider and divider > 0 else None
 
 
 def config_from_sections(
@@ -437,11 +443,7 @@ def read_config(path: str | Path) -> Gem5Config | None:
         return None
     text, name = _read_source(path, "config")
     if path.suffix == ".json":
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{name}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
-        sections = _flatten_json(data, name)
+        sections = _flatten_json(jsonfile.loads(text, name, "not valid JSON"), name)
     else:
         sections = _parse_ini(text, name)
     return config_from_sections(sections, name)
@@ -750,10 +752,15 @@ def stats_from_file(
         cfg = config
     else:
         cfg = read_config(config)
-    stats = stats_from_gem5(chosen, cfg, cpus)
-    if earlier is None:
-        return stats
-    return subtract_stats(stats, stats_from_gem5(earlier, cfg, cpus))
+    try:
+        stats = stats_from_gem5(chosen, cfg, cpus)
+        if earlier is None:
+            return stats
+        return subtract_stats(stats, stats_from_gem5(earlier, cfg, cpus))
+    except InputError as exc:  # name the file the counts came from
+        if exc.message.startswith(str(stats_path)):
+            raise
+        raise InputError(f"{stats_path}: {exc.message}") from None
 
 
 # ---------------------------------------------------------------------------------------------

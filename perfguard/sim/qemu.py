@@ -17,9 +17,9 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from perfguard.errors import InfraError
+from perfguard.errors import InfraError, InputError
 from perfguard.sim.base import SimResult, Simulator
-from perfguard.sim.stats import STAT_FIELDS, Stats
+from perfguard.sim.stats import COUNT_LIMIT, STAT_FIELDS, Stats
 from perfguard.targets import TargetProfile
 
 PLUGIN_SOURCE = Path(__file__).with_name("qemu_plugin.c")
@@ -48,23 +48,28 @@ def _signal_name(number: int) -> str:
 
 
 def parse_plugin_output(text: str, source: str) -> tuple[Stats, int, int]:
-    """Strictly parse the plugin's statistics file: (roi Stats, roi_count, total_insts)."""
+    """Strictly parse the plugin's statistics file: (roi Stats, roi_count, total_insts).
+
+    InputError naming `source` and the line for anything else (the caller, which ran the
+    simulator, turns it into an infrastructure error)."""
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
     if not lines or lines[0] != OUTPUT_HEADER:
-        raise ValueError(f"{source}: first line is not '{OUTPUT_HEADER}'")
+        raise InputError(f"{source}: first line is not '{OUTPUT_HEADER}'")
     expected = list(STAT_FIELDS) + ["roi_count", "total_insts"]
     body = lines[1:]
     if len(body) != len(expected):
-        raise ValueError(f"{source}: expected {len(expected)} statistics lines, got {len(body)}")
+        raise InputError(f"{source}: expected {len(expected)} statistics lines, got {len(body)}")
     values: dict[str, int] = {}
     for number, (line, key) in enumerate(zip(body, expected), start=2):
         parts = line.split(" ")
         if len(parts) != 2 or parts[0] != key:
-            raise ValueError(f"{source}: line {number}: expected '{key} <count>', got {line[:80]!r}")
+            raise InputError(f"{source}: line {number}: expected '{key} <count>', got {line[:80]!r}")
         if not parts[1].isdigit() or not parts[1].isascii():
-            raise ValueError(f"{source}: line {number}: '{key}' is not a non-negative integer: {parts[1][:40]!r}")
+            raise InputError(f"{source}: line {number}: '{key}' is not a non-negative integer: {parts[1][:40]!r}")
+        if len(parts[1]) > 20 or int(parts[1]) >= COUNT_LIMIT:
+            raise InputError(f"{source}: line {number}: '{key}' does not fit in 64 bits")
         values[key] = int(parts[1])
     stats = Stats(**{name: values[name] for name in STAT_FIELDS})
     return stats, values["roi_count"], values["total_insts"]
@@ -227,7 +232,8 @@ class QemuSimulator(Simulator):
                 proc.wait()
                 raise
             if proc.returncode < 0:
-                raise InfraError(f"{where}: killed by {_signal_name(-proc.returncode)}; "
+                hint = " (out of memory? the kernel's OOM killer sends SIGKILL)" if -proc.returncode == signal.SIGKILL else ""
+                raise InfraError(f"{where}: killed by {_signal_name(-proc.returncode)}{hint}; "
                                  f"stderr: {_stderr_tail(stderr)}")
             if proc.returncode != 0:
                 raise InfraError(f"{where}: exited with status {proc.returncode}; stderr: {_stderr_tail(stderr)}")
@@ -241,8 +247,8 @@ class QemuSimulator(Simulator):
                                  f"{_one_line(str(exc))}") from None
             try:
                 stats, roi_count, total_insts = parse_plugin_output(text, "plugin output")
-            except ValueError as exc:
-                raise InfraError(f"{where}: plugin output is unparseable (prints garbage): {_one_line(str(exc))}; "
+            except InputError as exc:
+                raise InfraError(f"{where}: plugin output is unparseable (prints garbage): {_one_line(exc.message)}; "
                                  f"stderr: {_stderr_tail(stderr)}") from None
         if roi_count == 0:
             raise InfraError(f"{where}: the harness never entered its region of interest (no call to "

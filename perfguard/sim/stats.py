@@ -34,6 +34,8 @@ STAT_FIELDS = (
     "l2_writebacks",
 )
 
+COUNT_LIMIT = 1 << 64  # every count is an unsigned 64-bit counter in every back end
+
 
 @dataclass(frozen=True)
 class Stats:
@@ -76,6 +78,8 @@ class Stats:
                     raise InputError(f"{source}: stats field '{name}' must be an integer or null, got {value!r}")
                 if value < 0:
                     raise InputError(f"{source}: stats field '{name}' is negative ({value})")
+                if value >= COUNT_LIMIT:
+                    raise InputError(f"{source}: stats field '{name}' does not fit in 64 bits")
             values[name] = value
         return cls(**values)
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import math
 import warnings
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -102,7 +102,7 @@ def propose(X_seen: np.ndarray, y_seen: np.ndarray, X_pool: np.ndarray, count: i
 
 
 def search(family: Family, default: dict[str, Any], spec: KernelSpec, measurer: Measurer, trials: int,
-           batch: int, seed: int = 0, log: Callable[[str], None] | None = None) -> list[Trial]:
+           batch: int, seed: int = 0) -> list[Trial]:
     """Evaluate up to `trials` knob sets (the configured one first); returns every trial."""
     resolve = family.extra["resolve"]
     shape = {k: default[k] for k in family.shape_keys}

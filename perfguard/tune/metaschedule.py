@@ -67,15 +67,21 @@ def import_meta_schedule():
 
 
 @contextmanager
-def quiet_meta_schedule() -> Iterator[None]:
-    """MetaSchedule logs every iteration to stdout; perfguard shows its own progress."""
+def quiet_and_seeded(seed: int) -> Iterator[None]:
+    """MetaSchedule logs every iteration to stdout (perfguard shows its own progress), and its
+    XGBoost cost model scores candidates with numpy's global generator until it has data: seed
+    that too, or the same --seed would not give the same trials."""
+    import numpy as np
+
     logger = logging.getLogger(_LOGGER)
-    saved = logger.level
+    saved_level, saved_state = logger.level, np.random.get_state()
     logger.setLevel(logging.ERROR)
+    np.random.seed(seed)
     try:
         yield
     finally:
-        logger.setLevel(saved)
+        logger.setLevel(saved_level)
+        np.random.set_state(saved_state)
 
 
 def _classes():
@@ -141,6 +147,13 @@ def _classes():
     return ms, SimBuilder, SimRunner
 
 
+def candidate_spec(base: KernelSpec, family: str, shape: dict[str, Any], name: str, ir: str) -> KernelSpec:
+    """A candidate as a kernel: its module travels as TVM JSON, the family's reference checks it."""
+    return KernelSpec(name, "perfguard.tune.apply:candidate", family, {"ir": ir, "family": family, "shape": shape},
+                      reference="perfguard.tune.apply:reference", outputs=base.outputs, rtol=base.rtol,
+                      atol=base.atol)
+
+
 class CandidateSession:
     """What the builder and runner share: the measurer, the scratch folder, the candidates."""
 
@@ -162,11 +175,7 @@ class CandidateSession:
         return spec, artifact
 
     def spec_of(self, name: str, ir: str) -> KernelSpec:
-        """A candidate as a kernel: its module travels as TVM JSON, the family's reference checks it."""
-        b = self.base
-        return KernelSpec(name, "perfguard.tune.apply:candidate", self.measurer.family,
-                          {"ir": ir, "family": self.measurer.family, "shape": self.shape},
-                          reference="perfguard.tune.apply:reference", outputs=b.outputs, rtol=b.rtol, atol=b.atol)
+        return candidate_spec(self.base, self.measurer.family, self.shape, name, ir)
 
     def build_failed(self, spec: KernelSpec, result) -> None:
         self.measurer.fail(self.measurer.new_trial(spec.name), "build", result.error, result.seconds)
@@ -218,7 +227,7 @@ def tune(measurer: Measurer, base: KernelSpec, shape: dict[str, Any], strategy: 
     target = target_for(measurer.profile)
     with tempfile.TemporaryDirectory(prefix="perfguard-tune-", dir=work_dir) as scratch:
         session = CandidateSession(measurer, base, shape, Path(scratch))
-        with quiet_meta_schedule():
+        with quiet_and_seeded(seed):
             database = ms.tune_tir(
                 mod, target, scratch, max_trials_global=trials, num_trials_per_iter=batch,
                 builder=SimBuilder(session), runner=SimRunner(session), database="memory",

@@ -139,8 +139,7 @@ def tune_kernel(config: Config, spec: KernelSpec, profile: TargetProfile, execut
             import tvm
 
             replayed = apply.tuned(schedule=str(schedule.resolve()))
-            check_spec = metaschedule.CandidateSession(measurer, spec, shape, out_dir).spec_of(
-                name, tvm.ir.save_json(replayed))
+            check_spec = metaschedule.candidate_spec(spec, family.name, shape, name, tvm.ir.save_json(replayed))
     tuned = None
     if check_spec is not None:
         tuned = measurer.measure([check_spec], ["tuned"], [tuned_spec.params], record=False)[0]

@@ -1,0 +1,142 @@
+"""CI security policy of action.yml and .github/workflows/, checked on the parsed YAML.
+
+tests/test_action.py runs the linters (actionlint, zizmor at the regular and pedantic
+personas, the JSON schemas) and checks that every action is pinned to a commit. This file
+states perfguard's own rules on top, as properties of every workflow present and future:
+
+- nothing reaches a shell (or an inline github-script) through `${{ }}`: inputs, PR titles,
+  branch names and step outputs go through `env:` and are quoted by the script;
+- a workflow is denied every permission by default, and each job asks for what it needs;
+- code from a pull request (a `pull_request` workflow) runs without secrets and without any
+  write permission; `pull_request_target` is not used at all;
+- a job that can write (comments, branches, pull requests) runs no code from the repository
+  checkout, and a `workflow_run` job never checks anything out: it only handles data;
+- a checkout never leaves its token in .git/config.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+FILES = [REPO / "action.yml", *sorted((REPO / ".github" / "workflows").glob("*.y*ml"))]
+WORKFLOWS = [p for p in FILES if p.parent.name == "workflows"]
+
+
+def load(path: Path) -> dict:
+    document = yaml.safe_load(path.read_text())
+    if True in document:  # YAML 1.1 reads the key `on` as a boolean
+        document["on"] = document.pop(True)
+    return document
+
+
+def walk(node: Any, where: str = "") -> Iterator[tuple[str, Any, Any]]:
+    """(path, key, value) for every mapping entry in the document."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield f"{where}.{key}", key, value
+            yield from walk(value, f"{where}.{key}")
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from walk(value, f"{where}[{i}]")
+
+
+def steps(document: dict) -> Iterator[tuple[str, dict, dict]]:
+    """(job name, job, step) for every step; a composite action is one job named 'action'."""
+    if "runs" in document:
+        for step in document["runs"].get("steps", []):
+            yield "action", document["runs"], step
+    for name, job in (document.get("jobs") or {}).items():
+        for step in job.get("steps", []):
+            yield name, job, step
+
+
+def triggers(document: dict) -> set[str]:
+    on = document.get("on") or {}
+    if isinstance(on, str):
+        return {on}
+    return set(on)
+
+
+def writes(job: dict) -> list[str]:
+    permissions = job.get("permissions")
+    if permissions == "write-all":
+        return ["write-all"]
+    if isinstance(permissions, dict):
+        return sorted(scope for scope, level in permissions.items() if level == "write")
+    return []
+
+
+def test_files_exist():
+    assert FILES[0].is_file() and WORKFLOWS, FILES
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_no_expression_reaches_a_script(path):
+    for where, key, value in walk(load(path)):
+        if key == "run" and isinstance(value, str):
+            assert "${{" not in value, f"{path.name}{where}: use env: and a quoted variable instead"
+    for job, _, step in steps(load(path)):
+        if str(step.get("uses", "")).startswith("actions/github-script@"):
+            script = (step.get("with") or {}).get("script", "")
+            assert "${{" not in script, f"{path.name}: job {job}: github-script reads process.env instead"
+        assert "${{" not in str(step.get("shell", "")), f"{path.name}: job {job}: shell"
+
+
+@pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
+def test_permissions_are_denied_by_default_and_asked_per_job(path):
+    document = load(path)
+    assert document.get("permissions") == {}, f"{path.name}: top-level permissions must be {{}}"
+    for name, job in document["jobs"].items():
+        assert "permissions" in job, f"{path.name}: job {name} must say which permissions it needs"
+
+
+@pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
+def test_pull_request_code_gets_no_secret_and_no_write(path):
+    document = load(path)
+    assert "pull_request_target" not in triggers(document), f"{path.name}: pull_request_target runs PR code privileged"
+    if "pull_request" not in triggers(document):
+        return
+    text = path.read_text()
+    assert "secrets." not in text, f"{path.name}: a pull_request workflow must not use secrets"
+    for name, job in document["jobs"].items():
+        assert writes(job) == [], f"{path.name}: job {name} runs pull-request code with {writes(job)}"
+
+
+@pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
+def test_privileged_jobs_run_no_repository_code(path):
+    document = load(path)
+    data_only = "workflow_run" in triggers(document)  # runs with the base repository's token
+    for name, job in document["jobs"].items():
+        if not writes(job) and not data_only:
+            continue
+        for step in job.get("steps", []):
+            uses = str(step.get("uses", ""))
+            assert "run" not in step, f"{path.name}: job {name} can write and runs a shell step"
+            assert not uses.startswith("./"), f"{path.name}: job {name} can write and runs a local action"
+            if data_only:
+                assert not uses.startswith("actions/checkout@"), f"{path.name}: job {name} checks out code"
+            ref = str((step.get("with") or {}).get("ref", ""))
+            assert "head" not in ref, f"{path.name}: job {name} checks out a pull request's head"
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_checkout_never_keeps_its_token(path):
+    for job, _, step in steps(load(path)):
+        if str(step.get("uses", "")).startswith("actions/checkout@"):
+            assert (step.get("with") or {}).get("persist-credentials") is False, f"{path.name}: job {job}"
+
+
+def test_action_inputs_reach_scripts_through_env_only():
+    """Every input the composite action declares is read by some step, and only through env:."""
+    document = load(REPO / "action.yml")
+    used_in_env = set()
+    for _, _, step in steps(document):
+        for value in (step.get("env") or {}).values():
+            used_in_env.update(name for name in document["inputs"] if f"inputs.{name}" in str(value))
+        assert "inputs." not in str(step.get("run", "")), step.get("name")
+    assert used_in_env, "the action passes no input to its scripts"
