@@ -21,7 +21,7 @@ from perfguard.errors import InfraError, InputError
 from perfguard.executors import Executor, LocalExecutor
 from perfguard.guard.baselines import now_iso
 from perfguard.kernels import get_family
-from perfguard.pipeline import Job, JobResult, run_job
+from perfguard.pipeline import Job, JobResult, build_kernel, run_job
 from perfguard.predict.analytical import AnalyticalModel
 from perfguard.predict.dataset import Dataset, Row
 from perfguard.predict.evaluate import GroupMetrics, leave_one_group_out, metrics, summarize
@@ -103,11 +103,14 @@ def collect(config: Config, profile: TargetProfile, family_name: str, shapes: li
     cache = BuildCache(config.cache_dir)
     failed, unsteady = [], 0
     started = time.monotonic()
-    for (label, spec), result in zip(labelled, results):  # one at a time: timings need a quiet core
+    for (label, spec), job, result in zip(labelled, jobs, results):  # one at a time: timings need a quiet core
         if not result.ok:
             failed.append(f"{label} {json.dumps(spec.params, sort_keys=True)}: {result.error}")
             continue
-        binary = cache.lookup_build(result.content_hash) / "harness"
+        build_dir = cache.lookup_build(result.content_hash)
+        if build_dir is None:  # built by a remote worker: the same key builds the same binary here
+            build_dir = build_kernel(job, JobResult(spec.name, profile.name, family_name, {}, job.simulator, False)).build_dir
+        binary = build_dir / "harness"
         timing = time_native(binary, profile, f"{spec.name} ({label})")
         if not timing.steady:
             unsteady += 1
