@@ -15,8 +15,10 @@ import ctypes
 import datetime as _dt
 import os
 import platform
+import shutil
 import statistics
 import subprocess
+import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -65,9 +67,17 @@ class Timing:
         return asdict(self)
 
 
+_ADDR_NO_RANDOMIZE = 0x0040000
+
+
 def _pin(cpu: int):
+    """In the child: one core, and no address-space randomisation, so every run lays out the
+    stack and heap the same way (cache-set conflicts otherwise change from run to run)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+
     def pin() -> None:
         os.sched_setaffinity(0, {cpu})
+        libc.personality(_ADDR_NO_RANDOMIZE)
 
     return pin
 
@@ -78,6 +88,18 @@ def pick_cpu() -> int:
 
 
 def _batch(binary: Path, reps: int, warmup: int, cpu: int, timeout: float, where: str) -> list[float]:
+    # Like the simulators, run the binary from a fixed-length path: the path is laid out on the
+    # stack and would shift every address after it.
+    with tempfile.TemporaryDirectory(prefix="perfguard-native-", dir="/tmp") as tmp:
+        guest = Path(tmp) / "harness"
+        try:
+            os.link(binary, guest)
+        except OSError:
+            shutil.copy2(binary, guest)
+        return _run_batch(guest, reps, warmup, cpu, timeout, where)
+
+
+def _run_batch(binary: Path, reps: int, warmup: int, cpu: int, timeout: float, where: str) -> list[float]:
     try:
         proc = subprocess.run([str(binary), str(reps), str(warmup), "time"], env={}, capture_output=True,
                               text=True, timeout=timeout, preexec_fn=_pin(cpu))
