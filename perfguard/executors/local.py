@@ -9,10 +9,12 @@ starts and stops its own pool.
 from __future__ import annotations
 
 import multiprocessing
+import os
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import Callable, Sequence
 
 from perfguard.executors.base import Executor, J, R, default_workers
+from perfguard.signals import die_with_parent
 
 
 class LocalExecutor(Executor):
@@ -29,7 +31,8 @@ class LocalExecutor(Executor):
 
     def _start(self) -> ProcessPoolExecutor:
         if self._pool is None:
-            self._pool = ProcessPoolExecutor(max_workers=self._workers, mp_context=multiprocessing.get_context("spawn"))
+            self._pool = ProcessPoolExecutor(max_workers=self._workers, mp_context=multiprocessing.get_context("spawn"),
+                                             initializer=die_with_parent, initargs=(os.getpid(),))
         return self._pool
 
     def __enter__(self) -> "LocalExecutor":

@@ -70,6 +70,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from perfguard.errors import InfraError, InputError
+from perfguard.signals import die_with_parent
 from perfguard.sim.base import SimResult, Simulator
 from perfguard.sim.qemu import _link_or_copy, _one_line, _signal_name
 from perfguard.sim.stats import Stats
@@ -310,7 +311,8 @@ def _run_in_own_group(command: list[str], cwd: Path, deadline: float) -> tuple[i
     environment; at the deadline (status None) or on an interruption its whole process group
     is killed."""
     proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            cwd=cwd, env={}, start_new_session=True)
+                            cwd=cwd, env={}, start_new_session=True,
+                            preexec_fn=die_with_parent)
     try:
         stdout, stderr = proc.communicate(timeout=max(0.0, deadline - time.monotonic()))
     except subprocess.TimeoutExpired:

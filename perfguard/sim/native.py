@@ -24,6 +24,7 @@ from pathlib import Path
 
 from perfguard.build.toolchain import ffi_include_dir
 from perfguard.errors import InfraError
+from perfguard.signals import die_with_parent
 from perfguard.targets import TargetProfile
 
 DEFAULT_CV_BOUND = 0.03  # a batch whose spread is above 3 % is measured again
@@ -76,6 +77,7 @@ def _pin(cpu: int):
     libc = ctypes.CDLL(None, use_errno=True)
 
     def pin() -> None:
+        die_with_parent()
         os.sched_setaffinity(0, {cpu})
         libc.personality(_ADDR_NO_RANDOMIZE)
 

@@ -18,6 +18,7 @@ import tempfile
 from pathlib import Path
 
 from perfguard.errors import InfraError, InputError
+from perfguard.signals import die_with_parent
 from perfguard.sim.base import SimResult, Simulator
 from perfguard.sim.stats import COUNT_LIMIT, STAT_FIELDS, Stats
 from perfguard.targets import TargetProfile
@@ -211,7 +212,8 @@ class QemuSimulator(Simulator):
             cmd = [qemu, "-s", str(GUEST_STACK_BYTES), *target.qemu_cpu, "-plugin", self._plugin_arg(so, out, target), str(guest), *args]
             try:
                 proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                        stderr=subprocess.PIPE, env={}, start_new_session=True)
+                                        stderr=subprocess.PIPE, env={}, start_new_session=True,
+                                        preexec_fn=die_with_parent)
             except OSError as exc:
                 raise InfraError(f"{where}: cannot start {target.qemu}: {_one_line(str(exc))}") from None
             try:

@@ -1,0 +1,90 @@
+"""A perfguard killed outright (SIGKILL: the OOM killer, a runner that kills only the main
+process) leaves no pool worker and no simulator running behind it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+pytestmark = pytest.mark.skipif(shutil.which("qemu-aarch64") is None, reason="needs qemu-aarch64 (scripts/setup.sh)")
+
+# Two kernels that each simulate for several seconds, so every pool worker (or, with -j 1, the
+# main process itself) is busy in QEMU when the main process is killed.
+PROJECT = """\
+[perfguard]
+targets = ["aarch64"]
+cache_dir = "{cache}"
+
+[[kernel]]
+name = "gemm_a"
+entry = "perfguard.kernels.gemm:gemm"
+family = "gemm"
+params = {{ M = 384, N = 384, K = 384, vector = 1, tile_n = 8 }}
+
+[[kernel]]
+name = "gemm_b"
+entry = "perfguard.kernels.gemm:gemm"
+family = "gemm"
+params = {{ M = 384, N = 384, K = 320, vector = 1, tile_n = 8 }}
+"""
+
+
+def _name(p: psutil.Process) -> str:
+    try:
+        return p.name()
+    except psutil.NoSuchProcess:
+        return ""
+
+
+def _alive(procs: list[psutil.Process]) -> list[str]:
+    left = []
+    for p in procs:
+        try:
+            if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+                left.append(f"{p.pid} {' '.join(p.cmdline())[-120:]}")
+        except psutil.NoSuchProcess:
+            pass
+    return left
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_sigkill_of_the_main_process_leaves_no_worker_or_simulator(tmp_path, jobs):
+    (tmp_path / "perfguard.toml").write_text(PROJECT.format(cache=tmp_path / "cache"))
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    main = subprocess.Popen([sys.executable, "-m", "perfguard.cli", "baseline", "update", "-j", str(jobs)],
+                            cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    parent = psutil.Process(main.pid)
+    deadline = time.monotonic() + 240
+    descendants: list[psutil.Process] = []
+    try:
+        # Wait until every worker runs a simulator: the moment a kill hurts most.
+        while time.monotonic() < deadline and main.poll() is None:
+            descendants = parent.children(recursive=True)
+            if sum("qemu-aarch64" in _name(p) for p in descendants) >= jobs:
+                break
+            time.sleep(0.2)
+        assert main.poll() is None, "the update ended before its simulations started"
+        assert sum("qemu" in _name(p) for p in descendants) >= jobs
+        workers = [p for p in descendants if "python" in _name(p)]
+        assert len(workers) >= (jobs if jobs > 1 else 0), [p.cmdline() for p in descendants]
+        main.send_signal(signal.SIGKILL)
+        main.wait()
+        end = time.monotonic() + 10
+        while _alive(descendants) and time.monotonic() < end:
+            time.sleep(0.2)
+        left = _alive(descendants)
+        assert left == [], "\n".join(left)
+    finally:
+        for p in [parent, *descendants]:
+            try:
+                p.kill()
+            except psutil.NoSuchProcess:
+                pass
