@@ -6,11 +6,9 @@ because a misspelt threshold that quietly falls back to the default is a gate th
 
 from __future__ import annotations
 
-import importlib
 import math
 import os
 import re
-import sys
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +18,7 @@ from perfguard import jsonfile
 from perfguard.errors import InputError
 from perfguard.sim.base import SIMULATOR_NAMES
 from perfguard.targets import BUILTIN, TargetProfile, profile_from_config
+from perfguard.user_code import import_user_module
 
 DEFAULT_THRESHOLD = 2.0
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*$")
@@ -274,13 +273,10 @@ def _kernel(path: Path, i: int, table: Any, profiles: dict) -> KernelSpec:
 
 
 def load_callable(ref: str, root: Path, where: str) -> Callable:
-    """Import "module:function", with the config's folder first on the import path."""
+    """Import "module:function" from the config's folder (perfguard.user_code isolates it)."""
     module_name, _, attr = ref.partition(":")
-    root_str = str(root)
-    if root_str not in sys.path:
-        sys.path.insert(0, root_str)
     try:
-        module = importlib.import_module(module_name)
+        module = import_user_module(module_name, root)
     except Exception as exc:
         raise InputError(f"{where}: cannot import '{module_name}': {type(exc).__name__}: {exc}".splitlines()[0]) from None
     func = getattr(module, attr, None)

@@ -1,0 +1,77 @@
+"""Importing a configuration's own kernel modules, isolated from every other configuration's.
+
+A user's `entry = "mykernels.ops:qk"` is imported with the config's folder first on the import
+path. Python keeps imported modules in `sys.modules` for the life of the process, so a second
+configuration in the same process (a long pytest session, a Dask worker, `compare` of two
+checkouts) that also has a `mykernels` package would silently get the first one's code. Each
+import here therefore records which modules it brought in from its folder; importing for
+another folder first forgets those, and takes the other folders perfguard put on the path
+off it again.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+from types import ModuleType
+
+_LOADED: dict[Path, set[str]] = {}  # config folder -> names of the user modules imported from it
+_ON_PATH: list[str] = []  # folders perfguard itself put on sys.path (others are left alone)
+_current: Path | None = None
+
+
+def _module_file(module: ModuleType) -> Path | None:
+    spec_file = getattr(module, "__file__", None)
+    if spec_file is None:
+        paths = list(getattr(module, "__path__", []) or [])
+        spec_file = paths[0] if paths else None
+    return None if spec_file is None else Path(spec_file).resolve()
+
+
+def _is_user_module(name: str, module: ModuleType, root: Path) -> bool:
+    """Imported from the config's folder, and neither perfguard itself nor an installed package."""
+    if name == "perfguard" or name.startswith("perfguard."):
+        return False
+    path = _module_file(module)
+    if path is None or root not in path.parents:
+        return False
+    return not any(part in ("site-packages", "dist-packages") for part in path.parts)
+
+
+def _switch_to(root: Path) -> None:
+    global _current
+    if _current == root:
+        return
+    for other, names in _LOADED.items():
+        if other != root:
+            for name in names:
+                sys.modules.pop(name, None)
+            names.clear()
+    for folder in list(_ON_PATH):
+        if folder != str(root) and folder in sys.path:
+            sys.path.remove(folder)
+            _ON_PATH.remove(folder)
+    importlib.invalidate_caches()  # the folder's files may have been written since the last look
+    _current = root
+
+
+def import_user_module(module_name: str, root: Path) -> ModuleType:
+    """import_module with `root` first on the path and nothing left over from another root."""
+    root = root.resolve()
+    _switch_to(root)
+    folder = str(root)
+    if folder in sys.path:
+        sys.path.remove(folder)
+    sys.path.insert(0, folder)
+    if folder not in _ON_PATH:
+        _ON_PATH.append(folder)
+    before = set(sys.modules)
+    try:
+        return importlib.import_module(module_name)
+    finally:
+        loaded = _LOADED.setdefault(root, set())
+        for name in set(sys.modules) - before:
+            module = sys.modules.get(name)
+            if module is not None and _is_user_module(name, module, root):
+                loaded.add(name)
