@@ -200,8 +200,7 @@ def _run(job: Job, result: JobResult) -> None:
     built = build_kernel(job, result)
     result.toolchain["simulator"] = simulator.fingerprint(job.profile)
     cache = BuildCache(job.cache_dir)
-    sim_key = digest(result.binary_hash, job.simulator, simulator.fingerprint(job.profile), str(job.reps),
-                     str(job.warmup))
+    sim_key = simulation_key(job, result.binary_hash, simulator.fingerprint(job.profile))
     record = cache.lookup_sim(sim_key)
     raw = None if record is None else cache.lookup_outputs(sim_key)
     if raw is not None and len(raw) != sum(t.nbytes for t in built.lowered.tensors if t.output):
@@ -216,6 +215,11 @@ def _run(job: Job, result: JobResult) -> None:
     stats = Stats.from_dict(record["stats"], f"simulation cache entry {sim_key}")
     result.stats = stats if job.reps == 1 else stats.scaled(1.0 / job.reps)
     check_built(job, result, built, _decode(raw, built, job.simulator), sim_key)
+
+
+def simulation_key(job: Job, binary_hash: str, fingerprint: str) -> str:
+    """Everything that decides a simulation's statistics and outputs."""
+    return digest(binary_hash, job.simulator, fingerprint, str(job.reps), str(job.warmup))
 
 
 def _decode(raw: bytes, built: Built, simulator: str) -> list[np.ndarray]:
