@@ -71,7 +71,7 @@ class JobResult:
     max_error: float | None = None  # worst output difference against the reference
     reference: str | None = None  # what checked the outputs: numpy | family | self (verify.REFERENCE_KINDS)
     rechecked: bool = False  # the output check ran (its cache key was new)
-    flops: int | None = None  # floating-point operations of one call (built-in families)
+    flops: int | None = None  # floating-point operations of one call (a family's count or the kernel's `flops`)
     tensor_bytes: int | None = None  # bytes of all tensors: the compulsory memory traffic
 
     def to_dict(self) -> dict[str, Any]:
