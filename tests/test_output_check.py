@@ -7,6 +7,7 @@ answer of the same config on an empty cache.
 from __future__ import annotations
 
 import json
+import re
 import sys
 import textwrap
 from pathlib import Path
@@ -279,3 +280,18 @@ def test_doctor_reads_the_config(tmp_path, capsys):
     assert "1 required tool(s) missing" in out
     path.write_text('[perfguard]\ntargets = ["sparc"]\n')
     assert main(["doctor", "--config", str(path)]) == 2
+
+
+def test_flop_expressions_are_arithmetic_over_params_only():
+    from perfguard import flopcount
+    from perfguard.errors import InputError
+
+    params = {"M": 6, "N": 4, "K": 5, "dtype": "float32", "fast": True}
+    assert flopcount.evaluate("2 * M * N * K", params, "w") == 240
+    assert flopcount.evaluate("max(M, N) ** 2 // 4 - min(K, 3) + 7 % 4 + 1.6", params, "w") == 11  # 9 - 3 + 3 + 1.6, rounded
+    assert flopcount.parse(120, params, "w") == "120" and flopcount.parse("m.mod:f", params, "w") == "m.mod:f"
+    for text, needle in [("M.bit_length()", "only numbers"), ("open('x')", "only numbers"), ("dtype * 2", "not a numeric"),
+                         ("fast * 2", "not a numeric"), ("M / (N - 4)", "division by zero"), ("2 **", "not an arithmetic"),
+                         ("9 ** 99", "too large"), ("-M", "finite number >= 0"), ("[M]", "only numbers")]:
+        with pytest.raises(InputError, match=re.escape(needle)):
+            flopcount.evaluate(text, params, "kernel 'k': flops")
