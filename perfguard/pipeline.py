@@ -213,8 +213,8 @@ def _run(job: Job, result: JobResult) -> None:
         cache.store_sim(sim_key, record, raw)
         result.resimulated = True
     stats = Stats.from_dict(record["stats"], f"simulation cache entry {sim_key}")
-    result.stats = stats if job.reps == 1 else stats.scaled(1.0 / job.reps)
     check_built(job, result, built, _decode(raw, built, job.simulator), sim_key)
+    result.stats = stats if job.reps == 1 else stats.scaled(1.0 / job.reps)  # a wrong kernel gets no score
 
 
 def simulation_key(job: Job, binary_hash: str, fingerprint: str) -> str:
