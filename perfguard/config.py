@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from perfguard import jsonfile
+from perfguard import flopcount, jsonfile
 from perfguard.errors import InputError
 from perfguard.sim.base import SIMULATOR_NAMES
 from perfguard.targets import BUILTIN, TargetProfile, profile_from_config
@@ -32,6 +32,10 @@ _TOP_KEYS = {
 }
 _KERNEL_KEYS = {"name", "entry", "family", "params", "threshold", "reference", "targets", "outputs", "rtol", "atol"}
 
+# -- trusting a kernel's outputs and work (issue 17): keys kept apart from the ones above --------
+_TOP_KEYS |= {"require_reference"}  # every kernel must name a numpy reference (no self-consistency only)
+_KERNEL_KEYS |= {"flops"}  # "2 * M * N * K" over params, or "module:function" called with the params
+
 
 @dataclass(frozen=True)
 class KernelSpec:
@@ -45,6 +49,7 @@ class KernelSpec:
     outputs: int | None = None
     rtol: float | None = None
     atol: float | None = None
+    flops: str | None = None  # an expression over params or "module:function" (perfguard.flopcount)
 
 
 @dataclass(frozen=True)
@@ -65,16 +70,20 @@ class Config:
     drift_mape: float = 15.0  # percent: above it, `calibrate drift` says retrain
     drift_spearman: float = 0.9  # below it, likewise
     profiles: dict[str, TargetProfile] = field(default_factory=dict)
+    require_reference: bool = False
 
-    def kernel(self, name: str) -> KernelSpec:
+    # A name from the command line is not the config's fault: `where` names the option instead.
+    def kernel(self, name: str, where: str = "") -> KernelSpec:
         for spec in self.kernels:
             if spec.name == name:
                 return spec
-        raise InputError(f"{self.path}: unknown kernel '{name}' (configured: {', '.join(k.name for k in self.kernels)})")
+        raise InputError(f"{where + ': ' if where else ''}unknown kernel '{name}' "
+                         f"(configured in {self.path}: {', '.join(k.name for k in self.kernels)})")
 
-    def profile(self, name: str) -> TargetProfile:
+    def profile(self, name: str, where: str = "") -> TargetProfile:
         if name not in self.profiles:
-            raise InputError(f"{self.path}: unknown target '{name}' (known: {', '.join(sorted(self.profiles))})")
+            raise InputError(f"{where + ': ' if where else ''}unknown target '{name}' "
+                             f"(known: {', '.join(sorted(self.profiles))})")
         return self.profiles[name]
 
     def kernel_threshold(self, spec: KernelSpec, override: float | None = None) -> float:
@@ -224,7 +233,14 @@ def _build(path: Path, top: dict, kernels: Any, targets: Any, prefix: str) -> Co
         drift_mape=_number(top.get("drift_mape", 15.0), f"{path}: {prefix}.drift_mape"),
         drift_spearman=_number(top.get("drift_spearman", 0.9), f"{path}: {prefix}.drift_spearman"),
         profiles=profiles,
+        require_reference=_flag(top.get("require_reference", False), f"{path}: {prefix}.require_reference"),
     )
+
+
+def _flag(value: Any, where: str) -> bool:
+    if not isinstance(value, bool):
+        raise InputError(f"{where}: must be true or false, got {value!r}")
+    return value
 
 
 def _kernel(path: Path, i: int, table: Any, profiles: dict) -> KernelSpec:
@@ -243,7 +259,7 @@ def _kernel(path: Path, i: int, table: Any, profiles: dict) -> KernelSpec:
         raise InputError(f"{where}: name has characters outside [A-Za-z0-9_.+-]")
     entry = table["entry"]
     if not _CALLABLE.fullmatch(entry):
-        raise InputError(f"{where}: entry '{entry}' must be 'module:function' (dotted Python names, not a path)")
+        raise InputError(f"{where}: entry '{entry}' must be 'module:function'{_callable_hint(entry)}")
     family = table.get("family")
     if family is not None and (not isinstance(family, str) or not _NAME.fullmatch(family)):
         raise InputError(f"{where}: family must be a simple name, got {family!r}")
@@ -253,13 +269,14 @@ def _kernel(path: Path, i: int, table: Any, profiles: dict) -> KernelSpec:
     jsonfile.check_plain(params, f"{where}: params")  # they go into baselines and reports as JSON
     reference = table.get("reference")
     if reference is not None and (not isinstance(reference, str) or not _CALLABLE.fullmatch(reference)):
-        raise InputError(f"{where}: reference must be 'module:function' (dotted Python names), got {reference!r}")
+        hint = _callable_hint(reference) if isinstance(reference, str) else ""
+        raise InputError(f"{where}: reference must be 'module:function'{hint}, got {reference!r}")
     targets = table.get("targets")
     if targets is not None:
         targets = _string_list(targets, f"{where}: targets")
         for t in targets:
             if t not in profiles:
-                raise InputError(f"{where}: targets: unknown target '{t}'")
+                raise InputError(f"{where}: targets: unknown target '{t}' (known: {', '.join(sorted(profiles))})")
     outputs = table.get("outputs")
     if outputs is not None:
         outputs = _number(outputs, f"{where}: outputs", 1, integer=True)
@@ -268,8 +285,23 @@ def _kernel(path: Path, i: int, table: Any, profiles: dict) -> KernelSpec:
         threshold = _number(threshold, f"{where}: threshold")
     rtol, atol = table.get("rtol"), table.get("atol")
     rtol = None if rtol is None else _number(rtol, f"{where}: rtol")
+    if rtol is not None and rtol >= 1.0:  # 100 % off would pass: no check at all
+        raise InputError(f"{where}: rtol: must be < 1 (a relative tolerance; 1e-5 is 0.001 %), got {rtol!r}")
     atol = None if atol is None else _number(atol, f"{where}: atol")
-    return KernelSpec(name, entry, family, params, threshold, reference, targets, outputs, rtol, atol)
+    flops = table.get("flops")
+    if flops is not None:
+        flops = flopcount.parse(flops, params, f"{where}: flops")
+    return KernelSpec(name, entry, family, params, threshold, reference, targets, outputs, rtol, atol, flops)
+
+
+def _callable_hint(text: str) -> str:
+    """Why a 'module:function' string was refused, and the likely fix."""
+    if "/" in text or "\\" in text or text.endswith(".py") or text.startswith("."):
+        return " (dotted Python names, not a path)"
+    module, _, function = text.rpartition(".")
+    if ":" not in text and _CALLABLE.fullmatch(f"{module}:{function}"):
+        return f" (a colon before the function: did you mean '{module}:{function}'?)"
+    return " (dotted Python names)"
 
 
 def load_callable(ref: str, root: Path, where: str) -> Callable:

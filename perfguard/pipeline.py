@@ -16,11 +16,11 @@ from typing import Any
 
 import numpy as np
 
-from perfguard import __version__
+from perfguard import __version__, flopcount
 from perfguard.build.cache import BuildCache, digest, file_digest
 from perfguard.build.harness import HARNESS_VERSION, render_harness, template_digest
-from perfguard.build.inputs import decode_outputs, generate
-from perfguard.build.lower import LoweredKernel, build_host, build_object, inspect_module
+from perfguard.build.inputs import decode_outputs
+from perfguard.build.lower import LoweredKernel, build_object, inspect_module
 from perfguard.build.toolchain import cc_version, find_cc, link_harness
 from perfguard.config import KernelSpec, load_callable
 from perfguard.errors import InfraError, InputError, PerfguardError
@@ -28,6 +28,7 @@ from perfguard.signals import sigterm_interrupts
 from perfguard.sim.base import get_simulator
 from perfguard.sim.stats import Stats
 from perfguard.targets import TargetProfile
+from perfguard.verify import check_key, check_outputs, resolve_reference
 
 # Part of every build key: bump when the build recipe (flags, layout) changes.
 BUILD_RECIPE = 1
@@ -43,6 +44,7 @@ class Job:
     timeout: float
     reps: int
     warmup: int
+    require_reference: bool = False
 
     @property
     def label(self) -> str:
@@ -67,7 +69,9 @@ class JobResult:
     resimulated: bool = False
     seconds: float = 0.0
     max_error: float | None = None  # worst output difference against the reference
-    flops: int | None = None  # floating-point operations of one call (built-in families)
+    reference: str | None = None  # what checked the outputs: numpy | family | self (verify.REFERENCE_KINDS)
+    rechecked: bool = False  # the output check ran (its cache key was new)
+    flops: int | None = None  # floating-point operations of one call (a family's count or the kernel's `flops`)
     tensor_bytes: int | None = None  # bytes of all tensors: the compulsory memory traffic
 
     def to_dict(self) -> dict[str, Any]:
@@ -147,13 +151,15 @@ def build_kernel(job: Job, result: JobResult) -> Built:
     lowered, params, family = resolve_kernel(spec, job.root, where)
     result.params = params
     result.tensor_bytes = sum(t.nbytes for t in lowered.tensors)
-    if family is not None:
+    if spec.flops is not None:
+        result.flops = kernel_flops(spec, job.root, where)
+    elif family is not None:
         result.flops = int(family.flops(**spec.params))
     cc = find_cc(profile)
     result.toolchain = {"cc": cc_version(cc), "tvm": tvm.__version__, "perfguard": __version__}
     cache = BuildCache(job.cache_dir)
     key = digest(lowered.ir_hash, profile.fingerprint(), result.toolchain["cc"], result.toolchain["tvm"],
-                 str(HARNESS_VERSION), template_digest(), str(BUILD_RECIPE))
+                 str(HARNESS_VERSION), template_digest(), str(BUILD_RECIPE), _layout(lowered))
     result.content_hash = key
     build_dir = cache.lookup_build(key)
     if build_dir is None:
@@ -171,86 +177,75 @@ def build_kernel(job: Job, result: JobResult) -> Built:
     return Built(build_dir, lowered, params, family, where)
 
 
+def kernel_flops(spec: KernelSpec, root: Path, where: str) -> int:
+    """A user kernel's `flops`: its expression over the params, or its function called with them."""
+    if not flopcount.is_callable(spec.flops):
+        return flopcount.evaluate(spec.flops, spec.params, f"{where}: flops")
+    func = load_callable(spec.flops, root, where)
+    try:
+        value = func(**spec.params)
+    except Exception as exc:
+        raise InputError(f"{where}: flops '{spec.flops}' raised {type(exc).__name__}: {exc}".splitlines()[0]) from None
+    return flopcount.count(value, f"{where}: flops '{spec.flops}'")
+
+
+def _layout(lowered: LoweredKernel) -> str:
+    """The tensors as the harness sees them: `outputs` decides which ones it prints."""
+    return json.dumps([[t.name, list(t.shape), t.dtype, t.output] for t in lowered.tensors])
+
+
 def _run(job: Job, result: JobResult) -> None:
     simulator = get_simulator(job.simulator, job.cache_dir)
     simulator.check_available(job.profile)
     built = build_kernel(job, result)
     result.toolchain["simulator"] = simulator.fingerprint(job.profile)
     cache = BuildCache(job.cache_dir)
-    sim_key = digest(result.binary_hash, job.simulator, simulator.fingerprint(job.profile), str(job.reps),
-                     str(job.warmup))
+    sim_key = simulation_key(job, result.binary_hash, simulator.fingerprint(job.profile))
     record = cache.lookup_sim(sim_key)
-    if record is None:
+    raw = None if record is None else cache.lookup_outputs(sim_key)
+    if raw is not None and len(raw) != sum(t.nbytes for t in built.lowered.tensors if t.output):
+        raw = None  # cut short or edited: simulate again, as for a damaged record
+    if record is None or raw is None:
         sim = simulator.run(built.binary, job.profile, [str(job.reps), str(job.warmup)], job.timeout)
-        try:
-            outputs = decode_outputs(sim.stdout, built.lowered.tensors)
-        except ValueError as exc:
-            raise InfraError(f"{built.where}: harness printed garbage under {job.simulator}: {exc}") from None
-        max_error = _check_outputs(job.kernel, job.root, built.lowered, built.params, built.family, outputs,
-                                   built.where)
-        record = {"stats": sim.stats.to_dict(), "roi_count": sim.roi_count, "total_insts": sim.total_insts,
-                  "max_error": max_error}
-        cache.store_sim(sim_key, record)
+        raw = sim.stdout
+        record = {"stats": sim.stats.to_dict(), "roi_count": sim.roi_count, "total_insts": sim.total_insts}
+        _decode(raw, built, job.simulator)
+        cache.store_sim(sim_key, record, raw)
         result.resimulated = True
     stats = Stats.from_dict(record["stats"], f"simulation cache entry {sim_key}")
-    result.stats = stats if job.reps == 1 else stats.scaled(1.0 / job.reps)
-    result.max_error = record["max_error"]
+    check_built(job, result, built, _decode(raw, built, job.simulator), sim_key)
+    result.stats = stats if job.reps == 1 else stats.scaled(1.0 / job.reps)  # a wrong kernel gets no score
 
 
-def reference_outputs(spec: KernelSpec, root: Path, lowered: LoweredKernel, params: dict, family, inputs, where):
-    if spec.reference:
-        ref = load_callable(spec.reference, root, where)
-        try:
-            outputs = ref(inputs, **spec.params)
-        except Exception as exc:
-            raise InputError(f"{where}: reference '{spec.reference}' raised {type(exc).__name__}: {exc}".splitlines()[0]) from None
-    elif family is not None:
-        outputs = family.reference(inputs, **spec.params)
-    else:
-        outputs = _tvm_host_reference(lowered, inputs, where)
-    if isinstance(outputs, np.ndarray):
-        outputs = [outputs]
-    return [np.asarray(o) for o in outputs]
+def simulation_key(job: Job, binary_hash: str, fingerprint: str) -> str:
+    """Everything that decides a simulation's statistics and outputs."""
+    return digest(binary_hash, job.simulator, fingerprint, str(job.reps), str(job.warmup))
 
 
-def _tvm_host_reference(lowered: LoweredKernel, inputs: list[np.ndarray], where: str) -> list[np.ndarray]:
-    import tvm
-
-    lib = build_host(lowered, where)
-    args = [tvm.runtime.tensor(a) for a in inputs]
-    outs = [tvm.runtime.empty(t.shape, t.dtype) for t in lowered.tensors if t.output]
-    lib[lowered.symbol.removeprefix("__tvm_ffi_")](*args, *outs)
-    return [o.numpy() for o in outs]
+def _decode(raw: bytes, built: Built, simulator: str) -> list[np.ndarray]:
+    try:
+        return decode_outputs(raw, built.lowered.tensors)
+    except ValueError as exc:
+        raise InfraError(f"{built.where}: harness printed garbage under {simulator}: {exc}") from None
 
 
-def _check_outputs(spec, root, lowered, params, family, outputs, where) -> float:
-    """A wrong kernel is an infrastructure error (exit 3), never a score."""
-    inputs = [generate(t) for t in lowered.tensors if not t.output]
-    expected = reference_outputs(spec, root, lowered, params, family, inputs, where)
-    if len(expected) != len(outputs):
-        raise InputError(f"{where}: reference returned {len(expected)} outputs, the kernel has {len(outputs)}")
-    worst = 0.0
-    for got, want, t in zip(outputs, expected, [t for t in lowered.tensors if t.output]):
-        if tuple(want.shape) != tuple(got.shape):
-            raise InputError(f"{where}: reference output '{t.name}' has shape {want.shape}, kernel {got.shape}")
-        want = want.astype(np.float64)
-        got64 = got.astype(np.float64)
-        scale = max(1.0, float(np.max(np.abs(want))) if want.size else 1.0)
-        default = 1e-4 if t.dtype == "float32" else 1e-10 if t.dtype == "float64" else 0.0
-        rtol = spec.rtol if spec.rtol is not None else default
-        atol = spec.atol if spec.atol is not None else default * scale
-        if not np.all(np.isfinite(got64)):
-            raise InfraError(f"{where}: wrong result: output '{t.name}' has non-finite values")
-        diff = np.abs(got64 - want)
-        bad = diff > atol + rtol * np.abs(want)
-        if np.any(bad):
-            idx = np.unravel_index(int(np.argmax(diff)), diff.shape)
-            raise InfraError(
-                f"{where}: wrong result: output '{t.name}'{list(idx)} = {got64[idx]:.6g}, "
-                f"reference {want[idx]:.6g} ({int(bad.sum())} of {bad.size} elements off)"
-            )
-        worst = max(worst, float(diff.max()) if diff.size else 0.0)
-    return worst
+def check_built(job: Job, result: JobResult, built: Built, outputs: list[np.ndarray], outputs_key: str) -> None:
+    """The output check, or its cached answer under a key holding everything that decides it
+    (`outputs_key` stands for the outputs: the simulation's key, or the binary's hash natively)."""
+    spec = job.kernel
+    ref = resolve_reference(spec, job.root, built.lowered, built.family, built.where)
+    result.reference = ref.kind
+    if ref.kind == "self" and job.require_reference:
+        raise InputError(f"{built.where}: no numpy reference, and require_reference = true: add "
+                         f"reference = \"module:function\" to the kernel (see the README's \"Output check\")")
+    cache = BuildCache(job.cache_dir)
+    key = check_key(outputs_key, spec, ref, sum(t.output for t in built.lowered.tensors))
+    checked = cache.lookup_check(key)
+    if checked is None:
+        checked = {"max_error": check_outputs(spec, ref, built.lowered, outputs, built.where)}
+        cache.store_check(key, checked)
+        result.rechecked = True
+    result.max_error = checked["max_error"]
 
 
 def job_summary(result: JobResult) -> str:

@@ -157,10 +157,13 @@ class PerfguardSession:
             raise pytest.UsageError(f"perfguard: {exc.message}") from None
         collector = PerfguardCollector.from_parent(session, name="perfguard", nodeid="perfguard")
         native = bool(config.getoption("perfguard_native"))
-        for spec, target in pairs:
-            items.append(KernelItem.from_parent(collector, name=f"{spec.name}[{target}]",
-                                                callobj=_native_case if native else _simulated_case,
-                                                spec=spec, target=target))
+        kernel_items = [KernelItem.from_parent(collector, name=f"{spec.name}[{target}]",
+                                               callobj=_native_case if native else _simulated_case,
+                                               spec=spec, target=target) for spec, target in pairs]
+        items.extend(kernel_items)
+        # Report them as collected, as a collector would: the terminal counts items from collect
+        # reports, and would otherwise say "collected 0 items" before running them.
+        config.hook.pytest_collectreport(report=pytest.CollectReport(collector.nodeid, "passed", None, kernel_items))
 
     # -- results ----------------------------------------------------------------------------------
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:

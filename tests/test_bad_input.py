@@ -56,6 +56,10 @@ def scale(n=16):
     A = te.placeholder((n,), "float32", name="A")
     B = te.compute((n,), lambda i: A[i] * 2.0, name="B")
     return tvm.IRModule({"main": te.create_prim_func([A, B])})
+
+
+def two_outputs(inputs, **params):
+    return [inputs[0], inputs[0]]
 '''
 
 
@@ -101,6 +105,12 @@ def kernel(table: str):
 
 def entry(text: str):
     return edit("perfguard.toml", 'entry = "perfguard.kernels.gemv:gemv"', text)
+
+
+def user_kernel(extra: str = ""):
+    """The project's kernel replaced by a user kernel (no family, no numpy reference)."""
+    return edit("perfguard.toml", 'entry = "perfguard.kernels.gemv:gemv"\nfamily = "gemv"\nparams = { M = 16, K = 16 }',
+                f'entry = "mykernels.ops:scale"\nparams = {{ n = 16 }}\n{extra}')
 
 
 def write(path: str, data: bytes | str, argv: tuple[str, ...] = ("check",)):
@@ -286,12 +296,52 @@ CASES = [
          2, entry('entry = ".ops:f"')),
     Case("reference-path", "reference given as a file (`/tmp/ref.py:f`)", "reference must be 'module:function'", 2,
          edit("perfguard.toml", 'family = "gemv"', 'family = "gemv"\nreference = "/tmp/ref.py:f"')),
+    Case("entry-no-colon", "kernel entry without the colon (`mykernels.softmax.softmax`)",
+         "entry 'mykernels.softmax.softmax' must be 'module:function' (a colon before the function: did you mean "
+         "'mykernels.softmax:softmax'?)", 2, entry('entry = "mykernels.softmax.softmax"')),
+    # the output check: references, tolerances, outputs
+    Case("reference-output-count", "reference returning more outputs than the kernel has",
+         "reference returned 2 outputs, the kernel has 1", 2,
+         edit("perfguard.toml", 'family = "gemv"', 'family = "gemv"\nreference = "mykernels.ops:two_outputs"')),
+    Case("require-reference", "`require_reference = true` and a kernel without a numpy reference",
+         "no numpy reference, and require_reference = true", 2,
+         lambda project: user_kernel()(project) and top("require_reference = true")(project)),
+    Case("require-reference-type", "`require_reference = \"yes\"`", "perfguard.require_reference: must be true or false",
+         2, top('require_reference = "yes"')),
+    Case("rtol-negative", "negative tolerance (`rtol = -1e-5`)", "rtol: must be >= 0", 2,
+         edit("perfguard.toml", 'family = "gemv"', 'family = "gemv"\nrtol = -1e-5')),
+    Case("atol-nan", "non-finite tolerance (`atol = nan`)", "atol: must be a finite number", 2,
+         edit("perfguard.toml", 'family = "gemv"', 'family = "gemv"\natol = nan')),
+    Case("atol-inf", "infinite tolerance (`atol = inf`)", "atol: must be a finite number", 2,
+         edit("perfguard.toml", 'family = "gemv"', 'family = "gemv"\natol = inf')),
+    Case("rtol-one", "a relative tolerance that passes anything (`rtol = 1.0`)", "rtol: must be < 1", 2,
+         edit("perfguard.toml", 'family = "gemv"', 'family = "gemv"\nrtol = 1.0')),
+    Case("rtol-string", "tolerance as text (`rtol = \"1e-5\"`)", "rtol: must be a number", 2,
+         edit("perfguard.toml", 'family = "gemv"', 'family = "gemv"\nrtol = "1e-5"')),
+    Case("outputs-zero", "no outputs (`outputs = 0`)", "outputs: must be >= 1", 2,
+         edit("perfguard.toml", 'family = "gemv"', 'family = "gemv"\noutputs = 0')),
+    Case("outputs-too-many", "more outputs than parameters (`outputs = 5`)",
+         "outputs = 5 but the kernel has 2 parameters", 2, user_kernel("outputs = 5")),
+    # user kernels' flop counts
+    Case("flops-code", "flop count that is code (`__import__('os').system('reboot')`)",
+         "only numbers, params, + - * / // % **, min() and max() are allowed", 2,
+         user_kernel('flops = "__import__(\'os\').system(\'reboot\')"')),
+    Case("flops-unknown-param", "flop count naming an unknown param (`2 * Q`)", "flops: 'Q' is not a numeric param", 2,
+         user_kernel('flops = "2 * Q"')),
+    Case("flops-negative", "flop count below zero (`n - 100`)", "flops: must come to a finite number >= 0", 2,
+         user_kernel('flops = "n - 100"')),
+    Case("flops-huge-power", "flop count with a huge power (`n ** n ** n`)", "exponent or base too large", 2,
+         user_kernel('flops = "n ** n ** n"')),
     # targets, simulators, names
     Case("unknown-target", "unknown target in the config", "perfguard.targets: unknown target 'sparc'", 2,
          edit("perfguard.toml", 'targets = ["aarch64"]', 'targets = ["sparc"]')),
-    Case("unknown-target-cli", "unknown target on the command line", "unknown target 'mips'", 2,
+    Case("unknown-kernel-target", "unknown target in a kernel's `targets`",
+         "kernel 'v': targets: unknown target 'riscv' (known: aarch64, riscv64, riscv64v, x86_64)", 2,
+         edit("perfguard.toml", 'family = "gemv"', 'family = "gemv"\ntargets = ["riscv"]')),
+    Case("unknown-target-cli", "unknown target on the command line",
+         "error: --targets: unknown target 'mips' (known: aarch64, riscv64, riscv64v, x86_64)", 2,
          lambda project: ["check", "--targets", "mips"]),
-    Case("unknown-kernel-cli", "unknown kernel on the command line", "unknown kernel 'nope'", 2,
+    Case("unknown-kernel-cli", "unknown kernel on the command line", "error: --kernels: unknown kernel 'nope'", 2,
          lambda project: ["check", "--kernels", "nope"]),
     Case("unknown-simulator", "unknown simulator", "unknown simulator 'spike'", 2, top('simulator = "spike"')),
     Case("bad-cache-geometry", "impossible cache geometry", "target.aarch64.l1d: size 1000 is not a multiple", 2,
@@ -386,6 +436,8 @@ CASES = [
     # simulator statistics
     Case("sim-cache-corrupted", "simulation cache entry cut short", "(none: the kernel is simulated again)", 0,
          lambda project: _damage_sim_cache(project) or ["check"], check=simulated_again),
+    Case("sim-outputs-corrupted", "cached kernel outputs cut short", "(none: the kernel is simulated again)", 0,
+         lambda project: _damage_sim_cache(project, ".out") or ["check"], check=simulated_again),
     Case("plugin-output-cut", "QEMU plugin statistics cut short", "stats.txt: expected 21 statistics lines, got 9", 2,
          plugin_output("\n".join(stats_text().splitlines()[:10]) + "\n"), via="`perfguard.sim.qemu.parse_plugin_output`"),
     Case("plugin-output-negative", "QEMU plugin statistics with a negative count",
@@ -402,12 +454,13 @@ CASES = [
 ]
 
 
-def _damage_sim_cache(project: Path) -> None:
+def _damage_sim_cache(project: Path, part: str = ".json") -> None:
     cache = Path(project.joinpath("perfguard.toml").read_text().split('cache_dir = "')[1].split('"')[0])
     for entry in (cache / "sims").rglob("*.json"):
         record = json.loads(entry.read_text())
         if record.get("stats", {}).get("insts") == SEEDED_INSTS[0]:
-            entry.write_text(json.dumps(record)[:60])
+            damaged = entry.with_suffix(part)
+            damaged.write_bytes(damaged.read_bytes()[:60])
 
 
 SEEDED_INSTS: list[int] = []

@@ -113,6 +113,7 @@ def run(pytester, *args):
 def test_regression_fails_exactly_its_item_also_under_xdist(pytester, user_project):
     result = run(pytester, "--perfguard-update")
     assert result.ret == 0, result.stdout.str()
+    assert "collected 6 items" in result.stdout.str()  # 3 kernel items + 3 user tests, counted before running
     assert outcomes(result) == {k: "PASSED" for k in ITEMS | USER}
     assert "rewrote 5 baseline(s)" in result.stdout.str()  # 3 items + the 2 checks of the user tests
     assert (pytester.path / "baselines" / "aarch64" / "saxpy.json").is_file()
@@ -180,8 +181,8 @@ def test_filters_and_native_timing_with_pytest_benchmark(pytester, user_project)
 
 
 @pytest.mark.parametrize("args, needle", [
-    (["--perfguard", "--perfguard-kernels", "nope"], "unknown kernel 'nope'"),
-    (["--perfguard", "--perfguard-targets", "vax"], "unknown target 'vax'"),
+    (["--perfguard", "--perfguard-kernels", "nope"], "perfguard: --perfguard-kernels: unknown kernel 'nope'"),
+    (["--perfguard", "--perfguard-targets", "vax"], "perfguard: --perfguard-targets: unknown target 'vax' (known: "),
     (["--perfguard-kernels", "gemm_a"], "--perfguard-kernels needs --perfguard"),
     (["--perfguard-update", "--perfguard-native"], "cannot be combined"),
 ])

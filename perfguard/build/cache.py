@@ -15,7 +15,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from perfguard.atomic import atomic_write_text
+from perfguard.atomic import atomic_write_bytes, atomic_write_text
 from perfguard.errors import InputError
 from perfguard.sim.stats import Stats
 
@@ -71,11 +71,35 @@ class BuildCache:
         try:
             record = json.loads(path.read_text())
             Stats.from_dict(record["stats"])
-            if not isinstance(record.get("max_error"), (int, float, type(None))):
-                return None
         except (OSError, ValueError, TypeError, KeyError, InputError):  # ValueError: bad JSON or UTF-8
             return None
         return record
 
-    def store_sim(self, key: str, record: dict) -> None:
+    def store_sim(self, key: str, record: dict, outputs: bytes) -> None:
+        """The record and the kernel's raw outputs (the record last: it vouches for both)."""
+        atomic_write_bytes(self.sim_path(key).with_suffix(".out"), outputs)
         atomic_write_text(self.sim_path(key), json.dumps(record, sort_keys=True))
+
+    def lookup_outputs(self, key: str) -> bytes | None:
+        """The raw outputs a simulation printed: the output check runs again on them whenever its
+        own key (reference, tolerances, ...) is new, without simulating again."""
+        try:
+            return self.sim_path(key).with_suffix(".out").read_bytes()
+        except OSError:
+            return None
+
+    def check_path(self, key: str) -> Path:
+        return self.root / "checks" / key[:2] / f"{key}.json"
+
+    def lookup_check(self, key: str) -> dict | None:
+        """A passed output check ({"max_error": float}); failures are never stored."""
+        try:
+            record = json.loads(self.check_path(key).read_text())
+            if isinstance(record.get("max_error"), (int, float)) and not isinstance(record["max_error"], bool):
+                return record
+        except (OSError, ValueError, AttributeError):
+            pass
+        return None
+
+    def store_check(self, key: str, record: dict) -> None:
+        atomic_write_text(self.check_path(key), json.dumps(record, sort_keys=True))

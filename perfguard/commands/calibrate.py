@@ -86,7 +86,7 @@ def _families(config, target: str, family: str | None, need: str) -> list[str]:
 def run_collect(args) -> int:
     out = console()
     config = load_config(args.config)
-    profile = config.profile(args.target)
+    profile = config.profile(args.target, "--target")
     if args.variants < 2:
         raise InputError(f"--variants {args.variants}: need at least 2")
     if args.groups:
@@ -119,7 +119,7 @@ def run_ingest(args) -> int:
 
     out = console()
     config = load_config(args.config)
-    profile = config.profile(args.target)
+    profile = config.profile(args.target, "--target")
     rows, simulator, fingerprint = calibration.ingest_benchmark_json(args.benchmark_json, profile.name, args.family)
     path = args.output or dataset_path(config.baseline_dir, profile.name, args.family)
     dataset = load_dataset(path) if path.exists() else Dataset(profile.name, args.family, simulator, fingerprint)
@@ -150,7 +150,7 @@ def print_evaluation(evaluation, out) -> None:
 def run_evaluate(args) -> int:
     out = console()
     config = load_config(args.config)
-    profile = config.profile(args.target)
+    profile = config.profile(args.target, "--target")
     dataset = load_dataset(dataset_path(config.baseline_dir, profile.name, args.family))
     evaluation = calibration.evaluate(dataset, profile, _names(args.predictors))
     print_evaluation(evaluation, out)
@@ -165,7 +165,7 @@ def run_evaluate(args) -> int:
 def run_train(args) -> int:
     out = console()
     config = load_config(args.config)
-    profile = config.profile(args.target)
+    profile = config.profile(args.target, "--target")
     for family in _families(config, profile.name, args.family, "datasets"):
         dataset = load_dataset(dataset_path(config.baseline_dir, profile.name, family))
         from perfguard.predict.store import model_path
@@ -184,7 +184,7 @@ def run_drift(args) -> int:
 
     out = console()
     config = load_config(args.config)
-    profile = config.profile(args.target)
+    profile = config.profile(args.target, "--target")
     seed = args.seed or datetime.date.today().isoformat()
     verdicts = {}
     for family in _families(config, profile.name, args.family, "models"):

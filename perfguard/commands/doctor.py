@@ -6,9 +6,12 @@ import argparse
 import importlib.metadata
 import shutil
 import subprocess
+from pathlib import Path
+
+from rich.markup import escape
 
 from perfguard.build.toolchain import CC_PACKAGES
-from perfguard.errors import EXIT_INFRA, EXIT_OK
+from perfguard.errors import EXIT_INFRA, EXIT_OK, InputError, PerfguardError
 from perfguard.report.terminal import console
 from perfguard.targets import BUILTIN
 
@@ -17,6 +20,8 @@ _PYTHON = {"apache-tvm": "0.27.0.post1", "apache-tvm-ffi": "0.1.14.post1"}
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser("doctor", help="report installed and missing tools")
+    p.add_argument("--config", type=Path, help="perfguard.toml or pyproject.toml whose targets and simulator to "
+                                                "check (default: found from this folder, if any)")
     p.set_defaults(run=run)
 
 
@@ -70,5 +75,41 @@ def run(args: argparse.Namespace) -> int:
             path = find_gem5(isa)
             state = f"[green]ok[/]      gem5 for {isa}: {path}" if path else f"[dim]absent[/]  gem5 for {isa} (optional)"
             out.print(state)
+    missing += _config_needs(args.config, out)
     out.print("all required tools found" if not missing else f"{missing} required tool(s) missing")
     return EXIT_OK if not missing else EXIT_INFRA
+
+
+def _config_needs(path: Path | None, out) -> int:
+    """What the config's targets and simulator need, and whether each is here; the count missing.
+    Without a config (none given, none found) nothing more is checked."""
+    from perfguard.build.toolchain import find_cc
+    from perfguard.config import find_config, load_config
+    from perfguard.sim.base import get_simulator
+
+    if path is None:
+        try:
+            path = find_config(Path.cwd())
+        except InputError:
+            out.print("[dim]no perfguard.toml here: --config FILE says what a project needs[/]")
+            return 0
+    config = load_config(path)  # a bad config is exit 2, as for every command
+    targets = list(dict.fromkeys([*config.targets, *(t for k in config.kernels for t in (k.targets or ()))]))
+    out.print(f"{escape(str(config.path))} needs simulator {config.simulator} for "
+              f"{len(targets)} target(s): {escape(', '.join(targets))}")
+    simulator = get_simulator(config.simulator, config.cache_dir)
+    missing = 0
+    for name in targets:
+        profile = config.profile(name)
+        problems = []
+        for probe in (lambda: find_cc(profile), lambda: simulator.check_available(profile)):
+            try:
+                probe()
+            except PerfguardError as exc:
+                problems.append(exc.message)
+        if problems:
+            out.print(f"[red]missing[/] {escape(name)}: {escape('; '.join(problems))}")
+            missing += 1
+        else:
+            out.print(f"[green]ok[/]      {escape(name)}: {escape(profile.cc)} and {config.simulator} for {profile.isa}")
+    return missing

@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     out = console()
     config = load_config(args.config)
     spec = config.kernel(args.kernel)
-    profile = config.profile(args.target)
+    profile = config.profile(args.target, "--target")
     for name in ("trials", "parallel", "batch"):
         value = getattr(args, name)
         if value is not None and value < 1:

@@ -99,7 +99,7 @@ class CaseRunner:
     def pairs(self, kernels: list[str] | None = None, targets: list[str] | None = None) -> list[tuple[KernelSpec, str]]:
         from perfguard.guard.check import select
 
-        return select(self.config, kernels, targets)
+        return select(self.config, kernels, targets, ("--perfguard-kernels", "--perfguard-targets"))
 
     def spec(self, kernel: str | KernelSpec | Mapping[str, Any]) -> KernelSpec:
         """A configured kernel by name, a KernelSpec, or a [[kernel]]-like mapping."""

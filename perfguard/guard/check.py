@@ -54,12 +54,13 @@ class CheckRun:
         return sum(1 for o in self.outcomes if o.verdict.verdict == ERROR and not o.result.ok)
 
 
-def select(config: Config, kernels: list[str] | None, targets: list[str] | None) -> list[tuple[KernelSpec, str]]:
-    """The kernel x target pairs to run, in config order; unknown names are input errors."""
-    specs = [config.kernel(name) for name in kernels] if kernels else list(config.kernels)
+def select(config: Config, kernels: list[str] | None, targets: list[str] | None,
+           option_names: tuple[str, str] = ("--kernels", "--targets")) -> list[tuple[KernelSpec, str]]:
+    """The kernel x target pairs to run, in config order; unknown names are input errors naming the option."""
+    specs = [config.kernel(name, option_names[0]) for name in kernels] if kernels else list(config.kernels)
     if targets:
         for name in targets:
-            config.profile(name)
+            config.profile(name, option_names[1])
     pairs = []
     for spec in specs:
         for target in targets or config.targets:
@@ -73,7 +74,7 @@ def select(config: Config, kernels: list[str] | None, targets: list[str] | None)
 def make_jobs(config: Config, pairs: list[tuple[KernelSpec, str]], simulator: str | None = None) -> list[Job]:
     return [
         Job(spec, config.profile(target), config.root, config.cache_dir, simulator or config.simulator,
-            config.timeout, config.reps, config.warmup)
+            config.timeout, config.reps, config.warmup, config.require_reference)
         for spec, target in pairs
     ]
 

@@ -41,7 +41,7 @@ def _env() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     for name in ("pct", "seconds", "signed_seconds", "count", "signed_count", "share", "nbytes", "number",
-                 "joules", "bound", "model_kind", "threshold"):
+                 "joules", "bound", "model_kind", "threshold", "reference_kind"):
         env.filters[name] = getattr(text, name)
     return env
 
@@ -136,6 +136,9 @@ def _common(data: dict[str, Any]) -> dict[str, Any]:
         "simulators": sorted({r["simulator"] for r in results if r.get("simulator")}),
         "models": sorted({text.model_kind(r) for r in results if r.get("model_id")}),
         "roof_fraction_pct": round(ROOF_FRACTION * 100),
+        "self_consistency_note": text.self_consistency_note(results),
+        "no_flops": sum(1 for r in results if r.get("measured") and not r.get("flops")),
+        "flops_hint": text.FLOPS_HINT,
     }
 
 

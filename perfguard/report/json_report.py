@@ -45,6 +45,8 @@ def report_data(run: CheckRun, config_path: Path | None = None, config: Config |
             "measured": r.ok,  # False: no statistics (build, simulation or output check failed, or interrupted)
             "toolchain_changed": v.toolchain_changed,
             "flops": r.flops,
+            "reference": r.reference,  # what checked the outputs: numpy | family | self (self-consistency only)
+            "max_error": r.max_error,
             "tensor_bytes": r.tensor_bytes,
             "content_hash": r.content_hash,
             "toolchain": r.toolchain,

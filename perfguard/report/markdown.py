@@ -54,14 +54,14 @@ def _changed_row(r: dict[str, Any]) -> str:
     if r.get("error"):
         message = r["error"]
         why = message if len(message) <= _ERROR_CHARS else message[:_ERROR_CHARS] + "..."
-    return _cells([f"{_ICON[r['verdict']]} {r['verdict']}", md(r["kernel"]), md(r["target"]),
+    return _cells([f"{_ICON[r['verdict']]} {r['verdict']}", _kernel(r), md(r["target"]),
                    md(text.pct(r.get("delta_pct"))), md(text.threshold(r["threshold_pct"])),
                    md(text.seconds(r.get("current_time_s"))), md(text.seconds(r.get("baseline_time_s"))),
                    md(text.bound(_current(r).get("bound"))), md(why)])
 
 
 def _rest_row(r: dict[str, Any]) -> str:
-    return _cells([_ICON[r["verdict"]], md(r["kernel"]), md(r["target"]), md(text.pct(r.get("delta_pct"))),
+    return _cells([_ICON[r["verdict"]], _kernel(r), md(r["target"]), md(text.pct(r.get("delta_pct"))),
                    md(text.seconds(r.get("current_time_s"))), md(text.bound(_current(r).get("bound"))),
                    md(text.share(_current(r).get("peak_pct"))), md(text.model_kind(r))])
 
@@ -79,7 +79,13 @@ def _verdict_line(data: dict[str, Any]) -> list[str]:
         context.append(md(", ".join(simulators)))
     if data.get("commit"):
         context.append(f"commit `{md(data['commit'][:10])}`")
-    return [MARKER, f"### {icon} perfguard: {md(text.headline(summary))}", "", f"{counts} ({', '.join(context)})"]
+    note = text.self_consistency_note(results)
+    return [MARKER, f"### {icon} perfguard: {md(text.headline(summary))}", "", f"{counts} ({', '.join(context)})",
+            *(["", f"\u26a0\ufe0f {md(note)}"] if note else [])]
+
+
+def _kernel(r: dict[str, Any]) -> str:
+    return md(r["kernel"]) + (f" ({text.SELF_CONSISTENCY})" if r.get("reference") == "self" else "")
 
 
 def render_markdown(data: dict[str, Any], limit: int = LIMIT) -> str:

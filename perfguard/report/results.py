@@ -16,9 +16,10 @@ RESULT_DEFAULTS: dict[str, Any] = {
     "current_time_s": None, "baseline_time_s": None, "baseline_commit": None, "model_id": None,
     "calibrated": False, "stats": None, "stat_deltas": {}, "error": None, "flops": None,
     "analysis": None, "history": None, "calibration": None, "toolchain_changed": {}, "measured": None,
+    "reference": None,
 }
 _NUMBERS = ("delta_pct", "threshold_pct", "current_time_s", "baseline_time_s", "flops")
-_STRINGS = ("family", "simulator", "baseline_commit", "model_id", "error")
+_STRINGS = ("family", "simulator", "baseline_commit", "model_id", "error", "reference")
 _OBJECTS = ("params", "stats", "stat_deltas", "analysis", "history", "calibration", "toolchain_changed")
 
 

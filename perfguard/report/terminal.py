@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from perfguard.report.text import headline, pct, seconds, toolchain_note
+from perfguard.report.text import SELF_CONSISTENCY, headline, pct, seconds, self_consistency_note, toolchain_note
 
 _STYLE = {"regression": "bold red", "error": "bold yellow", "improvement": "bold green", "new": "cyan",
           "unchanged": "dim"}
@@ -44,7 +44,8 @@ def print_table(data: dict[str, Any], out: Console) -> None:
     for r in data["results"]:
         table.add_row(
             escape(r["kernel"]), escape(r["target"]),
-            f"[{_STYLE[r['verdict']]}]{r['verdict']}[/]" + (" (toolchain changed)" if r.get("toolchain_changed") else ""),
+            f"[{_STYLE[r['verdict']]}]{r['verdict']}[/]" + (" (toolchain changed)" if r.get("toolchain_changed") else "")
+            + (f" ({SELF_CONSISTENCY})" if r.get("reference") == "self" else ""),
             pct(r["delta_pct"]), f"{r['threshold_pct']:.2f} %",
             seconds(r["current_time_s"]), seconds(r["baseline_time_s"]),
             "" if not r["model_id"] else ("calibrated" if r["calibrated"] else "analytical"),
@@ -55,4 +56,7 @@ def print_table(data: dict[str, Any], out: Console) -> None:
             out.print(f"[bold yellow]error[/] {escape(r['error'])}")
         elif r.get("toolchain_changed"):
             out.print(f"[bold]note[/] {escape(r['kernel'] + '[' + r['target'] + ']: ' + toolchain_note(r))}")
+    note = self_consistency_note(data["results"])
+    if note:
+        out.print(f"[bold]note[/] {escape(note)}")
     out.print(f"[bold]{escape(headline(data['summary']))}[/]")

@@ -61,6 +61,27 @@ def toolchain_note(result: dict, width: int = 60) -> str:
     return "toolchain changed since the baseline (" + "; ".join(parts) + "): the change may come from it, not the kernel"
 
 
+SELF_CONSISTENCY = "self-consistency only"
+FLOPS_HINT = 'flops = "2 * M * N * K"'
+
+
+def reference_kind(result: dict) -> str:
+    """What checked the outputs, as every report says it."""
+    return {"numpy": "numpy reference", "family": "family's numpy reference",
+            "self": SELF_CONSISTENCY}.get(result.get("reference") or "", "")
+
+
+def self_consistency_note(results: list[dict]) -> str:
+    """One line for the results whose outputs only met the same kernel built for the host."""
+    names = [f"{r['kernel']}[{r['target']}]" for r in results if r.get("reference") == "self"]
+    if not names:
+        return ""
+    shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+    return (f"{len(names)} result(s) {SELF_CONSISTENCY} ({shown}): no numpy reference, so the outputs were "
+            "compared with the same kernel built for the host; a wrong kernel passes that. "
+            'Add reference = "module:function" to check against numpy')
+
+
 def count(value: int | float | None) -> str:
     if value is None:
         return "-"

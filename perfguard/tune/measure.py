@@ -16,11 +16,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from perfguard.build.cache import digest
 from perfguard.build.inputs import decode_outputs
 from perfguard.config import Config, KernelSpec
 from perfguard.errors import EXIT_INFRA, InfraError, PerfguardError
 from perfguard.executors.base import Executor
-from perfguard.pipeline import Job, JobResult, _check_outputs, build_kernel, run_job
+from perfguard.pipeline import Job, JobResult, build_kernel, check_built, run_job
 from perfguard.predict.select import predictor_for
 from perfguard.sim.native import check_native, time_native
 from perfguard.sim.stats import Stats
@@ -79,8 +80,7 @@ def _native_check(job: Job, result: JobResult) -> None:
         outputs = decode_outputs(proc.stdout, built.lowered.tensors)
     except ValueError as exc:
         raise InfraError(f"{built.where}: harness printed garbage natively: {exc}") from None
-    result.max_error = _check_outputs(job.kernel, job.root, built.lowered, built.params, built.family, outputs,
-                                      built.where)
+    check_built(job, result, built, outputs, digest(result.binary_hash, "native"))
 
 
 def native_check_job(job: Job) -> JobResult:

@@ -52,7 +52,7 @@ def kernel_snippet(spec: KernelSpec, result) -> str:
         lines.append(f"reference = {toml_value(spec.reference)}")
     lines.append(f"params = {toml_value(spec.params)}")
     lines.append(f"targets = {toml_value(list(spec.targets or ()))}")
-    for key in ("threshold", "outputs", "rtol", "atol"):
+    for key in ("threshold", "outputs", "rtol", "atol", "flops"):
         if getattr(spec, key) is not None:
             lines.append(f"{key} = {toml_value(getattr(spec, key))}")
     return "\n".join(lines) + "\n"

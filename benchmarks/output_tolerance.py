@@ -1,0 +1,95 @@
+"""What the built-in families need of the output check's default tolerance, on every ISA.
+
+For each kernel x target it simulates the kernel (checked loosely, so nothing fails here), reads
+the raw outputs back from the cache and reports perfguard.verify.needed_tolerance: the smallest t
+with |kernel - reference| <= t * |reference| + t * max|reference| everywhere. The default
+(verify.DEFAULT_TOL) must stay well above the largest figure. Kernels: this repository's
+perfguard.toml, and per family the first variants of its knob space (other loop orders, tiles,
+vector widths: other summation orders) at a shape with a long reduction.
+
+    python benchmarks/output_tolerance.py [--variants 3] [-j 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import itertools
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from perfguard.build.cache import BuildCache  # noqa: E402
+from perfguard.build.inputs import decode_outputs, generate  # noqa: E402
+from perfguard.config import KernelSpec, load_config  # noqa: E402
+from perfguard.executors import LocalExecutor  # noqa: E402
+from perfguard.guard.check import make_jobs  # noqa: E402
+from perfguard.kernels import get_family  # noqa: E402
+from perfguard.pipeline import resolve_kernel, run_job, simulation_key  # noqa: E402
+from perfguard.sim.base import get_simulator  # noqa: E402
+from perfguard.verify import DEFAULT_TOL, needed_tolerance, reference_outputs, resolve_reference  # noqa: E402
+
+ISAS = ("x86_64", "aarch64", "riscv64")
+# Long reductions, small outputs: K (gemm, gemv, dense_relu), C x R x S (conv2d), R x S (depthwise).
+LONG = {"gemm": dict(M=16, N=16, K=2048), "gemv": dict(M=64, K=4096), "dense_relu": dict(B=4, I=2048, O=32),
+        "conv2d": dict(C=128, H=8, W=8, F=16, R=3, S=3, stride=1, padding=1),
+        "depthwise_conv2d": dict(C=16, H=16, W=16, R=7, S=7, padding=3)}
+LOOSE = dict(rtol=0.5, atol=1e30)  # nothing fails while measuring
+
+
+def specs(config, variants: int) -> list[KernelSpec]:
+    out = [dataclasses.replace(k, **LOOSE) for k in config.kernels]
+    for family, shape in LONG.items():
+        fam = get_family(family)
+        for i, params in enumerate(itertools.islice(fam.space(**shape), 0, None, 37)):
+            if i >= variants:
+                break
+            out.append(KernelSpec(f"{family}_long_{i}", f"{fam.entry.__module__}:{fam.entry.__name__}", family,
+                                  params, **LOOSE))
+    return out
+
+
+def needed(job, result) -> float:
+    lowered, _, family = resolve_kernel(job.kernel, job.root, job.label)
+    fingerprint = get_simulator(job.simulator, job.cache_dir).fingerprint(job.profile)
+    raw = BuildCache(job.cache_dir).lookup_outputs(simulation_key(job, result.binary_hash, fingerprint))
+    outputs = decode_outputs(raw, lowered.tensors)
+    ref = resolve_reference(job.kernel, job.root, lowered, family, job.label)
+    inputs = [generate(t) for t in lowered.tensors if not t.output]
+    expected = reference_outputs(job.kernel, ref, lowered, inputs, job.label)
+    return max(needed_tolerance(g, w) for g, w in zip(outputs, expected))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--variants", type=int, default=3, help="knob-space variants per family")
+    ap.add_argument("-j", type=int, default=2)
+    args = ap.parse_args()
+    config = load_config(REPO / "perfguard.toml")
+    config = dataclasses.replace(config, kernels=tuple(specs(config, args.variants)))
+    jobs = make_jobs(config, [(k, t) for k in config.kernels for t in ISAS])
+    with LocalExecutor(args.j) as executor:
+        results = executor.map(run_job, jobs)
+    rows, worst = [], {}
+    for job, result in zip(jobs, results):
+        if not result.ok:
+            print(f"failed: {result.error}", file=sys.stderr)
+            return 3
+        t = needed(job, result)
+        rows.append((job.kernel.name, job.profile.name, t))
+        worst[job.profile.name] = max(worst.get(job.profile.name, 0.0), t)
+    print("| kernel | " + " | ".join(ISAS) + " |")
+    print("| --- |" + " ---: |" * len(ISAS))
+    for name in dict.fromkeys(r[0] for r in rows):
+        cells = [f"{t:.2e}" for n, isa in itertools.product([name], ISAS) for k, i, t in rows if k == n and i == isa]
+        print(f"| {name} | " + " | ".join(cells) + " |")
+    print(f"| **largest** | " + " | ".join(f"**{worst[i]:.2e}**" for i in ISAS) + " |")
+    print(f"\nfloat32 default tolerance: {DEFAULT_TOL['float32']:.0e}, "
+          f"{DEFAULT_TOL['float32'] / max(worst.values()):.0f}x the largest need")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

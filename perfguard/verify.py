@@ -1,0 +1,173 @@
+"""The output check: a kernel's outputs against its reference, and the key that caches its answer.
+
+A wrong kernel is an infrastructure error (exit 3), never a score. The check's answer is cached
+under a key that holds everything deciding it (the outputs through the simulation's key, the
+reference's identity and source, the params it is called with, rtol, atol, outputs and
+CHECK_VERSION), so a warm cache can never pass a check that an empty one would fail.
+
+Default tolerances, per output dtype (a kernel's `rtol` / `atol` override them):
+
+    |kernel - reference| <= rtol * |reference| + atol,  atol = DEFAULT_TOL * max|reference|
+
+float32: DEFAULT_TOL = 1e-5 (84 float32 ulp). The references compute in float64; a float32 kernel
+summing n products is off by rounding errors that grow about as sqrt(n) (a random walk). The
+built-in families on x86_64, aarch64 and riscv64 needed at most 1.1e-6, for a 4096-long gemv
+reduction (benchmarks/RESULTS.md, "Output tolerances"): 1e-5 is 9x that, enough for reductions
+some 80x longer at sqrt(n) growth, and 600x below the 0.6 % error it must catch. atol scales with
+the largest reference value, never with a floor of 1: an absolute 1e-4 let a 1 % error in a
+softmax's small outputs (around 0.002) pass. float64: 1e-12. Integers: exact.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import sys
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from perfguard import __version__
+from perfguard.build.cache import digest
+from perfguard.build.inputs import generate
+from perfguard.build.lower import LoweredKernel, build_host
+from perfguard.config import KernelSpec, load_callable
+from perfguard.errors import InfraError, InputError
+
+# Part of every check key: bump when the comparison itself changes.
+CHECK_VERSION = 2
+
+DEFAULT_TOL = {"float32": 1e-5, "float64": 1e-12}  # other dtypes (integers): exact
+
+# What checked the outputs: the kernel's `reference`, a built-in family's numpy reference, or
+# the same kernel built for the host (self-consistency only: a wrong kernel passes it).
+REFERENCE_KINDS = ("numpy", "family", "self")
+
+
+@dataclass(frozen=True)
+class Reference:
+    kind: str  # one of REFERENCE_KINDS
+    func: Callable | None  # reference(inputs, **params); None for "self"
+    identity: str  # a digest of what decides its answers
+
+
+def _source_identity(func: Callable, named: str) -> str:
+    """The function's name plus the bytes of its module file (and of the module it was imported into),
+    else its source: an edit to the reference or to the helpers beside it changes the key."""
+    parts = [named, getattr(func, "__module__", "") or "", getattr(func, "__qualname__", "") or ""]
+    modules = {named.partition(":")[0], getattr(func, "__module__", None)}
+    for name in sorted(m for m in modules if m):
+        path = getattr(sys.modules.get(name), "__file__", None)
+        try:
+            parts.append(hashlib.sha256(Path(path).read_bytes()).hexdigest() if path else "")
+        except OSError:
+            parts.append("")
+    try:
+        parts.append(inspect.getsource(func))
+    except (OSError, TypeError):
+        parts.append(repr(func))
+    if any(m.startswith("perfguard.") for m in modules if m):  # a family's reference and the helpers it shares
+        parts.append(_kernels_digest())
+    return digest(*parts)
+
+
+@lru_cache(maxsize=1)
+def _kernels_digest() -> str:
+    folder = Path(__file__).parent / "kernels"
+    return digest(__version__, *(hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.glob("*.py"))))
+
+
+def resolve_reference(spec: KernelSpec, root: Path, lowered: LoweredKernel, family, where: str) -> Reference:
+    if spec.reference:
+        func = load_callable(spec.reference, root, where)
+        return Reference("numpy", func, _source_identity(func, spec.reference))
+    if family is not None:
+        named = f"{family.reference.__module__}:{family.reference.__name__}"
+        return Reference("family", family.reference, _source_identity(family.reference, named))
+    import tvm
+
+    return Reference("self", None, digest(lowered.ir_hash, tvm.__version__))
+
+
+def check_key(sim_key: str, spec: KernelSpec, ref: Reference, num_outputs: int) -> str:
+    """Everything that decides the check's answer."""
+    params = json.dumps(spec.params, sort_keys=True, default=repr)
+    return digest(sim_key, ref.kind, ref.identity, params, repr(spec.rtol), repr(spec.atol), str(num_outputs),
+                  str(CHECK_VERSION))
+
+
+def reference_outputs(spec: KernelSpec, ref: Reference, lowered: LoweredKernel, inputs, where) -> list[np.ndarray]:
+    if ref.func is not None:
+        try:
+            outputs = ref.func(inputs, **spec.params)
+        except Exception as exc:
+            name = spec.reference or "the family's reference"
+            raise InputError(f"{where}: reference '{name}' raised {type(exc).__name__}: {exc}".splitlines()[0]) from None
+    else:
+        outputs = _tvm_host_reference(lowered, inputs, where)
+    if isinstance(outputs, np.ndarray):
+        outputs = [outputs]
+    if not isinstance(outputs, (list, tuple)):
+        raise InputError(f"{where}: reference returned {type(outputs).__name__}, expected a list of numpy arrays")
+    return [np.asarray(o) for o in outputs]
+
+
+def _tvm_host_reference(lowered: LoweredKernel, inputs: list[np.ndarray], where: str) -> list[np.ndarray]:
+    import tvm
+
+    lib = build_host(lowered, where)
+    args = [tvm.runtime.tensor(a) for a in inputs]
+    outs = [tvm.runtime.empty(t.shape, t.dtype) for t in lowered.tensors if t.output]
+    lib[lowered.symbol.removeprefix("__tvm_ffi_")](*args, *outs)
+    return [o.numpy() for o in outs]
+
+
+def tolerances(spec: KernelSpec, dtype: str, want: np.ndarray) -> tuple[float, float]:
+    """(rtol, atol) for one output: the kernel's own, else the dtype's default."""
+    default = DEFAULT_TOL.get(dtype, 0.0)
+    largest = float(np.max(np.abs(want))) if want.size else 0.0
+    rtol = spec.rtol if spec.rtol is not None else default
+    atol = spec.atol if spec.atol is not None else default * (largest if largest > 0 else 1.0)
+    return rtol, atol
+
+
+def needed_tolerance(got: np.ndarray, want: np.ndarray) -> float:
+    """The smallest t with |got - want| <= t * |want| + t * max|want| everywhere: what the default
+    tolerance must be at least for this output to pass (benchmarks/output_tolerance.py)."""
+    got, want = got.astype(np.float64), want.astype(np.float64)
+    largest = float(np.max(np.abs(want))) if want.size else 0.0
+    denominator = np.abs(want) + (largest if largest > 0 else 1.0)
+    return float(np.max(np.abs(got - want) / denominator)) if want.size else 0.0
+
+
+def check_outputs(spec: KernelSpec, ref: Reference, lowered: LoweredKernel, outputs: list[np.ndarray],
+                  where: str) -> float:
+    """The worst difference; raises InfraError for a wrong output, InputError for a broken reference."""
+    inputs = [generate(t) for t in lowered.tensors if not t.output]
+    expected = reference_outputs(spec, ref, lowered, inputs, where)
+    if len(expected) != len(outputs):
+        raise InputError(f"{where}: reference returned {len(expected)} outputs, the kernel has {len(outputs)}")
+    worst = 0.0
+    for got, want, t in zip(outputs, expected, [t for t in lowered.tensors if t.output]):
+        if tuple(want.shape) != tuple(got.shape):
+            raise InputError(f"{where}: reference output '{t.name}' has shape {want.shape}, kernel {got.shape}")
+        want = want.astype(np.float64)
+        got64 = got.astype(np.float64)
+        rtol, atol = tolerances(spec, t.dtype, want)
+        if not np.all(np.isfinite(got64)):
+            raise InfraError(f"{where}: wrong result: output '{t.name}' has non-finite values")
+        diff = np.abs(got64 - want)
+        bad = diff > atol + rtol * np.abs(want)
+        if np.any(bad):
+            idx = tuple(int(i) for i in np.unravel_index(int(np.argmax(diff)), diff.shape))
+            raise InfraError(
+                f"{where}: wrong result: output '{t.name}'[{', '.join(map(str, idx))}] = {got64[idx]:.6g}, "
+                f"reference {want[idx]:.6g} ({int(bad.sum())} of {bad.size} elements off; "
+                f"rtol {rtol:.3g}, atol {atol:.3g})"
+            )
+        worst = max(worst, float(diff.max()) if diff.size else 0.0)
+    return worst
