@@ -52,6 +52,46 @@ SCRIPT_NAME = "perfguard_se.py"
 STATUS_NAME = "perfguard_status.json"
 
 
+# x86 CPUs whose code has no VEX/EVEX encodings (AVX, AVX2, FMA, F16C, AVX-512): gem5's x86
+# decoder (up to v24 at least) stops with "Unrecognized/invalid instruction" on those. Names
+# as LLVM's -mcpu and gcc's -march spell them; any other CPU may emit AVX.
+GEM5_X86_CPUS = frozenset({
+    "x86-64", "x86-64-v2", "generic", "core2", "penryn", "nehalem", "corei7", "westmere",
+    "nocona", "k8", "opteron", "athlon64", "k8-sse3", "opteron-sse3", "athlon64-sse3",
+})
+_VEX_FEATURES = ("avx", "fma", "f16c", "xop", "vaes", "vpclmulqdq", "amx")
+GEM5_X86_PROFILE = "x86_64v2"
+
+
+def _vex_source(target: TargetProfile) -> str | None:
+    """What in an x86 profile makes its code use VEX encodings, or None."""
+    mcpu = str(target.tvm_target.get("mcpu", "generic"))
+    if mcpu not in GEM5_X86_CPUS:
+        return f"tvm_target mcpu '{mcpu}'"
+    for attr in target.tvm_target.get("mattr", []) or []:
+        if str(attr).startswith("+") and str(attr)[1:].startswith(_VEX_FEATURES):
+            return f"tvm_target mattr '{attr}'"
+    for flag in target.cflags:
+        if flag.startswith(("-march=", "-mcpu=")) and flag.split("=", 1)[1] not in GEM5_X86_CPUS:
+            return f"cflags '{flag}'"
+        if flag.startswith("-m") and flag[2:].startswith(_VEX_FEATURES):
+            return f"cflags '{flag}'"
+    return None
+
+
+def check_decodable(target: TargetProfile) -> None:
+    """InputError, before anything is built or simulated, when gem5 cannot decode the code the
+    profile produces (today: AVX and later on x86)."""
+    if target.isa != "x86_64":
+        return
+    source = _vex_source(target)
+    if source is not None:
+        raise InputError(
+            f"target '{target.name}': gem5's x86 decoder has no AVX, and {source} may emit AVX code; "
+            f"use the '{GEM5_X86_PROFILE}' profile (x86-64-v2, SSE 4.2) or a base = \"{GEM5_X86_PROFILE}\" target for gem5"
+        )
+
+
 def cpu_class_names(isa: str, cpu_type: str) -> tuple[str, ...]:
     """gem5 CPU classes to try, first found wins: the ISA-specific name (gem5 >= 22.1), then
     the name a single-ISA build of older gem5 exports. The script checks the ISA first."""
