@@ -13,12 +13,12 @@ such counts means nothing; 16 lines is well below every count the ratios judge h
 
     python benchmarks/crosscheck.py [--config perfguard.toml] [--kernels a,b] [--wide-l1d WAYS] [-j N]
 
-With --gem5: QEMU plugin vs gem5 AtomicSimpleCPU (the `gem5` column), on x86_64v2 and riscv64
+With --gem5: QEMU plugin vs gem5 AtomicSimpleCPU (the `gem5` column), on x86_64v1 and riscv64
 (the ISAs with a gem5 build: PERFGUARD_GEM5_X86 / _RISCV), every field both report, bounds
 GEM5_BOUNDS per kernel call with the same floor; the fields gem5 reports null are listed with
 the reason (perfguard.sim.gem5.NULL_FIELDS).
 
-    python benchmarks/crosscheck.py --gem5 [--targets x86_64v2,riscv64] [--kernels a,b] [-j N]
+    python benchmarks/crosscheck.py --gem5 [--targets x86_64v1,riscv64] [--kernels a,b] [-j N]
 """
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ def passed(pairs: list[tuple[JobResult, JobResult]]) -> bool:
 # covers the region boundaries: the plugin's region runs from the return of
 # perfguard_roi_begin to the call of perfguard_roi_end (one more call and return, a few
 # loop instructions), gem5's is the difference of a REPS=R and a REPS=0 run.
-GEM5_TARGETS = ("x86_64v2", "riscv64")
+GEM5_TARGETS = ("x86_64v1", "riscv64")
 GEM5_BOUNDS = {
     "insts": 0.0001, "loads": 0.02, "stores": 0.02,
     "branches": 0.0001, "cond_branches": 0.0001, "indirect_branches": 0.0001, "calls": 0.0001,
