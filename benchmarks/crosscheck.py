@@ -113,6 +113,7 @@ def passed(pairs: list[tuple[JobResult, JobResult]]) -> bool:
 # perfguard_roi_begin to the call of perfguard_roi_end (one more call and return, a few
 # loop instructions), gem5's is the difference of a REPS=R and a REPS=0 run.
 GEM5_TARGETS = ("x86_64v1", "riscv64")
+GEM5_TIMEOUT = 7200.0  # seconds for both gem5 runs of one kernel
 GEM5_BOUNDS = {
     "insts": 0.0001, "loads": 0.02, "stores": 0.02,
     "branches": 0.0001, "cond_branches": 0.0001, "indirect_branches": 0.0001, "calls": 0.0001,
@@ -185,8 +186,9 @@ def main_gem5(config, specs: list[KernelSpec], targets: list[str], cache_dir: Pa
         profile = config.profile(name)
         chosen = [s for s in specs if s.targets is None or name in s.targets or profile.isa in s.targets]
         start = time.monotonic()
+        # gem5 runs at 1-2 MIPS: the config's timeout (600 s) is too short for the larger kernels
         pairs = run_pairs(chosen, config.root, cache_dir, profile, reps=config.reps, warmup=config.warmup,
-                          timeout=config.timeout, workers=jobs, other="gem5")
+                          timeout=max(config.timeout, GEM5_TIMEOUT), workers=jobs, other="gem5")
         print(f"{name}: {geometry(profile)}, {profile.l1d.line} B lines; per kernel call, REPS={config.reps} "
               f"WARMUP={config.warmup}; bounds with an absolute floor of {FLOOR}; "
               f"{time.monotonic() - start:.0f} s.\n")
