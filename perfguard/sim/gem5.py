@@ -23,8 +23,10 @@ Mapping (`stats_from_gem5`), per CPU, from the stat group the dump holds; gem5 >
   vec_insts          numVecInsts / numVecInsts / num_vec_insts
 
 Threads (commitStats1, thread_1, ...) are summed. vec_fp_insts: gem5 has no such count (None).
-On x86, gem5 counts numFpInsts per micro-op and classes SSE/AVX as floating point, not vector
-(numVecInsts is 0): these are gem5's definitions, kept as they are. If no CPU group is found,
+This is gem5's own view of a file a user hands in. What a gem5 *run* reports (`Gem5Simulator`)
+is `reported_stats`: the plugin's definitions where gem5 has the count (indirect branches
+without returns, fp arithmetic by op class), null with the reason in NULL_FIELDS /
+NULL_FIELDS_X86 where gem5 counts something else (micro-ops, fetches, dirty-ownership moves). If no CPU group is found,
 insts falls back to `simInsts` / `sim_insts` (the whole system; note gem5 never resets it,
 while per-CPU stats are reset by `m5 resetstats`, which is why the per-CPU count comes first).
 
