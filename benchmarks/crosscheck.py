@@ -12,6 +12,13 @@ in L2 is left with about zero L2 misses per call after the warm-up call, where a
 such counts means nothing; 16 lines is well below every count the ratios judge here.
 
     python benchmarks/crosscheck.py [--config perfguard.toml] [--kernels a,b] [--wide-l1d WAYS] [-j N]
+
+With --gem5: QEMU plugin vs gem5 AtomicSimpleCPU (the `gem5` column), on x86_64v1 and riscv64
+(the ISAs with a gem5 build: PERFGUARD_GEM5_X86 / _RISCV), every field both report, bounds
+GEM5_BOUNDS per kernel call with the same floor; the fields gem5 reports null are listed with
+the reason (perfguard.sim.gem5.NULL_FIELDS).
+
+    python benchmarks/crosscheck.py --gem5 [--targets x86_64v1,riscv64] [--kernels a,b] [-j N]
 """
 
 from __future__ import annotations
@@ -62,10 +69,10 @@ def agreements(qemu: Stats, cachegrind: Stats) -> list[Agreement]:
 
 def run_pairs(specs: list[KernelSpec], root: Path, cache_dir: Path, profile: TargetProfile = BUILTIN[TARGET], *,
               reps: int = 1, warmup: int = 1, timeout: float = 1800,
-              workers: int | None = None) -> list[tuple[JobResult, JobResult]]:
-    """(QEMU result, cachegrind result) per kernel."""
+              workers: int | None = None, other: str = "cachegrind") -> list[tuple[JobResult, JobResult]]:
+    """(QEMU result, `other` simulator's result) per kernel."""
     jobs = [Job(spec, profile, root, cache_dir, simulator, timeout, reps, warmup)
-            for spec in specs for simulator in ("qemu", "cachegrind")]
+            for spec in specs for simulator in ("qemu", other)]
     results = LocalExecutor(workers).map(run_job, jobs)
     return list(zip(results[0::2], results[1::2]))
 
@@ -100,6 +107,96 @@ def passed(pairs: list[tuple[JobResult, JobResult]]) -> bool:
     return all(q.ok and g.ok and all(r.ok for r in agreements(q.stats, g.stats)) for q, g in pairs)
 
 
+# QEMU plugin vs gem5: instruction counts (branch classes too) within 0.01 %, memory and
+# cache counts within 2 %, per kernel call, each with the absolute floor FLOOR. The floor
+# covers the region boundaries: the plugin's region runs from the return of
+# perfguard_roi_begin to the call of perfguard_roi_end (one more call and return, a few
+# loop instructions), gem5's is the difference of a REPS=R and a REPS=0 run.
+GEM5_TARGETS = ("x86_64v1", "riscv64")
+GEM5_TIMEOUT = 7200.0  # seconds for both gem5 runs of one kernel
+GEM5_BOUNDS = {
+    "insts": 0.0001, "loads": 0.02, "stores": 0.02,
+    "branches": 0.0001, "cond_branches": 0.0001, "indirect_branches": 0.0001, "calls": 0.0001,
+    "returns": 0.0001, "fp_insts": 0.0001, "vec_insts": 0.0001,
+    "l1i_accesses": 0.02, "l1i_misses": 0.02, "l1d_accesses": 0.02, "l1d_misses": 0.02,
+    "l1d_writebacks": 0.02, "l2_accesses": 0.02, "l2_misses": 0.02, "l2_writebacks": 0.02,
+}
+
+
+@dataclass(frozen=True)
+class Gem5Row:
+    field: str
+    qemu: int | None
+    gem5: int | None
+    bound: float
+
+    @property
+    def compared(self) -> bool:
+        return self.qemu is not None and self.gem5 is not None
+
+    @property
+    def ok(self) -> bool:
+        if not self.compared:
+            return self.gem5 is None  # a field gem5 reports null is documented, never a mismatch
+        return abs(self.gem5 - self.qemu) <= max(self.bound * self.qemu, FLOOR)
+
+
+def gem5_rows(qemu: Stats, gem5: Stats) -> list[Gem5Row]:
+    return [Gem5Row(name, getattr(qemu, name), getattr(gem5, name), bound) for name, bound in GEM5_BOUNDS.items()]
+
+
+def gem5_markdown(pairs: list[tuple[JobResult, JobResult]]) -> str:
+    """One row per kernel and field: the plugin's count, gem5's, the difference."""
+    from perfguard.sim.gem5 import NULL_FIELDS, NULL_FIELDS_X86
+
+    lines = ["| kernel | field | QEMU | gem5 | diff | bound |", "| --- | --- | ---: | ---: | ---: | ---: |"]
+    nulls: set[str] = set()
+    for qemu, gem5 in pairs:
+        if not (qemu.ok and gem5.ok):
+            lines.append(f"| {qemu.kernel} | error: {qemu.error or gem5.error} | | | | |")
+            continue
+        for row in gem5_rows(qemu.stats, gem5.stats):
+            if row.gem5 is None:
+                nulls.add(row.field)
+                continue
+            if row.qemu is None:
+                diff = "QEMU null"
+            else:
+                rel = (row.gem5 - row.qemu) / max(row.qemu, 1)
+                note = " FAIL" if not row.ok else " (floor)" if abs(rel) > row.bound else ""
+                diff = f"{row.gem5 - row.qemu:+d} ({_pct(rel)}){note}"
+            lines.append(f"| {qemu.kernel} | {row.field} | {row.qemu} | {row.gem5} | {diff} | {100 * row.bound:g} % |")
+    reasons = {**NULL_FIELDS, **NULL_FIELDS_X86}
+    if nulls:
+        lines.append("")
+        lines.append("gem5 reports null (not compared): " + "; ".join(
+            f"`{name}`: {reasons.get(name, 'gem5 has no such count')}" for name in sorted(nulls)) + ".")
+    return "\n".join(lines)
+
+
+def gem5_passed(pairs: list[tuple[JobResult, JobResult]]) -> bool:
+    return all(q.ok and g.ok and all(r.ok for r in gem5_rows(q.stats, g.stats)) for q, g in pairs)
+
+
+def main_gem5(config, specs: list[KernelSpec], targets: list[str], cache_dir: Path, jobs: int | None) -> int:
+    import time
+
+    ok = True
+    for name in targets:
+        profile = config.profile(name)
+        chosen = [s for s in specs if s.targets is None or name in s.targets or profile.isa in s.targets]
+        start = time.monotonic()
+        # gem5 runs at 1-2 MIPS: the config's timeout (600 s) is too short for the larger kernels
+        pairs = run_pairs(chosen, config.root, cache_dir, profile, reps=config.reps, warmup=config.warmup,
+                          timeout=max(config.timeout, GEM5_TIMEOUT), workers=jobs, other="gem5")
+        print(f"{name}: {geometry(profile)}, {profile.l1d.line} B lines; per kernel call, REPS={config.reps} "
+              f"WARMUP={config.warmup}; bounds with an absolute floor of {FLOOR}; "
+              f"{time.monotonic() - start:.0f} s.\n")
+        print(gem5_markdown(pairs) + "\n")
+        ok = ok and gem5_passed(pairs)
+    return 0 if ok else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", type=Path, default=Path("perfguard.toml"))
@@ -110,9 +207,14 @@ def main(argv: list[str] | None = None) -> int:
                              "takes out set conflicts that depend on where each emulator puts stack and heap "
                              "(0: skip; default 64)")
     parser.add_argument("-j", "--jobs", type=int)
+    parser.add_argument("--gem5", action="store_true", help="QEMU plugin vs gem5 instead of cachegrind")
+    parser.add_argument("--targets", default=",".join(GEM5_TARGETS), help="with --gem5: target profiles")
     args = parser.parse_args(argv)
     config = load_config(args.config)
     specs = [config.kernel(n) for n in args.kernels.split(",")] if args.kernels else list(config.kernels)
+    if args.gem5:
+        cache_dir = args.cache_dir or Path(tempfile.mkdtemp(prefix="pg-crosscheck-"))
+        return main_gem5(config, specs, args.targets.split(","), cache_dir, args.jobs)
     specs = [s for s in specs if s.targets is None or TARGET in s.targets]
     cache_dir = args.cache_dir or Path(tempfile.mkdtemp(prefix="pg-crosscheck-"))
     profiles = [BUILTIN[TARGET]]

@@ -141,13 +141,67 @@ def package_version(root: Path) -> str:
     return match.group(1) if match else "unknown"
 
 
+GEM5_BUILD_ISA = {"x86_64": "X86", "riscv64": "RISCV", "aarch64": "ARM"}
+
+
+def _target_isa(name: str, tables: dict, depth: int = 0) -> str | None:
+    """A target's ISA from its name or its [target.NAME] table (isa, or base's)."""
+    table = tables.get(name) if isinstance(tables.get(name), dict) else {}
+    if isinstance(table.get("isa"), str):
+        return table["isa"]
+    base = table.get("base")
+    if isinstance(base, str) and base != name and depth < 8:
+        return _target_isa(base, tables, depth + 1)
+    return next((isa for isa in GEM5_BUILD_ISA if name.startswith(isa)), None)
+
+
+def gem5_build_isas() -> list[str]:
+    """gem5 builds (X86, RISCV, ARM) a `simulator: gem5` run needs: the targets input, else the
+    config's targets (standard library only: this runs before perfguard is installed)."""
+    if _input("simulator") != "gem5":
+        return []
+    import tomllib
+
+    path = Path(_input("config") or "perfguard.toml")
+    try:
+        data = tomllib.loads(path.read_text()) if path.is_file() else {}
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+        data = {}  # the run step names the broken file
+    if path.name == "pyproject.toml":
+        data = data.get("tool", {}).get("perfguard", {}) if isinstance(data.get("tool"), dict) else {}
+    top = data.get("perfguard", {}) if isinstance(data.get("perfguard"), dict) else {}
+    tables = data.get("target", {}) if isinstance(data.get("target"), dict) else {}
+    names = [t.strip() for t in _input("targets").split(",") if t.strip()] or top.get("targets") or list(GEM5_BUILD_ISA)
+    isas = {_target_isa(str(n), tables) for n in names}
+    return sorted(GEM5_BUILD_ISA[isa] for isa in isas if isa in GEM5_BUILD_ISA)
+
+
+def gem5_environment(environ: dict[str, str] | os._Environ) -> dict[str, str]:
+    """PERFGUARD_GEM5_<ISA> for each build under PERFGUARD_GEM5_DIR (the action's gem5 cache),
+    where the variable is not set already."""
+    env = dict(environ)
+    folder = env.get("PERFGUARD_GEM5_DIR", "")
+    for build in GEM5_BUILD_ISA.values():
+        binary = Path(folder) / build / "gem5.fast"
+        if folder and not env.get(f"PERFGUARD_GEM5_{build}") and binary.is_file():
+            env[f"PERFGUARD_GEM5_{build}"] = str(binary)
+    return env
+
+
 def cmd_keys(args: argparse.Namespace) -> int:
     root = action_root()
     version = package_version(root)
     temp = Path(_env("RUNNER_TEMP") or "/tmp")
     system = f"{_env('RUNNER_OS', platform.system())}-{_env('RUNNER_ARCH', platform.machine())}"
     slot = report_label()
+    gem5_isas = gem5_build_isas()
+    build_script = root / "scripts" / "build-gem5.sh"
+    gem5_recipe = hashlib.sha256(build_script.read_bytes() if build_script.is_file() else b"-").hexdigest()[:16]
     set_outputs({
+        # gem5 builds, keyed by the pinned release (inside the build script) and the ISAs
+        "gem5-isas": " ".join(gem5_isas),
+        "gem5-dir": str(Path.home() / ".perfguard-gem5"),
+        "gem5-key": f"perfguard-gem5-{system}-{gem5_recipe}-{'-'.join(gem5_isas) or 'none'}",
         "setup-key": f"perfguard-setup-{system}-{version}-{setup_fingerprint(root)}",
         "venv": str(Path.home() / ".perfguard-venv"),
         "cache-dir": str(temp / "perfguard-cache"),
@@ -387,7 +441,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"perfguard: comparing with the baselines of {base_label} at merge-base {base_commit}", flush=True)
         cmd = check_command(report_dir, base_commit)
     print("perfguard: " + " ".join(cmd[1:]), flush=True)
-    code = subprocess.run(cmd, check=False).returncode
+    code = subprocess.run(cmd, check=False, env=gem5_environment(os.environ)).returncode
     report = report_dir / "perfguard.json"
     data = json.loads(report.read_text()) if report.is_file() and code in (0, 1, 2, 3) else None
     if data is not None and code == EXIT_USAGE and not data.get("results"):

@@ -1,7 +1,8 @@
 """Target profiles: how to compile for an ISA, how to simulate it, and what its hardware is like.
 
-Built-in profiles cover x86_64 (x86-64-v3: AVX2+FMA), aarch64 (NEON), riscv64 (rv64gc) and
-riscv64v (rv64gcv, VLEN 128). perfguard.toml may override any field of a built-in profile or
+Built-in profiles cover x86_64 (x86-64-v3: AVX2+FMA), x86_64v1 (x86-64: SSE2 only, the code
+gem5's x86 model runs correctly), aarch64 (NEON), riscv64 (rv64gc) and riscv64v (rv64gcv,
+VLEN 128). perfguard.toml may override any field of a built-in profile or
 define a new one under [target.NAME] (a new one names its `base` profile).
 """
 
@@ -171,6 +172,21 @@ BUILTIN: dict[str, TargetProfile] = {
                        l2_latency=20.0, mem_latency=150.0),
     ),
 }
+
+# The x86_64 machine with SSE2 code only (x86-64-v1, the psABI baseline), for gem5: gem5 24's
+# x86 decoder has no AVX, and it runs SSE4.1's PTEST, ROUNDPS and DPPS to wrong results (two of
+# this repository's conv2d kernels then compute garbage), so x86-64-v2 code is not safe either.
+# Peak: SSE, no FMA: 4 lanes x (1 mul + 1 add port). QEMU emulates a CPU without AVX (Nehalem):
+# glibc picks its string functions by CPUID, and under `-cpu max` the kernels' memset calls ran
+# AVX2 code gem5 never runs.
+BUILTIN["x86_64v1"] = dataclasses.replace(
+    BUILTIN["x86_64"],
+    name="x86_64v1",
+    tvm_target={"kind": "llvm", "mtriple": "x86_64-linux-gnu", "mcpu": "x86-64"},
+    cflags=("-O2", "-march=x86-64"),
+    qemu_cpu=("-cpu", "Nehalem"),
+    peak_gflops=24.0,  # 4 lanes x 2 flops (separate mul and add) x 3 GHz
+)
 
 _NESTED = {"l1i": CacheLevel, "l1d": CacheLevel, "l2": CacheLevel, "cost": CostModel, "energy": EventEnergy}
 _FIELDS = {f.name for f in dataclasses.fields(TargetProfile)}

@@ -4,4 +4,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PERFGUARD_EXTRAS=test bash scripts/setup.sh
 export PERFGUARD_CACHE_DIR="${PERFGUARD_CACHE_DIR:-$(mktemp -d)}"
+# Real gem5 builds (../shared beside the clone in CI): the gem5 tests run on them, else skip.
+for isa in X86 RISCV ARM; do
+    gem5="../shared/gem5/$isa/gem5.fast"
+    var="PERFGUARD_GEM5_$isa"
+    if [ -z "${!var:-}" ] && [ -x "$gem5" ]; then
+        export "$var=$(realpath "$gem5")"
+    fi
+done
 python3 -m pytest -n 2 -q "$@"

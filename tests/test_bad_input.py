@@ -192,6 +192,48 @@ def gem5_stats(text: str):
     return call(read)
 
 
+def gem5_run(program: str):
+    """Gem5Simulator.run with `program` (a shell script) as the aarch64 gem5 binary, on a real
+    static aarch64 program. Stand-ins: the rows need no gem5 build (tests/test_gem5.py runs
+    the real wrong-ISA build where there is one)."""
+    import stat
+    import subprocess
+
+    from perfguard.sim.gem5 import Gem5Simulator
+    from perfguard.targets import BUILTIN
+
+    def run(project: Path):
+        target = BUILTIN["aarch64"]
+        (project / "main.c").write_text("int main(void) { return 0; }\n")
+        subprocess.run([target.cc, "-static", "-o", str(project / "harness"), str(project / "main.c")], check=True)
+        gem5 = project / "gem5.opt"
+        gem5.write_text(program.replace("{python}", sys.executable))
+        gem5.chmod(gem5.stat().st_mode | stat.S_IXUSR)
+        (project / "m5").mkdir()
+        for name, text in M5_STAND_IN.items():
+            (project / "m5" / name).write_text(text)
+        return Gem5Simulator(project / "cache", {"aarch64": gem5}).run(project / "harness", target, ["1", "0"], 60)
+
+    return call(run)
+
+
+BANNER = "echo 'gem5 Simulator System.  https://www.gem5.org'; echo 'gem5 version {version}'\n"
+# gem5's Python side as far as the generated script's ISA check needs it: a RISC-V-only build
+M5_STAND_IN = {
+    "__init__.py": "",
+    "defines.py": "buildEnv = {'USE_RISCV_ISA': True}\n",
+    "objects.py": "".join(f"{name} = None\n" for name in (
+        "AddrRange", "Cache", "DDR3_1600_8x8", "L2XBar", "MemCtrl", "Process", "Root", "SEWorkload",
+        "SrcClockDomain", "System", "SystemXBar", "VoltageDomain")),
+}
+GEM5_WRONG_ISA = "#!/bin/sh\n" + BANNER.format(version="24.0.0.1") + \
+    'for a; do script="$a"; done; PYTHONPATH="$(dirname "$0")" exec {python} "$script"\n'
+GEM5_CRASH = "#!/bin/sh\n" + BANNER.format(version="24.0.0.1") + "kill -SEGV $$\n"
+GEM5_OLD = "#!/bin/sh\n" + BANNER.format(version="20.0.0.3") + \
+    "echo \"AttributeError: object has no attribute 'cpu_side_ports'\" >&2; exit 1\n"
+NOT_GEM5 = "#!/bin/sh\necho 'usage: tool FILE' >&2; exit 2\n"
+
+
 def cachegrind_out(text: str):
     from perfguard.sim.cachegrind import parse_cachegrind_out
 
@@ -447,6 +489,16 @@ CASES = [
          via="`perfguard.sim.gem5.stats_from_file`"),
     Case("gem5-negative", "gem5 stats.txt with a negative count", "stats field 'loads' is negative", 2,
          gem5_stats(GEM5.format(loads=-7)), via="`perfguard.sim.gem5.stats_from_file`"),
+    Case("gem5-wrong-isa", "gem5 binary built for another ISA", "gem5.opt: gem5 built for riscv, not aarch64", 3,
+         gem5_run(GEM5_WRONG_ISA), via="`perfguard.sim.gem5.Gem5Simulator.run`"),
+    Case("gem5-not-gem5", "a program that is not gem5 given as gem5",
+         "gem5.opt: not gem5 (no 'gem5 Simulator System' banner on its output; exit status 2: usage: tool FILE)", 3,
+         gem5_run(NOT_GEM5), via="`perfguard.sim.gem5.Gem5Simulator.run`"),
+    Case("gem5-crash", "gem5 that crashes", "gem5 aarch64 REPS=1: gem5 killed by signal 11", 3,
+         gem5_run(GEM5_CRASH), via="`perfguard.sim.gem5.Gem5Simulator.run`"),
+    Case("gem5-too-old", "gem5 older than the oldest supported naming",
+         "gem5.opt: gem5 version 20.0.0.3 is older than 21.0", 3,
+         gem5_run(GEM5_OLD), via="`perfguard.sim.gem5.Gem5Simulator.run`"),
     Case("cachegrind-truncated", "cachegrind.out cut short", "cachegrind.out.1234: truncated", 2,
          cachegrind_out(CACHEGRIND.format(ir=100)[:-12]), via="`perfguard.sim.cachegrind.parse_cachegrind_out`"),
     Case("cachegrind-negative", "cachegrind.out with a negative count", "count '-100' is not a non-negative integer", 2,

@@ -23,8 +23,10 @@ Mapping (`stats_from_gem5`), per CPU, from the stat group the dump holds; gem5 >
   vec_insts          numVecInsts / numVecInsts / num_vec_insts
 
 Threads (commitStats1, thread_1, ...) are summed. vec_fp_insts: gem5 has no such count (None).
-On x86, gem5 counts numFpInsts per micro-op and classes SSE/AVX as floating point, not vector
-(numVecInsts is 0): these are gem5's definitions, kept as they are. If no CPU group is found,
+This is gem5's own view of a file a user hands in. What a gem5 *run* reports (`Gem5Simulator`)
+is `reported_stats`: the plugin's definitions where gem5 has the count (indirect branches
+without returns, fp arithmetic by op class), null with the reason in NULL_FIELDS /
+NULL_FIELDS_X86 where gem5 counts something else (micro-ops, fetches, dirty-ownership moves). If no CPU group is found,
 insts falls back to `simInsts` / `sim_insts` (the whole system; note gem5 never resets it,
 while per-CPU stats are reset by `m5 resetstats`, which is why the per-CPU count comes first).
 
@@ -62,6 +64,7 @@ keep_outputs=True) and kept after a failure, so the file an error names can be r
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -87,6 +90,7 @@ from perfguard.sim.gem5_config import (
     SCRIPT_NAME,
     STATUS_NAME,
     WRONG_ISA_EXIT,
+    check_decodable,
     clock_string,
     generate_se_config,
 )
@@ -764,6 +768,56 @@ def stats_from_file(
 
 
 # ---------------------------------------------------------------------------------------------
+# what the back end reports: perfguard's definitions (those of the QEMU plugin), or null
+
+# Fields a gem5 run reports as null, and why: gem5 counts something else under that name.
+# Measured against the QEMU plugin on the same binaries (benchmarks/RESULTS.md).
+NULL_FIELDS = {
+    "l1i_accesses": "gem5's icache accesses are fetches of fetch-buffer-sized chunks (an x86 "
+                    "instruction can take two, a run of short ones share one), not one per instruction",
+    "l1d_writebacks": "gem5's classic caches hand dirty ownership up on a read (MOESI): a line any earlier "
+                      "code dirtied comes back dirty into L1D and is written back when evicted, so "
+                      "nearly every L1D miss of a kernel whose data was written at set-up is a write-back",
+    "vec_insts": "gem5 classes SSE as floating point (numVecInsts is 0 on x86) and counts RISC-V and "
+                 "Arm vector micro-ops",
+}
+NULL_FIELDS_X86 = {
+    "loads": "gem5's x86 numLoadInsts counts load micro-ops: a 128-bit SSE access is two, a "
+             "read-modify-write or a call/return adds one; gem5 has no per-instruction count",
+    "stores": "gem5's x86 numStoreInsts counts store micro-ops (a 128-bit SSE store is two)",
+    "l1d_accesses": "gem5 splits an x86 access that crosses a cache line into two cache accesses; "
+                    "the plugin counts it once (and a miss per line)",
+    "fp_insts": "gem5 executes x86 SSE as 64-bit micro-ops of the same op classes as scalar fp: "
+                "scalar and packed arithmetic cannot be told apart per instruction",
+}
+# gem5 op classes of fp arithmetic in the plugin's sense (numFpInsts also counts fp loads,
+# stores, moves and sign injections: FloatMemRead, FloatMemWrite, FloatMisc)
+FP_ARITH_CLASSES = ("FloatAdd", "FloatCmp", "FloatCvt", "FloatMult", "FloatMultAcc", "FloatDiv", "FloatSqrt")
+_FP_CLASS_RE = re.compile(r"\.commitStats\d+\.committedInstType::(" + "|".join(FP_ARITH_CLASSES) + r")$")
+
+
+def fp_arith_insts(dump: Mapping[str, Number]) -> int | None:
+    """Committed fp arithmetic instructions by op class (gem5 >= 23), None without those stats."""
+    values = [_count(value) or 0 for key, value in dump.items() if _FP_CLASS_RE.search(key)]
+    return sum(values) if values else None
+MAPPING_VERSION = 3  # in the fingerprint: cached results of an older mapping are not reused
+
+
+def reported_stats(stats: Stats, isa: str) -> Stats:
+    """A gem5 run's statistics in perfguard's definitions: indirect branches without returns
+    (gem5 flags every return IsIndirectControl), the fields gem5 counts differently null."""
+    values = stats.to_dict()
+    if values["indirect_branches"] is not None and values["returns"] is not None:
+        values["indirect_branches"] = max(0, values["indirect_branches"] - values["returns"])
+    for name in NULL_FIELDS:
+        values[name] = None
+    if isa == "x86_64":
+        for name in NULL_FIELDS_X86:
+            values[name] = None
+    return Stats(**values)
+
+
+# ---------------------------------------------------------------------------------------------
 # checking a run's configuration against the target
 
 
@@ -917,6 +971,31 @@ def _last_line(path: Path) -> str:
     return lines[-1][:200] if lines else ""
 
 
+# gem5 prints this banner first on every run; "gem5 version X" since v20
+_BANNER = "gem5 Simulator System"
+_VERSION_RE = re.compile(r"^gem5 version (\d+)\.(\d+)[\w.]*", re.MULTILINE)
+OLDEST_GEM5 = (21, 0)  # the configuration's port names and SEWorkload, and the stat names it maps
+
+
+def _check_banner(gem5: Path, stdout_path: Path, code: int, stderr_path: Path) -> None:
+    """InfraError if the program that ran is not gem5, or a gem5 older than OLDEST_GEM5."""
+    try:
+        with open(stdout_path, "rb") as handle:
+            head = handle.read(4096).decode("utf-8", "replace")
+    except OSError:
+        head = ""
+    if _BANNER not in head:
+        why = f"killed by signal {-code}" if code < 0 else f"exit status {code}"
+        last = _last_line(stderr_path) or _last_line(stdout_path) or "no output"
+        raise InfraError(f"{gem5}: not gem5 (no '{_BANNER}' banner on its output; {why}: {last})")
+    version = _VERSION_RE.search(head)
+    if version and (int(version.group(1)), int(version.group(2))) < OLDEST_GEM5:
+        raise InfraError(
+            f"{gem5}: {version.group(0)} is older than {OLDEST_GEM5[0]}.{OLDEST_GEM5[1]}, the oldest whose "
+            f"configuration API and statistics names perfguard runs; build a newer one (scripts/build-gem5.sh)"
+        )
+
+
 @dataclass(frozen=True)
 class _RunOutput:
     stats: Stats
@@ -963,6 +1042,7 @@ class Gem5Simulator(Simulator):
         return usable
 
     def check_available(self, target: TargetProfile) -> None:
+        check_decodable(target)
         self.gem5_binary(target)
 
     def fingerprint(self, target: TargetProfile) -> str:
@@ -983,12 +1063,14 @@ class Gem5Simulator(Simulator):
                 "gem5_sha256": _binary_hashes[key],
                 "config_sha256": hashlib.sha256(script.encode()).hexdigest(),
                 "cpu_type": self.cpu_type,
+                "mapping": MAPPING_VERSION,
                 "roi": "difference of REPS=R and REPS=0 runs",
             },
             sort_keys=True,
         )
 
     def run(self, binary: Path, target: TargetProfile, args: list[str], timeout: float) -> SimResult:
+        check_decodable(target)
         gem5 = self.gem5_binary(target)
         reps, warmup, rest = _harness_args(args)
         binary = Path(binary).resolve()
@@ -1007,7 +1089,8 @@ class Gem5Simulator(Simulator):
         if not self.keep_outputs:
             shutil.rmtree(work, ignore_errors=True)
             self.last_run_dir = None
-        return SimResult(stats=kernel, stdout=roi.stdout, roi_count=1, total_insts=roi.stats.insts)
+        return SimResult(stats=reported_stats(kernel, target.isa), stdout=roi.stdout, roi_count=1,
+                         total_insts=roi.stats.insts)
 
     # -- one gem5 process -----------------------------------------------------------------------
 
@@ -1039,6 +1122,7 @@ class Gem5Simulator(Simulator):
                 raise InfraError(
                     f"{label}: timed out (both runs together have {timeout:g} s; outputs in {run_dir})"
                 ) from None
+        _check_banner(gem5, run_dir / "gem5.stdout", code, stderr_path)
         status_path = run_dir / STATUS_NAME
         status: dict = {}
         if status_path.is_file():
@@ -1082,6 +1166,7 @@ class Gem5Simulator(Simulator):
             stats = stats_from_gem5(dumps[-1], config)
         except InputError as exc:
             raise InfraError(f"{stats_path}: {exc.message}") from None
+        stats = dataclasses.replace(stats, fp_insts=fp_arith_insts(dumps[-1]))
         if stats.insts is None:
             raise InfraError(f"{stats_path}: no instruction count in the statistics")
         try:

@@ -52,6 +52,47 @@ SCRIPT_NAME = "perfguard_se.py"
 STATUS_NAME = "perfguard_status.json"
 
 
+# x86 CPUs whose code has no VEX/EVEX encodings (AVX, AVX2, FMA, F16C, AVX-512), which gem5's
+# x86 decoder (v24) stops at with "Unrecognized/invalid instruction", and no SSE4.1, whose
+# PTEST, ROUNDPS and DPPS gem5 24 executes to wrong results (checked against native runs).
+# Names as LLVM's -mcpu and gcc's -march spell them; any other CPU may emit either.
+GEM5_X86_CPUS = frozenset({
+    "x86-64", "generic", "core2", "nocona", "k8", "opteron", "athlon64", "k8-sse3", "opteron-sse3",
+    "athlon64-sse3",
+})
+_VEX_FEATURES = ("avx", "fma", "f16c", "xop", "vaes", "vpclmulqdq", "amx", "sse4")
+GEM5_X86_PROFILE = "x86_64v1"
+
+
+def _unsafe_source(target: TargetProfile) -> str | None:
+    """What in an x86 profile lets its code use AVX or SSE4.1, or None."""
+    mcpu = str(target.tvm_target.get("mcpu", "generic"))
+    if mcpu not in GEM5_X86_CPUS:
+        return f"tvm_target mcpu '{mcpu}'"
+    for attr in target.tvm_target.get("mattr", []) or []:
+        if str(attr).startswith("+") and str(attr)[1:].startswith(_VEX_FEATURES):
+            return f"tvm_target mattr '{attr}'"
+    for flag in target.cflags:
+        if flag.startswith(("-march=", "-mcpu=")) and flag.split("=", 1)[1] not in GEM5_X86_CPUS:
+            return f"cflags '{flag}'"
+        if flag.startswith("-m") and flag[2:].startswith(_VEX_FEATURES):
+            return f"cflags '{flag}'"
+    return None
+
+
+def check_decodable(target: TargetProfile) -> None:
+    """InputError, before anything is built or simulated, when gem5 cannot run the code the
+    profile produces (on x86: AVX and later, which it cannot decode, and SSE4.1, which it runs wrong)."""
+    if target.isa != "x86_64":
+        return
+    source = _unsafe_source(target)
+    if source is not None:
+        raise InputError(
+            f"target '{target.name}': gem5 24 decodes no AVX and runs SSE4.1 to wrong results, and {source} may "
+            f"emit either; use the '{GEM5_X86_PROFILE}' profile (x86-64, SSE2) or a base = \"{GEM5_X86_PROFILE}\" target"
+        )
+
+
 def cpu_class_names(isa: str, cpu_type: str) -> tuple[str, ...]:
     """gem5 CPU classes to try, first found wins: the ISA-specific name (gem5 >= 22.1), then
     the name a single-ISA build of older gem5 exports. The script checks the ISA first."""
