@@ -81,6 +81,7 @@ from pathlib import Path
 
 from perfguard import jsonfile
 from perfguard.errors import InfraError, InputError, PerfguardError
+from perfguard.signals import die_with_parent
 from perfguard.sim.base import SimResult, Simulator
 from perfguard.sim.gem5_config import (
     CPU_TYPES,
@@ -1108,7 +1109,8 @@ class Gem5Simulator(Simulator):
         with open(run_dir / "gem5.stdout", "wb") as out, open(stderr_path, "wb") as err:
             try:
                 process = subprocess.Popen(command, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
-                                           cwd=run_dir, env=env, start_new_session=True)
+                                           cwd=run_dir, env=env, start_new_session=True,
+                                           preexec_fn=die_with_parent)
             except OSError as exc:
                 raise InfraError(f"{gem5}: cannot start gem5: {exc.strerror or exc}") from None
             try:
