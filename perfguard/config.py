@@ -18,6 +18,7 @@ from typing import Any, Callable
 
 from perfguard import jsonfile
 from perfguard.errors import InputError
+from perfguard.limits import Limit, parse_limits
 from perfguard.sim.base import SIMULATOR_NAMES
 from perfguard.targets import BUILTIN, TargetProfile, profile_from_config
 
@@ -32,6 +33,10 @@ _TOP_KEYS = {
     "jobs", "timeout", "reps", "warmup", "drift_mape", "drift_spearman",
 }
 _KERNEL_KEYS = {"name", "entry", "family", "params", "threshold", "reference", "targets", "outputs", "rtol", "atol"}
+# -- per-metric limits (issue 14) ------------------------------------------------------------------
+_TOP_KEYS |= {"limits"}
+_KERNEL_KEYS |= {"limits"}
+# -- end of per-metric limits ----------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -46,6 +51,7 @@ class KernelSpec:
     outputs: int | None = None
     rtol: float | None = None
     atol: float | None = None
+    limits: dict[str, Limit] = field(default_factory=dict)  # per-metric limits (issue 14): metric -> Limit
 
 
 @dataclass(frozen=True)
@@ -66,6 +72,7 @@ class Config:
     drift_mape: float = 15.0  # percent: above it, `calibrate drift` says retrain
     drift_spearman: float = 0.9  # below it, likewise
     profiles: dict[str, TargetProfile] = field(default_factory=dict)
+    limits: dict[str, Limit] = field(default_factory=dict)  # per-metric limits (issue 14): global ones
 
     def kernel(self, name: str) -> KernelSpec:
         for spec in self.kernels:
@@ -82,6 +89,10 @@ class Config:
         if override is not None:
             return override
         return spec.threshold if spec.threshold is not None else self.threshold
+
+    def kernel_limits(self, spec: KernelSpec) -> dict[str, Limit]:
+        """The global limits with the kernel's own on top (a kernel's limit on a metric replaces the global one)."""
+        return {**self.limits, **spec.limits}
 
 
 def find_config(start: Path) -> Path:
@@ -225,6 +236,7 @@ def _build(path: Path, top: dict, kernels: Any, targets: Any, prefix: str) -> Co
         drift_mape=_number(top.get("drift_mape", 15.0), f"{path}: {prefix}.drift_mape"),
         drift_spearman=_number(top.get("drift_spearman", 0.9), f"{path}: {prefix}.drift_spearman"),
         profiles=profiles,
+        limits=parse_limits(top["limits"], f"{path}: {prefix}.limits") if "limits" in top else {},
     )
 
 
@@ -270,7 +282,8 @@ def _kernel(path: Path, i: int, table: Any, profiles: dict) -> KernelSpec:
     rtol, atol = table.get("rtol"), table.get("atol")
     rtol = None if rtol is None else _number(rtol, f"{where}: rtol")
     atol = None if atol is None else _number(atol, f"{where}: atol")
-    return KernelSpec(name, entry, family, params, threshold, reference, targets, outputs, rtol, atol)
+    limits = parse_limits(table["limits"], f"{where}: limits") if "limits" in table else {}
+    return KernelSpec(name, entry, family, params, threshold, reference, targets, outputs, rtol, atol, limits)
 
 
 def load_callable(ref: str, root: Path, where: str) -> Callable:

@@ -79,7 +79,8 @@ def _row(r: dict[str, Any]) -> dict[str, Any]:
         "href": _href(kernel_file(r["kernel"])) + "#" + anchor(r["target"]),
         "bound": cur.get("bound"),
         "peak_pct": cur.get("peak_pct"),
-        "why": "; ".join(filter(None, [text.toolchain_note(r), _top_driver(r) if r.get("delta_pct") else ""])),
+        "why": "; ".join(filter(None, [text.limit_note(r), text.toolchain_note(r),
+                                       _top_driver(r) if r.get("delta_pct") else ""])),
     }
 
 
