@@ -14,7 +14,7 @@ from perfguard.config import find_config, load_config
 from perfguard.errors import EXIT_OK, EXIT_REGRESSION
 from perfguard.guard.attribution import changed_blocks
 from perfguard.guard.bisect import AMBIGUOUS, NO_CROSSING, Bisection, Bisector, Visit
-from perfguard.guard.revisions import Project
+from perfguard.guard.revisions import Measurer, Project
 from perfguard.report.text import pct, seconds, signed_count
 from perfguard.report.terminal import console
 
@@ -83,9 +83,10 @@ def run(args: argparse.Namespace) -> int:
                                    args.bad: project.resolve(args.bad, "bisect: --bad")}, "bisect")
     out.print(f"bisect {escape(args.kernel)}[{escape(args.target)}] between --good {escape(args.good)} "
               f"and --bad {escape(args.bad)}")
-    bisector = Bisector(project, args.kernel, args.target, args.threshold, args.simulator,
-                        args.jobs or current.jobs, current.cache_dir, on_visit=lambda v: out.print(escape(_line(v))))
-    b = bisector.run(args.good, args.bad)
+    with Measurer(current.cache_dir, args.simulator, args.jobs or current.jobs) as measurer:
+        bisector = Bisector(project, args.kernel, args.target, args.threshold, measurer,
+                            on_visit=lambda v: out.print(escape(_line(v))))
+        b = bisector.run(args.good, args.bad)
     data = report(b)
     if args.json:
         atomic_write_text(args.json, json.dumps(data, indent=2, sort_keys=True) + "\n")

@@ -11,7 +11,7 @@ from rich.markup import escape
 from perfguard.commands.check import names
 from perfguard.config import find_config
 from perfguard.errors import InputError
-from perfguard.guard.revisions import Project, load_side, measure_side
+from perfguard.guard.revisions import Measurer, Project, load_side
 from perfguard.guard.two_revisions import judge_sides, plan, side_summary
 from perfguard.report.json_report import report_data, write_json
 from perfguard.report.pages import write_pages
@@ -60,8 +60,9 @@ def run(args: argparse.Namespace) -> int:
         head = load_side(project, args.head, shas[args.head], head_tree)
         out.print(f"comparing {escape(head.label)} against {escape(base.label)}")
         base_pairs, head_pairs = plan(base, head, args.kernels, args.targets)
-        for side, pairs in ((base, base_pairs), (head, head_pairs)):
-            measure_side(side, pairs, current.cache_dir, args.simulator, args.jobs or current.jobs)
+        with Measurer(current.cache_dir, args.simulator, args.jobs or current.jobs) as measurer:
+            measurer.measure(base, base_pairs)
+            measurer.measure(head, head_pairs)
         verdicts, judging = judge_sides(base, head, head_pairs, base_pairs, args.threshold, args.simulator)
         data = report_data(verdicts, config_path, judging)  # while the trees exist: models and history live there
     data["commit"] = head.sha

@@ -18,7 +18,7 @@ from typing import Callable
 from perfguard.errors import InputError, PerfguardError
 from perfguard.guard.baselines import Baseline
 from perfguard.guard.compare import REGRESSION, Verdict, judge
-from perfguard.guard.revisions import Project, Side, as_baseline, git, load_side, measure_side
+from perfguard.guard.revisions import Measurer, Project, Side, as_baseline, git, load_side
 from perfguard.pipeline import JobResult
 from perfguard.predict.base import Predictor
 from perfguard.predict.select import predictor_for
@@ -80,11 +80,10 @@ def first_parent_range(project: Project, good: str, bad: str, good_ref: str, bad
 
 
 class Bisector:
-    def __init__(self, project: Project, kernel: str, target: str, threshold: float | None,
-                 simulator: str | None, jobs: int | None, cache_dir,
+    def __init__(self, project: Project, kernel: str, target: str, threshold: float | None, measurer: Measurer,
                  on_visit: Callable[[Visit], None] | None = None):
         self.project, self.kernel, self.target = project, kernel, target
-        self.threshold, self.simulator, self.jobs, self.cache_dir = threshold, simulator, jobs, cache_dir
+        self.threshold, self.measurer = threshold, measurer
         self.on_visit = on_visit
         self.reference: Baseline | None = None
         self.predictor: Predictor | None = None
@@ -101,7 +100,7 @@ class Bisector:
                 raise InputError(f"bisect: {where} does not configure kernel '{self.kernel}'")
             if self.target not in side.config.profiles or (spec.targets is not None and self.target not in spec.targets):
                 raise InputError(f"bisect: {where} does not run kernel '{self.kernel}' on target '{self.target}'")
-            measure_side(side, [(self.kernel, self.target)], self.cache_dir, self.simulator, self.jobs)
+            self.measurer.measure(side, [(self.kernel, self.target)])
             visit.result = side.results[(self.kernel, self.target)]
             if self.predictor is None:  # the good side: its model and threshold judge every revision
                 config = side.config

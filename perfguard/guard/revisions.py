@@ -2,18 +2,19 @@
 
 `perfguard compare` and `perfguard bisect` check out a revision into a temporary git worktree
 (`git worktree add --detach`: the user's working tree, index and branch are never touched), read
-that tree's config and kernel modules, and measure them in a fresh Python process
-(`python -m perfguard.guard.revisions`). A separate process per revision is what keeps the two
-sides apart: a user's kernel module, once imported, stays in sys.modules, so a second revision's
-edit of `mykernels/ops.py` would otherwise silently measure the first revision's code again.
+that tree's config and kernel modules, and measure them in a worker process
+(`python -m perfguard.guard.revisions`) that imports TVM once. A user's kernel module, once
+imported, stays in sys.modules, so a second revision's edit of `mykernels/ops.py` would silently
+measure the first revision's code again: before each revision the worker forgets every module
+imported from the previous revision's tree. The caller's process never imports a revision's code.
 Every side shares the caller's build and simulation cache, so a revision whose kernel IR did not
 change costs no build and no simulation.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
+import importlib
 import json
 import os
 import shutil
@@ -84,8 +85,9 @@ class Project:
         changed = self.dirty() if named else []
         if changed:
             more = f" and {len(changed) - 3} more" if len(changed) > 3 else ""
+            which = "HEAD" if named[0] == "HEAD" else f"{named[0]} (HEAD)"
             raise InputError(f"{what}: the working tree has uncommitted changes ({', '.join(changed[:3])}{more}) that "
-                             f"{named[0]} (HEAD) does not include: commit or stash them, or pass --allow-dirty")
+                             f"{which} does not include: commit or stash them, or pass --allow-dirty")
 
     @contextmanager
     def worktree(self, sha: str) -> Iterator[Path]:
@@ -139,29 +141,70 @@ def result_from_dict(data: dict) -> JobResult:
     return JobResult(**values)
 
 
-def measure_side(side: Side, pairs: list[tuple[str, str]], cache_dir: Path, simulator: str | None,
-                 jobs: int | None) -> None:
-    """Measure `pairs` of `side` in a fresh process; fills side.results."""
-    if not pairs:
-        return
-    out = side.tree.parent / "results.json"
-    cmd = [sys.executable, "-m", "perfguard.guard.revisions", "--config", str(side.config.path), "--out", str(out),
-           "--cache-dir", str(cache_dir), "--pairs", json.dumps(pairs)]
-    if simulator:
-        cmd += ["--simulator", simulator]
-    if jobs:
-        cmd += ["-j", str(jobs)]
-    env = dict(os.environ)
-    # This perfguard measures both sides; the revision supplies only its config and kernel modules.
-    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[2]), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    # cwd: a folder holding no Python package, so `-m` cannot import a revision's own perfguard/ first.
-    proc = subprocess.run(cmd, cwd=side.tree.parent, env=env, capture_output=True, text=True, check=False)
-    if proc.returncode != 0 or not out.is_file():
-        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        raise InfraError(f"measuring {side.label} failed (exit {proc.returncode}): {last}")
-    for data in json.loads(out.read_text()):
-        result = result_from_dict(data)
-        side.results[(result.kernel, result.target)] = result
+class Measurer:
+    """One worker process (`python -m perfguard.guard.revisions`) that measures revision after revision.
+
+    TVM is imported once; before each revision the worker forgets every module imported from the
+    previous revision's tree (and takes that tree off sys.path), so each revision runs its own
+    kernel modules. Pool workers (-j > 1) are fresh processes per revision anyway."""
+
+    def __init__(self, cache_dir: Path, simulator: str | None, jobs: int | None):
+        self.cache_dir, self.simulator, self.jobs = cache_dir, simulator, jobs
+        self._proc: subprocess.Popen | None = None
+        self._home = Path(tempfile.mkdtemp(prefix="perfguard-measure-"))
+
+    def __enter__(self) -> "Measurer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._proc is not None:
+            if self._proc.stdin:
+                self._proc.stdin.close()
+            try:
+                self._proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+                self._proc.wait()
+            self._proc = None
+        shutil.rmtree(self._home, ignore_errors=True)
+
+    def _start(self) -> subprocess.Popen:
+        if self._proc is None or self._proc.poll() is not None:
+            env = dict(os.environ)
+            # This perfguard measures every revision; a revision supplies only its config and kernel modules.
+            here = str(Path(__file__).resolve().parents[2])
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH")) if p)
+            # cwd: a folder holding no Python package, so `-m` cannot import a revision's own perfguard/ first.
+            with open(self._home / "stderr.log", "w") as log:  # a file: a full pipe would stall the worker
+                self._proc = subprocess.Popen([sys.executable, "-m", "perfguard.guard.revisions"], cwd=self._home,
+                                              env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
+                                              text=True)
+        return self._proc
+
+    def measure(self, side: Side, pairs: list[tuple[str, str]]) -> None:
+        """Measure `pairs` of `side`; fills side.results."""
+        if not pairs:
+            return
+        proc = self._start()
+        request = {"config": str(side.config.path), "cache_dir": str(self.cache_dir), "pairs": pairs,
+                   "simulator": self.simulator, "jobs": self.jobs}
+        try:
+            proc.stdin.write(json.dumps(request) + "\n")
+            proc.stdin.flush()
+            line = proc.stdout.readline()
+        except BrokenPipeError:
+            line = ""
+        if not line:
+            proc.wait()
+            last = ((self._home / "stderr.log").read_text(errors="replace").strip().splitlines() or ["no output"])[-1]
+            raise InfraError(f"measuring {side.label}: the worker died (exit {proc.returncode}): {last}")
+        answer = json.loads(line)
+        if "error" in answer:
+            error = InputError if answer["exit_code"] == InputError.exit_code else InfraError
+            raise error(f"{side.label}: {answer['error']}")
+        for data in answer["results"]:
+            result = result_from_dict(data)
+            side.results[(result.kernel, result.target)] = result
 
 
 def as_baseline(result: JobResult, side: Side, predicted_time_s: float, model_id: str) -> Baseline:
@@ -175,32 +218,50 @@ def as_baseline(result: JobResult, side: Side, predicted_time_s: float, model_id
 # -- the worker: `python -m perfguard.guard.revisions` ------------------------------------------------
 
 
-def _worker(argv: list[str]) -> int:
+def forget_tree(root: Path) -> None:
+    """Drop every module imported from under `root`, and `root` from sys.path."""
+    root = root.resolve()
+
+    def under(path: object) -> bool:
+        try:
+            return isinstance(path, str) and Path(path).resolve().is_relative_to(root)
+        except OSError:
+            return False
+
+    for name, module in list(sys.modules.items()):
+        where = [getattr(module, "__file__", None), *list(getattr(module, "__path__", None) or [])]
+        if any(under(p) for p in where):
+            del sys.modules[name]
+    sys.path[:] = [p for p in sys.path if not under(p)]
+    importlib.invalidate_caches()
+
+
+def _serve() -> int:
+    """Answer one JSON request per line of stdin with one JSON line on stdout."""
     from perfguard.guard.check import make_jobs, measure
 
-    parser = argparse.ArgumentParser(prog="python -m perfguard.guard.revisions")
-    parser.add_argument("--config", type=Path, required=True)
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--cache-dir", type=Path, required=True)
-    parser.add_argument("--pairs", required=True, help="JSON list of [kernel, target]")
-    parser.add_argument("--simulator")
-    parser.add_argument("-j", "--jobs", type=int)
-    args = parser.parse_args(argv)
-    try:
-        config = dataclasses.replace(load_config(args.config), cache_dir=args.cache_dir)
-        pairs = [(config.kernel(kernel), target) for kernel, target in json.loads(args.pairs)]
-        results = measure(config, make_jobs(config, pairs, args.simulator), args.jobs or config.jobs)
-    except PerfguardError as exc:
-        sys.stderr.write(f"{exc.message}\n")
-        return exc.exit_code
-    from perfguard.atomic import atomic_write_text
-
-    atomic_write_text(args.out, json.dumps([r.to_dict() for r in results], sort_keys=True) + "\n")
+    answers, sys.stdout = sys.stdout, sys.stderr  # nothing a kernel or library prints can garble the answers
+    previous: Path | None = None
+    for line in sys.stdin:
+        request = json.loads(line)
+        try:
+            config = load_config(Path(request["config"]))
+            if previous is not None:
+                forget_tree(previous)
+            previous = config.root
+            config = dataclasses.replace(config, cache_dir=Path(request["cache_dir"]))
+            pairs = [(config.kernel(kernel), target) for kernel, target in request["pairs"]]
+            results = measure(config, make_jobs(config, pairs, request["simulator"]), request["jobs"] or config.jobs)
+            answer = {"results": [r.to_dict() for r in results]}
+        except PerfguardError as exc:
+            answer = {"error": exc.message, "exit_code": exc.exit_code}
+        answers.write(json.dumps(answer, sort_keys=True) + "\n")
+        answers.flush()
     return 0
 
 
 if __name__ == "__main__":
     try:
-        sys.exit(_worker(sys.argv[1:]))
+        sys.exit(_serve())
     except KeyboardInterrupt:
         sys.exit(EXIT_INFRA)
