@@ -97,8 +97,9 @@ def test_compare_two_revisions_new_removed_and_user_modules_apart(repo, capsys):
     assert data["base"] == {"ref": base, "commit": base} and data["compare"]["head"]["commit"] == head
     assert data["config"] == str(repo.resolve())
     summary = (proj / "reports" / "summary.md").read_text()
-    assert "removed" in summary and "gone" in summary
-    assert "removed" in (proj / "reports" / "index.html").read_text()
+    assert "removed" in summary and "gone" in summary and f"HEAD `{head[:10]}` against" in summary
+    index = (proj / "reports" / "index.html").read_text()
+    assert "removed" in index and f"HEAD <code>{head[:12]}</code> against" in index
     # The user's working tree and branch are untouched, and no worktree is left behind.
     assert git(proj.parent, "rev-parse", "HEAD") == head and git(proj.parent, "status", "--porcelain") == ""
     assert len(git(proj.parent, "worktree", "list").splitlines()) == 1

@@ -77,7 +77,12 @@ def _verdict_line(data: dict[str, Any]) -> list[str]:
         context.append(md(" and ".join(models)) + " model")
     if simulators:
         context.append(md(", ".join(simulators)))
-    if data.get("commit"):
+    sides = data.get("compare")
+    if isinstance(sides, dict) and all(isinstance(sides.get(k), dict) for k in ("base", "head")):
+        base, head = sides["base"], sides["head"]  # `perfguard compare`: both revisions were measured
+        context.append(f"{md(head.get('ref'))} `{md(str(head.get('commit'))[:10])}` against "
+                       f"{md(base.get('ref'))} `{md(str(base.get('commit'))[:10])}`")
+    elif data.get("commit"):
         context.append(f"commit `{md(data['commit'][:10])}`")
     return [MARKER, f"### {icon} perfguard: {md(text.headline(summary))}", "", f"{counts} ({', '.join(context)})"]
 
