@@ -43,7 +43,8 @@ def make_repo(root: Path, commits: int, target: str) -> tuple[list[str], int]:
     for i in range(1, commits + 1):
         config.write_text(text if i < regressed else text.replace(GOOD, SLOW))
         (root / "notes.txt").write_text(f"{i}\n")
-        git(root, "commit", "-q", "-am", f"change {i}")
+        git(root, "add", "-A")
+        git(root, "commit", "-q", "-m", f"change {i}")
         shas.append(git(root, "rev-parse", "HEAD"))
     return shas, regressed
 

@@ -94,7 +94,8 @@ class Project:
         """A temporary checkout of `sha`, removed afterwards (also on Ctrl-C)."""
         folder = Path(tempfile.mkdtemp(prefix="perfguard-rev-"))
         tree = folder / "tree"
-        git(self.repo, "worktree", "add", "--detach", "--quiet", str(tree), sha)
+        # No hooks: a post-checkout hook of the user's repository has no business running here.
+        git(self.repo, "-c", "core.hooksPath=/dev/null", "worktree", "add", "--detach", "--quiet", str(tree), sha)
         try:
             yield tree
         finally:
