@@ -1,7 +1,7 @@
 """The run steps of the GitHub Action (action.yml) and of the recalibration workflow, testable.
 
     python -m perfguard.action keys          cache keys and folders (stdlib only: runs before install)
-    python -m perfguard.action run           check (or merge shard reports), then outputs, step
+    python -m perfguard.action run           check (or compare, or merge shard reports), then outputs, step
                                              summary, annotations and the comment artifact
     python -m perfguard.action recalibrate --target T
                                              drift -> collect + train the families that drifted
@@ -268,16 +268,48 @@ def choose_base(payload: dict[str, Any]) -> tuple[str | None, str | None]:
     return base, resolve_base(base)
 
 
-def check_command(report_dir: Path, base_commit: str | None) -> list[str]:
-    cmd = [sys.executable, "-m", "perfguard.cli", "check", "--report-dir", str(report_dir)]
-    for name, option in (("config", "--config"), ("targets", "--targets"), ("threshold", "--threshold"),
-                         ("simulator", "--simulator"), ("shard", "--shard")):
+def _options(*names: str) -> list[str]:
+    out = []
+    for name in names:
         value = _input(name)
         if value:
-            cmd += [option, value]
+            out += [f"--{name}", value]
+    return out
+
+
+def check_command(report_dir: Path, base_commit: str | None) -> list[str]:
+    cmd = [sys.executable, "-m", "perfguard.cli", "check", "--report-dir", str(report_dir)]
+    cmd += _options("config", "targets", "threshold", "simulator", "shard")
     if base_commit:
         cmd += ["--base", base_commit]
     return cmd
+
+
+def mode() -> str:
+    value = _input("mode", "check").lower()
+    if value not in ("check", "compare"):
+        raise ActionError(f"input 'mode' must be check or compare, got {value!r}")
+    if value == "compare" and _input("shard"):
+        raise ActionError("input 'shard' does not apply to mode compare")
+    return value
+
+
+def compare_base(payload: dict[str, Any]) -> tuple[str, str]:
+    """(label, commit) of the revision `mode: compare` measures as the base."""
+    label, commit = choose_base(payload)
+    if commit:
+        return label, commit
+    before = str(payload.get("before") or "") if _env("GITHUB_EVENT_NAME") == "push" else ""
+    if _input("base", "auto").lower() == "auto" and re.fullmatch(r"[0-9a-f]{40}", before) and before.strip("0"):
+        sha = _resolve(before)
+        if sha:
+            return "the commit before the push", sha
+    raise ActionError("mode compare needs a base revision: run it on a pull request or a push, or set base to a ref")
+
+
+def compare_command(report_dir: Path, base_commit: str) -> list[str]:
+    cmd = [sys.executable, "-m", "perfguard.cli", "compare", base_commit, "HEAD", "--report-dir", str(report_dir)]
+    return cmd + _options("config", "targets", "threshold", "simulator")
 
 
 def merge_command(report_dir: Path) -> list[str]:
@@ -435,6 +467,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         (report_dir / stale).unlink(missing_ok=True)
     if _input("merge"):
         cmd = merge_command(report_dir)
+    elif mode() == "compare":
+        base_label, base_commit = compare_base(payload)
+        print(f"perfguard: building and simulating {base_label} at {base_commit} as the base", flush=True)
+        cmd = compare_command(report_dir, base_commit)
     else:
         base_label, base_commit = choose_base(payload)
         if base_commit:

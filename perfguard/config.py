@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 from perfguard import flopcount, jsonfile
 from perfguard.errors import InputError
+from perfguard.limits import Limit, parse_limits
 from perfguard.sim.base import SIMULATOR_NAMES
 from perfguard.targets import BUILTIN, TargetProfile, profile_from_config
 from perfguard.user_code import import_user_module
@@ -31,6 +32,10 @@ _TOP_KEYS = {
     "jobs", "timeout", "reps", "warmup", "drift_mape", "drift_spearman",
 }
 _KERNEL_KEYS = {"name", "entry", "family", "params", "threshold", "reference", "targets", "outputs", "rtol", "atol"}
+# -- per-metric limits (issue 14) ------------------------------------------------------------------
+_TOP_KEYS |= {"limits"}
+_KERNEL_KEYS |= {"limits"}
+# -- end of per-metric limits ----------------------------------------------------------------------
 
 # -- trusting a kernel's outputs and work (issue 17): keys kept apart from the ones above --------
 _TOP_KEYS |= {"require_reference"}  # every kernel must name a numpy reference (no self-consistency only)
@@ -50,6 +55,7 @@ class KernelSpec:
     rtol: float | None = None
     atol: float | None = None
     flops: str | None = None  # an expression over params or "module:function" (perfguard.flopcount)
+    limits: dict[str, Limit] = field(default_factory=dict)  # per-metric limits (issue 14): metric -> Limit
 
 
 @dataclass(frozen=True)
@@ -71,6 +77,7 @@ class Config:
     drift_spearman: float = 0.9  # below it, likewise
     profiles: dict[str, TargetProfile] = field(default_factory=dict)
     require_reference: bool = False
+    limits: dict[str, Limit] = field(default_factory=dict)  # per-metric limits (issue 14): global ones
 
     # A name from the command line is not the config's fault: `where` names the option instead.
     def kernel(self, name: str, where: str = "") -> KernelSpec:
@@ -90,6 +97,10 @@ class Config:
         if override is not None:
             return override
         return spec.threshold if spec.threshold is not None else self.threshold
+
+    def kernel_limits(self, spec: KernelSpec) -> dict[str, Limit]:
+        """The global limits with the kernel's own on top (a kernel's limit on a metric replaces the global one)."""
+        return {**self.limits, **spec.limits}
 
 
 def find_config(start: Path) -> Path:
@@ -234,6 +245,7 @@ def _build(path: Path, top: dict, kernels: Any, targets: Any, prefix: str) -> Co
         drift_spearman=_number(top.get("drift_spearman", 0.9), f"{path}: {prefix}.drift_spearman"),
         profiles=profiles,
         require_reference=_flag(top.get("require_reference", False), f"{path}: {prefix}.require_reference"),
+        limits=parse_limits(top["limits"], f"{path}: {prefix}.limits") if "limits" in top else {},
     )
 
 
@@ -291,7 +303,8 @@ def _kernel(path: Path, i: int, table: Any, profiles: dict) -> KernelSpec:
     flops = table.get("flops")
     if flops is not None:
         flops = flopcount.parse(flops, params, f"{where}: flops")
-    return KernelSpec(name, entry, family, params, threshold, reference, targets, outputs, rtol, atol, flops)
+    limits = parse_limits(table["limits"], f"{where}: limits") if "limits" in table else {}
+    return KernelSpec(name, entry, family, params, threshold, reference, targets, outputs, rtol, atol, flops, limits)
 
 
 def _callable_hint(text: str) -> str:

@@ -333,3 +333,26 @@ def test_recalibrate_retrains_only_what_drifted(project, tmp_path, monkeypatch, 
     assert seen == expected
     got = LocalRunner.read_outputs(tmp_path / "out") if (tmp_path / "out").exists() else {}
     assert {k: got[k] for k in outputs} == outputs
+
+
+# -- mode: compare ----------------------------------------------------------------------------------
+
+def test_action_compare_mode_measures_the_merge_base_instead_of_reading_baselines(pr_workspace):
+    workspace, temp, event = pr_workspace
+    for path in (workspace / "baselines").rglob("*.json"):  # no committed baseline is needed: drop them all
+        path.unlink()
+    head = commit_all(workspace, "no baselines")
+    event["pull_request"]["head"]["sha"] = head
+    runner = LocalRunner(workspace, temp, event)
+    code, outputs, _ = runner.run_action({"mode": "compare", "targets": "x86_64", "comment": "false"})
+    log = "\n".join(runner.log)
+    assert code == 1, log
+    assert f"building and simulating main at {event['pull_request']['base']['sha']} as the base" in log
+    data = json.loads((Path(outputs["report"]) / "perfguard.json").read_text())
+    assert data["base"]["commit"] == event["pull_request"]["base"]["sha"] and data["compare"]["head"]["commit"] == head
+    assert {(r["kernel"], r["verdict"]) for r in data["results"]} == {("gemm_a", "regression"), ("gemm_b", "unchanged")}
+    assert outputs["verdict"] == "regression" and outputs["regressions"] == "1"
+    assert "::error file=perfguard.toml" in log  # annotated on the kernel's line, as in check mode
+
+    code, outputs, _ = runner.run_action({"mode": "compare", "shard": "1/2"})
+    assert code == 2 and "input 'shard' does not apply to mode compare" in "\n".join(runner.log)

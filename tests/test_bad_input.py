@@ -266,6 +266,41 @@ def gem5_cut() -> str:
     return GEM5.format(loads=500)[:-40]
 
 
+def in_repo(argv: tuple[str, ...], then: Callable[[Path], None] | None = None, dirty: bool = False):
+    """The project as a git repository: one commit of it, then (with `then`) a second commit of its
+    edit, then (with `dirty`) an uncommitted edit of perfguard.toml."""
+
+    def setup(project: Path) -> list[str]:
+        import subprocess
+
+        def git(*args: str) -> None:
+            subprocess.run(["git", "-c", "user.email=dev@example.com", "-c", "user.name=dev", "-c",
+                            "commit.gpgsign=false", *args], cwd=project, check=True, capture_output=True)
+
+        (project / ".gitignore").write_text("reports/\n__pycache__/\n")
+        git("init", "-q", "-b", "main")
+        git("add", "-A")
+        git("commit", "-q", "-m", "first")
+        if then is not None:
+            then(project)
+            git("add", "-A")
+            git("commit", "-q", "-m", "second")
+        if dirty:
+            with open(project / "perfguard.toml", "a") as handle:
+                handle.write("# an uncommitted edit\n")
+        return list(argv)
+
+    return setup
+
+
+def _rename_kernel(project: Path) -> None:
+    config = project / "perfguard.toml"
+    config.write_text(config.read_text().replace('name = "v"', 'name = "w"'))
+
+
+BISECT = ("bisect", "--kernel", "v", "--target", "aarch64")
+
+
 # -- what else a row checks ----------------------------------------------------------------------------
 
 def escaped_everywhere(outcome: Outcome) -> None:
@@ -501,6 +536,36 @@ CASES = [
          gem5_run(GEM5_OLD), via="`perfguard.sim.gem5.Gem5Simulator.run`"),
     Case("cachegrind-truncated", "cachegrind.out cut short", "cachegrind.out.1234: truncated", 2,
          cachegrind_out(CACHEGRIND.format(ir=100)[:-12]), via="`perfguard.sim.cachegrind.parse_cachegrind_out`"),
+    # per-metric limits
+    Case("limits-unknown-metric", "unknown metric in `limits` (`l1d_mises`)", "perfguard.limits: unknown metric 'l1d_mises'",
+         2, top("limits = { l1d_mises = 5.0 }")),
+    Case("limits-negative", "negative limit (`limits = { insts = -1.0 }` in a kernel)",
+         "kernel 'v': limits.insts: must not be negative", 2,
+         edit("perfguard.toml", 'family = "gemv"', 'family = "gemv"\nlimits = { insts = -1.0 }')),
+    Case("limits-nan", "non-finite limit (`limits = { insts = nan }`)", "perfguard.limits.insts: must be a finite number",
+         2, top("limits = { insts = nan }")),
+    Case("limits-unit", "limit with an unknown unit (`\"5 parsecs\"`)", "perfguard.limits.insts: must be a percentage",
+         2, top('limits = { insts = "5 parsecs" }')),
+    # compare and bisect: revisions
+    Case("compare-unknown-ref", "unknown git revision", "compare: revision no-such-ref: unknown git revision", 2,
+         in_repo(("compare", "no-such-ref", "HEAD")), via="`perfguard compare`"),
+    Case("compare-not-a-repo", "project outside a git repository", "perfguard.toml is not in a git repository", 2,
+         lambda project: ["compare", "HEAD~1", "HEAD"], via="`perfguard compare`"),
+    Case("compare-unknown-kernel", "kernel on neither side (`--kernels nope`)", "unknown kernel 'nope' (in neither", 2,
+         in_repo(("compare", "HEAD~1", "HEAD", "--kernels", "nope"), then=_rename_kernel), via="`perfguard compare`"),
+    Case("compare-dirty", "uncommitted changes in the project when a side is HEAD",
+         "the working tree has uncommitted changes (perfguard.toml) that HEAD does not include", 2,
+         in_repo(("compare", "HEAD", "HEAD"), dirty=True), via="`perfguard compare`"),
+    Case("bisect-swapped", "good and bad swapped", "bisect: --good HEAD is newer than --bad HEAD~1 (good and bad swapped?)",
+         2, in_repo((*BISECT, "--good", "HEAD", "--bad", "HEAD~1"), then=_rename_kernel), via="`perfguard bisect`"),
+    Case("bisect-same", "good and bad the same commit", "are the same commit", 2,
+         in_repo((*BISECT, "--good", "HEAD", "--bad", "main")), via="`perfguard bisect`"),
+    Case("bisect-kernel-missing", "the kernel missing on one side (only `--bad` has `w`)",
+         "does not configure kernel 'w'", 2,
+         in_repo(("bisect", "--kernel", "w", "--target", "aarch64", "--good", "HEAD~1", "--bad", "HEAD"),
+                 then=_rename_kernel), via="`perfguard bisect`"),
+    Case("bisect-unknown-ref", "unknown git revision", "bisect: --good v0.0-nope: unknown git revision", 2,
+         in_repo((*BISECT, "--good", "v0.0-nope", "--bad", "HEAD")), via="`perfguard bisect`"),
     Case("cachegrind-negative", "cachegrind.out with a negative count", "count '-100' is not a non-negative integer", 2,
          cachegrind_out(CACHEGRIND.format(ir=-100)), via="`perfguard.sim.cachegrind.parse_cachegrind_out`"),
 ]

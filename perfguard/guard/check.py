@@ -126,6 +126,13 @@ def run_check(
         results, interrupted = measure_until_interrupted(config, jobs, workers, on_result, executor)
     else:
         results, interrupted = measure(config, jobs, workers, on_result, executor), False
+    return judge_results(config, jobs, results, threshold, store, interrupted)
+
+
+def judge_results(config: Config, jobs: list[Job], results: list[JobResult], threshold: float | None = None,
+                  store: BaselineStore | None = None, interrupted: bool = False) -> CheckRun:
+    """Verdicts for measured results against `store`'s baselines (the working tree's by default;
+    a git revision's, or another revision's measured results for `perfguard compare`)."""
     store = BaselineStore(config.baseline_dir) if store is None else store
     models = getattr(store, "read_file", None) and store  # under --base, models come from that revision too
     run = CheckRun(models=models, interrupted=interrupted)
@@ -143,7 +150,8 @@ def run_check(
                     f"{baseline.simulator}, this run with {result.simulator}; refusing to compare"
                 )
             verdict = judge(result.stats, baseline, predictor, limit, result.toolchain,
-                            str(store.path(job.profile.name, job.kernel.name)))
+                            str(store.path(job.profile.name, job.kernel.name)), config.kernel_limits(job.kernel),
+                            f"{config.path}: kernel '{job.kernel.name}'")
         except InputError as exc:
             result.exit_code = exc.exit_code
             run.outcomes.append(Outcome(result, Verdict(ERROR, limit), error=exc.message))

@@ -14,6 +14,7 @@ import numpy as np
 
 from perfguard.errors import InputError
 from perfguard.guard.baselines import Baseline
+from perfguard.limits import Limit, limit_breaches
 from perfguard.predict.base import Predictor
 from perfguard.sim.stats import STAT_FIELDS, Stats
 
@@ -21,8 +22,9 @@ REGRESSION = "regression"
 IMPROVEMENT = "improvement"
 UNCHANGED = "unchanged"
 NEW = "new"
+REMOVED = "removed"  # `perfguard compare`: the kernel exists in the base revision only
 ERROR = "error"
-VERDICTS = (REGRESSION, ERROR, IMPROVEMENT, NEW, UNCHANGED)  # report order: worst first
+VERDICTS = (REGRESSION, ERROR, IMPROVEMENT, NEW, REMOVED, UNCHANGED)  # report order: worst first
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,9 @@ class Verdict:
     # On a regression or an improvement: tool -> {baseline, current} for each part of the toolchain
     # (cross compiler, TVM, perfguard, simulator) that is not the one the baseline was measured with.
     toolchain_changed: dict[str, dict] = field(default_factory=dict)
+    # Per-metric limits (perfguard.limits) this result went over: metric -> {baseline, current, delta,
+    # delta_pct, limit}. Any breach makes the verdict a regression, whatever the predicted time did.
+    limit_breaches: dict[str, dict] = field(default_factory=dict)
 
 
 def stat_deltas(baseline: Stats, current: Stats) -> dict[str, dict]:
@@ -71,7 +76,8 @@ def _score(predictor: Predictor, stats: Stats, what: str) -> float:
 
 
 def judge(current: Stats, baseline: Baseline | None, predictor: Predictor, threshold_pct: float,
-          toolchain: dict[str, str] | None = None, source: str = "baseline") -> Verdict:
+          toolchain: dict[str, str] | None = None, source: str = "baseline",
+          limits: dict[str, Limit] | None = None, limits_source: str = "limits") -> Verdict:
     """The verdict; InputError (naming `source`, the baseline's file) when the two runs cannot be compared."""
     current_time = _score(predictor, current, "this run's statistics")
     if baseline is None:
@@ -93,6 +99,9 @@ def judge(current: Stats, baseline: Baseline | None, predictor: Predictor, thres
         verdict = IMPROVEMENT
     else:
         verdict = UNCHANGED
+    breaches = limit_breaches(limits or {}, baseline.stats, current, limits_source)
+    if breaches:
+        verdict = REGRESSION
     changed = toolchain_changes(baseline.toolchain, toolchain or {}) if verdict in (REGRESSION, IMPROVEMENT) else {}
     return Verdict(verdict, threshold_pct, current_time, baseline_time, delta, stat_deltas(baseline.stats, current),
-                   changed)
+                   changed, breaches)

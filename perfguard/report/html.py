@@ -79,7 +79,8 @@ def _row(r: dict[str, Any]) -> dict[str, Any]:
         "href": _href(kernel_file(r["kernel"])) + "#" + anchor(r["target"]),
         "bound": cur.get("bound"),
         "peak_pct": cur.get("peak_pct"),
-        "why": "; ".join(filter(None, [text.toolchain_note(r), _top_driver(r) if r.get("delta_pct") else ""])),
+        "why": "; ".join(filter(None, [text.limit_note(r), text.toolchain_note(r),
+                                       _top_driver(r) if r.get("delta_pct") else ""])),
     }
 
 
@@ -121,6 +122,13 @@ def _overview_charts(data: dict[str, Any]) -> tuple[list[dict[str, Any]], Markup
     return rooflines, deltas
 
 
+def _compared(sides: Any) -> dict[str, dict[str, str]] | None:
+    """`perfguard compare`'s two revisions, as strings (a hand-edited report may hold anything)."""
+    if not isinstance(sides, dict) or not all(isinstance(sides.get(k), dict) for k in ("base", "head")):
+        return None
+    return {k: {"ref": str(sides[k].get("ref")), "commit": str(sides[k].get("commit"))} for k in ("base", "head")}
+
+
 def _common(data: dict[str, Any]) -> dict[str, Any]:
     results = data["results"]
     summary = data["summary"]
@@ -133,6 +141,7 @@ def _common(data: dict[str, Any]) -> dict[str, Any]:
         "version": data.get("perfguard_version", "?"),
         "created": data.get("created", ""),
         "commit": data.get("commit"),
+        "compared": _compared(data.get("compare")),
         "simulators": sorted({r["simulator"] for r in results if r.get("simulator")}),
         "models": sorted({text.model_kind(r) for r in results if r.get("model_id")}),
         "roof_fraction_pct": round(ROOF_FRACTION * 100),

@@ -44,6 +44,7 @@ def report_data(run: CheckRun, config_path: Path | None = None, config: Config |
             "error": o.error,
             "measured": r.ok,  # False: no statistics (build, simulation or output check failed, or interrupted)
             "toolchain_changed": v.toolchain_changed,
+            "limit_breaches": v.limit_breaches,
             "flops": r.flops,
             "reference": r.reference,  # what checked the outputs: numpy | family | self (self-consistency only)
             "max_error": r.max_error,

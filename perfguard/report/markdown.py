@@ -19,7 +19,7 @@ from perfguard.report.results import normalise
 MARKER = "<!-- perfguard-report -->"
 LIMIT = 60_000
 _ERROR_CHARS = 300
-_ICON = {"regression": "\u274c", "error": "\u26a0\ufe0f", "improvement": "\u2705", "new": "\U0001f195",
+_ICON = {"regression": "\u274c", "error": "\u26a0\ufe0f", "improvement": "\u2705", "new": "\U0001f195", "removed": "\U0001f5d1\ufe0f",
          "unchanged": "\u2796"}
 _CHANGED = ("regression", "error", "improvement")
 _SPECIAL = re.compile(r"([\\`*_\[\]|~])")
@@ -50,7 +50,7 @@ def _current(r: dict[str, Any]) -> dict[str, Any]:
 
 def _changed_row(r: dict[str, Any]) -> str:
     moved = [d for d in ((r.get("analysis") or {}).get("drivers") or []) if d.get("time_s")]
-    why = "; ".join(filter(None, [text.toolchain_note(r), text.driver(moved[0]) if moved else ""]))
+    why = "; ".join(filter(None, [text.limit_note(r), text.toolchain_note(r), text.driver(moved[0]) if moved else ""]))
     if r.get("error"):
         message = r["error"]
         why = message if len(message) <= _ERROR_CHARS else message[:_ERROR_CHARS] + "..."
@@ -77,7 +77,12 @@ def _verdict_line(data: dict[str, Any]) -> list[str]:
         context.append(md(" and ".join(models)) + " model")
     if simulators:
         context.append(md(", ".join(simulators)))
-    if data.get("commit"):
+    sides = data.get("compare")
+    if isinstance(sides, dict) and all(isinstance(sides.get(k), dict) for k in ("base", "head")):
+        base, head = sides["base"], sides["head"]  # `perfguard compare`: both revisions were measured
+        context.append(f"{md(head.get('ref'))} `{md(str(head.get('commit'))[:10])}` against "
+                       f"{md(base.get('ref'))} `{md(str(base.get('commit'))[:10])}`")
+    elif data.get("commit"):
         context.append(f"commit `{md(data['commit'][:10])}`")
     note = text.self_consistency_note(results)
     return [MARKER, f"### {icon} perfguard: {md(text.headline(summary))}", "", f"{counts} ({', '.join(context)})",

@@ -17,10 +17,12 @@ RESULT_DEFAULTS: dict[str, Any] = {
     "calibrated": False, "stats": None, "stat_deltas": {}, "error": None, "flops": None,
     "analysis": None, "history": None, "calibration": None, "toolchain_changed": {}, "measured": None,
     "reference": None,
+    "limit_breaches": {},
 }
 _NUMBERS = ("delta_pct", "threshold_pct", "current_time_s", "baseline_time_s", "flops")
 _STRINGS = ("family", "simulator", "baseline_commit", "model_id", "error", "reference")
-_OBJECTS = ("params", "stats", "stat_deltas", "analysis", "history", "calibration", "toolchain_changed")
+_OBJECTS = ("params", "stats", "stat_deltas", "analysis", "history", "calibration", "toolchain_changed",
+            "limit_breaches")
 
 
 def normalise(data: dict[str, Any], source: str = "report") -> dict[str, Any]:

@@ -10,9 +10,9 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from perfguard.report.text import SELF_CONSISTENCY, headline, pct, seconds, self_consistency_note, toolchain_note
+from perfguard.report.text import SELF_CONSISTENCY, headline, limit_note, pct, seconds, self_consistency_note, toolchain_note
 
-_STYLE = {"regression": "bold red", "error": "bold yellow", "improvement": "bold green", "new": "cyan",
+_STYLE = {"regression": "bold red", "error": "bold yellow", "improvement": "bold green", "new": "cyan", "removed": "magenta",
           "unchanged": "dim"}
 
 
@@ -54,8 +54,9 @@ def print_table(data: dict[str, Any], out: Console) -> None:
     for r in data["results"]:
         if r["error"]:
             out.print(f"[bold yellow]error[/] {escape(r['error'])}")
-        elif r.get("toolchain_changed"):
-            out.print(f"[bold]note[/] {escape(r['kernel'] + '[' + r['target'] + ']: ' + toolchain_note(r))}")
+        for note in (limit_note(r), toolchain_note(r)) if not r["error"] else ():
+            if note:
+                out.print(f"[bold]note[/] {escape(r['kernel'] + '[' + r['target'] + ']: ' + note)}")
     note = self_consistency_note(data["results"])
     if note:
         out.print(f"[bold]note[/] {escape(note)}")

@@ -80,6 +80,18 @@ def self_consistency_note(results: list[dict]) -> str:
     return (f"{len(names)} result(s) {SELF_CONSISTENCY} ({shown}): no numpy reference, so the outputs were "
             "compared with the same kernel built for the host; a wrong kernel passes that. "
             'Add reference = "module:function" to check against numpy')
+def limit_note(result: dict) -> str:
+    """The per-metric limits a result went over: `limit breached: l1d_misses +6.20 % (limit 5 %)`."""
+    breaches = result.get("limit_breaches") or {}
+    if not isinstance(breaches, dict) or not breaches:
+        return ""
+    parts = []
+    for metric, b in sorted(breaches.items()):
+        if not isinstance(b, dict):
+            continue
+        change = signed_count(b.get("delta")) + (f" ({pct(b['delta_pct'])})" if b.get("delta_pct") is not None else "")
+        parts.append(f"{metric} {change} over the limit {b.get('limit')}")
+    return "limit breached: " + "; ".join(parts)
 
 
 def count(value: int | float | None) -> str:
@@ -145,7 +157,8 @@ def findings(result: dict, most: int = 3) -> list[str]:
     """Sentences that explain a result's change, most telling first (plain text: escape to render)."""
     analysis = result.get("analysis") or {}
     before, after = analysis.get("baseline"), analysis.get("current")
-    out = [toolchain_note(result)] if result.get("toolchain_changed") else []
+    out = [limit_note(result)] if result.get("limit_breaches") else []
+    out += [toolchain_note(result)] if result.get("toolchain_changed") else []
     if before and after and result.get("delta_pct"):
         phases = [f"{name} phase {signed_seconds(after[key] - before[key]) if after[key] != before[key] else 'unchanged'}"
                   for name, key in (("compute", "compute_s"), ("memory", "memory_s"))]

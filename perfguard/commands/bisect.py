@@ -1,0 +1,111 @@
+"""perfguard bisect --good REF --bad REF --kernel NAME --target T: find the commit that made a kernel slower."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from rich.markup import escape
+
+from perfguard.atomic import atomic_write_text
+from perfguard.commands.compare import check_numbers
+from perfguard.config import find_config, load_config
+from perfguard.errors import EXIT_OK, EXIT_REGRESSION
+from perfguard.guard.attribution import changed_blocks
+from perfguard.guard.bisect import AMBIGUOUS, NO_CROSSING, Bisection, Bisector, Visit
+from perfguard.guard.revisions import Measurer, Project
+from perfguard.report.text import pct, seconds, signed_count
+from perfguard.report.terminal import console
+
+MOST = 5  # statistics shown for the first bad commit
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser("bisect", help="find the first commit whose predicted time crossed the threshold")
+    p.add_argument("--good", required=True, metavar="REF", help="a revision where the kernel was fast enough")
+    p.add_argument("--bad", required=True, metavar="REF", help="a later revision where it is slower")
+    p.add_argument("--kernel", required=True, help="the kernel to follow")
+    p.add_argument("--target", required=True, help="the target to follow it on")
+    p.add_argument("--threshold", type=float, help="percent over the good revision's predicted time "
+                                                   "(default: the kernel's threshold at --good)")
+    p.add_argument("--config", type=Path, help="perfguard.toml in the working tree (default: found from here); "
+                                               "each revision's own copy at the same path is used")
+    p.add_argument("--simulator", choices=("qemu", "gem5", "cachegrind"), help="override the configs' simulator")
+    p.add_argument("-j", "--jobs", type=int, help="parallel jobs (default: CPU count)")
+    p.add_argument("--json", type=Path, help="write every visited revision and the outcome here")
+    p.add_argument("--allow-dirty", action="store_true",
+                   help="measure HEAD as committed even when the working tree has uncommitted changes")
+    p.set_defaults(run=run)
+
+
+def _line(visit: Visit) -> str:
+    if visit.skipped:
+        return f"  skip  {visit.sha[:12]}  {visit.subject[:50]}: {visit.skipped}"
+    v = visit.verdict
+    mark = "bad " if visit.crossed else "good"
+    return f"  {mark}  {visit.sha[:12]}  {seconds(v.current_time_s)}  {pct(v.delta_pct)}  {visit.subject[:50]}"
+
+
+def _changed_stats(before: Visit, after: Visit) -> list[str]:
+    b, a = before.result.stats, after.result.stats
+    rows = []
+    for name in b.to_dict():
+        x, y = getattr(b, name), getattr(a, name)
+        if x is None or y is None or x == y:
+            continue
+        rows.append((abs(y - x) / x if x else float("inf"), name, x, y))
+    rows.sort(key=lambda row: (-row[0], row[1]))
+    return [f"{name} {signed_count(y - x)}" + (f" ({pct(100.0 * (y - x) / x)})" if x else "")
+            for _, name, x, y in rows[:MOST]]
+
+
+def report(b: Bisection) -> dict:
+    data = {"kernel": b.kernel, "target": b.target, "threshold_pct": b.threshold_pct, "outcome": b.outcome,
+            "commits": len(b.commits), "good": b.good.to_dict(), "bad": b.bad.to_dict(),
+            "visits": [v.to_dict() for v in b.visits], "candidates": b.candidates,
+            "first_bad": b.first_bad.to_dict() if b.first_bad else None,
+            "last_good": b.last_good.to_dict() if b.last_good else None}
+    if b.first_bad is not None:
+        data["changed_stats"] = _changed_stats(b.last_good, b.first_bad)
+        data["changed_blocks"] = changed_blocks(b.last_good.result, b.first_bad.result)
+    return data
+
+
+def run(args: argparse.Namespace) -> int:
+    out = console()
+    check_numbers(args)
+    config_path = (args.config or find_config(Path.cwd())).resolve()
+    current = load_config(config_path)
+    project = Project.of(config_path, "bisect")
+    if not args.allow_dirty:
+        project.refuse_dirty_head({args.good: project.resolve(args.good, "bisect: --good"),
+                                   args.bad: project.resolve(args.bad, "bisect: --bad")}, "bisect")
+    out.print(f"bisect {escape(args.kernel)}[{escape(args.target)}] between --good {escape(args.good)} "
+              f"and --bad {escape(args.bad)}")
+    with Measurer(current.cache_dir, args.simulator, args.jobs or current.jobs) as measurer:
+        bisector = Bisector(project, args.kernel, args.target, args.threshold, measurer,
+                            on_visit=lambda v: out.print(escape(_line(v))))
+        b = bisector.run(args.good, args.bad)
+    data = report(b)
+    if args.json:
+        atomic_write_text(args.json, json.dumps(data, indent=2, sort_keys=True) + "\n")
+    skipped = sum(1 for v in b.visits if v.skipped)
+    visited = f"{len(b.visits)} revision(s) measured of {len(b.commits) + 1}" + (f", {skipped} skipped" if skipped else "")
+    if b.outcome == NO_CROSSING:
+        out.print(f"no crossing: --bad {escape(args.bad)} is {pct(b.bad.verdict.delta_pct)} against --good "
+                  f"{escape(args.good)}, within the threshold of {b.threshold_pct:.2f} % ({visited})")
+        return EXIT_OK
+    first, last = b.first_bad, b.last_good
+    if b.outcome == AMBIGUOUS:
+        out.print(f"the first bad commit is one of {len(b.candidates)} (the others could not be measured): "
+                  + ", ".join(sha[:12] for sha in b.candidates))
+    out.print(f"first bad commit: {first.sha} {escape(first.subject)}")
+    out.print(f"  predicted {seconds(first.verdict.current_time_s)} against {seconds(first.verdict.baseline_time_s)} "
+              f"at --good: {pct(first.verdict.delta_pct)} (threshold {b.threshold_pct:.2f} %)")
+    out.print(f"  last good {last.sha[:12]}: {pct(last.verdict.delta_pct)}; statistics that changed most: "
+              + escape(", ".join(data["changed_stats"]) or "none"))
+    for line in data["changed_blocks"] or []:
+        out.print(f"  block {escape(line)}")
+    out.print(visited)
+    return EXIT_REGRESSION

@@ -1,0 +1,138 @@
+"""`perfguard compare A B`: the kernels of revision B judged against those of revision A.
+
+Both sides are measured now (perfguard.guard.revisions), so a repository needs no committed
+baselines. Both are scored by one model, the base revision's: its calibrated model where it
+stores one, the analytical model of its target profile otherwise. Thresholds and limits come
+from the base revision's config too (a change cannot loosen the gate it is judged by); a kernel
+only the head has uses its own settings. A kernel only one side has is `new` or `removed`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from perfguard.config import Config, KernelSpec
+from perfguard.errors import InputError
+from perfguard.guard.baselines import Baseline
+from perfguard.guard.check import CheckRun, Outcome, judge_results
+from perfguard.guard.compare import REMOVED, Verdict
+from perfguard.guard.revisions import Side, as_baseline
+from perfguard.pipeline import Job, JobResult
+from perfguard.predict.select import predictor_for
+
+
+class SideStore:
+    """The base revision's measurements, read like committed baselines (path/read/read_file)."""
+
+    def __init__(self, side: Side):
+        self.side = side
+
+    def path(self, target: str, kernel: str) -> str:
+        return f"{self.side.label}:{kernel}[{target}]"
+
+    def read(self, target: str, kernel: str) -> Baseline | None:
+        result = self.side.results.get((kernel, target))
+        if result is None:
+            return None
+        return as_baseline(result, self.side, 0.0, "")
+
+    def read_file(self, relative: str) -> tuple[str, str] | None:
+        """A file under the base revision's baseline folder (its calibrated models)."""
+        if self.side.config is None:
+            return None
+        path = self.side.config.baseline_dir / relative
+        if not path.is_file():
+            return None
+        label = f"{self.side.label}:{path.relative_to(self.side.tree).as_posix()}"
+        try:
+            return path.read_text(encoding="utf-8"), label
+        except UnicodeDecodeError:
+            raise InputError(f"{label}: not UTF-8 text") from None
+
+
+def _specs(config: Config | None) -> dict[str, KernelSpec]:
+    return {} if config is None else {spec.name: spec for spec in config.kernels}
+
+
+def plan(base: Side, head: Side, kernels: list[str] | None,
+         targets: list[str] | None) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """The (kernel, target) pairs to measure on each side; unknown names are input errors."""
+    if base.config is None and head.config is None:
+        raise InputError(f"compare: neither {base.label} nor {head.label} has a perfguard config at that path")
+    a, b = _specs(base.config), _specs(head.config)
+    for name in kernels or []:
+        if name not in a and name not in b:
+            raise InputError(f"compare: unknown kernel '{name}' (in neither {base.label} nor {head.label})")
+    known = set((base.config.profiles if base.config else {})) | set((head.config.profiles if head.config else {}))
+    for name in targets or []:
+        if name not in known:
+            raise InputError(f"compare: unknown target '{name}' (known: {', '.join(sorted(known))})")
+
+    def pairs(side: Side, specs: dict[str, KernelSpec]) -> list[tuple[str, str]]:
+        out = []
+        for name, spec in specs.items():
+            if kernels and name not in kernels:
+                continue
+            for target in targets or side.config.targets:
+                if target in side.config.profiles and (spec.targets is None or target in spec.targets):
+                    out.append((name, target))
+        return out
+
+    chosen = (pairs(base, a), pairs(head, b))
+    if not chosen[0] and not chosen[1]:
+        raise InputError("compare: nothing to compare (no kernel x target pair selected on either side)")
+    return chosen
+
+
+def judge_sides(base: Side, head: Side, head_pairs: list[tuple[str, str]], base_pairs: list[tuple[str, str]],
+                threshold: float | None, simulator: str | None) -> tuple[CheckRun, Config]:
+    """Verdicts of head against base, and the config they were judged by (the base's, with the
+    head's target profiles added for targets only the head knows)."""
+    judging = base.config or head.config
+    if head.config is not None and judging is not head.config:
+        judging = dataclasses.replace(judging, profiles={**head.config.profiles, **judging.profiles})
+    a, b = _specs(base.config), _specs(head.config)
+    jobs, results = [], []
+    for kernel, target in head_pairs:
+        spec = a.get(kernel) or b[kernel]
+        profile = judging.profiles[target]
+        jobs.append(Job(spec, profile, head.config.root, judging.cache_dir, simulator or judging.simulator,
+                        judging.timeout, judging.reps, judging.warmup))
+        result = head.results[(kernel, target)]
+        before = base.results.get((kernel, target))
+        if result.ok and before is not None and not before.ok:  # nothing to compare with: the base failed
+            result = dataclasses.replace(result, ok=False, exit_code=before.exit_code,
+                                         error=f"{kernel}[{target}]: the base revision {base.label} could not be "
+                                               f"measured: {before.error}")
+        results.append(result)
+    store = SideStore(base)
+    run = judge_results(judging, jobs, results, threshold, store)
+    for kernel, target in base_pairs:
+        if (kernel, target) in head.results:
+            continue
+        before = base.results[(kernel, target)]
+        run.outcomes.append(_removed(judging, a[kernel], before, threshold, store))
+    return run, judging
+
+
+def _removed(config: Config, spec: KernelSpec, before: JobResult, threshold: float | None,
+             store: SideStore) -> Outcome:
+    """A kernel only the base revision has: reported with its base time, never as unchanged."""
+    limit = config.kernel_threshold(spec, threshold)
+    time_s, model_id, calibrated = None, None, False
+    if before.ok:
+        try:
+            predictor = predictor_for(config.profiles[before.target], before.family, before.simulator,
+                                      config.baseline_dir, store)
+            time_s = float(predictor.predict_stats([before.stats])[0])
+            model_id, calibrated = predictor.model_id, predictor.calibrated
+        except InputError:  # the verdict stays `removed`; a model problem shows on the other results
+            pass
+    shown = dataclasses.replace(before, stats=None, ok=True, error=None, exit_code=0)
+    return Outcome(shown, Verdict(REMOVED, limit, baseline_time_s=time_s), model_id, calibrated, store.side.sha)
+
+
+def side_summary(side: Side) -> dict:
+    return {"ref": side.ref, "commit": side.sha, "has_config": side.config is not None,
+            "measured": len(side.results)}
+
