@@ -127,7 +127,7 @@ def action_root() -> Path:
 def setup_fingerprint(root: Path) -> str:
     """What the installed toolchain depends on: the setup script, the package's pins, the runner."""
     h = hashlib.sha256()
-    for name in ("scripts/setup.sh", "pyproject.toml"):
+    for name in ("scripts/setup.sh", "scripts/toolchain.lock", "pyproject.toml"):
         path = root / name
         h.update(name.encode())
         h.update(path.read_bytes() if path.is_file() else b"-")
