@@ -10,10 +10,10 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from perfguard.report.text import headline, pct, seconds, toolchain_note
+from perfguard.report.text import headline, pct, seconds
 
-_STYLE = {"regression": "bold red", "error": "bold yellow", "improvement": "bold green", "new": "cyan",
-          "unchanged": "dim"}
+_STYLE = {"regression": "bold red", "error": "bold yellow", "toolchain": "bold magenta", "improvement": "bold green",
+          "new": "cyan", "unchanged": "dim"}
 
 
 def console(stderr: bool = False) -> Console:
@@ -44,7 +44,7 @@ def print_table(data: dict[str, Any], out: Console) -> None:
     for r in data["results"]:
         table.add_row(
             escape(r["kernel"]), escape(r["target"]),
-            f"[{_STYLE[r['verdict']]}]{r['verdict']}[/]" + (" (toolchain changed)" if r.get("toolchain_changed") else ""),
+            f"[{_STYLE[r['verdict']]}]{r['verdict']}[/]",
             pct(r["delta_pct"]), f"{r['threshold_pct']:.2f} %",
             seconds(r["current_time_s"]), seconds(r["baseline_time_s"]),
             "" if not r["model_id"] else ("calibrated" if r["calibrated"] else "analytical"),
@@ -53,6 +53,4 @@ def print_table(data: dict[str, Any], out: Console) -> None:
     for r in data["results"]:
         if r["error"]:
             out.print(f"[bold yellow]error[/] {escape(r['error'])}")
-        elif r.get("toolchain_changed"):
-            out.print(f"[bold]note[/] {escape(r['kernel'] + '[' + r['target'] + ']: ' + toolchain_note(r))}")
     out.print(f"[bold]{escape(headline(data['summary']))}[/]")
