@@ -79,9 +79,9 @@ def parse_plugin_output(text: str, source: str) -> tuple[Stats, int, int]:
     return stats, values["roi_count"], values["total_insts"]
 
 
-# The plugin implements QEMU's plugin API version 1 (qemu_plugin.c, PG_API_MIN/MAX), which QEMU
-# 4.2 to 8.2 offer; QEMU 9.0 and newer require version 2 or later. Validated with QEMU 7.2.
-PLUGIN_API_VERSIONS = (1, 1)
+# The plugin implements QEMU's plugin API version 1 (qemu_api_check.c refuses any other at load
+# time), which QEMU 4.2 to 8.2 offer; QEMU 9.0 and newer require version 2 or later. Validated
+# with QEMU 7.2.
 FIRST_QEMU_WITHOUT_API_1 = (9, 0)
 VALIDATED_QEMU = "7.2"
 
