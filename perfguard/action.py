@@ -127,7 +127,7 @@ def action_root() -> Path:
 def setup_fingerprint(root: Path) -> str:
     """What the installed toolchain depends on: the setup script, the package's pins, the runner."""
     h = hashlib.sha256()
-    for name in ("scripts/setup.sh", "pyproject.toml"):
+    for name in ("scripts/setup.sh", "scripts/toolchain.lock", "pyproject.toml"):
         path = root / name
         h.update(name.encode())
         h.update(path.read_bytes() if path.is_file() else b"-")
@@ -383,6 +383,12 @@ def annotations(data: dict[str, Any]) -> list[str]:
         elif r["verdict"] == "improvement":
             lines.append(annotation("notice", f"{label} is {pct(r['delta_pct'])} faster than its baseline",
                                     f"perfguard improvement: {label}", file, line))
+    toolchain = data["summary"].get("toolchain_changed")
+    if isinstance(toolchain, dict) and toolchain:  # once for the run, not per kernel
+        from perfguard.report.text import toolchain_headline
+
+        lines.append(annotation("warning", toolchain_headline(toolchain, data["summary"].get("toolchain") or 0),
+                                "perfguard: toolchain differs from the baselines'"))
     errors = [a for a in lines if a.startswith("::error")]
     if len(errors) > MAX_ANNOTATIONS:
         lines = errors[:MAX_ANNOTATIONS] + [annotation("error", f"{len(errors) - MAX_ANNOTATIONS} more regression(s) "
@@ -416,7 +422,8 @@ def fallback_markdown(data: dict[str, Any]) -> str:
     s = data["summary"]
     icon = ":x:" if s.get("regression") or s.get("error") else ":white_check_mark:"
     lines = [f"### {icon} perfguard: {_md(headline(s))}", ""]
-    counts = ", ".join(f"{s[k]} {k}" for k in ("regression", "error", "improvement", "new", "unchanged") if s.get(k))
+    counts = ", ".join(f"{s[k]} {k}" for k in ("regression", "error", "toolchain", "improvement", "new", "unchanged")
+                       if s.get(k))
     lines.append(f"{len(data['results'])} kernel x target result(s): {counts or 'none'}.")
     if isinstance(data.get("base"), dict):
         lines.append(f"Baselines from `{_md(data['base'].get('ref'))}` ({_md(str(data['base'].get('commit'))[:12])}).")

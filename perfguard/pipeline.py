@@ -21,7 +21,7 @@ from perfguard.build.cache import BuildCache, digest, file_digest
 from perfguard.build.harness import HARNESS_VERSION, render_harness, template_digest
 from perfguard.build.inputs import decode_outputs
 from perfguard.build.lower import LoweredKernel, build_object, inspect_module
-from perfguard.build.toolchain import cc_version, find_cc, link_harness
+from perfguard.build.toolchain import cc_version, find_cc, libc_version, link_harness, llvm_version
 from perfguard.config import KernelSpec, load_callable
 from perfguard.errors import InfraError, InputError, PerfguardError
 from perfguard.signals import sigterm_interrupts
@@ -142,6 +142,23 @@ class Built:
         return self.build_dir / "harness"
 
 
+def build_toolchain(cc: str) -> dict[str, str]:
+    """The build side of the toolchain every result and baseline records (`simulator` is added by
+    the run): what a change of would change the statistics without any change to the kernel."""
+    import tvm
+
+    return {"cc": cc_version(cc), "libc": libc_version(cc), "tvm": tvm.__version__, "llvm": llvm_version(),
+            "harness": f"harness {HARNESS_VERSION}, template {template_digest()[:12]}, build recipe {BUILD_RECIPE}",
+            "perfguard": __version__}
+
+
+def run_toolchain(profile: TargetProfile, simulator_name: str, cache_dir: Path) -> dict[str, str]:
+    """What a run of `profile` under `simulator_name` would record, without building anything
+    (perfguard doctor compares it with the committed baselines')."""
+    simulator = get_simulator(simulator_name, cache_dir)
+    return {**build_toolchain(find_cc(profile)), "simulator": simulator.fingerprint(profile)}
+
+
 def build_kernel(job: Job, result: JobResult) -> Built:
     """Lower, compile and link (or find it all in the cache); fills the build fields of result."""
     import tvm
@@ -156,10 +173,10 @@ def build_kernel(job: Job, result: JobResult) -> Built:
     elif family is not None:
         result.flops = int(family.flops(**spec.params))
     cc = find_cc(profile)
-    result.toolchain = {"cc": cc_version(cc), "tvm": tvm.__version__, "perfguard": __version__}
+    result.toolchain = build_toolchain(cc)
     cache = BuildCache(job.cache_dir)
     key = digest(lowered.ir_hash, profile.fingerprint(), result.toolchain["cc"], result.toolchain["tvm"],
-                 str(HARNESS_VERSION), template_digest(), str(BUILD_RECIPE), _layout(lowered))
+                 result.toolchain["libc"], str(HARNESS_VERSION), template_digest(), str(BUILD_RECIPE), _layout(lowered))
     result.content_hash = key
     build_dir = cache.lookup_build(key)
     if build_dir is None:

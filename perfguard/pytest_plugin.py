@@ -195,13 +195,17 @@ class PerfguardSession:
     def pytest_terminal_summary(self, terminalreporter) -> None:
         if not self.results or hasattr(self.config, "workerinput"):
             return
+        from perfguard.guard.compare import VERDICTS
         from perfguard.guard.merge import summarize
 
         summary = summarize(self.results, 0)
-        counts = ", ".join(f"{summary[name]} {name}" for name in ("regression", "error", "improvement", "new",
-                                                                    "unchanged") if summary[name])
+        counts = ", ".join(f"{summary[name]} {name}" for name in VERDICTS if summary[name])
         terminalreporter.write_sep("-", "perfguard")
         terminalreporter.write_line(f"{len(self.results)} kernel check(s): {counts}")
+        if summary["toolchain_changed"]:
+            from perfguard.report.text import toolchain_headline
+
+            terminalreporter.write_line(toolchain_headline(summary["toolchain_changed"], summary["toolchain"]))
         if self.updated:
             terminalreporter.write_line(f"rewrote {self.updated} baseline(s)")
         if self.report_path is not None:

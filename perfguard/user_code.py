@@ -6,7 +6,8 @@ configuration in the same process (a long pytest session, a Dask worker, `compar
 checkouts) that also has a `mykernels` package would silently get the first one's code. Each
 import here therefore records which modules it brought in from its folder; importing for
 another folder first forgets those, and takes the other folders perfguard put on the path
-off it again.
+off it again. A module whose file changed on disk since it was imported (an edited kernel in
+a long session) makes its folder's modules be imported afresh too.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-_LOADED: dict[Path, set[str]] = {}  # config folder -> names of the user modules imported from it
+_LOADED: dict[Path, dict[str, tuple[int, int] | None]] = {}  # config folder -> user module -> its file's (mtime, size)
 _ON_PATH: list[str] = []  # folders perfguard itself put on sys.path (others are left alone)
 _current: Path | None = None
 
@@ -39,20 +40,43 @@ def _is_user_module(name: str, module: ModuleType, root: Path) -> bool:
     return not any(part in ("site-packages", "dist-packages") for part in path.parts)
 
 
+def _file_state(module: ModuleType) -> tuple[int, int] | None:
+    path = getattr(module, "__file__", None)
+    try:
+        st = Path(path).stat() if path else None
+    except OSError:
+        return None
+    return None if st is None else (st.st_mtime_ns, st.st_size)
+
+
+def forget(root: Path) -> None:
+    """Drop the modules imported from `root` and take `root` off sys.path (if perfguard put it there)."""
+    global _current
+    root = root.resolve()
+    for name in _LOADED.pop(root, {}):
+        sys.modules.pop(name, None)
+    folder = str(root)
+    if folder in _ON_PATH:
+        _ON_PATH.remove(folder)
+        if folder in sys.path:
+            sys.path.remove(folder)
+    if _current == root:
+        _current = None
+    importlib.invalidate_caches()  # the folder's files may have been written since the last look
+
+
 def _switch_to(root: Path) -> None:
     global _current
+    loaded = _LOADED.get(root, {})
+    if any(_file_state(sys.modules[name]) != state for name, state in loaded.items() if name in sys.modules):
+        forget(root)  # edited since imported: every module of the folder afresh, as a new process would
     if _current == root:
         return
-    for other, names in _LOADED.items():
-        if other != root:
-            for name in names:
-                sys.modules.pop(name, None)
-            names.clear()
-    for folder in list(_ON_PATH):
-        if folder != str(root) and folder in sys.path:
-            sys.path.remove(folder)
-            _ON_PATH.remove(folder)
-    importlib.invalidate_caches()  # the folder's files may have been written since the last look
+    for other in [r for r in _LOADED if r != root]:
+        forget(other)
+    for folder in [f for f in _ON_PATH if f != str(root)]:
+        forget(Path(folder))
+    importlib.invalidate_caches()
     _current = root
 
 
@@ -70,8 +94,8 @@ def import_user_module(module_name: str, root: Path) -> ModuleType:
     try:
         return importlib.import_module(module_name)
     finally:
-        loaded = _LOADED.setdefault(root, set())
+        loaded = _LOADED.setdefault(root, {})
         for name in set(sys.modules) - before:
             module = sys.modules.get(name)
             if module is not None and _is_user_module(name, module, root):
-                loaded.add(name)
+                loaded[name] = _file_state(module)

@@ -95,8 +95,8 @@ if MODE == "once":  # crash the first time only: a failure that would pass on a 
     os.execve(REAL, [REAL, *args], ENV)
 if MODE == "truncate":  # run, then cut the plugin's statistics file short
     code = subprocess.run([REAL, *args], env=ENV).returncode
-    plugin = args[args.index("-plugin") + 1]
-    out = [p[4:] for p in plugin.split(",") if p.startswith("out=")][0]
+    plugins = [args[i + 1] for i, a in enumerate(args) if a == "-plugin"]  # the API check, then the counter
+    out = [p[4:] for plugin in plugins for p in plugin.split(",") if p.startswith("out=")][0]
     data = open(out, "rb").read()
     open(out, "wb").write(data[: len(data) // 2])
     sys.exit(code)

@@ -11,11 +11,15 @@ states perfguard's own rules on top, as properties of every workflow present and
   write permission; `pull_request_target` is not used at all;
 - a job that can write (comments, branches, pull requests) runs no code from the repository
   checkout, and a `workflow_run` job never checks anything out: it only handles data;
-- a checkout never leaves its token in .git/config.
+- a checkout never leaves its token in .git/config;
+- every job that builds or simulates kernels runs in the pinned toolchain: a `container:` whose
+  image is pinned by digest, the Dockerfile's Debian 12 base (scripts/setup.sh then installs the
+  package versions of scripts/toolchain.lock).
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -140,3 +144,47 @@ def test_action_inputs_reach_scripts_through_env_only():
             used_in_env.update(name for name in document["inputs"] if f"inputs.{name}" in str(value))
         assert "inputs." not in str(step.get("run", "")), step.get("name")
     assert used_in_env, "the action passes no input to its scripts"
+
+
+# A step that builds or simulates kernels: the local action (except when it only merges reports),
+# the set-up or test scripts, or a perfguard command that measures.
+_MEASURES = re.compile(r"scripts/(setup|test)\.sh|perfguard(\.action)? +(check|calibrate|baseline|tune|bisect|recalibrate)")
+
+
+def measuring_jobs(document: dict) -> list[str]:
+    names = []
+    for name, job in (document.get("jobs") or {}).items():
+        for step in job.get("steps", []):
+            local = str(step.get("uses", "")).startswith("./") and not (step.get("with") or {}).get("merge")
+            if local or _MEASURES.search(str(step.get("run", ""))):
+                names.append(name)
+                break
+    return names
+
+
+def dockerfile_base() -> str:
+    match = re.search(r"^FROM\s+(\S+)", (REPO / "Dockerfile").read_text(), re.M)
+    assert match, "Dockerfile: no FROM line"
+    return match.group(1)
+
+
+def test_the_dockerfile_base_is_debian_12_pinned_by_digest():
+    assert re.fullmatch(r"debian:(12|bookworm)@sha256:[0-9a-f]{64}", dockerfile_base()), dockerfile_base()
+
+
+@pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
+def test_jobs_that_build_or_simulate_kernels_run_in_the_pinned_toolchain(path):
+    document = load(path)
+    for name in measuring_jobs(document):
+        container = document["jobs"][name].get("container")
+        image = container.get("image") if isinstance(container, dict) else container
+        assert image, f"{path.name}: job {name} builds or simulates kernels outside the pinned container"
+        assert re.search(r"@sha256:[0-9a-f]{64}$", str(image)), f"{path.name}: job {name}: {image} is not pinned by digest"
+        assert image == dockerfile_base(), f"{path.name}: job {name}: {image} is not the Dockerfile's base"
+
+
+def test_the_measuring_jobs_are_found():
+    """The rule above must not pass by finding nothing: these jobs build or simulate kernels."""
+    found = {(path.name, name) for path in WORKFLOWS for name in measuring_jobs(load(path))}
+    assert {("perfguard.yml", "check"), ("tests.yml", "test"), ("recalibrate.yml", "calibrate")} <= found, found
+    assert ("perfguard.yml", "merge") not in found  # only merges reports

@@ -18,6 +18,7 @@ from perfguard.cli import main
 from perfguard.config import load_config
 from perfguard.guard.check import make_jobs, select
 from perfguard.pipeline import run_job
+from perfguard.targets import BUILTIN
 
 # A user kernel B = 2 A (+ an ignored param), references to check it with, and a softmax.
 KERNELS = '''
@@ -262,7 +263,8 @@ def test_messages(tmp_path, capsys):
     line = _config_error(tmp_path, capsys, GEMV, ("--kernels", "nope"))
     assert "--kernels: unknown kernel 'nope'" in line and "perfguard.toml: " not in line.split("unknown kernel")[0]
     line = _config_error(tmp_path, capsys, GEMV + 'targets = ["riscv"]\n')
-    assert "targets: unknown target 'riscv' (known: aarch64, riscv64, riscv64v, x86_64)" in line
+    known = ", ".join(sorted(BUILTIN))  # every built-in profile, whichever were added since
+    assert f"targets: unknown target 'riscv' (known: {known})" in line
     line = _config_error(tmp_path, capsys, GEMV.replace("perfguard.kernels.gemv:gemv", "mykernels.softmax.softmax"))
     assert "did you mean 'mykernels.softmax:softmax'?" in line and "not a path" not in line
 

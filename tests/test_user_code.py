@@ -51,3 +51,10 @@ def test_perfguard_and_installed_packages_are_never_forgotten(tmp_path):
     load_callable("mykernels.ops:which", tmp_path / "a", "a")
     assert sys.modules["numpy"] is numpy
     assert "perfguard.kernels.gemm" in sys.modules
+
+
+def test_a_module_edited_on_disk_is_imported_afresh(tmp_path):
+    root = _project(tmp_path / "a", 1, extra=False)
+    assert load_callable("mykernels.ops:which", root, "a")() == 1
+    (root / "kernel_helpers.py").write_text("VALUE = 7  # edited, and a different size\n")
+    assert load_callable("mykernels.ops:which", root, "a")() == 7

@@ -1,7 +1,9 @@
-"""Cross compilers: finding them, their versions (part of every cache key), linking."""
+"""Cross compilers: finding them, their versions and their C libraries' (part of every cache key
+and of every baseline's toolchain), linking; the version of LLVM's tools."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from functools import lru_cache
@@ -32,6 +34,48 @@ def find_cc(target: TargetProfile) -> str:
 def cc_version(cc: str) -> str:
     out = subprocess.run([cc, "--version"], capture_output=True, text=True, check=False)
     return out.stdout.splitlines()[0].strip() if out.stdout else cc
+
+
+def _run_text(cmd: list[str]) -> str:
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return proc.stdout.strip() if proc.returncode == 0 else ""
+
+
+@lru_cache(maxsize=None)
+def libc_version(cc: str) -> str:
+    """The C library a static harness links in: glibc's version from its headers and, where dpkg
+    knows the file, the Debian package and version (a Debian revision can change memcpy & co)."""
+    macros = _run_text([cc, "-dM", "-E", "-include", "features.h", "-x", "c", "/dev/null"])
+    major = minor = None
+    for line in macros.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[1] == "__GLIBC__":
+            major = parts[2]
+        elif len(parts) == 3 and parts[1] == "__GLIBC_MINOR__":
+            minor = parts[2]
+    name = f"glibc {major}.{minor}" if major and minor else "unknown C library"
+    archive = _run_text([cc, "-print-file-name=libc.a"])
+    owner = _run_text(["dpkg-query", "-S", os.path.realpath(archive)]) if archive.startswith("/") else ""
+    package = owner.split(":")[0] if owner else ""
+    version = _run_text(["dpkg-query", "-W", "-f=${Version}", package]) if package else ""
+    return f"{name} ({package} {version})" if version else name
+
+
+LLVM_TOOLS = ("llvm-mca-19", "llvm-mca")
+
+
+@lru_cache(maxsize=None)
+def llvm_version() -> str:
+    """The version of LLVM's machine-code tools (llvm-mca, llvm-objdump), or 'absent'."""
+    for tool in LLVM_TOOLS:
+        path = shutil.which(tool)
+        if path:
+            lines = [ln.strip() for ln in _run_text([path, "--version"]).splitlines() if "version" in ln.lower()]
+            return f"{tool}: {lines[0]}" if lines else tool
+    return "absent"
 
 
 def ffi_include_dir() -> Path:

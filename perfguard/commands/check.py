@@ -54,6 +54,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--allow-errors", action="store_true",
                    help="exit 0 (or 1 on a regression) even when kernels could not be measured or checked; "
                         "they are still reported as errors, never as unchanged")
+    p.add_argument("--fail-on-toolchain-change", action="store_true",
+                   help="exit 3 when this run's toolchain differs from its baselines' (default: exit 0; the "
+                        "headline names what differs and the command that re-baselines)")
     add_executor_options(p)
     p.set_defaults(run=run)
 
@@ -81,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
                           on_result=lambda i, r: advance(f"{r.kernel}[{r.target}]"), store=store,
                           executor=executor, partial=True)
     check.allow_errors = args.allow_errors
+    check.fail_on_toolchain_change = args.fail_on_toolchain_change
     data = report_data(check, config.path, config)
     if args.shard:
         data["shard"] = {"index": args.shard[0], "count": args.shard[1]}

@@ -1,8 +1,10 @@
-"""perfguard doctor: what is installed, what is missing, and how to get it."""
+"""perfguard doctor: what is installed, what is missing, and how to get it; then the toolchain
+fingerprint of each configured target and whether it matches the committed baselines'."""
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import importlib.metadata
 import shutil
 import subprocess
@@ -19,9 +21,10 @@ _PYTHON = {"apache-tvm": "0.27.0.post1", "apache-tvm-ffi": "0.1.14.post1"}
 
 
 def add_parser(subparsers) -> None:
-    p = subparsers.add_parser("doctor", help="report installed and missing tools")
+    p = subparsers.add_parser("doctor", help="report installed and missing tools, and the toolchain fingerprint")
     p.add_argument("--config", type=Path, help="perfguard.toml or pyproject.toml whose targets and simulator to "
-                                                "check (default: found from this folder, if any)")
+                                               "check and whose baselines to compare the toolchain with "
+                                               "(default: found from this folder, if any)")
     p.set_defaults(run=run)
 
 
@@ -77,6 +80,7 @@ def run(args: argparse.Namespace) -> int:
             out.print(state)
     missing += _config_needs(args.config, out)
     out.print("all required tools found" if not missing else f"{missing} required tool(s) missing")
+    toolchain_fingerprint(out, getattr(args, "config", None))
     return EXIT_OK if not missing else EXIT_INFRA
 
 
@@ -113,3 +117,60 @@ def _config_needs(path: Path | None, out) -> int:
         else:
             out.print(f"[green]ok[/]      {escape(name)}: {escape(profile.cc)} and {config.simulator} for {profile.isa}")
     return missing
+def fingerprint(toolchain: dict[str, str]) -> str:
+    """A short hash of the compared parts of a toolchain: equal fingerprints, comparable statistics."""
+    from perfguard.guard.compare import NOT_COMPARED
+
+    text = "\n".join(f"{k}={v}" for k, v in sorted(toolchain.items()) if k not in NOT_COMPARED)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def toolchain_fingerprint(out, config_path: Path | None) -> None:
+    """Each configured target's toolchain (what a run would record) against its committed
+    baselines': match, or what differs and the command that re-baselines. Informational: the exit
+    code stays about missing tools (`perfguard check --fail-on-toolchain-change` is the gate)."""
+    from perfguard.config import load_config
+    from perfguard.guard.baselines import BaselineStore
+    from perfguard.guard.compare import toolchain_changes, toolchain_summary
+    from perfguard.pipeline import run_toolchain
+    from perfguard.report.text import toolchain_differences
+
+    try:
+        config = load_config(config_path)
+    except PerfguardError as exc:
+        out.print(f"[dim]toolchain[/] no baselines to compare with ({escape(exc.message)})")
+        return
+    store = BaselineStore(config.baseline_dir)
+    changes: list[tuple[str, dict]] = []
+    unrecorded: set[str] = set()
+    for target in config.targets:
+        try:
+            current = run_toolchain(config.profile(target), config.simulator, config.cache_dir)
+        except PerfguardError as exc:
+            out.print(f"[red]toolchain[/] {target}: cannot be fingerprinted: {escape(exc.message)}")
+            continue
+        baselines = []
+        for spec in config.kernels:
+            try:
+                baseline = store.read(target, spec.name)
+            except PerfguardError:
+                continue  # an unreadable baseline: `perfguard check` names it
+            if baseline is not None and baseline.toolchain:
+                baselines.append(baseline)
+                changes.append((target, toolchain_changes(baseline.toolchain, current)))
+                unrecorded |= set(current) - set(baseline.toolchain)
+        differ = sum(1 for t, c in changes if t == target and c)
+        state = ("[dim]no baselines[/]" if not baselines else f"[green]matches its {len(baselines)} baseline(s)[/]"
+                 if not differ else f"[yellow]differs from {differ} of its {len(baselines)} baseline(s)[/]")
+        out.print(f"toolchain {target}: {fingerprint(current)} {state}")
+        for tool, version in sorted(current.items()):
+            out.print(f"          {tool}: {escape(version)}")
+    summary = toolchain_summary(changes)
+    if summary:
+        out.print(f"[yellow]toolchain[/] {escape(toolchain_differences(summary))}; "
+                  f"re-baseline with: {summary['rebaseline']}")
+    elif changes:
+        out.print("[green]toolchain[/] matches the committed baselines'")
+    if unrecorded - {"perfguard"}:
+        out.print(f"[dim]toolchain[/] not recorded by some baselines (recorded at their next re-baseline): "
+                  f"{', '.join(sorted(unrecorded - {'perfguard'}))}")

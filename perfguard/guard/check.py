@@ -11,7 +11,7 @@ from perfguard.config import Config, KernelSpec
 from perfguard.errors import EXIT_INFRA, EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, InputError
 from perfguard.executors import Executor, LocalExecutor
 from perfguard.guard.baselines import Baseline, BaselineStore, now_iso
-from perfguard.guard.compare import ERROR, REGRESSION, Verdict, judge
+from perfguard.guard.compare import ERROR, REGRESSION, Verdict, judge, toolchain_summary
 from perfguard.pipeline import Job, JobResult, run_job
 from perfguard.predict.select import predictor_for
 
@@ -32,6 +32,9 @@ class CheckRun:
     models: object = None  # where calibrated models were read from (None: the working tree)
     interrupted: bool = False  # Ctrl-C or SIGTERM stopped the measuring: some results are missing
     allow_errors: bool = False  # --allow-errors: errors stay errors in the report, the exit code ignores them
+    # --fail-on-toolchain-change: a toolchain other than the baselines' exits 3 (the environment is
+    # not the one the baselines were made in); by default it exits 0 and the headline says so.
+    fail_on_toolchain_change: bool = False
 
     def exit_code(self) -> int:
         if self.interrupted:
@@ -41,9 +44,14 @@ class CheckRun:
             return EXIT_INFRA
         if codes:
             return EXIT_USAGE
+        if self.fail_on_toolchain_change and self.toolchain_summary():
+            return EXIT_INFRA
         if any(o.verdict.verdict == REGRESSION for o in self.outcomes):
             return EXIT_REGRESSION
         return EXIT_OK
+
+    def toolchain_summary(self) -> dict:
+        return toolchain_summary((o.result.target, o.verdict.toolchain_changed) for o in self.outcomes)
 
     def count(self, verdict: str) -> int:
         return sum(1 for o in self.outcomes if o.verdict.verdict == verdict)

@@ -3,12 +3,18 @@
 The baseline's stored prediction is informational; the comparison re-scores the baseline's
 raw statistics with the model that scores the current run, so a recalibration never shows
 up as a regression or an improvement.
+
+Statistics measured with another toolchain (cross compiler, C library, TVM, LLVM's tools,
+harness, QEMU and its plugin) than the baseline's are not comparable: a change beyond the
+threshold then gets the verdict `toolchain` (not judged), never regression or improvement, and
+the run's summary says once which tools differ and how to re-baseline (toolchain_summary).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Iterable
 
 import numpy as np
 
@@ -24,7 +30,13 @@ UNCHANGED = "unchanged"
 NEW = "new"
 REMOVED = "removed"  # `perfguard compare`: the kernel exists in the base revision only
 ERROR = "error"
-VERDICTS = (REGRESSION, ERROR, IMPROVEMENT, NEW, REMOVED, UNCHANGED)  # report order: worst first
+TOOLCHAIN = "toolchain"  # moved beyond the threshold, but measured with another toolchain: not judged
+VERDICTS = (REGRESSION, ERROR, TOOLCHAIN, IMPROVEMENT, NEW, REMOVED, UNCHANGED)  # report order: worst first
+
+# Recorded in every baseline but not compared: perfguard's own version. What of perfguard shapes
+# the statistics is recorded on its own (harness, build recipe, the simulator's plugin and recipe).
+NOT_COMPARED = frozenset({"perfguard"})
+REBASELINE = "perfguard baseline update"
 
 
 @dataclass(frozen=True)
@@ -35,8 +47,8 @@ class Verdict:
     baseline_time_s: float | None = None
     delta_pct: float | None = None
     stat_deltas: dict[str, dict] = field(default_factory=dict)  # field -> {baseline, current, delta_pct}
-    # On a regression or an improvement: tool -> {baseline, current} for each part of the toolchain
-    # (cross compiler, TVM, perfguard, simulator) that is not the one the baseline was measured with.
+    # tool -> {baseline, current} for each part of the toolchain (cross compiler, C library, TVM,
+    # LLVM's tools, harness, simulator) that is not the one the baseline was measured with.
     toolchain_changed: dict[str, dict] = field(default_factory=dict)
     # Per-metric limits (perfguard.limits) this result went over: metric -> {baseline, current, delta,
     # delta_pct, limit}. Any breach makes the verdict a regression, whatever the predicted time did.
@@ -57,11 +69,31 @@ def stat_deltas(baseline: Stats, current: Stats) -> dict[str, dict]:
 
 
 def toolchain_changes(baseline: dict[str, str], current: dict[str, str]) -> dict[str, dict]:
-    """Each tool whose version differs; nothing when the baseline recorded no toolchain (too old)."""
-    if not baseline or not current:
+    """Each tool both recorded whose version differs. A tool the baseline did not record (it is
+    older than that field) is no difference: re-baselining records it."""
+    return {tool: {"baseline": baseline[tool], "current": current[tool]}
+            for tool in sorted((set(baseline) & set(current)) - NOT_COMPARED) if baseline[tool] != current[tool]}
+
+
+def toolchain_summary(changes: Iterable[tuple[str, dict]]) -> dict:
+    """The run's one statement about its toolchain, from (target, toolchain_changed) per result:
+    each tool that differs with its distinct {baseline, current} pairs, the targets concerned and
+    the command that re-baselines them; {} when every result matched its baseline's toolchain."""
+    tools: dict[str, list[dict]] = {}
+    targets: set[str] = set()
+    for target, changed in changes:
+        for tool, pair in (changed.items() if isinstance(changed, dict) else ()):
+            if not isinstance(pair, dict):
+                continue
+            targets.add(target)
+            pair = {"baseline": pair.get("baseline"), "current": pair.get("current")}
+            if pair not in tools.setdefault(tool, []):
+                tools[tool].append(pair)
+    if not targets:
         return {}
-    return {tool: {"baseline": baseline.get(tool), "current": current.get(tool)}
-            for tool in sorted(set(baseline) | set(current)) if baseline.get(tool) != current.get(tool)}
+    ordered = sorted(targets)
+    return {"tools": {tool: tools[tool] for tool in sorted(tools)}, "targets": ordered,
+            "rebaseline": f"{REBASELINE} --targets {','.join(ordered)}"}
 
 
 def _score(predictor: Predictor, stats: Stats, what: str) -> float:
@@ -102,6 +134,8 @@ def judge(current: Stats, baseline: Baseline | None, predictor: Predictor, thres
     breaches = limit_breaches(limits or {}, baseline.stats, current, limits_source)
     if breaches:
         verdict = REGRESSION
-    changed = toolchain_changes(baseline.toolchain, toolchain or {}) if verdict in (REGRESSION, IMPROVEMENT) else {}
+    changed = toolchain_changes(baseline.toolchain, toolchain or {})
+    if changed and verdict in (REGRESSION, IMPROVEMENT):
+        verdict = TOOLCHAIN  # counts from another toolchain explain a breach as well as a time change
     return Verdict(verdict, threshold_pct, current_time, baseline_time, delta, stat_deltas(baseline.stats, current),
                    changed, breaches)

@@ -13,7 +13,7 @@ from typing import Any, Iterable
 
 from perfguard import __version__, jsonfile
 from perfguard.errors import EXIT_INFRA, EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, InputError
-from perfguard.guard.compare import VERDICTS
+from perfguard.guard.compare import VERDICTS, toolchain_summary
 
 REPORT_SCHEMA = 1  # the perfguard.json schema this module reads and writes
 _SEVERITY = (EXIT_INFRA, EXIT_USAGE, EXIT_REGRESSION)
@@ -31,7 +31,8 @@ def summarize(results: list[dict[str, Any]], exit_code: int) -> dict[str, Any]:
     counts = {name: 0 for name in VERDICTS}
     for r in results:
         counts[r["verdict"]] += 1
-    summary = {"exit_code": exit_code, **counts}
+    summary = {"exit_code": exit_code, **counts,
+               "toolchain_changed": toolchain_summary((r["target"], r.get("toolchain_changed")) for r in results)}
     if all("measured" in r for r in results):  # which errors had no statistics at all (the headline says)
         summary["not_measured"] = sum(1 for r in results if r["verdict"] == "error" and r["measured"] is False)
     return summary

@@ -14,7 +14,6 @@ change costs no build and no simulation.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import json
 import os
 import shutil
@@ -27,6 +26,7 @@ from pathlib import Path, PurePosixPath
 from typing import Iterator
 
 from perfguard.config import Config, load_config
+from perfguard import user_code
 from perfguard.errors import EXIT_INFRA, InfraError, InputError, PerfguardError
 from perfguard.guard.baselines import Baseline
 from perfguard.pipeline import JobResult
@@ -219,24 +219,6 @@ def as_baseline(result: JobResult, side: Side, predicted_time_s: float, model_id
 # -- the worker: `python -m perfguard.guard.revisions` ------------------------------------------------
 
 
-def forget_tree(root: Path) -> None:
-    """Drop every module imported from under `root`, and `root` from sys.path."""
-    root = root.resolve()
-
-    def under(path: object) -> bool:
-        try:
-            return isinstance(path, str) and Path(path).resolve().is_relative_to(root)
-        except OSError:
-            return False
-
-    for name, module in list(sys.modules.items()):
-        where = [getattr(module, "__file__", None), *list(getattr(module, "__path__", None) or [])]
-        if any(under(p) for p in where):
-            del sys.modules[name]
-    sys.path[:] = [p for p in sys.path if not under(p)]
-    importlib.invalidate_caches()
-
-
 def _serve() -> int:
     """Answer one JSON request per line of stdin with one JSON line on stdout."""
     from perfguard.guard.check import make_jobs, measure
@@ -248,7 +230,7 @@ def _serve() -> int:
         try:
             config = load_config(Path(request["config"]))
             if previous is not None:
-                forget_tree(previous)
+                user_code.forget(previous)
             previous = config.root
             config = dataclasses.replace(config, cache_dir=Path(request["cache_dir"]))
             pairs = [(config.kernel(kernel), target) for kernel, target in request["pairs"]]

@@ -22,9 +22,8 @@ from matplotlib.ticker import Formatter, FuncFormatter, LogLocator, MaxNLocator,
 from perfguard.report.analysis import ROOF_FRACTION
 from perfguard.report.text import seconds
 
-VERDICT_COLOURS = {"regression": "#c62828", "error": "#b26a00", "improvement": "#2e7d32", "new": "#1565c0",
-                   "removed": "#6a1b9a",
-                   "unchanged": "#616161"}
+VERDICT_COLOURS = {"regression": "#c62828", "error": "#b26a00", "toolchain": "#6a1b9a", "improvement": "#2e7d32",
+                   "new": "#1565c0", "removed": "#6a1b9a", "unchanged": "#616161"}
 BOUND_COLOURS = {"compute": "#6a1b9a", "memory": "#1565c0", "latency": "#e65100", None: "#757575"}
 PHASE_COLOURS = {"compute": "#5c6bc0", "memory": "#ef6c00"}
 BASELINE_COLOUR = "#9e9e9e"

@@ -79,8 +79,7 @@ def _row(r: dict[str, Any]) -> dict[str, Any]:
         "href": _href(kernel_file(r["kernel"])) + "#" + anchor(r["target"]),
         "bound": cur.get("bound"),
         "peak_pct": cur.get("peak_pct"),
-        "why": "; ".join(filter(None, [text.limit_note(r), text.toolchain_note(r),
-                                       _top_driver(r) if r.get("delta_pct") else ""])),
+        "why": "; ".join(filter(None, [text.limit_note(r), _top_driver(r) if r.get("delta_pct") else ""])),
     }
 
 
@@ -135,6 +134,7 @@ def _common(data: dict[str, Any]) -> dict[str, Any]:
     status = "error" if summary.get("error") else "fail" if summary.get("regression") else "ok"
     return {
         "headline": text.headline(summary),
+        "title": text.headline(summary, toolchain=False),  # the page says the toolchain sentence once, below
         "status": status,
         "summary": summary,
         "verdict_names": VERDICTS,

@@ -63,7 +63,7 @@ def report_data(run: CheckRun, config_path: Path | None = None, config: Config |
         "created": now_iso(),
         "config": None if config_path is None else str(config_path),
         "summary": {"exit_code": run.exit_code(), **{name: run.count(name) for name in VERDICTS},
-                    "not_measured": run.not_measured(),
+                    "not_measured": run.not_measured(), "toolchain_changed": run.toolchain_summary(),
                     **({"interrupted": True} if run.interrupted else {}),
                     **({"errors_allowed": True} if run.allow_errors else {})},
         "results": results,

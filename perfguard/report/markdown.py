@@ -19,8 +19,8 @@ from perfguard.report.results import normalise
 MARKER = "<!-- perfguard-report -->"
 LIMIT = 60_000
 _ERROR_CHARS = 300
-_ICON = {"regression": "\u274c", "error": "\u26a0\ufe0f", "improvement": "\u2705", "new": "\U0001f195", "removed": "\U0001f5d1\ufe0f",
-         "unchanged": "\u2796"}
+_ICON = {"regression": "\u274c", "error": "\u26a0\ufe0f", "toolchain": "\U0001f527", "improvement": "\u2705",
+         "new": "\U0001f195", "removed": "\U0001f5d1\ufe0f", "unchanged": "\u2796"}
 _CHANGED = ("regression", "error", "improvement")
 _SPECIAL = re.compile(r"([\\`*_\[\]|~])")
 
@@ -50,7 +50,7 @@ def _current(r: dict[str, Any]) -> dict[str, Any]:
 
 def _changed_row(r: dict[str, Any]) -> str:
     moved = [d for d in ((r.get("analysis") or {}).get("drivers") or []) if d.get("time_s")]
-    why = "; ".join(filter(None, [text.limit_note(r), text.toolchain_note(r), text.driver(moved[0]) if moved else ""]))
+    why = "; ".join(filter(None, [text.limit_note(r), text.driver(moved[0]) if moved else ""]))
     if r.get("error"):
         message = r["error"]
         why = message if len(message) <= _ERROR_CHARS else message[:_ERROR_CHARS] + "..."
@@ -68,7 +68,8 @@ def _rest_row(r: dict[str, Any]) -> str:
 
 def _verdict_line(data: dict[str, Any]) -> list[str]:
     summary, results = data["summary"], data["results"]
-    icon = _ICON["error"] if summary.get("error") else _ICON["regression"] if summary.get("regression") else _ICON["improvement"]
+    icon = (_ICON["error"] if summary.get("error") else _ICON["regression"] if summary.get("regression")
+            else _ICON["toolchain"] if summary.get("toolchain_changed") else _ICON["improvement"])
     counts = " \u00b7 ".join(f"**{summary.get(name, 0)}** {name}" for name in _ICON)
     models = sorted({text.model_kind(r) for r in results if r.get("model_id")})
     simulators = sorted({r["simulator"] for r in results if r.get("simulator")})

@@ -10,10 +10,10 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from perfguard.report.text import SELF_CONSISTENCY, headline, limit_note, pct, seconds, self_consistency_note, toolchain_note
+from perfguard.report.text import SELF_CONSISTENCY, headline, limit_note, pct, seconds, self_consistency_note
 
-_STYLE = {"regression": "bold red", "error": "bold yellow", "improvement": "bold green", "new": "cyan", "removed": "magenta",
-          "unchanged": "dim"}
+_STYLE = {"regression": "bold red", "error": "bold yellow", "toolchain": "bold magenta", "improvement": "bold green",
+          "new": "cyan", "removed": "magenta", "unchanged": "dim"}
 
 
 def console(stderr: bool = False) -> Console:
@@ -44,8 +44,7 @@ def print_table(data: dict[str, Any], out: Console) -> None:
     for r in data["results"]:
         table.add_row(
             escape(r["kernel"]), escape(r["target"]),
-            f"[{_STYLE[r['verdict']]}]{r['verdict']}[/]" + (" (toolchain changed)" if r.get("toolchain_changed") else "")
-            + (f" ({SELF_CONSISTENCY})" if r.get("reference") == "self" else ""),
+            f"[{_STYLE[r['verdict']]}]{r['verdict']}[/]" + (f" ({SELF_CONSISTENCY})" if r.get("reference") == "self" else ""),
             pct(r["delta_pct"]), f"{r['threshold_pct']:.2f} %",
             seconds(r["current_time_s"]), seconds(r["baseline_time_s"]),
             "" if not r["model_id"] else ("calibrated" if r["calibrated"] else "analytical"),
@@ -54,9 +53,8 @@ def print_table(data: dict[str, Any], out: Console) -> None:
     for r in data["results"]:
         if r["error"]:
             out.print(f"[bold yellow]error[/] {escape(r['error'])}")
-        for note in (limit_note(r), toolchain_note(r)) if not r["error"] else ():
-            if note:
-                out.print(f"[bold]note[/] {escape(r['kernel'] + '[' + r['target'] + ']: ' + note)}")
+        elif note := limit_note(r):
+            out.print(f"[bold]note[/] {escape(r['kernel'] + '[' + r['target'] + ']: ' + note)}")
     note = self_consistency_note(data["results"])
     if note:
         out.print(f"[bold]note[/] {escape(note)}")

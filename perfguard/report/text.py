@@ -24,7 +24,7 @@ def seconds(value: float | None) -> str:
     return _in_units(value, (("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9)), ".3f", ".1f")
 
 
-def headline(summary: dict) -> str:
+def headline(summary: dict, toolchain: bool = True) -> str:
     """One line: what could not be measured (no statistics) or checked (measured, but no verdict:
     an unreadable baseline or model, a refused comparison), then the regressions."""
     parts = []
@@ -42,23 +42,57 @@ def headline(summary: dict) -> str:
     line = ", ".join(parts) or "no regressions"
     if summary.get("interrupted"):
         line = f"interrupted: {line}"
+    changed = summary.get("toolchain_changed")
+    if toolchain and isinstance(changed, dict) and changed:
+        line = f"{line}; {toolchain_headline(changed, summary.get('toolchain') or 0)}"
     return line
 
 
-def toolchain_note(result: dict, width: int = 60) -> str:
-    """What differs between the toolchain of the baseline and of this run (on a regression or
-    an improvement), so that a compiler or simulator upgrade is explained, not blamed on the kernel."""
+def _short(value: object, width: int = 60) -> str:
+    value = "?" if value is None else " ".join(str(value).split())
+    return value if len(value) <= width else value[: width - 3] + "..."
+
+
+def _difference(baseline: object, current: object) -> str:
+    """`baseline → current`; of values made of '; '-separated parts (the simulator's fingerprint),
+    only the parts that differ."""
+    before, after = str(baseline).split("; "), str(current).split("; ")
+    if baseline is not None and current is not None and len(before) > 1 and len(after) > 1:
+        before, after = [p for p in before if p not in after], [p for p in after if p not in before]
+        baseline, current = "; ".join(before) or "-", "; ".join(after) or "-"
+    return f"{_short(baseline)} \u2192 {_short(current)}"
+
+
+def toolchain_differences(toolchain: dict) -> str:
+    """`toolchain differs from the baselines' (tool a → b; ...)` from a summary's toolchain_changed."""
+    parts = []
+    for tool, pairs in sorted((toolchain.get("tools") or {}).items()):
+        pairs = [p for p in pairs if isinstance(p, dict)] if isinstance(pairs, list) else []
+        if len(pairs) > 2:
+            parts.append(f"{tool}: {len(pairs)} different versions")
+        else:
+            parts.append(f"{tool} " + ", ".join(_difference(p.get("baseline"), p.get("current")) for p in pairs))
+    return f"toolchain differs from the baselines' ({'; '.join(parts)})"
+
+
+def toolchain_headline(toolchain: dict, not_judged: int) -> str:
+    """The run's one sentence about a toolchain that differs from its baselines': what differs,
+    what it means for the verdicts, and the one command that re-baselines."""
+    judged = (f"{not_judged} kernel(s) moved but are not judged (a toolchain change is not a change of the code)"
+              if not_judged else "no kernel moved beyond its threshold")
+    command = toolchain.get("rebaseline") or "perfguard baseline update"
+    return f"{toolchain_differences(toolchain)}: {judged}; re-baseline with: {command}"
+
+
+def toolchain_note(result: dict) -> str:
+    """On a kernel's own page: why a result was not judged (the run's headline says it once for
+    every table; rows do not repeat it)."""
     changed = result.get("toolchain_changed") or {}
-    if not isinstance(changed, dict) or not changed:
+    if result.get("verdict") != "toolchain" or not isinstance(changed, dict) or not changed:
         return ""
-
-    def short(value: object) -> str:
-        value = "?" if value is None else " ".join(str(value).split())
-        return value if len(value) <= width else value[: width - 3] + "..."
-
-    parts = [f"{tool} {short(d.get('baseline') if isinstance(d, dict) else None)} \u2192 "
-             f"{short(d.get('current') if isinstance(d, dict) else None)}" for tool, d in sorted(changed.items())]
-    return "toolchain changed since the baseline (" + "; ".join(parts) + "): the change may come from it, not the kernel"
+    parts = [f"{tool} {_difference(d.get('baseline'), d.get('current'))}" for tool, d in sorted(changed.items())
+             if isinstance(d, dict)]
+    return "not judged: measured with another toolchain than its baseline (" + "; ".join(parts) + ")"
 
 
 SELF_CONSISTENCY = "self-consistency only"
@@ -80,6 +114,8 @@ def self_consistency_note(results: list[dict]) -> str:
     return (f"{len(names)} result(s) {SELF_CONSISTENCY} ({shown}): no numpy reference, so the outputs were "
             "compared with the same kernel built for the host; a wrong kernel passes that. "
             'Add reference = "module:function" to check against numpy')
+
+
 def limit_note(result: dict) -> str:
     """The per-metric limits a result went over: `limit breached: l1d_misses +6.20 % (limit 5 %)`."""
     breaches = result.get("limit_breaches") or {}
@@ -158,7 +194,7 @@ def findings(result: dict, most: int = 3) -> list[str]:
     analysis = result.get("analysis") or {}
     before, after = analysis.get("baseline"), analysis.get("current")
     out = [limit_note(result)] if result.get("limit_breaches") else []
-    out += [toolchain_note(result)] if result.get("toolchain_changed") else []
+    out += [note] if (note := toolchain_note(result)) else []
     if before and after and result.get("delta_pct"):
         phases = [f"{name} phase {signed_seconds(after[key] - before[key]) if after[key] != before[key] else 'unchanged'}"
                   for name, key in (("compute", "compute_s"), ("memory", "memory_s"))]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -25,6 +26,9 @@ from perfguard.targets import TargetProfile
 
 PLUGIN_SOURCE = Path(__file__).with_name("qemu_plugin.c")
 PLUGIN_NAME = "perfguard_plugin.so"
+# Loaded first: refuses a QEMU whose plugin API the counting plugin does not implement (exit 3).
+API_CHECK_SOURCE = Path(__file__).with_name("qemu_api_check.c")
+API_CHECK_NAME = "perfguard_api_check.so"
 OUTPUT_HEADER = "perfguard_qemu_plugin 1"
 HOST_CC = "cc"
 
@@ -76,6 +80,24 @@ def parse_plugin_output(text: str, source: str) -> tuple[Stats, int, int]:
     return stats, values["roi_count"], values["total_insts"]
 
 
+# The plugin implements QEMU's plugin API version 1 (qemu_api_check.c refuses any other at load
+# time), which QEMU 4.2 to 8.2 offer; QEMU 9.0 and newer require version 2 or later. Validated
+# with QEMU 7.2.
+FIRST_QEMU_WITHOUT_API_1 = (9, 0)
+VALIDATED_QEMU = "7.2"
+
+
+def check_plugin_api(version_line: str, target: TargetProfile) -> None:
+    """InfraError (exit 3) for a QEMU whose plugin API the plugin does not implement, before a run
+    fails obscurely; a version line that says no version leaves the check to the plugin itself."""
+    match = re.search(r"version (\d+)\.(\d+)", version_line)
+    if match and (int(match.group(1)), int(match.group(2))) >= FIRST_QEMU_WITHOUT_API_1:
+        raise InfraError(
+            f"{target.qemu} (target {target.name}) is {match.group(1)}.{match.group(2)}: QEMU 9.0 and newer need "
+            f"plugin API version 2 or later, perfguard's plugin implements version 1 (QEMU 7.2 to 8.2, validated "
+            f"with {VALIDATED_QEMU}): use the perfguard image or scripts/setup.sh's QEMU 7.2")
+
+
 _GUEST_DIR = "/tmp"
 GUEST_STACK_BYTES = 8 * 1024 * 1024
 # Part of the fingerprint: bump when how the guest is launched changes (its layout, its counts).
@@ -95,6 +117,7 @@ class QemuSimulator(Simulator):
     def __init__(self, cache_dir: Path):
         self.cache_dir = Path(cache_dir)
         self._plugin: Path | None = None
+        self._api_check: Path | None = None
         self._versions: dict[str, str] = {}
         self._plugin_ok: set[str] = set()
 
@@ -118,6 +141,7 @@ class QemuSimulator(Simulator):
             if b"-plugin" not in proc.stdout + proc.stderr:
                 raise InfraError(f"{target.qemu} (target {target.name}) has no TCG plugin support "
                                  f"(qemu-user-static has none): install the Debian package qemu-user")
+            check_plugin_api(self._qemu_version(target), target)
             self._plugin_ok.add(qemu)
 
     def _qemu_version(self, target: TargetProfile) -> str:
@@ -141,10 +165,18 @@ class QemuSimulator(Simulator):
 
     def plugin_path(self) -> Path:
         """Build the plugin if needed (atomically; concurrent builders are safe) and return it."""
-        if self._plugin is not None and self._plugin.exists():
-            return self._plugin
+        if self._plugin is None or not self._plugin.exists():
+            self._plugin = self._build(PLUGIN_SOURCE, PLUGIN_NAME)
+        return self._plugin
+
+    def api_check_path(self) -> Path:
+        if self._api_check is None or not self._api_check.exists():
+            self._api_check = self._build(API_CHECK_SOURCE, API_CHECK_NAME)
+        return self._api_check
+
+    def _build(self, source_path: Path, name: str) -> Path:
         cc = self._which(HOST_CC, "gcc", "host C compiler that builds the perfguard QEMU plugin")
-        source = PLUGIN_SOURCE.read_bytes()
+        source = source_path.read_bytes()
         try:
             version = subprocess.run([cc, "--version"], stdin=subprocess.DEVNULL, capture_output=True,
                                      timeout=60).stdout
@@ -152,25 +184,24 @@ class QemuSimulator(Simulator):
             raise InfraError(f"{HOST_CC} --version failed: {_one_line(str(exc))}") from None
         digest = hashlib.sha256(source + b"\0" + version).hexdigest()[:20]
         directory = self.cache_dir / "plugin" / digest
-        final = directory / PLUGIN_NAME
+        final = directory / name
         if not final.exists():
             directory.mkdir(parents=True, exist_ok=True)
             fd, tmp_name = tempfile.mkstemp(prefix=".build-", suffix=".so", dir=directory)
             os.close(fd)
             try:
-                proc = subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", tmp_name, str(PLUGIN_SOURCE)],
+                proc = subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", tmp_name, str(source_path)],
                                       stdin=subprocess.DEVNULL, capture_output=True, timeout=300)
                 if proc.returncode != 0:
-                    raise InfraError(f"{HOST_CC} failed to build the QEMU plugin {PLUGIN_SOURCE}: "
+                    raise InfraError(f"{HOST_CC} failed to build the QEMU plugin {source_path}: "
                                      f"{_stderr_tail(proc.stderr, 3)}")
                 os.replace(tmp_name, final)
             except (OSError, subprocess.TimeoutExpired) as exc:
-                raise InfraError(f"{HOST_CC} failed to build the QEMU plugin {PLUGIN_SOURCE}: "
+                raise InfraError(f"{HOST_CC} failed to build the QEMU plugin {source_path}: "
                                  f"{_one_line(str(exc))}") from None
             finally:
                 if os.path.exists(tmp_name):
                     os.unlink(tmp_name)
-        self._plugin = final
         return final
 
     # -- interface -----------------------------------------------------------------------
@@ -196,7 +227,7 @@ class QemuSimulator(Simulator):
         where = f"{binary.name} on target {target.name} ({target.qemu})"
         if not binary.is_file():
             raise InfraError(f"{where}: harness binary {binary} does not exist")
-        plugin = self.plugin_path()
+        plugin, api_check = self.plugin_path(), self.api_check_path()
         # QEMU resolves the guest's path and lays it out on the guest stack, so the path's
         # length shifts addresses and with them cache conflicts. The guest therefore always
         # runs as /tmp/perfguard-qemu-XXXXXXXX/harness (fixed length, whatever TMPDIR says),
@@ -207,9 +238,12 @@ class QemuSimulator(Simulator):
             _link_or_copy(binary.resolve(), guest)
             so = work / "plugin.so"
             so.symlink_to(plugin.resolve())
+            check = work / "check.so"
+            check.symlink_to(api_check.resolve())
             out = work / "stats.txt"
             # -s: a fixed guest stack size (QEMU would otherwise grow it to the host RLIMIT_STACK).
-            cmd = [qemu, "-s", str(GUEST_STACK_BYTES), *target.qemu_cpu, "-plugin", self._plugin_arg(so, out, target), str(guest), *args]
+            cmd = [qemu, "-s", str(GUEST_STACK_BYTES), *target.qemu_cpu, "-plugin", str(check),
+                   "-plugin", self._plugin_arg(so, out, target), str(guest), *args]
             try:
                 proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                         stderr=subprocess.PIPE, env={}, start_new_session=True,
