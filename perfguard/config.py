@@ -29,7 +29,7 @@ _CALLABLE = re.compile(rf"^{_IDENT}(\.{_IDENT})*:{_IDENT}$")
 
 _TOP_KEYS = {
     "targets", "simulator", "threshold", "baseline_dir", "report_dir", "cache_dir",
-    "jobs", "timeout", "reps", "warmup", "drift_mape", "drift_spearman",
+    "jobs", "timeout", "reps", "warmup", "drift_mape", "drift_spearman", "model",
 }
 _KERNEL_KEYS = {"name", "entry", "family", "params", "threshold", "reference", "targets", "outputs", "rtol", "atol"}
 
@@ -66,6 +66,7 @@ class Config:
     drift_mape: float = 15.0  # percent: above it, `calibrate drift` says retrain
     drift_spearman: float = 0.9  # below it, likewise
     profiles: dict[str, TargetProfile] = field(default_factory=dict)
+    model: str = "auto"  # auto (calibrated, else pipeline, else analytical) | pipeline | analytical
 
     def kernel(self, name: str) -> KernelSpec:
         for spec in self.kernels:
@@ -225,7 +226,17 @@ def _build(path: Path, top: dict, kernels: Any, targets: Any, prefix: str) -> Co
         drift_mape=_number(top.get("drift_mape", 15.0), f"{path}: {prefix}.drift_mape"),
         drift_spearman=_number(top.get("drift_spearman", 0.9), f"{path}: {prefix}.drift_spearman"),
         profiles=profiles,
+        model=_model_name(top.get("model", "auto"), f"{path}: {prefix}.model"),
     )
+
+
+MODEL_NAMES = ("auto", "pipeline", "analytical")
+
+
+def _model_name(value: Any, where: str) -> str:
+    if value not in MODEL_NAMES:
+        raise InputError(f"{where}: unknown model {value!r} (one of {', '.join(MODEL_NAMES)})")
+    return value
 
 
 def _kernel(path: Path, i: int, table: Any, profiles: dict) -> KernelSpec:

@@ -188,13 +188,30 @@ def _run(job: Job, result: JobResult) -> None:
             raise InfraError(f"{built.where}: harness printed garbage under {job.simulator}: {exc}") from None
         max_error = _check_outputs(job.kernel, job.root, built.lowered, built.params, built.family, outputs,
                                    built.where)
-        record = {"stats": sim.stats.to_dict(), "roi_count": sim.roi_count, "total_insts": sim.total_insts,
+        record = {"stats": sim.stats.to_record(), "roi_count": sim.roi_count, "total_insts": sim.total_insts,
                   "max_error": max_error}
         cache.store_sim(sim_key, record)
         result.resimulated = True
     stats = Stats.from_dict(record["stats"], f"simulation cache entry {sim_key}")
     result.stats = stats if job.reps == 1 else stats.scaled(1.0 / job.reps)
     result.max_error = record["max_error"]
+    if stats.blocks is not None and result.resimulated:
+        _warm_block_timings(job, stats)
+
+
+def _warm_block_timings(job: Job, stats: Stats) -> None:
+    """Schedule the blocks with llvm-mca here, in the worker, so that the pipeline model (run
+    serially when verdicts are judged) finds them cached. Best effort: when it cannot, the
+    model itself reports why, naming the block and the tool."""
+    from perfguard.predict.mca import LLVM_MCA, McaTarget, block_timings
+
+    if shutil.which(LLVM_MCA) is None:
+        return
+    profile = job.profile
+    try:
+        block_timings(stats.blocks.blocks, McaTarget(profile.triple, profile.pipeline_cpu, profile.mattr), job.cache_dir)
+    except PerfguardError:
+        pass
 
 
 def reference_outputs(spec: KernelSpec, root: Path, lowered: LoweredKernel, params: dict, family, inputs, where):

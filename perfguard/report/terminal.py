@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from perfguard.report.text import headline, pct, seconds, toolchain_note
+from perfguard.report.text import block_line, headline, model_kind, pct, seconds, toolchain_note
 
 _STYLE = {"regression": "bold red", "error": "bold yellow", "improvement": "bold green", "new": "cyan",
           "unchanged": "dim"}
@@ -47,12 +47,18 @@ def print_table(data: dict[str, Any], out: Console) -> None:
             f"[{_STYLE[r['verdict']]}]{r['verdict']}[/]" + (" (toolchain changed)" if r.get("toolchain_changed") else ""),
             pct(r["delta_pct"]), f"{r['threshold_pct']:.2f} %",
             seconds(r["current_time_s"]), seconds(r["baseline_time_s"]),
-            "" if not r["model_id"] else ("calibrated" if r["calibrated"] else "analytical"),
+            "" if not r["model_id"] else model_kind(r),
         )
     out.print(table)
     for r in data["results"]:
         if r["error"]:
             out.print(f"[bold yellow]error[/] {escape(r['error'])}")
-        elif r.get("toolchain_changed"):
-            out.print(f"[bold]note[/] {escape(r['kernel'] + '[' + r['target'] + ']: ' + toolchain_note(r))}")
+        else:
+            label = r['kernel'] + '[' + r['target'] + ']: '
+            if r.get("toolchain_changed"):
+                out.print(f"[bold]note[/] {escape(label + toolchain_note(r))}")
+            if r.get("note"):
+                out.print(f"[bold]note[/] {escape(label + r['note'])}")
+            if r["verdict"] in ("regression", "improvement") and r.get("blocks"):
+                out.print(f"[bold]where[/] {escape(label + block_line(r['blocks'][0]))}")
     out.print(f"[bold]{escape(headline(data['summary']))}[/]")
