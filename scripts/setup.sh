@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Installs what perfguard needs on Debian 12: cross compilers, QEMU user mode (with TCG
-# plugin support), valgrind, and the Python package. Safe to run again.
+# plugin support), valgrind, LLVM 19 (llvm-mca / llvm-mc for the pipeline timing model), and
+# the Python package. Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 debs=(qemu-user gcc gcc-x86-64-linux-gnu libc6-dev
       gcc-aarch64-linux-gnu libc6-dev-arm64-cross
       gcc-riscv64-linux-gnu libc6-dev-riscv64-cross
-      valgrind git)
+      valgrind llvm-19 git)
 # The test extras also need a headless browser: tests/test_report_browser.py opens the HTML report.
 case ",${PERFGUARD_EXTRAS:-}," in *,test,*) debs+=(chromium) ;; esac
 missing=()

@@ -259,6 +259,8 @@ CASES = [
     Case("negative-threshold", "out of range (`threshold = -1`)", "perfguard.threshold: must be >= 0", 2,
          top("threshold = -1")),
     Case("zero-jobs", "out of range (`jobs = 0`)", "perfguard.jobs: must be >= 1", 2, top("jobs = 0")),
+    Case("unknown-model", "unknown timing model (`model = \"fast\"`)", "perfguard.model: unknown model 'fast'", 2,
+         top('model = "fast"')),
     Case("date-param", "a date as a kernel parameter", "params.when: date values are not supported", 2,
          edit("perfguard.toml", "params = { M = 16, K = 16 }", "params = { M = 16, K = 16, when = 2024-01-01 }")),
     Case("param-below-minimum", "kernel parameter out of range (`M = 0`)", "parameter 'M' = 0 is below the minimum 1",

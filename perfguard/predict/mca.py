@@ -67,12 +67,12 @@ def llvm_version(cache_dir: Path) -> str:
     """The LLVM version of llvm-mca, asked once per installed binary and remembered on disk."""
     path = os.path.realpath(_tool(LLVM_MCA))
     st = os.stat(path)
-    ident = (path, st.st_size, st.st_mtime_ns)
+    ident = (path, st.st_size, st.st_mtime_ns, str(cache_dir))
     if ident in _VERSIONS:
         return _VERSIONS[ident]
     import hashlib
 
-    memo = Path(cache_dir) / "mca" / f"version-{hashlib.sha256(repr(ident).encode()).hexdigest()[:20]}.txt"
+    memo = Path(cache_dir) / "mca" / f"version-{hashlib.sha256(repr(ident[:3]).encode()).hexdigest()[:20]}.txt"
     try:
         version = memo.read_text().strip()
     except OSError:
