@@ -234,3 +234,14 @@ def test_check_uses_the_pipeline_model_attributes_blocks_and_notes_old_baselines
     assert "no block profile" in (config.parent / "reports" / "summary.md").read_text()
     page = next((config.parent / "reports" / "kernels").glob("gemv_s*.html")).read_text()
     assert "no block profile" in page
+
+
+def test_an_x86_instruction_cut_at_a_page_end_is_left_out_only_there(tmp_path):
+    # QEMU gives the last instruction (a vmovups running over the page end) only its first 4 bytes
+    cut = "4801c84883e901c5fc1081"
+    at_page_end = Block(0x402ff4, 11, 3, 2, cut, "kernel")
+    timing = block_timings([at_page_end], _mca_target(), tmp_path)[0]
+    assert timing.asm == ("addq %rcx, %rax", "subq $1, %rcx")
+    elsewhere = Block(0x402f00, 11, 3, 2, cut, "kernel")
+    with pytest.raises(InfraError, match=rf"{LLVM_MC} cannot disassemble block 0x402f00-0x402f0b"):
+        block_timings([elsewhere], _mca_target(), tmp_path)

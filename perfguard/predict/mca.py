@@ -132,11 +132,21 @@ def _disassemble(blocks: list[Block], target: McaTarget, what: str) -> list[list
     out = []
     for b in blocks:  # name the block that does not disassemble
         insns, problem = run([b])
+        if _page_tail(b, target) and len(insns) == b.insns - 1:
+            out.append(insns)  # its last instruction's bytes were cut at the page end: time the rest
+            continue
         if problem or len(insns) != b.insns:
             why = problem or f"{len(insns)} instructions decoded, the simulator executed {b.insns}"
             raise InfraError(f"{what}: {LLVM_MC} cannot disassemble {_block_name(b)} for {target.describe()}: {why}")
         out.append(insns)
     return out
+
+
+def _page_tail(block: Block, target: McaTarget) -> bool:
+    """QEMU 7.2 gives an x86 instruction that runs over a page end with only some of its bytes
+    (the block then ends a few bytes short of the page boundary, its last instruction
+    undecodable): such a block is timed without that one instruction."""
+    return target.triple.startswith("x86_64") and -block.end % 4096 < 16
 
 
 _REGION = re.compile(r"^\[(\d+)\] Code Region - b(\d+)$", re.M)
@@ -205,7 +215,7 @@ def _schedule(blocks: list[Block], asm: list[list[str]], target: McaTarget, what
 def _key(block: Block, target: McaTarget, version: str) -> str:
     import hashlib
 
-    text = json.dumps([RECIPE, block.code, target.triple, target.cpu, target.mattr, version])
+    text = json.dumps([RECIPE, block.code, target.triple, target.cpu, target.mattr, version, _page_tail(block, target)])
     return hashlib.sha256(text.encode()).hexdigest()
 
 
