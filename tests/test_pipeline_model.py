@@ -245,3 +245,11 @@ def test_an_x86_instruction_cut_at_a_page_end_is_left_out_only_there(tmp_path):
     elsewhere = Block(0x402f00, 11, 3, 2, cut, "kernel")
     with pytest.raises(InfraError, match=rf"{LLVM_MC} cannot disassemble block 0x402f00-0x402f0b"):
         block_timings([elsewhere], _mca_target(), tmp_path)
+
+
+def test_rep_string_blocks_cost_per_element_not_llvm_mca_flat_100_cycles(tmp_path):
+    # QEMU runs `rep stosb` / `rep movsq` as one block execution per element
+    stosb, movsq = Block(0x424e4a, 2, 1, 4096, "f3aa", "memset"), Block(0x425000, 3, 1, 512, "f348a5", "memcpy")
+    timings = block_timings([stosb, movsq], _mca_target(), tmp_path)
+    assert [t.bound for t in timings] == ["rep string", "rep string"]
+    assert timings[0].cycles == pytest.approx(1 / 16) and timings[1].cycles == pytest.approx(8 / 16)

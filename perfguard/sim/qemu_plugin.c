@@ -353,18 +353,14 @@ static uint64_t block_total(const struct block_rec *b)
     return b->done + ((in_roi && b->epoch == roi_epoch) ? 0 : b->open);
 }
 
-static struct block_rec *block_new(uint64_t addr, struct qemu_plugin_insn *first)
+/* Records live inside their tb_rec / tail_rec (one cache line with the counters the execution
+ * callback touches anyway); the list links them for the output. */
+static void block_init(struct block_rec *b, uint64_t addr, struct qemu_plugin_insn *first)
 {
-    struct block_rec *b = calloc(1, sizeof *b);
-    if (!b) {
-        fprintf(stderr, "perfguard plugin: out of memory\n");
-        abort();
-    }
     b->addr = addr;
     b->symbol = qemu_plugin_insn_symbol(first);
     b->next = blocks;
     blocks = b;
-    return b;
 }
 
 /* The last instruction of a block that runs over a page end is counted on its own: QEMU 7.2
@@ -372,7 +368,7 @@ static struct block_rec *block_new(uint64_t addr, struct qemu_plugin_insn *first
  * next block), so counting it with the block would count an instruction that never ran. Its
  * own exec callback goes away with it. */
 struct tail_rec {
-    struct block_rec *block;
+    struct block_rec block;
     uint64_t first_line;
     uint32_t n_lines;
     uint32_t any_class;
@@ -380,7 +376,7 @@ struct tail_rec {
 };
 
 struct tb_rec {
-    struct block_rec *block;
+    struct block_rec block;
     uint64_t first_line; /* first L1I line covered */
     uint32_t n_lines;    /* distinct L1I lines covered */
     uint32_t n_insns;
@@ -413,7 +409,7 @@ static void tb_exec(unsigned int vcpu_index, void *userdata)
     if (__builtin_expect(t->marker != MARK_NONE, 0))
         roi_marker(t->marker);
     if (in_roi)
-        block_count(t->block);
+        block_count(&t->block);
     exec_seq++;
     ctr[K_INSTS] += t->n_insns;
     ctr[K_L1I_ACC] += t->n_insns;
@@ -797,7 +793,7 @@ static void tail_exec(unsigned int vcpu_index, void *userdata)
     struct tail_rec *r = userdata;
     (void)vcpu_index;
     if (in_roi)
-        block_count(r->block);
+        block_count(&r->block);
     ctr[K_INSTS]++;
     ctr[K_L1I_ACC]++;
     if (r->any_class) {
@@ -824,12 +820,12 @@ static void tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
     }
     uint64_t start = qemu_plugin_tb_vaddr(tb), end = start + 1;
     t->n_insns = (uint32_t)n;
-    t->block = block_new(start, qemu_plugin_tb_get_insn(tb, 0));
+    block_init(&t->block, start, qemu_plugin_tb_get_insn(tb, 0));
     size_t code_len = 0;
     for (size_t i = 0; i < n; i++)
         code_len += qemu_plugin_insn_size(qemu_plugin_tb_get_insn(tb, i));
-    t->block->code = malloc(code_len ? code_len : 1);
-    if (!t->block->code) {
+    t->block.code = malloc(code_len ? code_len : 1);
+    if (!t->block.code) {
         fprintf(stderr, "perfguard plugin: out of memory\n");
         abort();
     }
@@ -875,15 +871,15 @@ static void tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
                 if (f & (1u << c))
                     r->cls[c]++;
             r->any_class = f;
-            r->block = block_new(va, insn);
-            r->block->n_insns = 1;
-            r->block->size = (uint32_t)sz;
-            r->block->code = malloc(sz ? sz : 1);
-            if (!r->block->code) {
+            block_init(&r->block, va, insn);
+            r->block.n_insns = 1;
+            r->block.size = (uint32_t)sz;
+            r->block.code = malloc(sz ? sz : 1);
+            if (!r->block.code) {
                 fprintf(stderr, "perfguard plugin: out of memory\n");
                 abort();
             }
-            memcpy(r->block->code, qemu_plugin_insn_data(insn), sz);
+            memcpy(r->block.code, qemu_plugin_insn_data(insn), sz);
             t->n_insns--;
             end = va > start ? va : start + 1;
             qemu_plugin_register_vcpu_insn_exec_cb(insn, tail_exec, QEMU_PLUGIN_CB_NO_REGS, r);
@@ -892,7 +888,7 @@ static void tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
                 if (f & (1u << c))
                     t->cls[c]++;
             t->any_class |= f;
-            memcpy(t->block->code + code_len, qemu_plugin_insn_data(insn), sz);
+            memcpy(t->block.code + code_len, qemu_plugin_insn_data(insn), sz);
             code_len += sz;
         }
         if (dump_file) {
@@ -906,8 +902,8 @@ static void tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
     }
     t->first_line = start >> l1i.shift;
     t->n_lines = (uint32_t)(((end - 1) >> l1i.shift) - t->first_line + 1);
-    t->block->n_insns = t->n_insns;
-    t->block->size = (uint32_t)code_len;
+    t->block.n_insns = t->n_insns;
+    t->block.size = (uint32_t)code_len;
     qemu_plugin_register_vcpu_tb_exec_cb(tb, tb_exec, QEMU_PLUGIN_CB_NO_REGS, t);
 }
 
