@@ -38,6 +38,7 @@ from benchmarks.verdict_pairs import PAIRS, Pair  # noqa: E402
 from perfguard.atomic import atomic_write_text
 from perfguard.build.cache import BuildCache
 from perfguard.config import Config, KernelSpec, load_config
+from perfguard.errors import InputError
 from perfguard.executors.local import LocalExecutor
 from perfguard.pipeline import Job, JobResult, run_job
 from perfguard.predict.analytical import AnalyticalModel
@@ -85,14 +86,14 @@ def _side_key(spec: KernelSpec) -> str:
     return json.dumps([spec.family, spec.params], sort_keys=True)
 
 
-def build_sides(pairs: list[Pair], config: Config, profile: TargetProfile,
-                workers: int | None = None) -> dict[str, tuple[Side, Side]]:
+def build_sides(pairs: list[Pair], config: Config, profile: TargetProfile, workers: int | None = None,
+                simulator: str = "qemu") -> dict[str, tuple[Side, Side]]:
     """pair name -> (before, after); each distinct kernel is built and simulated once."""
     unique: dict[str, KernelSpec] = {}
     for pair in pairs:
         for spec in pair.sides():
             unique.setdefault(_side_key(spec), spec)
-    jobs = [Job(spec, profile, config.root, config.cache_dir, "qemu", config.timeout, config.reps, config.warmup)
+    jobs = [Job(spec, profile, config.root, config.cache_dir, simulator, config.timeout, config.reps, config.warmup)
             for spec in unique.values()]
     results = LocalExecutor(workers).map(run_job, jobs)
     failed = [r.error for r in results if not r.ok]
@@ -108,15 +109,21 @@ def build_sides(pairs: list[Pair], config: Config, profile: TargetProfile,
 # --- native timing: interleaved rounds ---
 
 
-def time_pair(before: Path, after: Path, rounds: int, cpu: int, where: str, timeout: float = 600.0) -> dict:
-    """Per round, the median call time of each side; the order alternates (AB, BA, AB, ...)."""
-    reps = {}
-    for side, binary in (("before", before), ("after", after)):
-        probe = min(time_calls(binary, 3, 1, cpu, timeout, f"{where} ({side})"))
-        reps[side] = int(min(2000, max(MIN_CALLS, BATCH_SECONDS / max(probe, 1e-7))))
+def time_pair(before: Path, after: Path, rounds: int, cpu: int, where: str, reps: dict[str, int] | None = None,
+              first: int = 0, timeout: float = 600.0) -> dict:
+    """Per round, the fastest and the median call of each side; the order alternates (AB, BA, AB, ...).
+
+    `reps` (calls per side per round) is probed when not given; `first` continues the alternation
+    of rounds timed before.
+    """
+    if reps is None:
+        reps = {}
+        for side, binary in (("before", before), ("after", after)):
+            probe = min(time_calls(binary, 3, 1, cpu, timeout, f"{where} ({side})"))
+            reps[side] = int(min(2000, max(MIN_CALLS, BATCH_SECONDS / max(probe, 1e-7))))
     load = [os.getloadavg()[0]]
     samples: dict[str, list[dict]] = {"before": [], "after": []}
-    for r in range(rounds):
+    for r in range(first, first + rounds):
         order = (("before", before), ("after", after))
         for side, binary in (order if r % 2 == 0 else order[::-1]):
             values = time_calls(binary, reps[side], 2, cpu, timeout, f"{where} ({side})")
@@ -170,7 +177,8 @@ def save_native(path: Path, data: dict) -> None:
 
 def time_pairs(pairs: list[Pair], sides: dict[str, tuple[Side, Side]], path: Path, rounds: int, retime: bool,
                cpu: int, profile: TargetProfile, log=print) -> dict[str, dict]:
-    """pair name -> its timing record: from the file when both binaries are unchanged, else timed now."""
+    """pair name -> its timing record: from the file when both binaries are unchanged (topped up to
+    `rounds` rounds if it has fewer), else timed now."""
     check_native(profile)
     data = load_native(path)
     machine = this_machine().to_dict()
@@ -178,18 +186,31 @@ def time_pairs(pairs: list[Pair], sides: dict[str, tuple[Side, Side]], path: Pat
     for i, pair in enumerate(pairs, 1):
         before, after = sides[pair.name]
         key = native_key(before, after)
-        if retime or key not in data["pairs"] or len(data["pairs"][key]["rounds"]) < rounds:
-            log(f"[{i}/{len(pairs)}] timing {pair.name} ({rounds} rounds)")
-            record = time_pair(before.binary, after.binary, rounds, cpu, pair.name)
-            record.update(pair=pair.name, machine=machine,
-                          timed=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
-            data["pairs"][key] = record
+        stored = None if retime else data["pairs"].get(key)
+        have = 0 if stored is None else len(stored["rounds"])
+        if have < rounds:
+            log(f"[{i}/{len(pairs)}] timing {pair.name} ({rounds - have} rounds)")
+            now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+            if stored is None:
+                stored = time_pair(before.binary, after.binary, rounds, cpu, pair.name)
+                stored.update(pair=pair.name, machine=machine, timed=[now])
+            else:  # more rounds of the same binaries, same calls per round, alternation continued
+                more = time_pair(before.binary, after.binary, rounds - have, cpu, pair.name, stored["reps"], have)
+                stored["rounds"] += more["rounds"]
+                stored["loadavg"] += more["loadavg"]
+                stored["timed"].append(now)
+            data["pairs"][key] = stored
             save_native(path, data)  # after each pair: an interrupted run keeps what it measured
         out[pair.name] = data["pairs"][key]
     return out
 
 
 # --- the models, by name ---
+
+
+def _insts(profile: TargetProfile, family: str, sides: list[Side], config: Config) -> np.ndarray:
+    """Not a model: the instruction count alone, the yardstick every model should beat."""
+    return np.array([float(s.stats.insts) for s in sides])
 
 
 def _analytical(profile: TargetProfile, family: str, sides: list[Side], config: Config) -> np.ndarray:
@@ -199,7 +220,12 @@ def _analytical(profile: TargetProfile, family: str, sides: list[Side], config: 
 def _calibrated(profile: TargetProfile, family: str, sides: list[Side], config: Config) -> np.ndarray | None:
     if stored_model(config.baseline_dir, profile.name, family) is None:
         return None  # n/a: no calibrated model for this family
-    return predictor_for(profile, family, "qemu", config.baseline_dir).predict_stats([s.stats for s in sides])
+    try:
+        predictor = predictor_for(profile, family, "qemu", config.baseline_dir)
+    except InputError as exc:  # e.g. trained for another profile: say so, score the rest
+        print(f"verdicts: calibrated model n/a: {exc.message}", file=sys.stderr)
+        return None
+    return predictor.predict_stats([s.stats for s in sides])
 
 
 def _pipeline(profile: TargetProfile, family: str, sides: list[Side], config: Config) -> np.ndarray:
@@ -210,6 +236,7 @@ def _pipeline(profile: TargetProfile, family: str, sides: list[Side], config: Co
 
 # name -> predict(profile, family, sides, config) -> seconds per side, or None when it cannot score the family
 MODELS: dict[str, Callable[..., np.ndarray | None]] = {
+    "insts": _insts,
     "analytical": _analytical,
     "calibrated": _calibrated,
 }

@@ -119,28 +119,34 @@ def _fake_side(binary_hash: str):
 
 @pytest.mark.skipif(not X86.native(), reason="native timing needs an x86_64 host")
 def test_stored_timings_are_reused_only_for_the_same_binaries(tmp_path, monkeypatch):
-    timed = []  # the timing itself is replaced: this test is about when it happens
+    timed = []  # the timing itself is replaced: this test is about when it happens, and what is kept
 
-    def time_pair(before, after, rounds, cpu, where):
-        timed.append(rounds)
-        return _record([0.9] * rounds)
+    def time_pair(before, after, rounds, cpu, where, reps=None, first=0):
+        timed.append((rounds, first, reps))
+        return {**_record([0.9] * rounds), "reps": reps or {"before": 7, "after": 8}, "loadavg": [1.0, 1.0]}
 
     monkeypatch.setattr(vd, "time_pair", time_pair)
     pair = PAIRS[0]
     sides = {pair.name: (_fake_side("aa"), _fake_side("bb"))}
     store = tmp_path / "native.json"
-    vd.save_native(store, {"schema": vd.NATIVE_SCHEMA, "pairs": {"aa:bb": {**_record([1.2] * 5), "pair": pair.name}}})
+    stored = {**_record([1.2] * 5), "pair": pair.name, "reps": {"before": 3, "after": 4}, "loadavg": [2.0, 2.0],
+              "timed": ["then"]}
+    vd.save_native(store, {"schema": vd.NATIVE_SCHEMA, "pairs": {"aa:bb": stored}})
 
     def run(rounds=5, retime=False):
         got = vd.time_pairs([pair], sides, store, rounds, retime, 0, X86, log=lambda m: None)
         return round(vd.native_delta(got[pair.name]).delta, 6)
 
     assert (run(), timed) == (0.2, [])  # same binaries, enough rounds: from the file
-    assert (run(rounds=6), timed) == (-0.1, [6])  # more rounds than stored: timed again, and stored
-    assert (run(rounds=6), timed) == (-0.1, [6])
-    assert (run(retime=True), timed) == (-0.1, [6, 5])
+    # fewer rounds stored than asked: only the missing ones are timed, with the stored calls per
+    # round, continuing the alternation, and appended
+    assert (run(rounds=8), timed) == (0.2, [(3, 5, {"before": 3, "after": 4})])
+    record = vd.load_native(store)["pairs"]["aa:bb"]
+    assert len(record["rounds"]) == 8 and len(record["timed"]) == 2 and len(record["loadavg"]) == 4
+    assert (run(rounds=8), len(timed)) == (0.2, 1)
+    assert (run(retime=True), timed[1:]) == (-0.1, [(5, 0, None)])  # --retime: all of it again
     sides = {pair.name: (_fake_side("aa"), _fake_side("cc"))}  # a binary changed
-    assert (run(), timed) == (-0.1, [6, 5, 5])
+    assert (run(), timed[2:]) == (-0.1, [(5, 0, None)])
     assert set(vd.load_native(store)["pairs"]) == {"aa:bb", "aa:cc"}
 
 
@@ -158,13 +164,15 @@ def test_two_real_pairs_build_simulate_and_score(cache_dir):
         assert before.stats.insts > 0 and after.stats.insts > 0
     predicted = vd.predicted_deltas(pairs, sides, X86, config, list(vd.MODELS))
     gemm, dense = (p.name for p in pairs)
+    before, after = sides[gemm]
+    assert predicted["insts"][gemm] == pytest.approx(after.stats.insts / before.stats.insts - 1)
     assert predicted["calibrated"][dense] is None  # no calibrated dense_relu model: n/a, not a guess
     assert isinstance(predicted["calibrated"][gemm], float)
     # vector 4 -> 8: about half the instructions, so the count-based model must say faster
     assert predicted["analytical"][dense] < -0.2
     native = {gemm: vd.native_delta(_record([1.05] * 3)), dense: vd.native_delta(_record([0.5] * 3))}
     summaries = {m: vd.summarize({k: v.delta for k, v in native.items()}, predicted[m]) for m in predicted}
-    assert summaries["calibrated"].n == 1 and summaries["analytical"].n == 2
+    assert summaries["calibrated"].n == 1 and summaries["analytical"].n == summaries["insts"].n == 2
     table = vd.markdown(pairs, native, predicted, summaries)
     assert f"`{dense}`" in table and "n/a" in table and "| analytical | 2 |" in table
 
