@@ -324,6 +324,31 @@ def markdown(pairs: list[Pair], native: dict[str, NativeDelta], predicted: dict[
     return "\n".join(lines)
 
 
+def by_family(pairs: list[Pair], native: dict[str, float], predicted: dict[str, dict[str, float | None]]
+              ) -> dict[str, dict[str, Summary]]:
+    """family -> model -> the summary over that family's pairs."""
+    out: dict[str, dict[str, Summary]] = {}
+    for family in dict.fromkeys(p.family for p in pairs):
+        names = [p.name for p in pairs if p.family == family]
+        out[family] = {m: summarize({n: native[n] for n in names}, predicted[m]) for m in predicted}
+    return out
+
+
+def family_markdown(families: dict[str, dict[str, Summary]]) -> str:
+    """Spearman (missed, false alarms) per family and model."""
+    models = list(next(iter(families.values())))
+    lines = ["| family | pairs | " + " | ".join(f"{m}: Spearman (missed, false alarms)" for m in models) + " |",
+             "| --- | ---: |" + " ---: |" * len(models)]
+    for family, per_model in families.items():
+        cells = []
+        for s in per_model.values():
+            rho = "n/a" if s.spearman is None else f"{s.spearman:.2f}"
+            cells.append("n/a" if s.n == 0 else f"{rho} ({len(s.missed)}, {len(s.false_alarms)})")
+        n = max(s.n for s in per_model.values())
+        lines.append(f"| {family} | {n} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def noise_summary(native: dict[str, NativeDelta], records: dict[str, dict]) -> dict:
     half = sorted(n.halfwidth for n in native.values())
     loads = [x for r in records.values() for x in r.get("loadavg", [])]
@@ -374,8 +399,10 @@ def main(argv: list[str] | None = None) -> int:
     predicted = predicted_deltas(pairs, sides, profile, config, models)
     deltas = {name: n.delta for name, n in native.items()}
     summaries = {m: summarize(deltas, predicted[m]) for m in models}
+    families = by_family(pairs, deltas, predicted)
     noise = noise_summary(native, records)
     print(markdown(pairs, native, predicted, summaries))
+    print("\n" + family_markdown(families))
     print(f"\nnative noise: 95 % interval half-width median {100 * noise['median_halfwidth']:.1f} %, "
           f"max {100 * noise['max_halfwidth']:.1f} %, within 2 % on {noise['within_2pct']} of {noise['pairs']} pairs; "
           f"per-round ratio spread (robust CV) median {100 * noise['median_spread']:.1f} %; "
@@ -387,7 +414,8 @@ def main(argv: list[str] | None = None) -> int:
                           "binaries": [s.result.binary_hash for s in sides[p.name]],
                           "insts": [s.stats.insts for s in sides[p.name]],
                           "predicted": {m: predicted[m][p.name] for m in models}} for p in pairs],
-               "summary": {m: s.to_dict() for m, s in summaries.items()}, "noise": noise, "stat": args.stat}
+               "summary": {m: s.to_dict() for m, s in summaries.items()}, "noise": noise, "stat": args.stat,
+               "by_family": {f: {m: s.to_dict() for m, s in per.items()} for f, per in families.items()}}
         atomic_write_text(args.json, json.dumps(doc, indent=1, sort_keys=True) + "\n")
     return 0
 

@@ -175,6 +175,9 @@ def test_two_real_pairs_build_simulate_and_score(cache_dir):
     assert summaries["calibrated"].n == 1 and summaries["analytical"].n == summaries["insts"].n == 2
     table = vd.markdown(pairs, native, predicted, summaries)
     assert f"`{dense}`" in table and "n/a" in table and "| analytical | 2 |" in table
+    families = vd.by_family(pairs, {k: v.delta for k, v in native.items()}, predicted)
+    assert families["dense_relu"]["calibrated"].n == 0 and families["gemm"]["calibrated"].n == 1
+    assert "| dense_relu | 1 |" in vd.family_markdown(families)
 
 
 def test_pair_names_say_family_shape_and_edit():
