@@ -80,7 +80,7 @@ def _row(r: dict[str, Any]) -> dict[str, Any]:
         "bound": cur.get("bound"),
         "peak_pct": cur.get("peak_pct"),
         "why": "; ".join(filter(None, [text.toolchain_note(r), r.get("note") or "",
-                                       (text.block_line(r["blocks"][0]) if r.get("blocks") else _top_driver(r))
+                                       (text.block_line(text.top_block(r)) if r.get("blocks") else _top_driver(r))
                                        if r.get("delta_pct") else ""])),
     }
 

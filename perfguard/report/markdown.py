@@ -50,7 +50,7 @@ def _current(r: dict[str, Any]) -> dict[str, Any]:
 
 def _changed_row(r: dict[str, Any]) -> str:
     moved = [d for d in ((r.get("analysis") or {}).get("drivers") or []) if d.get("time_s")]
-    top = text.block_line(r["blocks"][0]) if r.get("blocks") else text.driver(moved[0]) if moved else ""
+    top = text.block_line(text.top_block(r)) if r.get("blocks") else text.driver(moved[0]) if moved else ""
     why = "; ".join(filter(None, [text.toolchain_note(r), top]))
     if r.get("error"):
         message = r["error"]

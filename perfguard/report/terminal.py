@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from perfguard.report.text import block_line, headline, model_kind, pct, seconds, toolchain_note
+from perfguard.report.text import block_line, headline, model_kind, pct, seconds, toolchain_note, top_block
 
 _STYLE = {"regression": "bold red", "error": "bold yellow", "improvement": "bold green", "new": "cyan",
           "unchanged": "dim"}
@@ -60,5 +60,5 @@ def print_table(data: dict[str, Any], out: Console) -> None:
             if r.get("note"):
                 out.print(f"[bold]note[/] {escape(label + r['note'])}")
             if r["verdict"] in ("regression", "improvement") and r.get("blocks"):
-                out.print(f"[bold]where[/] {escape(label + block_line(r['blocks'][0]))}")
+                out.print(f"[bold]where[/] {escape(label + block_line(top_block(r)))}")
     out.print(f"[bold]{escape(headline(data['summary']))}[/]")

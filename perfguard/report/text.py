@@ -157,8 +157,18 @@ def block_side(side: dict | None) -> str:
             f"{side['cycles_per_execution']:.1f} cyc/exec ({side['bound']})")
 
 
+def top_block(result: dict) -> dict | None:
+    """The changed block that moved the way the result did (most cycles first): on an
+    improvement, the block that got cheapest, not one that appeared in its place."""
+    blocks = result.get("blocks") or []
+    sign = 1 if (result.get("delta_pct") or 0) >= 0 else -1
+    return next((b for b in blocks if b["delta_cycles"] * sign > 0), blocks[0] if blocks else None)
+
+
 def block_line(change: dict) -> str:
     """The block whose cycles changed most, in one line: baseline → current, and its share."""
-    share = f", {change['share_pct']:.0f} % of the change" if change.get("share_pct") is not None else ""
+    # a share only when it reads as one: blocks moving both ways can exceed the net change
+    share_pct = change.get("share_pct")
+    share = f", {share_pct:.0f} % of the change in block cycles" if share_pct is not None and 0 < share_pct <= 100 else ""
     return (f"{change['delta_cycles']:+,.0f} cycles{share}: {block_side(change['baseline'])} → "
             f"{block_side(change['current'])}")
