@@ -1,9 +1,11 @@
 """Wall time of `perfguard check` on this repository: cold (empty cache) and warm (nothing changed).
 
-    python benchmarks/check_time.py [--runs 3]
+    python benchmarks/check_time.py [--runs 3] [--compare-rev REV]
 
 Cold runs each start from a fresh, empty cache; warm runs reuse the cache the first cold run
-filled. Medians over --runs runs, measured in one invocation.
+filled. Medians over --runs runs, measured in one invocation. --compare-rev REV also runs the
+check of git revision REV (exported to a temporary folder, run with its own code on its own
+copy of the repository), alternating with this tree run by run, and prints both and the ratio.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import os
 import shutil
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -20,11 +23,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
-def run_check(cache: Path, report_dir: Path) -> float:
-    env = dict(os.environ, PERFGUARD_CACHE_DIR=str(cache))
+def run_check(cache: Path, report_dir: Path, tree: Path = REPO) -> float:
+    env = dict(os.environ, PERFGUARD_CACHE_DIR=str(cache), PYTHONPATH=str(tree))
     start = time.perf_counter()
-    proc = subprocess.run(["perfguard", "check", "--report-dir", str(report_dir)], cwd=REPO, env=env,
-                          capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-m", "perfguard.cli", "check", "--report-dir", str(report_dir)], cwd=tree,
+                          env=env, capture_output=True, text=True)
     elapsed = time.perf_counter() - start
     if proc.returncode != 0:
         raise SystemExit(f"perfguard check exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
@@ -34,7 +37,10 @@ def run_check(cache: Path, report_dir: Path) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--compare-rev", metavar="REV", help="also time the check of this git revision")
     args = parser.parse_args()
+    if args.compare_rev:
+        return compare(args.compare_rev, args.runs)
     work = Path(tempfile.mkdtemp(prefix="pg-check-"))
     cold, warm = [], []
     for i in range(args.runs):
@@ -48,6 +54,31 @@ def main() -> None:
     print("| --- | ---: | ---: | ---: |")
     for name, values in (("cold (empty cache)", cold), ("warm (nothing changed)", warm)):
         print(f"| {name} | {statistics.median(values):.1f} | {min(values):.1f} | {max(values):.1f} |")
+
+
+def compare(rev: str, runs: int) -> None:
+    work = Path(tempfile.mkdtemp(prefix="pg-check-"))
+    old = work / "old-tree"
+    old.mkdir()
+    archive = subprocess.run(["git", "archive", rev], cwd=REPO, capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(old)], input=archive, check=True)
+    trees = {rev: old, "this tree": REPO}
+    cold: dict[str, list[float]] = {name: [] for name in trees}
+    warm: dict[str, list[float]] = {name: [] for name in trees}
+    for i in range(runs):  # alternate which goes first, so load from other processes hits both alike
+        for name in (list(trees) if i % 2 == 0 else list(trees)[::-1]):
+            cold[name].append(run_check(work / f"{name.replace(' ', '-')}-cache{i}", work / "reports", trees[name]))
+    for i in range(runs):
+        for name in (list(trees) if i % 2 == 0 else list(trees)[::-1]):
+            warm[name].append(run_check(work / f"{name.replace(' ', '-')}-cache0", work / "reports", trees[name]))
+    shutil.rmtree(work, ignore_errors=True)
+    print(f"perfguard check on this repository ({os.cpu_count()} CPUs), {rev} against this tree, "
+          f"alternating, median of {runs} runs\n")
+    print(f"| run | {rev} median s | this tree median s | ratio |")
+    print("| --- | ---: | ---: | ---: |")
+    for label, values in (("cold (empty cache)", cold), ("warm (nothing changed)", warm)):
+        before, after = (statistics.median(values[name]) for name in trees)
+        print(f"| {label} | {before:.1f} | {after:.1f} | {after / before:.2f} |")
 
 
 if __name__ == "__main__":

@@ -4,7 +4,11 @@ All three run the same statically linked harness binaries (a TVM GEMM). MIPS = w
 guest instructions (as counted by the plugin) / wall seconds; medians of --runs runs, all
 measured in one invocation so the ratios compare like with like.
 
-    python benchmarks/sim_speed.py [--size 384] [--runs 3]
+    python benchmarks/sim_speed.py [--size 384] [--runs 3] [--compare-plugin REV]
+
+--compare-plugin REV also times the plugin as it was at git revision REV (its
+perfguard/sim/qemu_plugin.c built the same way), interleaved run by run with the current one,
+and prints both and their ratio: the cost of a plugin change, measured in one invocation.
 """
 
 from __future__ import annotations
@@ -29,10 +33,39 @@ def timed(cmd: list[str]) -> float:
     return time.perf_counter() - start
 
 
+def plugin_at(rev: str, work: Path) -> Path:
+    """The plugin built from its source at git revision `rev`."""
+    source = subprocess.run(["git", "show", f"{rev}:perfguard/sim/qemu_plugin.c"], capture_output=True,
+                            check=True).stdout
+    src, lib = work / f"plugin-{rev}.c", work / f"plugin-{rev}.so"
+    src.write_bytes(source)
+    subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", str(lib), str(src)], check=True)
+    return lib
+
+
+def compare_plugins(sim: QemuSimulator, old: Path, binaries: dict, runs: int, rev: str) -> None:
+    """Interleaved runs (old, new, new, old, ...) of the same command with either plugin."""
+    print(f"\nplugin at {rev} against this tree's plugin, interleaved, median of {runs} runs each, simulated MIPS\n")
+    print(f"| ISA | plugin at {rev} | this plugin | this / {rev} |")
+    print("| --- | ---: | ---: | ---: |")
+    new = sim.plugin_path()
+    for isa, (binary, insts) in binaries.items():
+        profile = BUILTIN[isa]
+        times: dict[Path, list[float]] = {old: [], new: []}
+        with tempfile.TemporaryDirectory() as tmp:
+            for i in range(runs):
+                for lib in ((old, new) if i % 2 == 0 else (new, old)):
+                    arg = sim._plugin_arg(lib, Path(tmp) / "stats.txt", profile)
+                    times[lib].append(timed([profile.qemu, *profile.qemu_cpu, "-plugin", arg, str(binary), "1", "0"]))
+        before, after = (insts / 1e6 / statistics.median(times[lib]) for lib in (old, new))
+        print(f"| {isa} | {before:.0f} | {after:.0f} | {after / before:.3f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--size", type=int, default=384)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--compare-plugin", metavar="REV", help="also time the plugin of this git revision")
     args = parser.parse_args()
     cache_dir = Path(tempfile.mkdtemp(prefix="pg-bench-"))
     n = args.size
@@ -40,12 +73,14 @@ def main() -> None:
                       {"M": n, "N": n, "K": n, "tile_m": 32, "tile_n": 32, "tile_k": 32, "vector": 8})
     sim = QemuSimulator(cache_dir)
     rows = []
+    binaries = {}
     for isa in ("x86_64", "aarch64", "riscv64"):
         profile = BUILTIN[isa]
         result = run_job(Job(spec, profile, Path.cwd(), cache_dir, "qemu", 3600, 1, 0))
         assert result.ok, result.error
         binary = BuildCache(cache_dir).lookup_build(result.content_hash) / "harness"
         insts = sim.run(binary, profile, ["1", "0"], 3600).total_insts
+        binaries[isa] = (binary, insts)
         plain = [timed([profile.qemu, *profile.qemu_cpu, str(binary), "1", "0"]) for _ in range(args.runs)]
         plugin = []
         for _ in range(args.runs):
@@ -67,6 +102,8 @@ def main() -> None:
         grind = "-" if r["cachegrind"] is None else f"{r['cachegrind']:.0f}"
         print(f"| {r['isa']} | {r['minsts']:.1f} | {r['plain']:.0f} | {r['plugin']:.0f} | "
               f"{r['plugin'] / r['plain']:.2f} | {grind} |")
+    if args.compare_plugin:
+        compare_plugins(sim, plugin_at(args.compare_plugin, cache_dir), binaries, args.runs, args.compare_plugin)
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ _CALLABLE = re.compile(rf"^{_IDENT}(\.{_IDENT})*:{_IDENT}$")
 
 _TOP_KEYS = {
     "targets", "simulator", "threshold", "baseline_dir", "report_dir", "cache_dir",
-    "jobs", "timeout", "reps", "warmup", "drift_mape", "drift_spearman",
+    "jobs", "timeout", "reps", "warmup", "drift_mape", "drift_spearman", "model",
 }
 _KERNEL_KEYS = {"name", "entry", "family", "params", "threshold", "reference", "targets", "outputs", "rtol", "atol"}
 # -- per-metric limits (issue 14) ------------------------------------------------------------------
@@ -78,6 +78,7 @@ class Config:
     profiles: dict[str, TargetProfile] = field(default_factory=dict)
     require_reference: bool = False
     limits: dict[str, Limit] = field(default_factory=dict)  # per-metric limits (issue 14): global ones
+    model: str = "auto"  # auto (calibrated, else pipeline, else analytical) | pipeline | analytical
 
     # A name from the command line is not the config's fault: `where` names the option instead.
     def kernel(self, name: str, where: str = "") -> KernelSpec:
@@ -246,12 +247,22 @@ def _build(path: Path, top: dict, kernels: Any, targets: Any, prefix: str) -> Co
         profiles=profiles,
         require_reference=_flag(top.get("require_reference", False), f"{path}: {prefix}.require_reference"),
         limits=parse_limits(top["limits"], f"{path}: {prefix}.limits") if "limits" in top else {},
+        model=_model_name(top.get("model", "auto"), f"{path}: {prefix}.model"),
     )
 
 
 def _flag(value: Any, where: str) -> bool:
     if not isinstance(value, bool):
         raise InputError(f"{where}: must be true or false, got {value!r}")
+    return value
+
+
+MODEL_NAMES = ("auto", "pipeline", "analytical")
+
+
+def _model_name(value: Any, where: str) -> str:
+    if value not in MODEL_NAMES:
+        raise InputError(f"{where}: unknown model {value!r} (one of {', '.join(MODEL_NAMES)})")
     return value
 
 

@@ -225,13 +225,30 @@ def _run(job: Job, result: JobResult) -> None:
     if record is None or raw is None:
         sim = simulator.run(built.binary, job.profile, [str(job.reps), str(job.warmup)], job.timeout)
         raw = sim.stdout
-        record = {"stats": sim.stats.to_dict(), "roi_count": sim.roi_count, "total_insts": sim.total_insts}
+        record = {"stats": sim.stats.to_record(), "roi_count": sim.roi_count, "total_insts": sim.total_insts}
         _decode(raw, built, job.simulator)
         cache.store_sim(sim_key, record, raw)
         result.resimulated = True
     stats = Stats.from_dict(record["stats"], f"simulation cache entry {sim_key}")
     check_built(job, result, built, _decode(raw, built, job.simulator), sim_key)
     result.stats = stats if job.reps == 1 else stats.scaled(1.0 / job.reps)  # a wrong kernel gets no score
+    if stats.blocks is not None and result.resimulated:
+        _warm_block_timings(job, stats)
+
+
+def _warm_block_timings(job: Job, stats: Stats) -> None:
+    """Schedule the blocks with llvm-mca here, in the worker, so that the pipeline model (run
+    serially when verdicts are judged) finds them cached. Best effort: when it cannot, the
+    model itself reports why, naming the block and the tool."""
+    from perfguard.predict.mca import LLVM_MCA, McaTarget, block_timings
+
+    if shutil.which(LLVM_MCA) is None:
+        return
+    profile = job.profile
+    try:
+        block_timings(stats.blocks.blocks, McaTarget(profile.triple, profile.pipeline_cpu, profile.mattr), job.cache_dir)
+    except PerfguardError:
+        pass
 
 
 def simulation_key(job: Job, binary_hash: str, fingerprint: str) -> str:

@@ -116,8 +116,9 @@ def test_injected_regression_is_caught(tmp_path, cache_dir, capsys):
 
 
 def test_real_improvement_is_reported(tmp_path, cache_dir, capsys):
-    # tile_k = 16 quarters the loop overhead per tile and keeps the panels in L1D.
-    better = GEMM_LINE.replace("tile_k = 4", "tile_k = 16")
+    # tile_m = 16, tile_k = 8: an improvement under the analytical model (-40 %: a quarter of the
+    # loop overhead) and under the pipeline model (-1.8 %), whichever the committed baseline allows.
+    better = GEMM_LINE.replace("tile_m = 32", "tile_m = 16").replace("tile_k = 4", "tile_k = 8")
     config = _copy_repo_config(tmp_path, cache_dir, (GEMM_LINE, better))
     code = main(["check", "--config", str(config), "--kernels", "gemm_256", "--targets", "x86_64"])
     assert code == 0, capsys.readouterr().out

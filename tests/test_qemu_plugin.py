@@ -20,7 +20,7 @@ import pytest
 
 from perfguard.errors import InfraError, InputError
 from perfguard.sim.qemu import QemuSimulator, parse_plugin_output
-from perfguard.sim.stats import STAT_FIELDS
+from perfguard.sim.stats import STAT_FIELDS, Stats
 from perfguard.targets import BUILTIN
 
 ISAS = ["x86_64", "aarch64", "riscv64"]
@@ -306,6 +306,23 @@ def test_loop_counts_are_exact_and_roi_only(sim, build, isa):
     assert s1.fp_insts == s1.vec_insts == s1.vec_fp_insts == 0
 
 
+@pytest.mark.parametrize("isa", ISAS + ["riscv64v"])
+@pytest.mark.parametrize("mode,n", [("loop", 1000), ("twice", 700), ("classify", 300)])
+def test_block_profile_sums_to_the_instruction_count(sim, build, isa, mode, n):
+    result = run(sim, guest(build, isa), isa, mode, n)
+    profile = result.stats.blocks
+    assert profile is not None
+    assert profile.insts == result.stats.insts  # every ROI instruction is in exactly one block
+    blocks = profile.blocks
+    assert list(blocks) == sorted(blocks, key=lambda b: (b.addr, b.size, b.insns, b.code, b.symbol))
+    assert all(len(b.code) == 2 * b.size and b.count > 0 for b in blocks)
+    # the loop body runs n times per region (n - 1 when the compiler peels the first iteration into
+    # the entry block): the 10 n iterations outside the regions are not counted
+    regions = 2 if mode == "twice" else 1
+    body = max((b for b in blocks if b.symbol in ("vloop", "classify")), key=lambda b: b.count)
+    assert regions * (n - 1) <= body.count <= regions * n
+
+
 @pytest.mark.parametrize("isa", ISAS)
 def test_two_regions_are_summed(sim, build, isa):
     binary = guest(build, isa)
@@ -494,20 +511,31 @@ def test_plugin_rejects_bad_arguments(sim, build, tmp_path):
 
 
 def test_output_parser_is_strict():
-    good = "perfguard_qemu_plugin 1\n" + "".join(f"{k} {i}\n" for i, k in enumerate(STAT_FIELDS))
-    good += "roi_count 2\ntotal_insts 99\n"
+    counts = {k: i for i, k in enumerate(STAT_FIELDS)} | {"insts": 17}
+    good = "perfguard_qemu_plugin 2\n" + "".join(f"{k} {counts[k]}\n" for k in STAT_FIELDS)
+    good += "roi_count 2\ntotal_insts 99\nblocks 3\n"
+    # a block QEMU translated twice (merged), another at the same address with other code, one without symbol
+    good += "401000 8 2 3 0011223344556677 kernel\n401010 3 1 7 c3c3c3 -\n401000 8 2 2 0011223344556677 kernel\n"
     stats, roi, total = parse_plugin_output(good, "x")
     assert (stats.l2_writebacks, roi, total) == (len(STAT_FIELDS) - 1, 2, 99)
+    assert [(b.addr, b.count, b.symbol) for b in stats.blocks.blocks] == [(0x401000, 5, "kernel"), (0x401010, 7, "")]
+    assert stats.blocks.insts == stats.insts == 17
+    assert Stats.from_dict(stats.to_record(), "round trip") == stats
     bad = [
         "",
         "garbage\n",
-        good.replace("perfguard_qemu_plugin 1", "perfguard_qemu_plugin 2"),
+        good.replace("perfguard_qemu_plugin 2", "perfguard_qemu_plugin 1"),
         good.replace("loads 1\n", ""),
         good.replace("loads 1\n", "loads -1\n"),
         good.replace("loads 1\n", "loads 1.5\n"),
         good.replace("loads 1\n", "stores 1\n"),
         good + "extra 1\n",
         good.replace("roi_count 2\n", ""),
+        good.replace("insts 17\n", "insts 18\n"),  # the block profile must add up to insts
+        good.replace("blocks 3\n", "blocks 2\n"),
+        good.replace("c3c3c3 -", "c3c3 -"),  # code shorter than the size
+        good.replace("401010 3 1 7", "401010 3 1 0"),  # a block that never ran
+        good.replace(" kernel\n401010", "\n401010"),  # a field missing
     ]
     for text in bad:
         with pytest.raises(InputError):

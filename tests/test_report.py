@@ -19,10 +19,13 @@ from tests.conftest import REPO, write_project
 
 SCHEMA = json.loads((REPO / "docs" / "report.schema.json").read_text())
 
+# The analytical model by name: these tests check its phase split and driver attribution (the
+# pipeline model's block attribution is tested in test_pipeline_model.py).
 TINY = """
 [perfguard]
 targets = ["x86_64"]
 cache_dir = "{cache}"
+model = "analytical"
 
 [[kernel]]
 name = "gemm_16"

@@ -60,7 +60,7 @@ def _changed_stats(before: Visit, after: Visit) -> list[str]:
             for _, name, x, y in rows[:MOST]]
 
 
-def report(b: Bisection) -> dict:
+def report(b: Bisection, profile, cache_dir) -> dict:
     data = {"kernel": b.kernel, "target": b.target, "threshold_pct": b.threshold_pct, "outcome": b.outcome,
             "commits": len(b.commits), "good": b.good.to_dict(), "bad": b.bad.to_dict(),
             "visits": [v.to_dict() for v in b.visits], "candidates": b.candidates,
@@ -68,7 +68,7 @@ def report(b: Bisection) -> dict:
             "last_good": b.last_good.to_dict() if b.last_good else None}
     if b.first_bad is not None:
         data["changed_stats"] = _changed_stats(b.last_good, b.first_bad)
-        data["changed_blocks"] = changed_blocks(b.last_good.result, b.first_bad.result)
+        data["changed_blocks"] = changed_blocks(b.last_good.result, b.first_bad.result, profile, cache_dir)
     return data
 
 
@@ -87,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
         bisector = Bisector(project, args.kernel, args.target, args.threshold, measurer,
                             on_visit=lambda v: out.print(escape(_line(v))))
         b = bisector.run(args.good, args.bad)
-    data = report(b)
+    data = report(b, current.profile(args.target, "--target"), current.cache_dir)
     if args.json:
         atomic_write_text(args.json, json.dumps(data, indent=2, sort_keys=True) + "\n")
     skipped = sum(1 for v in b.visits if v.skipped)

@@ -11,7 +11,6 @@ from rich.markup import escape
 from perfguard.commands.check import names
 from perfguard.config import find_config, load_config
 from perfguard.errors import InputError
-from perfguard.guard.attribution import changed_blocks
 from perfguard.guard.revisions import Measurer, Project, load_side
 from perfguard.guard.two_revisions import judge_sides, plan, side_summary
 from perfguard.report.json_report import report_data, write_json
@@ -64,12 +63,6 @@ def run(args: argparse.Namespace) -> int:
             measurer.measure(head, head_pairs)
         verdicts, judging = judge_sides(base, head, head_pairs, base_pairs, args.threshold, args.simulator)
         data = report_data(verdicts, config_path, judging)  # while the trees exist: models and history live there
-    for r in data["results"]:  # the block-profile hook: None (nothing added) until the pipeline keeps blocks
-        key = (r["kernel"], r["target"])
-        if key in base.results and key in head.results:
-            blocks = changed_blocks(base.results[key], head.results[key])
-            if blocks is not None:
-                r["changed_blocks"] = blocks
     data["commit"] = head.sha
     data["base"] = {"ref": args.base, "commit": base.sha}
     data["compare"] = {"base": side_summary(base), "head": side_summary(head)}

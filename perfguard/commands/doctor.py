@@ -14,6 +14,7 @@ from rich.markup import escape
 
 from perfguard.build.toolchain import CC_PACKAGES
 from perfguard.errors import EXIT_INFRA, EXIT_OK, InputError, PerfguardError
+from perfguard.predict.mca import LLVM_MC, LLVM_MCA
 from perfguard.report.terminal import console
 from perfguard.targets import BUILTIN
 
@@ -61,14 +62,17 @@ def run(args: argparse.Namespace) -> int:
             else:
                 out.print(f"[red]missing[/] {tool} (apt-get install {package})")
                 missing += 1
+    required = ("cc", LLVM_MCA, LLVM_MC)
     for tool, package, note in (("cc", "gcc", "compiles the QEMU plugin"),
+                                (LLVM_MCA, "llvm-19", "pipeline timing model: cycles per block"),
+                                (LLVM_MC, "llvm-19", "pipeline timing model: disassembles blocks"),
                                 ("valgrind", "valgrind", "cachegrind back end, x86_64 only")):
         path = shutil.which(tool)
         if path:
             out.print(f"[green]ok[/]      {tool}: {_version([tool, '--version'])} ({note})")
         else:
             out.print(f"[red]missing[/] {tool} (apt-get install {package}; {note})")
-            missing += tool == "cc"
+            missing += tool in required
     try:
         from perfguard.sim.gem5 import find_gem5
     except ImportError:

@@ -1,18 +1,81 @@
-"""What changed between two measurements of one kernel, beyond the counters: the hook for blocks.
+"""Regression attribution: the blocks whose pipeline-model cycles changed most between the
+baseline and this run.
 
-`changed_blocks(before, after)` is where `perfguard bisect` and `perfguard compare` ask which basic
-blocks changed most. It answers None while JobResult carries no block profile; once the pipeline
-keeps one (a `blocks` attribute: per executed block its address, size, instruction count and
-execution count), this is the one function to fill in, and both commands print what it returns.
+Blocks are paired by start address (a schedule edit usually rewrites the code in place, so the
+block at an address before and after is the natural pair to show side by side); blocks at an
+address only one side executed pair with nothing. Each entry carries both sides: function,
+address range, instructions, executions, cycles per execution, the limiting resource and the
+disassembly, and the change in total cycles with its share of the whole change.
+`perfguard check` and `compare` attach them to each result; `perfguard bisect` prints
+`changed_blocks` for the last good and the first bad revision.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+from perfguard.predict.pipeline import BlockCost, PipelineModel
+from perfguard.sim.stats import Stats
+from perfguard.targets import TargetProfile
 
-def changed_blocks(before: Any, after: Any, most: int = 5) -> list[str] | None:
-    """Lines describing the blocks whose share of the work changed most; None without a block profile."""
-    if getattr(before, "blocks", None) is None or getattr(after, "blocks", None) is None:
+MAX_BLOCKS = 40  # kept per result: the kernel page lists them all, the comment the top 3
+
+
+def _side(costs: list[BlockCost]) -> dict[str, Any] | None:
+    if not costs:
         return None
-    return None  # the block profile exists but its comparison is not connected yet (see the module doc)
+    first = costs[0]
+    executions = sum(c.block.count for c in costs)
+    total = sum(c.cycles for c in costs)
+    return {
+        "symbol": first.block.symbol or None,
+        "start": first.block.addr,
+        "end": max(c.block.end for c in costs),
+        "insns": first.block.insns,
+        "executions": executions,
+        "cycles_per_execution": total / executions if executions else 0.0,
+        "cycles": total,
+        "bound": first.timing.bound,
+        "asm": list(first.timing.asm),
+    }
+
+
+def block_changes(model: PipelineModel, baseline: Stats, current: Stats) -> list[dict[str, Any]]:
+    """Changed blocks, largest change in cycles first (at most MAX_BLOCKS)."""
+    by_addr: dict[int, tuple[list[BlockCost], list[BlockCost]]] = {}
+    for side, stats, what in ((0, baseline, "the baseline"), (1, current, "this run")):
+        for cost in model.block_costs(stats, what):
+            by_addr.setdefault(cost.block.addr, ([], []))[side].append(cost)
+    base_total = sum(c.cycles for pair in by_addr.values() for c in pair[0])
+    cur_total = sum(c.cycles for pair in by_addr.values() for c in pair[1])
+    change = cur_total - base_total
+    out = []
+    for addr, (before, after) in by_addr.items():
+        delta = sum(c.cycles for c in after) - sum(c.cycles for c in before)
+        if delta == 0:
+            continue
+        out.append({
+            "start": addr,
+            "delta_cycles": delta,
+            "share_pct": 100.0 * delta / change if change else None,
+            "baseline": _side(before),
+            "current": _side(after),
+        })
+    out.sort(key=lambda d: (-abs(d["delta_cycles"]), d["start"]))
+    return out[:MAX_BLOCKS]
+
+
+def changed_blocks(before: Any, after: Any, profile: TargetProfile, cache_dir: Path, most: int = 5) -> list[str] | None:
+    """One line per block whose cycles changed most between two JobResults; None without block profiles."""
+    stats_before, stats_after = getattr(before, "stats", None), getattr(after, "stats", None)
+    if stats_before is None or stats_after is None or stats_before.blocks is None or stats_after.blocks is None:
+        return None
+    lines = []
+    for c in block_changes(PipelineModel(profile, cache_dir), stats_before, stats_after)[:most]:
+        side = c["current"] or c["baseline"]
+        per = [f"{s['cycles_per_execution']:.1f}" if s else "-" for s in (c["baseline"], c["current"])]
+        lines.append(f"{c['delta_cycles']:+,.0f} cycles at 0x{c['start']:x}"
+                     + (f" ({side['symbol']})" if side.get("symbol") else "")
+                     + f": {per[0]} -> {per[1]} cycles per execution, bound by {side['bound']}")
+    return lines

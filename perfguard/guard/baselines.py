@@ -21,7 +21,7 @@ from perfguard.errors import InputError
 from perfguard.guard.lock import baselines_lock
 from perfguard.sim.stats import Stats
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: "stats" may carry the block profile ("blocks")
 _SAFE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*$")
 _REQUIRED = {
     "schema": int, "kernel": str, "target": str, "family": (str, type(None)), "params": dict,
@@ -57,7 +57,7 @@ class Baseline:
             "params": self.params,
             "simulator": self.simulator,
             "content_hash": self.content_hash,
-            "stats": self.stats.to_dict(),
+            "stats": self.stats.to_record(),
             "predicted_time_s": self.predicted_time_s,
             "model_id": self.model_id,
             "perfguard_version": self.perfguard_version,

@@ -8,11 +8,14 @@ from pathlib import Path
 from typing import Callable
 
 from perfguard.config import Config, KernelSpec
-from perfguard.errors import EXIT_INFRA, EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, InputError
+from perfguard.errors import EXIT_INFRA, EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, InfraError, InputError
 from perfguard.executors import Executor, LocalExecutor
 from perfguard.guard.baselines import Baseline, BaselineStore, now_iso
 from perfguard.guard.compare import ERROR, REGRESSION, Verdict, judge, toolchain_summary
+from perfguard.guard.attribution import block_changes
 from perfguard.pipeline import Job, JobResult, run_job
+from perfguard.predict.pipeline import PipelineModel
+from perfguard.predict.analytical import AnalyticalModel
 from perfguard.predict.select import predictor_for
 
 
@@ -24,6 +27,8 @@ class Outcome:
     calibrated: bool = False
     baseline_commit: str | None = None
     error: str | None = None
+    note: str | None = None  # e.g. the baseline predates block profiles: scored with the analytical model
+    blocks: list | None = None  # pipeline model: the blocks whose cycles changed most (guard.attribution)
 
 
 @dataclass
@@ -149,24 +154,42 @@ def judge_results(config: Config, jobs: list[Job], results: list[JobResult], thr
         if not result.ok:
             run.outcomes.append(Outcome(result, Verdict(ERROR, limit), error=result.error))
             continue
+        note, blocks = None, None
         try:
-            predictor = predictor_for(job.profile, result.family, result.simulator, config.baseline_dir, models)
+            predictor = predictor_for(job.profile, result.family, result.simulator, config.baseline_dir, models,
+                                      config.cache_dir, config.model)
             baseline = store.read(job.profile.name, job.kernel.name)
             if baseline is not None and baseline.simulator != result.simulator:
                 raise InputError(
                     f"{store.path(job.profile.name, job.kernel.name)}: baseline was simulated with "
                     f"{baseline.simulator}, this run with {result.simulator}; refusing to compare"
                 )
+            predictor, note = like_with_like(predictor, baseline, job.profile)
             verdict = judge(result.stats, baseline, predictor, limit, result.toolchain,
                             str(store.path(job.profile.name, job.kernel.name)), config.kernel_limits(job.kernel),
                             f"{config.path}: kernel '{job.kernel.name}'")
-        except InputError as exc:
+            if baseline is not None and isinstance(predictor, PipelineModel):
+                blocks = block_changes(predictor, baseline.stats, result.stats)
+        except (InputError, InfraError) as exc:
             result.exit_code = exc.exit_code
             run.outcomes.append(Outcome(result, Verdict(ERROR, limit), error=exc.message))
             continue
         run.outcomes.append(Outcome(result, verdict, predictor.model_id, predictor.calibrated,
-                                    baseline.commit if baseline else None))
+                                    baseline.commit if baseline else None, note=note, blocks=blocks))
     return run
+
+
+OLD_BASELINE_NOTE = ("the baseline has no block profile (recorded before perfguard kept them): compared with the "
+                     "analytical model on both sides; re-record it with 'perfguard baseline update' to use the "
+                     "pipeline model")
+
+
+def like_with_like(predictor, baseline: Baseline | None, profile):
+    """(the predictor to judge with, a note or None): a baseline the pipeline model cannot score
+    is compared under the old analytical model, on both sides, and the outputs say so."""
+    if isinstance(predictor, PipelineModel) and baseline is not None and baseline.stats.blocks is None:
+        return AnalyticalModel(profile), OLD_BASELINE_NOTE
+    return predictor, None
 
 
 def head_commit(root: Path) -> str | None:
@@ -183,7 +206,8 @@ def write_baselines(config: Config, jobs: list[Job], results: list[JobResult]) -
     for job, r in zip(jobs, results):
         if not r.ok:
             continue
-        predictor = predictor_for(job.profile, r.family, r.simulator, config.baseline_dir)
+        predictor = predictor_for(job.profile, r.family, r.simulator, config.baseline_dir, None, config.cache_dir,
+                                  config.model)
         baselines.append(Baseline(
             kernel=r.kernel, target=r.target, family=r.family, params=r.params, simulator=r.simulator,
             content_hash=r.content_hash or "", stats=r.stats,

@@ -85,9 +85,11 @@ class BaselineHistory:
 
 
 def kernel_history(history: BaselineHistory, target: str, kernel: str, simulator: str,
-                   score: Callable[[Baseline], float], min_step_pct: float) -> dict[str, Any] | None:
-    """The `history` object of a perfguard.json result, or None without committed versions."""
-    versions = [(rev, b) for rev, b in history.versions(target, kernel) if b.simulator == simulator]
+                   score: Callable[[Baseline], float], min_step_pct: float,
+                   usable: Callable[[Baseline], bool] = lambda b: True) -> dict[str, Any] | None:
+    """The `history` object of a perfguard.json result, or None without committed versions;
+    `usable` leaves out versions the model cannot score (no block profile for the pipeline model)."""
+    versions = [(rev, b) for rev, b in history.versions(target, kernel) if b.simulator == simulator and usable(b)]
     if not versions:
         return None
     omitted = max(0, len(versions) - MAX_POINTS)

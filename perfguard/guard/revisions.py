@@ -235,7 +235,9 @@ def _serve() -> int:
             config = dataclasses.replace(config, cache_dir=Path(request["cache_dir"]))
             pairs = [(config.kernel(kernel), target) for kernel, target in request["pairs"]]
             results = measure(config, make_jobs(config, pairs, request["simulator"]), request["jobs"] or config.jobs)
-            answer = {"results": [r.to_dict() for r in results]}
+            # to_record: the block profile travels too (compare's attribution, bisect's changed blocks)
+            answer = {"results": [dict(r.to_dict(), stats=None if r.stats is None else r.stats.to_record())
+                                  for r in results]}
         except PerfguardError as exc:
             answer = {"error": exc.message, "exit_code": exc.exit_code}
         answers.write(json.dumps(answer, sort_keys=True) + "\n")

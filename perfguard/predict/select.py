@@ -1,7 +1,9 @@
 """Which predictor scores a target and kernel family.
 
-The calibrated model in baselines/models/<target>/<family>.json when there is one, the
-analytical model otherwise. A model file that exists but cannot be used (corrupted, another
+The calibrated model in baselines/models/<target>/<family>.json when there is one; otherwise
+the pipeline model (llvm-mca cycles per executed block) for simulators that record a block
+profile (QEMU), the count-based analytical model for the others. `model` (perfguard.toml's
+`model`) names one instead: "pipeline" or "analytical" ("auto" is the rule above). A model file that exists but cannot be used (corrupted, another
 schema, trained for another profile or simulator) is an error naming it, not a silent
 fall-back to the analytical model: a gate must not quietly change its yardstick.
 """
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from perfguard.config import MODEL_NAMES, _default_cache_dir
 from perfguard.errors import InputError
 from perfguard.predict.analytical import AnalyticalModel
 from perfguard.predict.base import Predictor
@@ -37,10 +40,25 @@ def stored_model(baseline_dir: Path, target: str, family: str | None, source=Non
     return _LOADED[key]
 
 
+BLOCK_PROFILE_SIMULATORS = ("qemu",)
+
+
 def predictor_for(profile: TargetProfile, family: str | None, simulator: str = "qemu",
-                  baseline_dir: Path | None = None, source=None) -> Predictor:
+                  baseline_dir: Path | None = None, source=None, cache_dir: Path | None = None,
+                  model: str = "auto") -> Predictor:
+    if model == "analytical":
+        return AnalyticalModel(profile)
+    if model == "pipeline":
+        if simulator not in BLOCK_PROFILE_SIMULATORS:
+            raise InputError(f"model = \"pipeline\" needs a block profile, which the {simulator} simulator "
+                             f"does not record (use simulator = \"qemu\" or model = \"analytical\")")
+        return _pipeline(profile, cache_dir)
+    if model != "auto":
+        raise InputError(f"unknown model '{model}' (one of {', '.join(MODEL_NAMES)})")
     stored = None if baseline_dir is None else stored_model(baseline_dir, profile.name, family, source)
     if stored is None:
+        if simulator in BLOCK_PROFILE_SIMULATORS:
+            return _pipeline(profile, cache_dir)
         return AnalyticalModel(profile)
     meta = stored.meta
     if meta["target"] != profile.name or meta["family"] != family:
@@ -53,3 +71,9 @@ def predictor_for(profile: TargetProfile, family: str | None, simulator: str = "
         raise InputError(f"{stored.path}: model was trained for a different '{profile.name}' profile "
                          f"(codegen or cache geometry changed); retrain with 'perfguard calibrate train'")
     return stored.predictor
+
+
+def _pipeline(profile: TargetProfile, cache_dir: Path | None) -> Predictor:
+    from perfguard.predict.pipeline import PipelineModel
+
+    return PipelineModel(profile, _default_cache_dir() if cache_dir is None else cache_dir)

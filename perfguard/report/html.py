@@ -41,7 +41,7 @@ def _env() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     for name in ("pct", "seconds", "signed_seconds", "count", "signed_count", "share", "nbytes", "number",
-                 "joules", "bound", "model_kind", "threshold", "reference_kind"):
+                 "joules", "bound", "model_kind", "threshold", "reference_kind", "block_side"):
         env.filters[name] = getattr(text, name)
     return env
 
@@ -79,7 +79,9 @@ def _row(r: dict[str, Any]) -> dict[str, Any]:
         "href": _href(kernel_file(r["kernel"])) + "#" + anchor(r["target"]),
         "bound": cur.get("bound"),
         "peak_pct": cur.get("peak_pct"),
-        "why": "; ".join(filter(None, [text.limit_note(r), _top_driver(r) if r.get("delta_pct") else ""])),
+        "why": "; ".join(filter(None, [text.limit_note(r), r.get("note") or "",
+                                       (text.block_line(text.top_block(r)) if r.get("blocks") else _top_driver(r))
+                                       if r.get("delta_pct") else ""])),
     }
 
 

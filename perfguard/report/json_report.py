@@ -17,7 +17,7 @@ from perfguard.guard.check import CheckRun
 from perfguard.guard.compare import VERDICTS
 from perfguard.report.enrich import enrich
 
-REPORT_SCHEMA = 1
+REPORT_SCHEMA = 1  # "note" and "blocks" are optional additions within schema 1
 
 
 def report_data(run: CheckRun, config_path: Path | None = None, config: Config | None = None) -> dict[str, Any]:
@@ -45,6 +45,8 @@ def report_data(run: CheckRun, config_path: Path | None = None, config: Config |
             "measured": r.ok,  # False: no statistics (build, simulation or output check failed, or interrupted)
             "toolchain_changed": v.toolchain_changed,
             "limit_breaches": v.limit_breaches,
+            "note": o.note,
+            "blocks": o.blocks,
             "flops": r.flops,
             "reference": r.reference,  # what checked the outputs: numpy | family | self (self-consistency only)
             "max_error": r.max_error,

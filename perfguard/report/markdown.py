@@ -50,7 +50,8 @@ def _current(r: dict[str, Any]) -> dict[str, Any]:
 
 def _changed_row(r: dict[str, Any]) -> str:
     moved = [d for d in ((r.get("analysis") or {}).get("drivers") or []) if d.get("time_s")]
-    why = "; ".join(filter(None, [text.limit_note(r), text.driver(moved[0]) if moved else ""]))
+    top = text.block_line(text.top_block(r)) if r.get("blocks") else text.driver(moved[0]) if moved else ""
+    why = "; ".join(filter(None, [text.limit_note(r), top]))
     if r.get("error"):
         message = r["error"]
         why = message if len(message) <= _ERROR_CHARS else message[:_ERROR_CHARS] + "..."
@@ -85,13 +86,38 @@ def _verdict_line(data: dict[str, Any]) -> list[str]:
                        f"{md(base.get('ref'))} `{md(str(base.get('commit'))[:10])}`")
     elif data.get("commit"):
         context.append(f"commit `{md(data['commit'][:10])}`")
+    out = [MARKER, f"### {icon} perfguard: {md(text.headline(summary))}", "", f"{counts} ({', '.join(context)})"]
     note = text.self_consistency_note(results)
-    return [MARKER, f"### {icon} perfguard: {md(text.headline(summary))}", "", f"{counts} ({', '.join(context)})",
-            *(["", f"\u26a0\ufe0f {md(note)}"] if note else [])]
+    if note:
+        out += ["", f"\u26a0\ufe0f {md(note)}"]
+    noted = [r for r in results if r.get("note")]
+    if noted:
+        out += ["", f"\u26a0\ufe0f {len(noted)} result{'s' if len(noted) != 1 else ''}: {md(noted[0]['note'])}"]
+    return out
 
 
 def _kernel(r: dict[str, Any]) -> str:
     return md(r["kernel"]) + (f" ({text.SELF_CONSISTENCY})" if r.get("reference") == "self" else "")
+
+
+TOP_BLOCKS = 3  # per changed result in the comment; the kernel page lists them all
+
+
+def _block_section(r: dict[str, Any]) -> list[str]:
+    """The blocks whose cycles moved most, with the top one's disassembly side by side."""
+    changes = (r.get("blocks") or [])[:TOP_BLOCKS]
+    if not changes:
+        return []
+    out = ["", f"**{md(r['kernel'])} [{md(r['target'])}]** {md(text.pct(r.get('delta_pct')))}: where the cycles moved", ""]
+    out += [f"{i}. {md(text.block_line(c))}" for i, c in enumerate(changes, 1)]
+    for c in changes:
+        before = (c["baseline"] or {}).get("asm") or []
+        after = (c["current"] or {}).get("asm") or []
+        rows = [_cells([f"`{md(a)}`" if a else "", f"`{md(b)}`" if b else ""])
+                for a, b in zip(before + [""] * (len(after) - len(before)), after + [""] * (len(before) - len(after)))]
+        out += ["", f"<details><summary>0x{c['start']:x}: baseline | current</summary>", "",
+                _cells(["baseline", "current"]), "|---|---|", *rows[:40], "", "</details>"]
+    return out
 
 
 def render_markdown(data: dict[str, Any], limit: int = LIMIT) -> str:
@@ -132,6 +158,12 @@ def render_markdown(data: dict[str, Any], limit: int = LIMIT) -> str:
             blocks.append(["", f"<details><summary>{label}</summary>", "", *body, "", "</details>"])
         else:
             blocks.append([*(heading or []), *body])
+            for r in rows[:shown]:
+                section = _block_section(r)
+                cost = sum(len(line) + 1 for line in section)
+                if section and cost <= budget:
+                    budget -= cost
+                    blocks.append(section)
     out = "\n".join(head + [line for block in blocks for line in block] + footer)
     if len(out) >= limit:  # only a pathological header gets here
         out = out[: limit - 200] + "\n\n_(cut: the summary was too long)_\n"

@@ -18,9 +18,10 @@ RESULT_DEFAULTS: dict[str, Any] = {
     "analysis": None, "history": None, "calibration": None, "toolchain_changed": {}, "measured": None,
     "reference": None,
     "limit_breaches": {},
+    "note": None, "blocks": None,
 }
 _NUMBERS = ("delta_pct", "threshold_pct", "current_time_s", "baseline_time_s", "flops")
-_STRINGS = ("family", "simulator", "baseline_commit", "model_id", "error", "reference")
+_STRINGS = ("family", "simulator", "baseline_commit", "model_id", "error", "reference", "note")
 _OBJECTS = ("params", "stats", "stat_deltas", "analysis", "history", "calibration", "toolchain_changed",
             "limit_breaches")
 
@@ -44,6 +45,8 @@ def normalise(data: dict[str, Any], source: str = "report") -> dict[str, Any]:
         for key in _OBJECTS:
             if r[key] is not None and not isinstance(r[key], dict):
                 raise InputError(f"{where}.{key}: must be an object or null")
+        if r["blocks"] is not None and not (isinstance(r["blocks"], list) and all(isinstance(b, dict) for b in r["blocks"])):
+            raise InputError(f"{where}.blocks: must be a list of objects or null")
         results.append(r)
     order = {name: i for i, name in enumerate(VERDICTS)}
     results.sort(key=lambda r: (order.get(r["verdict"], len(order)), -abs(r["delta_pct"] or 0.0)))  # stable

@@ -10,7 +10,8 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from perfguard.report.text import SELF_CONSISTENCY, headline, limit_note, pct, seconds, self_consistency_note
+from perfguard.report.text import (SELF_CONSISTENCY, block_line, headline, limit_note, model_kind, pct, seconds,
+                                   self_consistency_note, top_block)
 
 _STYLE = {"regression": "bold red", "error": "bold yellow", "toolchain": "bold magenta", "improvement": "bold green",
           "new": "cyan", "removed": "magenta", "unchanged": "dim"}
@@ -47,14 +48,20 @@ def print_table(data: dict[str, Any], out: Console) -> None:
             f"[{_STYLE[r['verdict']]}]{r['verdict']}[/]" + (f" ({SELF_CONSISTENCY})" if r.get("reference") == "self" else ""),
             pct(r["delta_pct"]), f"{r['threshold_pct']:.2f} %",
             seconds(r["current_time_s"]), seconds(r["baseline_time_s"]),
-            "" if not r["model_id"] else ("calibrated" if r["calibrated"] else "analytical"),
+            "" if not r["model_id"] else model_kind(r),
         )
     out.print(table)
     for r in data["results"]:
         if r["error"]:
             out.print(f"[bold yellow]error[/] {escape(r['error'])}")
-        elif note := limit_note(r):
-            out.print(f"[bold]note[/] {escape(r['kernel'] + '[' + r['target'] + ']: ' + note)}")
+        else:
+            label = r['kernel'] + '[' + r['target'] + ']: '
+            if note := limit_note(r):
+                out.print(f"[bold]note[/] {escape(label + note)}")
+            if r.get("note"):
+                out.print(f"[bold]note[/] {escape(label + r['note'])}")
+            if r["verdict"] in ("regression", "improvement") and r.get("blocks"):
+                out.print(f"[bold]where[/] {escape(label + block_line(top_block(r)))}")
     note = self_consistency_note(data["results"])
     if note:
         out.print(f"[bold]note[/] {escape(note)}")

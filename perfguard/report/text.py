@@ -176,7 +176,9 @@ def bound(value: str | None) -> str:
 def model_kind(result: dict) -> str:
     if not result.get("model_id"):
         return "-"
-    return "calibrated" if result.get("calibrated") else "analytical"
+    if result.get("calibrated"):
+        return "calibrated"
+    return "pipeline" if result["model_id"].startswith("pipeline-") else "analytical"
 
 
 def driver(d: dict) -> str:
@@ -214,3 +216,29 @@ def findings(result: dict, most: int = 3) -> list[str]:
 
 def threshold(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f} %"
+
+
+def block_side(side: dict | None) -> str:
+    """One side of a changed block: `main_compute_ 0x402e00-0x402e9c, 44 insns x 3,584, 38.7 cyc (latency)`."""
+    if side is None:
+        return "not executed"
+    where = f"{side['symbol']} " if side.get("symbol") else ""
+    return (f"{where}0x{side['start']:x}-0x{side['end']:x}, {side['insns']} insns x {side['executions']:,}, "
+            f"{side['cycles_per_execution']:.1f} cyc/exec ({side['bound']})")
+
+
+def top_block(result: dict) -> dict | None:
+    """The changed block that moved the way the result did (most cycles first): on an
+    improvement, the block that got cheapest, not one that appeared in its place."""
+    blocks = result.get("blocks") or []
+    sign = 1 if (result.get("delta_pct") or 0) >= 0 else -1
+    return next((b for b in blocks if b["delta_cycles"] * sign > 0), blocks[0] if blocks else None)
+
+
+def block_line(change: dict) -> str:
+    """The block whose cycles changed most, in one line: baseline → current, and its share."""
+    # a share only when it reads as one: blocks moving both ways can exceed the net change
+    share_pct = change.get("share_pct")
+    share = f", {share_pct:.0f} % of the change in block cycles" if share_pct is not None and 0 < share_pct <= 100 else ""
+    return (f"{change['delta_cycles']:+,.0f} cycles{share}: {block_side(change['baseline'])} → "
+            f"{block_side(change['current'])}")

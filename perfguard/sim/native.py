@@ -89,7 +89,8 @@ def pick_cpu() -> int:
     return max(os.sched_getaffinity(0))
 
 
-def _batch(binary: Path, reps: int, warmup: int, cpu: int, timeout: float, where: str) -> list[float]:
+def time_calls(binary: Path, reps: int, warmup: int, cpu: int, timeout: float, where: str) -> list[float]:
+    """One run of the harness: `warmup` untimed calls, then the seconds of each of `reps` calls."""
     # Like the simulators, run the binary from a fixed-length path: the path is laid out on the
     # stack and would shift every address after it.
     with tempfile.TemporaryDirectory(prefix="perfguard-native-", dir="/tmp") as tmp:
@@ -139,12 +140,12 @@ def time_native(binary: Path, profile: TargetProfile, where: str, cv_bound: floa
     """Median of a batch of single calls whose CV is below `cv_bound`, after warm-up."""
     check_native(profile)
     cpu = pick_cpu() if cpu is None else cpu
-    probe = _batch(binary, 3, 1, cpu, timeout, where)
+    probe = time_calls(binary, 3, 1, cpu, timeout, where)
     reps = int(min(2000, max(15, BATCH_SECONDS / max(min(probe), 1e-7))))
     best: list[float] | None = None
     best_cv = float("inf")
     for attempt in range(1, attempts + 1):
-        values = _batch(binary, reps, 3, cpu, timeout, where)
+        values = time_calls(binary, reps, 3, cpu, timeout, where)
         cv = robust_cv(values)
         if cv < best_cv:
             best, best_cv = values, cv

@@ -21,6 +21,7 @@ from pathlib import Path
 from perfguard.errors import InfraError, InputError
 from perfguard.signals import die_with_parent
 from perfguard.sim.base import SimResult, Simulator
+from perfguard.sim.blocks import parse_block_lines
 from perfguard.sim.stats import COUNT_LIMIT, STAT_FIELDS, Stats
 from perfguard.targets import TargetProfile
 
@@ -29,7 +30,7 @@ PLUGIN_NAME = "perfguard_plugin.so"
 # Loaded first: refuses a QEMU whose plugin API the counting plugin does not implement (exit 3).
 API_CHECK_SOURCE = Path(__file__).with_name("qemu_api_check.c")
 API_CHECK_NAME = "perfguard_api_check.so"
-OUTPUT_HEADER = "perfguard_qemu_plugin 1"
+OUTPUT_HEADER = "perfguard_qemu_plugin 2"
 HOST_CC = "cc"
 
 
@@ -53,7 +54,8 @@ def _signal_name(number: int) -> str:
 
 
 def parse_plugin_output(text: str, source: str) -> tuple[Stats, int, int]:
-    """Strictly parse the plugin's statistics file: (roi Stats, roi_count, total_insts).
+    """Strictly parse the plugin's statistics file: (roi Stats with the block profile,
+    roi_count, total_insts).
 
     InputError naming `source` and the line for anything else (the caller, which ran the
     simulator, turns it into an infrastructure error)."""
@@ -63,7 +65,7 @@ def parse_plugin_output(text: str, source: str) -> tuple[Stats, int, int]:
     if not lines or lines[0] != OUTPUT_HEADER:
         raise InputError(f"{source}: first line is not '{OUTPUT_HEADER}'")
     expected = list(STAT_FIELDS) + ["roi_count", "total_insts"]
-    body = lines[1:]
+    body = lines[1:len(expected) + 1]
     if len(body) != len(expected):
         raise InputError(f"{source}: expected {len(expected)} statistics lines, got {len(body)}")
     values: dict[str, int] = {}
@@ -76,7 +78,14 @@ def parse_plugin_output(text: str, source: str) -> tuple[Stats, int, int]:
         if len(parts[1]) > 20 or int(parts[1]) >= COUNT_LIMIT:
             raise InputError(f"{source}: line {number}: '{key}' does not fit in 64 bits")
         values[key] = int(parts[1])
-    stats = Stats(**{name: values[name] for name in STAT_FIELDS})
+    rest = lines[len(expected) + 1:]
+    head = rest[0].split(" ") if rest else []
+    if len(head) != 2 or head[0] != "blocks" or not head[1].isdigit() or int(head[1]) != len(rest) - 1:
+        raise InputError(f"{source}: line {len(expected) + 2}: expected 'blocks N' followed by N block lines")
+    blocks = parse_block_lines(rest[1:], source, len(expected) + 3)
+    stats = Stats(**{name: values[name] for name in STAT_FIELDS}, blocks=blocks)
+    if blocks.insts != stats.insts:
+        raise InputError(f"{source}: the block profile holds {blocks.insts} instructions, insts is {stats.insts}")
     return stats, values["roi_count"], values["total_insts"]
 
 

@@ -15,9 +15,12 @@
  *   dump=PATH                diagnostic: one line per translated instruction with its
  *                            classification (not used by perfguard itself)
  *
- * Output: "perfguard_qemu_plugin 1", then one "key value" line per statistic in the order
+ * Output: "perfguard_qemu_plugin 2", then one "key value" line per statistic in the order
  * of perfguard/sim/stats.py STAT_FIELDS (region of interest only), then "roi_count N" and
- * "total_insts N" (whole program).
+ * "total_insts N" (whole program), then "blocks N" and N lines of the block profile, one per
+ * translated block executed in the region(s): "ADDR_HEX SIZE INSNS COUNT CODE_HEX SYMBOL" (SYMBOL
+ * "-" when QEMU knows none; unordered;
+ * a block translated twice appears twice: the reader merges and sorts).
  *
  * How counting works
  * ------------------
@@ -154,6 +157,7 @@ const char *qemu_plugin_insn_symbol(const struct qemu_plugin_insn *insn);
 unsigned int qemu_plugin_mem_size_shift(qemu_plugin_meminfo_t info);
 bool qemu_plugin_mem_is_store(qemu_plugin_meminfo_t info);
 const char *qemu_plugin_path_to_binary(void);
+const void *qemu_plugin_insn_data(const struct qemu_plugin_insn *insn);
 
 PG_EXPORT int qemu_plugin_version = 1;
 PG_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *info, int argc, char **argv);
@@ -183,6 +187,7 @@ static uint64_t ctr[N_COUNTERS];
 static uint64_t roi_total[N_COUNTERS];
 static uint64_t roi_snap[N_COUNTERS];
 static uint64_t roi_count;
+static uint64_t roi_epoch; /* regions begun so far: the block profile's region number */
 static bool in_roi;
 static uint64_t exec_seq; /* incremented at every translation-block execution */
 static bool multithreaded; /* the guest started a second thread (vCPU): counts are unusable */
@@ -318,11 +323,52 @@ struct insn_rec {
 
 enum { MARK_NONE, MARK_BEGIN, MARK_END };
 
+/* Block profile: one record per translated block (and per page-crossing tail instruction).
+ * Executions inside a region count into `open` until the block runs in a later region, when
+ * they move to `done`; executions of a region still open at exit are dropped, like the
+ * statistics. So the profile covers exactly the instructions the ROI counters count. */
+struct block_rec {
+    uint64_t addr;
+    uint64_t done, open, epoch;
+    uint32_t size, n_insns;
+    unsigned char *code; /* the block's bytes, for a pipeline model that has no binary */
+    const char *symbol;  /* the function it starts in (QEMU's lookup), NULL if unknown */
+    struct block_rec *next;
+};
+
+static struct block_rec *blocks;
+
+static inline void block_count(struct block_rec *b)
+{
+    if (b->epoch != roi_epoch) {
+        b->done += b->open;
+        b->open = 0;
+        b->epoch = roi_epoch;
+    }
+    b->open++;
+}
+
+static uint64_t block_total(const struct block_rec *b)
+{
+    return b->done + ((in_roi && b->epoch == roi_epoch) ? 0 : b->open);
+}
+
+/* Records live inside their tb_rec / tail_rec (one cache line with the counters the execution
+ * callback touches anyway); the list links them for the output. */
+static void block_init(struct block_rec *b, uint64_t addr, struct qemu_plugin_insn *first)
+{
+    b->addr = addr;
+    b->symbol = qemu_plugin_insn_symbol(first);
+    b->next = blocks;
+    blocks = b;
+}
+
 /* The last instruction of a block that runs over a page end is counted on its own: QEMU 7.2
  * drops it from the block after translation (it is translated again at the start of the
  * next block), so counting it with the block would count an instruction that never ran. Its
  * own exec callback goes away with it. */
 struct tail_rec {
+    struct block_rec block;
     uint64_t first_line;
     uint32_t n_lines;
     uint32_t any_class;
@@ -330,6 +376,7 @@ struct tail_rec {
 };
 
 struct tb_rec {
+    struct block_rec block;
     uint64_t first_line; /* first L1I line covered */
     uint32_t n_lines;    /* distinct L1I lines covered */
     uint32_t n_insns;
@@ -345,6 +392,7 @@ static void roi_marker(uint32_t marker)
         if (!in_roi) {
             memcpy(roi_snap, ctr, sizeof ctr);
             in_roi = true;
+            roi_epoch++;
         }
     } else if (in_roi) {
         for (int k = 0; k < N_COUNTERS; k++)
@@ -360,6 +408,8 @@ static void tb_exec(unsigned int vcpu_index, void *userdata)
     (void)vcpu_index;
     if (__builtin_expect(t->marker != MARK_NONE, 0))
         roi_marker(t->marker);
+    if (in_roi)
+        block_count(&t->block);
     exec_seq++;
     ctr[K_INSTS] += t->n_insns;
     ctr[K_L1I_ACC] += t->n_insns;
@@ -742,6 +792,8 @@ static void tail_exec(unsigned int vcpu_index, void *userdata)
 {
     struct tail_rec *r = userdata;
     (void)vcpu_index;
+    if (in_roi)
+        block_count(&r->block);
     ctr[K_INSTS]++;
     ctr[K_L1I_ACC]++;
     if (r->any_class) {
@@ -768,6 +820,16 @@ static void tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
     }
     uint64_t start = qemu_plugin_tb_vaddr(tb), end = start + 1;
     t->n_insns = (uint32_t)n;
+    block_init(&t->block, start, qemu_plugin_tb_get_insn(tb, 0));
+    size_t code_len = 0;
+    for (size_t i = 0; i < n; i++)
+        code_len += qemu_plugin_insn_size(qemu_plugin_tb_get_insn(tb, i));
+    t->block.code = malloc(code_len ? code_len : 1);
+    if (!t->block.code) {
+        fprintf(stderr, "perfguard plugin: out of memory\n");
+        abort();
+    }
+    code_len = 0;
     for (size_t i = 0; i < n; i++) {
         struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
         uint64_t va = qemu_plugin_insn_vaddr(insn);
@@ -809,6 +871,15 @@ static void tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
                 if (f & (1u << c))
                     r->cls[c]++;
             r->any_class = f;
+            block_init(&r->block, va, insn);
+            r->block.n_insns = 1;
+            r->block.size = (uint32_t)sz;
+            r->block.code = malloc(sz ? sz : 1);
+            if (!r->block.code) {
+                fprintf(stderr, "perfguard plugin: out of memory\n");
+                abort();
+            }
+            memcpy(r->block.code, qemu_plugin_insn_data(insn), sz);
             t->n_insns--;
             end = va > start ? va : start + 1;
             qemu_plugin_register_vcpu_insn_exec_cb(insn, tail_exec, QEMU_PLUGIN_CB_NO_REGS, r);
@@ -817,6 +888,8 @@ static void tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
                 if (f & (1u << c))
                     t->cls[c]++;
             t->any_class |= f;
+            memcpy(t->block.code + code_len, qemu_plugin_insn_data(insn), sz);
+            code_len += sz;
         }
         if (dump_file) {
             char ft[N_CLASSES + 2];
@@ -829,6 +902,8 @@ static void tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
     }
     t->first_line = start >> l1i.shift;
     t->n_lines = (uint32_t)(((end - 1) >> l1i.shift) - t->first_line + 1);
+    t->block.n_insns = t->n_insns;
+    t->block.size = (uint32_t)code_len;
     qemu_plugin_register_vcpu_tb_exec_cb(tb, tb_exec, QEMU_PLUGIN_CB_NO_REGS, t);
 }
 
@@ -865,11 +940,29 @@ static void write_stats(qemu_plugin_id_t id, void *userdata)
         free(tmp);
         return;
     }
-    fprintf(f, "perfguard_qemu_plugin 1\n");
+    fprintf(f, "perfguard_qemu_plugin 2\n");
     for (int k = 0; k < N_COUNTERS; k++)
         fprintf(f, "%s %" PRIu64 "\n", counter_names[k], roi_total[k]);
     fprintf(f, "roi_count %" PRIu64 "\n", roi_count);
     fprintf(f, "total_insts %" PRIu64 "\n", ctr[K_INSTS]);
+    uint64_t n_blocks = 0;
+    for (struct block_rec *b = blocks; b; b = b->next)
+        n_blocks += block_total(b) != 0;
+    fprintf(f, "blocks %" PRIu64 "\n", n_blocks);
+    for (struct block_rec *b = blocks; b; b = b->next) {
+        uint64_t count = block_total(b);
+        if (!count)
+            continue;
+        fprintf(f, "%" PRIx64 " %" PRIu32 " %" PRIu32 " %" PRIu64 " ", b->addr, b->size, b->n_insns, count);
+        for (uint32_t i = 0; i < b->size; i++)
+            fprintf(f, "%02x", b->code[i]);
+        /* a name the reader can split on: no blanks, never empty */
+        fputc(' ', f);
+        const char *sym = b->symbol && *b->symbol ? b->symbol : "-";
+        for (; *sym; sym++)
+            fputc((*sym > ' ' && *sym < 127) ? *sym : '?', f);
+        fputc('\n', f);
+    }
     if (fclose(f) != 0 || rename(tmp, out_path) != 0) {
         fprintf(stderr, "perfguard plugin: cannot write %s: %s\n", out_path, strerror(errno));
         unlink(tmp);

@@ -1,7 +1,9 @@
 """The one statistics schema every simulator back end produces.
 
 Counts cover the kernel alone (start-up, input set-up and output checking excluded).
-A back end that cannot measure a field leaves it None, never 0.
+A back end that cannot measure a field leaves it None, never 0. Beside the counts, a back
+end that can (QEMU) gives the block profile (perfguard.sim.blocks); to_dict() is the counts
+alone, to_record() the counts plus "blocks" when there is a profile.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import json
 from dataclasses import dataclass, fields
 
 from perfguard.errors import InputError
+from perfguard.sim.blocks import BlockProfile
 
 STAT_FIELDS = (
     "insts",
@@ -58,16 +61,24 @@ class Stats:
     l2_accesses: int | None = None
     l2_misses: int | None = None
     l2_writebacks: int | None = None
+    blocks: BlockProfile | None = None
 
     def to_dict(self) -> dict[str, int | None]:
         return {name: getattr(self, name) for name in STAT_FIELDS}
+
+    def to_record(self) -> dict:
+        """The counts and, when there is one, the block profile: what caches and baselines store."""
+        data: dict = self.to_dict()
+        if self.blocks is not None:
+            data["blocks"] = self.blocks.to_dict()
+        return data
 
     @classmethod
     def from_dict(cls, data: object, source: str = "stats") -> "Stats":
         """Validate and build; `source` names the file or object in the error message."""
         if not isinstance(data, dict):
             raise InputError(f"{source}: stats must be an object, got {type(data).__name__}")
-        unknown = sorted(set(data) - set(STAT_FIELDS))
+        unknown = sorted(set(data) - set(STAT_FIELDS) - {"blocks"})
         if unknown:
             raise InputError(f"{source}: unknown stats field '{unknown[0]}'")
         values = {}
@@ -81,15 +92,17 @@ class Stats:
                 if value >= COUNT_LIMIT:
                     raise InputError(f"{source}: stats field '{name}' does not fit in 64 bits")
             values[name] = value
-        return cls(**values)
+        blocks = data.get("blocks")
+        return cls(**values, blocks=None if blocks is None else BlockProfile.from_dict(blocks, source))
 
     def scaled(self, factor: float) -> "Stats":
         """Counts divided per repetition etc.; rounding keeps them integers."""
-        return Stats(**{k: (None if v is None else int(round(v * factor))) for k, v in self.to_dict().items()})
+        return Stats(**{k: (None if v is None else int(round(v * factor))) for k, v in self.to_dict().items()},
+                     blocks=None if self.blocks is None else self.blocks.scaled(factor))
 
     def canonical_json(self) -> str:
         """Byte-stable serialisation: determinism checks compare these strings."""
-        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+        return json.dumps(self.to_record(), sort_keys=True, separators=(",", ":"))
 
 
-assert tuple(f.name for f in fields(Stats)) == STAT_FIELDS
+assert tuple(f.name for f in fields(Stats)) == STAT_FIELDS + ("blocks",)

@@ -104,14 +104,16 @@ class Measurer:
         self.config, self.profile, self.family, self.executor = config, profile, family, executor
         self.measure_kind = measure
         self.on_trial = on_trial
-        self.predictor = predictor_for(profile, family, config.simulator, config.baseline_dir)
+        self.predictor = predictor_for(profile, family, config.simulator, config.baseline_dir, None,
+                                       config.cache_dir, config.model)
         self.trials: list[Trial] = []
 
     @property
     def model(self) -> str:
         if self.measure_kind == "native":
             return "native timing"
-        return f"{'calibrated' if self.predictor.calibrated else 'analytical'} {self.predictor.model_id}"
+        kind = "calibrated" if self.predictor.calibrated else self.predictor.model_id.split("-")[0]
+        return f"{kind} {self.predictor.model_id}"
 
     def job(self, spec: KernelSpec) -> Job:
         c = self.config

@@ -1,0 +1,424 @@
+"""Verdict agreement: does each model predict the change that one-knob schedule edits really make?
+
+For every pair in benchmarks/verdict_pairs.py, both sides are built and simulated by perfguard
+itself (perfguard.pipeline.run_job: the build, cache and QEMU-plugin statistics `perfguard
+check` uses, for the x86_64 profile of perfguard.toml), and the very harness binaries are timed
+natively: pinned to one core, ASLR off, empty environment (perfguard.sim.native), in
+interleaved rounds (before, after, after, before, ...) so that load from other processes hits
+both sides alike. Per pair: the native delta (median of the per-round time ratios), a 95 %
+bootstrap interval of that median, and each model's predicted delta. Per model: Spearman of the
+deltas, missed regressions, false alarms, and sign agreement on clear changes.
+
+Native timings are kept in benchmarks/verdicts-native.json, keyed by the two binaries' hashes:
+a pair is timed again only when one of its binaries changed, or with --retime.
+
+    python benchmarks/verdicts.py [--pairs SUBSTR,..] [--rounds N] [--retime] [--json FILE] [-j N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import importlib.util
+import json
+import os
+import statistics
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+if __package__ in (None, ""):  # run as a script: make `benchmarks` importable
+    sys.path.insert(0, str(REPO))
+
+from benchmarks.verdict_pairs import PAIRS, Pair  # noqa: E402
+from perfguard.atomic import atomic_write_text
+from perfguard.build.cache import BuildCache
+from perfguard.config import Config, KernelSpec, load_config
+from perfguard.errors import InputError
+from perfguard.executors.local import LocalExecutor
+from perfguard.pipeline import Job, JobResult, run_job
+from perfguard.predict.analytical import AnalyticalModel
+from perfguard.predict.select import predictor_for, stored_model
+from perfguard.sim.native import check_native, pick_cpu, this_machine, time_calls
+from perfguard.sim.stats import Stats
+from perfguard.targets import TargetProfile
+TARGET = "x86_64"
+NATIVE_FILE = REPO / "benchmarks" / "verdicts-native.json"
+NATIVE_SCHEMA = 1
+
+# The issue's verdict rules, as fractions.
+REGRESSION = 0.10  # native at least +10 %: a regression the gate must flag
+GATE = 0.05  # a predicted change above +5 % flags
+NEUTRAL = 0.025  # native at most +2.5 %: flagging it is a false alarm
+CLEAR = 0.10  # |native| above 10 %: the predicted sign must agree
+
+BATCH_SECONDS = 0.04  # kernel time per side per round
+MIN_CALLS = 10  # calls per side per round, however slow the kernel
+# Per round, each side's time is its fastest call. Load from other processes only adds time, and
+# it adds more to long calls (a 3 ms call is preempted far more often than a 0.1 ms one), so the
+# median call inflates the slow side of a pair even in interleaved rounds; the fastest of
+# MIN_CALLS or more calls is the time without interruptions. The median is stored too (--stat median_s).
+STATS = ("min_s", "median_s")
+BOOTSTRAP = 2000
+
+
+# --- the pairs, built and simulated by perfguard ---
+
+
+@dataclass(frozen=True)
+class Side:
+    """One built and simulated side of a pair."""
+
+    spec: KernelSpec
+    result: JobResult
+    binary: Path
+
+    @property
+    def stats(self) -> Stats:
+        return self.result.stats
+
+
+def _side_key(spec: KernelSpec) -> str:
+    return json.dumps([spec.family, spec.params], sort_keys=True)
+
+
+def build_sides(pairs: list[Pair], config: Config, profile: TargetProfile, workers: int | None = None,
+                simulator: str = "qemu") -> dict[str, tuple[Side, Side]]:
+    """pair name -> (before, after); each distinct kernel is built and simulated once."""
+    unique: dict[str, KernelSpec] = {}
+    for pair in pairs:
+        for spec in pair.sides():
+            unique.setdefault(_side_key(spec), spec)
+    jobs = [Job(spec, profile, config.root, config.cache_dir, simulator, config.timeout, config.reps, config.warmup)
+            for spec in unique.values()]
+    results = LocalExecutor(workers).map(run_job, jobs)
+    failed = [r.error for r in results if not r.ok]
+    if failed:
+        raise SystemExit(f"verdicts: {len(failed)} of {len(jobs)} kernels failed; first: {failed[0]}")
+    cache = BuildCache(config.cache_dir)
+    sides = {}
+    for key, spec, result in zip(unique, unique.values(), results):
+        sides[key] = Side(spec, result, cache.lookup_build(result.content_hash) / "harness")
+    return {pair.name: tuple(sides[_side_key(spec)] for spec in pair.sides()) for pair in pairs}  # type: ignore[misc]
+
+
+# --- native timing: interleaved rounds ---
+
+
+def time_pair(before: Path, after: Path, rounds: int, cpu: int, where: str, reps: dict[str, int] | None = None,
+              first: int = 0, timeout: float = 600.0) -> dict:
+    """Per round, the fastest and the median call of each side; the order alternates (AB, BA, AB, ...).
+
+    `reps` (calls per side per round) is probed when not given; `first` continues the alternation
+    of rounds timed before.
+    """
+    if reps is None:
+        reps = {}
+        for side, binary in (("before", before), ("after", after)):
+            probe = min(time_calls(binary, 3, 1, cpu, timeout, f"{where} ({side})"))
+            reps[side] = int(min(2000, max(MIN_CALLS, BATCH_SECONDS / max(probe, 1e-7))))
+    load = [os.getloadavg()[0]]
+    samples: dict[str, list[dict]] = {"before": [], "after": []}
+    for r in range(first, first + rounds):
+        order = (("before", before), ("after", after))
+        for side, binary in (order if r % 2 == 0 else order[::-1]):
+            values = time_calls(binary, reps[side], 2, cpu, timeout, f"{where} ({side})")
+            samples[side].append({"median_s": statistics.median(values), "min_s": min(values)})
+    load.append(os.getloadavg()[0])
+    return {"reps": reps, "rounds": [{"before": b, "after": a} for b, a in zip(samples["before"], samples["after"])],
+            "loadavg": load, "cpu": cpu}
+
+
+@dataclass(frozen=True)
+class NativeDelta:
+    delta: float  # after / before - 1: median of the per-round ratios
+    low: float  # 95 % bootstrap interval of that median
+    high: float
+    spread: float  # robust CV of the per-round ratios
+    rounds: int
+
+    @property
+    def halfwidth(self) -> float:
+        """Half the interval, relative to the ratio: the noise of a +1000 % pair in its own terms."""
+        return (self.high - self.low) / 2 / (1.0 + self.delta)
+
+
+def native_delta(record: dict, stat: str = "min_s", seed: int = 0) -> NativeDelta:
+    """`stat` is the per-round time of a side: its fastest call ("min_s", the default) or its median call."""
+    ratios = np.array([r["after"][stat] / r["before"][stat] for r in record["rounds"]])
+    rng = np.random.default_rng(seed)
+    boot = np.median(rng.choice(ratios, size=(BOOTSTRAP, len(ratios)), replace=True), axis=1)
+    med = float(np.median(ratios))
+    mad = float(np.median(np.abs(ratios - med)))
+    return NativeDelta(med - 1.0, float(np.percentile(boot, 2.5)) - 1.0, float(np.percentile(boot, 97.5)) - 1.0,
+                       1.4826 * mad / med, len(ratios))
+
+
+def native_key(before: Side, after: Side) -> str:
+    return f"{before.result.binary_hash}:{after.result.binary_hash}"
+
+
+def load_native(path: Path) -> dict:
+    if not path.is_file():
+        return {"schema": NATIVE_SCHEMA, "pairs": {}}
+    data = json.loads(path.read_text())
+    if data.get("schema") != NATIVE_SCHEMA:
+        raise SystemExit(f"{path}: schema {data.get('schema')!r}, this benchmark reads {NATIVE_SCHEMA}; use --retime")
+    return data
+
+
+def save_native(path: Path, data: dict) -> None:
+    atomic_write_text(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
+
+
+def time_pairs(pairs: list[Pair], sides: dict[str, tuple[Side, Side]], path: Path, rounds: int, retime: bool,
+               cpu: int, profile: TargetProfile, log=print) -> dict[str, dict]:
+    """pair name -> its timing record: from the file when both binaries are unchanged (topped up to
+    `rounds` rounds if it has fewer), else timed now."""
+    check_native(profile)
+    data = load_native(path)
+    machine = this_machine().to_dict()
+    out = {}
+    for i, pair in enumerate(pairs, 1):
+        before, after = sides[pair.name]
+        key = native_key(before, after)
+        stored = None if retime else data["pairs"].get(key)
+        have = 0 if stored is None else len(stored["rounds"])
+        if have < rounds:
+            log(f"[{i}/{len(pairs)}] timing {pair.name} ({rounds - have} rounds)")
+            now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+            if stored is None:
+                stored = time_pair(before.binary, after.binary, rounds, cpu, pair.name)
+                stored.update(pair=pair.name, machine=machine, timed=[now])
+            else:  # more rounds of the same binaries, same calls per round, alternation continued
+                more = time_pair(before.binary, after.binary, rounds - have, cpu, pair.name, stored["reps"], have)
+                stored["rounds"] += more["rounds"]
+                stored["loadavg"] += more["loadavg"]
+                stored["timed"].append(now)
+            data["pairs"][key] = stored
+            save_native(path, data)  # after each pair: an interrupted run keeps what it measured
+        out[pair.name] = data["pairs"][key]
+    return out
+
+
+# --- the models, by name ---
+
+
+def _insts(profile: TargetProfile, family: str, sides: list[Side], config: Config) -> np.ndarray:
+    """Not a model: the instruction count alone, the yardstick every model should beat."""
+    return np.array([float(s.stats.insts) for s in sides])
+
+
+def _analytical(profile: TargetProfile, family: str, sides: list[Side], config: Config) -> np.ndarray:
+    return AnalyticalModel(profile).predict_stats([s.stats for s in sides])
+
+
+def _calibrated(profile: TargetProfile, family: str, sides: list[Side], config: Config) -> np.ndarray | None:
+    if stored_model(config.baseline_dir, profile.name, family) is None:
+        return None  # n/a: no calibrated model for this family
+    try:
+        predictor = predictor_for(profile, family, "qemu", config.baseline_dir)
+    except InputError as exc:  # e.g. trained for another profile: say so, score the rest
+        print(f"verdicts: calibrated model n/a: {exc.message}", file=sys.stderr)
+        return None
+    return predictor.predict_stats([s.stats for s in sides])
+
+
+def _pipeline(profile: TargetProfile, family: str, sides: list[Side], config: Config) -> np.ndarray:
+    from perfguard.predict.pipeline import PipelineModel
+
+    return PipelineModel(profile, config.cache_dir).predict_stats([s.stats for s in sides])
+
+
+# name -> predict(profile, family, sides, config) -> seconds per side, or None when it cannot score the family
+MODELS: dict[str, Callable[..., np.ndarray | None]] = {
+    "insts": _insts,
+    "analytical": _analytical,
+    "calibrated": _calibrated,
+}
+if importlib.util.find_spec("perfguard.predict.pipeline") is not None:  # the pipeline model, where this tree has it
+    MODELS["pipeline"] = _pipeline
+
+
+def predicted_deltas(pairs: list[Pair], sides: dict[str, tuple[Side, Side]], profile: TargetProfile,
+                     config: Config, models: list[str]) -> dict[str, dict[str, float | None]]:
+    """model -> pair name -> predicted after / before - 1 (None: the model cannot score it)."""
+    out: dict[str, dict[str, float | None]] = {}
+    for model in models:
+        out[model] = {}
+        for pair in pairs:
+            times = MODELS[model](profile, pair.family, list(sides[pair.name]), config)
+            out[model][pair.name] = None if times is None else float(times[1] / times[0] - 1.0)
+    return out
+
+
+# --- the summary ---
+
+
+@dataclass
+class Summary:
+    n: int
+    spearman: float | None
+    missed: list[str] = field(default_factory=list)  # native >= +10 %, predicted <= +5 %
+    false_alarms: list[str] = field(default_factory=list)  # native <= +2.5 %, predicted > +5 %
+    sign_agree: int = 0  # on |native| > 10 %
+    sign_total: int = 0
+
+    def to_dict(self) -> dict:
+        return {"n": self.n, "spearman": self.spearman, "missed": self.missed, "false_alarms": self.false_alarms,
+                "sign_agree": self.sign_agree, "sign_total": self.sign_total}
+
+
+def summarize(native: dict[str, float], predicted: dict[str, float | None]) -> Summary:
+    """The issue's measures over the pairs the model scored."""
+    from scipy.stats import spearmanr
+
+    names = [n for n in native if predicted.get(n) is not None]
+    x = [native[n] for n in names]
+    y = [predicted[n] for n in names]
+    rho = float(spearmanr(x, y).statistic) if len(names) > 2 else None
+    s = Summary(len(names), rho)
+    for name, nat, pred in zip(names, x, y):
+        if nat >= REGRESSION and pred <= GATE:
+            s.missed.append(name)
+        if nat <= NEUTRAL and pred > GATE:
+            s.false_alarms.append(name)
+        if abs(nat) > CLEAR:
+            s.sign_total += 1
+            s.sign_agree += int(np.sign(nat) == np.sign(pred))
+    return s
+
+
+# --- output ---
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{100 * value:+.1f} %"
+
+
+def markdown(pairs: list[Pair], native: dict[str, NativeDelta], predicted: dict[str, dict[str, float | None]],
+             summaries: dict[str, Summary]) -> str:
+    models = list(predicted)
+    head = ["pair", "kind", "native", "95 % interval", "± (of the ratio)"] + models
+    lines = ["| " + " | ".join(head) + " |", "| --- | --- |" + " ---: |" * (len(head) - 2)]
+    for pair in pairs:
+        n = native[pair.name]
+        cells = [f"`{pair.name}`", pair.kind, _pct(n.delta), f"{100 * n.low:+.1f} .. {100 * n.high:+.1f}",
+                 f"{100 * n.halfwidth:.1f} %"]
+        cells += [_pct(predicted[m][pair.name]) for m in models]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "| model | pairs scored | Spearman of deltas | missed regressions | false alarms | "
+                  "sign agreement (native change > 10 %) |", "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    for model, s in summaries.items():
+        rho = "n/a" if s.spearman is None else f"{s.spearman:.3f}"
+        lines.append(f"| {model} | {s.n} | {rho} | {len(s.missed)} | {len(s.false_alarms)} | "
+                     f"{s.sign_agree} / {s.sign_total} |")
+    for model, s in summaries.items():
+        for label, names in (("missed", s.missed), ("false alarms", s.false_alarms)):
+            if names:
+                lines.append(f"\n{model}, {label}: " + ", ".join(f"`{n}`" for n in names))
+    return "\n".join(lines)
+
+
+def by_family(pairs: list[Pair], native: dict[str, float], predicted: dict[str, dict[str, float | None]]
+              ) -> dict[str, dict[str, Summary]]:
+    """family -> model -> the summary over that family's pairs."""
+    out: dict[str, dict[str, Summary]] = {}
+    for family in dict.fromkeys(p.family for p in pairs):
+        names = [p.name for p in pairs if p.family == family]
+        out[family] = {m: summarize({n: native[n] for n in names}, predicted[m]) for m in predicted}
+    return out
+
+
+def family_markdown(families: dict[str, dict[str, Summary]]) -> str:
+    """Spearman (missed, false alarms) per family and model."""
+    models = list(next(iter(families.values())))
+    lines = ["| family | pairs | " + " | ".join(f"{m}: Spearman (missed, false alarms)" for m in models) + " |",
+             "| --- | ---: |" + " ---: |" * len(models)]
+    for family, per_model in families.items():
+        cells = []
+        for s in per_model.values():
+            rho = "n/a" if s.spearman is None else f"{s.spearman:.2f}"
+            cells.append("n/a" if s.n == 0 else f"{rho} ({len(s.missed)}, {len(s.false_alarms)})")
+        n = max(s.n for s in per_model.values())
+        lines.append(f"| {family} | {n} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def noise_summary(native: dict[str, NativeDelta], records: dict[str, dict]) -> dict:
+    half = sorted(n.halfwidth for n in native.values())
+    loads = [x for r in records.values() for x in r.get("loadavg", [])]
+    return {"pairs": len(half), "median_halfwidth": statistics.median(half), "max_halfwidth": half[-1],
+            "within_2pct": sum(h <= 0.02 for h in half),
+            "median_spread": statistics.median(n.spread for n in native.values()),
+            "loadavg_min": min(loads) if loads else None, "loadavg_max": max(loads) if loads else None}
+
+
+def select_pairs(names: str | None) -> list[Pair]:
+    if not names:
+        return list(PAIRS)
+    wanted = [n for n in names.split(",") if n]
+    chosen = [p for p in PAIRS if any(w in p.name for w in wanted)]
+    if not chosen:
+        raise SystemExit(f"verdicts: no pair matches {names!r}")
+    return chosen
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config", type=Path, default=REPO / "perfguard.toml")
+    parser.add_argument("--pairs", help="comma-separated substrings of pair names (default: every pair)")
+    parser.add_argument("--rounds", type=int, default=20, help="interleaved rounds per pair (default 20)")
+    parser.add_argument("--retime", action="store_true", help="time every pair again, even if its binaries are unchanged")
+    parser.add_argument("--native-file", type=Path, default=NATIVE_FILE)
+    parser.add_argument("--models", default=",".join(MODELS), help=f"comma-separated (default: {','.join(MODELS)})")
+    parser.add_argument("--stat", choices=STATS, default="min_s",
+                        help="per-round time of a side: its fastest call (default) or its median call")
+    parser.add_argument("--cpu", type=int, help="core to pin native runs to (default: the last one)")
+    parser.add_argument("--json", type=Path, help="also write the results as JSON here")
+    parser.add_argument("-j", "--jobs", type=int, help="parallel build/simulation jobs")
+    args = parser.parse_args(argv)
+    models = [m for m in args.models.split(",") if m]
+    unknown = [m for m in models if m not in MODELS]
+    if unknown:
+        raise SystemExit(f"verdicts: unknown model '{unknown[0]}' (one of {', '.join(MODELS)})")
+
+    config = load_config(args.config)
+    profile = config.profile(TARGET)
+    pairs = select_pairs(args.pairs)
+    log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
+    log(f"building and simulating {len(pairs)} pairs")
+    sides = build_sides(pairs, config, profile, args.jobs)
+    records = time_pairs(pairs, sides, args.native_file, args.rounds, args.retime,
+                         pick_cpu() if args.cpu is None else args.cpu, profile, log)
+    native = {p.name: native_delta(records[p.name], args.stat) for p in pairs}
+    predicted = predicted_deltas(pairs, sides, profile, config, models)
+    deltas = {name: n.delta for name, n in native.items()}
+    summaries = {m: summarize(deltas, predicted[m]) for m in models}
+    families = by_family(pairs, deltas, predicted)
+    noise = noise_summary(native, records)
+    print(markdown(pairs, native, predicted, summaries))
+    print("\n" + family_markdown(families))
+    print(f"\nnative noise: 95 % interval half-width median {100 * noise['median_halfwidth']:.1f} %, "
+          f"max {100 * noise['max_halfwidth']:.1f} %, within 2 % on {noise['within_2pct']} of {noise['pairs']} pairs; "
+          f"per-round ratio spread (robust CV) median {100 * noise['median_spread']:.1f} %; "
+          f"1-min load average while timing {noise['loadavg_min']:.2f} .. {noise['loadavg_max']:.2f}")
+    if args.json:
+        doc = {"target": TARGET, "command": " ".join(["python", "benchmarks/verdicts.py", *(argv or sys.argv[1:])]),
+               "pairs": [{"name": p.name, "family": p.family, "knob": p.knob, "kind": p.kind, "before": p.before,
+                          "after": p.after, "native": {**native[p.name].__dict__, "halfwidth": native[p.name].halfwidth},
+                          "binaries": [s.result.binary_hash for s in sides[p.name]],
+                          "insts": [s.stats.insts for s in sides[p.name]],
+                          "predicted": {m: predicted[m][p.name] for m in models}} for p in pairs],
+               "summary": {m: s.to_dict() for m, s in summaries.items()}, "noise": noise, "stat": args.stat,
+               "by_family": {f: {m: s.to_dict() for m, s in per.items()} for f, per in families.items()}}
+        atomic_write_text(args.json, json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
