@@ -38,7 +38,7 @@ from benchmarks.verdict_pairs import PAIRS, Pair  # noqa: E402
 from perfguard.atomic import atomic_write_text
 from perfguard.build.cache import BuildCache
 from perfguard.config import Config, KernelSpec, load_config
-from perfguard.errors import InputError
+from perfguard.errors import PerfguardError
 from perfguard.executors.local import LocalExecutor
 from perfguard.pipeline import Job, JobResult, run_job
 from perfguard.predict.analytical import AnalyticalModel
@@ -220,12 +220,7 @@ def _analytical(profile: TargetProfile, family: str, sides: list[Side], config: 
 def _calibrated(profile: TargetProfile, family: str, sides: list[Side], config: Config) -> np.ndarray | None:
     if stored_model(config.baseline_dir, profile.name, family) is None:
         return None  # n/a: no calibrated model for this family
-    try:
-        predictor = predictor_for(profile, family, "qemu", config.baseline_dir)
-    except InputError as exc:  # e.g. trained for another profile: say so, score the rest
-        print(f"verdicts: calibrated model n/a: {exc.message}", file=sys.stderr)
-        return None
-    return predictor.predict_stats([s.stats for s in sides])
+    return predictor_for(profile, family, "qemu", config.baseline_dir).predict_stats([s.stats for s in sides])
 
 
 def _pipeline(profile: TargetProfile, family: str, sides: list[Side], config: Config) -> np.ndarray:
@@ -245,13 +240,24 @@ if importlib.util.find_spec("perfguard.predict.pipeline") is not None:  # the pi
 
 
 def predicted_deltas(pairs: list[Pair], sides: dict[str, tuple[Side, Side]], profile: TargetProfile,
-                     config: Config, models: list[str]) -> dict[str, dict[str, float | None]]:
-    """model -> pair name -> predicted after / before - 1 (None: the model cannot score it)."""
+                     config: Config, models: list[str], errors: dict[str, dict[str, str]] | None = None
+                     ) -> dict[str, dict[str, float | None]]:
+    """model -> pair name -> predicted after / before - 1 (None: the model cannot score it).
+
+    With `errors`, a model that fails on a pair (llvm-mca on a block, an unusable model file)
+    leaves that pair unscored and its message lands in errors[model][pair]; without, it raises.
+    """
     out: dict[str, dict[str, float | None]] = {}
     for model in models:
         out[model] = {}
         for pair in pairs:
-            times = MODELS[model](profile, pair.family, list(sides[pair.name]), config)
+            try:
+                times = MODELS[model](profile, pair.family, list(sides[pair.name]), config)
+            except PerfguardError as exc:
+                if errors is None:
+                    raise
+                errors.setdefault(model, {})[pair.name] = exc.message
+                times = None
             out[model][pair.name] = None if times is None else float(times[1] / times[0] - 1.0)
     return out
 
@@ -396,13 +402,16 @@ def main(argv: list[str] | None = None) -> int:
     records = time_pairs(pairs, sides, args.native_file, args.rounds, args.retime,
                          pick_cpu() if args.cpu is None else args.cpu, profile, log)
     native = {p.name: native_delta(records[p.name], args.stat) for p in pairs}
-    predicted = predicted_deltas(pairs, sides, profile, config, models)
+    errors: dict[str, dict[str, str]] = {}
+    predicted = predicted_deltas(pairs, sides, profile, config, models, errors)
     deltas = {name: n.delta for name, n in native.items()}
     summaries = {m: summarize(deltas, predicted[m]) for m in models}
     families = by_family(pairs, deltas, predicted)
     noise = noise_summary(native, records)
     print(markdown(pairs, native, predicted, summaries))
     print("\n" + family_markdown(families))
+    for model, failed in errors.items():
+        print(f"\n{model} could not score {len(failed)} pairs; first: `{next(iter(failed))}`: {next(iter(failed.values()))}")
     print(f"\nnative noise: 95 % interval half-width median {100 * noise['median_halfwidth']:.1f} %, "
           f"max {100 * noise['max_halfwidth']:.1f} %, within 2 % on {noise['within_2pct']} of {noise['pairs']} pairs; "
           f"per-round ratio spread (robust CV) median {100 * noise['median_spread']:.1f} %; "
@@ -414,7 +423,7 @@ def main(argv: list[str] | None = None) -> int:
                           "binaries": [s.result.binary_hash for s in sides[p.name]],
                           "insts": [s.stats.insts for s in sides[p.name]],
                           "predicted": {m: predicted[m][p.name] for m in models}} for p in pairs],
-               "summary": {m: s.to_dict() for m, s in summaries.items()}, "noise": noise, "stat": args.stat,
+               "summary": {m: s.to_dict() for m, s in summaries.items()}, "noise": noise, "stat": args.stat, "errors": errors,
                "by_family": {f: {m: s.to_dict() for m, s in per.items()} for f, per in families.items()}}
         atomic_write_text(args.json, json.dumps(doc, indent=1, sort_keys=True) + "\n")
     return 0
