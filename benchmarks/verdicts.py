@@ -38,7 +38,8 @@ from benchmarks.verdict_pairs import PAIRS, Pair  # noqa: E402
 from perfguard.atomic import atomic_write_text
 from perfguard.build.cache import BuildCache
 from perfguard.config import Config, KernelSpec, load_config
-from perfguard.errors import PerfguardError
+from perfguard import jsonfile
+from perfguard.errors import InputError, PerfguardError
 from perfguard.executors.local import LocalExecutor
 from perfguard.pipeline import Job, JobResult, run_job
 from perfguard.predict.analytical import AnalyticalModel
@@ -165,7 +166,12 @@ def native_key(before: Side, after: Side) -> str:
 def load_native(path: Path) -> dict:
     if not path.is_file():
         return {"schema": NATIVE_SCHEMA, "pairs": {}}
-    data = json.loads(path.read_text())
+    try:
+        data = jsonfile.read(path, "corrupted native timings file", str(path))
+    except InputError as exc:
+        raise SystemExit(f"verdicts: {exc.message}; fix it or use --retime with another --native-file") from None
+    if not isinstance(data, dict) or not isinstance(data.get("pairs"), dict):
+        raise SystemExit(f"verdicts: {path}: not a native timings file (no 'pairs' object)")
     if data.get("schema") != NATIVE_SCHEMA:
         raise SystemExit(f"{path}: schema {data.get('schema')!r}, this benchmark reads {NATIVE_SCHEMA}; use --retime")
     return data
