@@ -5,14 +5,16 @@ itself (perfguard.pipeline.run_job: the build, cache and QEMU-plugin statistics 
 check` uses, for the x86_64 profile of perfguard.toml), and the very harness binaries are timed
 natively: pinned to one core, ASLR off, empty environment (perfguard.sim.native), in
 interleaved rounds (before, after, after, before, ...) so that load from other processes hits
-both sides alike. Per pair: the native delta (median of the per-round time ratios), a 95 %
-bootstrap interval of that median, and each model's predicted delta. Per model: Spearman of the
+both sides alike. Per pair: the native delta (median over rounds of the ratio of each side's
+fastest call), a 95 % bootstrap interval of that median, and each model's predicted delta. Per model: Spearman of the
 deltas, missed regressions, false alarms, and sign agreement on clear changes.
 
 Native timings are kept in benchmarks/verdicts-native.json, keyed by the two binaries' hashes:
-a pair is timed again only when one of its binaries changed, or with --retime.
+a pair is timed again only when one of its binaries changed, or with --retime (asking for more
+--rounds than are stored times only the missing rounds).
 
-    python benchmarks/verdicts.py [--pairs SUBSTR,..] [--rounds N] [--retime] [--json FILE] [-j N]
+    python benchmarks/verdicts.py [--pairs SUBSTR,..] [--rounds N] [--retime] [--stat min_s|median_s]
+                                  [--models a,b] [--json FILE] [-j N]
 """
 
 from __future__ import annotations
@@ -35,10 +37,10 @@ if __package__ in (None, ""):  # run as a script: make `benchmarks` importable
     sys.path.insert(0, str(REPO))
 
 from benchmarks.verdict_pairs import PAIRS, Pair  # noqa: E402
+from perfguard import jsonfile
 from perfguard.atomic import atomic_write_text
 from perfguard.build.cache import BuildCache
 from perfguard.config import Config, KernelSpec, load_config
-from perfguard import jsonfile
 from perfguard.errors import InputError, PerfguardError
 from perfguard.executors.local import LocalExecutor
 from perfguard.pipeline import Job, JobResult, run_job
@@ -47,6 +49,7 @@ from perfguard.predict.select import predictor_for, stored_model
 from perfguard.sim.native import check_native, pick_cpu, this_machine, time_calls
 from perfguard.sim.stats import Stats
 from perfguard.targets import TargetProfile
+
 TARGET = "x86_64"
 NATIVE_FILE = REPO / "benchmarks" / "verdicts-native.json"
 NATIVE_SCHEMA = 1
