@@ -5,14 +5,16 @@ itself (perfguard.pipeline.run_job: the build, cache and QEMU-plugin statistics 
 check` uses, for the x86_64 profile of perfguard.toml), and the very harness binaries are timed
 natively: pinned to one core, ASLR off, empty environment (perfguard.sim.native), in
 interleaved rounds (before, after, after, before, ...) so that load from other processes hits
-both sides alike. Per pair: the native delta (median of the per-round time ratios), a 95 %
-bootstrap interval of that median, and each model's predicted delta. Per model: Spearman of the
+both sides alike. Per pair: the native delta (median over rounds of the ratio of each side's
+fastest call), a 95 % bootstrap interval of that median, and each model's predicted delta. Per model: Spearman of the
 deltas, missed regressions, false alarms, and sign agreement on clear changes.
 
 Native timings are kept in benchmarks/verdicts-native.json, keyed by the two binaries' hashes:
-a pair is timed again only when one of its binaries changed, or with --retime.
+a pair is timed again only when one of its binaries changed, or with --retime (asking for more
+--rounds than are stored times only the missing rounds).
 
-    python benchmarks/verdicts.py [--pairs SUBSTR,..] [--rounds N] [--retime] [--json FILE] [-j N]
+    python benchmarks/verdicts.py [--pairs SUBSTR,..] [--rounds N] [--retime] [--stat min_s|median_s]
+                                  [--models a,b] [--json FILE] [-j N]
 """
 
 from __future__ import annotations
@@ -35,10 +37,11 @@ if __package__ in (None, ""):  # run as a script: make `benchmarks` importable
     sys.path.insert(0, str(REPO))
 
 from benchmarks.verdict_pairs import PAIRS, Pair  # noqa: E402
+from perfguard import jsonfile
 from perfguard.atomic import atomic_write_text
 from perfguard.build.cache import BuildCache
 from perfguard.config import Config, KernelSpec, load_config
-from perfguard.errors import InputError
+from perfguard.errors import InputError, PerfguardError
 from perfguard.executors.local import LocalExecutor
 from perfguard.pipeline import Job, JobResult, run_job
 from perfguard.predict.analytical import AnalyticalModel
@@ -46,6 +49,7 @@ from perfguard.predict.select import predictor_for, stored_model
 from perfguard.sim.native import check_native, pick_cpu, this_machine, time_calls
 from perfguard.sim.stats import Stats
 from perfguard.targets import TargetProfile
+
 TARGET = "x86_64"
 NATIVE_FILE = REPO / "benchmarks" / "verdicts-native.json"
 NATIVE_SCHEMA = 1
@@ -165,7 +169,12 @@ def native_key(before: Side, after: Side) -> str:
 def load_native(path: Path) -> dict:
     if not path.is_file():
         return {"schema": NATIVE_SCHEMA, "pairs": {}}
-    data = json.loads(path.read_text())
+    try:
+        data = jsonfile.read(path, "corrupted native timings file", str(path))
+    except InputError as exc:
+        raise SystemExit(f"verdicts: {exc.message}; fix it or use --retime with another --native-file") from None
+    if not isinstance(data, dict) or not isinstance(data.get("pairs"), dict):
+        raise SystemExit(f"verdicts: {path}: not a native timings file (no 'pairs' object)")
     if data.get("schema") != NATIVE_SCHEMA:
         raise SystemExit(f"{path}: schema {data.get('schema')!r}, this benchmark reads {NATIVE_SCHEMA}; use --retime")
     return data
@@ -220,12 +229,7 @@ def _analytical(profile: TargetProfile, family: str, sides: list[Side], config: 
 def _calibrated(profile: TargetProfile, family: str, sides: list[Side], config: Config) -> np.ndarray | None:
     if stored_model(config.baseline_dir, profile.name, family) is None:
         return None  # n/a: no calibrated model for this family
-    try:
-        predictor = predictor_for(profile, family, "qemu", config.baseline_dir)
-    except InputError as exc:  # e.g. trained for another profile: say so, score the rest
-        print(f"verdicts: calibrated model n/a: {exc.message}", file=sys.stderr)
-        return None
-    return predictor.predict_stats([s.stats for s in sides])
+    return predictor_for(profile, family, "qemu", config.baseline_dir).predict_stats([s.stats for s in sides])
 
 
 def _pipeline(profile: TargetProfile, family: str, sides: list[Side], config: Config) -> np.ndarray:
@@ -245,13 +249,24 @@ if importlib.util.find_spec("perfguard.predict.pipeline") is not None:  # the pi
 
 
 def predicted_deltas(pairs: list[Pair], sides: dict[str, tuple[Side, Side]], profile: TargetProfile,
-                     config: Config, models: list[str]) -> dict[str, dict[str, float | None]]:
-    """model -> pair name -> predicted after / before - 1 (None: the model cannot score it)."""
+                     config: Config, models: list[str], errors: dict[str, dict[str, str]] | None = None
+                     ) -> dict[str, dict[str, float | None]]:
+    """model -> pair name -> predicted after / before - 1 (None: the model cannot score it).
+
+    With `errors`, a model that fails on a pair (llvm-mca on a block, an unusable model file)
+    leaves that pair unscored and its message lands in errors[model][pair]; without, it raises.
+    """
     out: dict[str, dict[str, float | None]] = {}
     for model in models:
         out[model] = {}
         for pair in pairs:
-            times = MODELS[model](profile, pair.family, list(sides[pair.name]), config)
+            try:
+                times = MODELS[model](profile, pair.family, list(sides[pair.name]), config)
+            except PerfguardError as exc:
+                if errors is None:
+                    raise
+                errors.setdefault(model, {})[pair.name] = exc.message
+                times = None
             out[model][pair.name] = None if times is None else float(times[1] / times[0] - 1.0)
     return out
 
@@ -396,13 +411,16 @@ def main(argv: list[str] | None = None) -> int:
     records = time_pairs(pairs, sides, args.native_file, args.rounds, args.retime,
                          pick_cpu() if args.cpu is None else args.cpu, profile, log)
     native = {p.name: native_delta(records[p.name], args.stat) for p in pairs}
-    predicted = predicted_deltas(pairs, sides, profile, config, models)
+    errors: dict[str, dict[str, str]] = {}
+    predicted = predicted_deltas(pairs, sides, profile, config, models, errors)
     deltas = {name: n.delta for name, n in native.items()}
     summaries = {m: summarize(deltas, predicted[m]) for m in models}
     families = by_family(pairs, deltas, predicted)
     noise = noise_summary(native, records)
     print(markdown(pairs, native, predicted, summaries))
     print("\n" + family_markdown(families))
+    for model, failed in errors.items():
+        print(f"\n{model} could not score {len(failed)} pairs; first: `{next(iter(failed))}`: {next(iter(failed.values()))}")
     print(f"\nnative noise: 95 % interval half-width median {100 * noise['median_halfwidth']:.1f} %, "
           f"max {100 * noise['max_halfwidth']:.1f} %, within 2 % on {noise['within_2pct']} of {noise['pairs']} pairs; "
           f"per-round ratio spread (robust CV) median {100 * noise['median_spread']:.1f} %; "
@@ -414,7 +432,7 @@ def main(argv: list[str] | None = None) -> int:
                           "binaries": [s.result.binary_hash for s in sides[p.name]],
                           "insts": [s.stats.insts for s in sides[p.name]],
                           "predicted": {m: predicted[m][p.name] for m in models}} for p in pairs],
-               "summary": {m: s.to_dict() for m, s in summaries.items()}, "noise": noise, "stat": args.stat,
+               "summary": {m: s.to_dict() for m, s in summaries.items()}, "noise": noise, "stat": args.stat, "errors": errors,
                "by_family": {f: {m: s.to_dict() for m, s in per.items()} for f, per in families.items()}}
         atomic_write_text(args.json, json.dumps(doc, indent=1, sort_keys=True) + "\n")
     return 0

@@ -9,11 +9,13 @@ import json
 import shutil
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 from benchmarks import verdicts as vd
 from benchmarks.verdict_pairs import PAIRS, Pair
 from perfguard.config import load_config
+from perfguard.errors import InfraError
 from perfguard.kernels import FAMILY_NAMES, get_family
 from perfguard.predict.calibration import DEFAULT_GROUPS
 from perfguard.targets import BUILTIN
@@ -185,3 +187,21 @@ def test_pair_names_say_family_shape_and_edit():
                 "vector", 1)
     assert pair.name == "gemv/8x16/vector:8->1" and pair.kind == "vector width" and pair.before == 8
     assert vd.select_pairs("gemv/640x1536/vector") == [p for p in PAIRS if p.name.startswith("gemv/640x1536/vector")]
+
+
+def test_a_model_that_fails_on_a_pair_leaves_it_unscored_and_says_why(monkeypatch):
+    def picky(profile, family, sides, config):
+        if family == "gemv":
+            raise InfraError("llvm-mca-19 failed on block 0x10")
+        return np.array([1.0, 1.5])
+
+    monkeypatch.setitem(vd.MODELS, "picky", picky)
+    gemm = next(p for p in PAIRS if p.family == "gemm")
+    gemv = next(p for p in PAIRS if p.family == "gemv")
+    sides = {p.name: (None, None) for p in (gemm, gemv)}
+    errors: dict = {}
+    got = vd.predicted_deltas([gemm, gemv], sides, X86, None, ["picky"], errors)
+    assert got == {"picky": {gemm.name: pytest.approx(0.5), gemv.name: None}}
+    assert errors == {"picky": {gemv.name: "llvm-mca-19 failed on block 0x10"}}
+    with pytest.raises(InfraError):  # without an errors dict (tests, other callers) it raises
+        vd.predicted_deltas([gemm, gemv], sides, X86, None, ["picky"])
