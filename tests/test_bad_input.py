@@ -507,6 +507,9 @@ CASES = [
          dataset(lambda d: d["rows"][0]["stats"].update(insts=-1)), via="`perfguard calibrate evaluate`"),
     Case("dataset-missing-field", "dataset row without its statistics", "row 0: corrupted dataset row ('stats'", 2,
          dataset(lambda d: d["rows"][0].pop("stats")), via="`perfguard calibrate evaluate`"),
+    Case("max-cv-zero", "`calibrate collect --max-cv 0`", "--max-cv 0.0: must be a finite percentage above 0", 2,
+         lambda project: ["calibrate", "collect", "--target", "x86_64", "--family", "gemm", "--max-cv", "0"],
+         via="`perfguard calibrate collect`"),
     # reports
     Case("report-corrupted", "corrupted `perfguard.json`", "bad.json: not a perfguard report (invalid JSON", 2,
          report_file("{not json", ("report", "--from", "{project}/bad.json")), via="`perfguard report`"),

@@ -191,7 +191,8 @@ def test_real_calibration_end_to_end(project, tmp_path, capsys):
     groups.write_text(json.dumps([{"M": 32, "N": 32, "K": 32}, {"M": 64, "N": 32, "K": 32},
                                   {"M": 32, "N": 64, "K": 64}]))
     base = ["--config", str(config), "--target", "x86_64", "--family", "gemm"]
-    assert main(["calibrate", "collect", *base, "--variants", "6", "--groups", str(groups), "-j", "2"]) == 0
+    assert main(["calibrate", "collect", *base, "--variants", "6", "--groups", str(groups), "-j", "2",
+                 "--max-cv", "100"]) == 0  # the plumbing, not the timer: no timing rejected on a busy machine
     dataset = load_dataset(dataset_path(config.parent / "baselines", "x86_64", "gemm"))
     assert len(dataset.groups()) == 3 and len(dataset.rows) >= 12
     assert all(r.native_s > 0 and r.stats.insts > 0 for r in dataset.rows)
@@ -204,7 +205,7 @@ def test_real_calibration_end_to_end(project, tmp_path, capsys):
     assert main(["check", "--config", str(config)]) == 0
     assert json.loads((config.parent / "reports/perfguard.json").read_text())["results"][0]["calibrated"] is True
     code = main(["calibrate", "drift", "--config", str(config), "--target", "x86_64", "--variants", "2",
-                 "--json", str(tmp_path / "drift.json")])
+                 "--json", str(tmp_path / "drift.json"), "--max-cv", "100"])
     drift = json.loads((tmp_path / "drift.json").read_text())["gemm"]
     assert code == (1 if drift["needs_retraining"] else 0)
     assert drift["rows"] >= 4 and drift["mape"] >= 0

@@ -224,7 +224,8 @@ def test_real_qemu_7_2_loads_the_check_and_counts_as_the_baselines_did(tmp_path,
     assert main(["check", "--config", str(config), "--kernels", "gemv_1024", "--targets", "x86_64"]) == 0
     result = json.loads((config.parent / "reports" / "perfguard.json").read_text())["results"][0]
     committed = json.loads((REPO / "baselines" / "x86_64" / "gemv_1024.json").read_text())
-    assert result["stats"] == committed["stats"]
+    counts = {k: v for k, v in committed["stats"].items() if k != "blocks"}  # the block profile stays in the baseline
+    assert result["stats"] == counts
 
 
 def test_a_qemu_without_plugin_api_1_is_exit_3_before_any_run(tmp_path, cache_dir, capsys, monkeypatch):

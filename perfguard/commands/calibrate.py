@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
 
 from rich.table import Table
@@ -37,6 +38,9 @@ def add_parser(subparsers) -> None:
     q.add_argument("--seed", default="perfguard")
     q.add_argument("--output", type=Path, help="dataset file (default: baselines/datasets/T/F.json)")
     q.add_argument("-j", "--jobs", type=int)
+    q.add_argument("--max-cv", type=float, default=3.0, metavar="PCT",
+                   help="reject a native timing whose robust spread stays above PCT %% after 5 batches "
+                        "(default 3; the spread is stored with every row)")
     add_executor_options(q)
     q.set_defaults(run=run_collect)
 
@@ -62,6 +66,9 @@ def add_parser(subparsers) -> None:
     q.add_argument("--variants", type=int, default=10, help="fresh schedules per group (default 10)")
     q.add_argument("--seed", help="sampling seed (default: today's date)")
     q.add_argument("--json", type=Path)
+    q.add_argument("--max-cv", type=float, default=3.0, metavar="PCT",
+                   help="reject a native timing whose robust spread stays above PCT %% after 5 batches "
+                        "(default 3; the spread is stored with every row)")
     q.set_defaults(run=run_drift)
 
 
@@ -83,6 +90,12 @@ def _families(config, target: str, family: str | None, need: str) -> list[str]:
     return found
 
 
+def _max_cv(args) -> float:
+    if not math.isfinite(args.max_cv) or args.max_cv <= 0:
+        raise InputError(f"--max-cv {args.max_cv}: must be a finite percentage above 0")
+    return args.max_cv / 100.0
+
+
 def run_collect(args) -> int:
     out = console()
     config = load_config(args.config)
@@ -101,7 +114,8 @@ def run_collect(args) -> int:
     total = sum(len(calibration.sample_variants(args.family, s, args.variants, args.seed)) for s in shapes)
     with executor_from_args(args, args.jobs or config.jobs) as executor, progress(total, out) as advance:
         got = calibration.collect(config, profile, args.family, shapes, args.variants, args.seed, args.jobs,
-                                  on_result=lambda i, r: advance(r.kernel), executor=executor)
+                                  on_result=lambda i, r: advance(r.kernel), executor=executor,
+                                  max_cv=_max_cv(args))
     path = args.output or dataset_path(config.baseline_dir, profile.name, args.family)
     got.dataset.save(path)
     n = len(got.dataset.rows)
@@ -199,7 +213,8 @@ def run_drift(args) -> int:
             shapes = [calibration.parse_group(g) for g in dataset.groups()]
         except InputError:
             pass
-        got = calibration.collect(config, profile, family, shapes, args.variants, f"drift-{seed}", exclude=known)
+        got = calibration.collect(config, profile, family, shapes, args.variants, f"drift-{seed}", exclude=known,
+                                  max_cv=_max_cv(args))
         result = calibration.drift(got.dataset, model, config.drift_mape, config.drift_spearman)
         verdicts[family] = result.to_dict()
         state = "[bold red]retrain[/]" if result.needs_retraining else "[green]ok[/]"

@@ -29,7 +29,7 @@ from perfguard.predict.features import DERIVED_FEATURES
 from perfguard.predict.registry import PREDICTORS
 from perfguard.predict.store import StoredModel, save_model
 from perfguard.sim.base import get_simulator
-from perfguard.sim.native import check_native, this_machine, time_native
+from perfguard.sim.native import DEFAULT_CV_BOUND, check_native, this_machine, time_native
 from perfguard.sim.stats import STAT_FIELDS, Stats
 from perfguard.targets import TargetProfile
 
@@ -82,7 +82,7 @@ class Collected:
 def collect(config: Config, profile: TargetProfile, family_name: str, shapes: list[dict], variants: int,
             seed: str = "perfguard", workers: int | None = None, exclude: set[str] = frozenset(),
             on_result: Callable[[int, JobResult], None] | None = None,
-            executor: Executor | None = None) -> Collected:
+            executor: Executor | None = None, max_cv: float = DEFAULT_CV_BOUND) -> Collected:
     import time
 
     check_native(profile)
@@ -111,7 +111,7 @@ def collect(config: Config, profile: TargetProfile, family_name: str, shapes: li
         if build_dir is None:  # built by a remote worker: the same key builds the same binary here
             build_dir = build_kernel(job, JobResult(spec.name, profile.name, family_name, {}, job.simulator, False)).build_dir
         binary = build_dir / "harness"
-        timing = time_native(binary, profile, f"{spec.name} ({label})")
+        timing = time_native(binary, profile, f"{spec.name} ({label})", cv_bound=max_cv)
         if not timing.steady:
             unsteady += 1
             continue
