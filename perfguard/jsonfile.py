@@ -8,6 +8,7 @@ a threshold) or a crash far from the file. Here each becomes an InputError that 
 
 from __future__ import annotations
 
+import datetime as _dt
 import json
 import math
 from pathlib import Path
@@ -103,3 +104,8 @@ def check_plain(value: Any, where: str) -> None:
             raise InputError(f"{at}: must not contain a NUL character")
         elif not isinstance(item, (str, int, float, bool)):
             raise InputError(f"{at}: {type(item).__name__} values are not supported, got {item!r}")
+
+
+def now_iso() -> str:
+    """The UTC time, to the second, that every file perfguard writes records as `created`."""
+    return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()

@@ -178,7 +178,7 @@ class PerfguardSession:
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if hasattr(self.config, "workerinput") or not self.results:
             return  # an xdist worker: the controller writes the one report
-        from perfguard.guard.baselines import now_iso
+        from perfguard.jsonfile import now_iso
         from perfguard.guard.merge import assemble, combined_exit_code
         from perfguard.report.json_report import write_json
         from perfguard.report.pages import write_pages

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from perfguard.guard.baselines import now_iso
+from perfguard.jsonfile import now_iso
 from perfguard.guard.merge import load_report, merge_reports
 from perfguard.report.json_report import write_json
 from perfguard.report.pages import write_pages

@@ -8,7 +8,6 @@ damaged file is an input error naming it, and is never rewritten by a check.
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import re
 from dataclasses import dataclass, field
@@ -140,6 +139,3 @@ class BaselineStore:
             atomic_write_many(files)
         return list(files)
 
-
-def now_iso() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()

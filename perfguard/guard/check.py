@@ -10,12 +10,13 @@ from typing import Callable
 from perfguard.config import Config, KernelSpec
 from perfguard.errors import EXIT_INFRA, EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, InfraError, InputError
 from perfguard.executors import Executor, LocalExecutor
-from perfguard.guard.baselines import Baseline, BaselineStore, now_iso
-from perfguard.guard.compare import ERROR, REGRESSION, Verdict, judge, toolchain_summary
 from perfguard.guard.attribution import block_changes
+from perfguard.guard.baselines import Baseline, BaselineStore
+from perfguard.guard.compare import ERROR, REGRESSION, Verdict, judge, toolchain_summary
+from perfguard.jsonfile import now_iso
 from perfguard.pipeline import Job, JobResult, run_job
-from perfguard.predict.pipeline import PipelineModel
 from perfguard.predict.analytical import AnalyticalModel
+from perfguard.predict.pipeline import PipelineModel
 from perfguard.predict.select import predictor_for
 
 

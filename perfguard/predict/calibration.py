@@ -19,7 +19,7 @@ from perfguard.build.cache import BuildCache
 from perfguard.config import Config, KernelSpec
 from perfguard.errors import InfraError, InputError
 from perfguard.executors import Executor, LocalExecutor
-from perfguard.guard.baselines import now_iso
+from perfguard.jsonfile import now_iso
 from perfguard.kernels import get_family
 from perfguard.pipeline import Job, JobResult, build_kernel, run_job
 from perfguard.predict.analytical import AnalyticalModel

@@ -12,7 +12,7 @@ from typing import Any
 from perfguard import __version__
 from perfguard.atomic import atomic_write_text
 from perfguard.config import Config
-from perfguard.guard.baselines import now_iso
+from perfguard.jsonfile import now_iso
 from perfguard.guard.check import CheckRun
 from perfguard.guard.compare import VERDICTS
 from perfguard.report.enrich import enrich
