@@ -215,21 +215,22 @@ def _run(job: Job, result: JobResult) -> None:
     simulator = get_simulator(job.simulator, job.cache_dir)
     simulator.check_available(job.profile)
     built = build_kernel(job, result)
-    result.toolchain["simulator"] = simulator.fingerprint(job.profile)
+    fingerprint = simulator.fingerprint(job.profile)
+    result.toolchain["simulator"] = fingerprint
     cache = BuildCache(job.cache_dir)
-    sim_key = simulation_key(job, result.binary_hash, simulator.fingerprint(job.profile))
-    record = cache.lookup_sim(sim_key)
-    raw = None if record is None else cache.lookup_outputs(sim_key)
+    sim_key = simulation_key(job, result.binary_hash, fingerprint)
+    stats = _cached_stats(cache.lookup_sim(sim_key), sim_key)
+    raw = None if stats is None else cache.lookup_outputs(sim_key)
     if raw is not None and len(raw) != sum(t.nbytes for t in built.lowered.tensors if t.output):
         raw = None  # cut short or edited: simulate again, as for a damaged record
-    if record is None or raw is None:
+    if stats is None or raw is None:
         sim = simulator.run(built.binary, job.profile, [str(job.reps), str(job.warmup)], job.timeout)
         raw = sim.stdout
         record = {"stats": sim.stats.to_record(), "roi_count": sim.roi_count, "total_insts": sim.total_insts}
         _decode(raw, built, job.simulator)
         cache.store_sim(sim_key, record, raw)
         result.resimulated = True
-    stats = Stats.from_dict(record["stats"], f"simulation cache entry {sim_key}")
+        stats = Stats.from_dict(record["stats"], f"simulation cache entry {sim_key}")
     check_built(job, result, built, _decode(raw, built, job.simulator), sim_key)
     result.stats = stats if job.reps == 1 else stats.scaled(1.0 / job.reps)  # a wrong kernel gets no score
     if stats.blocks is not None and result.resimulated:
@@ -249,6 +250,17 @@ def _warm_block_timings(job: Job, stats: Stats) -> None:
         block_timings(stats.blocks.blocks, McaTarget(profile.triple, profile.pipeline_cpu, profile.mattr), job.cache_dir)
     except PerfguardError:
         pass
+
+
+def _cached_stats(record: dict | None, sim_key: str) -> Stats | None:
+    """A cache record's statistics, or None when they do not validate (written by an older
+    perfguard, or edited): that means simulating again, never an error."""
+    if record is None:
+        return None
+    try:
+        return Stats.from_dict(record["stats"], f"simulation cache entry {sim_key}")
+    except InputError:
+        return None
 
 
 def simulation_key(job: Job, binary_hash: str, fingerprint: str) -> str:

@@ -1,6 +1,6 @@
 """pytest --perfguard: every configured kernel x target as a test item. Hooks only.
 
-The work (build, simulate, score, judge, native timing) is perfguard.guard.cases; this module
+The work (build, simulate, score, judge, native timing) is perfguard.pytest_cases; this module
 wires it into pytest: options, the `perfguard` marker, the `perfguard_check` fixture, the
 collected items and the one report written at the end. Without --perfguard (or one of the
 mode options that imply it) nothing else is registered and nothing heavy is imported.
@@ -129,7 +129,7 @@ class PerfguardSession:
 
     def runner(self, simulator: str | None = None):
         if simulator not in self._runners:
-            from perfguard.guard.cases import CaseRunner
+            from perfguard.pytest_cases import CaseRunner
 
             self._runners[simulator] = CaseRunner(self.perfguard_config(), simulator=simulator,
                                                   update=bool(self.config.getoption("perfguard_update")),

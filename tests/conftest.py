@@ -6,7 +6,8 @@ import os
 import textwrap
 from pathlib import Path
 
-import pytest
+import numpy  # noqa: F401  imported before any test: pytester's sys.modules snapshot would otherwise
+import pytest  # drop numpy after a pytester test that first imported it, and numpy cannot load twice
 
 REPO = Path(__file__).resolve().parents[1]
 

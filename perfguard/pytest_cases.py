@@ -1,5 +1,8 @@
 """One kernel x target at a time: the unit the pytest plugin (and users' own tests) work with.
 
+A shell beside pytest_plugin.py, above guard/ and report/: it judges with guard/ and words
+its failures with report/'s formatting and report data.
+
 `CaseRunner.run(spec, target)` builds, simulates and scores one kernel on one target, judges it
 against its baseline exactly as `perfguard check` does (the same run_check), optionally rewrites
 the baseline, and returns a `CaseResult` that says what happened in words a test failure can
