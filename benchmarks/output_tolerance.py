@@ -21,8 +21,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from perfguard.build.cache import BuildCache  # noqa: E402
-from perfguard.build.inputs import decode_outputs, generate  # noqa: E402
+from perfguard.compile.cache import BuildCache  # noqa: E402
+from perfguard.compile.inputs import decode_outputs, generate  # noqa: E402
 from perfguard.config import KernelSpec, load_config  # noqa: E402
 from perfguard.executors import LocalExecutor  # noqa: E402
 from perfguard.guard.check import make_jobs  # noqa: E402

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from perfguard.config import KernelSpec
 from perfguard.pipeline import Job, run_job
-from perfguard.build.cache import BuildCache
+from perfguard.compile.cache import BuildCache
 from perfguard.sim.qemu import QemuSimulator
 from perfguard.targets import BUILTIN
 

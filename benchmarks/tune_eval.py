@@ -32,11 +32,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from perfguard.build.cache import BuildCache
+from perfguard.compile.cache import BuildCache
 from perfguard.config import Config, KernelSpec, load_config
 from perfguard.executors import make_executor
 from perfguard.pipeline import Job, run_job
-from perfguard.sim.native import time_native
+from perfguard.native import time_native
 from perfguard.tune.output import fmt_time
 from perfguard.tune.session import tune_kernel
 

@@ -3,7 +3,7 @@
 For every pair in benchmarks/verdict_pairs.py, both sides are built and simulated by perfguard
 itself (perfguard.pipeline.run_job: the build, cache and QEMU-plugin statistics `perfguard
 check` uses, for the x86_64 profile of perfguard.toml), and the very harness binaries are timed
-natively: pinned to one core, ASLR off, empty environment (perfguard.sim.native), in
+natively: pinned to one core, ASLR off, empty environment (perfguard.native), in
 interleaved rounds (before, after, after, before, ...) so that load from other processes hits
 both sides alike. Per pair: the native delta (median over rounds of the ratio of each side's
 fastest call), a 95 % bootstrap interval of that median, and each model's predicted delta. Per model: Spearman of the
@@ -39,14 +39,14 @@ if __package__ in (None, ""):  # run as a script: make `benchmarks` importable
 from benchmarks.verdict_pairs import PAIRS, Pair  # noqa: E402
 from perfguard import jsonfile
 from perfguard.atomic import atomic_write_text
-from perfguard.build.cache import BuildCache
+from perfguard.compile.cache import BuildCache
 from perfguard.config import Config, KernelSpec, load_config
 from perfguard.errors import InputError, PerfguardError
 from perfguard.executors.local import LocalExecutor
 from perfguard.pipeline import Job, JobResult, run_job
 from perfguard.predict.analytical import AnalyticalModel
 from perfguard.predict.select import predictor_for, stored_model
-from perfguard.sim.native import check_native, pick_cpu, this_machine, time_calls
+from perfguard.native import check_native, pick_cpu, this_machine, time_calls
 from perfguard.sim.stats import Stats
 from perfguard.targets import TargetProfile
 

@@ -1,4 +1,4 @@
-"""One kernel x target job, start to end: kernel -> build -> sim -> check output -> predict.
+"""One kernel x target job, start to end: kernel -> compile -> sim -> check output -> predict.
 
 Jobs are independent and picklable, so any executor can run them. Each stage looks in the
 content-addressed cache first, so an unchanged kernel is neither rebuilt nor re-simulated.
@@ -17,11 +17,11 @@ from typing import Any
 import numpy as np
 
 from perfguard import __version__, flopcount
-from perfguard.build.cache import BuildCache, digest, file_digest
-from perfguard.build.harness import HARNESS_VERSION, render_harness, template_digest
-from perfguard.build.inputs import decode_outputs
-from perfguard.build.lower import LoweredKernel, build_object, inspect_module
-from perfguard.build.toolchain import cc_version, find_cc, libc_version, link_harness, llvm_version
+from perfguard.compile.cache import BuildCache, digest, file_digest
+from perfguard.compile.harness import HARNESS_VERSION, render_harness, template_digest
+from perfguard.compile.inputs import decode_outputs
+from perfguard.compile.lower import LoweredKernel, build_object, inspect_module
+from perfguard.compile.toolchain import cc_version, find_cc, libc_version, link_harness, llvm_version
 from perfguard.config import KernelSpec, load_callable
 from perfguard.errors import InfraError, InputError, PerfguardError
 from perfguard.signals import sigterm_interrupts

@@ -143,7 +143,7 @@ class CaseRunner:
         """Simulate (for the statistics) and build a host library of the very same object code."""
         from perfguard.pipeline import JobResult, build_kernel, run_job
         from perfguard.predict.calibration import group_label
-        from perfguard.sim.native import NativeKernel, check_native, this_machine
+        from perfguard.native import NativeKernel, check_native, this_machine
 
         spec = self.spec(kernel)
         job = self._job(spec, target)

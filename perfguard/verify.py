@@ -32,9 +32,9 @@ from typing import Callable
 import numpy as np
 
 from perfguard import __version__
-from perfguard.build.cache import digest
-from perfguard.build.inputs import generate
-from perfguard.build.lower import LoweredKernel, build_host
+from perfguard.compile.cache import digest
+from perfguard.compile.inputs import generate
+from perfguard.compile.lower import LoweredKernel, build_host
 from perfguard.config import KernelSpec, load_callable
 from perfguard.errors import InfraError, InputError
 

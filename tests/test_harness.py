@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from perfguard.build.cache import BuildCache
-from perfguard.build.inputs import TensorSpec, generate
+from perfguard.compile.cache import BuildCache
+from perfguard.compile.inputs import TensorSpec, generate
 from perfguard.config import KernelSpec
 from perfguard.pipeline import Job, run_job
 from perfguard.sim.qemu import QemuSimulator

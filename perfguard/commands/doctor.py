@@ -12,7 +12,7 @@ from pathlib import Path
 
 from rich.markup import escape
 
-from perfguard.build.toolchain import CC_PACKAGES
+from perfguard.compile.toolchain import CC_PACKAGES
 from perfguard.errors import EXIT_INFRA, EXIT_OK, InputError, PerfguardError
 from perfguard.predict.mca import LLVM_MC, LLVM_MCA
 from perfguard.report.terminal import console
@@ -91,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
 def _config_needs(path: Path | None, out) -> int:
     """What the config's targets and simulator need, and whether each is here; the count missing.
     Without a config (none given, none found) nothing more is checked."""
-    from perfguard.build.toolchain import find_cc
+    from perfguard.compile.toolchain import find_cc
     from perfguard.config import find_config, load_config
     from perfguard.sim.base import get_simulator
 

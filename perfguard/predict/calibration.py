@@ -15,7 +15,7 @@ from typing import Callable
 
 import numpy as np
 
-from perfguard.build.cache import BuildCache
+from perfguard.compile.cache import BuildCache
 from perfguard.config import Config, KernelSpec
 from perfguard.errors import InfraError, InputError
 from perfguard.executors import Executor, LocalExecutor
@@ -29,7 +29,7 @@ from perfguard.predict.features import DERIVED_FEATURES
 from perfguard.predict.registry import PREDICTORS
 from perfguard.predict.store import StoredModel, save_model
 from perfguard.sim.base import get_simulator
-from perfguard.sim.native import DEFAULT_CV_BOUND, check_native, this_machine, time_native
+from perfguard.native import DEFAULT_CV_BOUND, check_native, this_machine, time_native
 from perfguard.sim.stats import STAT_FIELDS, Stats
 from perfguard.targets import TargetProfile
 

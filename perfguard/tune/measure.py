@@ -16,14 +16,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from perfguard.build.cache import digest
-from perfguard.build.inputs import decode_outputs
+from perfguard.compile.cache import digest
+from perfguard.compile.inputs import decode_outputs
 from perfguard.config import Config, KernelSpec
 from perfguard.errors import EXIT_INFRA, InfraError, PerfguardError
 from perfguard.executors.base import Executor
 from perfguard.pipeline import Job, JobResult, build_kernel, check_built, run_job
 from perfguard.predict.select import predictor_for
-from perfguard.sim.native import check_native, time_native
+from perfguard.native import check_native, time_native
 from perfguard.sim.stats import Stats
 from perfguard.targets import TargetProfile
 
@@ -169,7 +169,7 @@ class Measurer:
 
     def time(self, trial: Trial, result: JobResult) -> Trial:
         """Native mode: time a checked candidate's binary here, alone on a pinned core."""
-        from perfguard.build.cache import BuildCache
+        from perfguard.compile.cache import BuildCache
 
         if not result.ok:
             return self.fail(trial, "run", result.error, result.seconds)

@@ -7,7 +7,7 @@ from functools import lru_cache
 
 import jinja2
 
-from perfguard.build.inputs import TensorSpec
+from perfguard.compile.inputs import TensorSpec
 
 # Bump when the generated C changes; the template's own digest is in the build key too.
 HARNESS_VERSION = 3
@@ -16,7 +16,7 @@ HARNESS_VERSION = 3
 @lru_cache(maxsize=1)
 def _template() -> jinja2.Template:
     env = jinja2.Environment(
-        loader=jinja2.PackageLoader("perfguard.build", "templates"),
+        loader=jinja2.PackageLoader("perfguard.compile", "templates"),
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,

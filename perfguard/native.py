@@ -22,7 +22,7 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from perfguard.build.toolchain import ffi_include_dir
+from perfguard.compile.toolchain import ffi_include_dir
 from perfguard.errors import InfraError
 from perfguard.signals import die_with_parent
 from perfguard.targets import TargetProfile

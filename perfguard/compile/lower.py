@@ -7,7 +7,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from perfguard.build.inputs import TensorSpec, check_dtype
+from perfguard.compile.inputs import TensorSpec, check_dtype
 from perfguard.errors import InfraError, InputError
 
 
