@@ -40,7 +40,7 @@ from perfguard.sim.gem5 import (
     subtract_stats,
     verify_config,
 )
-from perfguard.sim.gem5_config import CPU_TYPES, generate_se_config
+from perfguard.sim.gem5.se_config import CPU_TYPES, generate_se_config
 from perfguard.sim.stats import STAT_FIELDS, Stats
 from perfguard.targets import BUILTIN, CacheLevel
 
