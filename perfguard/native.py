@@ -15,16 +15,16 @@ import ctypes
 import datetime as _dt
 import os
 import platform
-import shutil
 import statistics
 import subprocess
-import tempfile
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from perfguard import process
 from perfguard.compile.toolchain import ffi_include_dir
 from perfguard.errors import InfraError
-from perfguard.signals import die_with_parent
+from perfguard.process import last_lines
 from perfguard.targets import TargetProfile
 
 DEFAULT_CV_BOUND = 0.03  # a batch whose spread is above 3 % is measured again
@@ -77,7 +77,6 @@ def _pin(cpu: int):
     libc = ctypes.CDLL(None, use_errno=True)
 
     def pin() -> None:
-        die_with_parent()
         os.sched_setaffinity(0, {cpu})
         libc.personality(_ADDR_NO_RANDOMIZE)
 
@@ -91,30 +90,30 @@ def pick_cpu() -> int:
 
 def time_calls(binary: Path, reps: int, warmup: int, cpu: int, timeout: float, where: str) -> list[float]:
     """One run of the harness: `warmup` untimed calls, then the seconds of each of `reps` calls."""
-    # Like the simulators, run the binary from a fixed-length path: the path is laid out on the
-    # stack and would shift every address after it.
-    with tempfile.TemporaryDirectory(prefix="perfguard-native-", dir="/tmp") as tmp:
-        guest = Path(tmp) / "harness"
-        try:
-            os.link(binary, guest)
-        except OSError:
-            shutil.copy2(binary, guest)
+    # Like the simulators, run the binary from a fixed-length path (see process.fixed_path).
+    with process.fixed_path(binary, "native") as guest:
         return _run_batch(guest, reps, warmup, cpu, timeout, where)
 
 
-def _run_batch(binary: Path, reps: int, warmup: int, cpu: int, timeout: float, where: str) -> list[float]:
+def run_harness(binary: Path, args: list[str], timeout: float, where: str,
+                in_child: Callable[[], None] | None = None) -> bytes:
+    """What the harness run natively as `binary args...` wrote to stdout; InfraError if it
+    cannot start, times out or fails."""
     try:
-        proc = subprocess.run([str(binary), str(reps), str(warmup), "time"], env={}, capture_output=True,
-                              text=True, timeout=timeout, preexec_fn=_pin(cpu))
-    except subprocess.TimeoutExpired:
-        raise InfraError(f"{where}: native run timed out after {timeout:.0f} s") from None
+        done = process.run([str(binary), *args], timeout, in_child=in_child)
     except OSError as exc:
         raise InfraError(f"{where}: cannot run natively: {exc}") from None
-    if proc.returncode != 0:
-        last = (proc.stderr.strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
-        raise InfraError(f"{where}: native run failed: {last}")
+    if done.timed_out:
+        raise InfraError(f"{where}: native run timed out after {timeout:.0f} s")
+    if done.status != 0:
+        raise InfraError(f"{where}: native run failed: {last_lines(done.stderr) or f'exit code {done.status}'}")
+    return done.stdout
+
+
+def _run_batch(binary: Path, reps: int, warmup: int, cpu: int, timeout: float, where: str) -> list[float]:
+    stdout = run_harness(binary, [str(reps), str(warmup), "time"], timeout, where, _pin(cpu))
     try:
-        values = [int(line) * 1e-9 for line in proc.stdout.split()]
+        values = [int(line) * 1e-9 for line in stdout.split()]
     except ValueError:
         raise InfraError(f"{where}: native run printed garbage instead of timings") from None
     if len(values) != reps:

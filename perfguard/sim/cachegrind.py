@@ -3,18 +3,15 @@
 L1I / L1D / L2 geometry given as --I1 / --D1 / --LL, and perfguard reads the cachegrind.out
 file it writes.
 
-Region of interest: difference of two runs. valgrind 3.19 has no client request that starts
+Region of interest: difference of two runs, as the gem5 back end does (perfguard/sim/two_runs.py:
+`harness R WARMUP` minus `harness 0 WARMUP`). valgrind 3.19 has no client request that starts
 or stops cachegrind's counting, and per-function attribution (the kernel's own fn= entries)
 would add the warm-up calls and their cold misses to the kernel's, miss the harness's call
 into the kernel, and book the libc helpers a kernel calls (memset, memcpy) to those helpers.
-So, as the gem5 back end does, the harness runs twice with the same WARMUP, `harness R
-WARMUP` and `harness 0 WARMUP`, and every count is the first minus the second: R kernel
-calls plus R trips of the harness loop. Both runs must call perfguard_roi_begin and
-perfguard_roi_end (seen in cachegrind's per-function counts), so a harness that never reaches
-its region of interest is an error, not an empty result. Misses caused by the code after the
-region (the output writing) may differ by a few between the runs: a miss count that shrinks
-by at most max(64, 0.5 % of the shorter run's count) becomes 0; anything larger, or fewer
-executed instructions, reads or writes, is an error.
+Both runs must call perfguard_roi_begin and perfguard_roi_end (seen in cachegrind's
+per-function counts), so a harness that never reaches its region of interest is an error, not
+an empty result. Miss counts may shrink by a few between the runs (two_runs.py says how many);
+fewer executed instructions, reads or writes is an error.
 
 Mapping to Stats (cachegrind events, both runs' difference):
 
@@ -56,33 +53,27 @@ picks) follows the host's x86 extensions: those flags are part of the fingerprin
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import platform
 import re
 import shutil
-import signal
 import subprocess
-import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from perfguard import process
 from perfguard.errors import InfraError, InputError
-from perfguard.signals import die_with_parent
+from perfguard.process import one_line
 from perfguard.sim.base import SimResult, Simulator
-from perfguard.sim.qemu import _link_or_copy, _one_line, _signal_name
 from perfguard.sim.stats import Stats
+from perfguard.sim.two_runs import ROI_METHOD, TwoRuns, kernel_counts
 from perfguard.targets import CacheLevel, TargetProfile
 
 VALGRIND = "valgrind"
 HOST_ISA = "x86_64"
 # Part of the fingerprint: bump when the way the harness is run or its counts are derived changes.
 RUN_RECIPE = 1
-ROI_METHOD = "difference of REPS=R and REPS=0 runs"
 MAIN_STACK_BYTES = 8 * 1024 * 1024
-_GUEST_DIR = "/tmp"
 OUT_NAME = "cachegrind.out"
 ROI_MARKERS = ("perfguard_roi_begin", "perfguard_roi_end")
 # cachegrind refuses a line shorter than the widest data access (32-byte AVX registers).
@@ -252,16 +243,12 @@ def stats_from_events(counts: dict[str, int], source: str = "cachegrind") -> Sta
 def event_difference(longer: dict[str, int], shorter: dict[str, int], what: str) -> dict[str, int]:
     """Kernel-only events: the REPS=R run's counts minus the REPS=0 run's (InfraError if the
     longer run counted clearly less, see the module docstring)."""
-    kernel = {}
-    for name in EVENTS_NEEDED:
-        delta = longer[name] - shorter[name]
-        if delta < 0:
-            if name in _MONOTONE_EVENTS or -delta > max(64, shorter[name] // 200):
-                raise InfraError(f"{what}: {name} is {longer[name]} with the kernel calls and {shorter[name]} "
-                                 f"without them: the two runs did not execute the same program")
-            delta = 0
-        kernel[name] = delta
-    return kernel
+
+    def refuse(name: str, with_calls: int, without: int) -> InfraError:
+        return InfraError(f"{what}: {name} is {with_calls} with the kernel calls and {without} "
+                          f"without them: the two runs did not execute the same program")
+
+    return kernel_counts(longer, shorter, EVENTS_NEEDED, _MONOTONE_EVENTS, refuse)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -286,7 +273,7 @@ def _last_message(stderr: bytes) -> str:
             messages[-1] += " " + body.strip()
         else:
             messages.append(body.strip())
-    return _one_line(messages[-1]) if messages else "(no stderr)"
+    return one_line(messages[-1]) if messages else "(no stderr)"
 
 
 def _host_cpu_flags() -> str:
@@ -299,39 +286,6 @@ def _host_cpu_flags() -> str:
             present = set(line.partition(":")[2].split())
             return ",".join(flag for flag in _CPUID_FLAGS if flag in present)
     return "unknown"
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)
-
-
-def _run_in_own_group(command: list[str], cwd: Path, deadline: float) -> tuple[int | None, bytes, bytes]:
-    """(exit status, stdout, stderr) of `command`, run in a session of its own with an empty
-    environment; at the deadline (status None) or on an interruption its whole process group
-    is killed."""
-    proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            cwd=cwd, env={}, start_new_session=True,
-                            preexec_fn=die_with_parent)
-    try:
-        stdout, stderr = proc.communicate(timeout=max(0.0, deadline - time.monotonic()))
-    except subprocess.TimeoutExpired:
-        _kill_group(proc)
-        return None, *proc.communicate()
-    except BaseException:
-        _kill_group(proc)
-        proc.wait()
-        raise
-    return proc.returncode, stdout, stderr
-
-
-def _reps_warmup(args: list[str]) -> tuple[int, int]:
-    """The harness's `REPS WARMUP`; this back end runs nothing else."""
-    if len(args) == 2 and all(str(a).isascii() and str(a).isdigit() and len(str(a)) < 19 for a in args):
-        reps, warmup = int(args[0]), int(args[1])
-        if reps >= 1:
-            return reps, warmup
-    raise InputError(f"cachegrind: the harness arguments must be 'REPS WARMUP' with REPS >= 1, got {list(args)!r}")
 
 
 class CachegrindSimulator(Simulator):
@@ -371,7 +325,7 @@ class CachegrindSimulator(Simulator):
                 proc = subprocess.run([self._valgrind(), "--version"], stdin=subprocess.DEVNULL,
                                       capture_output=True, timeout=30, env={})
             except (OSError, subprocess.TimeoutExpired) as exc:
-                raise InfraError(f"valgrind --version failed: {_one_line(str(exc))}") from None
+                raise InfraError(f"valgrind --version failed: {one_line(str(exc))}") from None
             lines = proc.stdout.decode("utf-8", "replace").split()
             if proc.returncode != 0 or not lines:
                 raise InfraError(f"valgrind --version failed: {_last_message(proc.stderr)}")
@@ -394,53 +348,48 @@ class CachegrindSimulator(Simulator):
         )
 
     def run(self, binary: Path, target: TargetProfile, args: list[str], timeout: float) -> SimResult:
-        reps, warmup = _reps_warmup(args)
+        runs = TwoRuns.start(args, timeout, "cachegrind")  # this back end runs nothing but REPS WARMUP
         self.check_available(target)
         binary = Path(binary)
         where = f"{binary} on target {target.name} (cachegrind)"
         if not binary.is_file():
             raise InfraError(f"{where}: harness binary does not exist")
-        deadline = time.monotonic() + timeout
-        # The guest's path is laid out on its stack, so its length moves addresses and with them
-        # cache conflicts: always the same length, a hard link or copy (a symlink would resolve).
-        with tempfile.TemporaryDirectory(prefix="perfguard-cachegrind-", dir=_GUEST_DIR) as tmp:
-            work = Path(tmp)
-            guest = work / "harness"
-            _link_or_copy(binary.resolve(), guest)
-            kernel_run, stdout = self._run_once(guest, target, reps, warmup, deadline, timeout, where)
-            empty_run, _ = self._run_once(guest, target, 0, warmup, deadline, timeout, where)
+        # The guest runs from a path of fixed length (see process.fixed_path).
+        with process.fixed_path(binary, "cachegrind") as guest:
+            kernel_run, stdout = self._run_once(guest, target, runs, runs.reps, where)
+            empty_run, _ = self._run_once(guest, target, runs, 0, where)
         counts = event_difference(kernel_run.totals, empty_run.totals,
-                                  f"{where}: runs with REPS={reps} and REPS=0")
+                                  f"{where}: runs with REPS={runs.reps} and REPS=0")
         stats = stats_from_events(counts, where)
         return SimResult(stats=stats, stdout=stdout, roi_count=1, total_insts=kernel_run.totals["Ir"])
 
-    def _run_once(self, guest: Path, target: TargetProfile, reps: int, warmup: int, deadline: float,
-                  timeout: float, where: str) -> tuple[CachegrindOutput, bytes]:
+    def _run_once(self, guest: Path, target: TargetProfile, runs: TwoRuns, reps: int,
+                  where: str) -> tuple[CachegrindOutput, bytes]:
         out = guest.parent / OUT_NAME
         out.unlink(missing_ok=True)
         # -q: valgrind's banner and summary stay off stderr, so its last line is the guest's or
         # valgrind's own complaint. Branch simulation is on as documented; nothing of it is mapped.
         command = [self._valgrind(), "-q", "--tool=cachegrind", "--cache-sim=yes", "--branch-sim=yes",
                    *geometry_args(target), f"--main-stacksize={MAIN_STACK_BYTES}",
-                   f"--cachegrind-out-file={out}", str(guest), str(reps), str(warmup)]
+                   f"--cachegrind-out-file={out}", str(guest), *runs.argv(reps)]
         label = f"{where}, REPS={reps}"
         try:
-            code, stdout, stderr = _run_in_own_group(command, guest.parent, deadline)
+            done = process.run(command, runs.time_left(), cwd=guest.parent)
         except OSError as exc:
-            raise InfraError(f"{label}: cannot start valgrind: {_one_line(str(exc))}") from None
-        if code is None:
-            raise InfraError(f"{label}: timed out (both runs together have {timeout:g} s); "
-                             f"stderr: {_last_message(stderr)}")
-        if code < 0:
-            raise InfraError(f"{label}: killed by {_signal_name(-code)}; stderr: {_last_message(stderr)}")
-        if code != 0:
-            raise InfraError(f"{label}: exited with status {code}; stderr: {_last_message(stderr)}")
+            raise InfraError(f"{label}: cannot start valgrind: {one_line(str(exc))}") from None
+        stdout, stderr = done.stdout, done.stderr
+        if done.timed_out:
+            raise InfraError(f"{label}: timed out ({runs.timeout_note}); stderr: {_last_message(stderr)}")
+        if done.signal is not None:
+            raise InfraError(f"{label}: killed by {done.signal_name}; stderr: {_last_message(stderr)}")
+        if done.status != 0:
+            raise InfraError(f"{label}: exited with status {done.status}; stderr: {_last_message(stderr)}")
         try:
             parsed = parse_cachegrind_out(out.read_bytes(), f"cachegrind output ({label})")
         except FileNotFoundError:
             raise InfraError(f"{label}: cachegrind wrote no output file; stderr: {_last_message(stderr)}") from None
         except OSError as exc:
-            raise InfraError(f"{label}: cannot read cachegrind's output file: {_one_line(str(exc))}") from None
+            raise InfraError(f"{label}: cannot read cachegrind's output file: {one_line(str(exc))}") from None
         except InputError as exc:
             raise InfraError(f"{exc.message} (garbage output); stderr: {_last_message(stderr)}") from None
         try:

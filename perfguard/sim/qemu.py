@@ -2,7 +2,7 @@
 own TCG plugin (qemu_plugin.c, built on first use with the host C compiler) and reads its
 statistics file.
 
-The guest runs with an empty environment and a fixed-length argv[0] (a symlink in a
+The guest runs with an empty environment and a fixed-length argv[0] (a hard link in a
 fresh temporary directory) so that its stack layout, and with it the statistics, do not
 depend on the caller's environment or on where the binary lives.
 """
@@ -13,13 +13,13 @@ import hashlib
 import os
 import re
 import shutil
-import signal
 import subprocess
 import tempfile
 from pathlib import Path
 
+from perfguard import process
 from perfguard.errors import InfraError, InputError
-from perfguard.signals import die_with_parent
+from perfguard.process import last_lines, one_line
 from perfguard.sim.base import SimResult, Simulator
 from perfguard.sim.blocks import parse_block_lines
 from perfguard.sim.stats import COUNT_LIMIT, STAT_FIELDS, Stats
@@ -34,23 +34,8 @@ OUTPUT_HEADER = "perfguard_qemu_plugin 2"
 HOST_CC = "cc"
 
 
-def _one_line(text: str, limit: int = 400) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
 def _stderr_tail(stderr: bytes, lines: int = 2) -> str:
-    kept = [ln.strip() for ln in stderr.decode("utf-8", "replace").splitlines() if ln.strip()]
-    if not kept:
-        return "(no stderr)"
-    return _one_line(" | ".join(kept[-lines:]))
-
-
-def _signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"
+    return last_lines(stderr, lines) or "(no stderr)"
 
 
 def parse_plugin_output(text: str, source: str) -> tuple[Stats, int, int]:
@@ -107,17 +92,9 @@ def check_plugin_api(version_line: str, target: TargetProfile) -> None:
             f"with {VALIDATED_QEMU}): use the perfguard image or scripts/setup.sh's QEMU 7.2")
 
 
-_GUEST_DIR = "/tmp"
 GUEST_STACK_BYTES = 8 * 1024 * 1024
 # Part of the fingerprint: bump when how the guest is launched changes (its layout, its counts).
 RUN_RECIPE = 2
-
-
-def _link_or_copy(source: Path, dest: Path) -> None:
-    try:
-        os.link(source, dest)
-    except OSError:  # another file system
-        shutil.copy2(source, dest)
 
 
 class QemuSimulator(Simulator):
@@ -146,7 +123,7 @@ class QemuSimulator(Simulator):
             try:
                 proc = subprocess.run([qemu, "-h"], stdin=subprocess.DEVNULL, capture_output=True, timeout=30)
             except (OSError, subprocess.TimeoutExpired) as exc:
-                raise InfraError(f"{target.qemu} (target {target.name}) cannot be run: {_one_line(str(exc))}") from None
+                raise InfraError(f"{target.qemu} (target {target.name}) cannot be run: {one_line(str(exc))}") from None
             if b"-plugin" not in proc.stdout + proc.stderr:
                 raise InfraError(f"{target.qemu} (target {target.name}) has no TCG plugin support "
                                  f"(qemu-user-static has none): install the Debian package qemu-user")
@@ -159,7 +136,7 @@ class QemuSimulator(Simulator):
             try:
                 proc = subprocess.run([qemu, "--version"], stdin=subprocess.DEVNULL, capture_output=True, timeout=30)
             except (OSError, subprocess.TimeoutExpired) as exc:
-                raise InfraError(f"{target.qemu} --version failed (target {target.name}): {_one_line(str(exc))}") from None
+                raise InfraError(f"{target.qemu} --version failed (target {target.name}): {one_line(str(exc))}") from None
             lines = proc.stdout.decode("utf-8", "replace").strip().splitlines()
             if proc.returncode != 0 or not lines:
                 raise InfraError(f"{target.qemu} --version failed (target {target.name}): {_stderr_tail(proc.stderr)}")
@@ -190,7 +167,7 @@ class QemuSimulator(Simulator):
             version = subprocess.run([cc, "--version"], stdin=subprocess.DEVNULL, capture_output=True,
                                      timeout=60).stdout
         except (OSError, subprocess.TimeoutExpired) as exc:
-            raise InfraError(f"{HOST_CC} --version failed: {_one_line(str(exc))}") from None
+            raise InfraError(f"{HOST_CC} --version failed: {one_line(str(exc))}") from None
         digest = hashlib.sha256(source + b"\0" + version).hexdigest()[:20]
         directory = self.cache_dir / "plugin" / digest
         final = directory / name
@@ -207,7 +184,7 @@ class QemuSimulator(Simulator):
                 os.replace(tmp_name, final)
             except (OSError, subprocess.TimeoutExpired) as exc:
                 raise InfraError(f"{HOST_CC} failed to build the QEMU plugin {source_path}: "
-                                 f"{_one_line(str(exc))}") from None
+                                 f"{one_line(str(exc))}") from None
             finally:
                 if os.path.exists(tmp_name):
                     os.unlink(tmp_name)
@@ -237,14 +214,9 @@ class QemuSimulator(Simulator):
         if not binary.is_file():
             raise InfraError(f"{where}: harness binary {binary} does not exist")
         plugin, api_check = self.plugin_path(), self.api_check_path()
-        # QEMU resolves the guest's path and lays it out on the guest stack, so the path's
-        # length shifts addresses and with them cache conflicts. The guest therefore always
-        # runs as /tmp/perfguard-qemu-XXXXXXXX/harness (fixed length, whatever TMPDIR says),
-        # a hard link or copy, never a symlink (that would resolve to the cache's path).
-        with tempfile.TemporaryDirectory(prefix="perfguard-qemu-", dir=_GUEST_DIR) as tmp:
-            work = Path(tmp)
-            guest = work / "harness"
-            _link_or_copy(binary.resolve(), guest)
+        # The guest runs from a path of fixed length (see process.fixed_path).
+        with process.fixed_path(binary, "qemu") as guest:
+            work = guest.parent
             so = work / "plugin.so"
             so.symlink_to(plugin.resolve())
             check = work / "check.so"
@@ -254,34 +226,18 @@ class QemuSimulator(Simulator):
             cmd = [qemu, "-s", str(GUEST_STACK_BYTES), *target.qemu_cpu, "-plugin", str(check),
                    "-plugin", self._plugin_arg(so, out, target), str(guest), *args]
             try:
-                proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                        stderr=subprocess.PIPE, env={}, start_new_session=True,
-                                        preexec_fn=die_with_parent)
+                done = process.run(cmd, timeout)
             except OSError as exc:
-                raise InfraError(f"{where}: cannot start {target.qemu}: {_one_line(str(exc))}") from None
-            try:
-                stdout, stderr = proc.communicate(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                stdout, stderr = proc.communicate()
+                raise InfraError(f"{where}: cannot start {target.qemu}: {one_line(str(exc))}") from None
+            stdout, stderr = done.stdout, done.stderr
+            if done.timed_out:
                 raise InfraError(f"{where}: simulation timed out after {timeout:g} s; "
-                                 f"stderr: {_stderr_tail(stderr)}") from None
-            except BaseException:
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                proc.wait()
-                raise
-            if proc.returncode < 0:
-                hint = " (out of memory? the kernel's OOM killer sends SIGKILL)" if -proc.returncode == signal.SIGKILL else ""
-                raise InfraError(f"{where}: killed by {_signal_name(-proc.returncode)}{hint}; "
                                  f"stderr: {_stderr_tail(stderr)}")
-            if proc.returncode != 0:
-                raise InfraError(f"{where}: exited with status {proc.returncode}; stderr: {_stderr_tail(stderr)}")
+            if done.signal is not None:
+                raise InfraError(f"{where}: killed by {done.signal_name}{done.oom_hint}; "
+                                 f"stderr: {_stderr_tail(stderr)}")
+            if done.status != 0:
+                raise InfraError(f"{where}: exited with status {done.status}; stderr: {_stderr_tail(stderr)}")
             try:
                 text = out.read_text(encoding="ascii")
             except FileNotFoundError:
@@ -289,11 +245,11 @@ class QemuSimulator(Simulator):
                                  f"stderr: {_stderr_tail(stderr)}") from None
             except (OSError, UnicodeDecodeError) as exc:
                 raise InfraError(f"{where}: plugin output is unreadable (prints garbage): "
-                                 f"{_one_line(str(exc))}") from None
+                                 f"{one_line(str(exc))}") from None
             try:
                 stats, roi_count, total_insts = parse_plugin_output(text, "plugin output")
             except InputError as exc:
-                raise InfraError(f"{where}: plugin output is unparseable (prints garbage): {_one_line(exc.message)}; "
+                raise InfraError(f"{where}: plugin output is unparseable (prints garbage): {one_line(exc.message)}; "
                                  f"stderr: {_stderr_tail(stderr)}") from None
         if roi_count == 0:
             raise InfraError(f"{where}: the harness never entered its region of interest (no call to "

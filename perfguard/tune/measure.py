@@ -9,7 +9,6 @@ error and no score.
 
 from __future__ import annotations
 
-import subprocess
 import time
 import traceback
 from dataclasses import asdict, dataclass, field
@@ -23,7 +22,7 @@ from perfguard.errors import EXIT_INFRA, InfraError, PerfguardError
 from perfguard.executors.base import Executor
 from perfguard.pipeline import Job, JobResult, build_kernel, check_built, run_job
 from perfguard.predict.select import predictor_for
-from perfguard.native import check_native, time_native
+from perfguard.native import check_native, run_harness, time_native
 from perfguard.sim.stats import Stats
 from perfguard.targets import TargetProfile
 
@@ -73,11 +72,9 @@ def build_job(job: Job) -> JobResult:
 
 def _native_check(job: Job, result: JobResult) -> None:
     built = build_kernel(job, result)
-    proc = subprocess.run([str(built.binary), "1", "0"], env={}, capture_output=True, timeout=job.timeout)
-    if proc.returncode != 0:
-        raise InfraError(f"{built.where}: native run failed with exit code {proc.returncode}")
+    stdout = run_harness(built.binary, ["1", "0"], job.timeout, built.where)
     try:
-        outputs = decode_outputs(proc.stdout, built.lowered.tensors)
+        outputs = decode_outputs(stdout, built.lowered.tensors)
     except ValueError as exc:
         raise InfraError(f"{built.where}: harness printed garbage natively: {exc}") from None
     check_built(job, result, built, outputs, digest(result.binary_hash, "native"))

@@ -13,6 +13,7 @@ from perfguard.errors import InputError, PerfguardError
 from perfguard.sim.gem5.config_ini import Gem5Config, read_config
 from perfguard.sim.gem5.stats_txt import Number, parse_stats
 from perfguard.sim.stats import STAT_FIELDS, Stats
+from perfguard.sim.two_runs import kernel_counts
 
 # (scheme name, group regex: prefix = the CPU, marker = a stat the group always prints,
 #  field -> stat name inside the group)
@@ -267,22 +268,13 @@ def subtract_stats(
     larger one (statistics reset between the dumps, or runs of different programs) raises
     `error`. So does fewer instructions at all.
     """
-    values: dict[str, int | None] = {}
-    for field in STAT_FIELDS:
-        a, b = getattr(later, field), getattr(earlier, field)
-        if a is None or b is None:
-            values[field] = None
-            continue
-        diff = a - b
-        if diff < 0:
-            if field == "insts" or -diff > max(64, 0.005 * b):
-                raise error(
-                    f"gem5: {field} fell from {b} to {a} between the {what}: statistics were reset in between "
-                    f"(m5 resetstats) or they come from different programs"
-                )
-            diff = 0
-        values[field] = diff
-    return Stats(**values)
+    def refuse(field: str, a: int, b: int) -> PerfguardError:
+        return error(
+            f"gem5: {field} fell from {b} to {a} between the {what}: statistics were reset in between "
+            f"(m5 resetstats) or they come from different programs"
+        )
+
+    return Stats(**kernel_counts(later.to_dict(), earlier.to_dict(), STAT_FIELDS, ("insts",), refuse))
 
 
 def stats_from_file(

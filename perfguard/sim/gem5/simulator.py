@@ -8,16 +8,14 @@ import json
 import os
 import re
 import shutil
-import signal
-import subprocess
 import tempfile
-import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from perfguard import process
 from perfguard.errors import InfraError, InputError
-from perfguard.signals import die_with_parent
+from perfguard.process import last_lines
 from perfguard.sim.base import SimResult, Simulator
 from perfguard.sim.gem5.config_ini import read_config
 from perfguard.sim.gem5.locate import ENV_BY_ISA, _candidates, _usable, gem5_hint
@@ -41,6 +39,7 @@ from perfguard.sim.gem5.se_config import (
 from perfguard.sim.gem5.stats_txt import parse_stats
 from perfguard.sim.gem5.verify import verify_config
 from perfguard.sim.stats import Stats
+from perfguard.sim.two_runs import ROI_METHOD, TwoRuns
 from perfguard.targets import TargetProfile
 
 
@@ -74,25 +73,11 @@ def _check_harness(binary: Path, isa: str) -> None:
             raise InfraError(f"{binary}: dynamically linked; gem5 SE mode needs a statically linked harness")
 
 
-def _harness_args(args: Sequence[str]) -> tuple[int, str, list[str]]:
-    if len(args) < 2:
-        raise InputError(f"gem5: the harness needs 'REPS WARMUP' arguments, got {list(args)!r}")
-    try:
-        reps = int(str(args[0]))
-        warmup = int(str(args[1]))
-    except ValueError:
-        raise InputError(f"gem5: harness arguments REPS WARMUP must be integers, got {list(args[:2])!r}") from None
-    if reps < 1 or warmup < 0:
-        raise InputError(f"gem5: need REPS >= 1 and WARMUP >= 0, got {reps} {warmup}")
-    return reps, str(warmup), [str(a) for a in args[2:]]
-
-
 def _last_line(path: Path) -> str:
     try:
-        lines = [line.strip() for line in path.read_text(errors="replace").splitlines() if line.strip()]
+        return last_lines(path.read_bytes(), limit=200)
     except OSError:
         return ""
-    return lines[-1][:200] if lines else ""
 
 
 # gem5 prints this banner first on every run; "gem5 version X" since v20
@@ -188,7 +173,7 @@ class Gem5Simulator(Simulator):
                 "config_sha256": hashlib.sha256(script.encode()).hexdigest(),
                 "cpu_type": self.cpu_type,
                 "mapping": MAPPING_VERSION,
-                "roi": "difference of REPS=R and REPS=0 runs",
+                "roi": ROI_METHOD,
             },
             sort_keys=True,
         )
@@ -196,20 +181,18 @@ class Gem5Simulator(Simulator):
     def run(self, binary: Path, target: TargetProfile, args: list[str], timeout: float) -> SimResult:
         check_decodable(target)
         gem5 = self.gem5_binary(target)
-        reps, warmup, rest = _harness_args(args)
+        runs = TwoRuns.start(args, timeout, "gem5", more=True)
         binary = Path(binary).resolve()
         _check_harness(binary, target.isa)
         base_dir = self.cache_dir / "gem5"
         base_dir.mkdir(parents=True, exist_ok=True)
         work = Path(tempfile.mkdtemp(prefix="run-", dir=base_dir))
         self.last_run_dir = work
-        # `timeout` bounds both runs together. On failure the directory stays, so the file an
-        # error names can be read.
-        deadline = time.monotonic() + timeout
-        roi = self._run_once(gem5, binary, target, [str(reps), warmup, *rest], work / f"reps{reps}", deadline, timeout)
-        empty = self._run_once(gem5, binary, target, ["0", warmup, *rest], work / "reps0", deadline, timeout)
+        # On failure the directory stays, so the file an error names can be read.
+        roi = self._run_once(gem5, binary, target, runs, runs.reps, work / f"reps{runs.reps}")
+        empty = self._run_once(gem5, binary, target, runs, 0, work / "reps0")
         kernel = subtract_stats(roi.stats, empty.stats, error=InfraError,
-                                what=f"REPS=0 and REPS={reps} runs ({work})")
+                                what=f"REPS=0 and REPS={runs.reps} runs ({work})")
         if not self.keep_outputs:
             shutil.rmtree(work, ignore_errors=True)
             self.last_run_dir = None
@@ -218,8 +201,9 @@ class Gem5Simulator(Simulator):
 
     # -- one gem5 process -----------------------------------------------------------------------
 
-    def _run_once(self, gem5: Path, binary: Path, target: TargetProfile, args: list[str], run_dir: Path,
-                  deadline: float, timeout: float) -> _RunOutput:
+    def _run_once(self, gem5: Path, binary: Path, target: TargetProfile, runs: TwoRuns, reps: int,
+                  run_dir: Path) -> _RunOutput:
+        args = runs.argv(reps)
         run_dir.mkdir(parents=True)
         outdir = run_dir / "m5out"
         script = run_dir / SCRIPT_NAME
@@ -231,22 +215,13 @@ class Gem5Simulator(Simulator):
         stderr_path = run_dir / "gem5.stderr"
         with open(run_dir / "gem5.stdout", "wb") as out, open(stderr_path, "wb") as err:
             try:
-                process = subprocess.Popen(command, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
-                                           cwd=run_dir, env=env, start_new_session=True,
-                                           preexec_fn=die_with_parent)
+                done = process.run(command, runs.time_left(), cwd=run_dir, env=env, stdout=out, stderr=err)
             except OSError as exc:
                 raise InfraError(f"{gem5}: cannot start gem5: {exc.strerror or exc}") from None
-            try:
-                code = process.wait(timeout=max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                try:
-                    os.killpg(process.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-                process.wait()
-                raise InfraError(
-                    f"{label}: timed out (both runs together have {timeout:g} s; outputs in {run_dir})"
-                ) from None
+        if done.timed_out:
+            raise InfraError(f"{label}: timed out ({runs.timeout_note}; outputs in {run_dir})")
+        code = done.status
+        assert code is not None
         _check_banner(gem5, run_dir / "gem5.stdout", code, stderr_path)
         status_path = run_dir / STATUS_NAME
         status: dict = {}

@@ -1,0 +1,211 @@
+"""The one process runner every simulator and native run goes through (perfguard/process.py),
+and the two-run difference gem5 and cachegrind share (perfguard/sim/two_runs.py).
+
+Real programs (sh, sleep, env) run; a group member left behind is looked for in /proc.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from perfguard import process
+from perfguard.errors import InfraError, InputError
+from perfguard.sim.two_runs import TwoRuns, kernel_counts, reps_warmup
+
+
+def _gone(pid: int, within: float = 5.0) -> bool:
+    """Whether `pid` has ended (or is a zombie waiting for init) within `within` seconds."""
+    end = time.monotonic() + within
+    while time.monotonic() < end:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, ProcessLookupError):
+            return True
+        if state in ("Z", "X"):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _grandchild_script(pidfile: Path) -> list[str]:
+    # The shell starts a second sleeper in the background (same process group) and waits.
+    return ["/bin/sh", "-c", f"sleep 60 & echo $! > {pidfile}; sleep 60"]
+
+
+def test_timeout_kills_the_whole_group(tmp_path):
+    pidfile = tmp_path / "pid"
+    started = time.monotonic()
+    done = process.run(_grandchild_script(pidfile), 0.5)
+    assert done.timed_out and done.status is None and done.signal is None
+    assert time.monotonic() - started < 10
+    assert _gone(int(pidfile.read_text()))
+
+
+class _Interrupted(Exception):
+    pass
+
+
+def test_interruption_kills_the_group_and_is_raised_again(tmp_path):
+    pidfile = tmp_path / "pid"
+
+    def interrupt(signum, frame):
+        raise _Interrupted
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.5)
+        with pytest.raises(_Interrupted):
+            process.run(_grandchild_script(pidfile), 30)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert _gone(int(pidfile.read_text()))
+
+
+@pytest.mark.parametrize("sig, name, oom", [("SEGV", "SIGSEGV", False), ("KILL", "SIGKILL", True)])
+def test_a_signal_is_classified(sig, name, oom):
+    done = process.run(["/bin/sh", "-c", f"echo dying >&2; kill -{sig} $$"], 10)
+    assert done.signal == getattr(signal, f"SIG{sig}") and done.status == -done.signal
+    assert done.signal_name == name and not done.timed_out
+    assert done.oom_hint == (process.OOM_HINT if oom else "")
+    assert process.last_lines(done.stderr) == "dying"
+
+
+def test_exit_status_output_and_last_error_lines():
+    done = process.run(["/bin/sh", "-c", "echo out; echo first >&2; echo '  last   line  ' >&2; echo >&2; exit 3"], 10)
+    assert (done.status, done.signal, done.signal_name, done.oom_hint) == (3, None, "", "")
+    assert done.stdout == b"out\n"
+    assert process.last_lines(done.stderr) == "last line"
+    assert process.last_lines(done.stderr, 2) == "first | last line"
+    assert process.last_lines(b"") == "" and process.last_lines(b"x" * 500, limit=20) == "x" * 17 + "..."
+
+
+def test_environment_is_empty_unless_given_and_files_take_the_output(tmp_path):
+    assert process.run(["/usr/bin/env"], 10).stdout == b""
+    assert process.run(["/usr/bin/env"], 10, env={"A": "1"}).stdout == b"A=1\n"
+    with open(tmp_path / "out", "wb") as out, open(tmp_path / "err", "wb") as err:
+        done = process.run(["/bin/sh", "-c", "echo to-file; echo problem >&2"], 10, stdout=out, stderr=err)
+    assert done.status == 0 and done.stdout == b"" and done.stderr == b""
+    assert (tmp_path / "out").read_bytes() == b"to-file\n" and (tmp_path / "err").read_bytes() == b"problem\n"
+
+
+def test_in_child_runs_before_the_program_and_cwd_applies(tmp_path):
+    assert process.run(["/bin/pwd"], 10, in_child=lambda: os.chdir("/")).stdout == b"/\n"
+    assert process.run(["/bin/pwd"], 10, cwd=tmp_path).stdout == f"{tmp_path}\n".encode()
+
+
+def test_a_program_that_cannot_start_is_oserror(tmp_path):
+    with pytest.raises(OSError):
+        process.run([str(tmp_path / "no-such-program")], 10)
+
+
+def test_fixed_path_has_one_length_wherever_the_binary_lives(tmp_path):
+    short = tmp_path / "a"
+    deep = tmp_path / ("d" * 100) / "harness-with-a-long-name"
+    deep.parent.mkdir()
+    short.write_bytes(b"#!/bin/sh\necho short\n")
+    deep.write_bytes(b"#!/bin/sh\necho deep\n")
+    seen = []
+    for binary in (short, deep):
+        with process.fixed_path(binary, "native") as guest:
+            assert guest.name == "harness" and guest.parent.name.startswith("perfguard-native-")
+            assert guest.read_bytes() == binary.read_bytes() and not guest.is_symlink()
+            seen.append(guest)
+        assert not guest.parent.exists()
+    assert len(str(seen[0])) == len(str(seen[1]))
+
+
+# -- the two-run difference ------------------------------------------------------------------
+
+
+def test_reps_warmup():
+    assert reps_warmup(["3", "1"], "cachegrind") == (3, 1, [])
+    assert reps_warmup([2, 0, "x"], "gem5", more=True) == (2, 0, ["x"])
+    for bad in (["0", "1"], ["1"], ["1", "1", "time"], ["-1", "0"], ["a", "0"], ["1", "-1"], ["+1", "0"]):
+        with pytest.raises(InputError, match=r"^cachegrind: the harness arguments must be 'REPS WARMUP'"):
+            reps_warmup(bad, "cachegrind")
+    with pytest.raises(InputError, match="^gem5: "):
+        reps_warmup(["1"], "gem5", more=True)
+
+
+def test_two_runs_share_one_timeout():
+    runs = TwoRuns.start(["4", "2"], 30, "gem5")
+    assert runs.argv(runs.reps) == ["4", "2"] and runs.argv(0) == ["0", "2"]
+    assert 29 < runs.time_left() <= 30
+    assert runs.timeout_note == "both runs together have 30 s"
+
+
+def test_kernel_counts_tolerates_a_few_misses_only():
+    def refuse(name, a, b):
+        return InfraError(f"{name} {a} {b}")
+
+    names = ("insts", "misses", "other")
+    longer = {"insts": 1000, "misses": 12_800 - 64, "other": None}
+    shorter = {"insts": 400, "misses": 12_800, "other": 5}
+    assert kernel_counts(longer, shorter, names, ("insts",), refuse) == {"insts": 600, "misses": 0, "other": None}
+    # 0.5 % of 12,999 rounds down to 64: 65 fewer is refused, at 13,000 it is not
+    with pytest.raises(InfraError, match="^misses 12934 12999$"):
+        kernel_counts({**longer, "misses": 12_934}, {**shorter, "misses": 12_999}, names, ("insts",), refuse)
+    assert kernel_counts({**longer, "misses": 12_935}, {**shorter, "misses": 13_000}, names, (), refuse)["misses"] == 0
+    with pytest.raises(InfraError, match="^insts 399 400$"):
+        kernel_counts({**longer, "insts": 399}, shorter, names, ("insts",), refuse)
+
+
+# -- native runs (perfguard/native.py) -------------------------------------------------------
+
+
+def _script(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "harness"
+    path.write_text("#!/bin/sh\n" + body + "\n")
+    path.chmod(0o755)
+    return path
+
+
+def test_native_run_errors_name_what_ended_the_run(tmp_path):
+    from perfguard.native import run_harness
+
+    assert run_harness(_script(tmp_path, 'echo "$#:$1:$2"'), ["3", "1"], 10, "k on x86_64") == b"2:3:1\n"
+    cases = [
+        ("echo first >&2; echo 'out of   memory' >&2; exit 4", "k on x86_64: native run failed: out of memory"),
+        ("exit 5", "k on x86_64: native run failed: exit code 5"),
+        ("kill -SEGV $$", "k on x86_64: native run failed: exit code -11"),
+        ("sleep 30", "k on x86_64: native run timed out after 1 s"),
+    ]
+    for body, message in cases:
+        with pytest.raises(InfraError) as caught:
+            run_harness(_script(tmp_path, body), [], 1, "k on x86_64")
+        assert caught.value.message == message
+    with pytest.raises(InfraError, match="^k on x86_64: cannot run natively: "):
+        run_harness(tmp_path / "missing", [], 1, "k on x86_64")
+
+
+NATIVE_TOML = """
+[perfguard]
+targets = ["x86_64"]
+
+[[kernel]]
+name = "gemm_small"
+entry = "perfguard.kernels.gemm:gemm"
+family = "gemm"
+params = { M = 16, N = 16, K = 16, tile_m = 16, tile_n = 8, tile_k = 16, vector = 1, unroll = 0 }
+"""
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="runs x86_64 code natively")
+def test_tune_checks_a_candidate_natively(project):
+    """The tuner's native check (perfguard/tune/measure.py) runs the real harness through the runner."""
+    from perfguard.config import load_config
+    from perfguard.pipeline import Job
+    from perfguard.tune.measure import native_check_job
+
+    config = load_config(project(NATIVE_TOML))
+    spec, profile = config.kernel("gemm_small"), config.profile("x86_64")
+    result = native_check_job(Job(spec, profile, config.root, config.cache_dir, config.simulator, 60.0, 1, 1))
+    assert result.ok and result.error is None and result.binary_hash
+    failed = native_check_job(Job(spec, profile, config.root, config.cache_dir, config.simulator, 0.0, 1, 1))
+    assert not failed.ok and failed.error.endswith("native run timed out after 0 s")
