@@ -3,7 +3,8 @@
 Two ways in:
 - `time_native(built, ...)`: runs the harness in its timing mode (`harness REPS WARMUP time`)
   pinned to one core, single-threaded, with an empty environment, and repeats batches until
-  the coefficient of variation is small (or gives up and says so).
+  the coefficient of variation is small (or gives up and says so). Every run starts through
+  perfguard/process.py, as the simulators do.
 - `NativeKernel`: the same harness and kernel object linked as a shared library and loaded
   with ctypes, so an in-process timer (pytest-benchmark's fixture) can call one kernel
   invocation at a time without process start-up in the measurement.
