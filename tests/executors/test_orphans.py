@@ -9,10 +9,11 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import psutil
 import pytest
+
+from tests.conftest import REPO
 
 pytestmark = pytest.mark.skipif(shutil.which("qemu-aarch64") is None, reason="needs qemu-aarch64 (scripts/setup.sh)")
 
@@ -58,7 +59,7 @@ def _alive(procs: list[psutil.Process]) -> list[str]:
 @pytest.mark.parametrize("jobs", [1, 2])
 def test_sigkill_of_the_main_process_leaves_no_worker_or_simulator(tmp_path, jobs):
     (tmp_path / "perfguard.toml").write_text(PROJECT.format(cache=tmp_path / "cache"))
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
     main = subprocess.Popen([sys.executable, "-m", "perfguard.cli", "baseline", "update", "-j", str(jobs)],
                             cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     parent = psutil.Process(main.pid)

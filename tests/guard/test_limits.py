@@ -10,7 +10,7 @@ import pytest
 
 from perfguard.errors import InputError
 from perfguard.limits import Limit, parse_limits
-from tests.test_bad_input import BASELINE, invoke, seeded  # noqa: F401  (the seeded project fixture)
+from tests.input.test_bad_input import BASELINE, invoke, seeded  # noqa: F401  (the seeded project fixture)
 
 
 @pytest.mark.parametrize("value, limit", [

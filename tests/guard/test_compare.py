@@ -17,7 +17,7 @@ import pytest
 from perfguard.cli import main
 from perfguard.guard.bisect import max_visits
 from tests.conftest import REPO
-from tests.test_base_ref import GOOD, WORSE, commit_all, git, init_repo
+from tests.projects import GOOD, WORSE, commit_all, git, init_repo
 
 SCHEMA = json.loads((REPO / "docs" / "report.schema.json").read_text())
 

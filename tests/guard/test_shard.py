@@ -11,7 +11,7 @@ from perfguard.cli import main
 from perfguard.errors import EXIT_INFRA, EXIT_OK, EXIT_REGRESSION, EXIT_USAGE
 from perfguard.guard.merge import combined_exit_code
 
-from tests.test_base_ref import GOOD, WORSE, config_text
+from tests.projects import GOOD, WORSE, config_text
 
 TOML = config_text(["x86_64", "aarch64"], """
 [[kernel]]

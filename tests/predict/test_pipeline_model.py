@@ -205,7 +205,7 @@ def test_check_uses_the_pipeline_model_attributes_blocks_and_notes_old_baselines
     assert main(["check", "--config", str(config)]) == 1
     out = capsys.readouterr().out
     data = json.loads((config.parent / "reports" / "perfguard.json").read_text())
-    schema = json.loads((Path(__file__).resolve().parents[1] / "docs" / "report.schema.json").read_text())
+    schema = json.loads((Path(__file__).resolve().parents[2] / "docs" / "report.schema.json").read_text())
     jsonschema.validate(data, schema, cls=jsonschema.Draft202012Validator)
     result = data["results"][0]
     assert result["verdict"] == "regression" and result["model_id"].startswith("pipeline-")

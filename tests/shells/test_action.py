@@ -22,7 +22,7 @@ import yaml
 from perfguard.action import annotation
 from perfguard.cli import main
 from tests.conftest import REPO
-from tests.test_base_ref import GOOD, WORSE, commit_all, config_text, git, init_repo
+from tests.projects import GOOD, WORSE, commit_all, config_text, git, init_repo
 
 WORKFLOWS = sorted((REPO / ".github" / "workflows").glob("*.yml"))
 ACTION = REPO / "action.yml"

@@ -45,7 +45,7 @@ from perfguard.sim.stats import STAT_FIELDS, Stats
 from perfguard.targets import BUILTIN, CacheLevel
 
 GEM5_PROFILE = {"x86_64": "x86_64v1", "aarch64": "aarch64", "riscv64": "riscv64"}  # code gem5 decodes
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "gem5"
+FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "gem5"
 
 ALL_FIXTURES = [
     "arm-atomic-se-camel",
@@ -1034,7 +1034,7 @@ def test_gem5_write_backs_follow_dirty_ownership(fixtures):
 # --------------------------------------------------------------------------------------------
 # building gem5 (scripts/build-gem5.sh) and the action's gem5 cache
 
-BUILD_SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "build-gem5.sh"
+BUILD_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "build-gem5.sh"
 
 
 @pytest.mark.parametrize("args, message, code", [

@@ -1,6 +1,6 @@
 """CI security policy of action.yml and .github/workflows/, checked on the parsed YAML.
 
-tests/test_action.py runs the linters (actionlint, zizmor at the regular and pedantic
+tests/shells/test_action.py runs the linters (actionlint, zizmor at the regular and pedantic
 personas, the JSON schemas) and checks that every action is pinned to a commit. This file
 states perfguard's own rules on top, as properties of every workflow present and future:
 
@@ -26,7 +26,7 @@ from typing import Any, Iterator
 import pytest
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 FILES = [REPO / "action.yml", *sorted((REPO / ".github" / "workflows").glob("*.y*ml"))]
 WORKFLOWS = [p for p in FILES if p.parent.name == "workflows"]
 

@@ -15,7 +15,7 @@ import pytest
 
 from perfguard.cli import main
 from tests.conftest import REPO
-from tests.test_check import _copy_repo_config
+from tests.end_to_end.test_check import _copy_repo_config
 
 LOCK = REPO / "scripts" / "toolchain.lock"
 HEADLINE = "toolchain differs from the baselines'"

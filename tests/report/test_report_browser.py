@@ -18,7 +18,7 @@ import pytest
 from PIL import Image
 
 from perfguard.report.html import kernel_file
-from tests.test_report import real_run  # noqa: F401  (the session fixture: one real check)
+from tests.report.test_report import real_run  # noqa: F401  (the session fixture: one real check)
 
 
 def chromium() -> str:
