@@ -76,6 +76,10 @@ def test_git_store_reads_what_the_working_tree_store_reads(pr_repo):
     at_base = GitBaselineStore(folder, base)
     assert at_base.read("x86_64", "gemm_a") != at_head.read("x86_64", "gemm_a")
     assert at_base.path("x86_64", "gemm_a") == f"{base} ({base[:12]}):proj/baselines/x86_64/gemm_a.json"
+    # calibrated models: the working tree's files (read by predict.select), or the revision's
+    assert BaselineStore(folder).models() is None and at_base.models() is at_base
+    assert at_base.read_file("models/x86_64/gemm.json") is None
+    assert at_base.read_file("x86_64/gemm_a.json")[1] == f"{base} ({base[:12]}):proj/baselines/x86_64/gemm_a.json"
 
 
 def test_corrupted_committed_baseline_names_the_revision(pr_repo):
