@@ -1,5 +1,6 @@
 """A perfguard killed outright (SIGKILL: the OOM killer, a runner that kills only the main
-process) leaves no pool worker and no simulator running behind it."""
+process) leaves no pool worker, no Dask worker of the local cluster it started and no simulator
+running behind it."""
 
 from __future__ import annotations
 
@@ -56,11 +57,19 @@ def _alive(procs: list[psutil.Process]) -> list[str]:
     return left
 
 
-@pytest.mark.parametrize("jobs", [1, 2])
-def test_sigkill_of_the_main_process_leaves_no_worker_or_simulator(tmp_path, jobs):
+@pytest.mark.parametrize("jobs, command", [
+    (1, ["baseline", "update", "-j", "1"]),  # the main process simulates itself
+    (2, ["baseline", "update", "-j", "2"]),  # a local process pool
+    # A Dask LocalCluster started for the run: its worker processes exit when the pipe from their
+    # parent closes (distributed's own watch), and take their simulators with them.
+    (2, ["check", "--executor", "dask", "-j", "2"]),
+], ids=["inline", "pool", "dask"])
+def test_sigkill_of_the_main_process_leaves_no_worker_or_simulator(tmp_path, jobs, command):
+    if "dask" in command:
+        pytest.importorskip("distributed", reason="--executor dask needs Dask distributed")
     (tmp_path / "perfguard.toml").write_text(PROJECT.format(cache=tmp_path / "cache"))
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    main = subprocess.Popen([sys.executable, "-m", "perfguard.cli", "baseline", "update", "-j", str(jobs)],
+    main = subprocess.Popen([sys.executable, "-m", "perfguard.cli", *command],
                             cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     parent = psutil.Process(main.pid)
     deadline = time.monotonic() + 240
