@@ -22,6 +22,7 @@ def built_binary(cache_dir, spec, isa):
     return BuildCache(cache_dir).lookup_build(result.content_hash) / "harness", result
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("isa", ["x86_64", "aarch64", "riscv64"])
 def test_three_reps_cost_three_times_one(cache_dir, isa):
     binary, _ = built_binary(cache_dir, CONV, isa)
@@ -37,6 +38,7 @@ def test_three_reps_cost_three_times_one(cache_dir, isa):
     assert one.insts < whole
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("isa", ["x86_64", "aarch64", "riscv64"])
 def test_identical_inputs_give_byte_identical_stats(tmp_path, isa):
     # Two independent caches: the kernel is built twice and simulated twice from scratch,
@@ -49,6 +51,7 @@ def test_identical_inputs_give_byte_identical_stats(tmp_path, isa):
     assert first.stats.canonical_json() == second.stats.canonical_json()
 
 
+@pytest.mark.slow
 def test_reps_are_normalised_per_call(cache_dir):
     one = run_job(Job(CONV, BUILTIN["aarch64"], REPO, cache_dir, "qemu", 300, 1, 1))
     three = run_job(Job(CONV, BUILTIN["aarch64"], REPO, cache_dir, "qemu", 300, 3, 1))
@@ -72,6 +75,7 @@ def test_input_generator_matches_known_values():
     assert len(set(values.tolist())) == 4
 
 
+@pytest.mark.slow
 def test_wrong_kernel_is_an_error_not_a_score(tmp_path):
     # A reference that disagrees with the kernel: exit code 3, no stats.
     mod = tmp_path / "wrongref.py"

@@ -139,6 +139,7 @@ CHANGES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("what, warm, changed, code, needle", CHANGES, ids=[c[0] for c in CHANGES])
 def test_a_warm_cache_gives_the_cold_cache_answer(tmp_path, capsys, what, warm, changed, code, needle):
     cache = tmp_path / "cache"
@@ -151,6 +152,7 @@ def test_a_warm_cache_gives_the_cold_cache_answer(tmp_path, capsys, what, warm, 
     assert warm_result["error"] == cold_result["error"].replace(str(tmp_path / "cold"), str(tmp_path / "p"))
 
 
+@pytest.mark.slow
 def test_an_edited_reference_module_is_checked_again(tmp_path, capsys):
     """Same 'module:function', new source: the module file's digest is in the key."""
     cache = tmp_path / "cache"
@@ -161,6 +163,7 @@ def test_an_edited_reference_module_is_checked_again(tmp_path, capsys):
     assert code == 3 and "wrong result: output 'B'[" in out and result["resimulated"] is False
 
 
+@pytest.mark.slow
 def test_the_check_runs_again_only_when_its_key_changes(tmp_path, monkeypatch):
     """Unchanged: neither simulated nor checked again; a new CHECK_VERSION: checked, not simulated."""
     from perfguard import verify
@@ -182,6 +185,7 @@ def test_the_check_runs_again_only_when_its_key_changes(tmp_path, monkeypatch):
     assert third.ok and not third.resimulated and third.rechecked and third.max_error == first.max_error
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("entry, caught", [("softmax", False), ("softmax_off_0_6pct", True),
                                            ("softmax_off_1pct", True), ("softmax_off_5pct", True)])
 def test_default_tolerances_catch_a_softmax_off_by_0_6_percent(tmp_path, cache_dir, capsys, entry, caught):
@@ -194,6 +198,7 @@ def test_default_tolerances_catch_a_softmax_off_by_0_6_percent(tmp_path, cache_d
         assert code == 0 and result["max_error"] < 1e-6, out
 
 
+@pytest.mark.slow
 def test_without_a_numpy_reference_it_says_self_consistency_only(tmp_path, cache_dir, capsys):
     code, out, result = run(tmp_path / "p", cache_dir, "double", "{ n = 64 }", "", capsys)
     assert code == 0 and result["reference"] == "self"
@@ -219,6 +224,7 @@ def test_require_reference(tmp_path, cache_dir, capsys):
     assert "kernel 'k' on aarch64: no numpy reference, and require_reference = true" in out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("flops", ['"2 * n"', '"mykernels.refs:work"'])
 def test_user_kernel_flops_give_gflops_roofline_and_bound(tmp_path, cache_dir, capsys, flops):
     root = tmp_path / "p"

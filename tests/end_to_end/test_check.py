@@ -60,6 +60,7 @@ def by_key(data: dict) -> dict:
     return {(r["kernel"], r["target"]): r for r in data["results"]}
 
 
+@pytest.mark.slow
 def test_every_family_on_every_isa_then_unchanged_and_cached(project, capsys):
     config = project(FAMILIES_TOML)
     assert main(["baseline", "update", "--config", str(config), "-j", "2"]) == 0
@@ -99,6 +100,7 @@ def _copy_repo_config(tmp_path: Path, cache_dir: Path, replace: tuple[str, str] 
 GEMM_LINE = 'params = { M = 256, N = 256, K = 256, dtype = "float32", tile_m = 32, tile_n = 32, tile_k = 4, vector = 8, unroll = 4 }'
 
 
+@pytest.mark.slow
 def test_injected_regression_is_caught(tmp_path, cache_dir, capsys):
     # tile_n = 256 with tile_k = 256: each tile streams a 256 KiB panel of B, thrashing L1D.
     worse = GEMM_LINE.replace("tile_n = 32, tile_k = 4", "tile_n = 256, tile_k = 256").replace("vector = 8", "vector = 1")
@@ -115,6 +117,7 @@ def test_injected_regression_is_caught(tmp_path, cache_dir, capsys):
     assert "gemm_256" in out and "regression" in out
 
 
+@pytest.mark.slow
 def test_real_improvement_is_reported(tmp_path, cache_dir, capsys):
     # tile_m = 16, tile_k = 8: an improvement under the analytical model (-40 %: a quarter of the
     # loop overhead) and under the pipeline model (-1.8 %), whichever the committed baseline allows.
@@ -153,6 +156,7 @@ def not_a_module(n=1):
 '''
 
 
+@pytest.mark.slow
 def test_user_kernel_with_tvm_host_reference(project, capsys):
     config = project(
         """
@@ -222,6 +226,7 @@ def test_missing_toolchain_is_exit_3(project, capsys, field, value, needle):
     assert needle in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_corrupted_baseline_is_exit_2_and_untouched(project, capsys):
     config = project(
         """

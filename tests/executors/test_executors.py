@@ -39,6 +39,7 @@ def _fingerprint(results) -> list[tuple]:
             for r in results]
 
 
+@pytest.mark.slow
 def test_dask_and_local_give_identical_results(cluster, tmp_path):
     """Each executor simulates from scratch (its own cache), so equality is not a cache hit."""
     seen: list[int] = []
@@ -52,6 +53,7 @@ def test_dask_and_local_give_identical_results(cluster, tmp_path):
     assert sorted(seen) == list(range(len(dask_results)))
 
 
+@pytest.mark.slow
 def test_check_on_a_dask_cluster_reports_what_the_local_pool_reports(cluster, project):
     config = project("""
         [perfguard]
@@ -101,6 +103,7 @@ def test_executor_errors_are_clear():
         DaskExecutor("tcp://127.0.0.1:9", timeout=2)
 
 
+@pytest.mark.slow
 def test_tuning_runs_the_same_trials_on_either_executor(cluster, project):
     from perfguard.config import load_config
     from perfguard.tune.session import tune_kernel
@@ -124,6 +127,7 @@ def test_tuning_runs_the_same_trials_on_either_executor(cluster, project):
     assert runs[0] == runs[1] and len(runs[0]) == 5
 
 
+@pytest.mark.slow
 def test_calibration_on_workers_with_their_own_cache(tmp_path, project, monkeypatch):
     """Workers build into a cache the submitting machine cannot see; it rebuilds before timing."""
     monkeypatch.setenv(WORKER_CACHE_ENV, str(tmp_path / "worker-cache"))

@@ -16,7 +16,8 @@ import pytest
 
 from tests.conftest import REPO
 
-pytestmark = pytest.mark.skipif(shutil.which("qemu-aarch64") is None, reason="needs qemu-aarch64 (scripts/setup.sh)")
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(shutil.which("qemu-aarch64") is None, reason="needs qemu-aarch64 (scripts/setup.sh)")]
 
 # Two kernels that each simulate for several seconds, so every pool worker (or, with -j 1, the
 # main process itself) is busy in QEMU when the main process is killed.

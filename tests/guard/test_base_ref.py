@@ -35,6 +35,7 @@ def report(config: Path) -> dict:
     return json.loads((config.parent / "reports" / "perfguard.json").read_text())
 
 
+@pytest.mark.slow
 def test_pr_rewriting_its_own_baseline_is_caught_with_base(pr_repo, capsys):
     config, base, _ = pr_repo
     assert main(["check", "--config", str(config), "-j", "1"]) == 0  # the working tree hides it
@@ -52,6 +53,7 @@ def test_pr_rewriting_its_own_baseline_is_caught_with_base(pr_repo, capsys):
     assert "tile_m\": 32" in (config.parent / "baselines" / "x86_64" / "gemm_a.json").read_text()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ref", ["no-such-branch", "0123456789abcdef0123456789abcdef01234567", "HEAD~99"])
 def test_unknown_ref_is_exit_2_in_one_line(pr_repo, capsys, ref):
     config, _, _ = pr_repo
@@ -66,6 +68,7 @@ def test_base_outside_a_repository_is_exit_2(project, capsys):
     assert "is not in a git repository" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_git_store_reads_what_the_working_tree_store_reads(pr_repo):
     config, base, head = pr_repo
     folder = config.parent / "baselines"
@@ -82,6 +85,7 @@ def test_git_store_reads_what_the_working_tree_store_reads(pr_repo):
     assert at_base.read_file("x86_64/gemm_a.json")[1] == f"{base} ({base[:12]}):proj/baselines/x86_64/gemm_a.json"
 
 
+@pytest.mark.slow
 def test_corrupted_committed_baseline_names_the_revision(pr_repo):
     config, _, _ = pr_repo
     path = config.parent / "baselines" / "x86_64" / "gemm_b.json"

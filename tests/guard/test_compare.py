@@ -19,6 +19,8 @@ from perfguard.guard.bisect import max_visits
 from tests.conftest import REPO
 from tests.projects import GOOD, WORSE, commit_all, git, init_repo
 
+pytestmark = pytest.mark.slow  # every test measures real revisions
+
 SCHEMA = json.loads((REPO / "docs" / "report.schema.json").read_text())
 
 OPS = '''

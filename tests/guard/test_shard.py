@@ -39,6 +39,7 @@ def regressed(project):
     return config
 
 
+@pytest.mark.slow
 def test_shards_partition_the_run_and_merge_to_the_same_verdict(regressed, tmp_path, capsys):
     config = regressed
     whole = tmp_path / "whole.json"
@@ -74,6 +75,7 @@ def test_shards_partition_the_run_and_merge_to_the_same_verdict(regressed, tmp_p
     assert "regression" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_a_shard_beyond_the_pairs_is_empty_and_ok(regressed, tmp_path):
     assert main(["check", "--config", str(regressed), "-j", "1", "--shard", "8/8",
                  "--report-dir", str(tmp_path / "empty")]) == EXIT_OK

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Callable
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -34,6 +35,8 @@ from perfguard.predict.store import load_model, save_model
 from perfguard.sim import cachegrind, gem5
 from perfguard.sim.qemu import OUTPUT_HEADER, parse_plugin_output
 from perfguard.sim.stats import STAT_FIELDS, Stats
+
+pytestmark = pytest.mark.slow  # hundreds of examples per reader; tests/input/test_bad_input.py is the quick pass
 
 EXAMPLES = 200  # per property: the suite stays quick and CI sees the same inputs every run
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,

@@ -92,6 +92,7 @@ def check_page(page: Path, work: Path, expect_charts: int) -> Path:
     return shot
 
 
+@pytest.mark.slow
 def test_summary_and_kernel_pages_in_headless_chromium(real_run, tmp_path):  # noqa: F811
     reports = real_run["reports"]
     index_shot = check_page(reports / "index.html", tmp_path / "index", expect_charts=2)
@@ -99,6 +100,7 @@ def test_summary_and_kernel_pages_in_headless_chromium(real_run, tmp_path):  # n
     assert index_shot.stat().st_size > 20_000 and kernel_shot.stat().st_size > 20_000
 
 
+@pytest.mark.slow
 def test_the_request_check_catches_a_page_that_loads_from_the_network(tmp_path):
     """Proof that the check above can fail: a page with a CDN script and image is caught."""
     page = tmp_path / "leaky.html"

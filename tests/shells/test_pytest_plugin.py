@@ -114,6 +114,7 @@ def run(pytester, *args):
 REGRESSED = {k: "PASSED" for k in ITEMS | USER} | {"perfguard::saxpy[aarch64]": "FAILED"}
 
 
+@pytest.mark.slow
 def test_regression_fails_exactly_its_item(pytester, user_project):
     result = run(pytester, "--perfguard-update")
     assert result.ret == 0, result.stdout.str()
@@ -137,6 +138,7 @@ def test_regression_fails_exactly_its_item(pytester, user_project):
     assert sorted(r["verdict"] for r in report["results"] if r["kernel"] == "saxpy") == ["regression", "unchanged"]
 
 
+@pytest.mark.slow
 def test_regression_fails_exactly_its_item_under_xdist(pytester, user_project):
     pytest.importorskip("xdist", reason="runs the project's pytest with -n 2, which needs pytest-xdist")
     assert run(pytester, "--perfguard-update").ret == 0
@@ -150,6 +152,7 @@ def test_regression_fails_exactly_its_item_under_xdist(pytester, user_project):
                             ("saxpy", "aarch64"), ("adhoc_gemm", "x86_64")])
 
 
+@pytest.mark.slow
 def test_without_perfguard_nothing_is_collected_or_imported(pytester, user_project):
     result = run(pytester)
     assert result.ret == 0, result.stdout.str()
@@ -162,6 +165,7 @@ def test_without_perfguard_nothing_is_collected_or_imported(pytester, user_proje
     assert not (pytester.path / "reports").exists()
 
 
+@pytest.mark.slow
 def test_filters_and_native_timing_with_pytest_benchmark(pytester, user_project):
     out = pytester.path / "bench.json"
     result = run(pytester, "--perfguard-native", "--perfguard-kernels", "gemm_a", "-k", "gemm_a",

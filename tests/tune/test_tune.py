@@ -62,6 +62,7 @@ def _run(config: Path, *args: str) -> int:
     return main(["tune", "--config", str(config), *args])
 
 
+@pytest.mark.slow
 def test_knob_search_finds_no_worse_schedule_and_guards_it(project, capsys):
     config = project(TOML, {"mykernels.py": USER})
     assert _run(config, "gemm_small", "--target", "aarch64", "--strategy", "knobs", "--trials", "8",
@@ -83,6 +84,7 @@ def test_knob_search_finds_no_worse_schedule_and_guards_it(project, capsys):
     assert report["results"][0]["verdict"] == "new"
 
 
+@pytest.mark.slow
 def test_metaschedule_tunes_and_its_schedule_becomes_a_guarded_kernel(project, capsys):
     config = project(TOML, {"mykernels.py": USER})
     assert _run(config, "gemm_small", "--target", "aarch64", "--strategy", "evolutionary", "--trials", "6",
@@ -106,6 +108,7 @@ def test_metaschedule_tunes_and_its_schedule_becomes_a_guarded_kernel(project, c
     assert "tuned on a different computation" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_failed_build_and_wrong_result_are_errors_not_scores(project, tmp_path):
     from tvm.s_tir.meta_schedule.builder import BuilderInput
     from tvm.s_tir.meta_schedule.runner import RunnerInput
