@@ -39,6 +39,7 @@ def run_scenario(name: str, work: Path, cache_dir: Path) -> F.Run:
         pytest.skip(str(exc))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", [n for n in F.SCENARIOS if n.split(":")[0] != "full disk"])
 def test_fault_is_exit_3_with_a_partial_report_and_baselines_kept(name, work, cache_dir):
     _, faulty, needle = F.SCENARIOS[name]
@@ -94,6 +95,7 @@ def test_full_disk_cache_measures_nothing_and_says_so(work, cache_dir):
 
 # -- concurrent writers ------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_second_writer_waits_for_the_lock_then_writes(work, cache_dir):
     config = F.seed(work / "lock-wait" / "proj", cache_dir)
     baselines = config.parent / "baselines"
@@ -108,6 +110,7 @@ def test_second_writer_waits_for_the_lock_then_writes(work, cache_dir):
     assert not (baselines / LOCK_NAME).exists()
 
 
+@pytest.mark.slow
 def test_second_writer_gives_up_clearly_when_the_lock_stays_held(work, cache_dir):
     config = F.seed(work / "lock-timeout" / "proj", cache_dir)
     baselines = config.parent / "baselines"
@@ -118,6 +121,7 @@ def test_second_writer_gives_up_clearly_when_the_lock_stays_held(work, cache_dir
         assert run.baselines_kept
 
 
+@pytest.mark.slow
 def test_two_baseline_updates_at_once_both_succeed_whole(work, cache_dir):
     config = F.seed(work / "two-updates" / "proj", cache_dir)
     first = F.start(["baseline", "update", "-j", "1"], config)
@@ -131,6 +135,7 @@ def test_two_baseline_updates_at_once_both_succeed_whole(work, cache_dir):
     assert store.read("x86_64", "gemv_h").stats.insts > 0 and store.read("aarch64", "gemm_f").stats.insts > 0
 
 
+@pytest.mark.slow
 def test_concurrent_writers_and_readers_never_see_a_torn_update(tmp_path):
     figures = F.concurrent_writers(tmp_path / "baselines", writers=3, rounds=15)
     assert figures["reads"] > 0 and figures["unreadable"] == 0

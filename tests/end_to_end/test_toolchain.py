@@ -90,6 +90,7 @@ def _headline_count(text: str) -> int:
     return text.count(HEADLINE)
 
 
+@pytest.mark.slow
 def test_one_changed_toolchain_field_is_one_headline_not_a_regression(tmp_path, cache_dir, capsys):
     config = _copy_repo_config(tmp_path, cache_dir, None)
     reports = config.parent / "reports"
@@ -149,6 +150,7 @@ def test_one_changed_toolchain_field_is_one_headline_not_a_regression(tmp_path, 
     assert json.loads(path.read_text())["toolchain"]["simulator"] == old
 
 
+@pytest.mark.slow
 def test_a_field_the_baseline_never_recorded_is_no_difference(tmp_path, cache_dir):
     """The committed baselines predate the libc/llvm/harness fields: they still compare cleanly."""
     config = _copy_repo_config(tmp_path, cache_dir, None)
@@ -217,6 +219,7 @@ def test_the_plugin_accepts_api_version_1(plugin_host, api_min):
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
 
 
+@pytest.mark.slow
 def test_real_qemu_7_2_loads_the_check_and_counts_as_the_baselines_did(tmp_path, cache_dir):
     """The check plugin, loaded before the counting one by real QEMU 7.2, changes no count: the
     committed x86_64 baseline's statistics come out exactly (this is also the run's path)."""

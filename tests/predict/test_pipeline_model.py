@@ -71,6 +71,7 @@ def _need(*programs: str) -> None:
 
 # x86_64 only: there gcc emits the same loop shape for both (on aarch64 it pairs the independent
 # loads into ldp, so the counts differ and the comparison would not isolate the dependency chain).
+@pytest.mark.slow
 @pytest.mark.parametrize("target_name", ["x86_64"])
 def test_single_accumulator_chain_costs_more_cycles_than_independent_accumulators(tmp_path, target_name):
     target = BUILTIN[target_name]
@@ -100,6 +101,7 @@ FAMILY_SHAPES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", sorted(FAMILY_SHAPES))
 def test_scalar_code_is_predicted_at_least_3x_slower_than_8_wide_vectors(family, cache_dir):
     _need(BUILTIN["x86_64"].cc, BUILTIN["x86_64"].qemu)
@@ -185,6 +187,7 @@ params = { M = 128, K = 256, vector = 8 }
 """
 
 
+@pytest.mark.slow
 def test_check_uses_the_pipeline_model_attributes_blocks_and_notes_old_baselines(project, capsys):
     import json
 

@@ -38,6 +38,7 @@ def synthetic(n_groups=4, per_group=40, seed=0):
     return stats, np.array(times), np.array(groups)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, max_mape, min_rho", [("mlr", 1.0, 0.99), ("dnn", 12.0, 0.9),
                                                       ("gp", 12.0, 0.9), ("xgboost", 20.0, 0.85)])
 def test_each_predictor_learns_a_known_relation(name, max_mape, min_rho):
@@ -184,6 +185,7 @@ def test_dataset_reader_rejects_bad_rows(tmp_path):
         load_dataset(path)
 
 
+@pytest.mark.slow
 def test_real_calibration_end_to_end(project, tmp_path, capsys):
     """Few variants, real simulation and real native timing: collect, evaluate, train, check, drift."""
     config = project(TOML)
