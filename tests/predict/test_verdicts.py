@@ -152,6 +152,7 @@ def test_stored_timings_are_reused_only_for_the_same_binaries(tmp_path, monkeypa
     assert set(vd.load_native(store)["pairs"]) == {"aa:bb", "aa:cc"}
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which(X86.cc) is None or shutil.which(X86.qemu) is None,
                     reason="the x86_64 compiler and QEMU are needed")
 def test_two_real_pairs_build_simulate_and_score(cache_dir):

@@ -192,6 +192,7 @@ def test_filters_and_native_timing_with_pytest_benchmark(pytester, user_project)
     assert rows[0].native_s == bench[0]["stats"]["median"] and rows[0].stats.insts == info["stats"]["insts"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args, needle", [
     (["--perfguard", "--perfguard-kernels", "nope"], "perfguard: --perfguard-kernels: unknown kernel 'nope'"),
     (["--perfguard", "--perfguard-targets", "vax"], "perfguard: --perfguard-targets: unknown target 'vax' (known: "),
