@@ -205,6 +205,7 @@ def pr_workspace(project, tmp_path):
     return workspace, temp, pr_event(17, "main", base, head)
 
 
+@pytest.mark.slow
 def test_action_on_a_pull_request_that_regresses_one_kernel(pr_workspace):
     workspace, temp, event = pr_workspace
     runner = LocalRunner(workspace, temp, event)
@@ -243,6 +244,7 @@ def test_action_on_a_pull_request_that_regresses_one_kernel(pr_workspace):
     assert caches[0]["key"].startswith("perfguard-setup-Linux-X64-") and caches[1]["path"] == str(temp / "perfguard-cache")
 
 
+@pytest.mark.slow
 def test_action_shards_then_merge_give_one_verdict(pr_workspace):
     workspace, temp, event = pr_workspace
     runner = LocalRunner(workspace, temp, event)
@@ -262,6 +264,7 @@ def test_action_shards_then_merge_give_one_verdict(pr_workspace):
     assert (Path(outputs["report"]) / "comment" / "pr-number").read_text().strip() == "17"
 
 
+@pytest.mark.slow
 def test_action_without_a_pull_request_compares_with_the_working_tree(pr_workspace):
     workspace, temp, _ = pr_workspace
     runner = LocalRunner(workspace, temp, {"ref": "refs/heads/faster-gemm"}, event_name="push")
@@ -337,6 +340,7 @@ def test_recalibrate_retrains_only_what_drifted(project, tmp_path, monkeypatch, 
 
 # -- mode: compare ----------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_action_compare_mode_measures_the_merge_base_instead_of_reading_baselines(pr_workspace):
     workspace, temp, event = pr_workspace
     for path in (workspace / "baselines").rglob("*.json"):  # no committed baseline is needed: drop them all
