@@ -409,6 +409,7 @@ FAMILIES = [
 ]
 
 
+@pytest.mark.slow
 @needs_valgrind
 @needs_toolchain
 def test_crosscheck_every_family(cache_dir):
