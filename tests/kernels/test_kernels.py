@@ -76,6 +76,7 @@ def test_default_params_build_and_match_reference(name):
     _run_and_check(get_family(name), {})
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", FAMILY_NAMES)
 def test_space_variants_match_reference(name):
     family = get_family(name)
@@ -90,6 +91,7 @@ def test_float64_variant_matches_reference(name):
         _run_and_check(family, params, rtol=1e-9)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", FAMILY_NAMES)
 def test_cross_targets_build_objects(name, tmp_path):
     family = get_family(name)
