@@ -213,6 +213,7 @@ def test_without_a_numpy_reference_it_says_self_consistency_only(tmp_path, cache
     assert "self-consistency only" not in (reports / "summary.md").read_text()
 
 
+@pytest.mark.slow
 def test_require_reference(tmp_path, cache_dir, capsys):
     root = tmp_path / "p"
     code, out, result = run(root, cache_dir, "double", "{ n = 64 }", "", capsys)

@@ -68,6 +68,7 @@ def test_fault_is_exit_3_with_a_partial_report_and_baselines_kept(name, work, ca
         assert run.notes["next"].code == 0
 
 
+@pytest.mark.slow
 def test_full_disk_while_writing_baselines_keeps_every_old_file(work, cache_dir):
     run = run_scenario("full disk: baselines", work, cache_dir)
     assert run.code == 3, run.out
@@ -153,6 +154,7 @@ def test_lock_is_reentrant_in_a_process(tmp_path):
     assert not path.exists()
 
 
+@pytest.mark.slow
 def test_report_of_an_interrupted_check_validates_against_the_schema(work, cache_dir):
     jsonschema = pytest.importorskip("jsonschema")
     run = run_scenario("CI cancel (SIGTERM, -j 1)", work, cache_dir)

@@ -219,6 +219,7 @@ def test_drift_without_model_is_exit_2(project, capsys):
     assert "no model for gemm on x86_64" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_base_ref_reads_models_from_the_base_revision_too(project, capsys):
     """A PR that slows a kernel and swaps in a model that cannot see it is still caught."""
     import git

@@ -274,6 +274,7 @@ def test_action_without_a_pull_request_compares_with_the_working_tree(pr_workspa
     assert not (Path(outputs["report"]) / "comment").exists()
 
 
+@pytest.mark.slow
 def test_action_bad_input_is_one_annotated_error(pr_workspace):
     workspace, temp, event = pr_workspace
     runner = LocalRunner(workspace, temp, event)

@@ -424,6 +424,7 @@ def test_crosscheck_every_family(cache_dir):
     assert gemv.stats.l2_misses > 60000  # the matrix does not fit in L2: the L2 bound was tested
 
 
+@pytest.mark.slow
 @needs_valgrind
 @needs_toolchain
 def test_check_with_cachegrind_then_refuses_qemu_baselines(project, capsys):
