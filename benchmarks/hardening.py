@@ -3,8 +3,8 @@
     python benchmarks/hardening.py [--examples 1000] [--writer-rounds 40] [--update-pairs 5]
 
 Runs, in one invocation and with a fresh build cache:
-- every row of the bad-input catalogue (tests/test_bad_input.py, listed in docs/bad-input.md);
-- each reader's property (tests/test_fuzz.py) on --examples generated inputs, counting what
+- every row of the bad-input catalogue (tests/input/test_bad_input.py, listed in docs/bad-input.md);
+- each reader's property (tests/input/test_fuzz.py) on --examples generated inputs, counting what
   parsed, what was rejected with perfguard's own error, and anything else (a crash);
 - every fault scenario of tests/faultlib.py (a simulator that crashes, hangs, runs out of
   memory or is killed, a failing compiler, cut statistics, full disks, Ctrl-C, SIGTERM);
@@ -34,8 +34,8 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from tests import faultlib as F  # noqa: E402
-from tests import test_bad_input as catalogue  # noqa: E402
-from tests import test_fuzz as fuzz  # noqa: E402
+from tests.input import test_bad_input as catalogue  # noqa: E402
+from tests.input import test_fuzz as fuzz  # noqa: E402
 
 Row = tuple[str, str, str, int, int]  # (part, what, tried, baselines lost, wrong verdicts)
 

@@ -47,7 +47,7 @@ while IFS= read -r line; do
     *) if [ "$unvalidated" = 1 ]; then wanted+=("$pkg"); else wanted+=("$pkg=$version"); fi ;;
   esac
 done < scripts/toolchain.lock
-# The test extras also need a headless browser (tests/test_report_browser.py opens the HTML
+# The test extras also need a headless browser (tests/report/test_report_browser.py opens the HTML
 # report); its version does not touch any statistic, so it is not pinned.
 case ",${PERFGUARD_EXTRAS:-}," in
   *,test,*) dpkg-query -W -f='${Status}' chromium 2>/dev/null | grep -q "install ok installed" || wanted+=(chromium) ;;

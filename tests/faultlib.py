@@ -1,4 +1,4 @@
-"""Fault injection for tests/test_faults.py, tests/test_bad_input.py and benchmarks/hardening.py.
+"""Fault injection for tests/end_to_end/test_faults.py, tests/input/test_bad_input.py and benchmarks/hardening.py.
 
 Faulty tools are small Python scripts put first on PATH under the real tool's name
 (`qemu-aarch64`, `aarch64-linux-gnu-gcc`): they answer `--version` and `-h` like the real

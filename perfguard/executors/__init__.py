@@ -12,25 +12,28 @@ import argparse
 from perfguard.errors import InputError
 from perfguard.executors.base import Executor, default_workers
 from perfguard.executors.local import LocalExecutor
+from perfguard.registry import Registry
 
-EXECUTOR_NAMES = ("local", "dask")
+EXECUTORS = Registry("executor", {  # dask imported only when asked for
+    "local": "perfguard.executors.local:LocalExecutor",
+    "dask": "perfguard.executors.dask:DaskExecutor",
+})
 
-__all__ = ["EXECUTOR_NAMES", "Executor", "LocalExecutor", "add_executor_options", "default_workers",
+EXECUTOR_NAMES = EXECUTORS.names
+
+__all__ = ["EXECUTORS", "EXECUTOR_NAMES", "Executor", "LocalExecutor", "add_executor_options", "default_workers",
            "executor_from_args", "make_executor"]
 
 
 def make_executor(name: str = "local", workers: int | None = None, scheduler: str | None = None) -> Executor:
     if workers is not None and workers < 1:
         raise InputError(f"workers = {workers}: must be at least 1")
+    cls = EXECUTORS.load(name)
     if name == "local":
         if scheduler:
             raise InputError("--scheduler needs --executor dask")
-        return LocalExecutor(workers)
-    if name == "dask":
-        from perfguard.executors.dask import DaskExecutor
-
-        return DaskExecutor(scheduler, workers)
-    raise InputError(f"unknown executor '{name}' (one of {', '.join(EXECUTOR_NAMES)})")
+        return cls(workers)
+    return cls(scheduler, workers)
 
 
 def add_executor_options(parser: argparse.ArgumentParser) -> None:

@@ -8,6 +8,7 @@ damaged file is an input error naming it, and is never rewritten by a check.
 
 from __future__ import annotations
 
+import abc
 import json
 import re
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ from perfguard import __version__, jsonfile
 from perfguard.atomic import atomic_write_many
 from perfguard.errors import InputError
 from perfguard.guard.lock import baselines_lock
+from perfguard.predict.store import ModelFiles
 from perfguard.sim.stats import Stats
 
 SCHEMA_VERSION = 2  # 2: "stats" may carry the block profile ("blocks")
@@ -104,7 +106,26 @@ def parse_baseline(text: str | bytes, source: str) -> Baseline:
     )
 
 
-class BaselineStore:
+class BaselineSource(abc.ABC):
+    """Where a check reads its baselines from: the working tree (BaselineStore), a git revision
+    (GitBaselineStore, `check --base`) or the base revision's fresh measurements (`compare`)."""
+
+    @abc.abstractmethod
+    def path(self, target: str, kernel: str) -> Path | str:
+        """Where the baseline of `kernel` on `target` is read from, for messages."""
+
+    @abc.abstractmethod
+    def read(self, target: str, kernel: str) -> Baseline | None:
+        """The baseline, None when there is none; an input error when it cannot be used."""
+
+    def models(self) -> ModelFiles | None:
+        """Where calibrated models are read from: None for the working tree's files. A source at
+        another revision reads them from that revision too, so a pull request cannot swap the
+        yardstick both sides are measured with."""
+        return None
+
+
+class BaselineStore(BaselineSource):
     """Baselines in a folder of the working tree."""
 
     def __init__(self, root: Path):

@@ -11,13 +11,14 @@ from perfguard.config import Config, KernelSpec
 from perfguard.errors import EXIT_INFRA, EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, InfraError, InputError
 from perfguard.executors import Executor, LocalExecutor
 from perfguard.guard.attribution import block_changes
-from perfguard.guard.baselines import Baseline, BaselineStore
+from perfguard.guard.baselines import Baseline, BaselineSource, BaselineStore
 from perfguard.guard.compare import ERROR, REGRESSION, Verdict, judge, toolchain_summary
 from perfguard.jsonfile import now_iso
 from perfguard.pipeline import Job, JobResult, run_job
 from perfguard.predict.analytical import AnalyticalModel
 from perfguard.predict.pipeline import PipelineModel
 from perfguard.predict.select import predictor_for
+from perfguard.predict.store import ModelFiles
 
 
 @dataclass
@@ -35,7 +36,7 @@ class Outcome:
 @dataclass
 class CheckRun:
     outcomes: list[Outcome] = field(default_factory=list)
-    models: object = None  # where calibrated models were read from (None: the working tree)
+    models: ModelFiles | None = None  # where calibrated models were read from (None: the working tree)
     interrupted: bool = False  # Ctrl-C or SIGTERM stopped the measuring: some results are missing
     allow_errors: bool = False  # --allow-errors: errors stay errors in the report, the exit code ignores them
     # --fail-on-toolchain-change: a toolchain other than the baselines' exits 3 (the environment is
@@ -132,7 +133,7 @@ def run_check(
     workers: int | None = None,
     threshold: float | None = None,
     on_result: Callable[[int, JobResult], None] | None = None,
-    store: BaselineStore | None = None,  # or any store with path() and read(), e.g. GitBaselineStore
+    store: BaselineSource | None = None,  # default: the working tree's baselines
     executor: Executor | None = None,  # default: a local pool of `workers`
     partial: bool = False,  # on Ctrl-C, judge what finished (the rest are errors) instead of raising
 ) -> CheckRun:
@@ -144,11 +145,11 @@ def run_check(
 
 
 def judge_results(config: Config, jobs: list[Job], results: list[JobResult], threshold: float | None = None,
-                  store: BaselineStore | None = None, interrupted: bool = False) -> CheckRun:
+                  store: BaselineSource | None = None, interrupted: bool = False) -> CheckRun:
     """Verdicts for measured results against `store`'s baselines (the working tree's by default;
     a git revision's, or another revision's measured results for `perfguard compare`)."""
     store = BaselineStore(config.baseline_dir) if store is None else store
-    models = getattr(store, "read_file", None) and store  # under --base, models come from that revision too
+    models = store.models()
     run = CheckRun(models=models, interrupted=interrupted)
     for job, result in zip(jobs, results):
         limit = config.kernel_threshold(job.kernel, threshold)

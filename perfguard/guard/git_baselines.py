@@ -12,11 +12,11 @@ from __future__ import annotations
 from pathlib import Path, PurePosixPath
 
 from perfguard.errors import InputError
-from perfguard.guard.baselines import Baseline, baseline_path, parse_baseline
+from perfguard.guard.baselines import Baseline, BaselineSource, baseline_path, parse_baseline
 
 
-class GitBaselineStore:
-    """Read-only baselines/<target>/<kernel>.json as they are in `ref`; same read() as BaselineStore."""
+class GitBaselineStore(BaselineSource):
+    """Read-only baselines/<target>/<kernel>.json as they are in `ref`; calibrated models too."""
 
     def __init__(self, baseline_dir: Path, ref: str):
         import git
@@ -50,11 +50,11 @@ class GitBaselineStore:
         relative = baseline_path(Path(), target, kernel).as_posix()
         return f"{self.ref} ({self.sha[:12]}):{(self.prefix / relative).as_posix()}"
 
-    def read_file(self, relative: str) -> tuple[str, str] | None:
-        """(text, label) of baselines/<relative> at the revision, None when it has no such file.
+    def models(self) -> GitBaselineStore:
+        return self
 
-        Calibrated models come from here too under --base: a pull request must not be able
-        to swap the yardstick both sides are measured with."""
+    def read_file(self, relative: str) -> tuple[str, str] | None:
+        """(text, label) of baselines/<relative> at the revision, None when it has no such file."""
         label = f"{self.ref} ({self.sha[:12]}):{(self.prefix / relative).as_posix()}"
         try:
             blob = self.commit.tree / (self.prefix / relative).as_posix()

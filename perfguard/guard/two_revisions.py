@@ -13,7 +13,7 @@ import dataclasses
 
 from perfguard.config import Config, KernelSpec
 from perfguard.errors import InputError
-from perfguard.guard.baselines import Baseline
+from perfguard.guard.baselines import Baseline, BaselineSource
 from perfguard.guard.check import CheckRun, Outcome, judge_results
 from perfguard.guard.compare import REMOVED, Verdict
 from perfguard.guard.revisions import Side, as_baseline
@@ -21,8 +21,8 @@ from perfguard.pipeline import Job, JobResult
 from perfguard.predict.select import predictor_for
 
 
-class SideStore:
-    """The base revision's measurements, read like committed baselines (path/read/read_file)."""
+class SideStore(BaselineSource):
+    """The base revision's measurements, read like committed baselines; its calibrated models too."""
 
     def __init__(self, side: Side):
         self.side = side
@@ -35,6 +35,9 @@ class SideStore:
         if result is None:
             return None
         return as_baseline(result, self.side, 0.0, "")
+
+    def models(self) -> SideStore:
+        return self
 
     def read_file(self, relative: str) -> tuple[str, str] | None:
         """A file under the base revision's baseline folder (its calibrated models)."""

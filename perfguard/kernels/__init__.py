@@ -2,23 +2,19 @@
 
 from __future__ import annotations
 
-import importlib
-
-from perfguard.errors import InputError
 from perfguard.kernels.base import Family
+from perfguard.registry import Registry
 
-_FAMILY_MODULES = {
-    "gemm": "perfguard.kernels.gemm",
-    "gemv": "perfguard.kernels.gemv",
-    "conv2d": "perfguard.kernels.conv2d",
-    "depthwise_conv2d": "perfguard.kernels.depthwise",
-    "dense_relu": "perfguard.kernels.dense_relu",
-}
+FAMILIES = Registry("kernel family", {
+    "gemm": "perfguard.kernels.gemm:FAMILY",
+    "gemv": "perfguard.kernels.gemv:FAMILY",
+    "conv2d": "perfguard.kernels.conv2d:FAMILY",
+    "depthwise_conv2d": "perfguard.kernels.depthwise:FAMILY",
+    "dense_relu": "perfguard.kernels.dense_relu:FAMILY",
+}, listing="built-in:")
 
-FAMILY_NAMES = tuple(_FAMILY_MODULES)
+FAMILY_NAMES = FAMILIES.names
 
 
 def get_family(name: str) -> Family:
-    if name not in _FAMILY_MODULES:
-        raise InputError(f"unknown kernel family '{name}' (built-in: {', '.join(FAMILY_NAMES)})")
-    return importlib.import_module(_FAMILY_MODULES[name]).FAMILY
+    return FAMILIES.load(name)

@@ -16,14 +16,15 @@ from perfguard.config import MODEL_NAMES, _default_cache_dir
 from perfguard.errors import InputError
 from perfguard.predict.analytical import AnalyticalModel
 from perfguard.predict.base import Predictor
-from perfguard.predict.store import StoredModel, load_model, model_path
+from perfguard.predict.store import ModelFiles, StoredModel, load_model, model_path
 from perfguard.targets import TargetProfile
 
 _LOADED: dict[tuple[str, float], StoredModel] = {}
 
 
-def stored_model(baseline_dir: Path, target: str, family: str | None, source=None) -> StoredModel | None:
-    """The model for a target and family; `source` (a GitBaselineStore) reads it from a revision."""
+def stored_model(baseline_dir: Path, target: str, family: str | None,
+                 source: ModelFiles | None = None) -> StoredModel | None:
+    """The model for a target and family; `source` reads it from a revision (None: the working tree)."""
     if family is None:
         return None
     path = model_path(baseline_dir, target, family)
@@ -44,7 +45,7 @@ BLOCK_PROFILE_SIMULATORS = ("qemu",)
 
 
 def predictor_for(profile: TargetProfile, family: str | None, simulator: str = "qemu",
-                  baseline_dir: Path | None = None, source=None, cache_dir: Path | None = None,
+                  baseline_dir: Path | None = None, source: ModelFiles | None = None, cache_dir: Path | None = None,
                   model: str = "auto") -> Predictor:
     if model == "analytical":
         return AnalyticalModel(profile)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -30,6 +30,14 @@ class StoredModel:
     predictor: CalibratedPredictor
     meta: dict[str, Any]
     path: Path
+
+
+class ModelFiles(Protocol):
+    """Calibrated models read from somewhere other than the working tree: a git revision's tree
+    (`check --base`) or the base revision of `perfguard compare`."""
+
+    def read_file(self, relative: str) -> tuple[str, str] | None:
+        """(text, label for messages) of baselines/<relative>; None when there is no such file."""
 
 
 def model_path(root: Path, target: str, family: str) -> Path:

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import abc
-import importlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from perfguard.errors import InputError
+from perfguard.registry import Registry
 from perfguard.sim.stats import Stats
 from perfguard.targets import TargetProfile
 
@@ -38,23 +37,14 @@ class Simulator(abc.ABC):
         """Simulate `binary args...`; InfraError on crash, timeout or unreadable output."""
 
 
-_BACKENDS = {
+SIMULATORS = Registry("simulator", {
     "qemu": "perfguard.sim.qemu:QemuSimulator",
     "gem5": "perfguard.sim.gem5:Gem5Simulator",
     "cachegrind": "perfguard.sim.cachegrind:CachegrindSimulator",
-}
+})
 
-SIMULATOR_NAMES = tuple(_BACKENDS)
+SIMULATOR_NAMES = SIMULATORS.names
 
 
 def get_simulator(name: str, cache_dir: Path) -> Simulator:
-    if name not in _BACKENDS:
-        raise InputError(f"unknown simulator '{name}' (one of {', '.join(SIMULATOR_NAMES)})")
-    module_name, class_name = _BACKENDS[name].split(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name == module_name:
-            raise InputError(f"simulator '{name}' is not available in this perfguard version") from None
-        raise
-    return getattr(module, class_name)(cache_dir=cache_dir)
+    return SIMULATORS.load(name)(cache_dir=cache_dir)

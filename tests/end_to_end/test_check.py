@@ -1,0 +1,250 @@
+"""perfguard check end to end: real TVM builds, real cross compilers, real QEMU with the plugin."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from perfguard.cli import main
+from tests.conftest import REPO
+
+ISAS = ["x86_64", "aarch64", "riscv64"]
+
+# One small kernel per built-in family: every output is checked against numpy on every ISA.
+FAMILIES_TOML = """
+[perfguard]
+targets = ["x86_64", "aarch64", "riscv64"]
+threshold = 1.0
+
+[[kernel]]
+name = "gemm_s"
+entry = "perfguard.kernels.gemm:gemm"
+family = "gemm"
+params = { M = 32, N = 32, K = 32, tile_m = 8, tile_n = 16, tile_k = 8, vector = 8 }
+
+[[kernel]]
+name = "gemv_s"
+entry = "perfguard.kernels.gemv:gemv"
+family = "gemv"
+params = { M = 64, K = 128 }
+
+[[kernel]]
+name = "conv_s"
+entry = "perfguard.kernels.conv2d:conv2d"
+family = "conv2d"
+params = { C = 8, H = 8, W = 8, F = 8 }
+
+[[kernel]]
+name = "dw_s"
+entry = "perfguard.kernels.depthwise:depthwise_conv2d"
+family = "depthwise_conv2d"
+params = { C = 8, H = 10, W = 10 }
+
+[[kernel]]
+name = "dense_s"
+entry = "perfguard.kernels.dense_relu:dense_relu"
+family = "dense_relu"
+params = { B = 4, I = 64, O = 32 }
+"""
+
+
+def report(config: Path) -> dict:
+    return json.loads((config.parent / "reports" / "perfguard.json").read_text())
+
+
+def by_key(data: dict) -> dict:
+    return {(r["kernel"], r["target"]): r for r in data["results"]}
+
+
+@pytest.mark.slow
+def test_every_family_on_every_isa_then_unchanged_and_cached(project, capsys):
+    config = project(FAMILIES_TOML)
+    assert main(["baseline", "update", "--config", str(config), "-j", "2"]) == 0
+    for isa in ISAS:
+        for kernel in ("gemm_s", "gemv_s", "conv_s", "dw_s", "dense_s"):
+            saved = json.loads((config.parent / "baselines" / isa / f"{kernel}.json").read_text())
+            assert saved["stats"]["insts"] > 1000 and saved["predicted_time_s"] > 0
+            assert saved["simulator"] == "qemu" and saved["target"] == isa
+    capsys.readouterr()
+
+    assert main(["check", "--config", str(config), "-j", "2"]) == 0
+    data = report(config)
+    assert len(data["results"]) == 15
+    for r in data["results"]:
+        assert r["verdict"] == "unchanged", r
+        assert r["delta_pct"] == 0.0
+        # Built and simulated during `baseline update`: this run hit the cache everywhere.
+        assert r["rebuilt"] is False and r["resimulated"] is False
+    out = capsys.readouterr().out
+    assert "no regressions" in out and "gemm_s" in out
+    assert (config.parent / "reports" / "index.html").read_text().count("unchanged") >= 15
+
+
+def _copy_repo_config(tmp_path: Path, cache_dir: Path, replace: tuple[str, str] | None) -> Path:
+    work = tmp_path / "repo"
+    work.mkdir()
+    text = (REPO / "perfguard.toml").read_text()
+    text = text.replace("[perfguard]\n", f'[perfguard]\ncache_dir = "{cache_dir}"\n', 1)
+    if replace:
+        assert replace[0] in text
+        text = text.replace(*replace)
+    (work / "perfguard.toml").write_text(text)
+    shutil.copytree(REPO / "baselines", work / "baselines")
+    return work / "perfguard.toml"
+
+
+GEMM_LINE = 'params = { M = 256, N = 256, K = 256, dtype = "float32", tile_m = 32, tile_n = 32, tile_k = 4, vector = 8, unroll = 4 }'
+
+
+@pytest.mark.slow
+def test_injected_regression_is_caught(tmp_path, cache_dir, capsys):
+    # tile_n = 256 with tile_k = 256: each tile streams a 256 KiB panel of B, thrashing L1D.
+    worse = GEMM_LINE.replace("tile_n = 32, tile_k = 4", "tile_n = 256, tile_k = 256").replace("vector = 8", "vector = 1")
+    config = _copy_repo_config(tmp_path, cache_dir, (GEMM_LINE, worse))
+    code = main(["check", "--config", str(config), "--kernels", "gemm_256,gemv_1024", "--targets", "aarch64,x86_64"])
+    out = capsys.readouterr().out
+    assert code == 1, out
+    results = by_key(report(config))
+    for isa in ("aarch64", "x86_64"):
+        assert results[("gemm_256", isa)]["verdict"] == "regression"
+        assert results[("gemm_256", isa)]["delta_pct"] > 1.0
+        assert results[("gemv_1024", isa)]["verdict"] == "unchanged"
+        assert results[("gemv_1024", isa)]["delta_pct"] == 0.0
+    assert "gemm_256" in out and "regression" in out
+
+
+@pytest.mark.slow
+def test_real_improvement_is_reported(tmp_path, cache_dir, capsys):
+    # tile_m = 16, tile_k = 8: an improvement under the analytical model (-40 %: a quarter of the
+    # loop overhead) and under the pipeline model (-1.8 %), whichever the committed baseline allows.
+    better = GEMM_LINE.replace("tile_m = 32", "tile_m = 16").replace("tile_k = 4", "tile_k = 8")
+    config = _copy_repo_config(tmp_path, cache_dir, (GEMM_LINE, better))
+    code = main(["check", "--config", str(config), "--kernels", "gemm_256", "--targets", "x86_64"])
+    assert code == 0, capsys.readouterr().out
+    result = by_key(report(config))[("gemm_256", "x86_64")]
+    assert result["verdict"] == "improvement" and result["delta_pct"] < -1.0
+
+
+USER_KERNEL = '''
+import tvm
+from tvm import te
+
+
+def scale_add(n=256, alpha=2.0):
+    A = te.placeholder((n,), "float32", name="A")
+    B = te.placeholder((n,), "float32", name="B")
+    C = te.compute((n,), lambda i: A[i] * alpha + B[i], name="C")
+    return tvm.IRModule({"main": te.create_prim_func([A, B, C])})
+
+
+def broken(n=64):
+    A = te.placeholder((n,), "float32", name="A")
+    C = te.compute((n,), lambda i: A[i] * 2.0, name="C")
+    return tvm.IRModule({"main": te.create_prim_func([A, C])})
+
+
+def wrong_reference(inputs, n=64):
+    return [inputs[0] * 3.0]
+
+
+def not_a_module(n=1):
+    return 42
+'''
+
+
+@pytest.mark.slow
+def test_user_kernel_with_tvm_host_reference(project, capsys):
+    config = project(
+        """
+        [perfguard]
+        targets = ["riscv64"]
+
+        [[kernel]]
+        name = "saxpy"
+        entry = "mykernels.ops:scale_add"
+        family = "elementwise"
+        params = { n = 512 }
+        """,
+        {"mykernels/__init__.py": "", "mykernels/ops.py": USER_KERNEL},
+    )
+    assert main(["check", "--config", str(config)]) == 0
+    result = by_key(report(config))[("saxpy", "riscv64")]
+    assert result["verdict"] == "new"
+    assert result["stats"]["loads"] >= 1024 // 8  # two 512-element inputs were read
+
+
+@pytest.mark.parametrize(
+    "kernel_toml, code, needle",
+    [
+        ('entry = "mykernels.missing:f"', 2, "cannot import 'mykernels.missing'"),
+        ('entry = "mykernels.ops:not_a_module"', 2, "expected a tvm IRModule"),
+        ('entry = "perfguard.kernels.gemm:gemm"\nfamily = "gemm"\nparams = { M = 64, tile_m = 48 }', 2,
+         "'tile_m' = 48 does not divide 'M' = 64"),
+        ('entry = "perfguard.kernels.gemm:gemm"\nfamily = "gemm"\nparams = { M = 64, tile_z = 4 }', 2,
+         "unknown parameter 'tile_z'"),
+        ('entry = "mykernels.ops:broken"\nreference = "mykernels.ops:wrong_reference"', 3, "wrong result"),
+    ],
+)
+def test_bad_kernels(project, capsys, kernel_toml, code, needle):
+    config = project(
+        '[perfguard]\ntargets = ["aarch64"]\n\n[[kernel]]\nname = "k"\n' + kernel_toml + "\n",
+        {"mykernels/__init__.py": "", "mykernels/ops.py": USER_KERNEL},
+    )
+    assert main(["check", "--config", str(config)]) == code
+    out = capsys.readouterr().out
+    assert needle in " ".join(out.split()), out
+    result = report(config)["results"][0]
+    assert result["verdict"] == "error" and needle in result["error"]
+
+
+@pytest.mark.parametrize("field, value, needle", [
+    ("cc", "no-such-linux-gnu-gcc", "cross compiler 'no-such-linux-gnu-gcc' not found"),
+    ("qemu", "qemu-no-such-arch", "qemu-no-such-arch"),
+])
+def test_missing_toolchain_is_exit_3(project, capsys, field, value, needle):
+    config = project(
+        f"""
+        [perfguard]
+        targets = ["odd"]
+
+        [target.odd]
+        base = "aarch64"
+        {field} = "{value}"
+
+        [[kernel]]
+        name = "g"
+        entry = "perfguard.kernels.gemm:gemm"
+        family = "gemm"
+        params = {{ M = 16, N = 16, K = 16 }}
+        """
+    )
+    assert main(["check", "--config", str(config)]) == 3
+    assert needle in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_corrupted_baseline_is_exit_2_and_untouched(project, capsys):
+    config = project(
+        """
+        [perfguard]
+        targets = ["aarch64"]
+
+        [[kernel]]
+        name = "g"
+        entry = "perfguard.kernels.gemm:gemm"
+        family = "gemm"
+        params = { M = 16, N = 16, K = 16 }
+        """
+    )
+    path = config.parent / "baselines" / "aarch64" / "g.json"
+    path.parent.mkdir(parents=True)
+    damaged = b'{"schema": 1, "kernel": "g", "stats": {"insts": 12'
+    path.write_bytes(damaged)
+    assert main(["check", "--config", str(config)]) == 2
+    out = " ".join(capsys.readouterr().out.split())
+    assert "g.json: corrupted baseline" in out
+    assert path.read_bytes() == damaged

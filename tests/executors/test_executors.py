@@ -1,0 +1,149 @@
+"""Executors: the local pool and Dask distributed run the same jobs to the same results."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from perfguard.cli import main
+from perfguard.config import KernelSpec
+from perfguard.errors import InfraError, InputError
+from perfguard.executors import LocalExecutor, make_executor
+from perfguard.executors.dask import WORKER_CACHE_ENV, DaskExecutor, on_worker
+from perfguard.pipeline import Job, run_job
+from perfguard.targets import BUILTIN
+
+distributed = pytest.importorskip("distributed")
+
+GEMM = "perfguard.kernels.gemm:gemm"
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A real two-worker Dask cluster, started apart from perfguard as a user's would be."""
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                  dashboard_address=":0", silence_logs=40) as c:
+        yield c
+
+
+def _jobs(cache: Path) -> list[Job]:
+    shapes = [dict(M=32, N=32, K=32, tile_m=t, vector=v) for t, v in ((4, 1), (8, 4), (16, 8))]
+    return [Job(KernelSpec(f"g{i}", GEMM, "gemm", params), BUILTIN[target], Path("."), cache, "qemu", 300.0, 1, 1)
+            for i, params in enumerate(shapes) for target in ("aarch64", "riscv64")]
+
+
+def _fingerprint(results) -> list[tuple]:
+    return [(r.kernel, r.target, r.ok, r.content_hash, r.binary_hash, r.stats.canonical_json(), r.max_error)
+            for r in results]
+
+
+@pytest.mark.slow
+def test_dask_and_local_give_identical_results(cluster, tmp_path):
+    """Each executor simulates from scratch (its own cache), so equality is not a cache hit."""
+    seen: list[int] = []
+    with LocalExecutor(2) as local:
+        local_results = local.map(run_job, _jobs(tmp_path / "local"))
+    with make_executor("dask", scheduler=cluster.scheduler_address) as dask:
+        assert dask.workers == 2 and "dask cluster" in dask.describe()
+        dask_results = dask.map(run_job, _jobs(tmp_path / "dask"), on_result=lambda i, r: seen.append(i))
+    assert all(r.ok and r.resimulated for r in local_results + dask_results)
+    assert _fingerprint(dask_results) == _fingerprint(local_results)  # and in submission order
+    assert sorted(seen) == list(range(len(dask_results)))
+
+
+@pytest.mark.slow
+def test_check_on_a_dask_cluster_reports_what_the_local_pool_reports(cluster, project):
+    config = project("""
+        [perfguard]
+        targets = ["aarch64", "riscv64"]
+
+        [[kernel]]
+        name = "gemm_small"
+        entry = "perfguard.kernels.gemm:gemm"
+        family = "gemm"
+        params = { M = 32, N = 32, K = 16, vector = 4 }
+        """)
+    reports = []
+    for extra in (["-j", "1"], ["--executor", "dask", "--scheduler", cluster.scheduler_address]):
+        assert main(["check", "--config", str(config), *extra]) == 0
+        data = json.loads((config.parent / "reports" / "perfguard.json").read_text())
+        reports.append([(r["kernel"], r["target"], r["stats"], r["current_time_s"]) for r in data["results"]])
+    assert reports[0] == reports[1] and len(reports[0]) == 2
+
+
+def test_local_executor_submit_and_results_in_order():
+    with LocalExecutor(1) as inline:
+        assert inline.submit(abs, -3).result() == 3
+        future = inline.submit(int, "x")  # a failing job raises from result(), as a pool's would
+        with pytest.raises(ValueError):
+            future.result()
+    order: list[int] = []
+    assert LocalExecutor(2).map(abs, [-1, -2, -3], on_result=lambda i, r: order.append(i)) == [1, 2, 3]
+    assert sorted(order) == [0, 1, 2]
+
+
+def test_worker_cache_override(tmp_path, monkeypatch):
+    job = _jobs(tmp_path / "submitter")[0]
+    monkeypatch.setenv(WORKER_CACHE_ENV, str(tmp_path / "worker"))
+    assert on_worker(lambda j: j.cache_dir, job) == tmp_path / "worker"
+    monkeypatch.delenv(WORKER_CACHE_ENV)
+    assert on_worker(lambda j: j.cache_dir, job) == tmp_path / "submitter"
+
+
+def test_executor_errors_are_clear():
+    with pytest.raises(InputError, match="--scheduler needs --executor dask"):
+        make_executor("local", scheduler="tcp://127.0.0.1:8786")
+    with pytest.raises(InputError, match="unknown executor"):
+        make_executor("ray")
+    with pytest.raises(InputError, match="scheduler file not found"):
+        make_executor("dask", scheduler="/nonexistent/scheduler.json")
+    with pytest.raises(InfraError, match="cannot reach the Dask scheduler at tcp://127.0.0.1:9"):
+        DaskExecutor("tcp://127.0.0.1:9", timeout=2)
+
+
+@pytest.mark.slow
+def test_tuning_runs_the_same_trials_on_either_executor(cluster, project):
+    from perfguard.config import load_config
+    from perfguard.tune.session import tune_kernel
+
+    config = load_config(project("""
+        [perfguard]
+        targets = ["riscv64"]
+
+        [[kernel]]
+        name = "gemm_tiny"
+        entry = "perfguard.kernels.gemm:gemm"
+        family = "gemm"
+        params = { M = 16, N = 16, K = 16 }
+        """))
+    runs = []
+    for executor in (LocalExecutor(2), make_executor("dask", scheduler=cluster.scheduler_address)):
+        with executor:
+            result = tune_kernel(config, config.kernel("gemm_tiny"), config.profile("riscv64"), executor,
+                                 strategy="knobs", trials=5, batch=2)
+        runs.append([(t.params, t.ok, t.predicted_s, t.stats) for t in result.trials])
+    assert runs[0] == runs[1] and len(runs[0]) == 5
+
+
+@pytest.mark.slow
+def test_calibration_on_workers_with_their_own_cache(tmp_path, project, monkeypatch):
+    """Workers build into a cache the submitting machine cannot see; it rebuilds before timing."""
+    monkeypatch.setenv(WORKER_CACHE_ENV, str(tmp_path / "worker-cache"))
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                  dashboard_address=":0", silence_logs=40) as remote:
+        monkeypatch.delenv(WORKER_CACHE_ENV)
+        config = project("""
+            [perfguard]
+            targets = ["x86_64"]
+            """)
+        groups = tmp_path / "groups.json"
+        groups.write_text(json.dumps([{"M": 64, "N": 64, "K": 64}, {"M": 64, "N": 32, "K": 64}]))
+        assert main(["calibrate", "collect", "--config", str(config), "--target", "x86_64", "--family", "gemm",
+                     "--variants", "2", "--groups", str(groups), "--executor", "dask",
+                     "--scheduler", remote.scheduler_address, "--max-cv", "100"]) == 0
+    rows = json.loads((config.parent / "baselines/datasets/x86_64/gemm.json").read_text())["rows"]
+    # Every variant was timed here (--max-cv 100: no timing rejected as unsteady, however busy the machine).
+    assert len({r["group"] for r in rows}) == 2 and all(r["native_s"] > 0 for r in rows)
+    assert any((tmp_path / "worker-cache" / "builds").rglob("harness"))  # simulated remotely

@@ -1,0 +1,101 @@
+"""A perfguard killed outright (SIGKILL: the OOM killer, a runner that kills only the main
+process) leaves no pool worker, no Dask worker of the local cluster it started and no simulator
+running behind it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from tests.conftest import REPO
+
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(shutil.which("qemu-aarch64") is None, reason="needs qemu-aarch64 (scripts/setup.sh)")]
+
+# Two kernels that each simulate for several seconds, so every pool worker (or, with -j 1, the
+# main process itself) is busy in QEMU when the main process is killed.
+PROJECT = """\
+[perfguard]
+targets = ["aarch64"]
+cache_dir = "{cache}"
+
+[[kernel]]
+name = "gemm_a"
+entry = "perfguard.kernels.gemm:gemm"
+family = "gemm"
+params = {{ M = 384, N = 384, K = 384, vector = 1, tile_n = 8 }}
+
+[[kernel]]
+name = "gemm_b"
+entry = "perfguard.kernels.gemm:gemm"
+family = "gemm"
+params = {{ M = 384, N = 384, K = 320, vector = 1, tile_n = 8 }}
+"""
+
+
+def _name(p: psutil.Process) -> str:
+    try:
+        return p.name()
+    except psutil.NoSuchProcess:
+        return ""
+
+
+def _alive(procs: list[psutil.Process]) -> list[str]:
+    left = []
+    for p in procs:
+        try:
+            if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+                left.append(f"{p.pid} {' '.join(p.cmdline())[-120:]}")
+        except psutil.NoSuchProcess:
+            pass
+    return left
+
+
+@pytest.mark.parametrize("jobs, command", [
+    (1, ["baseline", "update", "-j", "1"]),  # the main process simulates itself
+    (2, ["baseline", "update", "-j", "2"]),  # a local process pool
+    # A Dask LocalCluster started for the run: its worker processes exit when the pipe from their
+    # parent closes (distributed's own watch), and take their simulators with them.
+    (2, ["check", "--executor", "dask", "-j", "2"]),
+], ids=["inline", "pool", "dask"])
+def test_sigkill_of_the_main_process_leaves_no_worker_or_simulator(tmp_path, jobs, command):
+    if "dask" in command:
+        pytest.importorskip("distributed", reason="--executor dask needs Dask distributed")
+    (tmp_path / "perfguard.toml").write_text(PROJECT.format(cache=tmp_path / "cache"))
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    main = subprocess.Popen([sys.executable, "-m", "perfguard.cli", *command],
+                            cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    parent = psutil.Process(main.pid)
+    deadline = time.monotonic() + 240
+    descendants: list[psutil.Process] = []
+    try:
+        # Wait until every worker runs a simulator: the moment a kill hurts most.
+        while time.monotonic() < deadline and main.poll() is None:
+            descendants = parent.children(recursive=True)
+            if sum("qemu-aarch64" in _name(p) for p in descendants) >= jobs:
+                break
+            time.sleep(0.2)
+        assert main.poll() is None, "the update ended before its simulations started"
+        assert sum("qemu" in _name(p) for p in descendants) >= jobs
+        workers = [p for p in descendants if "python" in _name(p)]
+        assert len(workers) >= (jobs if jobs > 1 else 0), [p.cmdline() for p in descendants]
+        main.send_signal(signal.SIGKILL)
+        main.wait()
+        end = time.monotonic() + 10
+        while _alive(descendants) and time.monotonic() < end:
+            time.sleep(0.2)
+        left = _alive(descendants)
+        assert left == [], "\n".join(left)
+    finally:
+        for p in [parent, *descendants]:
+            try:
+                p.kill()
+            except psutil.NoSuchProcess:
+                pass

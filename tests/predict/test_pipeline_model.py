@@ -1,0 +1,258 @@
+"""The pipeline timing model on real parts: guests cross-compiled and simulated under QEMU with
+perfguard's plugin, blocks disassembled by llvm-mc and scheduled by llvm-mca, TVM kernels built
+by perfguard. No timing: every assertion is on predicted cycles or on errors."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from perfguard.config import KernelSpec
+from perfguard.errors import InfraError, InputError
+from perfguard.pipeline import Job, run_job
+from perfguard.predict.mca import LLVM_MC, LLVM_MCA, McaTarget, block_timings
+from perfguard.predict.pipeline import PipelineModel
+from perfguard.predict.select import predictor_for
+from perfguard.sim.blocks import Block
+from perfguard.sim.qemu import QemuSimulator
+from perfguard.sim.stats import Stats
+from perfguard.targets import BUILTIN
+
+pytestmark = pytest.mark.skipif(shutil.which(LLVM_MCA) is None or shutil.which(LLVM_MC) is None,
+                                reason="llvm-19 (llvm-mca-19, llvm-mc-19) not installed")
+
+# The same 4 additions and 4 loads per iteration; "chain" adds into one accumulator (each add
+# waits for the previous one: 4 x the add latency per iteration), "split" into four
+# independent ones (limited by throughput). Without -ffast-math the compiler keeps the order.
+REDUCTION_C = r"""
+#include <stdio.h>
+#include <string.h>
+__attribute__((noinline)) void perfguard_roi_begin(void) { asm volatile("" ::: "memory"); }
+__attribute__((noinline)) void perfguard_roi_end(void) { asm volatile("" ::: "memory"); }
+#define N 4096
+static double a[N];
+__attribute__((noinline, noipa)) double chain(const double *x, long n)
+{
+    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    for (long i = 0; i < n; i += 4) {
+        s0 += x[i]; s0 += x[i + 1]; s0 += x[i + 2]; s0 += x[i + 3];
+    }
+    return s0 + s1 + s2 + s3;
+}
+__attribute__((noinline, noipa)) double split(const double *x, long n)
+{
+    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    for (long i = 0; i < n; i += 4) {
+        s0 += x[i]; s1 += x[i + 1]; s2 += x[i + 2]; s3 += x[i + 3];
+    }
+    return s0 + s1 + s2 + s3;
+}
+int main(int argc, char **argv)
+{
+    for (long i = 0; i < N; i++) a[i] = (double)(i % 7);
+    int use_chain = argc > 1 && !strcmp(argv[1], "chain");
+    perfguard_roi_begin();
+    double s = use_chain ? chain(a, N) : split(a, N);
+    perfguard_roi_end();
+    printf("%.1f\n", s);
+    return 0;
+}
+"""
+
+
+def _need(*programs: str) -> None:
+    missing = [p for p in programs if shutil.which(p) is None]
+    if missing:
+        pytest.skip(f"missing {', '.join(missing)}")
+
+
+# x86_64 only: there gcc emits the same loop shape for both (on aarch64 it pairs the independent
+# loads into ldp, so the counts differ and the comparison would not isolate the dependency chain).
+@pytest.mark.slow
+@pytest.mark.parametrize("target_name", ["x86_64"])
+def test_single_accumulator_chain_costs_more_cycles_than_independent_accumulators(tmp_path, target_name):
+    target = BUILTIN[target_name]
+    _need(target.cc, target.qemu, "cc")
+    src = tmp_path / "reduce.c"
+    src.write_text(REDUCTION_C)
+    binary = tmp_path / "reduce"
+    subprocess.run([target.cc, "-O2", "-fno-tree-vectorize", "-static", "-no-pie", "-o", str(binary), str(src)],
+                   check=True, capture_output=True)
+    sim = QemuSimulator(tmp_path / "cache")
+    chain = sim.run(binary, target, ["chain"], 120).stats
+    split = sim.run(binary, target, ["split"], 120).stats
+    # the statistics cannot tell them apart (the loops are equal; the epilogues differ by a few) ...
+    for name in ("insts", "loads", "stores", "fp_insts", "branches", "l1d_misses"):
+        assert abs(getattr(chain, name) - getattr(split, name)) <= 0.002 * getattr(chain, name) + 1, name
+    # ... the pipeline model can: 4 dependent adds per iteration against 4 independent ones
+    model = PipelineModel(target, tmp_path / "cache")
+    slow, fast = model.cycles(chain), model.cycles(split)
+    assert slow > 2.0 * fast, (slow, fast)
+    hot = max(model.block_costs(chain), key=lambda c: c.cycles)
+    assert hot.block.symbol == "chain" and hot.timing.bound == "latency"
+
+
+FAMILY_SHAPES = {
+    "dense_relu": dict(B=8, I=256, O=128),
+    "gemv": dict(M=256, K=256),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", sorted(FAMILY_SHAPES))
+def test_scalar_code_is_predicted_at_least_3x_slower_than_8_wide_vectors(family, cache_dir):
+    _need(BUILTIN["x86_64"].cc, BUILTIN["x86_64"].qemu)
+    profile = BUILTIN["x86_64"]
+    times = {}
+    for vector in (8, 1):
+        spec = KernelSpec(f"{family}_v{vector}", f"perfguard.kernels.{family}:{family}", family,
+                          {**FAMILY_SHAPES[family], "vector": vector})
+        result = run_job(Job(spec, profile, Path.cwd(), cache_dir, "qemu", 600, 1, 1))
+        assert result.ok, result.error
+        assert result.stats.blocks.insts == result.stats.insts
+        times[vector] = float(PipelineModel(profile, cache_dir).predict_stats([result.stats])[0])
+    assert times[1] >= 3.0 * times[8], times
+
+
+def _mca_target() -> McaTarget:
+    p = BUILTIN["x86_64"]
+    return McaTarget(p.triple, p.pipeline_cpu, p.mattr)
+
+
+def test_block_timings_are_cached_so_a_warm_run_starts_no_llvm_tool(tmp_path, monkeypatch):
+    block = Block(0x401000, 9, 3, 5, "4801c84883e90175f7", "loop")  # add %rcx,%rax; sub $1,%rcx; jne
+    first = block_timings([block], _mca_target(), tmp_path)
+    assert first[0].asm == ("addq %rcx, %rax", "subq $1, %rcx", "jne -9")
+    assert 0.9 <= first[0].cycles <= 3.0  # two 1-cycle ALU ops and a branch on a 6-wide core
+    import perfguard.predict.mca as mca
+
+    mca._VERSIONS.clear()  # a new process: the version comes from the on-disk memo
+
+    def no_tools(*args, **kwargs):
+        raise AssertionError(f"an LLVM tool was started: {args[0]}")
+
+    monkeypatch.setattr(mca.subprocess, "run", no_tools)
+    assert block_timings([block], _mca_target(), tmp_path) == first
+
+
+def test_missing_llvm_mca_is_an_infrastructure_error_naming_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(InfraError, match=f"{LLVM_MCA}.*llvm-19"):
+        PipelineModel(BUILTIN["x86_64"], tmp_path / "cache")
+    with pytest.raises(InfraError, match=LLVM_MCA):
+        predictor_for(BUILTIN["x86_64"], "gemm", "qemu", tmp_path / "no-models", None, tmp_path / "cache")
+
+
+def test_a_block_llvm_mc_cannot_decode_is_named(tmp_path):
+    bad = Block(0x402000, 4, 1, 1, "ffffffff", "kernel")
+    with pytest.raises(InfraError, match=rf"{LLVM_MC} cannot disassemble block 0x402000-0x402004"):
+        block_timings([Block(0x401000, 9, 3, 5, "4801c84883e90175f7", "loop"), bad], _mca_target(), tmp_path)
+
+
+def test_a_block_llvm_mca_fails_on_is_named(tmp_path, monkeypatch):
+    # an llvm-mca that answers --version but fails on any input: the error names the tool and the block
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    fake = tools / LLVM_MCA
+    fake.write_text("#!/bin/sh\n[ \"$1\" = --version ] && { echo 'LLVM version 19.0.0-fake'; exit 0; }\n"
+                    "echo 'error: unsupported instruction' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    (tools / LLVM_MC).symlink_to(shutil.which(LLVM_MC))
+    monkeypatch.setenv("PATH", str(tools))
+    with pytest.raises(InfraError, match=rf"{LLVM_MCA} cannot schedule block 0x401000-0x401009 .*unsupported instruction"):
+        block_timings([Block(0x401000, 9, 3, 5, "4801c84883e90175f7", "loop")], _mca_target(), tmp_path / "cache")
+
+
+def test_statistics_without_a_block_profile_are_refused_not_guessed(tmp_path):
+    model = PipelineModel(BUILTIN["x86_64"], tmp_path)
+    with pytest.raises(InputError, match="no block profile"):
+        model.predict_stats([Stats(insts=100, l1d_misses=0, l1i_misses=0, l2_misses=0)])
+    with pytest.raises(InputError, match="needs a block profile"):
+        predictor_for(BUILTIN["x86_64"], "gemm", "cachegrind", None, None, tmp_path, model="pipeline")
+
+
+ATTRIBUTION_TOML = """
+[perfguard]
+targets = ["x86_64"]
+threshold = 5.0
+
+[[kernel]]
+name = "gemv_s"
+entry = "perfguard.kernels.gemv:gemv"
+family = "gemv"
+params = { M = 128, K = 256, vector = 8 }
+"""
+
+
+@pytest.mark.slow
+def test_check_uses_the_pipeline_model_attributes_blocks_and_notes_old_baselines(project, capsys):
+    import json
+
+    import jsonschema
+
+    from perfguard.cli import main
+
+    config = project(ATTRIBUTION_TOML)
+    assert main(["baseline", "update", "--config", str(config)]) == 0
+    baseline_file = config.parent / "baselines" / "x86_64" / "gemv_s.json"
+    stored = json.loads(baseline_file.read_text())
+    assert stored["schema"] == 2 and stored["model_id"].startswith("pipeline-")
+    profile = Stats.from_dict(stored["stats"], "baseline").blocks
+    assert profile is not None and profile.insts == stored["stats"]["insts"]
+
+    config.write_text(config.read_text().replace("vector = 8", "vector = 1"))
+    capsys.readouterr()
+    assert main(["check", "--config", str(config)]) == 1
+    out = capsys.readouterr().out
+    data = json.loads((config.parent / "reports" / "perfguard.json").read_text())
+    schema = json.loads((Path(__file__).resolve().parents[2] / "docs" / "report.schema.json").read_text())
+    jsonschema.validate(data, schema, cls=jsonschema.Draft202012Validator)
+    result = data["results"][0]
+    assert result["verdict"] == "regression" and result["model_id"].startswith("pipeline-")
+    assert result["delta_pct"] > 100.0 and result["note"] is None
+    top = result["blocks"][0]
+    assert top["delta_cycles"] > 0 and top["current"]["asm"] and top["current"]["executions"] > 0
+    assert top["current"]["symbol"] and top["current"]["bound"]
+    assert sum(b["delta_cycles"] for b in result["blocks"]) > 0
+    assert "where gemv_s[x86_64]:" in out and f"0x{top['start']:x}" in out
+    summary = (config.parent / "reports" / "summary.md").read_text()
+    assert "where the cycles moved" in summary and top["current"]["asm"][0].split()[0] in summary
+    page = next((config.parent / "reports" / "kernels").glob("gemv_s*.html")).read_text()
+    assert "Blocks whose cycles changed" in page and page.count("<table class=\"blocks\">") == len(result["blocks"])
+
+    # a baseline recorded before block profiles: compared under the analytical model, and said so
+    del stored["stats"]["blocks"]
+    stored["schema"] = 1
+    baseline_file.write_text(json.dumps(stored))
+    capsys.readouterr()
+    main(["check", "--config", str(config)])
+    out = capsys.readouterr().out
+    result = json.loads((config.parent / "reports" / "perfguard.json").read_text())["results"][0]
+    assert result["model_id"].startswith("analytical-") and "no block profile" in result["note"]
+    assert result["blocks"] is None
+    assert "no block profile" in out
+    assert "no block profile" in (config.parent / "reports" / "summary.md").read_text()
+    page = next((config.parent / "reports" / "kernels").glob("gemv_s*.html")).read_text()
+    assert "no block profile" in page
+
+
+def test_an_x86_instruction_cut_at_a_page_end_is_left_out_only_there(tmp_path):
+    # QEMU gives the last instruction (a vmovups running over the page end) only its first 4 bytes
+    cut = "4801c84883e901c5fc1081"
+    at_page_end = Block(0x402ff4, 11, 3, 2, cut, "kernel")
+    timing = block_timings([at_page_end], _mca_target(), tmp_path)[0]
+    assert timing.asm == ("addq %rcx, %rax", "subq $1, %rcx")
+    elsewhere = Block(0x402f00, 11, 3, 2, cut, "kernel")
+    with pytest.raises(InfraError, match=rf"{LLVM_MC} cannot disassemble block 0x402f00-0x402f0b"):
+        block_timings([elsewhere], _mca_target(), tmp_path)
+
+
+def test_rep_string_blocks_cost_per_element_not_llvm_mca_flat_100_cycles(tmp_path):
+    # QEMU runs `rep stosb` / `rep movsq` as one block execution per element
+    stosb, movsq = Block(0x424e4a, 2, 1, 4096, "f3aa", "memset"), Block(0x425000, 3, 1, 512, "f348a5", "memcpy")
+    timings = block_timings([stosb, movsq], _mca_target(), tmp_path)
+    assert [t.bound for t in timings] == ["rep string", "rep string"]
+    assert timings[0].cycles == pytest.approx(1 / 16) and timings[1].cycles == pytest.approx(8 / 16)

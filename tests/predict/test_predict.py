@@ -1,0 +1,253 @@
+"""Predictors, leave-one-group-out evaluation, the model store and re-scoring."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from perfguard.cli import main
+from perfguard.errors import InputError
+from perfguard.predict.base import CalibratedPredictor
+from perfguard.predict.dataset import Dataset, Row, dataset_path, load_dataset
+from perfguard.predict.evaluate import leave_one_group_out, metrics
+from perfguard.predict.registry import PREDICTORS
+from perfguard.predict.store import load_model, model_path, save_model
+from perfguard.sim.stats import STAT_FIELDS, Stats
+from perfguard.targets import BUILTIN
+
+
+def synthetic(n_groups=4, per_group=40, seed=0):
+    """Stats whose time follows a known additive law, the groups being shapes of different size."""
+    rng = np.random.default_rng(seed)
+    stats, times, groups = [], [], []
+    for g in range(n_groups):
+        size = 2.0 ** g
+        for _ in range(per_group):
+            insts = int(size * rng.uniform(1e6, 4e6))
+            l1d_misses = int(insts * rng.uniform(0.001, 0.08))
+            l2_misses = int(l1d_misses * rng.uniform(0.0, 0.3))
+            values = {f: 0 for f in STAT_FIELDS}
+            values.update(insts=insts, loads=insts // 3, stores=insts // 8, l1d_accesses=insts // 2,
+                          l1d_misses=l1d_misses, l2_accesses=l1d_misses, l2_misses=l2_misses,
+                          l1i_accesses=insts, branches=insts // 10, vec_insts=insts // 2)
+            stats.append(Stats(**values))
+            times.append(1e-9 * (0.3 * insts + 12 * l1d_misses + 90 * l2_misses))
+            groups.append(f"g{g}")
+    return stats, np.array(times), np.array(groups)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, max_mape, min_rho", [("mlr", 1.0, 0.99), ("dnn", 12.0, 0.9),
+                                                      ("gp", 12.0, 0.9), ("xgboost", 20.0, 0.85)])
+def test_each_predictor_learns_a_known_relation(name, max_mape, min_rho):
+    stats, times, groups = synthetic()
+    rows = leave_one_group_out(lambda: PREDICTORS[name](64), stats, times, groups)
+    # The extreme groups are extrapolation for any learner; the inner ones must be accurate.
+    inner = [r for r in rows if r.group in ("g1", "g2")]
+    assert all(r.mape <= max_mape for r in inner), [(r.group, r.mape) for r in rows]
+    assert all(r.spearman >= min_rho for r in inner), [(r.group, r.spearman) for r in rows]
+
+
+class Spy(CalibratedPredictor):
+    """Records which rows it was trained on (identified by their instruction count)."""
+
+    name = "spy"
+    seen: list[set[int]] = []
+
+    def fit(self, X, y, groups=None):
+        Spy.seen.append({int(round(np.expm1(x[0]))) for x in X})
+        self.mean_ = float(np.mean(y))
+        return self
+
+    def predict(self, X):
+        return np.full(len(X), self.mean_)
+
+    def to_payload(self):
+        return {}
+
+    @classmethod
+    def from_payload(cls, payload):
+        return cls()
+
+
+def test_leave_one_group_out_never_trains_on_the_held_out_group():
+    stats, times, groups = synthetic(n_groups=3, per_group=10)
+    Spy.seen = []
+    rows = leave_one_group_out(lambda: Spy(64), stats, times, groups)
+    assert [r.group for r in rows] == ["g0", "g1", "g2"] and len(Spy.seen) == 3
+    for group, seen in zip(["g0", "g1", "g2"], Spy.seen):
+        held_out = {s.insts for s, g in zip(stats, groups) if g == group}
+        others = {s.insts for s, g in zip(stats, groups) if g != group}
+        assert not (seen & held_out)
+        assert seen == others
+
+
+def test_metrics_values():
+    m = metrics("g", np.array([1.0, 2.0, 3.0, 4.0]), np.array([2.0, 1.0, 3.0, 4.0]))
+    assert m.mape == pytest.approx(100 * (0.5 + 1.0) / 4)
+    assert m.best_rank_pct == 50.0  # the true best (index 1) is second in predicted order
+    assert m.regret == 2.0  # the predicted best runs in 2.0, the true best in 1.0
+    assert m.spearman == pytest.approx(0.8)
+
+
+@pytest.mark.parametrize("name", sorted(PREDICTORS))
+def test_model_file_round_trip(tmp_path, name):
+    stats, times, groups = synthetic(n_groups=3, per_group=15)
+    predictor = PREDICTORS[name](64)
+    predictor.fit(predictor.features(stats), times, groups)
+    path = save_model(tmp_path / "m.json", predictor, {"target": "x86_64", "family": "gemm", "simulator": "qemu",
+                                                       "features": []})
+    loaded = load_model(path)
+    assert loaded.predictor.model_id == predictor.model_id
+    np.testing.assert_allclose(loaded.predictor.predict_stats(stats), predictor.predict_stats(stats), rtol=1e-9)
+
+
+def test_corrupted_and_mismatched_model_files_name_the_file(tmp_path):
+    stats, times, groups = synthetic(n_groups=3, per_group=10)
+    predictor = PREDICTORS["mlr"](64).fit(PREDICTORS["mlr"](64).features(stats), times)
+    path = save_model(tmp_path / "m.json", predictor, {"target": "x86_64", "family": "gemm", "simulator": "qemu",
+                                                       "features": []})
+    text = path.read_text()
+    path.write_text(text[: len(text) // 2])
+    with pytest.raises(InputError, match="m.json: corrupted model file"):
+        load_model(path)
+    data = json.loads(text)
+    data["schema"] = 99
+    path.write_text(json.dumps(data))
+    with pytest.raises(InputError, match="m.json: model schema 99"):
+        load_model(path)
+    data["schema"] = 1
+    data["payload"]["coef"][0] += 1.0  # edited by hand: no longer the model its id names
+    path.write_text(json.dumps(data))
+    with pytest.raises(InputError, match="does not match its model_id"):
+        load_model(path)
+
+
+TOML = """
+[perfguard]
+targets = ["x86_64"]
+threshold = 1.0
+
+[[kernel]]
+name = "g"
+entry = "perfguard.kernels.gemm:gemm"
+family = "gemm"
+params = { M = 32, N = 32, K = 32, tile_m = 8, tile_n = 16, tile_k = 8, vector = 8 }
+"""
+
+
+def _write_dataset(config_dir, profile, stats, times, groups):
+    ds = Dataset("x86_64", "gemm", "qemu", "test")
+    ds.rows = [Row(g, {}, s, float(t), {}, {"cpu": "test"}) for s, t, g in zip(stats, times, groups)]
+    return ds.save(dataset_path(config_dir / "baselines", "x86_64", "gemm"))
+
+
+def test_rescoring_uses_one_model_on_both_sides(project, capsys):
+    config = project(TOML)
+    assert main(["baseline", "update", "--config", str(config)]) == 0
+    stored = json.loads((config.parent / "baselines/x86_64/g.json").read_text())
+    assert stored["model_id"].startswith("pipeline")  # no calibrated model yet: the default
+    stats, times, groups = synthetic(n_groups=3, per_group=12)
+    _write_dataset(config.parent, BUILTIN["x86_64"], stats, times, groups)
+    assert main(["calibrate", "train", "--config", str(config), "--target", "x86_64", "--family", "gemm",
+                 "--predictors", "mlr"]) == 0
+    model = load_model(model_path(config.parent / "baselines", "x86_64", "gemm"))
+    capsys.readouterr()
+    assert main(["check", "--config", str(config)]) == 0
+    result = json.loads((config.parent / "reports/perfguard.json").read_text())["results"][0]
+    assert result["calibrated"] is True and result["model_id"] == model.predictor.model_id
+    baseline_stats = Stats.from_dict(stored["stats"])
+    expected = float(model.predictor.predict_stats([baseline_stats])[0])
+    # Model B scored the baseline's raw stats; the stored analytical prediction played no part.
+    assert result["baseline_time_s"] == pytest.approx(expected, rel=1e-12)
+    assert result["baseline_time_s"] != pytest.approx(stored["predicted_time_s"], rel=1e-3)
+    assert result["verdict"] == "unchanged" and result["delta_pct"] == 0.0
+
+
+def test_corrupted_model_fails_check_with_exit_2(project, capsys):
+    config = project(TOML)
+    path = model_path(config.parent / "baselines", "x86_64", "gemm")
+    path.parent.mkdir(parents=True)
+    path.write_text('{"schema": 1, "predictor": "mlr"')
+    assert main(["check", "--config", str(config)]) == 2
+    out = " ".join(capsys.readouterr().out.split())
+    assert "gemm.json: corrupted model file" in out
+
+
+def test_dataset_reader_rejects_bad_rows(tmp_path):
+    path = tmp_path / "d.json"
+    path.write_text(json.dumps({"schema": 1, "target": "x86_64", "family": "gemm", "simulator": "qemu",
+                                "simulator_fingerprint": "x", "rows": [{"group": "a", "params": {},
+                                "stats": {"insts": -1}, "native_s": 1e-3, "native": {}, "machine": {}}]}))
+    with pytest.raises(InputError, match="row 0"):
+        load_dataset(path)
+
+
+@pytest.mark.slow
+def test_real_calibration_end_to_end(project, tmp_path, capsys):
+    """Few variants, real simulation and real native timing: collect, evaluate, train, check, drift."""
+    config = project(TOML)
+    groups = tmp_path / "groups.json"
+    groups.write_text(json.dumps([{"M": 32, "N": 32, "K": 32}, {"M": 64, "N": 32, "K": 32},
+                                  {"M": 32, "N": 64, "K": 64}]))
+    base = ["--config", str(config), "--target", "x86_64", "--family", "gemm"]
+    assert main(["calibrate", "collect", *base, "--variants", "6", "--groups", str(groups), "-j", "2",
+                 "--max-cv", "100"]) == 0  # the plumbing, not the timer: no timing rejected on a busy machine
+    dataset = load_dataset(dataset_path(config.parent / "baselines", "x86_64", "gemm"))
+    assert len(dataset.groups()) == 3 and len(dataset.rows) >= 12
+    assert all(r.native_s > 0 and r.stats.insts > 0 for r in dataset.rows)
+    assert dataset.rows[0].machine["machine"] == "x86_64"
+    assert main(["calibrate", "evaluate", *base, "--predictors", "mlr,xgboost"]) == 0
+    table = json.loads((config.parent / "reports/calibration-x86_64-gemm.json").read_text())
+    assert set(table["summary"]) == {"analytical", "mlr", "xgboost"}
+    assert main(["calibrate", "train", *base, "--predictors", "mlr,xgboost"]) == 0
+    capsys.readouterr()
+    assert main(["check", "--config", str(config)]) == 0
+    assert json.loads((config.parent / "reports/perfguard.json").read_text())["results"][0]["calibrated"] is True
+    code = main(["calibrate", "drift", "--config", str(config), "--target", "x86_64", "--variants", "2",
+                 "--json", str(tmp_path / "drift.json"), "--max-cv", "100"])
+    drift = json.loads((tmp_path / "drift.json").read_text())["gemm"]
+    assert code == (1 if drift["needs_retraining"] else 0)
+    assert drift["rows"] >= 4 and drift["mape"] >= 0
+
+
+def test_drift_without_model_is_exit_2(project, capsys):
+    config = project(TOML)
+    assert main(["calibrate", "drift", "--config", str(config), "--target", "x86_64", "--family", "gemm"]) == 2
+    assert "no model for gemm on x86_64" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_base_ref_reads_models_from_the_base_revision_too(project, capsys):
+    """A PR that slows a kernel and swaps in a model that cannot see it is still caught."""
+    import git
+
+    config = project(TOML)
+    root = config.parent
+    repo = git.Repo.init(root)
+    repo.git.config("user.email", "t@example.invalid")
+    repo.git.config("user.name", "t")
+    assert main(["baseline", "update", "--config", str(config)]) == 0
+    stats, times, groups = synthetic(n_groups=3, per_group=12)
+    _write_dataset(root, BUILTIN["x86_64"], stats, times, groups)
+    assert main(["calibrate", "train", "--config", str(config), "--target", "x86_64", "--family", "gemm",
+                 "--predictors", "mlr"]) == 0
+    repo.git.add(A=True)
+    repo.index.commit("base")
+    base = repo.head.commit.hexsha
+
+    # The pull request: a much worse schedule, and a "model" that predicts the same time for everything.
+    config.write_text(config.read_text().replace("tile_n = 16, tile_k = 8, vector = 8",
+                                                 "tile_n = 2, tile_k = 8, vector = 1, order = \"kji\", unroll = 0"))
+    _write_dataset(root, BUILTIN["x86_64"], stats, np.full(len(times), 1e-3), groups)
+    assert main(["calibrate", "train", "--config", str(config), "--target", "x86_64", "--family", "gemm",
+                 "--predictors", "mlr"]) == 0
+    repo.git.add(A=True)
+    repo.index.commit("pr")
+    capsys.readouterr()
+    assert main(["check", "--config", str(config)]) == 0  # judged by its own model, the PR hides it
+    assert main(["check", "--config", str(config), "--base", base]) == 1
+    result = json.loads((root / "reports/perfguard.json").read_text())["results"][0]
+    assert result["verdict"] == "regression" and result["calibrated"] is True

@@ -1,0 +1,208 @@
+"""The verdict-agreement benchmark (benchmarks/verdicts.py) without timing anything: its pair
+list is valid and one-knob, its shapes are new to every calibration dataset, its statistics
+and summary give the right numbers on known inputs, stored timings are reused only for the
+same binaries, and two real pairs build, simulate and get scored by every model."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from benchmarks import verdicts as vd
+from benchmarks.verdict_pairs import PAIRS, Pair
+from perfguard.config import load_config
+from perfguard.errors import InfraError
+from perfguard.kernels import FAMILY_NAMES, get_family
+from perfguard.predict.calibration import DEFAULT_GROUPS
+from perfguard.targets import BUILTIN
+from tests.conftest import REPO
+
+X86 = BUILTIN["x86_64"]
+
+
+def _resolve(family: str, params: dict) -> dict:
+    return get_family(family).extra["resolve"](**params)
+
+
+def _shape(family: str, params: dict) -> tuple:
+    p = _resolve(family, params)
+    return (family, *(p[k] for k in get_family(family).shape_keys))
+
+
+# ---------------------------------------------------------------------------------------------
+# the pair list
+
+
+def test_every_pair_is_a_valid_one_knob_edit():
+    assert len(PAIRS) >= 40
+    assert len({p.name for p in PAIRS}) == len(PAIRS)
+    for pair in PAIRS:
+        before, after = (_resolve(pair.family, pair.params(side)) for side in ("before", "after"))
+        # every knob explicit: resolving fills nothing in, so no default can move with the edit
+        assert before == pair.params("before"), pair.name
+        assert [k for k in before if before[k] != after[k]] == [pair.knob], pair.name
+        a, b = pair.sides()
+        assert a.params == pair.params("before") and b.params == pair.params("after")
+
+
+def test_every_family_and_knob_kind_is_covered():
+    kinds = {(p.family, p.kind) for p in PAIRS}
+    for family in FAMILY_NAMES:
+        expected = {"vector width", "tile size", "loop order", "unroll"} | ({"packing"} if family == "gemm" else set())
+        assert {k for f, k in kinds if f == family} == expected, family
+
+
+def test_no_pair_shape_is_in_a_dataset_the_defaults_or_the_config():
+    seen = set()
+    for path in (REPO / "baselines" / "datasets").glob("*/*.json"):
+        data = json.loads(path.read_text())
+        seen |= {_shape(data["family"], row["params"]) for row in data["rows"]}
+    for family, shapes in DEFAULT_GROUPS.items():
+        seen |= {_shape(family, shape) for shape in shapes}
+    for spec in load_config(REPO / "perfguard.toml").kernels:
+        seen.add(_shape(spec.family, spec.params))
+    assert len(seen) >= 20  # the datasets and groups were read
+    clashes = [p.name for p in PAIRS if _shape(p.family, p.base) in seen]
+    assert clashes == []
+
+
+# ---------------------------------------------------------------------------------------------
+# statistics and summary on known inputs
+
+
+def _record(ratios: list[float]) -> dict:
+    return {"rounds": [{"before": {"median_s": 1e-3, "min_s": 1e-3},
+                        "after": {"median_s": 1e-3 * r, "min_s": 1e-3 * r}} for r in ratios]}
+
+
+def test_native_delta_is_the_median_ratio_with_a_deterministic_interval():
+    ratios = [1.10, 1.12, 1.11, 1.50, 1.09, 1.11, 1.13]  # one disturbed round
+    n = vd.native_delta(_record(ratios))
+    assert n.delta == pytest.approx(0.11)
+    assert n.rounds == 7
+    assert n.low <= n.delta <= n.high and 0.09 - 1e-9 <= n.low and n.high <= 0.13 + 1e-9
+    assert n.spread == pytest.approx(1.4826 * 0.01 / 1.11)
+    assert n.halfwidth == pytest.approx((n.high - n.low) / 2 / 1.11)
+    assert vd.native_delta(_record(ratios)) == n
+    slowed = _record(ratios)
+    for r in slowed["rounds"]:  # the slow side's median call preempted, its fastest call not
+        r["after"]["median_s"] *= 3
+    assert vd.native_delta(slowed).delta == pytest.approx(0.11)
+    assert vd.native_delta(slowed, "median_s").delta == pytest.approx(3 * 1.11 - 1)
+
+
+def test_summary_counts_misses_false_alarms_and_signs():
+    native = {"reg": 0.40, "small_reg": 0.12, "neutral": 0.01, "faster": -0.30, "mid": 0.05}
+    predicted = {"reg": 0.30, "small_reg": 0.04, "neutral": 0.08, "faster": 0.02, "mid": None}
+    s = vd.summarize(native, predicted)
+    assert s.n == 4  # "mid" is not scored by this model
+    assert s.missed == ["small_reg"]
+    assert s.false_alarms == ["neutral"]
+    assert (s.sign_agree, s.sign_total) == (2, 3)  # "faster" predicted slower
+    # ranks: native faster < neutral < small_reg < reg; predicted faster < small_reg < neutral < reg
+    assert s.spearman == pytest.approx(0.8)
+    perfect = vd.summarize(native, {k: v * 2 for k, v in native.items()})
+    assert perfect.spearman == pytest.approx(1.0)
+    assert (perfect.missed, perfect.false_alarms, perfect.sign_agree, perfect.sign_total) == ([], [], 3, 3)
+
+
+# ---------------------------------------------------------------------------------------------
+# stored timings, and two real pairs
+
+
+def _fake_side(binary_hash: str):
+    result = vd.JobResult("k", "x86_64", "gemm", {}, "qemu", True, binary_hash=binary_hash)
+    return vd.Side(None, result, None)
+
+
+@pytest.mark.skipif(not X86.native(), reason="native timing needs an x86_64 host")
+def test_stored_timings_are_reused_only_for_the_same_binaries(tmp_path, monkeypatch):
+    timed = []  # the timing itself is replaced: this test is about when it happens, and what is kept
+
+    def time_pair(before, after, rounds, cpu, where, reps=None, first=0):
+        timed.append((rounds, first, reps))
+        return {**_record([0.9] * rounds), "reps": reps or {"before": 7, "after": 8}, "loadavg": [1.0, 1.0]}
+
+    monkeypatch.setattr(vd, "time_pair", time_pair)
+    pair = PAIRS[0]
+    sides = {pair.name: (_fake_side("aa"), _fake_side("bb"))}
+    store = tmp_path / "native.json"
+    stored = {**_record([1.2] * 5), "pair": pair.name, "reps": {"before": 3, "after": 4}, "loadavg": [2.0, 2.0],
+              "timed": ["then"]}
+    vd.save_native(store, {"schema": vd.NATIVE_SCHEMA, "pairs": {"aa:bb": stored}})
+
+    def run(rounds=5, retime=False):
+        got = vd.time_pairs([pair], sides, store, rounds, retime, 0, X86, log=lambda m: None)
+        return round(vd.native_delta(got[pair.name]).delta, 6)
+
+    assert (run(), timed) == (0.2, [])  # same binaries, enough rounds: from the file
+    # fewer rounds stored than asked: only the missing ones are timed, with the stored calls per
+    # round, continuing the alternation, and appended
+    assert (run(rounds=8), timed) == (0.2, [(3, 5, {"before": 3, "after": 4})])
+    record = vd.load_native(store)["pairs"]["aa:bb"]
+    assert len(record["rounds"]) == 8 and len(record["timed"]) == 2 and len(record["loadavg"]) == 4
+    assert (run(rounds=8), len(timed)) == (0.2, 1)
+    assert (run(retime=True), timed[1:]) == (-0.1, [(5, 0, None)])  # --retime: all of it again
+    sides = {pair.name: (_fake_side("aa"), _fake_side("cc"))}  # a binary changed
+    assert (run(), timed[2:]) == (-0.1, [(5, 0, None)])
+    assert set(vd.load_native(store)["pairs"]) == {"aa:bb", "aa:cc"}
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which(X86.cc) is None or shutil.which(X86.qemu) is None,
+                    reason="the x86_64 compiler and QEMU are needed")
+def test_two_real_pairs_build_simulate_and_score(cache_dir):
+    by_name = {p.name: p for p in PAIRS}
+    pairs = [by_name["gemm/96x160x192/unroll:16->0"], by_name["dense_relu/24x384x192/vector:4->8"]]
+    config = replace(load_config(REPO / "perfguard.toml"), cache_dir=cache_dir)
+    sides = vd.build_sides(pairs, config, X86, workers=1)
+    for pair in pairs:
+        before, after = sides[pair.name]
+        assert before.binary.is_file() and after.binary.is_file()
+        assert before.result.binary_hash != after.result.binary_hash
+        assert before.stats.insts > 0 and after.stats.insts > 0
+    predicted = vd.predicted_deltas(pairs, sides, X86, config, list(vd.MODELS))
+    gemm, dense = (p.name for p in pairs)
+    before, after = sides[gemm]
+    assert predicted["insts"][gemm] == pytest.approx(after.stats.insts / before.stats.insts - 1)
+    assert predicted["calibrated"][dense] is None  # no calibrated dense_relu model: n/a, not a guess
+    assert isinstance(predicted["calibrated"][gemm], float)
+    # vector 4 -> 8: about half the instructions, so the count-based model must say faster
+    assert predicted["analytical"][dense] < -0.2
+    native = {gemm: vd.native_delta(_record([1.05] * 3)), dense: vd.native_delta(_record([0.5] * 3))}
+    summaries = {m: vd.summarize({k: v.delta for k, v in native.items()}, predicted[m]) for m in predicted}
+    assert summaries["calibrated"].n == 1 and summaries["analytical"].n == summaries["insts"].n == 2
+    table = vd.markdown(pairs, native, predicted, summaries)
+    assert f"`{dense}`" in table and "n/a" in table and "| analytical | 2 |" in table
+    families = vd.by_family(pairs, {k: v.delta for k, v in native.items()}, predicted)
+    assert families["dense_relu"]["calibrated"].n == 0 and families["gemm"]["calibrated"].n == 1
+    assert "| dense_relu | 1 |" in vd.family_markdown(families)
+
+
+def test_pair_names_say_family_shape_and_edit():
+    pair = Pair("gemv", dict(M=8, K=16, dtype="float32", tile_m=8, tile_k=16, vector=8, unroll=16, order="ik"),
+                "vector", 1)
+    assert pair.name == "gemv/8x16/vector:8->1" and pair.kind == "vector width" and pair.before == 8
+    assert vd.select_pairs("gemv/640x1536/vector") == [p for p in PAIRS if p.name.startswith("gemv/640x1536/vector")]
+
+
+def test_a_model_that_fails_on_a_pair_leaves_it_unscored_and_says_why(monkeypatch):
+    def picky(profile, family, sides, config):
+        if family == "gemv":
+            raise InfraError("llvm-mca-19 failed on block 0x10")
+        return np.array([1.0, 1.5])
+
+    monkeypatch.setitem(vd.MODELS, "picky", picky)
+    gemm = next(p for p in PAIRS if p.family == "gemm")
+    gemv = next(p for p in PAIRS if p.family == "gemv")
+    sides = {p.name: (None, None) for p in (gemm, gemv)}
+    errors: dict = {}
+    got = vd.predicted_deltas([gemm, gemv], sides, X86, None, ["picky"], errors)
+    assert got == {"picky": {gemm.name: pytest.approx(0.5), gemv.name: None}}
+    assert errors == {"picky": {gemv.name: "llvm-mca-19 failed on block 0x10"}}
+    with pytest.raises(InfraError):  # without an errors dict (tests, other callers) it raises
+        vd.predicted_deltas([gemm, gemv], sides, X86, None, ["picky"])

@@ -1,0 +1,363 @@
+"""The GitHub Action and the workflows: linted, validated, and action.yml's run steps executed locally.
+
+The local run plays the runner's part: it reads action.yml, evaluates the `${{ }}` expressions of
+each step's env and with (inputs, step outputs), runs the `run:` steps with bash the way the
+runner does (fresh GITHUB_OUTPUT per step, GITHUB_STEP_SUMMARY, GITHUB_EVENT_PATH with a real
+pull_request payload) and records the `uses:` steps it cannot run, with their evaluated inputs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from perfguard.action import annotation
+from perfguard.cli import main
+from tests.conftest import REPO
+from tests.projects import GOOD, WORSE, commit_all, config_text, git, init_repo
+
+WORKFLOWS = sorted((REPO / ".github" / "workflows").glob("*.yml"))
+ACTION = REPO / "action.yml"
+SKIPPED_STEPS = {"setup"}  # installs Debian packages and perfguard: already done for the test suite
+
+TOML = config_text(["x86_64", "aarch64"])
+
+
+# -- linters --------------------------------------------------------------------------------------
+
+def tool(name: str) -> str:
+    path = shutil.which(name) or shutil.which(name, path=str(Path(sys.executable).parent))
+    if path is None:
+        pytest.skip(f"{name} is not installed (pip install -e '.[test]')")
+    return path
+
+
+def run_tool(*cmd: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("GH_TOKEN", "GITHUB_TOKEN", "ZIZMOR_GITHUB_TOKEN")}
+    return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, env=env, timeout=300)
+
+
+def test_workflows_exist():
+    names = {p.name for p in WORKFLOWS}
+    assert {"perfguard.yml", "perfguard-comment.yml", "recalibrate.yml", "tests.yml"} <= names
+
+
+def test_actionlint_is_clean():
+    proc = run_tool(tool("actionlint"), "-color=false", *map(str, WORKFLOWS))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("persona", ["regular", "pedantic"])
+def test_zizmor_is_clean_offline(persona):
+    proc = run_tool(tool("zizmor"), "--offline", "--no-progress", f"--persona={persona}", "--format=plain",
+                    str(ACTION), *map(str, WORKFLOWS))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("schema, files", [("vendor.github-workflows", WORKFLOWS), ("vendor.github-actions", [ACTION])])
+def test_schemas_validate(schema, files):
+    proc = run_tool(tool("check-jsonschema"), "--builtin-schema", schema, *map(str, files))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_every_action_is_pinned_to_a_full_commit_sha():
+    for path in [ACTION, *WORKFLOWS]:
+        for ref in re.findall(r"uses:\s*([^\s#]+)", path.read_text()):
+            if ref.startswith("./"):
+                continue
+            assert re.fullmatch(r"[\w.-]+/[\w./-]+@[0-9a-f]{40}", ref), f"{path.name}: {ref}"
+
+
+def test_no_expression_is_interpolated_into_a_script():
+    for path in [ACTION, *WORKFLOWS]:
+        document = yaml.safe_load(path.read_text())
+        jobs = document.get("jobs", {"action": {"steps": document.get("runs", {}).get("steps", [])}})
+        for job in jobs.values():
+            for step in job.get("steps", []):
+                assert "${{" not in step.get("run", ""), f"{path.name}: {step.get('name')}"
+
+
+# -- the action's steps, run locally --------------------------------------------------------------
+
+_EXPR = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
+
+
+class LocalRunner:
+    """Just enough of the Actions runner to run a composite action's `run:` steps."""
+
+    def __init__(self, workspace: Path, temp: Path, event: dict, event_name: str = "pull_request"):
+        self.workspace, self.temp = workspace, temp
+        self.home = temp / "home"
+        venv_bin = self.home / ".perfguard-venv" / "bin"  # the install step's venv: this interpreter
+        venv_bin.mkdir(parents=True, exist_ok=True)
+        if not (venv_bin / "python").exists():
+            (venv_bin / "python").symlink_to(sys.executable)
+        event_path = temp / "event.json"
+        event_path.write_text(json.dumps(event))
+        self.summary = temp / "step_summary.md"
+        self.summary.touch()
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "INPUT_", "RUNNER_"))}
+        self.env.update({
+            "HOME": str(self.home), "CI": "true", "GITHUB_ACTIONS": "true", "GITHUB_EVENT_NAME": event_name,
+            "GITHUB_EVENT_PATH": str(event_path), "GITHUB_STEP_SUMMARY": str(self.summary),
+            "GITHUB_WORKSPACE": str(workspace), "GITHUB_ACTION_PATH": str(REPO), "GITHUB_REPOSITORY": "octo/kernels",
+            "GITHUB_RUN_ID": "4242", "GITHUB_SERVER_URL": "https://github.com", "GITHUB_SHA": "0" * 40,
+            "RUNNER_TEMP": str(temp), "RUNNER_OS": "Linux", "RUNNER_ARCH": "X64",
+        })
+        self.log: list[str] = []
+
+    def evaluate(self, text: str, context: dict) -> str:
+        def one(match: re.Match) -> str:
+            expr = match.group(1)
+            parts = expr.split(".")
+            if parts[0] == "inputs" and len(parts) == 2:
+                return context["inputs"][parts[1]]
+            if parts[0] == "steps" and len(parts) == 4 and parts[2] == "outputs":
+                return context["steps"].get(parts[1], {}).get(parts[3], "")
+            if expr == "github.action_path":
+                return str(REPO)
+            raise AssertionError(f"the local runner does not evaluate ${{{{ {expr} }}}}")
+
+        return _EXPR.sub(one, str(text))
+
+    @staticmethod
+    def read_outputs(path: Path) -> dict[str, str]:
+        outputs, lines = {}, path.read_text().splitlines()
+        i = 0
+        while i < len(lines):
+            key, sep, rest = lines[i].partition("<<")
+            if sep and "=" not in key:
+                end = lines.index(rest, i + 1)
+                outputs[key] = "\n".join(lines[i + 1:end])
+                i = end + 1
+                continue
+            key, _, value = lines[i].partition("=")
+            outputs[key] = value
+            i += 1
+        return outputs
+
+    def run_action(self, with_: dict[str, str]) -> tuple[int, dict, dict]:
+        """Returns (exit code of the first failing run step or 0, action outputs, used actions by step id)."""
+        action = yaml.safe_load(ACTION.read_text())
+        inputs = {name: str(spec.get("default", "")) for name, spec in action["inputs"].items()}
+        unknown = set(with_) - set(inputs)
+        assert not unknown, f"not inputs of action.yml: {unknown}"
+        inputs.update(with_)
+        context = {"inputs": inputs, "steps": {}}
+        used, code = {}, 0
+        for index, step in enumerate(action["runs"]["steps"]):
+            sid = step.get("id", f"step{index}")
+            if "uses" in step:
+                used[sid] = {"uses": step["uses"], "if": step.get("if"),
+                             "with": {k: self.evaluate(v, context) for k, v in step.get("with", {}).items()}}
+                continue
+            if sid in SKIPPED_STEPS or code:
+                continue
+            assert step["shell"] == "bash" and "if" not in step
+            output = self.temp / f"output-{sid}"
+            output.write_text("")
+            env = dict(self.env, GITHUB_OUTPUT=str(output))
+            env.update({k: self.evaluate(v, context) for k, v in step.get("env", {}).items()})
+            proc = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]],
+                                  cwd=self.workspace, env=env, capture_output=True, text=True, timeout=600)
+            self.log.append(proc.stdout + proc.stderr)
+            context["steps"][sid] = self.read_outputs(output)
+            code = proc.returncode
+        outputs = {name: self.evaluate(spec["value"], context) for name, spec in action["outputs"].items()}
+        return code, outputs, used
+
+
+def pr_event(number: int, base_ref: str, base_sha: str, head_sha: str) -> dict:
+    """A pull_request 'synchronize' payload, trimmed to the fields GitHub always sends that matter here."""
+    return {
+        "action": "synchronize", "number": number,
+        "pull_request": {
+            "number": number, "state": "open", "title": "Faster GEMM", "user": {"login": "contributor"},
+            "head": {"ref": "faster-gemm", "sha": head_sha, "repo": {"full_name": "fork/kernels", "fork": True}},
+            "base": {"ref": base_ref, "sha": base_sha, "repo": {"full_name": "octo/kernels"}},
+        },
+        "repository": {"full_name": "octo/kernels"}, "sender": {"login": "contributor"},
+    }
+
+
+@pytest.fixture
+def pr_workspace(project, tmp_path):
+    """main holds the baselines; the PR branch makes gemm_a slower and rewrites its baselines."""
+    config = project(TOML, name="ws")
+    workspace = config.parent
+    init_repo(workspace)
+    assert main(["baseline", "update", "--config", str(config), "-j", "1"]) == 0
+    base = commit_all(workspace, "kernels")
+    git(workspace, "checkout", "-q", "-b", "faster-gemm")
+    config.write_text(config.read_text().replace(GOOD, WORSE))
+    assert main(["baseline", "update", "--config", str(config), "-j", "1", "--kernels", "gemm_a"]) == 0
+    head = commit_all(workspace, "faster gemm")
+    temp = tmp_path / "runner"
+    temp.mkdir()
+    return workspace, temp, pr_event(17, "main", base, head)
+
+
+@pytest.mark.slow
+def test_action_on_a_pull_request_that_regresses_one_kernel(pr_workspace):
+    workspace, temp, event = pr_workspace
+    runner = LocalRunner(workspace, temp, event)
+    code, outputs, used = runner.run_action({"targets": "x86_64"})
+    log = "\n".join(runner.log)
+    assert code == 1, log  # fail-on-regression defaults to true
+
+    assert outputs["verdict"] == "regression" and outputs["regressions"] == "1", outputs
+    report_dir = Path(outputs["report"])
+    assert report_dir == temp / "perfguard" / "targets-x86_64"
+    data = json.loads((report_dir / "perfguard.json").read_text())
+    assert data["base"]["commit"] == event["pull_request"]["base"]["sha"]  # the merge-base, not the PR's baselines
+    assert {(r["kernel"], r["verdict"]) for r in data["results"]} == {("gemm_a", "regression"), ("gemm_b", "unchanged")}
+    assert (report_dir / "index.html").is_file()
+
+    line = 1 + (workspace / "perfguard.toml").read_text().splitlines().index('name = "gemm_a"')
+    errors = [x for x in log.splitlines() if x.startswith("::error")]
+    assert len(errors) == 1, log
+    assert errors[0].startswith(f"::error file=perfguard.toml,line={line},title=perfguard regression%3A gemm_a[x86_64]::"
+                                "gemm_a[x86_64] is +"), errors[0]
+
+    summary = runner.summary.read_text()
+    assert "gemm" in summary and "regression" in summary
+
+    comment_dir = Path(outputs["report"]) / "comment"
+    assert (comment_dir / "pr-number").read_text().strip() == "17"
+    body = (comment_dir / "comment.md").read_text()
+    assert body.startswith((report_dir / "summary.md").read_text().rstrip()) and "regression" in body
+    assert "https://github.com/octo/kernels/actions/runs/4242" in body
+
+    assert outputs["artifact-name"] == "perfguard-report-targets-x86_64"
+    uploads = {sid: u for sid, u in used.items() if u["uses"].startswith("actions/upload-artifact@")}
+    assert [u["with"]["name"] for u in uploads.values()] == ["perfguard-report-targets-x86_64", "perfguard-comment"]
+    assert [u["with"]["path"] for u in uploads.values()] == [str(report_dir), str(comment_dir)]
+    caches = [u["with"] for u in used.values() if u["uses"].startswith("actions/cache@")]
+    assert caches[0]["key"].startswith("perfguard-setup-Linux-X64-") and caches[1]["path"] == str(temp / "perfguard-cache")
+
+
+@pytest.mark.slow
+def test_action_shards_then_merge_give_one_verdict(pr_workspace):
+    workspace, temp, event = pr_workspace
+    runner = LocalRunner(workspace, temp, event)
+    for i in (1, 2):
+        code, outputs, _ = runner.run_action({"shard": f"{i}/2", "fail-on-regression": "false", "comment": "false"})
+        assert code == 0, "\n".join(runner.log)
+        assert outputs["artifact-name"] == f"perfguard-report-shard-{i}-of-2"
+        assert not (Path(outputs["report"]) / "comment").exists()
+    code, outputs, used = runner.run_action({"merge": str(temp / "perfguard")})
+    assert code == 1, "\n".join(runner.log)
+    merged = json.loads((Path(outputs["report"]) / "perfguard.json").read_text())
+    assert len(merged["results"]) == 4 and len(merged["merged_from"]) == 2
+    verdicts = {(r["kernel"], r["target"]): r["verdict"] for r in merged["results"]}
+    assert verdicts[("gemm_a", "x86_64")] == "regression" and verdicts[("gemm_b", "x86_64")] == "unchanged"
+    assert outputs["verdict"] == "regression"
+    assert outputs["regressions"] == str(list(verdicts.values()).count("regression"))
+    assert (Path(outputs["report"]) / "comment" / "pr-number").read_text().strip() == "17"
+
+
+@pytest.mark.slow
+def test_action_without_a_pull_request_compares_with_the_working_tree(pr_workspace):
+    workspace, temp, _ = pr_workspace
+    runner = LocalRunner(workspace, temp, {"ref": "refs/heads/faster-gemm"}, event_name="push")
+    code, outputs, _ = runner.run_action({"targets": "x86_64"})
+    assert code == 0, "\n".join(runner.log)
+    assert outputs["verdict"] == "pass" and outputs["regressions"] == "0"
+    assert not (Path(outputs["report"]) / "comment").exists()
+
+
+@pytest.mark.slow
+def test_action_bad_input_is_one_annotated_error(pr_workspace):
+    workspace, temp, event = pr_workspace
+    runner = LocalRunner(workspace, temp, event)
+    code, outputs, _ = runner.run_action({"base": "no-such-branch"})
+    assert code == 2
+    assert "::error title=perfguard action::base 'no-such-branch': unknown git revision" in "\n".join(runner.log)
+    code, outputs, _ = runner.run_action({"base": "none", "targets": "vax"})
+    assert code == 2 and outputs["verdict"] == "error", outputs
+
+
+def test_keys_need_only_the_standard_library(tmp_path):
+    env = {"PATH": os.environ["PATH"], "GITHUB_OUTPUT": str(tmp_path / "out"), "RUNNER_TEMP": str(tmp_path),
+           "INPUT_SHARD": "2/3", "HOME": str(tmp_path)}
+    proc = subprocess.run([sys.executable, "-S", "-m", "perfguard.action", "keys"], cwd=REPO, env=env,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    outputs = LocalRunner.read_outputs(tmp_path / "out")
+    assert outputs["cache-dir"] == str(tmp_path / "perfguard-cache")
+    assert outputs["sim-key"].startswith(outputs["sim-restore"]) and "shard-2-of-3" in outputs["sim-restore"]
+
+
+def test_annotation_escaping():
+    line = annotation("error", "50% slower\nsee: a, b", "perfguard: k[t]", "dir/a,b.toml", 3)
+    assert line == "::error file=dir/a%2Cb.toml,line=3,title=perfguard%3A k[t]::50%25 slower%0Asee: a, b"
+
+
+# -- the recalibration step -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("models, drift, calls, outputs, code", [
+    ([], None, ["collect gemm", "collect gemv"], {"drifted": "true"}, 0),
+    (["gemm", "gemv"], 0, ["drift"], {"drifted": "false", "families": ""}, 0),
+    (["gemm", "gemv"], 1, ["drift", "collect gemv", "train gemv"], {"drifted": "true", "families": "gemv"}, 0),
+    (["gemm"], 3, ["drift"], {}, 3),
+])
+def test_recalibrate_retrains_only_what_drifted(project, tmp_path, monkeypatch, models, drift, calls, outputs, code):
+    import perfguard.action as action
+
+    config = project(TOML, name="cal")
+    for family in models:
+        path = config.parent / "baselines" / "models" / "x86_64" / f"{family}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("{}")
+    seen = []
+
+    def fake(*args):
+        seen.append(" ".join([args[1]] + ([args[args.index("--family") + 1]] if "--family" in args else [])))
+        assert args[args.index("--target") + 1] == "x86_64" and args[args.index("--config") + 1] == str(config)
+        if args[1] == "drift":
+            Path(args[args.index("--json") + 1]).write_text(json.dumps(
+                {"gemm": {"needs_retraining": False}, "gemv": {"needs_retraining": True}}))
+            return drift
+        return 0
+
+    monkeypatch.setattr(action, "_perfguard", fake)
+    monkeypatch.setenv("GITHUB_OUTPUT", str(tmp_path / "out"))
+    monkeypatch.setenv("RUNNER_TEMP", str(tmp_path))
+    monkeypatch.setattr("perfguard.kernels.FAMILY_NAMES", ("gemm", "gemv"))
+    assert action.main(["recalibrate", "--target", "x86_64", "--config", str(config)]) == code
+    expected = calls if models else calls + ["train gemm", "train gemv"]
+    assert seen == expected
+    got = LocalRunner.read_outputs(tmp_path / "out") if (tmp_path / "out").exists() else {}
+    assert {k: got[k] for k in outputs} == outputs
+
+
+# -- mode: compare ----------------------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_action_compare_mode_measures_the_merge_base_instead_of_reading_baselines(pr_workspace):
+    workspace, temp, event = pr_workspace
+    for path in (workspace / "baselines").rglob("*.json"):  # no committed baseline is needed: drop them all
+        path.unlink()
+    head = commit_all(workspace, "no baselines")
+    event["pull_request"]["head"]["sha"] = head
+    runner = LocalRunner(workspace, temp, event)
+    code, outputs, _ = runner.run_action({"mode": "compare", "targets": "x86_64", "comment": "false"})
+    log = "\n".join(runner.log)
+    assert code == 1, log
+    assert f"building and simulating main at {event['pull_request']['base']['sha']} as the base" in log
+    data = json.loads((Path(outputs["report"]) / "perfguard.json").read_text())
+    assert data["base"]["commit"] == event["pull_request"]["base"]["sha"] and data["compare"]["head"]["commit"] == head
+    assert {(r["kernel"], r["verdict"]) for r in data["results"]} == {("gemm_a", "regression"), ("gemm_b", "unchanged")}
+    assert outputs["verdict"] == "regression" and outputs["regressions"] == "1"
+    assert "::error file=perfguard.toml" in log  # annotated on the kernel's line, as in check mode
+
+    code, outputs, _ = runner.run_action({"mode": "compare", "shard": "1/2"})
+    assert code == 2 and "input 'shard' does not apply to mode compare" in "\n".join(runner.log)
