@@ -1,0 +1,97 @@
+"""gem5 timing CPUs as references in the verdict-agreement benchmark (benchmarks/verdicts.py
+--reference): the cycle statistic is found and refused when ambiguous, deltas come from cycles,
+and on a real gem5 (skipped without one) O3 and Minor count a latency-bound loop slower than an
+independent one of the same instructions, with cycles and instructions in sane proportion."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+
+from benchmarks import verdicts as vd
+from benchmarks.verdict_pairs import PAIRS
+from perfguard.errors import InfraError
+from perfguard.sim.gem5 import ENV_BY_ISA, find_gem5
+from perfguard.targets import BUILTIN
+
+
+def test_cycles_come_from_the_one_cpu_and_an_ambiguous_dump_is_refused():
+    dump = {"simTicks": 10**9, "system.cpu.numCycles": 4321, "system.cpu.icache.overallMisses::total": 7}
+    assert vd.cycles_of(dump) == 4321
+    with pytest.raises(InfraError, match="found 0"):
+        vd.cycles_of({"simTicks": 10**9})
+    with pytest.raises(InfraError, match="found 2"):
+        vd.cycles_of({"system.cpu0.numCycles": 1, "system.cpu1.numCycles": 2})
+
+
+def test_reference_deltas_are_cycle_ratios_and_unsimulated_pairs_are_unscored():
+    a, b = PAIRS[0], PAIRS[1]
+    runs = {"gem5-o3": {a.name: {"before": {"cycles": 2000.0}, "after": {"cycles": 2500.0}}}}
+    deltas = vd.reference_deltas([a, b], runs)
+    assert deltas["gem5-o3"][a.name] == pytest.approx(0.25)
+    assert deltas["gem5-o3"][b.name] is None
+    # an unscored pair is left out of the summary, not counted as "no change"
+    assert vd.summarize({a.name: 0.3, b.name: 0.3}, deltas["gem5-o3"]).n == 1
+
+
+def test_each_profile_keeps_its_own_timings_and_gem5_results():
+    assert vd.native_file_for("x86_64") == vd.NATIVE_FILE
+    v1 = vd.native_file_for("x86_64v1")
+    assert v1 != vd.NATIVE_FILE and v1.parent == vd.NATIVE_FILE.parent and "x86_64v1" in v1.name
+    assert vd.gem5_file_for("x86_64v1") not in (v1, vd.NATIVE_FILE)
+    assert vd.gem5_key("o3", "abc", "fp") != vd.gem5_key("minor", "abc", "fp") != vd.gem5_key("o3", "abc", "fp2")
+
+
+def test_a_reference_needs_a_profile_gem5_decodes(capsys):
+    with pytest.raises(SystemExit, match="unknown reference 'gem5-atomic'"):
+        vd.main(["--reference", "gem5-atomic", "--pairs", PAIRS[0].name])
+
+
+# Two loops of the same instructions: one adds into independent elements, one carries each
+# result into the next iteration (a chain of dependent multiply-adds).
+LOOPS_C = r"""
+#include <stdio.h>
+#include <stdlib.h>
+static float a[4096], b[4096];
+static void kernel(void) {
+#ifdef CHAIN
+  for (int i = 1; i < 4096; i++) b[i] = b[i - 1] * 0.5f + a[i];
+#else
+  for (int i = 1; i < 4096; i++) b[i] = b[i] * 0.5f + a[i];
+#endif
+}
+int main(int argc, char **argv) {
+  if (argc < 3) return 2;
+  int reps = atoi(argv[1]), warmup = atoi(argv[2]);
+  for (int i = 0; i < 4096; i++) a[i] = (float)i;
+  for (int i = 0; i < warmup; i++) kernel();
+  for (int i = 0; i < reps; i++) kernel();
+  printf("%f\n", b[4095]);
+  return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("cpu_type", ["o3", "minor"])
+def test_real_gem5_timing_cpu_sees_a_dependency_chain(cpu_type, tmp_path):
+    target = BUILTIN["x86_64v1"]
+    if find_gem5(target.isa) is None:
+        pytest.skip(f"no gem5 binary for {target.isa}: set {ENV_BY_ISA[target.isa]} to run this test")
+    if shutil.which(target.cc) is None:
+        pytest.skip(f"no {target.cc} to build the test harness")
+    source = tmp_path / "loops.c"
+    source.write_text(LOOPS_C)
+    got = {}
+    for name, flags in (("free", []), ("chain", ["-DCHAIN"])):
+        binary = tmp_path / name
+        subprocess.run([target.cc, "-O2", "-march=x86-64", "-fno-tree-vectorize", "-static", *flags, "-o",
+                        str(binary), str(source)], check=True)
+        got[name] = vd.gem5_cycles(vd.Gem5Run(binary, target, cpu_type, tmp_path / "cache", 1, 1, 1800))
+    free, chain = got["free"], got["chain"]
+    assert 4095 * 4 <= free["insts"] <= 4095 * 12 and abs(chain["insts"] - free["insts"]) <= 0.1 * free["insts"]
+    assert free["cycles"] >= free["insts"] / 8  # no x86 core of gem5's retires more than 8 per cycle
+    # each chained iteration waits for the previous multiply and add: several cycles apiece
+    assert chain["cycles"] >= 4095 * 4 and chain["cycles"] > 1.5 * free["cycles"], got
+    assert not list((tmp_path / "cache" / "gem5").iterdir())  # the run directories are removed
