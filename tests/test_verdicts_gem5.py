@@ -5,8 +5,10 @@ double with the kernel's work) in a plausible proportion to its instructions."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
+from dataclasses import replace
 
 import pytest
 
@@ -91,3 +93,34 @@ def test_real_gem5_timing_cpu_counts_the_kernel_cycles(cpu_type, tmp_path):
     assert 1.7 <= big["cycles"] / small["cycles"] <= 2.3, got  # the kernel alone, not the whole run
     assert 1.9 <= big["insts"] / small["insts"] <= 2.1, got
     assert not list((tmp_path / "cache" / "gem5").iterdir())  # the run directories are removed
+
+
+def test_stored_gem5_results_are_reused_per_binary_and_cpu(tmp_path, monkeypatch):
+    """A side whose (CPU type, binary, gem5 fingerprint) is stored is not simulated again; one
+    CPU type stored does not stand in for the other; a file of another schema is refused."""
+    from perfguard.config import load_config
+    from perfguard.pipeline import JobResult
+    from perfguard.sim.gem5 import Gem5Simulator
+    from perfguard.sim.stats import Stats
+
+    target = BUILTIN["x86_64v1"]
+    if find_gem5(target.isa) is None:
+        pytest.skip(f"no gem5 binary for {target.isa}: set {ENV_BY_ISA[target.isa]} to run this test")
+    config = replace(load_config(vd.REPO / "perfguard.toml"), cache_dir=tmp_path / "cache")
+    pair = PAIRS[0]
+    sides = {pair.name: tuple(vd.Side(spec, JobResult(spec.name, target.name, pair.family, spec.params, "qemu", True,
+                                                      stats=Stats(insts=1000), binary_hash=h), tmp_path / h)
+                              for spec, h in zip(pair.sides(), ("b" * 64, "a" * 64)))}
+    fingerprint = Gem5Simulator(config.cache_dir, cpu_type="o3").fingerprint(target)
+    stored = {vd.gem5_key("o3", h, fingerprint): {"cycles": c} for h, c in (("b" * 64, 1000.0), ("a" * 64, 1300.0))}
+    path = tmp_path / "gem5.json"
+    path.write_text(json.dumps({"schema": vd.GEM5_SCHEMA, "runs": stored}))
+    ran = []
+    monkeypatch.setattr(vd, "gem5_cycles", lambda run: ran.append(run) or {"cycles": 1.0, "wall_s": 0.0})
+    runs = vd.gem5_references([pair], sides, target, config, ["gem5-o3"], path, 1, log=lambda m: None)
+    assert ran == [] and vd.reference_deltas([pair], runs)["gem5-o3"][pair.name] == pytest.approx(0.3)
+    vd.gem5_references([pair], sides, target, config, ["gem5-o3", "gem5-minor"], path, 1, log=lambda m: None)
+    assert sorted((r.cpu_type, r.binary.name) for r in ran) == [("minor", "a" * 64), ("minor", "b" * 64)]
+    path.write_text(json.dumps({"schema": 99, "runs": {}}))
+    with pytest.raises(SystemExit, match="gem5.json: not a gem5 results file"):
+        vd.gem5_references([pair], sides, target, config, ["gem5-o3"], path, 1)
