@@ -291,8 +291,9 @@ def load_gem5(path: Path) -> dict:
 
 def gem5_references(pairs: list[Pair], sides: dict[str, tuple[Side, Side]], profile: TargetProfile, config: Config,
                     references: list[str], path: Path, jobs: int, log=print) -> dict[str, dict[str, dict]]:
-    """reference -> pair name -> {"before": run, "after": run}; simulates what `path` lacks, pair by pair
-    (both sides at once with jobs >= 2), saving after every side so an interrupted run keeps what it has."""
+    """reference -> pair name -> {"before": run, "after": run}; simulates what `path` lacks (none with
+    jobs 0), pair by pair (both sides at once with jobs >= 2), saving after every side so an
+    interrupted run keeps what it has."""
     from perfguard.sim.gem5 import Gem5Simulator
 
     data = load_gem5(path)
@@ -309,7 +310,10 @@ def gem5_references(pairs: list[Pair], sides: dict[str, tuple[Side, Side]], prof
                 if key not in data["runs"] and all(k != key for k, _, _ in todo):
                     todo.append((key, side, Gem5Run(side.binary, profile, cpu_type, config.cache_dir / "gem5ref",
                                                     config.reps, config.warmup, GEM5_TIMEOUT)))
-    if todo:
+    if todo and jobs < 1:  # score what is stored: a long run in the background fills the file
+        log(f"gem5: {len(todo)} simulations missing, not run (--gem5-jobs 0); their pairs are unscored")
+        todo = []
+    elif todo:
         log(f"gem5: {len(todo)} simulations to run ({jobs} at a time)")
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:  # gem5 is a child process: threads suffice
         futures = {pool.submit(gem5_cycles, run): (key, side, run) for key, side, run in todo}
@@ -435,6 +439,12 @@ def summarize(native: dict[str, float], predicted: dict[str, float | None]) -> S
     return s
 
 
+def tracking_error(native: dict[str, float], predicted: dict[str, float | None]) -> float:
+    """Median over the scored pairs of |ln((1 + predicted) / (1 + native))|: 0.1 is about 10 % off."""
+    errors = [abs(np.log((1.0 + predicted[n]) / (1.0 + d))) for n, d in native.items() if predicted.get(n) is not None]
+    return float(np.median(errors)) if errors else float("nan")
+
+
 # --- output ---
 
 
@@ -528,7 +538,8 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"comma-separated gem5 timing CPUs to score like the models ({', '.join(GEM5_REFERENCES)}); "
                              "needs a profile gem5 decodes (x86_64v1)")
     parser.add_argument("--gem5-file", type=Path, help="stored gem5 results (default verdicts-gem5-PROFILE.json)")
-    parser.add_argument("--gem5-jobs", type=int, default=1, help="gem5 simulations at a time (default 1)")
+    parser.add_argument("--gem5-jobs", type=int, default=1,
+                        help="gem5 simulations at a time (default 1; 0: run none, score the stored results)")
     parser.add_argument("--json", type=Path, help="also write the results as JSON here")
     parser.add_argument("-j", "--jobs", type=int, help="parallel build/simulation jobs")
     args = parser.parse_args(argv)
@@ -575,6 +586,9 @@ def main(argv: list[str] | None = None) -> int:
         subset = {m: summarize({n: deltas[n] for n in common}, predicted[m]) for m in predicted}
         print(f"\non the {len(common)} pairs every reference simulated:\n")
         print(markdown([p for p in pairs if p.name in common], native, predicted, subset).split("\n\n", 1)[1])
+    if references:  # how far off the size of each change is, beyond its rank
+        print("\nmedian |ln(predicted ratio / native ratio)| on those pairs: " + ", ".join(
+            f"{m} {tracking_error({n: deltas[n] for n in common}, predicted[m]):.3f}" for m in predicted))
     for model, failed in errors.items():
         print(f"\n{model} could not score {len(failed)} pairs; first: `{next(iter(failed))}`: {next(iter(failed.values()))}")
     print(f"\nnative noise: 95 % interval half-width median {100 * noise['median_halfwidth']:.1f} %, "

@@ -10,6 +10,7 @@ import shutil
 import subprocess
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 from benchmarks import verdicts as vd
@@ -124,3 +125,10 @@ def test_stored_gem5_results_are_reused_per_binary_and_cpu(tmp_path, monkeypatch
     path.write_text(json.dumps({"schema": 99, "runs": {}}))
     with pytest.raises(SystemExit, match="gem5.json: not a gem5 results file"):
         vd.gem5_references([pair], sides, target, config, ["gem5-o3"], path, 1)
+
+
+def test_tracking_error_is_the_median_log_ratio_of_the_scored_pairs():
+    native = {"a": 0.0, "b": 1.0, "c": -0.5, "d": 0.2}
+    predicted = {"a": 0.1, "b": 1.0, "c": -0.75, "d": None}
+    # |ln 1.1|, 0, |ln(0.25 / 0.5)|: median ln 1.1; "d" is unscored
+    assert vd.tracking_error(native, predicted) == pytest.approx(np.log(1.1))
