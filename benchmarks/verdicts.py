@@ -13,8 +13,14 @@ Native timings are kept in benchmarks/verdicts-native.json, keyed by the two bin
 a pair is timed again only when one of its binaries changed, or with --retime (asking for more
 --rounds than are stored times only the missing rounds).
 
-    python benchmarks/verdicts.py [--pairs SUBSTR,..] [--rounds N] [--retime] [--stat min_s|median_s]
-                                  [--models a,b] [--json FILE] [-j N]
+With --reference gem5-o3,gem5-minor (on a profile gem5 decodes: --profile x86_64v1, whose
+binaries and native timings are its own), gem5's O3 or Minor core runs each side through
+perfguard's gem5 back end and is scored like a model by its cycle delta; gem5 results are kept
+per binary in benchmarks/verdicts-gem5-PROFILE.json (--gem5-jobs 0 scores only what is stored).
+
+    python benchmarks/verdicts.py [--profile P] [--pairs SUBSTR,..] [--rounds N] [--retime] [--stat min_s|median_s]
+                                  [--models a,b] [--reference gem5-o3,gem5-minor] [--gem5-jobs N]
+                                  [--json FILE] [-j N]
 """
 
 from __future__ import annotations
