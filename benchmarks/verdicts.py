@@ -13,19 +13,29 @@ Native timings are kept in benchmarks/verdicts-native.json, keyed by the two bin
 a pair is timed again only when one of its binaries changed, or with --retime (asking for more
 --rounds than are stored times only the missing rounds).
 
-    python benchmarks/verdicts.py [--pairs SUBSTR,..] [--rounds N] [--retime] [--stat min_s|median_s]
-                                  [--models a,b] [--json FILE] [-j N]
+With --reference gem5-o3,gem5-minor (on a profile gem5 decodes: --profile x86_64v1, whose
+binaries and native timings are its own), gem5's O3 or Minor core runs each side through
+perfguard's gem5 back end and is scored like a model by its cycle delta; gem5 results are kept
+per binary in benchmarks/verdicts-gem5-PROFILE.json (--gem5-jobs 0 scores only what is stored).
+
+    python benchmarks/verdicts.py [--profile P] [--pairs SUBSTR,..] [--rounds N] [--retime] [--stat min_s|median_s]
+                                  [--models a,b] [--reference gem5-o3,gem5-minor] [--gem5-jobs N]
+                                  [--json FILE] [-j N]
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import hashlib
 import importlib.util
 import json
 import os
+import shutil
 import statistics
 import sys
+import time as _time
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -41,7 +51,7 @@ from perfguard import jsonfile
 from perfguard.atomic import atomic_write_text
 from perfguard.compile.cache import BuildCache
 from perfguard.config import Config, KernelSpec, load_config
-from perfguard.errors import InputError, PerfguardError
+from perfguard.errors import InfraError, InputError, PerfguardError
 from perfguard.executors.local import LocalExecutor
 from perfguard.pipeline import Job, JobResult, run_job
 from perfguard.predict.analytical import AnalyticalModel
@@ -68,6 +78,7 @@ MIN_CALLS = 10  # calls per side per round, however slow the kernel
 # MIN_CALLS or more calls is the time without interruptions. The median is stored too (--stat median_s).
 STATS = ("min_s", "median_s")
 BOOTSTRAP = 2000
+GEM5_TIMEOUT = 6 * 3600.0  # both gem5 runs of one side: O3 runs well under 1 MIPS
 
 
 # --- the pairs, built and simulated by perfguard ---
@@ -166,6 +177,11 @@ def native_key(before: Side, after: Side) -> str:
     return f"{before.result.binary_hash}:{after.result.binary_hash}"
 
 
+def native_file_for(profile: str) -> Path:
+    """The stored timings of a profile's binaries: each profile builds other binaries."""
+    return NATIVE_FILE if profile == TARGET else NATIVE_FILE.with_name(f"verdicts-native-{profile}.json")
+
+
 def load_native(path: Path) -> dict:
     if not path.is_file():
         return {"schema": NATIVE_SCHEMA, "pairs": {}}
@@ -212,6 +228,127 @@ def time_pairs(pairs: list[Pair], sides: dict[str, tuple[Side, Side]], path: Pat
             save_native(path, data)  # after each pair: an interrupted run keeps what it measured
         out[pair.name] = data["pairs"][key]
     return out
+
+
+# --- gem5 timing CPUs as references ---
+
+# reference name -> gem5 CPU type. A reference's delta is that of the simulated core cycles of
+# one call, not a model of perfguard's statistics, so it lives beside MODELS, not in it.
+GEM5_REFERENCES = {"gem5-o3": "o3", "gem5-minor": "minor"}
+GEM5_SCHEMA = 1
+
+
+def gem5_file_for(profile: str) -> Path:
+    return NATIVE_FILE.with_name(f"verdicts-gem5-{profile}.json")
+
+
+def cycles_of(dump: dict) -> int:
+    """Core cycles of a gem5 dump: `<cpu>.numCycles` of its one CPU."""
+    found = [value for name, value in dump.items() if name.endswith(".numCycles") and ".cpu" in name]
+    if len(found) != 1:
+        raise InfraError(f"gem5 statistics: expected one CPU numCycles, found {len(found)}")
+    return int(found[0])
+
+
+@dataclass(frozen=True)
+class Gem5Run:
+    """One side simulated by a gem5 timing CPU: the two runs of perfguard's gem5 back end, whose
+    difference in cycles is the cycles of `reps` warm calls."""
+
+    binary: Path
+    profile: TargetProfile
+    cpu_type: str
+    cache_dir: Path
+    reps: int
+    warmup: int
+    timeout: float
+
+
+def gem5_cycles(run: Gem5Run) -> dict:
+    """Cycles per call, the kernel's instructions per call, and what the two runs cost."""
+    from perfguard.sim.gem5 import Gem5Simulator, parse_stats
+
+    sim = Gem5Simulator(run.cache_dir, cpu_type=run.cpu_type, keep_outputs=True)
+    start = _time.monotonic()
+    result = sim.run(run.binary, run.profile, [str(run.reps), str(run.warmup)], run.timeout)
+    wall = _time.monotonic() - start
+    work = sim.last_run_dir
+    assert work is not None
+    try:
+        cycles = [cycles_of(parse_stats(work / f"reps{r}" / "m5out" / "stats.txt")[-1]) for r in (run.reps, 0)]
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return {"cycles": (cycles[0] - cycles[1]) / run.reps, "insts": result.stats.insts / run.reps,
+            "cycles_runs": cycles, "sim_insts": result.total_insts, "wall_s": round(wall, 1)}
+
+
+def gem5_key(cpu_type: str, binary_hash: str, fingerprint: str) -> str:
+    return f"{cpu_type}:{binary_hash}:{hashlib.sha256(fingerprint.encode()).hexdigest()[:16]}"
+
+
+def load_gem5(path: Path) -> dict:
+    if not path.is_file():
+        return {"schema": GEM5_SCHEMA, "runs": {}}
+    data = jsonfile.read(path, "corrupted gem5 results file", str(path))
+    if not isinstance(data, dict) or data.get("schema") != GEM5_SCHEMA or not isinstance(data.get("runs"), dict):
+        raise SystemExit(f"verdicts: {path}: not a gem5 results file of schema {GEM5_SCHEMA}")
+    return data
+
+
+def gem5_references(pairs: list[Pair], sides: dict[str, tuple[Side, Side]], profile: TargetProfile, config: Config,
+                    references: list[str], path: Path, jobs: int, log=print) -> dict[str, dict[str, dict]]:
+    """reference -> pair name -> {"before": run, "after": run}; simulates what `path` lacks (none with
+    jobs 0), pair by pair (both sides at once with jobs >= 2), saving after every side so an
+    interrupted run keeps what it has."""
+    from perfguard.sim.gem5 import Gem5Simulator
+
+    data = load_gem5(path)
+    todo: list[tuple[str, Side, Gem5Run]] = []
+    keys: dict[tuple[str, str], str] = {}
+    fingerprints = {ref: Gem5Simulator(config.cache_dir, cpu_type=GEM5_REFERENCES[ref]).fingerprint(profile)
+                    for ref in references}
+    for pair in pairs:  # pair by pair, every reference: a run cut short still compares them on the same pairs
+        for ref in references:
+            cpu_type, fingerprint = GEM5_REFERENCES[ref], fingerprints[ref]
+            for side in sides[pair.name]:
+                key = gem5_key(cpu_type, side.result.binary_hash, fingerprint)
+                keys[(ref, side.result.binary_hash)] = key
+                if key not in data["runs"] and all(k != key for k, _, _ in todo):
+                    todo.append((key, side, Gem5Run(side.binary, profile, cpu_type, config.cache_dir / "gem5ref",
+                                                    config.reps, config.warmup, GEM5_TIMEOUT)))
+    if todo and jobs < 1:  # score what is stored: a long run in the background fills the file
+        log(f"gem5: {len(todo)} simulations missing, not run (--gem5-jobs 0); their pairs are unscored")
+        todo = []
+    elif todo:
+        log(f"gem5: {len(todo)} simulations to run ({jobs} at a time)")
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:  # gem5 is a child process: threads suffice
+        futures = {pool.submit(gem5_cycles, run): (key, side, run) for key, side, run in todo}
+        for done, future in enumerate(as_completed(futures), 1):
+            key, side, run = futures[future]
+            try:
+                record = future.result()
+            except PerfguardError as exc:  # that side stays unsimulated, its pair unscored; the rest go on
+                log(f"[{done}/{len(todo)}] gem5 {run.cpu_type} {side.spec.name} failed: {exc.message}")
+                continue
+            record.update(kernel=side.spec.name, cpu_type=run.cpu_type, qemu_insts=side.stats.insts)
+            data["runs"][key] = record
+            atomic_write_text(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
+            log(f"[{done}/{len(todo)}] gem5 {run.cpu_type} {side.spec.name}: {record['cycles']:.0f} cycles, "
+                f"{record['wall_s']:.0f} s")
+    out: dict[str, dict[str, dict]] = {}
+    for ref in references:
+        out[ref] = {}
+        for pair in pairs:
+            got = [data["runs"].get(keys[(ref, s.result.binary_hash)]) for s in sides[pair.name]]
+            if all(got):
+                out[ref][pair.name] = {"before": got[0], "after": got[1]}
+    return out
+
+
+def reference_deltas(pairs: list[Pair], runs: dict[str, dict[str, dict]]) -> dict[str, dict[str, float | None]]:
+    """reference -> pair name -> cycles after / before - 1 (None: not simulated)."""
+    return {ref: {p.name: (got[p.name]["after"]["cycles"] / got[p.name]["before"]["cycles"] - 1.0
+                           if p.name in got else None) for p in pairs} for ref, got in runs.items()}
 
 
 # --- the models, by name ---
@@ -308,6 +445,12 @@ def summarize(native: dict[str, float], predicted: dict[str, float | None]) -> S
     return s
 
 
+def tracking_error(native: dict[str, float], predicted: dict[str, float | None]) -> float:
+    """Median over the scored pairs of |ln((1 + predicted) / (1 + native))|: 0.1 is about 10 % off."""
+    errors = [abs(np.log((1.0 + predicted[n]) / (1.0 + d))) for n, d in native.items() if predicted.get(n) is not None]
+    return float(np.median(errors)) if errors else float("nan")
+
+
 # --- output ---
 
 
@@ -389,11 +532,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pairs", help="comma-separated substrings of pair names (default: every pair)")
     parser.add_argument("--rounds", type=int, default=20, help="interleaved rounds per pair (default 20)")
     parser.add_argument("--retime", action="store_true", help="time every pair again, even if its binaries are unchanged")
-    parser.add_argument("--native-file", type=Path, default=NATIVE_FILE)
+    parser.add_argument("--profile", default=TARGET,
+                        help=f"target profile to build, simulate and time (default {TARGET}; x86_64v1 for gem5)")
+    parser.add_argument("--native-file", type=Path,
+                        help=f"stored native timings (default {NATIVE_FILE.name}, or verdicts-native-PROFILE.json)")
     parser.add_argument("--models", default=",".join(MODELS), help=f"comma-separated (default: {','.join(MODELS)})")
     parser.add_argument("--stat", choices=STATS, default="min_s",
                         help="per-round time of a side: its fastest call (default) or its median call")
     parser.add_argument("--cpu", type=int, help="core to pin native runs to (default: the last one)")
+    parser.add_argument("--reference", default="",
+                        help=f"comma-separated gem5 timing CPUs to score like the models ({', '.join(GEM5_REFERENCES)}); "
+                             "needs a profile gem5 decodes (x86_64v1)")
+    parser.add_argument("--gem5-file", type=Path, help="stored gem5 results (default verdicts-gem5-PROFILE.json)")
+    parser.add_argument("--gem5-jobs", type=int, default=1,
+                        help="gem5 simulations at a time (default 1; 0: run none, score the stored results)")
     parser.add_argument("--json", type=Path, help="also write the results as JSON here")
     parser.add_argument("-j", "--jobs", type=int, help="parallel build/simulation jobs")
     args = parser.parse_args(argv)
@@ -401,24 +553,48 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [m for m in models if m not in MODELS]
     if unknown:
         raise SystemExit(f"verdicts: unknown model '{unknown[0]}' (one of {', '.join(MODELS)})")
+    references = [r for r in args.reference.split(",") if r]
+    unknown = [r for r in references if r not in GEM5_REFERENCES]
+    if unknown:
+        raise SystemExit(f"verdicts: unknown reference '{unknown[0]}' (one of {', '.join(GEM5_REFERENCES)})")
 
     config = load_config(args.config)
-    profile = config.profile(TARGET)
+    profile = config.profile(args.profile, "--profile")
+    native_file = args.native_file or native_file_for(profile.name)
     pairs = select_pairs(args.pairs)
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
     log(f"building and simulating {len(pairs)} pairs")
     sides = build_sides(pairs, config, profile, args.jobs)
-    records = time_pairs(pairs, sides, args.native_file, args.rounds, args.retime,
+    records = time_pairs(pairs, sides, native_file, args.rounds, args.retime,
                          pick_cpu() if args.cpu is None else args.cpu, profile, log)
     native = {p.name: native_delta(records[p.name], args.stat) for p in pairs}
     errors: dict[str, dict[str, str]] = {}
     predicted = predicted_deltas(pairs, sides, profile, config, models, errors)
+    gem5_runs: dict[str, dict[str, dict]] = {}
+    if references:
+        from perfguard.sim.gem5_config import check_decodable
+
+        try:
+            check_decodable(profile)
+        except InputError as exc:
+            raise SystemExit(f"verdicts: --reference: {exc.message}") from None
+        gem5_runs = gem5_references(pairs, sides, profile, config, references,
+                                    args.gem5_file or gem5_file_for(profile.name), args.gem5_jobs, log)
+        predicted.update(reference_deltas(pairs, gem5_runs))
     deltas = {name: n.delta for name, n in native.items()}
-    summaries = {m: summarize(deltas, predicted[m]) for m in models}
+    summaries = {m: summarize(deltas, predicted[m]) for m in predicted}
     families = by_family(pairs, deltas, predicted)
     noise = noise_summary(native, records)
     print(markdown(pairs, native, predicted, summaries))
     print("\n" + family_markdown(families))
+    for ref in references:  # a reference may cover fewer pairs: every column again on its pairs alone
+        common = [n for n in deltas if predicted[ref][n] is not None]
+        subset = {m: summarize({n: deltas[n] for n in common}, predicted[m]) for m in predicted}
+        print(f"\non the {len(common)} pairs {ref} simulated:\n")
+        print(markdown([p for p in pairs if p.name in common], native, predicted, subset).split("\n\n", 1)[1])
+        # how far off the size of each change is, beyond its rank
+        print("\nmedian |ln(predicted ratio / native ratio)| on those pairs: " + ", ".join(
+            f"{m} {tracking_error({n: deltas[n] for n in common}, predicted[m]):.3f}" for m in predicted))
     for model, failed in errors.items():
         print(f"\n{model} could not score {len(failed)} pairs; first: `{next(iter(failed))}`: {next(iter(failed.values()))}")
     print(f"\nnative noise: 95 % interval half-width median {100 * noise['median_halfwidth']:.1f} %, "
@@ -426,12 +602,13 @@ def main(argv: list[str] | None = None) -> int:
           f"per-round ratio spread (robust CV) median {100 * noise['median_spread']:.1f} %; "
           f"1-min load average while timing {noise['loadavg_min']:.2f} .. {noise['loadavg_max']:.2f}")
     if args.json:
-        doc = {"target": TARGET, "command": " ".join(["python", "benchmarks/verdicts.py", *(argv or sys.argv[1:])]),
+        doc = {"target": profile.name, "command": " ".join(["python", "benchmarks/verdicts.py", *(argv or sys.argv[1:])]),
                "pairs": [{"name": p.name, "family": p.family, "knob": p.knob, "kind": p.kind, "before": p.before,
                           "after": p.after, "native": {**native[p.name].__dict__, "halfwidth": native[p.name].halfwidth},
                           "binaries": [s.result.binary_hash for s in sides[p.name]],
                           "insts": [s.stats.insts for s in sides[p.name]],
-                          "predicted": {m: predicted[m][p.name] for m in models}} for p in pairs],
+                          "predicted": {m: predicted[m][p.name] for m in predicted},
+                          "gem5": {r: runs.get(p.name) for r, runs in gem5_runs.items()}} for p in pairs],
                "summary": {m: s.to_dict() for m, s in summaries.items()}, "noise": noise, "stat": args.stat, "errors": errors,
                "by_family": {f: {m: s.to_dict() for m, s in per.items()} for f, per in families.items()}}
         atomic_write_text(args.json, json.dumps(doc, indent=1, sort_keys=True) + "\n")

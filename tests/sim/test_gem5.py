@@ -549,7 +549,7 @@ def test_generated_config(target_name, cpu_type, tmp_path):
     facts = _script_facts(source)
     constants, caches = facts["constants"], facts["caches"]
     prefix = {"x86_64": "X86", "aarch64": "Arm", "riscv64": "Riscv"}[target.isa]
-    base = {"atomic": "AtomicSimpleCPU", "timing": "TimingSimpleCPU", "o3": "O3CPU"}[cpu_type]
+    base = {"atomic": "AtomicSimpleCPU", "timing": "TimingSimpleCPU", "o3": "O3CPU", "minor": "MinorCPU"}[cpu_type]
     assert constants["CPU_CLASSES"][0] == prefix + base
     assert all(base in name for name in constants["CPU_CLASSES"])
     assert constants["CPU_TYPE"] == cpu_type

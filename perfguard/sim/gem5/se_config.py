@@ -1,7 +1,7 @@
 """The gem5 syscall-emulation (SE) configuration script perfguard runs for one target profile.
 
 `generate_se_config` returns the script as Python source; gem5 runs it as
-`gem5.opt --outdir=DIR script.py`. It builds one core (atomic, timing or o3) with classic
+`gem5.opt --outdir=DIR script.py`. It builds one core (atomic, timing, o3 or minor) with classic
 caches: private L1I and L1D, an L2 behind an L2XBar, a SystemXBar and one DDR3 memory
 controller, with the profile's cache geometry (size, associativity; the line size is the
 system's `cache_line_size`) and the profile's clock. The workload is the statically linked
@@ -28,7 +28,7 @@ from pathlib import Path
 from perfguard.errors import InputError
 from perfguard.targets import TargetProfile
 
-CPU_TYPES = ("atomic", "timing", "o3")
+CPU_TYPES = ("atomic", "timing", "o3", "minor")
 
 # exit status of the generated script when the gem5 binary lacks the ISA (any value gem5 itself
 # does not use for its own failures, which are 1 for fatal() and negative signals for crashes)
@@ -105,6 +105,8 @@ def cpu_class_names(isa: str, cpu_type: str) -> tuple[str, ...]:
         return (f"{prefix}TimingSimpleCPU", "TimingSimpleCPU")
     if cpu_type == "o3":
         return (f"{prefix}O3CPU", "DerivO3CPU", "O3CPU")
+    if cpu_type == "minor":
+        return (f"{prefix}MinorCPU", "MinorCPU")
     raise InputError(f"gem5: unknown CPU type '{cpu_type}' (one of {', '.join(CPU_TYPES)})")
 
 
