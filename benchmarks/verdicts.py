@@ -572,7 +572,7 @@ def main(argv: list[str] | None = None) -> int:
     predicted = predicted_deltas(pairs, sides, profile, config, models, errors)
     gem5_runs: dict[str, dict[str, dict]] = {}
     if references:
-        from perfguard.sim.gem5_config import check_decodable
+        from perfguard.sim.gem5.se_config import check_decodable
 
         try:
             check_decodable(profile)
