@@ -21,7 +21,9 @@ from perfguard.build.cache import BuildCache, digest, file_digest
 from perfguard.build.harness import HARNESS_VERSION, render_harness, template_digest
 from perfguard.build.inputs import decode_outputs
 from perfguard.build.lower import LoweredKernel, build_object, inspect_module
-from perfguard.build.toolchain import cc_version, find_cc, libc_version, link_harness, llvm_version
+from perfguard.build.toolchain import (
+    cc_version, check_tensor_types, find_cc, libc_version, link_harness, llvm_version,
+)
 from perfguard.config import KernelSpec, load_callable
 from perfguard.errors import InfraError, InputError, PerfguardError
 from perfguard.signals import sigterm_interrupts
@@ -173,6 +175,7 @@ def build_kernel(job: Job, result: JobResult) -> Built:
     elif family is not None:
         result.flops = int(family.flops(**spec.params))
     cc = find_cc(profile)
+    check_tensor_types(profile, cc, lowered.tensors, where)
     result.toolchain = build_toolchain(cc)
     cache = BuildCache(job.cache_dir)
     key = digest(lowered.ir_hash, profile.fingerprint(), result.toolchain["cc"], result.toolchain["tvm"],

@@ -13,6 +13,7 @@ _FAMILY_MODULES = {
     "conv2d": "perfguard.kernels.conv2d",
     "depthwise_conv2d": "perfguard.kernels.depthwise",
     "dense_relu": "perfguard.kernels.dense_relu",
+    "qgemm": "perfguard.kernels.qgemm",
 }
 
 FAMILY_NAMES = tuple(_FAMILY_MODULES)

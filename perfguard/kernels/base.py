@@ -15,6 +15,7 @@ import numpy as np
 from perfguard.errors import InputError
 
 DTYPES = ("float32", "float64")
+HALF = "float16"  # gemm only: half-precision inputs, products and sums (see perfguard/kernels/gemm.py)
 
 
 @dataclass(frozen=True)
@@ -120,7 +121,7 @@ def largest_divisor_at_most(extent: int, cap: int) -> int:
 
 def default_vector(tile: int, dtype: str) -> int:
     """Widest of 256-bit-register lanes, halved until it divides the tile."""
-    lanes = 8 if dtype == "float32" else 4
+    lanes = {HALF: 16, "float32": 8}.get(dtype, 4)
     while tile % lanes:
         lanes //= 2
     return lanes
@@ -157,7 +158,7 @@ def resolve_with_tile_defaults(family: str, knobs: dict[str, Knob], params: dict
 
 # Lane counts the matrix families' `space` tries (gemm, gemv, dense_relu; the conv families
 # have their own in conv_common), per dtype.
-MATRIX_SPACE_LANES = {"float32": (1, 4, 8, 16), "float64": (1, 2, 4, 8)}
+MATRIX_SPACE_LANES = {"float32": (1, 4, 8, 16), "float64": (1, 2, 4, 8), HALF: (1, 8, 16, 32)}
 
 
 def lanes_dividing(tile: int, lanes: tuple[int, ...]) -> list[int]:

@@ -72,6 +72,7 @@ from pathlib import Path
 from perfguard.errors import InfraError, InputError
 from perfguard.signals import die_with_parent
 from perfguard.sim.base import SimResult, Simulator
+from perfguard.sim.isa_support import check_emulated
 from perfguard.sim.qemu import _link_or_copy, _one_line, _signal_name
 from perfguard.sim.stats import Stats
 from perfguard.targets import CacheLevel, TargetProfile
@@ -350,7 +351,11 @@ class CachegrindSimulator(Simulator):
                              "package valgrind (apt-get install valgrind)")
         return path
 
+    def check_target(self, target: TargetProfile) -> None:
+        check_emulated(target, "valgrind 3.19")
+
     def check_available(self, target: TargetProfile) -> None:
+        self.check_target(target)
         host = platform.machine()
         if host != HOST_ISA:
             raise InfraError(f"simulator cachegrind runs the harness natively and needs an {HOST_ISA} host; "
