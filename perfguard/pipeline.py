@@ -176,6 +176,8 @@ def build_kernel(job: Job, result: JobResult) -> Built:
         result.flops = int(family.flops(**spec.params))
     cc = find_cc(profile)
     check_tensor_types(profile, cc, lowered.tensors, where)
+    if family is not None and "check_target" in family.extra:
+        family.extra["check_target"](profile.tvm_target, where, **spec.params)
     result.toolchain = build_toolchain(cc)
     cache = BuildCache(job.cache_dir)
     key = digest(lowered.ir_hash, profile.fingerprint(), result.toolchain["cc"], result.toolchain["tvm"],

@@ -14,6 +14,7 @@ _FAMILY_MODULES = {
     "depthwise_conv2d": "perfguard.kernels.depthwise",
     "dense_relu": "perfguard.kernels.dense_relu",
     "qgemm": "perfguard.kernels.qgemm",
+    "qconv2d": "perfguard.kernels.qconv2d",
 }
 
 FAMILY_NAMES = tuple(_FAMILY_MODULES)

@@ -200,10 +200,14 @@ def standard_normal_inputs(rng: np.random.Generator, dtype: str, *shapes: tuple)
 
 
 def builtin_family(name: str, knobs: dict[str, Knob], shape_keys: tuple[str, ...], module_doc: str, *,
-                   entry, resolve, compute, reference, flops, space, make_inputs, output_shapes) -> Family:
+                   entry, resolve, compute, reference, flops, space, make_inputs, output_shapes,
+                   check_target=None) -> Family:
     """The Family of a built-in kernel module: one output, the doc's first line, and the `extra`
-    hooks (resolve, make_inputs, output_shapes, compute) that tests and tuning look up by key."""
+    hooks (resolve, make_inputs, output_shapes, compute) that tests and tuning look up by key.
+    `check_target(tvm_target, where, **params)`, when given, raises InputError before a build for
+    a target that cannot build these params (a schedule using instructions the target lacks)."""
+    extra = {"resolve": resolve, "make_inputs": make_inputs, "output_shapes": output_shapes, "compute": compute}
+    if check_target is not None:
+        extra["check_target"] = check_target
     return Family(name=name, entry=entry, knobs=knobs, reference=reference, flops=flops, num_outputs=1,
-                  shape_keys=shape_keys, space=space, doc=module_doc.splitlines()[0],
-                  extra={"resolve": resolve, "make_inputs": make_inputs, "output_shapes": output_shapes,
-                         "compute": compute})
+                  shape_keys=shape_keys, space=space, doc=module_doc.splitlines()[0], extra=extra)

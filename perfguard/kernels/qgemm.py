@@ -9,17 +9,14 @@ Loop nest (`dot` = "auto"):
         for k:                      # the int32 reduction, left to LLVM's vectorizer
           C[i, j] += int32(A[i, k]) * int32(B[j, k])
 
-On a core with the dot-product instructions (aarch64 `+dotprod`) LLVM turns the reduction into
-sdot/udot. `dot` = "vnni" packs B into [N/16, K/4, 16, 4] panels and tensorizes with TVM's
-AVX-512 VNNI intrinsic (vpdpbusd: uint8 x int8, so it needs a_dtype = "uint8").
+On a core with the dot-product instructions (aarch64 `+dotprod`, the aarch64dot profile) LLVM
+turns the int8 x int8 reduction into sdot (uint8 x int8 has no Armv8.2 instruction: widening
+multiplies instead). `dot` = "vnni" packs B into [N/8, K/4, 8, 4] panels and tensorizes with a
+256-bit AVX-VNNI dot product (`{vex} vpdpbusd`: uint8 x int8, so it needs a_dtype = "uint8"),
+for the x86_64vnni profile, which no simulator here can run (build and inspect only).
 
-`requantize` = true adds the int8 output stage of a quantized network:
-Q = clip((C * rq_multiplier + 2^(rq_shift-1)) >> rq_shift, -128, 127), in int64 (exact, no
-overflow for any knob values), rounding half up; the int32 C stays internal.
-
-Inputs are the harness's integers in [-8, 7] (int8; uint8 takes them modulo 256: 0..7 and
-248..255), so |A x B| <= 64 (uint8: 2040) and |C| <= 64 K (2040 K): int32 accumulation cannot
-overflow for K <= 33554431 (uint8: 1052688), which `resolve` enforces.
+`requantize` = true adds the int8 output stage Q of a quantized network (the int32 C stays
+internal); it and the int32 overflow bound on K are in perfguard/kernels/quant_common.py.
 """
 
 from __future__ import annotations
@@ -34,6 +31,9 @@ from perfguard.kernels.base import (
     SPACE_UNROLL_STEPS, UNROLL_KNOB, Knob, annotate_auto_unroll, builtin_family, check_params, largest_divisor_at_most,
     main_module, tile_candidates,
 )
+from perfguard.kernels.quant_common import (
+    REQUANT_KNOBS, check_quant_params, integer_inputs, requantize_reference, requantize_stage,
+)
 
 NAME = "qgemm"
 A_DTYPES = ("int8", "uint8")
@@ -44,20 +44,16 @@ VNNI_INTRIN = "perfguard_dot_8x4_u8i8i32_avxvnni"
 KNOBS: dict[str, Knob] = {
     "M": Knob(int, 64, minimum=1, doc="rows of A and C"),
     "N": Knob(int, 64, minimum=1, doc="rows of B (weights), columns of C"),
-    "K": Knob(int, 64, minimum=1, doc="reduction length (int32 accumulation: see the module doc's bound)"),
+    "K": Knob(int, 64, minimum=1, doc="reduction length (bounded: int32 accumulation, see quant_common)"),
     "a_dtype": Knob(str, "int8", choices=A_DTYPES, doc="A's type; B is int8"),
     "tile_m": Knob(int, None, minimum=1, divides="M", doc="rows per tile (default: largest divisor of M <= 8)"),
     "tile_n": Knob(int, None, minimum=1, divides="N", doc="columns per tile (default: largest divisor of N <= 16)"),
     "unroll": UNROLL_KNOB,
-    "dot": Knob(str, "auto", choices=DOTS, doc="auto: LLVM vectorizes the reduction; vnni: AVX-512 VNNI tensorized"),
-    "requantize": Knob(bool, False, doc="output int8 Q (requantized) instead of int32 C"),
-    "rq_multiplier": Knob(int, 1, minimum=1, doc="requantize: fixed-point multiplier"),
-    "rq_shift": Knob(int, 8, minimum=0, doc="requantize: right shift (rounding half up), at most 62"),
+    "dot": Knob(str, "auto", choices=DOTS, doc="auto: LLVM vectorizes the reduction; vnni: AVX-VNNI vpdpbusd, tensorized"),
+    **REQUANT_KNOBS,
 }
 
 SHAPE_KEYS = ("M", "N", "K", "a_dtype", "requantize")
-# The largest |A x B| of the harness's inputs per A type; K x that must fit in int32.
-MAX_PRODUCT = {"int8": 8 * 8, "uint8": 255 * 8}
 
 
 def resolve(**params) -> dict:
@@ -66,11 +62,7 @@ def resolve(**params) -> dict:
         if p[key] is None:
             p[key] = largest_divisor_at_most(p[KNOBS[key].divides], cap)
     p = check_params(NAME, KNOBS, p)
-    max_k = (2**31 - 1) // MAX_PRODUCT[p["a_dtype"]]
-    if p["K"] > max_k:
-        raise InputError(f"{NAME}: parameter 'K' = {p['K']} is above {max_k}: int32 accumulation could overflow")
-    if p["rq_shift"] > 62 or p["rq_multiplier"] >= 1 << 31:
-        raise InputError(f"{NAME}: 'rq_shift' must be <= 62 and 'rq_multiplier' < 2^31")
+    check_quant_params(NAME, p, p["K"], "'K'", p["a_dtype"])
     if p["dot"] == "vnni":
         if p["a_dtype"] != "uint8":
             raise InputError(f"{NAME}: dot = 'vnni' needs a_dtype = 'uint8' (vpdpbusd multiplies uint8 by int8)")
@@ -81,7 +73,6 @@ def resolve(**params) -> dict:
 
 def _stages(p: dict):
     """The placeholders and stages: A, B, [B_pack,] C (int32), [Q (int8)]."""
-    import tvm
     from tvm import te
 
     M, N, K = p["M"], p["N"], p["K"]
@@ -97,17 +88,7 @@ def _stages(p: dict):
     else:
         C = te.compute((M, N), lambda i, j: te.sum(A[i, k].astype("int32") * B[j, k].astype("int32"), axis=k),
                        name="C")
-    if not p["requantize"]:
-        return A, B, packed, C, None
-    mult, shift = p["rq_multiplier"], p["rq_shift"]
-    half = (1 << shift) >> 1
-    def i64(value):
-        return tvm.tirx.const(value, "int64")
-
-    Q = te.compute((M, N), lambda i, j: tvm.tirx.max(tvm.tirx.min(
-        (C[i, j].astype("int64") * i64(mult) + i64(half)) >> i64(shift), i64(127)), i64(-128)).astype("int8"),
-        name="Q")
-    return A, B, packed, C, Q
+    return A, B, packed, C, requantize_stage(C, p) if p["requantize"] else None
 
 
 def qgemm(**params):
@@ -183,6 +164,18 @@ def register_vnni_intrin() -> None:
     tvm.s_tir.TensorIntrin.register(VNNI_INTRIN, desc, impl)
 
 
+def check_target(tvm_target: dict, where: str, **params) -> None:
+    """dot = 'vnni' calls an AVX-VNNI intrinsic: LLVM aborts the process on a target without it."""
+    if resolve(**params)["dot"] != "vnni":
+        return
+    import tvm
+    from tvm.target.codegen import target_has_features
+
+    if not target_has_features(["avxvnni"], tvm.target.Target(tvm_target)):
+        raise InputError(f"{where}: {NAME} dot = 'vnni' needs AVX-VNNI, which this target lacks: build it for "
+                         f"the x86_64vnni profile, or use dot = 'auto'")
+
+
 def compute(**params):
     """The unscheduled IRModule: what MetaSchedule tunes."""
     p = resolve(**params)
@@ -191,15 +184,11 @@ def compute(**params):
 
 
 def reference(inputs, **params):
-    """Exact: int64 products and sums, the requantize in int64 with numpy's arithmetic shift."""
+    """Exact: int64 products and sums (and requantize)."""
     p = resolve(**params)
     a, b = (np.asarray(x, dtype=np.int64) for x in inputs)
     acc = a @ b.T
-    if not p["requantize"]:
-        return [acc.astype(np.int32)]
-    shift = p["rq_shift"]
-    q = (acc * p["rq_multiplier"] + ((1 << shift) >> 1)) >> shift
-    return [np.clip(q, -128, 127).astype(np.int8)]
+    return [requantize_reference(acc, p) if p["requantize"] else acc.astype(np.int32)]
 
 
 def flops(**params) -> int:
@@ -218,10 +207,8 @@ def space(**shape) -> Iterator[dict]:
 
 
 def make_inputs(rng: np.random.Generator, **params) -> list[np.ndarray]:
-    """Random integers in the harness's ranges (see the module doc): its overflow bound holds."""
     p = resolve(**params)
-    return [rng.integers(-8, 8, (p["M"], p["K"])).astype(p["a_dtype"]),
-            rng.integers(-8, 8, (p["N"], p["K"])).astype(np.int8)]
+    return integer_inputs(rng, ((p["M"], p["K"]), p["a_dtype"]), ((p["N"], p["K"]), "int8"))
 
 
 def output_shapes(**params) -> list[tuple]:
@@ -231,4 +218,4 @@ def output_shapes(**params) -> list[tuple]:
 
 FAMILY = builtin_family(NAME, KNOBS, SHAPE_KEYS, __doc__, entry=qgemm, resolve=resolve, compute=compute,
                         reference=reference, flops=flops, space=space, make_inputs=make_inputs,
-                        output_shapes=output_shapes)
+                        output_shapes=output_shapes, check_target=check_target)
