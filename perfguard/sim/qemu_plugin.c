@@ -562,8 +562,8 @@ static unsigned classify_a64_word(uint32_t w)
                     (w & 0x9fc00400) == 0x0f000000;   /* by element, size 00: fmla/fmul .h[i] */
         return F_VEC | (fp16 ? F_VECFP : 0);        /* sdot/udot and the rest: integer vector */
     }
-    if ((w & 0x5f200000) == 0x1e200000 && ((w >> 22) & 3) == 3)
-        return F_FP; /* scalar floating point on half precision (type 11) */
+    if ((w & 0x5e000000) == 0x1e000000 && ((w >> 22) & 3) == 3)
+        return F_FP; /* scalar floating point (1-3 sources, compare, convert) on half precision (type 11) */
     return 0;
 }
 
