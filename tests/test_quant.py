@@ -174,7 +174,7 @@ def test_vnni_and_avx512_profiles_are_refused_before_simulating(tmp_path):
 
 PROJECT = """\
 [perfguard]
-targets = ["aarch64dot", "x86_64"]
+targets = ["aarch64dot", "x86_64", "riscv64v"]
 cache_dir = "{cache}"
 
 [[kernel]]
@@ -188,18 +188,21 @@ name = "q8u_rq"
 entry = "perfguard.kernels.qgemm:qgemm"
 family = "qgemm"
 params = {{ M = 8, N = 16, K = 48, a_dtype = "uint8", requantize = true, rq_multiplier = 3, rq_shift = 7 }}
+targets = ["aarch64dot", "x86_64"]
 
 [[kernel]]
 name = "qconv_rq"
 entry = "perfguard.kernels.qconv2d:qconv2d"
 family = "qconv2d"
 params = {{ H = 6, W = 6, C = 16, F = 8, stride = 2, requantize = true, rq_multiplier = 5, rq_shift = 7 }}
+targets = ["aarch64dot", "x86_64"]
 
 [[kernel]]
 name = "h16"
 entry = "perfguard.kernels.gemm:gemm"
 family = "gemm"
 params = {{ M = 8, N = 16, K = 32, dtype = "float16" }}
+targets = ["aarch64dot", "x86_64"]
 """
 
 
@@ -219,7 +222,8 @@ def simulated(tmp_path_factory):
     from perfguard.config import load_config
     from perfguard.guard.check import make_jobs, measure, select
 
-    for tool in ("qemu-aarch64", "aarch64-linux-gnu-gcc", "qemu-x86_64", "llvm-mc-19"):
+    for tool in ("qemu-aarch64", "aarch64-linux-gnu-gcc", "qemu-x86_64", "qemu-riscv64", "riscv64-linux-gnu-gcc",
+                 "llvm-mc-19"):
         if shutil.which(tool) is None:
             pytest.skip(f"missing {tool}")
     root = tmp_path_factory.mktemp("quant-project")
@@ -230,7 +234,7 @@ def simulated(tmp_path_factory):
 
 
 def test_simulated_int_outputs_are_exact_and_fp16_within_tolerance(simulated):
-    assert len(simulated) == 8
+    assert len(simulated) == 9
     for (kernel, target), result in simulated.items():
         assert result.ok, result.error
         assert result.reference == "family"
@@ -246,9 +250,9 @@ def test_simulated_int8_counts_are_integer_vector_work(simulated):
     # 8 x 16 x 64 multiply-adds; an sdot .4s does 16 of them, .2s 8: at least 512 / 16 executions
     assert sdots >= 8 * 16 * 64 // 16
     assert dot.vec_insts >= sdots and dot.vec_fp_insts == 0 and dot.fp_insts == 0
-    for target in ("aarch64dot", "x86_64"):
-        stats = simulated[("q8u_rq", target)].stats
-        assert stats.vec_insts > 0 and stats.vec_fp_insts == 0 and stats.fp_insts == 0
+    for kernel, target in (("q8u_rq", "aarch64dot"), ("q8u_rq", "x86_64"), ("q8", "riscv64v")):
+        stats = simulated[(kernel, target)].stats  # vpmaddwd, smlal, vwmacc.vv: integer vector work
+        assert stats.vec_insts > 0 and stats.vec_fp_insts == 0 and stats.fp_insts == 0, (kernel, target)
     half = simulated[("h16", "aarch64dot")].stats
     assert half.vec_fp_insts >= 8 * 16 * 32 // 8  # fmla .8h: 8 half multiply-adds each
     assert simulated[("h16", "x86_64")].stats.vec_fp_insts > 0  # F16C conversions and float32 FMAs
