@@ -93,7 +93,7 @@ def make_jobs(config: Config, pairs: list[tuple[KernelSpec, str]], simulator: st
     for target in dict.fromkeys(target for _, target in pairs):
         backend.check_target(config.profile(target))
     return [
-        Job(spec, config.profile(target), config.root, config.cache_dir, simulator or config.simulator,
+        Job(spec, config.profile(target), config.root, config.cache_dir, name,
             config.timeout, config.reps, config.warmup, config.require_reference)
         for spec, target in pairs
     ]
