@@ -8,6 +8,10 @@ perfguard.toml, and per family the first variants of its knob space (other loop 
 vector widths: other summation orders) at a shape with a long reduction.
 
     python benchmarks/output_tolerance.py [--variants 3] [-j 2]
+    python benchmarks/output_tolerance.py --fp16 [--variants 3] [-j 2]
+
+--fp16 measures the float16 kernels instead (the config's, and gemm variants with K = 1024) on
+x86_64, aarch64 and aarch64dot (riscv64's gcc 12 cannot build float16 harnesses).
 """
 
 from __future__ import annotations
@@ -37,11 +41,17 @@ LONG = {"gemm": dict(M=16, N=16, K=2048), "gemv": dict(M=64, K=4096), "dense_rel
         "conv2d": dict(C=128, H=8, W=8, F=16, R=3, S=3, stride=1, padding=1),
         "depthwise_conv2d": dict(C=16, H=16, W=16, R=7, S=7, padding=3)}
 LOOSE = dict(rtol=0.5, atol=1e30)  # nothing fails while measuring
+HALF_ISAS = ("x86_64", "aarch64", "aarch64dot")
+HALF_LONG = {"gemm": dict(M=16, N=32, K=1024, dtype="float16")}
 
 
-def specs(config, variants: int) -> list[KernelSpec]:
-    out = [dataclasses.replace(k, **LOOSE) for k in config.kernels]
-    for family, shape in LONG.items():
+def is_half(spec: KernelSpec) -> bool:
+    return spec.params.get("dtype") == "float16"
+
+
+def specs(config, variants: int, half: bool = False) -> list[KernelSpec]:
+    out = [dataclasses.replace(k, **LOOSE) for k in config.kernels if is_half(k) == half]
+    for family, shape in (HALF_LONG if half else LONG).items():
         fam = get_family(family)
         for i, params in enumerate(itertools.islice(fam.space(**shape), 0, None, 37)):
             if i >= variants:
@@ -66,10 +76,12 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--variants", type=int, default=3, help="knob-space variants per family")
     ap.add_argument("-j", type=int, default=2)
+    ap.add_argument("--fp16", action="store_true", help="the float16 kernels, on x86_64, aarch64 and aarch64dot")
     args = ap.parse_args()
+    isas, dtype = (HALF_ISAS, "float16") if args.fp16 else (ISAS, "float32")
     config = load_config(REPO / "perfguard.toml")
-    config = dataclasses.replace(config, kernels=tuple(specs(config, args.variants)))
-    jobs = make_jobs(config, [(k, t) for k in config.kernels for t in ISAS])
+    config = dataclasses.replace(config, kernels=tuple(specs(config, args.variants, args.fp16)))
+    jobs = make_jobs(config, [(k, t) for k in config.kernels for t in isas if k.targets is None or t in k.targets])
     with LocalExecutor(args.j) as executor:
         results = executor.map(run_job, jobs)
     rows, worst = [], {}
@@ -80,14 +92,15 @@ def main() -> int:
         t = needed(job, result)
         rows.append((job.kernel.name, job.profile.name, t))
         worst[job.profile.name] = max(worst.get(job.profile.name, 0.0), t)
-    print("| kernel | " + " | ".join(ISAS) + " |")
-    print("| --- |" + " ---: |" * len(ISAS))
+    print("| kernel | " + " | ".join(isas) + " |")
+    print("| --- |" + " ---: |" * len(isas))
+    found = {(k, i): t for k, i, t in rows}
     for name in dict.fromkeys(r[0] for r in rows):
-        cells = [f"{t:.2e}" for n, isa in itertools.product([name], ISAS) for k, i, t in rows if k == n and i == isa]
+        cells = [f"{found[name, isa]:.2e}" if (name, isa) in found else "-" for isa in isas]
         print(f"| {name} | " + " | ".join(cells) + " |")
-    print(f"| **largest** | " + " | ".join(f"**{worst[i]:.2e}**" for i in ISAS) + " |")
-    print(f"\nfloat32 default tolerance: {DEFAULT_TOL['float32']:.0e}, "
-          f"{DEFAULT_TOL['float32'] / max(worst.values()):.0f}x the largest need")
+    print("| **largest** | " + " | ".join(f"**{worst[i]:.2e}**" if i in worst else "-" for i in isas) + " |")
+    print(f"\n{dtype} default tolerance: {DEFAULT_TOL[dtype]:.0e}, "
+          f"{DEFAULT_TOL[dtype] / max(worst.values()):.0f}x the largest need")
     return 0
 
 

@@ -21,7 +21,9 @@ from perfguard.compile.cache import BuildCache, digest, file_digest
 from perfguard.compile.harness import HARNESS_VERSION, render_harness, template_digest
 from perfguard.compile.inputs import decode_outputs
 from perfguard.compile.lower import LoweredKernel, build_object, inspect_module
-from perfguard.compile.toolchain import cc_version, find_cc, libc_version, link_harness, llvm_version
+from perfguard.compile.toolchain import (
+    cc_version, check_tensor_types, find_cc, libc_version, link_harness, llvm_version,
+)
 from perfguard.config import KernelSpec, load_callable
 from perfguard.errors import InfraError, InputError, PerfguardError
 from perfguard.signals import sigterm_interrupts
@@ -173,6 +175,9 @@ def build_kernel(job: Job, result: JobResult) -> Built:
     elif family is not None:
         result.flops = int(family.flops(**spec.params))
     cc = find_cc(profile)
+    check_tensor_types(profile, cc, lowered.tensors, where)
+    if family is not None and "check_target" in family.extra:
+        family.extra["check_target"](profile.tvm_target, where, **spec.params)
     result.toolchain = build_toolchain(cc)
     cache = BuildCache(job.cache_dir)
     key = digest(lowered.ir_hash, profile.fingerprint(), result.toolchain["cc"], result.toolchain["tvm"],

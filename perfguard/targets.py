@@ -1,8 +1,8 @@
 """Target profiles: how to compile for an ISA, how to simulate it, and what its hardware is like.
 
 Built-in profiles cover x86_64 (x86-64-v3: AVX2+FMA), x86_64v1 (x86-64: SSE2 only, the code
-gem5's x86 model runs correctly), aarch64 (NEON), riscv64 (rv64gc) and riscv64v (rv64gcv,
-VLEN 128). perfguard.toml may override any field of a built-in profile or
+gem5's x86 model runs correctly), x86_64vnni (x86-64-v3 + AVX-VNNI, build-only), aarch64 (NEON),
+aarch64dot (Cortex-A76: dot product, fp16), riscv64 (rv64gc) and riscv64v (rv64gcv, VLEN 128). perfguard.toml may override any field of a built-in profile or
 define a new one under [target.NAME] (a new one names its `base` profile).
 """
 
@@ -213,6 +213,35 @@ BUILTIN["x86_64v1"] = dataclasses.replace(
     cflags=("-O2", "-march=x86-64"),
     qemu_cpu=("-cpu", "Nehalem"),
     peak_gflops=24.0,  # 4 lanes x 2 flops (separate mul and add) x 3 GHz
+)
+
+# Profiles with the int8 dot-product instructions (quantized kernels; perfguard/kernels/qgemm.py, qconv2d.py),
+# added beside the others so that no existing profile's code or statistics change.
+# aarch64dot: a Cortex-A76 (Armv8.2-A: `+dotprod` sdot/udot, `+fullfp16` half-precision arithmetic),
+# e.g. the Raspberry Pi 5's core at 2.4 GHz: 64 KiB 4-way L1s, 512 KiB 8-way L2 per core. QEMU 7.2
+# runs its code with `-cpu cortex-a76`.
+BUILTIN["aarch64dot"] = dataclasses.replace(
+    BUILTIN["aarch64"],
+    name="aarch64dot",
+    tvm_target={"kind": "llvm", "mtriple": "aarch64-linux-gnu", "mcpu": "cortex-a76",
+                "mattr": ["+neon", "+dotprod", "+fullfp16"]},
+    qemu_cpu=("-cpu", "cortex-a76"),
+    l1i=CacheLevel(65536, 4, 64),
+    l1d=CacheLevel(65536, 4, 64),
+    l2=CacheLevel(524288, 8, 64),
+    clock_hz=2.4e9,
+    peak_gflops=38.4,  # 2 x 128-bit FMA x 4 lanes x 2 flops x 2.4 GHz
+    peak_bandwidth_gbs=8.0,
+    pipeline_cpu="cortex-a76",
+)
+# x86_64vnni: x86-64-v3 plus AVX-VNNI (VEX vpdpbusd: Alder Lake, Zen 5). Build-only here: QEMU 7.2's
+# TCG, valgrind 3.19 and gem5 24 execute no AVX-VNNI (a check refuses it before simulating).
+BUILTIN["x86_64vnni"] = dataclasses.replace(
+    BUILTIN["x86_64"],
+    name="x86_64vnni",
+    tvm_target={"kind": "llvm", "mtriple": "x86_64-linux-gnu", "mcpu": "x86-64-v3", "mattr": ["+avxvnni"]},
+    cflags=("-O2", "-march=x86-64-v3", "-mavxvnni"),
+    pipeline_cpu="alderlake",
 )
 
 _NESTED = {"l1i": CacheLevel, "l1d": CacheLevel, "l2": CacheLevel, "cost": CostModel, "energy": EventEnergy}

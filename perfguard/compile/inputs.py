@@ -18,8 +18,10 @@ from perfguard.errors import InputError
 _DTYPES = {
     "float32": ("float", 2, 32),
     "float64": ("double", 2, 64),
+    "float16": ("_Float16", 2, 16),  # needs a C compiler with _Float16 (GCC 12 has it on x86_64 and aarch64)
     "int32": ("int32_t", 0, 32),
     "int8": ("int8_t", 0, 8),
+    "uint8": ("uint8_t", 1, 8),
 }
 
 
@@ -82,8 +84,8 @@ def generate(spec: TensorSpec) -> np.ndarray:
     uniform = (h >> np.uint32(8)).astype(np.float64) * (2.0 / 16777216.0) - 1.0
     if spec.is_float:
         values = uniform.astype(spec.dtype)
-    else:
-        values = np.trunc(uniform * 8.0).astype(spec.dtype)
+    else:  # integers in [-8, 7]; through int64 as C converts: uint8 gets them modulo 256 (0..7, 248..255)
+        values = np.trunc(uniform * 8.0).astype(np.int64).astype(spec.dtype)
     return values.reshape(spec.shape)
 
 

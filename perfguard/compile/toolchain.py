@@ -9,7 +9,7 @@ import subprocess
 from functools import lru_cache
 from pathlib import Path
 
-from perfguard.errors import InfraError
+from perfguard.errors import InfraError, InputError
 from perfguard.targets import TargetProfile
 
 # Debian packages that provide each ISA's cross compiler.
@@ -28,6 +28,27 @@ def find_cc(target: TargetProfile) -> str:
             f"(apt-get install {CC_PACKAGES.get(target.isa, target.cc)})"
         )
     return path
+
+
+@lru_cache(maxsize=None)
+def cc_has_type(cc: str, ctype: str) -> bool:
+    """Whether `cc` compiles a variable of `ctype` (riscv64's GCC 12 has no _Float16: GCC 13 added it)."""
+    try:
+        proc = subprocess.run([cc, "-x", "c", "-c", "-o", os.devnull, "-"], input=f"{ctype} x;\n", text=True,
+                              capture_output=True, check=False, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise InfraError(f"{cc} cannot be run: {exc}") from None
+    return proc.returncode == 0
+
+
+def check_tensor_types(target: TargetProfile, cc: str, tensors, where: str) -> None:
+    """InputError before building when the harness cannot hold a tensor's type on this target
+    (a float16 kernel on riscv64): the target cannot build that dtype, not a toolchain failure."""
+    for t in tensors:
+        if t.ctype.startswith("_Float") and not cc_has_type(cc, t.ctype):
+            raise InputError(f"{where}: tensor '{t.name}' is {t.dtype}, which target '{target.name}' cannot build "
+                             f"({os.path.basename(cc)} has no {t.ctype}); leave {target.name} out of the kernel's "
+                             f"targets")
 
 
 @lru_cache(maxsize=None)

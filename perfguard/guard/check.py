@@ -19,6 +19,7 @@ from perfguard.predict.analytical import AnalyticalModel
 from perfguard.predict.pipeline import PipelineModel
 from perfguard.predict.select import predictor_for
 from perfguard.predict.store import ModelFiles
+from perfguard.sim.base import get_simulator
 
 
 @dataclass
@@ -87,8 +88,13 @@ def select(config: Config, kernels: list[str] | None, targets: list[str] | None,
 
 
 def make_jobs(config: Config, pairs: list[tuple[KernelSpec, str]], simulator: str | None = None) -> list[Job]:
+    """The jobs of the pairs; InputError first when the simulator cannot execute a target's code."""
+    name = simulator or config.simulator
+    backend = get_simulator(name, config.cache_dir)
+    for target in dict.fromkeys(target for _, target in pairs):
+        backend.check_target(config.profile(target))
     return [
-        Job(spec, config.profile(target), config.root, config.cache_dir, simulator or config.simulator,
+        Job(spec, config.profile(target), config.root, config.cache_dir, name,
             config.timeout, config.reps, config.warmup, config.require_reference)
         for spec, target in pairs
     ]

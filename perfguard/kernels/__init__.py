@@ -11,6 +11,8 @@ FAMILIES = Registry("kernel family", {
     "conv2d": "perfguard.kernels.conv2d:FAMILY",
     "depthwise_conv2d": "perfguard.kernels.depthwise:FAMILY",
     "dense_relu": "perfguard.kernels.dense_relu:FAMILY",
+    "qgemm": "perfguard.kernels.qgemm:FAMILY",
+    "qconv2d": "perfguard.kernels.qconv2d:FAMILY",
 }, listing="built-in:")
 
 FAMILY_NAMES = FAMILIES.names

@@ -15,6 +15,7 @@ import numpy as np
 from perfguard.errors import InputError
 
 DTYPES = ("float32", "float64")
+HALF = "float16"  # gemm only: half-precision inputs, products and sums (see perfguard/kernels/gemm.py)
 
 
 @dataclass(frozen=True)
@@ -120,7 +121,7 @@ def largest_divisor_at_most(extent: int, cap: int) -> int:
 
 def default_vector(tile: int, dtype: str) -> int:
     """Widest of 256-bit-register lanes, halved until it divides the tile."""
-    lanes = 8 if dtype == "float32" else 4
+    lanes = {HALF: 16, "float32": 8}.get(dtype, 4)
     while tile % lanes:
         lanes //= 2
     return lanes
@@ -157,7 +158,7 @@ def resolve_with_tile_defaults(family: str, knobs: dict[str, Knob], params: dict
 
 # Lane counts the matrix families' `space` tries (gemm, gemv, dense_relu; the conv families
 # have their own in conv_common), per dtype.
-MATRIX_SPACE_LANES = {"float32": (1, 4, 8, 16), "float64": (1, 2, 4, 8)}
+MATRIX_SPACE_LANES = {"float32": (1, 4, 8, 16), "float64": (1, 2, 4, 8), HALF: (1, 8, 16, 32)}
 
 
 def lanes_dividing(tile: int, lanes: tuple[int, ...]) -> list[int]:
@@ -199,10 +200,14 @@ def standard_normal_inputs(rng: np.random.Generator, dtype: str, *shapes: tuple)
 
 
 def builtin_family(name: str, knobs: dict[str, Knob], shape_keys: tuple[str, ...], module_doc: str, *,
-                   entry, resolve, compute, reference, flops, space, make_inputs, output_shapes) -> Family:
+                   entry, resolve, compute, reference, flops, space, make_inputs, output_shapes,
+                   check_target=None) -> Family:
     """The Family of a built-in kernel module: one output, the doc's first line, and the `extra`
-    hooks (resolve, make_inputs, output_shapes, compute) that tests and tuning look up by key."""
+    hooks (resolve, make_inputs, output_shapes, compute) that tests and tuning look up by key.
+    `check_target(tvm_target, where, **params)`, when given, raises InputError before a build for
+    a target that cannot build these params (a schedule using instructions the target lacks)."""
+    extra = {"resolve": resolve, "make_inputs": make_inputs, "output_shapes": output_shapes, "compute": compute}
+    if check_target is not None:
+        extra["check_target"] = check_target
     return Family(name=name, entry=entry, knobs=knobs, reference=reference, flops=flops, num_outputs=1,
-                  shape_keys=shape_keys, space=space, doc=module_doc.splitlines()[0],
-                  extra={"resolve": resolve, "make_inputs": make_inputs, "output_shapes": output_shapes,
-                         "compute": compute})
+                  shape_keys=shape_keys, space=space, doc=module_doc.splitlines()[0], extra=extra)

@@ -11,6 +11,10 @@ Loop nest after scheduling (order "ijk", inner "ikj"):
 `pack_b` copies B into a [N / tile_n, K, tile_n] panel layout first, so each tile reads B
 contiguously. `unroll` is TVM's auto-unroll step: inner loop nests of at most that many
 iterations are unrolled (0 leaves unrolling to LLVM).
+
+dtype = "float16" multiplies and accumulates in half precision: native on a core with
+`+fullfp16` (the aarch64dot profile: fmla v.8h), each operation widened to float32 and rounded
+back elsewhere (x86_64 F16C, Cortex-A72). The harness needs _Float16 in the target's C compiler.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from typing import Iterator
 import numpy as np
 
 from perfguard.kernels.base import (
-    DTYPES, MATRIX_SPACE_LANES, SPACE_UNROLL_STEPS, UNROLL_KNOB, Knob, annotate_auto_unroll, builtin_family,
+    DTYPES, HALF, MATRIX_SPACE_LANES, SPACE_UNROLL_STEPS, UNROLL_KNOB, Knob, annotate_auto_unroll, builtin_family,
     lanes_dividing, main_module, matmul_in_float64, resolve_with_tile_defaults, standard_normal_inputs,
     tile_candidates,
 )
@@ -34,7 +38,7 @@ KNOBS: dict[str, Knob] = {
     "M": Knob(int, 128, minimum=1, doc="rows of A and C"),
     "N": Knob(int, 128, minimum=1, doc="columns of B and C"),
     "K": Knob(int, 128, minimum=1, doc="reduction length"),
-    "dtype": Knob(str, "float32", choices=DTYPES),
+    "dtype": Knob(str, "float32", choices=DTYPES + (HALF,), doc="float16: products and sums in half precision"),
     "tile_m": Knob(int, None, minimum=1, divides="M", doc="rows per tile (default: largest divisor of M <= 32)"),
     "tile_n": Knob(int, None, minimum=1, divides="N", doc="columns per tile (default: largest divisor of N <= 64)"),
     "tile_k": Knob(int, None, minimum=1, divides="K", doc="reduction per tile (default: largest divisor of K <= 64)"),

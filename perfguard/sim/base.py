@@ -28,6 +28,10 @@ class Simulator(abc.ABC):
     def check_available(self, target: TargetProfile) -> None:
         """Raise InfraError naming what is missing (binary, plugin compiler) and how to get it."""
 
+    def check_target(self, target: TargetProfile) -> None:
+        """Raise InputError when this simulator cannot execute the code the profile produces
+        (checked for every job before anything is built or simulated)."""
+
     @abc.abstractmethod
     def fingerprint(self, target: TargetProfile) -> str:
         """Everything about the simulator that changes statistics (versions, plugin source)."""

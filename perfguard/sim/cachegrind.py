@@ -65,6 +65,7 @@ from perfguard import process
 from perfguard.errors import InfraError, InputError
 from perfguard.process import one_line
 from perfguard.sim.base import SimResult, Simulator
+from perfguard.sim.isa_support import check_emulated
 from perfguard.sim.stats import Stats
 from perfguard.sim.two_runs import ROI_METHOD, TwoRuns, kernel_counts
 from perfguard.targets import CacheLevel, TargetProfile
@@ -304,7 +305,11 @@ class CachegrindSimulator(Simulator):
                              "package valgrind (apt-get install valgrind)")
         return path
 
+    def check_target(self, target: TargetProfile) -> None:
+        check_emulated(target, "valgrind 3.19")
+
     def check_available(self, target: TargetProfile) -> None:
+        self.check_target(target)
         host = platform.machine()
         if host != HOST_ISA:
             raise InfraError(f"simulator cachegrind runs the harness natively and needs an {HOST_ISA} host; "

@@ -22,6 +22,7 @@ from perfguard.errors import InfraError, InputError
 from perfguard.process import last_lines, one_line
 from perfguard.sim.base import SimResult, Simulator
 from perfguard.sim.blocks import parse_block_lines
+from perfguard.sim.isa_support import check_emulated
 from perfguard.sim.stats import COUNT_LIMIT, STAT_FIELDS, Stats
 from perfguard.targets import TargetProfile
 
@@ -116,7 +117,11 @@ class QemuSimulator(Simulator):
                              f"(apt-get install {package})")
         return path
 
+    def check_target(self, target: TargetProfile) -> None:
+        check_emulated(target, f"QEMU {VALIDATED_QEMU} ({target.qemu})")
+
     def check_available(self, target: TargetProfile) -> None:
+        self.check_target(target)
         qemu = self._which(target.qemu, "qemu-user", f"QEMU user-mode emulator for target {target.name}")
         self._which(HOST_CC, "gcc", "host C compiler that builds the perfguard QEMU plugin")
         if qemu not in self._plugin_ok:

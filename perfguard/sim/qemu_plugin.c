@@ -81,6 +81,9 @@
  *   vec_fp_insts      the vec_insts doing fp arithmetic in the fp_insts sense (incl.
  *                     FMA, compare, conversion, fp reductions), e.g. vfmadd231ps, fmla
  *                     v0.4s, vfmacc.vv; not vector fp moves/broadcasts/sign ops.
+ *   aarch64 words capstone 4 does not decode (Armv8.2 sdot/udot, FP16) are classified from
+ *   their encoding (classify_a64_word): sdot/udot count as vec_insts, FP16 arithmetic as
+ *   vec_fp_insts (vector) or fp_insts (scalar).
  */
 
 #include <elf.h>
@@ -546,9 +549,33 @@ static bool a64_vec_operand(const char *ops)
     return false;
 }
 
+/* aarch64 words capstone 4 cannot decode (it prints ".byte 0x12, 0x94, 0x95, 0x0e"): Armv8.2's
+ * dot product (sdot/udot) and half-precision arithmetic, classified from the encoding. The
+ * Advanced SIMD vector groups have bit 31 = 0, bit 28 = 0, bits 27:25 = 111. */
+static unsigned classify_a64_word(uint32_t w)
+{
+    if ((w & 0x0e000000) != 0x0e000000)
+        return 0; /* not SIMD & FP data processing */
+    if (!(w & 0x80000000) && !(w & 0x10000000)) {
+        bool fp16 = (w & 0x9f60c400) == 0x0e400400 || /* three same (FP16): fmla, fadd, fmul, ... */
+                    (w & 0x9f7e0c00) == 0x0e780800 || /* two-register misc (FP16) */
+                    (w & 0x9fc00400) == 0x0f000000;   /* by element, size 00: fmla/fmul .h[i] */
+        return F_VEC | (fp16 ? F_VECFP : 0);        /* sdot/udot and the rest: integer vector */
+    }
+    if ((w & 0x5e000000) == 0x1e000000 && ((w >> 22) & 3) == 3)
+        return F_FP; /* scalar floating point (1-3 sources, compare, convert) on half precision (type 11) */
+    return 0;
+}
+
 /* aarch64 (capstone: "fmla v0.4s, v2.4s, v5.4s", "b.ne #0x400848", "ldr q2, [x13, x11]") */
 static unsigned classify_a64(const char *mn, const char *ops)
 {
+    if (strcmp(mn, ".byte") == 0) {
+        unsigned b[4];
+        if (sscanf(ops, "%x, %x, %x, %x", &b[0], &b[1], &b[2], &b[3]) == 4)
+            return classify_a64_word(b[0] | b[1] << 8 | b[2] << 16 | (uint32_t)b[3] << 24);
+        return 0;
+    }
     static const char *const blr[] = {"blr", "blraa", "blraaz", "blrab", "blrabz", NULL};
     static const char *const br[] = {"br", "braa", "braaz", "brab", "brabz", NULL};
     static const char *const ret[] = {"ret", "retaa", "retab", NULL};

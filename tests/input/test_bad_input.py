@@ -103,6 +103,11 @@ def kernel(table: str):
     return edit("perfguard.toml", 'params = { M = 16, K = 16 }\n', f'params = {{ M = 16, K = 16 }}\n\n{table}\n')
 
 
+def only(setup, *argv: str):
+    """`setup`, then check with more options (the kernel or target the row is about)."""
+    return lambda project: setup(project) + list(argv)
+
+
 def entry(text: str):
     return edit("perfguard.toml", 'entry = "perfguard.kernels.gemv:gemv"', text)
 
@@ -415,10 +420,27 @@ CASES = [
     Case("unknown-target", "unknown target in the config", "perfguard.targets: unknown target 'sparc'", 2,
          edit("perfguard.toml", 'targets = ["aarch64"]', 'targets = ["sparc"]')),
     Case("unknown-kernel-target", "unknown target in a kernel's `targets`",
-         "kernel 'v': targets: unknown target 'riscv' (known: aarch64, riscv64, riscv64v, x86_64, x86_64v1)", 2,
+         "kernel 'v': targets: unknown target 'riscv' (known: aarch64, aarch64dot, riscv64, riscv64v, x86_64, x86_64v1, x86_64vnni)", 2,
          edit("perfguard.toml", 'family = "gemv"', 'family = "gemv"\ntargets = ["riscv"]')),
+    # quantized / half-precision kernels on targets that cannot build or simulate them
+    Case("dtype-target-cannot-build", "a dtype a target cannot build (float16 on riscv64: its gcc 12 has no _Float16)",
+         "tensor 'A' is float16, which target 'riscv64' cannot build (riscv64-linux-gnu-gcc has no _Float16)", 2,
+         only(kernel('[[kernel]]\nname = "h"\nentry = "perfguard.kernels.gemm:gemm"\nfamily = "gemm"\n'
+                     'params = { M = 8, N = 8, K = 8, dtype = "float16" }\ntargets = ["riscv64"]'),
+              "--targets", "riscv64", "--kernels", "h")),
+    Case("instruction-target-lacks", "a schedule using instructions the target lacks (qgemm `dot = \"vnni\"` on aarch64)",
+         "qgemm dot = 'vnni' needs AVX-VNNI, which this target lacks", 2,
+         only(kernel('[[kernel]]\nname = "qv"\nentry = "perfguard.kernels.qgemm:qgemm"\nfamily = "qgemm"\n'
+                     'params = { M = 8, N = 8, K = 8, a_dtype = "uint8", dot = "vnni" }'), "--kernels", "qv")),
+    Case("qemu-cannot-execute", "a target whose code QEMU 7.2 cannot execute (`--targets x86_64vnni`: AVX-VNNI)",
+         "target 'x86_64vnni': QEMU 7.2 (qemu-x86_64) cannot execute avxvnni", 2,
+         lambda project: ["check", "--targets", "x86_64vnni"]),
+    Case("int32-overflow", "an int8 reduction that could overflow int32 (qgemm `K = 40000000`)",
+         "qgemm: the reduction 'K' = 40000000 is above 33554431", 2,
+         only(kernel('[[kernel]]\nname = "qk"\nentry = "perfguard.kernels.qgemm:qgemm"\nfamily = "qgemm"\n'
+                     'params = { M = 1, N = 1, K = 40000000 }'), "--kernels", "qk")),
     Case("unknown-target-cli", "unknown target on the command line",
-         "error: --targets: unknown target 'mips' (known: aarch64, riscv64, riscv64v, x86_64, x86_64v1)", 2,
+         "error: --targets: unknown target 'mips' (known: aarch64, aarch64dot, riscv64, riscv64v, x86_64, x86_64v1, x86_64vnni)", 2,
          lambda project: ["check", "--targets", "mips"]),
     Case("unknown-kernel-cli", "unknown kernel on the command line", "error: --kernels: unknown kernel 'nope'", 2,
          lambda project: ["check", "--kernels", "nope"]),
