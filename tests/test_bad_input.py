@@ -487,8 +487,8 @@ CASES = [
     # models
     Case("model-truncated", "truncated model file", "gemv.json: corrupted model file (invalid JSON", 2,
          model(text='{"schema": 1, "predictor": "mlr"')),
-    Case("model-newer-schema", "model from another schema version", "gemv.json: model schema 2, this perfguard reads 1",
-         2, model(lambda d: d.update(schema=2))),
+    Case("model-newer-schema", "model from another schema version", "gemv.json: model schema 3, this perfguard reads 2",
+         2, model(lambda d: d.update(schema=3))),
     Case("model-edited", "model payload edited by hand", "does not match its model_id", 2,
          model(lambda d: d["payload"]["coef"].__setitem__(0, 1.0))),
     Case("model-out-of-shape", "model payload out of shape, its id recomputed to match",
@@ -597,18 +597,20 @@ def _models() -> None:
     global SHORT_ID
     import numpy as np
 
+    from perfguard.predict.features import matrix
     from perfguard.predict.mlr import MultipleLinearRegression
+    from perfguard.predict.store import MODEL_SCHEMA
     from perfguard.sim.stats import STAT_FIELDS, Stats
     from perfguard.targets import BUILTIN
 
     rng = np.random.default_rng(0)
     stats = [Stats(**{k: int(rng.integers(1000, 100000)) for k in STAT_FIELDS}) for _ in range(12)]
-    predictor = MultipleLinearRegression(64)
-    predictor.fit(predictor.features(stats), np.array([1e-9 * s.insts for s in stats]))
-    VALID_MODEL.update({"schema": 1, "perfguard_version": "0.1.0", "predictor": "mlr", "model_id": predictor.model_id,
+    predictor = MultipleLinearRegression()
+    predictor.fit(matrix(stats, "counts", "raw"), np.array([1e-9 * s.insts for s in stats]))
+    VALID_MODEL.update({"schema": MODEL_SCHEMA, "perfguard_version": "0.1.0", "predictor": "mlr", "model_id": predictor.model_id,
                         "target": "aarch64", "family": "gemv", "simulator": "qemu", "features": list(STAT_FIELDS),
                         "profile_fingerprint": BUILTIN["aarch64"].fingerprint(), "payload": predictor.to_payload()})
-    SHORT_PAYLOAD.update({"coef": [1.0, 2.0, 3.0], "intercept": 0.0, "line_bytes": 64})
+    SHORT_PAYLOAD.update({"coef": [1.0, 2.0, 3.0], "intercept": 0.0, "features": "counts", "positive": True})
     SHORT_ID = MultipleLinearRegression.from_payload(SHORT_PAYLOAD).model_id
 
 

@@ -1,4 +1,5 @@
-"""Predictors, leave-one-group-out evaluation, the model store and re-scoring."""
+"""Predictors (scikit-learn's estimator contract), features, leave-one-group-out evaluation, the
+dataset and model stores and re-scoring."""
 
 from __future__ import annotations
 
@@ -9,13 +10,23 @@ import pytest
 
 from perfguard.cli import main
 from perfguard.errors import InputError
-from perfguard.predict.base import CalibratedPredictor
+from sklearn.base import clone
+from sklearn.exceptions import NotFittedError
+
+from perfguard.predict.base import CalibratedModel, CalibratedPredictor
 from perfguard.predict.dataset import Dataset, Row, dataset_path, load_dataset
 from perfguard.predict.evaluate import leave_one_group_out, metrics
+from perfguard.predict.features import matrix
 from perfguard.predict.registry import PREDICTORS
 from perfguard.predict.store import load_model, model_path, save_model
 from perfguard.sim.stats import STAT_FIELDS, Stats
 from perfguard.targets import BUILTIN
+
+X86 = BUILTIN["x86_64"]
+
+
+def counts(stats, predictor):
+    return matrix(stats, "counts", predictor.view)
 
 
 def synthetic(n_groups=4, per_group=40, seed=0):
@@ -42,7 +53,8 @@ def synthetic(n_groups=4, per_group=40, seed=0):
                                                       ("gp", 12.0, 0.9), ("xgboost", 20.0, 0.85)])
 def test_each_predictor_learns_a_known_relation(name, max_mape, min_rho):
     stats, times, groups = synthetic()
-    rows = leave_one_group_out(lambda: PREDICTORS[name](64), stats, times, groups)
+    estimator = PREDICTORS[name]()
+    rows = leave_one_group_out(estimator, counts(stats, estimator), times, groups)
     # The extreme groups are extrapolation for any learner; the inner ones must be accurate.
     inner = [r for r in rows if r.group in ("g1", "g2")]
     assert all(r.mape <= max_mape for r in inner), [(r.group, r.mape) for r in rows]
@@ -55,16 +67,21 @@ class Spy(CalibratedPredictor):
     name = "spy"
     seen: list[set[int]] = []
 
+    def __init__(self, features: str = "counts"):
+        self.features = features
+
     def fit(self, X, y, groups=None):
         Spy.seen.append({int(round(np.expm1(x[0]))) for x in X})
         self.mean_ = float(np.mean(y))
-        return self
+        self.n_features_in_ = np.asarray(X).shape[1]
+        return self._finish()
 
     def predict(self, X):
+        self._check_fitted()
         return np.full(len(X), self.mean_)
 
     def to_payload(self):
-        return {}
+        return {"mean": self.mean_}
 
     @classmethod
     def from_payload(cls, payload):
@@ -74,13 +91,55 @@ class Spy(CalibratedPredictor):
 def test_leave_one_group_out_never_trains_on_the_held_out_group():
     stats, times, groups = synthetic(n_groups=3, per_group=10)
     Spy.seen = []
-    rows = leave_one_group_out(lambda: Spy(64), stats, times, groups)
+    spy = Spy()
+    rows = leave_one_group_out(spy, counts(stats, spy), times, groups)
     assert [r.group for r in rows] == ["g0", "g1", "g2"] and len(Spy.seen) == 3
-    for group, seen in zip(["g0", "g1", "g2"], Spy.seen):
+    assert not hasattr(spy, "mean_")  # each fold fitted a clone, never the estimator given
+    for group, seen, row in zip(["g0", "g1", "g2"], Spy.seen, rows):
         held_out = {s.insts for s, g in zip(stats, groups) if g == group}
         others = {s.insts for s, g in zip(stats, groups) if g != group}
         assert not (seen & held_out)
         assert seen == others
+        assert row.n == len(held_out)  # the fold's test rows are exactly the group
+
+
+def test_leave_one_group_out_folds_are_the_groups():
+    from sklearn.model_selection import LeaveOneGroupOut
+
+    groups = np.array(["b", "a", "c", "a", "b", "c", "c"])
+    folds = [set(test.tolist()) for _, test in LeaveOneGroupOut().split(np.zeros((7, 1)), groups=groups)]
+    assert folds == [{1, 3}, {0, 4}, {2, 5, 6}]  # one fold per group, in sorted group order
+
+
+@pytest.mark.parametrize("name", sorted(PREDICTORS))
+def test_predictors_follow_the_estimator_contract(name):
+    cls = PREDICTORS[name]
+    predictor = cls(features="pipeline")
+    params = predictor.get_params()
+    assert params["features"] == "pipeline" and set(params) >= {"features"}
+    assert not [k for k in vars(predictor) if k.endswith("_")]  # nothing learnt before fit
+    twin = clone(predictor)
+    assert twin is not predictor and twin.get_params() == params
+    twin.set_params(features="counts")
+    assert twin.features == "counts" and predictor.features == "pipeline"
+    with pytest.raises(NotFittedError, match=f"this {cls.__name__} is not fitted yet"):
+        twin.predict(np.ones((2, 39)))
+    with pytest.raises(NotFittedError, match="not fitted"):
+        twin.model_id
+    stats, times, groups = synthetic(n_groups=3, per_group=10)
+    twin.fit(counts(stats, twin), times, groups)
+    assert twin.model_id.startswith(f"{name}-") and twin.n_features_in_ == counts(stats, twin).shape[1]
+    fresh = clone(twin)  # a clone of a fitted estimator is unfitted, with the same parameters
+    assert fresh.get_params() == twin.get_params() and not hasattr(fresh, "model_id_")
+    with pytest.raises(ValueError, match="fitted on"):
+        twin.predict(np.ones((2, 3)))  # another feature set's width is refused, not misread
+
+
+def test_xgboost_objective_is_checked_in_fit_not_in_the_constructor():
+    predictor = PREDICTORS["xgboost"](objective="nonsense")  # constructing validates nothing
+    stats, times, groups = synthetic(n_groups=3, per_group=5)
+    with pytest.raises(ValueError, match="objective must be auto, regression or ranking"):
+        predictor.fit(counts(stats, predictor), times, groups)
 
 
 def test_metrics_values():
@@ -94,18 +153,48 @@ def test_metrics_values():
 @pytest.mark.parametrize("name", sorted(PREDICTORS))
 def test_model_file_round_trip(tmp_path, name):
     stats, times, groups = synthetic(n_groups=3, per_group=15)
-    predictor = PREDICTORS[name](64)
-    predictor.fit(predictor.features(stats), times, groups)
+    predictor = PREDICTORS[name]()
+    predictor.fit(counts(stats, predictor), times, groups)
     path = save_model(tmp_path / "m.json", predictor, {"target": "x86_64", "family": "gemm", "simulator": "qemu",
                                                        "features": []})
     loaded = load_model(path)
     assert loaded.predictor.model_id == predictor.model_id
-    np.testing.assert_allclose(loaded.predictor.predict_stats(stats), predictor.predict_stats(stats), rtol=1e-9)
+    assert loaded.predictor.get_params() == predictor.get_params()
+    np.testing.assert_allclose(CalibratedModel(loaded.predictor, X86).predict_stats(stats),
+                               predictor.predict(counts(stats, predictor)), rtol=1e-9)
+
+
+def _v1_document(predictor, stats) -> dict:
+    """A model file as perfguard wrote it before schema 2 (payload without its parameters)."""
+    import hashlib
+
+    payload = {"coef": predictor.to_payload()["coef"], "intercept": predictor.intercept_, "line_bytes": 64}
+    text = json.dumps({"name": "mlr", "payload": payload}, sort_keys=True)
+    return {"schema": 1, "predictor": "mlr", "model_id": "mlr-" + hashlib.sha256(text.encode()).hexdigest()[:12],
+            "target": "x86_64", "family": "gemm", "simulator": "qemu", "features": list(STAT_FIELDS),
+            "payload": payload}
+
+
+def test_schema_1_model_files_are_upgraded_when_read(tmp_path):
+    stats, times, groups = synthetic(n_groups=3, per_group=10)
+    predictor = PREDICTORS["mlr"]().fit(counts(stats, PREDICTORS["mlr"]()), times)
+    path = tmp_path / "old.json"
+    document = _v1_document(predictor, stats)
+    path.write_text(json.dumps(document))
+    loaded = load_model(path)
+    assert loaded.meta["upgraded_from"] == 1 and loaded.predictor.features == "counts"
+    assert loaded.predictor.model_id == predictor.model_id  # upgraded, it is the model it was
+    np.testing.assert_array_equal(CalibratedModel(loaded.predictor, X86).predict_stats(stats),
+                                  predictor.predict(counts(stats, predictor)))
+    document["payload"]["coef"][0] += 1.0  # edited by hand: no longer the model its old id names
+    path.write_text(json.dumps(document))
+    with pytest.raises(InputError, match="does not match its model_id"):
+        load_model(path)
 
 
 def test_corrupted_and_mismatched_model_files_name_the_file(tmp_path):
     stats, times, groups = synthetic(n_groups=3, per_group=10)
-    predictor = PREDICTORS["mlr"](64).fit(PREDICTORS["mlr"](64).features(stats), times)
+    predictor = PREDICTORS["mlr"]().fit(counts(stats, PREDICTORS["mlr"]()), times)
     path = save_model(tmp_path / "m.json", predictor, {"target": "x86_64", "family": "gemm", "simulator": "qemu",
                                                        "features": []})
     text = path.read_text()
@@ -117,7 +206,7 @@ def test_corrupted_and_mismatched_model_files_name_the_file(tmp_path):
     path.write_text(json.dumps(data))
     with pytest.raises(InputError, match="m.json: model schema 99"):
         load_model(path)
-    data["schema"] = 1
+    data["schema"] = 2
     data["payload"]["coef"][0] += 1.0  # edited by hand: no longer the model its id names
     path.write_text(json.dumps(data))
     with pytest.raises(InputError, match="does not match its model_id"):
@@ -158,7 +247,7 @@ def test_rescoring_uses_one_model_on_both_sides(project, capsys):
     result = json.loads((config.parent / "reports/perfguard.json").read_text())["results"][0]
     assert result["calibrated"] is True and result["model_id"] == model.predictor.model_id
     baseline_stats = Stats.from_dict(stored["stats"])
-    expected = float(model.predictor.predict_stats([baseline_stats])[0])
+    expected = float(CalibratedModel(model.predictor, X86).predict_stats([baseline_stats])[0])
     # Model B scored the baseline's raw stats; the stored analytical prediction played no part.
     assert result["baseline_time_s"] == pytest.approx(expected, rel=1e-12)
     assert result["baseline_time_s"] != pytest.approx(stored["predicted_time_s"], rel=1e-3)
