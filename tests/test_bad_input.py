@@ -494,6 +494,10 @@ CASES = [
     Case("model-out-of-shape", "model payload out of shape, its id recomputed to match",
          "corrupted model payload (it does not turn statistics into a positive, finite time)", 2,
          model(lambda d: d.update(payload=SHORT_PAYLOAD, model_id=SHORT_ID))),
+    Case("model-other-pipeline", "model whose pipeline features came from another pipeline model",
+         "retrain with 'perfguard calibrate train --target aarch64'", 2,
+         model(lambda d: d.update(payload=PIPELINE_PAYLOAD, model_id=PIPELINE_ID,
+                                  pipeline_model_id="pipeline-v1-000000000000"))),
     Case("model-unknown-predictor", "model naming an unknown predictor", "gemv.json: unknown predictor 'pickle'", 2,
          model(lambda d: d.update(predictor="pickle"))),
     Case("model-other-target", "model trained for another target", "model is for gemv on x86_64, not gemv on aarch64",
@@ -501,6 +505,10 @@ CASES = [
     # datasets
     Case("dataset-truncated", "truncated calibration dataset", "gemv.json: corrupted dataset (invalid JSON", 2,
          dataset(text='{"schema": 1, "rows": ['), via="`perfguard calibrate evaluate`"),
+    Case("dataset-block-reference", "dataset row whose block profile points past the file's block table",
+         "row 0: corrupted dataset row ('blocks' must be [[table index, executions], ...], sorted by index)", 2,
+         dataset(lambda d: d.update(schema=2, blocks=[]) or d["rows"][0].update(blocks=[[3, 1]])),
+         via="`perfguard calibrate evaluate`"),
     Case("dataset-negative-time", "dataset row with a negative native time", "row 0: native_s must be a positive number",
          2, dataset(lambda d: d["rows"][0].update(native_s=-1.0)), via="`perfguard calibrate evaluate`"),
     Case("dataset-negative-count", "dataset row with a negative count", "row 0: stats field 'insts' is negative", 2,
@@ -590,11 +598,13 @@ SEEDED_INSTS: list[int] = []
 VALID_MODEL: dict = {}
 SHORT_PAYLOAD: dict = {}
 SHORT_ID = ""
+PIPELINE_PAYLOAD: dict = {}
+PIPELINE_ID = ""
 
 
 def _models() -> None:
     """A valid MLR model for gemv on aarch64, and an out-of-shape payload with a matching id."""
-    global SHORT_ID
+    global SHORT_ID, PIPELINE_ID
     import numpy as np
 
     from perfguard.predict.features import matrix
@@ -612,6 +622,12 @@ def _models() -> None:
                         "profile_fingerprint": BUILTIN["aarch64"].fingerprint(), "payload": predictor.to_payload()})
     SHORT_PAYLOAD.update({"coef": [1.0, 2.0, 3.0], "intercept": 0.0, "features": "counts", "positive": True})
     SHORT_ID = MultipleLinearRegression.from_payload(SHORT_PAYLOAD).model_id
+    # the same law on the pipeline features (columns as a pipeline model might give them)
+    on_pipeline = MultipleLinearRegression(features="pipeline")
+    pipe = np.array([[s.insts * 0.5, 100.0, s.insts * 0.5, 0.0, 0.0, 0.0, 0.0] for s in stats])
+    on_pipeline.fit(matrix(stats, "pipeline", "raw", pipe=pipe), np.array([1e-9 * s.insts for s in stats]))
+    PIPELINE_PAYLOAD.update(on_pipeline.to_payload())
+    PIPELINE_ID = on_pipeline.model_id
 
 
 def seed_project(root: Path, cache: Path) -> Path:

@@ -337,3 +337,117 @@ def test_base_ref_reads_models_from_the_base_revision_too(project, capsys):
     assert main(["check", "--config", str(config), "--base", base]) == 1
     result = json.loads((root / "reports/perfguard.json").read_text())["results"][0]
     assert result["verdict"] == "regression" and result["calibrated"] is True
+
+
+# --- block profiles in datasets, pipeline features ---
+
+LOOP = "4801c84883e90175f7"  # add %rcx,%rax; sub $1,%rcx; jne: one loop body
+
+
+def profiled(insts: int, runs: int, extra=()) -> Stats:
+    from perfguard.sim.blocks import Block, BlockProfile
+
+    blocks = (Block(0x401000, 9, 3, runs, LOOP, "loop"), *extra)
+    values = {f: 0 for f in STAT_FIELDS}
+    values.update(insts=insts, loads=insts // 4, l1d_accesses=insts // 4, l1d_misses=insts // 50,
+                  l2_accesses=insts // 50, l2_misses=insts // 400)
+    return Stats(**values, blocks=BlockProfile(tuple(blocks)))
+
+
+def test_dataset_stores_each_block_once_and_reads_profiles_back(tmp_path):
+    from perfguard.sim.blocks import Block
+
+    shared = Block(0x402000, 2, 1, 7, "f3aa", "memset")
+    rows = [Row("g", {"i": i}, profiled(3000 * (i + 1), 1000 * (i + 1), (shared,)), 1e-3, {}, {}, "ab" * 32)
+            for i in range(3)]
+    rows.append(Row("g", {"i": 9}, Stats(insts=5), 1e-3, {}, {}))  # no profile: still a valid row
+    ds = Dataset("x86_64", "gemm", "qemu", "fp", rows)
+    path = ds.save(tmp_path / "d.json")
+    data = json.loads(path.read_text())
+    assert data["schema"] == 2 and len(data["blocks"]) == 2  # the loop and memset, once each
+    assert data["rows"][1]["blocks"] == [[0, 2000], [1, 7]] and "blocks" not in data["rows"][3]
+    back = load_dataset(path)
+    assert [r.stats for r in back.rows] == [r.stats for r in rows] and back.rows[0].binary == "ab" * 32
+    assert back.digest() == ds.digest()
+    data["rows"][0]["blocks"] = [[5, 1]]  # a reference past the table
+    path.write_text(json.dumps(data))
+    with pytest.raises(InputError, match="row 0: corrupted dataset row \\('blocks' must be"):
+        load_dataset(path)
+
+
+def test_resimulated_rows_keep_their_native_time_only_when_nothing_changed():
+    from perfguard.pipeline import JobResult
+    from perfguard.predict.calibration import merge_resimulated
+
+    import dataclasses
+
+    old = [Row("g", {"i": i}, dataclasses.replace(profiled(1000 + i, 10), blocks=None), 1e-3 * (i + 1), {}, {},
+               "cd" * 32 if i == 2 else None) for i in range(3)]
+
+    def result(i, insts, binary):
+        return JobResult(f"k{i}", "x86_64", "gemm", {"i": i}, "qemu", True, stats=profiled(insts, 10),
+                         binary_hash=binary)
+
+    got = merge_resimulated(Dataset("x86_64", "gemm", "qemu", "old", old),
+                            [result(0, 1000, "ef" * 32), result(1, 1002, "ef" * 32), result(2, 1002, "ef" * 32)], "new")
+    # row 1's instructions moved (1001 -> 1002); row 2's counters match but its binary is another
+    assert [r.params["i"] for r in got.dataset.rows] == [0]
+    kept = got.dataset.rows[0]
+    assert kept.native_s == 1e-3 and kept.binary == "ef" * 32 and kept.stats.blocks is not None
+    assert got.dataset.simulator_fingerprint == "new"
+    assert "row 1" in got.dropped[0] and "counters differ (insts)" in got.dropped[0]
+    assert "row 2" in got.dropped[1] and "is not the one timed" in got.dropped[1]
+
+
+@pytest.mark.parametrize("bound, cls", [("latency", "latency"), ("Zn4FP45", "fp"), ("Zn4FPSt", "memory"),
+                                        ("Zn4ALU0", "integer"), ("Zn4AGU1", "memory"), ("A57UnitL", "memory"),
+                                        ("SiFive7PipeA", "integer"), ("dispatch", "other"), ("rep string", "other")])
+def test_bound_classes(bound, cls):
+    from perfguard.predict.features import bound_class
+
+    assert bound_class(bound) == cls
+
+
+def test_pipeline_features_are_the_pipeline_models_cycles(tmp_path):
+    from perfguard.predict.features import BOUND_CLASSES, bound_class, feature_names, offset_column
+    from perfguard.predict.pipeline import PipelineModel
+
+    model = PipelineModel(X86, tmp_path)
+    stats = [profiled(30_000, 10_000), profiled(60_000, 20_000)]
+    X = matrix(stats, "pipeline", "raw", pipeline=model)
+    assert X.shape == (2, len(feature_names("pipeline", "raw")))
+    for row, s in zip(X, stats):
+        costs = model.block_costs(s)
+        core, stall = row[len(STAT_FIELDS)], row[len(STAT_FIELDS) + 1]
+        assert core == pytest.approx(sum(c.cycles for c in costs)) and core > 0
+        assert stall == pytest.approx(model.stall_cycles(s)) and stall > 0
+        assert core + stall == pytest.approx(model.cycles(s))
+        by_class = row[len(STAT_FIELDS) + 2:]
+        assert by_class.sum() == pytest.approx(core)
+        assert by_class[BOUND_CLASSES.index(bound_class(costs[0].timing.bound))] == pytest.approx(core)
+    assert X[1, len(STAT_FIELDS)] == pytest.approx(2 * X[0, len(STAT_FIELDS)])  # twice the executions
+    derived = matrix(stats, "pipeline", "derived", pipeline=model)
+    assert derived[:, offset_column("pipeline")] == pytest.approx(np.log1p([model.cycles(s) for s in stats]))
+
+
+def test_a_model_on_pipeline_features_scores_through_todays_pipeline_model(tmp_path):
+    from perfguard.predict.calibration import train
+    from perfguard.predict.select import predictor_for
+
+    rng = np.random.default_rng(1)
+    rows = [Row(f"g{i % 3}", {"i": i}, profiled(int(n) * 3, int(n)), 1e-9 * n * rng.uniform(0.9, 1.1), {}, {})
+            for i, n in enumerate(rng.integers(1000, 100_000, 24))]
+    ds = Dataset("x86_64", "gemm", "qemu", "fp", rows)
+    path = model_path(tmp_path, "x86_64", "gemm")
+    name, evaluation, _ = train(ds, X86, path, ["mlr"], cache_dir=tmp_path / "cache")
+    assert evaluation.features == "pipeline" and name == "mlr"
+    model = predictor_for(X86, "gemm", "qemu", tmp_path, cache_dir=tmp_path / "cache")
+    assert model.calibrated and model.needs_blocks and model.model_id.startswith("mlr-")
+    assert model.predict_stats([rows[0].stats])[0] > 0
+    with pytest.raises(InputError, match="no block profile"):
+        model.predict_stats([Stats(insts=5)])
+    data = json.loads(path.read_text())
+    data["pipeline_model_id"] = "pipeline-v1-000000000000"  # features from another pipeline model
+    path.write_text(json.dumps(data))
+    with pytest.raises(InputError, match="retrain with 'perfguard calibrate train --target x86_64'"):
+        predictor_for(X86, "gemm", "qemu", tmp_path, cache_dir=tmp_path / "cache")
