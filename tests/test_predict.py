@@ -286,6 +286,11 @@ def test_real_calibration_end_to_end(project, tmp_path, capsys):
     assert len(dataset.groups()) == 3 and len(dataset.rows) >= 12
     assert all(r.native_s > 0 and r.stats.insts > 0 for r in dataset.rows)
     assert dataset.rows[0].machine["machine"] == "x86_64"
+    assert all(r.binary and r.stats.blocks is not None for r in dataset.rows)  # hash and profile recorded
+    assert main(["calibrate", "resimulate", *base]) == 0  # same binaries, same counters: every row kept
+    again = load_dataset(dataset_path(config.parent / "baselines", "x86_64", "gemm"))
+    assert [(r.params, r.native_s, r.binary, r.stats) for r in again.rows] == \
+        [(r.params, r.native_s, r.binary, r.stats) for r in dataset.rows]
     assert main(["calibrate", "evaluate", *base, "--predictors", "mlr,xgboost"]) == 0
     table = json.loads((config.parent / "reports/calibration-x86_64-gemm.json").read_text())
     assert set(table["summary"]) == {"analytical", "mlr", "xgboost"}
