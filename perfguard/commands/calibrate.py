@@ -1,4 +1,4 @@
-"""perfguard calibrate collect | train | evaluate | drift: predictors from native runs."""
+"""perfguard calibrate collect | ingest | resimulate | evaluate | train | drift: predictors from native runs."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from perfguard.executors import add_executor_options, executor_from_args
 from perfguard.kernels import FAMILY_NAMES
 from perfguard.predict import calibration
 from perfguard.predict.dataset import dataset_path, load_dataset
+from perfguard.predict.features import FEATURE_SETS
 from perfguard.predict.registry import PREDICTORS
 from perfguard.predict.select import stored_model
 from perfguard.report.terminal import console, progress
@@ -50,15 +51,27 @@ def add_parser(subparsers) -> None:
     q.add_argument("--output", type=Path, help="dataset file (default: baselines/datasets/T/F.json)")
     q.set_defaults(run=run_ingest)
 
+    q = sub.add_parser("resimulate", help="simulate a dataset's variants again (block profiles), keeping their "
+                                          "native times where the binaries and counters are unchanged")
+    common(q, family_required=False)
+    q.add_argument("--output", type=Path, help="dataset file (default: the dataset itself)")
+    q.add_argument("-j", "--jobs", type=int)
+    add_executor_options(q)
+    q.set_defaults(run=run_resimulate)
+
+    features = dict(choices=FEATURE_SETS, help="feature set (default: pipeline when every row has a block "
+                                                 "profile, else counts)")
     q = sub.add_parser("evaluate", help="leave-one-group-out table of every predictor")
     common(q)
     q.add_argument("--predictors", default=",".join(PREDICTORS))
+    q.add_argument("--features", **features)
     q.add_argument("--json", type=Path, help="write the table here (default: reports/calibration-T-F.json)")
     q.set_defaults(run=run_evaluate)
 
     q = sub.add_parser("train", help="fit the best predictor on the dataset and store it")
     common(q, family_required=False)
     q.add_argument("--predictors", default=",".join(PREDICTORS))
+    q.add_argument("--features", **features)
     q.set_defaults(run=run_train)
 
     q = sub.add_parser("drift", help="time a fresh sample and compare with the stored model")
@@ -147,6 +160,29 @@ def run_ingest(args) -> int:
     return EXIT_OK
 
 
+def run_resimulate(args) -> int:
+    out = console()
+    config = load_config(args.config)
+    profile = config.profile(args.target, "--target")
+    families = _families(config, profile.name, args.family, "datasets")
+    if args.output and len(families) > 1:
+        raise InputError("--output: name one --family with it")
+    for family in families:
+        path = dataset_path(config.baseline_dir, profile.name, family)
+        dataset = load_dataset(path)
+        with executor_from_args(args, args.jobs or config.jobs) as executor, \
+                progress(len(dataset.rows), out) as advance:
+            got = calibration.resimulate(config, profile, dataset, args.jobs,
+                                         on_result=lambda i, r: advance(r.kernel), executor=executor)
+        target = args.output or path
+        got.dataset.save(target)
+        out.print(f"wrote {target}: {len(got.dataset.rows)} of {len(dataset.rows)} variants with block profiles "
+                  f"and binary hashes ({len(got.dropped)} dropped)")
+        for line in got.dropped[:10]:
+            out.print(f"[yellow]dropped[/] {line}")
+    return EXIT_OK
+
+
 def print_evaluation(evaluation, out) -> None:
     table = Table(title="leave-one-group-out", show_edge=False)
     for col in ("predictor", "group", "n", "MAPE %", "RMSE us", "Spearman", "best at %", "regret"):
@@ -166,7 +202,7 @@ def run_evaluate(args) -> int:
     config = load_config(args.config)
     profile = config.profile(args.target, "--target")
     dataset = load_dataset(dataset_path(config.baseline_dir, profile.name, args.family))
-    evaluation = calibration.evaluate(dataset, profile, _names(args.predictors))
+    evaluation = calibration.evaluate(dataset, profile, _names(args.predictors), args.features, config.cache_dir)
     print_evaluation(evaluation, out)
     path = args.json or config.report_dir / f"calibration-{profile.name}-{args.family}.json"
     atomic_write_text(path, json.dumps({"target": profile.name, "family": args.family,
@@ -185,10 +221,13 @@ def run_train(args) -> int:
         from perfguard.predict.store import model_path
 
         name, evaluation, path = calibration.train(dataset, profile, model_path(config.baseline_dir, profile.name, family),
-                                                   _names(args.predictors))
+                                                   _names(args.predictors), features=args.features,
+                                                   cache_dir=config.cache_dir)
         print_evaluation(evaluation, out)
         s = evaluation.summary[name]
-        out.print(f"wrote {path}: {name} (hold-out Spearman {s['spearman']:.3f}, MAPE {s['mape']:.1f} %, "
+        out.print(f"wrote {path}: {name} on the {evaluation.features} features of {evaluation.rows} variants"
+                  + (f" ({evaluation.left_out} without a block profile left out)" if evaluation.left_out else "")
+                  + f" (hold-out Spearman {s['spearman']:.3f}, MAPE {s['mape']:.1f} %, "
                   f"true best within top {s['worst_best_rank_pct']:.1f} % in every group)")
     return EXIT_OK
 
@@ -215,7 +254,8 @@ def run_drift(args) -> int:
             pass
         got = calibration.collect(config, profile, family, shapes, args.variants, f"drift-{seed}", exclude=known,
                                   max_cv=_max_cv(args))
-        result = calibration.drift(got.dataset, model, config.drift_mape, config.drift_spearman)
+        result = calibration.drift(got.dataset, model, config.drift_mape, config.drift_spearman, profile,
+                                   config.cache_dir)
         verdicts[family] = result.to_dict()
         state = "[bold red]retrain[/]" if result.needs_retraining else "[green]ok[/]"
         out.print(f"{profile.name}/{family}: {state} MAPE {result.mape:.1f} % (limit {config.drift_mape:.1f}), "

@@ -193,9 +193,10 @@ OLD_BASELINE_NOTE = ("the baseline has no block profile (recorded before perfgua
 
 
 def like_with_like(predictor, baseline: Baseline | None, profile):
-    """(the predictor to judge with, a note or None): a baseline the pipeline model cannot score
-    is compared under the old analytical model, on both sides, and the outputs say so."""
-    if isinstance(predictor, PipelineModel) and baseline is not None and baseline.stats.blocks is None:
+    """(the predictor to judge with, a note or None): a baseline the pipeline model (or a calibrated
+    model on pipeline features) cannot score is compared under the old analytical model, on both
+    sides, and the outputs say so."""
+    if predictor.needs_blocks and baseline is not None and baseline.stats.blocks is None:
         return AnalyticalModel(profile), OLD_BASELINE_NOTE
     return predictor, None
 

@@ -16,7 +16,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from perfguard.predict.base import Predictor
-from perfguard.predict.features import column
+from perfguard.predict.features import column, raw_matrix
+from perfguard.sim.stats import Stats
 from perfguard.targets import TargetProfile
 
 _COMPUTE_TERMS = (
@@ -62,3 +63,6 @@ class AnalyticalModel(Predictor):
     def predict(self, X: np.ndarray) -> np.ndarray:
         compute, memory = self.phases(X)
         return compute + memory
+
+    def predict_stats(self, stats: list[Stats]) -> np.ndarray:
+        return self.predict(raw_matrix(stats))

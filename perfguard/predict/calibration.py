@@ -3,10 +3,16 @@
 A group is one problem shape of a kernel family; its variants are schedules sampled from the
 family's knob space. Models are trained per target and family and evaluated leave-one-group-
 out, so every reported figure is for shapes the model never saw.
+
+Feature sets (perfguard.predict.features): "pipeline" (the counts plus the pipeline model's
+cycles per bound class and stall cycles, computed from each row's block profile) when every
+row of the dataset has a block profile, else "counts". A dataset collected before block
+profiles gets them with `resimulate`: the same binaries simulated again, the native times kept.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 from dataclasses import dataclass
@@ -25,12 +31,13 @@ from perfguard.pipeline import Job, JobResult, build_kernel, run_job
 from perfguard.predict.analytical import AnalyticalModel
 from perfguard.predict.dataset import Dataset, Row
 from perfguard.predict.evaluate import GroupMetrics, leave_one_group_out, metrics, summarize
-from perfguard.predict.features import DERIVED_FEATURES
+from perfguard.predict.base import CalibratedModel
+from perfguard.predict.features import FEATURE_SETS, feature_names, matrix, pipeline_columns
 from perfguard.predict.registry import PREDICTORS
 from perfguard.predict.store import StoredModel, save_model
 from perfguard.sim.base import get_simulator
 from perfguard.native import DEFAULT_CV_BOUND, check_native, this_machine, time_native
-from perfguard.sim.stats import STAT_FIELDS, Stats
+from perfguard.sim.stats import Stats
 from perfguard.targets import TargetProfile
 
 # Problem shapes (groups) sampled by default: ResNet-like layers and GEMMs of several aspects.
@@ -115,7 +122,8 @@ def collect(config: Config, profile: TargetProfile, family_name: str, shapes: li
         if not timing.steady:
             unsteady += 1
             continue
-        dataset.rows.append(Row(label, result.params, result.stats, timing.median_s, timing.to_dict(), machine))
+        dataset.rows.append(Row(label, result.params, result.stats, timing.median_s, timing.to_dict(), machine,
+                                result.binary_hash))
     return Collected(dataset, failed, unsteady, simulate_s, time.monotonic() - started)
 
 
@@ -163,28 +171,115 @@ def ingest_benchmark_json(path: Path, target: str, family: str) -> tuple[list[Ro
 
 
 @dataclass
+class Resimulated:
+    dataset: Dataset
+    dropped: list[str]  # rows left out, and why
+
+
+def resimulate(config: Config, profile: TargetProfile, dataset: Dataset, workers: int | None = None,
+               on_result: Callable[[int, JobResult], None] | None = None,
+               executor: Executor | None = None) -> Resimulated:
+    """The dataset's variants simulated again with today's simulator (block profiles included),
+    their native times kept: valid only for the very binaries that were timed, so a row is kept
+    only when its binary's sha256 is the one it records (if it records one) and its counters are
+    the ones it stores (the same instructions ran); the others are dropped and named."""
+    family = get_family(dataset.family)
+    entry = f"{family.entry.__module__}:{family.entry.__name__}"
+    jobs = [Job(KernelSpec(f"{dataset.family}-{i}", entry, dataset.family, row.params), profile, config.root,
+                config.cache_dir, config.simulator, config.timeout, 1, 1) for i, row in enumerate(dataset.rows)]
+    results = (executor or LocalExecutor(workers or config.jobs)).map(run_job, jobs, on_result)
+    simulator = get_simulator(config.simulator, config.cache_dir)
+    return merge_resimulated(dataset, results, simulator.fingerprint(profile))
+
+
+def merge_resimulated(dataset: Dataset, results: list[JobResult], fingerprint: str) -> Resimulated:
+    out = Dataset(dataset.target, dataset.family, dataset.simulator, fingerprint)
+    dropped = []
+    for i, (row, result) in enumerate(zip(dataset.rows, results)):
+        where = f"row {i} ({row.group} {json.dumps(row.params, sort_keys=True)})"
+        if not result.ok:
+            dropped.append(f"{where}: {result.error}")
+        elif row.binary is not None and row.binary != result.binary_hash:
+            dropped.append(f"{where}: binary {result.binary_hash[:12]} is not the one timed ({row.binary[:12]})")
+        elif result.stats.to_dict() != row.stats.to_dict():
+            moved = [k for k, v in result.stats.to_dict().items() if row.stats.to_dict()[k] != v]
+            dropped.append(f"{where}: counters differ ({', '.join(moved)})")
+        else:
+            out.rows.append(dataclasses.replace(row, stats=result.stats, binary=result.binary_hash))
+    return Resimulated(out, dropped)
+
+
+def default_features(dataset: Dataset) -> str:
+    """The pipeline features when any row has a block profile, else the counts."""
+    return "pipeline" if any(r.stats.blocks is not None for r in dataset.rows) else "counts"
+
+
+class DatasetFeatures:
+    """The feature matrices of one dataset, per view; the pipeline columns computed once.
+
+    The pipeline features exist only for rows with a block profile: the others are left out
+    (`left_out` counts them; `perfguard calibrate resimulate` gives them one). `profiled_only`
+    leaves them out of the counts features too, to compare both sets on the same rows.
+    """
+
+    def __init__(self, dataset: Dataset, profile: TargetProfile, features: str, cache_dir: Path | None = None,
+                 profiled_only: bool = False):
+        from perfguard.config import _default_cache_dir
+
+        if features not in FEATURE_SETS:
+            raise InputError(f"unknown feature set '{features}' (one of {', '.join(FEATURE_SETS)})")
+        rows = dataset.rows
+        if features == "pipeline" or profiled_only:
+            rows = [r for r in rows if r.stats.blocks is not None]
+            if not rows:
+                raise InputError(f"dataset {dataset.target}/{dataset.family}: no row has a block profile, which the "
+                                 f"pipeline features need (run 'perfguard calibrate resimulate', or use "
+                                 f"--features counts)")
+        self.rows, self.left_out = rows, len(dataset.rows) - len(rows)
+        self.stats = [r.stats for r in rows]
+        self.native = np.array([r.native_s for r in rows])
+        self.groups = np.array([r.group for r in rows])
+        self.features, self.line = features, profile.l2.line
+        self.pipeline_id, self.pipe = None, None
+        if features == "pipeline":
+            from perfguard.predict.pipeline import PipelineModel
+
+            model = PipelineModel(profile, _default_cache_dir() if cache_dir is None else cache_dir)
+            self.pipeline_id = model.model_id
+            self.pipe = pipeline_columns(self.stats, model)
+
+    def X(self, view: str) -> np.ndarray:
+        return matrix(self.stats, self.features, view, self.line, pipe=self.pipe)
+
+
+@dataclass
 class Evaluation:
     table: dict[str, list[GroupMetrics]]  # predictor name (and "analytical") -> per held-out group
     summary: dict[str, dict]
+    features: str = "counts"
+    rows: int = 0  # rows evaluated
+    left_out: int = 0  # rows without the block profile the pipeline features need
 
     def to_dict(self) -> dict:
-        return {"summary": self.summary,
+        return {"summary": self.summary, "features": self.features, "rows": self.rows, "left_out": self.left_out,
                 "groups": {name: [m.to_dict() for m in rows] for name, rows in self.table.items()}}
 
 
-def evaluate(dataset: Dataset, profile: TargetProfile, names: list[str] | None = None) -> Evaluation:
-    stats, native, groups = dataset.arrays()
+def evaluate(dataset: Dataset, profile: TargetProfile, names: list[str] | None = None, features: str | None = None,
+             cache_dir: Path | None = None, data: DatasetFeatures | None = None) -> Evaluation:
+    data = data or DatasetFeatures(dataset, profile, features or default_features(dataset), cache_dir)
+    stats, native, groups = data.stats, data.native, data.groups
     if len(set(groups.tolist())) < 2:
         raise InputError(f"dataset {dataset.target}/{dataset.family}: leave-one-group-out needs at least 2 groups")
-    line = profile.l2.line
     table: dict[str, list[GroupMetrics]] = {}
     analytical = AnalyticalModel(profile)
     table["analytical"] = [metrics(g, analytical.predict_stats([s for s, gg in zip(stats, groups) if gg == g]),
                                    native[groups == g]) for g in sorted(set(groups.tolist()))]
     for name in names or list(PREDICTORS):
-        cls = PREDICTORS[name]
-        table[name] = leave_one_group_out(lambda cls=cls: cls(line), stats, native, groups)
-    return Evaluation(table, {name: summarize(rows) for name, rows in table.items()})
+        estimator = PREDICTORS[name](features=data.features)
+        table[name] = leave_one_group_out(estimator, data.X(estimator.view), native, groups)
+    return Evaluation(table, {name: summarize(rows) for name, rows in table.items()}, data.features,
+                      len(data.rows), data.left_out)
 
 
 def best_predictor(evaluation: Evaluation) -> str:
@@ -196,22 +291,26 @@ def best_predictor(evaluation: Evaluation) -> str:
 
 
 def train(dataset: Dataset, profile: TargetProfile, out: Path, names: list[str] | None = None,
-          evaluation: Evaluation | None = None) -> tuple[str, Evaluation, Path]:
+          evaluation: Evaluation | None = None, features: str | None = None,
+          cache_dir: Path | None = None) -> tuple[str, Evaluation, Path]:
     """Evaluate every predictor, fit the best on all rows, store it with its hold-out metrics."""
-    evaluation = evaluation or evaluate(dataset, profile, names)
+    data = DatasetFeatures(dataset, profile, features or default_features(dataset), cache_dir)
+    evaluation = evaluation or evaluate(dataset, profile, names, data=data)
     name = best_predictor(evaluation)
-    stats, native, groups = dataset.arrays()
-    predictor = PREDICTORS[name](profile.l2.line)
-    predictor.fit(predictor.features(stats), native, groups)
+    predictor = PREDICTORS[name](features=data.features)
+    X = data.X(predictor.view)
+    predictor.fit(X, data.native, data.groups)
     meta = {
         "target": dataset.target, "family": dataset.family, "simulator": dataset.simulator,
         "simulator_fingerprint": dataset.simulator_fingerprint, "profile_fingerprint": profile.fingerprint(),
-        "dataset_hash": dataset.digest(), "rows": len(dataset.rows), "groups": dataset.groups(),
+        "dataset_hash": dataset.digest(), "rows": len(data.rows), "rows_left_out": data.left_out,
+        "groups": sorted(set(data.groups.tolist())),
         "machines": dataset.machines(), "created": now_iso(),
-        "features": list(STAT_FIELDS) if name == "mlr" else list(DERIVED_FEATURES),
+        "feature_set": data.features, "features": list(feature_names(data.features, predictor.view)),
+        "pipeline_model_id": data.pipeline_id,
         "holdout": {"summary": evaluation.summary[name], "groups": [m.to_dict() for m in evaluation.table[name]]},
         "compared": evaluation.summary,
-        "scatter": [[float(p), float(n)] for p, n in zip(predictor.predict_stats(stats), native)],
+        "scatter": [[float(p), float(n)] for p, n in zip(predictor.predict(X), data.native)],
     }
     return name, evaluation, save_model(out, predictor, meta)
 
@@ -229,12 +328,13 @@ class Drift:
                 "needs_retraining": self.needs_retraining, "reasons": self.reasons}
 
 
-def drift(fresh: Dataset, model: StoredModel, max_mape: float, min_spearman: float) -> Drift:
+def drift(fresh: Dataset, model: StoredModel, max_mape: float, min_spearman: float, profile: TargetProfile,
+          cache_dir: Path | None = None) -> Drift:
     """Compare a fresh native sample with the stored model's predictions."""
     if not fresh.rows:
         raise InfraError(f"drift check for {fresh.target}/{fresh.family}: no variant could be measured")
     stats, native, groups = fresh.arrays()
-    predicted = model.predictor.predict_stats(stats)
+    predicted = CalibratedModel(model.predictor, profile, cache_dir).predict_stats(stats)
     per_group = [metrics(g, predicted[groups == g], native[groups == g]) for g in sorted(set(groups.tolist()))]
     mape = float(np.mean(np.abs(predicted - native) / native) * 100.0)
     spearman = float(np.mean([m.spearman for m in per_group]))

@@ -14,12 +14,8 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import asdict, dataclass
-from typing import Callable
-
 import numpy as np
 
-from perfguard.predict.base import Predictor
-from perfguard.sim.stats import Stats
 
 
 @dataclass(frozen=True)
@@ -52,19 +48,20 @@ def metrics(group: str, predicted: np.ndarray, native: np.ndarray) -> GroupMetri
                         100.0 * (position + 1) / len(native), float(native[order[0]] / native[true_best]))
 
 
-def leave_one_group_out(make: Callable[[], Predictor], stats: list[Stats], native: np.ndarray,
-                        groups: np.ndarray) -> list[GroupMetrics]:
-    """Each group is predicted by a fresh predictor that never saw any of its rows."""
-    native, groups = np.asarray(native, float), np.asarray(groups)
+def leave_one_group_out(estimator, X: np.ndarray, native: np.ndarray, groups: np.ndarray) -> list[GroupMetrics]:
+    """Each group is predicted by a fresh clone of `estimator` that never saw any of its rows.
+
+    `X` is the feature matrix of every row (computed once: the features of a row do not depend
+    on the other rows); the folds are scikit-learn's LeaveOneGroupOut, in sorted group order.
+    """
+    from sklearn.base import clone
+    from sklearn.model_selection import LeaveOneGroupOut
+
+    X, native, groups = np.asarray(X, dtype=np.float64), np.asarray(native, float), np.asarray(groups)
     results = []
-    for group in sorted(set(groups.tolist())):
-        test = groups == group
-        train_idx, test_idx = np.flatnonzero(~test), np.flatnonzero(test)
-        predictor = make()
-        train_stats = [stats[i] for i in train_idx]
-        predictor.fit(predictor.features(train_stats), native[train_idx], groups[train_idx])
-        predicted = predictor.predict_stats([stats[i] for i in test_idx])
-        results.append(metrics(str(group), predicted, native[test_idx]))
+    for train, test in LeaveOneGroupOut().split(X, native, groups):
+        predictor = clone(estimator).fit(X[train], native[train], groups[train])
+        results.append(metrics(str(groups[test][0]), predictor.predict(X[test]), native[test]))
     return results
 
 

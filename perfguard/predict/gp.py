@@ -1,9 +1,10 @@
-"""Gaussian-process regression on log CPI (see features.py), its hyperparameters tuned by Bayesian optimisation.
+"""Gaussian-process regression on log time over an offset (see features.py), its hyperparameters tuned by Bayesian optimisation.
 
 The GP has an isotropic RBF kernel on standardised features plus white noise: three
 hyperparameters (signal amplitude, length-scale, noise), all in log space. Instead of
 gradient ascent on the marginal likelihood (which overfits small, clustered calibration sets),
-they are chosen by Bayesian optimisation of the K-fold cross-validated RMSE of log time: a
+they are chosen by Bayesian optimisation of the cross-validated RMSE of log time (leave one
+group out when there are three groups or more, else K-fold): a
 second GP (Matern 5/2) models that error over the hyperparameter box and expected improvement
 picks the next point to try.
 """
@@ -17,8 +18,9 @@ from scipy.linalg import cho_factor, cho_solve
 from scipy.stats import norm
 from sklearn.gaussian_process import GaussianProcessRegressor
 from sklearn.gaussian_process.kernels import Matern
+from sklearn.model_selection import KFold, LeaveOneGroupOut
 
-from perfguard.predict.base import CalibratedPredictor, log_cpi, time_from_log_cpi, to_list
+from perfguard.predict.base import CalibratedPredictor, log_ratio, time_from_log_ratio, to_list
 
 # log10 bounds of (amplitude, length-scale, noise) for standardised inputs and outputs
 _BOUNDS = np.array([[-1.0, 1.0], [-1.0, 2.0], [-6.0, -0.5]])
@@ -49,21 +51,27 @@ def _cv_rmse(X: np.ndarray, t: np.ndarray, theta: np.ndarray, folds: list[np.nda
 class GaussianProcess(CalibratedPredictor):
     name = "gp"
 
-    def __init__(self, line_bytes: int = 64, iterations: int = 16, initial: int = 6, folds: int = 5,
+    def __init__(self, features: str = "counts", iterations: int = 16, initial: int = 6, folds: int = 5,
                  max_points: int = 1200, seed: int = 0):
-        super().__init__(line_bytes)
-        self.iterations, self.initial, self.folds, self.max_points, self.seed = iterations, initial, folds, max_points, seed
+        self.features = features
+        self.iterations = iterations
+        self.initial = initial
+        self.folds = folds
+        self.max_points = max_points
+        self.seed = seed
 
-    def _folds(self, n: int, groups: np.ndarray | None, rng: np.random.Generator) -> list[np.ndarray]:
+    def _folds(self, X: np.ndarray, groups: np.ndarray | None) -> list[np.ndarray]:
+        """Test indices per fold: whole groups when there are enough (generalise across shapes)."""
         if groups is not None and len(np.unique(groups)) >= 3:
-            return [np.flatnonzero(groups == g) for g in np.unique(groups)]  # generalise across shapes
-        order = rng.permutation(n)
-        return [order[i::self.folds] for i in range(min(self.folds, n))]
+            return [test for _, test in LeaveOneGroupOut().split(X, groups=groups)]
+        splitter = KFold(n_splits=min(self.folds, len(X)), shuffle=True, random_state=self.seed)
+        return [test for _, test in splitter.split(X)]
 
     def fit(self, X, y, groups=None):
         rng = np.random.default_rng(self.seed)
         X = np.asarray(X, dtype=np.float64)
-        t = log_cpi(X, y)
+        self.n_features_in_ = X.shape[1]
+        t = log_ratio(X, y, self.features)
         if len(X) > self.max_points:  # O(n^3): subsample deterministically
             keep = np.sort(rng.choice(len(X), self.max_points, replace=False))
             X, t = X[keep], t[keep]
@@ -72,7 +80,7 @@ class GaussianProcess(CalibratedPredictor):
         self.x_scale_[self.x_scale_ == 0] = 1.0
         self.y_mean_, self.y_scale_ = float(t.mean()), float(t.std() or 1.0)
         Xs, ts = (X - self.x_mean_) / self.x_scale_, (t - self.y_mean_) / self.y_scale_
-        folds = self._folds(len(Xs), None if groups is None else np.asarray(groups), rng)
+        folds = self._folds(Xs, None if groups is None else np.asarray(groups))
 
         low, high = _BOUNDS[:, 0], _BOUNDS[:, 1]
         tried = [low + (high - low) * rng.random(3) for _ in range(self.initial)]
@@ -94,18 +102,20 @@ class GaussianProcess(CalibratedPredictor):
         self.cv_rmse_ = float(min(scores))
         self.x_train_ = Xs
         self.alpha_ = _fit_dual(Xs, ts, self.theta_)
-        return self.finish()
+        return self._finish()
 
     def predict(self, X):
+        self._check_fitted()
         amplitude, length, _ = 10.0 ** self.theta_
-        X = np.asarray(X, dtype=np.float64)
+        X = self._columns(X)
         Xs = (X - self.x_mean_) / self.x_scale_
-        return time_from_log_cpi(X, (_rbf(Xs, self.x_train_, amplitude, length) @ self.alpha_) * self.y_scale_
-                                 + self.y_mean_)
+        return time_from_log_ratio(X, (_rbf(Xs, self.x_train_, amplitude, length) @ self.alpha_) * self.y_scale_
+                                   + self.y_mean_, self.features)
 
     def to_payload(self) -> dict:
         return {
-            "line_bytes": self.line_bytes, "theta_log10": to_list(self.theta_),
+            "features": self.features, "iterations": self.iterations, "initial": self.initial, "folds": self.folds,
+            "max_points": self.max_points, "seed": self.seed, "theta_log10": to_list(self.theta_),
             "x_mean": to_list(self.x_mean_), "x_scale": to_list(self.x_scale_),
             "y_mean": self.y_mean_, "y_scale": self.y_scale_,
             "x_train": to_list(self.x_train_), "alpha": to_list(self.alpha_),
@@ -113,10 +123,12 @@ class GaussianProcess(CalibratedPredictor):
 
     @classmethod
     def from_payload(cls, payload):
-        model = cls(payload["line_bytes"])
+        model = cls(payload["features"], payload["iterations"], payload["initial"], payload["folds"],
+                    payload["max_points"], payload["seed"])
         model.theta_ = np.asarray(payload["theta_log10"], dtype=np.float64)
         model.x_mean_, model.x_scale_ = np.asarray(payload["x_mean"]), np.asarray(payload["x_scale"])
+        model.n_features_in_ = len(model.x_mean_)
         model.y_mean_, model.y_scale_ = float(payload["y_mean"]), float(payload["y_scale"])
         model.x_train_ = np.asarray(payload["x_train"], dtype=np.float64)
         model.alpha_ = np.asarray(payload["alpha"], dtype=np.float64)
-        return model.finish()
+        return model._finish()

@@ -43,6 +43,7 @@ class BlockCost:
 class PipelineModel(Predictor):
     name = "pipeline"
     calibrated = False
+    needs_blocks = True
 
     def __init__(self, profile: TargetProfile, cache_dir: Path):
         self.profile = profile

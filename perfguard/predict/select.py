@@ -5,7 +5,9 @@ the pipeline model (llvm-mca cycles per executed block) for simulators that reco
 profile (QEMU), the count-based analytical model for the others. `model` (perfguard.toml's
 `model`) names one instead: "pipeline" or "analytical" ("auto" is the rule above). A model file that exists but cannot be used (corrupted, another
 schema, trained for another profile or simulator) is an error naming it, not a silent
-fall-back to the analytical model: a gate must not quietly change its yardstick.
+fall-back to the analytical model: a gate must not quietly change its yardstick. So is a model
+whose pipeline features were computed by another pipeline model than this perfguard's (the
+pipeline model changed: retrain, one command).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from pathlib import Path
 from perfguard.config import MODEL_NAMES, _default_cache_dir
 from perfguard.errors import InputError
 from perfguard.predict.analytical import AnalyticalModel
-from perfguard.predict.base import Predictor
+from perfguard.predict.base import CalibratedModel, Predictor
 from perfguard.predict.store import ModelFiles, StoredModel, load_model, model_path
 from perfguard.targets import TargetProfile
 
@@ -47,6 +49,7 @@ BLOCK_PROFILE_SIMULATORS = ("qemu",)
 def predictor_for(profile: TargetProfile, family: str | None, simulator: str = "qemu",
                   baseline_dir: Path | None = None, source: ModelFiles | None = None, cache_dir: Path | None = None,
                   model: str = "auto") -> Predictor:
+    cache_dir = _default_cache_dir() if cache_dir is None else cache_dir
     if model == "analytical":
         return AnalyticalModel(profile)
     if model == "pipeline":
@@ -71,10 +74,15 @@ def predictor_for(profile: TargetProfile, family: str | None, simulator: str = "
     if meta.get("profile_fingerprint") != profile.fingerprint():
         raise InputError(f"{stored.path}: model was trained for a different '{profile.name}' profile "
                          f"(codegen or cache geometry changed); retrain with 'perfguard calibrate train'")
-    return stored.predictor
+    calibrated = CalibratedModel(stored.predictor, profile, cache_dir)
+    if calibrated.needs_blocks and meta.get("pipeline_model_id") != calibrated.featurizer.pipeline_id:
+        raise InputError(f"{stored.path}: model's pipeline features came from {meta.get('pipeline_model_id')}, this "
+                         f"perfguard's pipeline model is {calibrated.featurizer.pipeline_id}; retrain with "
+                         f"'perfguard calibrate train --target {profile.name}'")
+    return calibrated
 
 
-def _pipeline(profile: TargetProfile, cache_dir: Path | None) -> Predictor:
+def _pipeline(profile: TargetProfile, cache_dir: Path) -> Predictor:
     from perfguard.predict.pipeline import PipelineModel
 
-    return PipelineModel(profile, _default_cache_dir() if cache_dir is None else cache_dir)
+    return PipelineModel(profile, cache_dir)

@@ -2,12 +2,21 @@
 
 A model file holds the predictor's JSON payload and the metadata that says where it came
 from: dataset digest, machine(s), date, feature list, hold-out metrics, perfguard version,
-simulator. Files are written atomically and read strictly: a corrupted file, or one written
-by another schema version, is an input error naming it, never a silent fall-back.
+simulator, the feature set the predictor reads and, for the pipeline features, the id of the
+pipeline model that computed them (a different pipeline model means: retrain). Files are
+written atomically and read strictly: a corrupted file, or one written by an unknown schema
+version, is an input error naming it, never a silent fall-back.
+
+Schema 1 files (before the predictors followed scikit-learn's estimator contract: counts
+features only, payloads without their constructor parameters) are upgraded as they are read,
+in one place, `upgrade_v1`: the payload gains its parameters with the values every schema-1
+model was fitted with, after the old model_id has been checked; the model then gets the id of
+its upgraded payload.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +31,39 @@ from perfguard.predict.base import CalibratedPredictor
 from perfguard.predict.registry import PREDICTOR_NAMES, predictor_class
 from perfguard.sim.stats import Stats
 
-MODEL_SCHEMA = 1
+MODEL_SCHEMA = 2
+
+
+def _v1_id(name: str, payload: dict) -> str:
+    text = json.dumps({"name": name, "payload": payload}, sort_keys=True)
+    return f"{name}-{hashlib.sha256(text.encode()).hexdigest()[:12]}"
+
+
+# The constructor parameters every schema-1 model was fitted with (they were not stored).
+_V1_PARAMS = {
+    "mlr": {"positive": True},
+    "dnn": {"alpha": 1e-3, "max_iter": 3000, "seed": 0},
+    "gp": {"iterations": 16, "initial": 6, "folds": 5, "max_points": 1200, "seed": 0},
+    "xgboost": {"objective": "auto", "seed": 0},
+}
+
+
+def upgrade_v1(data: dict, source: str) -> dict:
+    """A schema-1 model document as schema 2 (the one place old model files are upgraded)."""
+    from perfguard.predict.features import DERIVED_FEATURES
+
+    name, payload = data.get("predictor"), data.get("payload")
+    if name not in _V1_PARAMS or not isinstance(payload, dict):
+        return data  # the checks below name what is wrong
+    if _v1_id(name, payload) != data.get("model_id"):
+        raise InputError(f"{source}: model payload does not match its model_id {data.get('model_id')} (edited?)")
+    payload = {k: v for k, v in payload.items() if k != "line_bytes"}  # the profile's line size is used
+    payload.update(_V1_PARAMS[name], features="counts")
+    if name == "xgboost":
+        payload["chosen"] = payload["objective"]  # schema 1 stored the objective it chose
+        payload["objective"] = "auto"
+        payload["n_features"] = len(DERIVED_FEATURES)
+    return {**data, "schema": MODEL_SCHEMA, "payload": payload, "model_id": None, "upgraded_from": 1}
 
 
 @dataclass
@@ -58,10 +99,12 @@ def load_model(path: Path, text: str | None = None, source: str | None = None) -
     data = jsonfile.read(path, label, source) if text is None else jsonfile.loads(text, source, label)
     if not isinstance(data, dict):
         raise InputError(f"{source}: corrupted model file (not an object)")
+    if type(data.get("schema")) is int and data["schema"] == 1:
+        data = upgrade_v1(data, source)
     if type(data.get("schema")) is not int or data["schema"] != MODEL_SCHEMA:
         raise InputError(f"{source}: model schema {data.get('schema')!r}, this perfguard reads {MODEL_SCHEMA}; "
                          f"retrain with 'perfguard calibrate train'")
-    for key, kind in (("predictor", str), ("model_id", str), ("payload", dict), ("target", str), ("family", str),
+    for key, kind in (("predictor", str), ("model_id", (str, type(None))), ("payload", dict), ("target", str), ("family", str),
                       ("simulator", str), ("features", list)):
         if key not in data:
             raise InputError(f"{source}: corrupted model file (missing '{key}')")
@@ -74,6 +117,8 @@ def load_model(path: Path, text: str | None = None, source: str | None = None) -
         predictor = cls.from_payload(data["payload"])
     except Exception as exc:  # a payload out of shape can fail anywhere in numpy or XGBoost
         raise InputError(f"{source}: corrupted model payload ({type(exc).__name__})") from None
+    if data["model_id"] is None:  # upgraded from schema 1: its old id was checked there
+        data["model_id"] = predictor.model_id
     if predictor.model_id != data["model_id"]:
         raise InputError(f"{source}: model payload does not match its model_id {data['model_id']} (edited?)")
     if not _scores(predictor):
@@ -91,10 +136,17 @@ _PROBE = Stats(insts=1_000_000, loads=300_000, stores=100_000, branches=100_000,
                l1d_misses=20_000, l1d_writebacks=5_000, l2_accesses=20_100, l2_misses=2_000, l2_writebacks=500)
 
 
+# What the pipeline model might say of them: core cycles, stall cycles, core cycles per bound class.
+_PROBE_PIPELINE = np.array([[500_000.0, 10_000.0, 200_000.0, 200_000.0, 50_000.0, 50_000.0, 0.0]])
+
+
 def _scores(predictor: CalibratedPredictor) -> bool:
+    from perfguard.predict.features import matrix
+
     try:
         with np.errstate(all="ignore"):
-            times = np.asarray(predictor.predict_stats([_PROBE]), dtype=np.float64)
+            X = matrix([_PROBE], predictor.features, predictor.view, pipe=_PROBE_PIPELINE)
+            times = np.asarray(predictor.predict(X), dtype=np.float64)
     except Exception:
         return False
     return times.shape == (1,) and bool(np.isfinite(times).all() and (times > 0).all())

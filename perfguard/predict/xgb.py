@@ -1,4 +1,4 @@
-"""XGBoost on the derived features: regression on log CPI (see features.py), or a pairwise ranker.
+"""XGBoost on the derived features: regression on log time over an offset (see features.py), or a pairwise ranker.
 
 With objective="auto", both are tried in an inner leave-one-group-out loop over the training
 groups and the one with the better mean Spearman correlation is kept. A ranker's scores are
@@ -14,8 +14,9 @@ import numpy as np
 import xgboost
 from scipy.stats import spearmanr
 from sklearn.isotonic import IsotonicRegression
+from sklearn.model_selection import LeaveOneGroupOut
 
-from perfguard.predict.base import CalibratedPredictor, as_log_time, log_cpi, time_from_log_cpi, to_list
+from perfguard.predict.base import CalibratedPredictor, as_log_time, log_ratio, time_from_log_ratio, to_list
 
 _PARAMS = {"n_estimators": 300, "max_depth": 5, "learning_rate": 0.05, "subsample": 0.8,
            "colsample_bytree": 0.8, "n_jobs": 1, "tree_method": "hist"}
@@ -24,16 +25,15 @@ _PARAMS = {"n_estimators": 300, "max_depth": 5, "learning_rate": 0.05, "subsampl
 class XGBoostPredictor(CalibratedPredictor):
     name = "xgboost"
 
-    def __init__(self, line_bytes: int = 64, objective: str = "auto", seed: int = 0):
-        super().__init__(line_bytes)
-        if objective not in ("auto", "regression", "ranking"):
-            raise ValueError(f"objective must be auto, regression or ranking, not {objective!r}")
-        self.objective, self.seed = objective, seed
+    def __init__(self, features: str = "counts", objective: str = "auto", seed: int = 0):
+        self.features = features
+        self.objective = objective
+        self.seed = seed
 
     def _fit_one(self, X, y, groups, objective):
         if objective == "regression":
             model = xgboost.XGBRegressor(objective="reg:squarederror", random_state=self.seed, **_PARAMS)
-            model.fit(X, log_cpi(X, y))
+            model.fit(X, log_ratio(X, y, self.features))
             return model, None
         t = as_log_time(y)  # a ranker orders by time itself, and its isotonic map gives log time
         order = np.argsort(groups, kind="stable")
@@ -51,17 +51,19 @@ class XGBoostPredictor(CalibratedPredictor):
 
     def _score(self, X, y, groups, objective) -> float:
         rhos = []
-        for g in np.unique(groups):
-            test = groups == g
-            model, iso = self._fit_one(X[~test], y[~test], groups[~test], objective)
+        for train, test in LeaveOneGroupOut().split(X, groups=groups):
+            model, iso = self._fit_one(X[train], y[train], groups[train], objective)
             raw = model.predict(X[test])
-            pred = time_from_log_cpi(X[test], raw) if iso is None else -raw  # higher ranker score: faster
+            pred = time_from_log_ratio(X[test], raw, self.features) if iso is None else -raw  # higher score: faster
             rho = spearmanr(pred, y[test]).statistic
             rhos.append(0.0 if np.isnan(rho) else rho)
         return float(np.mean(rhos))
 
     def fit(self, X, y, groups=None):
+        if self.objective not in ("auto", "regression", "ranking"):
+            raise ValueError(f"objective must be auto, regression or ranking, not {self.objective!r}")
         X = np.asarray(X, dtype=np.float64)
+        self.n_features_in_ = X.shape[1]
         y = np.exp(as_log_time(y))  # validates: positive and finite
         groups = np.zeros(len(X), dtype=int) if groups is None else np.asarray(groups)
         objective = self.objective
@@ -76,7 +78,7 @@ class XGBoostPredictor(CalibratedPredictor):
         model, iso = self._fit_one(X, y, groups, objective)
         self.booster_json_ = bytes(model.get_booster().save_raw("json")).decode()
         self._load(iso)
-        return self.finish()
+        return self._finish()
 
     def _load(self, iso: IsotonicRegression | None) -> None:
         self.booster_ = xgboost.Booster()
@@ -85,27 +87,30 @@ class XGBoostPredictor(CalibratedPredictor):
         self.iso_y_ = None if iso is None else np.asarray(iso.y_thresholds_)
 
     def predict(self, X):
-        X = np.asarray(X, dtype=np.float64)
+        self._check_fitted()
+        X = self._columns(X)
         raw = self.booster_.predict(xgboost.DMatrix(X))
         if self.iso_x_ is None:
-            return time_from_log_cpi(X, raw)
+            return time_from_log_ratio(X, raw, self.features)
         order = np.argsort(self.iso_x_)
         return np.exp(np.interp(raw, self.iso_x_[order], self.iso_y_[order]))
 
     def to_payload(self) -> dict:
         return {
-            "line_bytes": self.line_bytes, "objective": self.chosen_, "booster": json.loads(self.booster_json_),
+            "features": self.features, "objective": self.objective, "chosen": self.chosen_, "seed": self.seed,
+            "n_features": self.n_features_in_, "booster": json.loads(self.booster_json_),
             "isotonic_x": None if self.iso_x_ is None else to_list(self.iso_x_),
             "isotonic_y": None if self.iso_y_ is None else to_list(self.iso_y_),
         }
 
     @classmethod
     def from_payload(cls, payload):
-        model = cls(payload["line_bytes"], payload["objective"])
-        model.chosen_ = payload["objective"]
+        model = cls(payload["features"], payload["objective"], payload["seed"])
+        model.chosen_ = payload["chosen"]
+        model.n_features_in_ = int(payload["n_features"])
         model.booster_json_ = json.dumps(payload["booster"])
         model.booster_ = xgboost.Booster()
         model.booster_.load_model(bytearray(model.booster_json_.encode()))
         model.iso_x_ = None if payload["isotonic_x"] is None else np.asarray(payload["isotonic_x"])
         model.iso_y_ = None if payload["isotonic_y"] is None else np.asarray(payload["isotonic_y"])
-        return model.finish()
+        return model._finish()

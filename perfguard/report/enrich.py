@@ -15,7 +15,6 @@ from perfguard.errors import InfraError, InputError
 from perfguard.guard.history import BaselineHistory, kernel_history
 from perfguard.predict.analytical import AnalyticalModel
 from perfguard.predict.base import Predictor
-from perfguard.predict.pipeline import PipelineModel
 from perfguard.predict.select import predictor_for, stored_model
 from perfguard.report.analysis import analyse, target_summary
 
@@ -60,7 +59,7 @@ def enrich(data: dict[str, Any], config: Config, models=None) -> dict[str, Any]:
         try:
             predictor = predictor_for(profile, r["family"], r["simulator"], config.baseline_dir, models,
                                       config.cache_dir, config.model)
-            if (r.get("model_id") or "").startswith("analytical-") and not predictor.calibrated:
+            if (r.get("model_id") or "").startswith("analytical-") and predictor.needs_blocks:
                 predictor = AnalyticalModel(profile)  # the check fell back to it (an old baseline): so does the report
         except (InputError, InfraError):  # the model file (or llvm-mca) is at fault: the result says so already
             r["analysis"], r["history"] = None, None
@@ -69,7 +68,7 @@ def enrich(data: dict[str, Any], config: Config, models=None) -> dict[str, Any]:
         r["history"] = kernel_history(
             history, r["target"], r["kernel"], r["simulator"],
             score=lambda b, p=predictor: float(p.predict_stats([b.stats])[0]),
-            usable=lambda b, p=predictor: b.stats.blocks is not None or not isinstance(p, PipelineModel),
+            usable=lambda b, p=predictor: b.stats.blocks is not None or not p.needs_blocks,
             min_step_pct=max(r["threshold_pct"], MIN_STEP_FLOOR_PCT),
         )
         cal = calibration(config, r, predictor, models)

@@ -509,13 +509,17 @@ CASES = [
     # models
     Case("model-truncated", "truncated model file", "gemv.json: corrupted model file (invalid JSON", 2,
          model(text='{"schema": 1, "predictor": "mlr"')),
-    Case("model-newer-schema", "model from another schema version", "gemv.json: model schema 2, this perfguard reads 1",
-         2, model(lambda d: d.update(schema=2))),
+    Case("model-newer-schema", "model from another schema version", "gemv.json: model schema 3, this perfguard reads 2",
+         2, model(lambda d: d.update(schema=3))),
     Case("model-edited", "model payload edited by hand", "does not match its model_id", 2,
          model(lambda d: d["payload"]["coef"].__setitem__(0, 1.0))),
     Case("model-out-of-shape", "model payload out of shape, its id recomputed to match",
          "corrupted model payload (it does not turn statistics into a positive, finite time)", 2,
          model(lambda d: d.update(payload=SHORT_PAYLOAD, model_id=SHORT_ID))),
+    Case("model-other-pipeline", "model whose pipeline features came from another pipeline model",
+         "retrain with 'perfguard calibrate train --target aarch64'", 2,
+         model(lambda d: d.update(payload=PIPELINE_PAYLOAD, model_id=PIPELINE_ID,
+                                  pipeline_model_id="pipeline-v1-000000000000"))),
     Case("model-unknown-predictor", "model naming an unknown predictor", "gemv.json: unknown predictor 'pickle'", 2,
          model(lambda d: d.update(predictor="pickle"))),
     Case("model-other-target", "model trained for another target", "model is for gemv on x86_64, not gemv on aarch64",
@@ -523,6 +527,10 @@ CASES = [
     # datasets
     Case("dataset-truncated", "truncated calibration dataset", "gemv.json: corrupted dataset (invalid JSON", 2,
          dataset(text='{"schema": 1, "rows": ['), via="`perfguard calibrate evaluate`"),
+    Case("dataset-block-reference", "dataset row whose block profile points past the file's block table",
+         "row 0: corrupted dataset row ('blocks' must be [[table index, executions], ...], sorted by index)", 2,
+         dataset(lambda d: d.update(schema=2, blocks=[]) or d["rows"][0].update(blocks=[[3, 1]])),
+         via="`perfguard calibrate evaluate`"),
     Case("dataset-negative-time", "dataset row with a negative native time", "row 0: native_s must be a positive number",
          2, dataset(lambda d: d["rows"][0].update(native_s=-1.0)), via="`perfguard calibrate evaluate`"),
     Case("dataset-negative-count", "dataset row with a negative count", "row 0: stats field 'insts' is negative", 2,
@@ -612,26 +620,36 @@ SEEDED_INSTS: list[int] = []
 VALID_MODEL: dict = {}
 SHORT_PAYLOAD: dict = {}
 SHORT_ID = ""
+PIPELINE_PAYLOAD: dict = {}
+PIPELINE_ID = ""
 
 
 def _models() -> None:
     """A valid MLR model for gemv on aarch64, and an out-of-shape payload with a matching id."""
-    global SHORT_ID
+    global SHORT_ID, PIPELINE_ID
     import numpy as np
 
+    from perfguard.predict.features import matrix
     from perfguard.predict.mlr import MultipleLinearRegression
+    from perfguard.predict.store import MODEL_SCHEMA
     from perfguard.sim.stats import STAT_FIELDS, Stats
     from perfguard.targets import BUILTIN
 
     rng = np.random.default_rng(0)
     stats = [Stats(**{k: int(rng.integers(1000, 100000)) for k in STAT_FIELDS}) for _ in range(12)]
-    predictor = MultipleLinearRegression(64)
-    predictor.fit(predictor.features(stats), np.array([1e-9 * s.insts for s in stats]))
-    VALID_MODEL.update({"schema": 1, "perfguard_version": "0.1.0", "predictor": "mlr", "model_id": predictor.model_id,
+    predictor = MultipleLinearRegression()
+    predictor.fit(matrix(stats, "counts", "raw"), np.array([1e-9 * s.insts for s in stats]))
+    VALID_MODEL.update({"schema": MODEL_SCHEMA, "perfguard_version": "0.1.0", "predictor": "mlr", "model_id": predictor.model_id,
                         "target": "aarch64", "family": "gemv", "simulator": "qemu", "features": list(STAT_FIELDS),
                         "profile_fingerprint": BUILTIN["aarch64"].fingerprint(), "payload": predictor.to_payload()})
-    SHORT_PAYLOAD.update({"coef": [1.0, 2.0, 3.0], "intercept": 0.0, "line_bytes": 64})
+    SHORT_PAYLOAD.update({"coef": [1.0, 2.0, 3.0], "intercept": 0.0, "features": "counts", "positive": True})
     SHORT_ID = MultipleLinearRegression.from_payload(SHORT_PAYLOAD).model_id
+    # the same law on the pipeline features (columns as a pipeline model might give them)
+    on_pipeline = MultipleLinearRegression(features="pipeline")
+    pipe = np.array([[s.insts * 0.5, 100.0, s.insts * 0.5, 0.0, 0.0, 0.0, 0.0] for s in stats])
+    on_pipeline.fit(matrix(stats, "pipeline", "raw", pipe=pipe), np.array([1e-9 * s.insts for s in stats]))
+    PIPELINE_PAYLOAD.update(on_pipeline.to_payload())
+    PIPELINE_ID = on_pipeline.model_id
 
 
 def seed_project(root: Path, cache: Path) -> Path:

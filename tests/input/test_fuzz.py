@@ -30,6 +30,7 @@ from perfguard.errors import PerfguardError
 from perfguard.guard.baselines import Baseline, parse_baseline
 from perfguard.guard.merge import load_report
 from perfguard.predict.dataset import Dataset, Row, load_dataset
+from perfguard.predict.features import matrix
 from perfguard.predict.registry import PREDICTORS
 from perfguard.predict.store import load_model, save_model
 from perfguard.sim import cachegrind, gem5
@@ -498,8 +499,8 @@ def _model_documents() -> dict[str, dict]:
     stats, times, groups = _synthetic_stats(24)
     docs = {}
     for name in sorted(PREDICTORS):
-        predictor = PREDICTORS[name](64)
-        predictor.fit(predictor.features(stats), times, groups)
+        predictor = PREDICTORS[name]()
+        predictor.fit(matrix(stats, "counts", predictor.view), times, groups)
         path = save_model(_WORK / "models" / f"{name}.json", predictor,
                           {"target": "x86_64", "family": "gemm", "simulator": "qemu", "features": []})
         docs[name] = json.loads(path.read_text())
@@ -537,7 +538,9 @@ def test_model_reader(case):
         return
     for key in ("target", "family", "simulator", "model_id"):
         assert isinstance(stored.meta[key], str)
-    predicted = stored.predictor.predict_stats(PROBE)  # a model that loads can score statistics
+    # a model that loads can score statistics (pipeline columns as the pipeline model might give them)
+    pipe = np.tile([5e5, 1e4, 2e5, 2e5, 5e4, 5e4, 0.0], (len(PROBE), 1))
+    predicted = stored.predictor.predict(matrix(PROBE, stored.predictor.features, stored.predictor.view, pipe=pipe))
     assert np.all(np.isfinite(predicted)) and np.all(predicted > 0)
 
 
