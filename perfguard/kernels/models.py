@@ -31,7 +31,7 @@ from perfguard.config import Config, KernelSpec, ModelSpec, load_callable
 from perfguard.errors import InfraError, InputError
 
 # Part of every extraction key: bump when the passes or the naming change.
-EXTRACT_RECIPE = 1
+EXTRACT_RECIPE = 2
 ENTRY = "perfguard.kernels.models:extracted"  # what a model kernel's `entry` says (its `ir` is what builds)
 # Relax operators that may stay in a legalised model: they call kernels or move memory, none computes.
 _PLUMBING = re.compile(r"^relax\.(call_tir|call_tir_inplace|builtin\.|memory\.|vm\.|null_value|reshape$|"
@@ -308,7 +308,7 @@ def model_kernels(config: Config, spec: ModelSpec, target: str) -> list[ModelKer
     content, load = (_onnx_source if spec.is_file else _python_source)(config, spec)
     profile = config.profile(target)
     key = _sha(content, json.dumps(profile.tvm_target, sort_keys=True), tvm.__version__, str(EXTRACT_RECIPE),
-               spec.name, spec.database or "")
+               spec.name, _database_digest(config, spec))
     path = _cache_file(config.cache_dir, key)
     try:
         records = json.loads(path.read_text())
@@ -324,12 +324,30 @@ def model_kernels(config: Config, spec: ModelSpec, target: str) -> list[ModelKer
     return kernels
 
 
+def _database_folder(config: Config, spec: ModelSpec) -> Path:
+    return Path(spec.database) if os.path.isabs(spec.database) else config.root / spec.database
+
+
+def _database_digest(config: Config, spec: ModelSpec) -> str:
+    """The database's files' bytes: re-tuning (a new record) is a new extraction, never a stale one."""
+    if not spec.database:
+        return ""
+    folder = _database_folder(config, spec)
+    parts = []
+    for name in ("database_workload.json", "database_tuning_record.json"):
+        try:
+            parts.append(hashlib.sha256((folder / name).read_bytes()).hexdigest())
+        except OSError:
+            parts.append("missing")  # _apply_database says so, naming the file
+    return _sha(spec.database, *parts)
+
+
 def _apply_database(kernel: ModelKernel, config: Config, spec: ModelSpec, profile, where: str) -> ModelKernel:
     """The kernel with its tuned schedule from the MetaSchedule database, when the database has one."""
     import tvm
     from tvm.s_tir import meta_schedule as ms
 
-    folder = Path(spec.database) if os.path.isabs(spec.database) else config.root / spec.database
+    folder = _database_folder(config, spec)
     files = folder / "database_workload.json", folder / "database_tuning_record.json"
     if not all(f.is_file() for f in files):
         raise InputError(f"{where}: database '{spec.database}': expected {files[0].name} and {files[1].name} "
