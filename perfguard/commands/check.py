@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from dataclasses import replace
 from pathlib import Path
 
 from rich.markup import escape
@@ -71,7 +72,8 @@ def run(args: argparse.Namespace) -> int:
     pairs = select(config, args.kernels, args.targets)
     if args.shard:
         i, n = args.shard
-        pairs = pairs[i - 1::n]
+        # a shard holds part of a model: its kernels are judged, its total is not (README, [[model]])
+        pairs = [(replace(spec, model=None), target) for spec, target in pairs[i - 1::n]]
     jobs = make_jobs(config, pairs, args.simulator)
     store = None
     if args.base:
