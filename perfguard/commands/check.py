@@ -38,7 +38,8 @@ def shard(value: str) -> tuple[int, int]:
 def add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", type=Path, help="perfguard.toml (default: found from the current folder)")
     parser.add_argument("--targets", type=names, help="comma-separated targets (default: the config's)")
-    parser.add_argument("--kernels", type=names, help="comma-separated kernel names (default: all)")
+    parser.add_argument("--kernels", type=names,
+                        help="comma-separated kernel or [[model]] names (default: all, models included)")
     parser.add_argument("--simulator", choices=("qemu", "gem5", "cachegrind"), help="override the config's simulator")
     parser.add_argument("-j", "--jobs", type=int, help="parallel jobs (default: CPU count)")
 
