@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -23,12 +24,19 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
+CPU: dict[str, list[float]] = {}  # tree -> CPU seconds (user + sys of the check and its children) per run
+
+
 def run_check(cache: Path, report_dir: Path, tree: Path = REPO) -> float:
     env = dict(os.environ, PERFGUARD_CACHE_DIR=str(cache), PYTHONPATH=str(tree))
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "perfguard.cli", "check", "--report-dir", str(report_dir)], cwd=tree,
                           env=env, capture_output=True, text=True)
     elapsed = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    # CPU time is what the machine's other load leaves alone (wall time on a shared machine is not)
+    CPU.setdefault(str(tree), []).append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
     if proc.returncode != 0:
         raise SystemExit(f"perfguard check exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
     return elapsed
@@ -79,6 +87,10 @@ def compare(rev: str, runs: int) -> None:
     for label, values in (("cold (empty cache)", cold), ("warm (nothing changed)", warm)):
         before, after = (statistics.median(values[name]) for name in trees)
         print(f"| {label} | {before:.1f} | {after:.1f} | {after / before:.2f} |")
+    print(f"\nCPU seconds (user + sys, check and children), median over all its runs (cold and warm): "
+          + ", ".join(f"{name} {statistics.median(CPU[str(tree)]):.1f}" for name, tree in trees.items()))
+    cold_cpu = {name: statistics.median(CPU[str(tree)][:runs]) for name, tree in trees.items()}
+    print("cold CPU seconds, median: " + ", ".join(f"{name} {v:.1f}" for name, v in cold_cpu.items()))
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ import math
 import os
 import re
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -56,6 +56,28 @@ class KernelSpec:
     atol: float | None = None
     flops: str | None = None  # an expression over params or "module:function" (perfguard.flopcount)
     limits: dict[str, Limit] = field(default_factory=dict)  # per-metric limits (issue 14): metric -> Limit
+    # Whole models (issue 15): a kernel extracted from a [[model]] carries its PrimFunc as TVMScript
+    # (the job rebuilds the module from it) and the model's name (the model total groups by it).
+    ir: str | None = None
+    model: str | None = None
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A [[model]] entry: a Relax model whose every fused kernel is guarded, and its total."""
+
+    name: str
+    source: str  # "module:function" returning a Relax IRModule, or a path to an .onnx file
+    inputs: dict[str, tuple[tuple[int, ...], str | None]]  # input name -> (shape, dtype or None: the file's)
+    params: dict[str, Any]  # keywords for a "module:function" source
+    threshold: float | None = None  # the model total's threshold (default: the global one)
+    kernel_threshold: float | None = None  # each kernel's (default: the global one)
+    targets: tuple[str, ...] | None = None
+    database: str | None = None  # a MetaSchedule JSON database folder: its tuned schedules apply
+
+    @property
+    def is_file(self) -> bool:
+        return not _CALLABLE.fullmatch(self.source)
 
 
 @dataclass(frozen=True)
@@ -79,6 +101,12 @@ class Config:
     require_reference: bool = False
     limits: dict[str, Limit] = field(default_factory=dict)  # per-metric limits (issue 14): global ones
     model: str = "auto"  # auto (calibrated, else pipeline, else analytical) | pipeline | analytical
+    models: tuple[ModelSpec, ...] = ()  # [[model]] entries; their kernels join `kernels` in guard.check.select
+
+    def model_threshold(self, spec: ModelSpec, override: float | None = None) -> float:
+        if override is not None:
+            return override
+        return spec.threshold if spec.threshold is not None else self.threshold
 
     # A name from the command line is not the config's fault: `where` names the option instead.
     def kernel(self, name: str, where: str = "") -> KernelSpec:
@@ -166,14 +194,20 @@ def load_config(path: Path | None = None, cwd: Path | None = None) -> Config:
         top, kernels, targets = dict(data), data.get("kernel", []), data.get("target", {})
         top.pop("kernel", None)
         top.pop("target", None)
+        # [[tool.perfguard.model]] shares its key with `model = "auto"` (the predictor): a list is the former
+        data = {"model": top.pop("model") if isinstance(top.get("model"), list) else []}
         prefix = "tool.perfguard"
     else:
-        unknown = sorted(set(data) - {"perfguard", "kernel", "target"})
+        unknown = sorted(set(data) - {"perfguard", "kernel", "target", "model"})
         if unknown:
-            raise InputError(f"{path}: unknown key '{unknown[0]}' (expected [perfguard], [[kernel]], [target.NAME])")
+            raise InputError(f"{path}: unknown key '{unknown[0]}' (expected [perfguard], [[kernel]], [[model]], "
+                             f"[target.NAME])")
         top, kernels, targets = data.get("perfguard", {}), data.get("kernel", []), data.get("target", {})
+        data = {"model": data.get("model", [])}
         prefix = "perfguard"
-    return _build(path, top, kernels, targets, prefix)
+    models = data.get("model", [])
+    config = _build(path, top, kernels, targets, prefix)
+    return replace(config, models=_models(path, models, config))
 
 
 def _build(path: Path, top: dict, kernels: Any, targets: Any, prefix: str) -> Config:
@@ -266,16 +300,20 @@ def _model_name(value: Any, where: str) -> str:
     return value
 
 
-def _kernel(path: Path, i: int, table: Any, profiles: dict) -> KernelSpec:
-    where = f"{path}: kernel[{i}]"
+def _check_table(where: str, table: Any, keys: set[str], required: tuple[str, ...]) -> None:
+    """A [[kernel]] or [[model]] table: no unknown key, the required strings present."""
     if not isinstance(table, dict):
         raise InputError(f"{where}: must be a table")
-    unknown = sorted(set(table) - _KERNEL_KEYS)
+    unknown = sorted(set(table) - keys)
     if unknown:
         raise InputError(f"{where}: unknown key '{unknown[0]}'")
-    for key in ("name", "entry"):
+    for key in required:
         if not isinstance(table.get(key), str) or not table[key]:
             raise InputError(f"{where}: missing or empty '{key}'")
+
+
+def _kernel(path: Path, i: int, table: Any, profiles: dict) -> KernelSpec:
+    _check_table(f"{path}: kernel[{i}]", table, _KERNEL_KEYS, ("name", "entry"))
     name = table["name"]
     where = f"{path}: kernel '{name}'"
     if not _NAME.fullmatch(name):
@@ -339,3 +377,73 @@ def load_callable(ref: str, root: Path, where: str) -> Callable:
     if not callable(func):
         raise InputError(f"{where}: '{module_name}' has no function '{attr}'")
     return func
+
+
+# -- whole models (issue 15): [[model]] entries -----------------------------------------------------
+_MODEL_KEYS = {"name", "source", "inputs", "params", "threshold", "kernel_threshold", "targets", "database"}
+
+
+def _models(path: Path, tables: Any, config: Config) -> tuple[ModelSpec, ...]:
+    if not isinstance(tables, list):
+        raise InputError(f"{path}: 'model' must be an array of [[model]] tables")
+    kernel_names = {k.name for k in config.kernels}
+    specs: list[ModelSpec] = []
+    for i, table in enumerate(tables):
+        spec = _model(path, i, table, config)
+        # Its kernels are named "<model>.<operator>.<shape digest>": no configured kernel may look like one.
+        clash = sorted(n for n in kernel_names if n == spec.name or n.startswith(spec.name + "."))
+        if clash:
+            raise InputError(f"{path}: model '{spec.name}': kernel '{clash[0]}' has the model's name or its prefix "
+                             f"'{spec.name}.' (the model's kernels are named so): rename one")
+        if any(s.name == spec.name for s in specs):
+            raise InputError(f"{path}: model[{i}]: duplicate model name '{spec.name}'")
+        specs.append(spec)
+    return tuple(specs)
+
+
+def _model(path: Path, i: int, table: Any, config: Config) -> ModelSpec:
+    _check_table(f"{path}: model[{i}]", table, _MODEL_KEYS, ("name", "source"))
+    name = table["name"]
+    where = f"{path}: model '{name}'"
+    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_-]*", name):  # no dot: it separates the model from its kernels
+        raise InputError(f"{where}: name has characters outside [A-Za-z0-9_-]")
+    source = table["source"]
+    if not _CALLABLE.fullmatch(source):
+        if not source.endswith(".onnx"):
+            raise InputError(f"{where}: source '{source}' must be 'module:function' or a path to an .onnx file")
+        if "\x00" in source or (not os.path.isabs(source) and os.path.normpath(source).split(os.sep)[0] == os.pardir):
+            raise InputError(f"{where}: source '{source}' leads outside the config's folder {path.parent}")
+    inputs = table.get("inputs", {})
+    if not isinstance(inputs, dict):
+        raise InputError(f"{where}: inputs must be a table of input name -> shape (a list of integers) "
+                         f"or {{ shape = [...], dtype = \"float32\" }}")
+    parsed = {}
+    for key, value in inputs.items():
+        shape, dtype = (value.get("shape"), value.get("dtype")) if isinstance(value, dict) else (value, None)
+        if isinstance(value, dict) and sorted(set(value) - {"shape", "dtype"}):
+            raise InputError(f"{where}: inputs.{key}: unknown key '{sorted(set(value) - {'shape', 'dtype'})[0]}'")
+        if (not isinstance(shape, list) or not shape
+                or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in shape)):
+            raise InputError(f"{where}: inputs.{key}: shape must be a non-empty list of positive integers, got {shape!r}")
+        if dtype is not None and (not isinstance(dtype, str) or not re.fullmatch(r"[a-z]+[0-9]*", dtype)):
+            raise InputError(f"{where}: inputs.{key}: dtype must be a name like \"float32\", got {dtype!r}")
+        parsed[key] = (tuple(shape), dtype)
+    params = table.get("params", {})
+    if not isinstance(params, dict):
+        raise InputError(f"{where}: params must be a table")
+    jsonfile.check_plain(params, f"{where}: params")
+    if params and not _CALLABLE.fullmatch(source):
+        raise InputError(f"{where}: params are for a 'module:function' source, not an ONNX file")
+    thresholds = {}
+    for key in ("threshold", "kernel_threshold"):
+        thresholds[key] = None if table.get(key) is None else _number(table[key], f"{where}: {key}")
+    targets = table.get("targets")
+    if targets is not None:
+        targets = _string_list(targets, f"{where}: targets")
+        for t in targets:
+            config.profile(t, f"{where}: targets")
+    database = table.get("database")
+    if database is not None and (not isinstance(database, str) or not database):
+        raise InputError(f"{where}: database must be the path of a MetaSchedule database folder")
+    return ModelSpec(name, source, parsed, params, thresholds["threshold"], thresholds["kernel_threshold"],
+                     targets, database)

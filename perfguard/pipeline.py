@@ -111,6 +111,8 @@ def resolve_kernel(spec: KernelSpec, root: Path, where: str) -> tuple[LoweredKer
     from perfguard.kernels import FAMILY_NAMES, get_family
     from perfguard.kernels.base import check_params
 
+    if spec.ir is not None:  # a kernel extracted from a [[model]]: its PrimFunc travels as TVMScript
+        return inspect_module(_parse_ir(spec.ir, where), spec.outputs or 1, where), dict(spec.params), None
     entry = load_callable(spec.entry, root, where)
     family = get_family(spec.family) if spec.family in FAMILY_NAMES else None
     params = dict(spec.params)
@@ -127,6 +129,15 @@ def resolve_kernel(spec: KernelSpec, root: Path, where: str) -> tuple[LoweredKer
         raise InputError(f"{where}: entry '{spec.entry}' raised {type(exc).__name__}: {exc}".splitlines()[0]) from None
     outputs = spec.outputs or (family.num_outputs if family is not None else 1)
     return inspect_module(mod, outputs, where), params, (family if family is not None and entry is family.entry else None)
+
+
+def _parse_ir(text: str, where: str):
+    import tvm
+
+    try:
+        return tvm.script.from_source(text)
+    except Exception as exc:
+        raise InputError(f"{where}: the extracted kernel's TVMScript does not parse: {exc}".splitlines()[0]) from None
 
 
 @dataclass(frozen=True)

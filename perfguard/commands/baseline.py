@@ -27,7 +27,8 @@ def run(args: argparse.Namespace) -> int:
         results = measure(config, jobs, args.jobs, on_result=lambda i, r: advance(f"{r.kernel}[{r.target}]"))
     written = write_baselines(config, jobs, results)
     for path in written:
-        out.print(f"wrote {path.relative_to(config.root) if path.is_relative_to(config.root) else path}")
+        verb = "wrote" if path.exists() else "removed (the model no longer has this kernel)"
+        out.print(f"{verb} {path.relative_to(config.root) if path.is_relative_to(config.root) else path}")
     failed = [r for r in results if not r.ok]
     for r in failed:
         out.print(f"[bold yellow]error[/] {r.error} (baseline left as it was)")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from dataclasses import replace
 from pathlib import Path
 
 from rich.markup import escape
@@ -37,7 +38,8 @@ def shard(value: str) -> tuple[int, int]:
 def add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", type=Path, help="perfguard.toml (default: found from the current folder)")
     parser.add_argument("--targets", type=names, help="comma-separated targets (default: the config's)")
-    parser.add_argument("--kernels", type=names, help="comma-separated kernel names (default: all)")
+    parser.add_argument("--kernels", type=names,
+                        help="comma-separated kernel or [[model]] names (default: all, models included)")
     parser.add_argument("--simulator", choices=("qemu", "gem5", "cachegrind"), help="override the config's simulator")
     parser.add_argument("-j", "--jobs", type=int, help="parallel jobs (default: CPU count)")
 
@@ -71,7 +73,8 @@ def run(args: argparse.Namespace) -> int:
     pairs = select(config, args.kernels, args.targets)
     if args.shard:
         i, n = args.shard
-        pairs = pairs[i - 1::n]
+        # a shard holds part of a model: its kernels are judged, its total is not (README, [[model]])
+        pairs = [(replace(spec, model=None), target) for spec, target in pairs[i - 1::n]]
     jobs = make_jobs(config, pairs, args.simulator)
     store = None
     if args.base:

@@ -147,6 +147,11 @@ class BaselineStore(BaselineSource):
             raise InputError(f"{path}: baseline is for {baseline.kernel}[{baseline.target}], not {kernel}[{target}]")
         return baseline
 
+    def names(self, target: str) -> list[str]:
+        """The kernels that have a baseline for `target` (the model view looks for removed kernels)."""
+        folder = self.root / target
+        return sorted(f.stem for f in folder.glob("*.json")) if folder.is_dir() else []
+
     def write(self, baseline: Baseline) -> Path:
         return self.write_all([baseline])[0]
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import subprocess
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -43,6 +43,7 @@ class CheckRun:
     # --fail-on-toolchain-change: a toolchain other than the baselines' exits 3 (the environment is
     # not the one the baselines were made in); by default it exits 0 and the headline says so.
     fail_on_toolchain_change: bool = False
+    model_summaries: list = field(default_factory=list)  # guard.models.ModelSummary per [[model]] x target
 
     def exit_code(self) -> int:
         if self.interrupted:
@@ -55,6 +56,8 @@ class CheckRun:
         if self.fail_on_toolchain_change and self.toolchain_summary():
             return EXIT_INFRA
         if any(o.verdict.verdict == REGRESSION for o in self.outcomes):
+            return EXIT_REGRESSION
+        if any(m.verdict == REGRESSION for m in self.model_summaries):
             return EXIT_REGRESSION
         return EXIT_OK
 
@@ -73,10 +76,10 @@ class CheckRun:
 def select(config: Config, kernels: list[str] | None, targets: list[str] | None,
            option_names: tuple[str, str] = ("--kernels", "--targets")) -> list[tuple[KernelSpec, str]]:
     """The kernel x target pairs to run, in config order; unknown names are input errors naming the option."""
-    specs = [config.kernel(name, option_names[0]) for name in kernels] if kernels else list(config.kernels)
     if targets:
         for name in targets:
             config.profile(name, option_names[1])
+    specs = _selected_specs(config, kernels, list(targets or config.targets), option_names[0])
     pairs = []
     for spec in specs:
         for target in targets or config.targets:
@@ -85,6 +88,31 @@ def select(config: Config, kernels: list[str] | None, targets: list[str] | None,
     if not pairs:
         raise InputError(f"{config.path}: nothing to check (no kernel x target pair selected)")
     return pairs
+
+
+def _selected_specs(config: Config, names: list[str] | None, targets: list[str], option: str) -> list[KernelSpec]:
+    """The configured kernels, then every [[model]]'s extracted kernels; `names` may name a model
+    (all its kernels), one of its kernels, or a configured kernel."""
+    from perfguard.kernels.models import model_specs
+
+    model_names = {m.name for m in config.models}
+    wanted = set(names or [])
+    configured = {k.name for k in config.kernels}
+    specs = [config.kernel(n, option) for n in names if n in configured] if names else list(config.kernels)
+    for model in config.models:
+        mine = [n for n in wanted if n.startswith(model.name + ".")]
+        if names and model.name not in wanted and not mine:
+            continue
+        found = model_specs(config, model, [t for t in targets if model.targets is None or t in model.targets])
+        if model.name not in wanted and names:  # some of its kernels only: guarded, but no model total
+            found = [replace(s, model=None) for s in found if s.name in wanted]
+        specs.extend(found)
+    if names:
+        known = {s.name for s in specs} | model_names
+        for n in names:
+            if n not in known:
+                config.kernel(n, option)  # raises: unknown kernel, naming the option
+    return specs
 
 
 def make_jobs(config: Config, pairs: list[tuple[KernelSpec, str]], simulator: str | None = None) -> list[Job]:
@@ -184,7 +212,49 @@ def judge_results(config: Config, jobs: list[Job], results: list[JobResult], thr
             continue
         run.outcomes.append(Outcome(result, verdict, predictor.model_id, predictor.calibrated,
                                     baseline.commit if baseline else None, note=note, blocks=blocks))
+    run.model_summaries = model_summaries(config, jobs, run.outcomes, store, threshold, models)
     return run
+
+
+def model_summaries(config: Config, jobs: list[Job], outcomes: list[Outcome], store, threshold: float | None,
+                    models) -> list:
+    """Each [[model]] x target whose kernels were all checked: its total and verdict (guard.models)."""
+    from perfguard.guard.models import ModelKernelResult, summarise
+
+    groups: dict[tuple[str, str], list] = {}
+    for job, outcome in zip(jobs, outcomes):
+        if job.kernel.model is not None:
+            groups.setdefault((job.kernel.model, job.profile.name), []).append((job, outcome))
+    summaries = []
+    for spec in config.models:
+        for target in config.targets:
+            pairs = groups.get((spec.name, target))
+            if not pairs:
+                continue
+            profile = config.profile(target)
+            results = []
+            for job, o in pairs:
+                try:
+                    baseline = store.read(target, job.kernel.name)
+                except InputError:
+                    baseline = None  # its own outcome already says why
+                results.append(ModelKernelResult(job.kernel.name, job.kernel.params.get("op"),
+                                                 job.kernel.params.get("calls", 1), o.verdict.verdict,
+                                                 o.verdict.current_time_s, o.verdict.baseline_time_s, baseline))
+            current = {job.kernel.name for job, _ in pairs}
+            names = getattr(store, "names", None)
+            leftover = [store.read(target, n) for n in (names(target) if names else [])
+                        if n.startswith(spec.name + ".") and n not in current]
+
+            def score(baseline: Baseline, profile=profile) -> float:
+                predictor = predictor_for(profile, baseline.family, baseline.simulator, config.baseline_dir, models,
+                                          config.cache_dir, config.model)
+                predictor, _ = like_with_like(predictor, baseline, profile)
+                return float(predictor.predict_stats([baseline.stats])[0])
+
+            summaries.append(summarise(spec.name, target, config.model_threshold(spec, threshold), results,
+                                       [b for b in leftover if b is not None], score))
+    return summaries
 
 
 OLD_BASELINE_NOTE = ("the baseline has no block profile (recorded before perfguard kept them): compared with the "
@@ -223,4 +293,30 @@ def write_baselines(config: Config, jobs: list[Job], results: list[JobResult]) -
             predicted_time_s=float(predictor.predict_stats([r.stats])[0]),
             model_id=predictor.model_id, commit=commit, created=now_iso(), toolchain=r.toolchain,
         ))
-    return store.write_all(baselines)
+    written = store.write_all(baselines)
+    return written + _drop_stale_model_baselines(config, store, jobs, results)
+
+
+def _drop_stale_model_baselines(config: Config, store: BaselineStore, jobs: list[Job],
+                                results: list[JobResult]) -> list[Path]:
+    """A model updated whole on a target keeps no baseline of a kernel it no longer has (else the
+    model view would call it removed forever). Returns the files removed."""
+    from perfguard.guard.lock import baselines_lock
+
+    done: dict[tuple[str, str], set[str] | None] = {}
+    for job, r in zip(jobs, results):
+        if job.kernel.model is None:
+            continue
+        key = (job.kernel.model, job.profile.name)
+        names = done.setdefault(key, set())
+        if names is not None:
+            done[key] = names | {job.kernel.name} if r.ok else None  # a failed kernel: leave the model as it is
+    removed = []
+    with baselines_lock(store.root):
+        for (model, target), names in done.items():
+            for name in [] if names is None else store.names(target):
+                if name.startswith(model + ".") and name not in names:
+                    path = store.path(target, name)
+                    path.unlink()
+                    removed.append(path)
+    return removed

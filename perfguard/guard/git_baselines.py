@@ -67,6 +67,14 @@ class GitBaselineStore(BaselineSource):
         except UnicodeDecodeError:
             raise InputError(f"{label}: not UTF-8 text") from None
 
+    def names(self, target: str) -> list[str]:
+        """The kernels that have a baseline for `target` at the revision."""
+        try:
+            tree = self.commit.tree / (self.prefix / target).as_posix()
+        except KeyError:
+            return []
+        return sorted(b.name[:-5] for b in tree.blobs if b.name.endswith(".json"))
+
     def read(self, target: str, kernel: str) -> Baseline | None:
         found = self.read_file(baseline_path(Path(), target, kernel).as_posix())
         if found is None:

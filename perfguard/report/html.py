@@ -20,7 +20,7 @@ from markupsafe import Markup
 
 from perfguard.atomic import atomic_write_text
 from perfguard.guard.compare import VERDICTS
-from perfguard.report import text
+from perfguard.report import model_view, text
 from perfguard.report.analysis import ROOF_FRACTION
 from perfguard.report.results import normalise
 from perfguard.sim.stats import STAT_FIELDS
@@ -162,6 +162,7 @@ def render_index(data: dict[str, Any]) -> str:
         results=[_row(r) for r in data["results"]],
         rooflines=rooflines,
         deltas=deltas,
+        model_view=Markup(model_view.html(model_view.models_of(data))),  # escaped by model_view.html
     )
 
 

@@ -65,10 +65,14 @@ def report_data(run: CheckRun, config_path: Path | None = None, config: Config |
         "created": now_iso(),
         "config": None if config_path is None else str(config_path),
         "summary": {"exit_code": run.exit_code(), **{name: run.count(name) for name in VERDICTS},
+                    **({"model_regressions": sum(m.verdict == "regression" for m in run.model_summaries)}
+                       if run.model_summaries else {}),
                     "not_measured": run.not_measured(), "toolchain_changed": run.toolchain_summary(),
                     **({"interrupted": True} if run.interrupted else {}),
                     **({"errors_allowed": True} if run.allow_errors else {})},
         "results": results,
+        # [[model]] entries: each model's total per target, its verdict and kernels by share (guard.models)
+        **({"models": [m.to_dict() for m in run.model_summaries]} if run.model_summaries else {}),
     }
     return data if config is None else enrich(data, config, run.models)
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from perfguard.atomic import atomic_write_text
-from perfguard.report import text
+from perfguard.report import model_view, text
 from perfguard.report.results import normalise
 
 MARKER = "<!-- perfguard-report -->"
@@ -128,7 +128,7 @@ def render_markdown(data: dict[str, Any], limit: int = LIMIT) -> str:
     rest = [r for r in results if r["verdict"] not in _CHANGED]
     footer = ["", f"<sub>perfguard {md(data.get('perfguard_version', '?'))} \u00b7 per-kernel pages, roofline, "
                   "history and statistics: <code>index.html</code> in the report folder</sub>", ""]
-    head = _verdict_line(data)
+    head = _verdict_line(data) + model_view.markdown_lines(model_view.models_of(data), md)
     budget = limit - sum(len(line) + 1 for line in head + footer) - 600  # 600: headings and omission notes
     blocks: list[list[str]] = []
     for rows, heading, make, fold in (

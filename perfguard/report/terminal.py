@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from perfguard.report import model_view
 from perfguard.report.text import (SELF_CONSISTENCY, block_line, headline, limit_note, model_kind, pct, seconds,
                                    self_consistency_note, top_block)
 
@@ -65,4 +66,6 @@ def print_table(data: dict[str, Any], out: Console) -> None:
     note = self_consistency_note(data["results"])
     if note:
         out.print(f"[bold]note[/] {escape(note)}")
+    for line in model_view.terminal_lines(model_view.models_of(data)):
+        out.print(escape(line))
     out.print(f"[bold]{escape(headline(data['summary']))}[/]")

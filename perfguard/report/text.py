@@ -39,6 +39,8 @@ def headline(summary: dict, toolchain: bool = True) -> str:
         parts.append(f"{errors} kernel(s) could not be checked")
     if summary.get("regression"):
         parts.append(f"{summary['regression']} regression(s) found")
+    if summary.get("model_regressions"):
+        parts.append(f"{summary['model_regressions']} model total(s) regressed")
     line = ", ".join(parts) or "no regressions"
     if summary.get("interrupted"):
         line = f"interrupted: {line}"

@@ -157,6 +157,33 @@ def model(change: Callable[[dict], object] | None = None, text: str | None = Non
     return setup
 
 
+def a_model(table: str, files: dict[str, Callable[[], bytes]] | None = None, argv: tuple[str, ...] = ("check",)):
+    """A [[model]] table added to the project, and the files it reads (made when the row runs)."""
+    def setup(project: Path) -> list[str]:
+        with (project / "perfguard.toml").open("a") as f:
+            f.write(f"\n[[model]]\n{table}\n")
+        for name, make in (files or {}).items():
+            (project / name).parent.mkdir(parents=True, exist_ok=True)
+            (project / name).write_bytes(make())
+        return list(argv)
+
+    return setup
+
+
+def onnx_bytes(op: str = "Relu", elem: str = "FLOAT", shape: tuple = (1, 8)) -> Callable[[], bytes]:
+    """A one-node ONNX model y = op(x), written with onnx.helper."""
+    def make() -> bytes:
+        from onnx import TensorProto, helper
+
+        kind = getattr(TensorProto, elem)
+        graph = helper.make_graph([helper.make_node(op, ["x"], ["y"])], "g",
+                                  [helper.make_tensor_value_info("x", kind, list(shape))],
+                                  [helper.make_tensor_value_info("y", kind, list(shape))])
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
+
+    return make
+
+
 def dataset(change: Callable[[dict], object] | None = None, text: str | None = None):
     def setup(project: Path) -> list[str]:
         data = {"schema": 1, "target": "aarch64", "family": "gemv", "simulator": "qemu",
@@ -602,6 +629,37 @@ CASES = [
                  then=_rename_kernel), via="`perfguard bisect`"),
     Case("bisect-unknown-ref", "unknown git revision", "bisect: --good v0.0-nope: unknown git revision", 2,
          in_repo((*BISECT, "--good", "v0.0-nope", "--bad", "HEAD")), via="`perfguard bisect`"),
+    # [[model]] entries (whole models, issue 15)
+    Case("net-file-missing", "model file that does not exist", "source 'nets/none.onnx': no such file", 2,
+         a_model('name = "net"\nsource = "nets/none.onnx"')),
+    Case("net-file-garbage", "model file that does not parse as ONNX", "nets/bad.onnx does not parse as ONNX", 2,
+         a_model('name = "net"\nsource = "nets/bad.onnx"', {"nets/bad.onnx": lambda: b"\x08\x07garbage\xff\xff"})),
+    Case("net-unsupported-op", "model with an operator TVM cannot convert (`Frobnicate`)",
+         "unsupported ONNX operator(s) Frobnicate", 2,
+         a_model('name = "net"\nsource = "nets/f.onnx"', {"nets/f.onnx": onnx_bytes("Frobnicate")})),
+    Case("net-no-shape", "model input without a static shape, none given in `inputs`",
+         "input 'x' has no static shape in nets/n.onnx", 2,
+         a_model('name = "net"\nsource = "nets/n.onnx"', {"nets/n.onnx": onnx_bytes(shape=("batch", 8))})),
+    Case("net-unknown-input", "`inputs` naming an input the model does not have", "inputs.z: the model has no such input",
+         2, a_model('name = "net"\nsource = "nets/n.onnx"\ninputs = { z = [1, 8] }', {"nets/n.onnx": onnx_bytes()})),
+    Case("net-bad-shape", "`inputs` shape that is not a list of positive integers",
+         "inputs.x: shape must be a non-empty list of positive integers", 2,
+         a_model('name = "net"\nsource = "nets/n.onnx"\ninputs = { x = [1, 0] }')),
+    Case("net-dtype", "model whose kernels have a dtype the harness cannot build (`int64`)",
+         "dtype 'int64' is not supported", 2,
+         a_model('name = "net"\nsource = "nets/i.onnx"', {"nets/i.onnx": onnx_bytes("Neg", "INT64")},
+                 ("check", "--kernels", "net"))),
+    Case("net-source-kind", "model source that is neither `module:function` nor an .onnx file",
+         "source 'nets/m.pb' must be 'module:function' or a path to an .onnx file", 2,
+         a_model('name = "net"\nsource = "nets/m.pb"')),
+    Case("net-unknown-key", "unknown key in a model (`shapes`)", "model[0]: unknown key 'shapes'", 2,
+         a_model('name = "net"\nsource = "nets/n.onnx"\nshapes = 1')),
+    Case("net-name-clash", "model named like a kernel (`v`)", "kernel 'v' has the model's name", 2,
+         a_model('name = "v"\nsource = "nets/n.onnx"')),
+    Case("net-source-raises", "model source function that raises", "source 'mykernels.ops:raises' raised ValueError", 2,
+         a_model('name = "net"\nsource = "mykernels.ops:raises"')),
+    Case("net-source-wrong-type", "model source function that returns no IRModule",
+         "returned int, expected a Relax IRModule", 2, a_model('name = "net"\nsource = "mykernels.ops:not_a_module"')),
     Case("cachegrind-negative", "cachegrind.out with a negative count", "count '-100' is not a non-negative integer", 2,
          cachegrind_out(CACHEGRIND.format(ir=-100)), via="`perfguard.sim.cachegrind.parse_cachegrind_out`"),
 ]

@@ -1,0 +1,1 @@
+"""Example models this repository's perfguard.toml guards ([[model]] entries)."""

@@ -1,0 +1,164 @@
+"""The model view: a [[model]]'s total per target, its own verdict, and which kernel changed.
+
+total = sum over the model's kernels of (predicted time per call x calls per inference), on each
+side: the current total over the kernels extracted now, the baseline total over the kernels that
+have baselines (those extracted now, and those whose baselines remain but which the model no
+longer has). A kernel that is new, removed or renamed (same operator, other shapes) is said so
+and counted on its side, never dropped from a total. A kernel that could not be measured makes
+the model's verdict `error`: its total would be incomplete.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Callable, Iterable
+
+from perfguard.guard.baselines import Baseline
+from perfguard.guard.compare import ERROR, IMPROVEMENT, NEW, REGRESSION, REMOVED, TOOLCHAIN, UNCHANGED
+
+RENAMED = "renamed"
+
+
+@dataclass
+class ModelKernelRow:
+    kernel: str
+    op: str | None
+    verdict: str  # the kernel's verdict, or "removed" (a baseline the model no longer has)
+    calls: int | None  # per inference, now (None: removed)
+    baseline_calls: int | None  # per inference in the baseline (None: new)
+    current_time_s: float | None  # per call
+    baseline_time_s: float | None
+    share_pct: float | None = None  # of the current total
+    renamed_from: str | None = None  # the removed kernel of the same operator this one replaces
+    renamed_to: str | None = None
+
+    @property
+    def current_total_s(self) -> float | None:
+        return None if self.current_time_s is None or self.calls is None else self.current_time_s * self.calls
+
+    @property
+    def baseline_total_s(self) -> float | None:
+        if self.baseline_time_s is None or self.baseline_calls is None:
+            return None
+        return self.baseline_time_s * self.baseline_calls
+
+
+@dataclass
+class ModelSummary:
+    model: str
+    target: str
+    verdict: str  # regression | improvement | unchanged | new | toolchain | error
+    threshold_pct: float
+    current_total_s: float | None
+    baseline_total_s: float | None
+    delta_pct: float | None
+    kernels: list[ModelKernelRow] = field(default_factory=list)  # by share of the current total, largest first
+    changes: list[str] = field(default_factory=list)  # one line per new / removed / renamed / changed kernel
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        for row, out in zip(self.kernels, data["kernels"]):
+            out["current_total_s"], out["baseline_total_s"] = row.current_total_s, row.baseline_total_s
+        return data
+
+
+@dataclass(frozen=True)
+class ModelKernelResult:
+    """What the summary needs of one measured (or failed) kernel of a model on a target."""
+
+    kernel: str
+    op: str | None
+    calls: int
+    verdict: str
+    current_time_s: float | None
+    baseline_time_s: float | None
+    baseline: Baseline | None
+
+
+def summarise(model: str, target: str, threshold_pct: float, results: Iterable[ModelKernelResult],
+              leftover: Iterable[Baseline], score: Callable[[Baseline], float]) -> ModelSummary:
+    """One model on one target. `leftover`: baselines of the model's kernels that were not extracted
+    now (removed or renamed); `score` re-scores one with the model that scores the run."""
+    rows: list[ModelKernelRow] = []
+    for r in results:
+        rows.append(ModelKernelRow(
+            r.kernel, r.op, r.verdict, r.calls, _calls(r.baseline) if r.baseline is not None else None,
+            r.current_time_s, r.baseline_time_s if r.baseline is not None else None))
+    for b in leftover:
+        rows.append(ModelKernelRow(b.kernel, b.params.get("op"), REMOVED, None, _calls(b), None, score(b)))
+    changes = _pair_renames(rows)
+    failed = [r for r in rows if r.verdict == ERROR]
+    current = None if failed else sum(r.current_total_s or 0.0 for r in rows if r.verdict != REMOVED)
+    with_baseline = [r for r in rows if r.baseline_total_s is not None]
+    baseline = sum(r.baseline_total_s for r in with_baseline) if with_baseline else None
+    delta = None
+    if current is not None and baseline:
+        delta = (current - baseline) / baseline * 100.0
+    if failed:
+        verdict = ERROR
+        changes.insert(0, f"{len(failed)} kernel(s) could not be measured ({', '.join(r.kernel for r in failed)}): "
+                          f"the model's total is incomplete and not judged")
+    elif baseline is None:
+        verdict = NEW
+    elif delta is not None and abs(delta) > threshold_pct and any(r.verdict == TOOLCHAIN for r in rows):
+        verdict = TOOLCHAIN
+    elif delta is not None and delta > threshold_pct:
+        verdict = REGRESSION
+    elif delta is not None and delta < -threshold_pct:
+        verdict = IMPROVEMENT
+    else:
+        verdict = UNCHANGED
+    for r in rows:
+        if current and r.current_total_s is not None:
+            r.share_pct = r.current_total_s / current * 100.0
+    rows.sort(key=lambda r: (-(r.current_total_s or 0.0), -(r.baseline_total_s or 0.0), r.kernel))
+    if verdict == NEW:  # nothing to compare with: one line, not one per kernel
+        changes.append(f"no baseline for this model on {target} yet: perfguard baseline update")
+    else:
+        changes.extend(_kernel_changes(rows))
+    return ModelSummary(model, target, verdict, threshold_pct, current, baseline, delta, rows, changes)
+
+
+def _calls(baseline: Baseline) -> int:
+    calls = baseline.params.get("calls", 1)
+    return calls if isinstance(calls, int) and not isinstance(calls, bool) and calls >= 0 else 1
+
+
+def _pair_renames(rows: list[ModelKernelRow]) -> list[str]:
+    """A new kernel and a removed one of the same operator: one kernel whose shapes changed."""
+    lines = []
+    removed = [r for r in rows if r.verdict == REMOVED]
+    for new in sorted((r for r in rows if r.verdict == NEW), key=lambda r: r.kernel):
+        old = next((r for r in sorted(removed, key=lambda r: r.kernel) if r.op == new.op and not r.renamed_to), None)
+        if old is None:
+            continue
+        old.renamed_to, new.renamed_from = new.kernel, old.kernel
+        lines.append(f"renamed: {old.kernel} -> {new.kernel} (same operator {new.op}, other shapes; "
+                     f"{_time(old.baseline_total_s)} -> {_time(new.current_total_s)} per inference)")
+    return lines
+
+
+def _kernel_changes(rows: list[ModelKernelRow]) -> list[str]:
+    lines = []
+    for r in rows:
+        if r.verdict == NEW and not r.renamed_from:
+            lines.append(f"new kernel: {r.kernel} ({_time(r.current_total_s)} per inference, counted in the "
+                         f"current total)")
+        elif r.verdict == REMOVED and not r.renamed_to:
+            lines.append(f"removed kernel: {r.kernel} ({_time(r.baseline_total_s)} per inference in the baseline, "
+                         f"counted in the baseline total)")
+        elif r.verdict in (REGRESSION, IMPROVEMENT):
+            lines.append(f"{r.verdict}: {r.kernel} {_pct(r.current_time_s, r.baseline_time_s)} per call")
+        if r.calls is not None and r.baseline_calls is not None and r.calls != r.baseline_calls:
+            lines.append(f"calls per inference: {r.kernel} {r.baseline_calls} -> {r.calls}")
+    return lines
+
+
+def _time(seconds: float | None) -> str:
+    return "n/a" if seconds is None else f"{seconds * 1e6:.3f} us"
+
+
+def _pct(current: float | None, baseline: float | None) -> str:
+    if current is None or not baseline:
+        return ""
+    return f"{(current - baseline) / baseline * 100.0:+.2f} %"
