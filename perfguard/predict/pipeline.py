@@ -1,11 +1,13 @@
 """The pipeline model: LLVM scheduling-model cycles per executed block, weighted by how often
 each block ran, plus cache-miss stalls, over the clock.
 
-    cycles = sum over blocks(executions x llvm-mca cycles per execution)
+    cycles = sum over blocks(executions x (llvm-mca cycles + 4K-alias penalty) per execution)
              + (L1 misses served by L2 x L2 latency + L2 misses x memory latency) / mlp
 
 Block cycles come from perfguard.predict.mca for the profile's `pipeline_cpu`; latencies from
-its `cost`, the memory-level parallelism `mlp` from the profile. It needs the block profile
+its `cost`, the memory-level parallelism `mlp` from the profile. The 4K-alias penalty
+(perfguard.predict.memdeps) charges x86 loads that falsely depend on an older store, which
+llvm-mca, assuming no aliasing, does not see. It needs the block profile
 (the QEMU back end records it): statistics without one (gem5, cachegrind, a baseline written
 before block profiles) cannot be scored by it, and it says so rather than guessing.
 """
@@ -22,6 +24,7 @@ import numpy as np
 from perfguard.errors import InputError
 from perfguard.predict.base import Predictor
 from perfguard.predict.mca import BlockTiming, McaTarget, block_timings, llvm_version
+from perfguard.predict.memdeps import ALIAS_PENALTY, aliased_loads
 from perfguard.sim.blocks import Block
 from perfguard.sim.stats import Stats
 from perfguard.targets import TargetProfile
@@ -34,10 +37,20 @@ NO_PROFILE = ("has no block profile (simulated by {simulator} or recorded before
 class BlockCost:
     block: Block
     timing: BlockTiming
+    penalty: float = 0.0  # cycles per execution llvm-mca does not see (4K-aliased loads)
+
+    @property
+    def cycles_per_execution(self) -> float:
+        return self.timing.cycles + self.penalty
 
     @property
     def cycles(self) -> float:
-        return self.block.count * self.timing.cycles
+        return self.block.count * self.cycles_per_execution
+
+    @property
+    def bound(self) -> str:
+        """The scheduling model's bound, or "4K aliasing" where that penalty is the larger part."""
+        return "4K aliasing" if self.penalty > self.timing.cycles else self.timing.bound
 
 
 class PipelineModel(Predictor):
@@ -50,8 +63,9 @@ class PipelineModel(Predictor):
         self.mca = McaTarget(profile.triple, profile.pipeline_cpu, profile.mattr)
         constants = json.dumps({"cpu": self.mca.describe(), "llvm": llvm_version(self.cache_dir), "mlp": profile.mlp,
                                 "l2": profile.cost.l2_latency, "mem": profile.cost.mem_latency,
-                                "clock_hz": profile.clock_hz}, sort_keys=True)
-        self.model_id = "pipeline-v1-" + hashlib.sha256(constants.encode()).hexdigest()[:12]
+                                "clock_hz": profile.clock_hz, "alias_penalty": ALIAS_PENALTY},
+                               sort_keys=True)
+        self.model_id = "pipeline-v2-" + hashlib.sha256(constants.encode()).hexdigest()[:12]
 
     def fit(self, X: np.ndarray, y: np.ndarray, groups: np.ndarray | None = None) -> "PipelineModel":
         return self  # a scheduling model and profile constants, not learnt from data
@@ -64,7 +78,8 @@ class PipelineModel(Predictor):
             raise InputError(f"{what} " + NO_PROFILE.format(simulator="a back end without one"))
         timings = block_timings(stats.blocks.blocks, self.mca, self.cache_dir,
                                 f"pipeline model ({self.profile.name}, {what})")
-        return [BlockCost(b, t) for b, t in zip(stats.blocks.blocks, timings)]
+        return [BlockCost(b, t, ALIAS_PENALTY * aliased_loads(t.asm, self.profile.triple))
+                for b, t in zip(stats.blocks.blocks, timings)]
 
     def stall_cycles(self, stats: Stats) -> float:
         l1 = (stats.l1d_misses or 0) + (stats.l1i_misses or 0)
