@@ -297,3 +297,36 @@ def test_loads_that_4k_alias_an_older_store_cost_what_llvm_mca_does_not_see(tmp_
     assert strided_cost.penalty == 4 * ALIAS_PENALTY and packed_cost.penalty == 0
     assert strided_cost.cycles == pytest.approx(1000 * (strided_cost.timing.cycles + 4 * ALIAS_PENALTY))
     assert packed_cost.bound == packed_cost.timing.bound
+
+
+def test_a_dependency_chain_through_a_loop_body_of_two_blocks_counts(tmp_path):
+    from perfguard.predict.pipeline import _last_insn_offset, loop_bodies
+    from perfguard.sim.blocks import BlockProfile
+
+    # xmm0 -> xmm1 in the first block, xmm1 -> xmm0 in the second, which branches back to the
+    # first: alone, neither block has a loop-carried chain; as one loop, two multiplications in
+    # a row per iteration
+    first = _assemble(["vmulsd %xmm0, %xmm0, %xmm1"])
+    second = _assemble(["vmulsd %xmm1, %xmm1, %xmm0", "decq %rcx"])
+    size = (len(first) + len(second)) // 2 + 2
+    second += "75" + f"{(-size) & 0xff:02x}"  # jne back to the first block
+    a, b = 0x401000, 0x401000 + len(first) // 2
+    model = PipelineModel(BUILTIN["x86_64"], tmp_path)
+
+    def cost(count_b: int) -> list:
+        blocks = (Block(a, len(first) // 2, 1, 1000, first, "k"), Block(b, len(second) // 2, 3, count_b, second, "k"))
+        insts = 1000 + 3 * count_b
+        return model.block_costs(Stats(insts=insts, l1d_misses=0, l1i_misses=0, l2_misses=0, blocks=BlockProfile(blocks)))
+
+    loop = cost(1000)
+    assert loop[1].timing.asm[-1] == f"jne -{size}"
+    assert loop_bodies(loop, "x86_64-linux-gnu") == [[0, 1]]
+    alone = sum(c.timing.cycles for c in loop)
+    per_iteration = sum(c.cycles for c in loop) / 1000
+    assert alone < 3.0 and per_iteration >= 6.0  # two dependent multiplications of 3+ cycles each
+    assert loop[0].loop_scale == loop[1].loop_scale > 2 and loop[0].bound == "loop latency"
+    # blocks that ran different numbers of times are not one straight-line body: each stays alone
+    apart = cost(3000)
+    assert loop_bodies(apart, "x86_64-linux-gnu") == [] and all(c.loop_scale == 1.0 for c in apart)
+    # riscv64: a 4-byte addi and a compressed bnez; the branch starts 4 bytes in
+    assert _last_insn_offset(Block(0x10000, 6, 2, 1, "130515007df5", "k"), "riscv64") == 4

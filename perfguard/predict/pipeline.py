@@ -16,14 +16,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
 from perfguard.errors import InputError
 from perfguard.predict.base import Predictor
-from perfguard.predict.mca import BlockTiming, McaTarget, block_timings, llvm_version
+from perfguard.predict.mca import LATENCY_BOUND, BlockTiming, McaTarget, block_timings, llvm_version, loop_cycles
 from perfguard.predict.memdeps import ALIAS_PENALTY, aliased_loads
 from perfguard.sim.blocks import Block
 from perfguard.sim.stats import Stats
@@ -38,10 +39,11 @@ class BlockCost:
     block: Block
     timing: BlockTiming
     penalty: float = 0.0  # cycles per execution llvm-mca does not see (4K-aliased loads)
+    loop_scale: float = 1.0  # the block's loop body scheduled whole / its blocks scheduled alone
 
     @property
     def cycles_per_execution(self) -> float:
-        return self.timing.cycles + self.penalty
+        return self.timing.cycles * self.loop_scale + self.penalty
 
     @property
     def cycles(self) -> float:
@@ -50,7 +52,65 @@ class BlockCost:
     @property
     def bound(self) -> str:
         """The scheduling model's bound, or "4K aliasing" where that penalty is the larger part."""
-        return "4K aliasing" if self.penalty > self.timing.cycles else self.timing.bound
+        if self.penalty > self.timing.cycles * self.loop_scale:
+            return "4K aliasing"
+        return "loop latency" if self.loop_scale >= LATENCY_BOUND else self.timing.bound
+
+
+# A conditional branch back to an earlier address (the displacement as llvm-mc prints it: from
+# the end of the instruction on x86, from its start on aarch64 and riscv64).
+_BACK_BRANCH = {
+    "x86_64": re.compile(r"^j(?!mp)[a-z]+ (-\d+)$"),
+    "aarch64": re.compile(r"^(?:b\.[a-z]+|cbn?z|tbn?z) .*#(-\d+)$"),
+    "riscv64": re.compile(r"^(?:b[a-z]+|c\.bn?ez) .*, (-\d+)$"),
+}
+LOOP_COUNT_SPREAD = 1.05  # a loop body's blocks ran (about) equally often: one straight-line body
+
+
+def _last_insn_offset(block: Block, isa: str) -> int:
+    """Where the block's last instruction starts, in bytes from its start."""
+    if isa == "aarch64":
+        return block.size - 4
+    at = last = 0
+    while at < block.size:  # riscv64: 4-byte instructions have both low bits set, compressed ones do not
+        last = at
+        at += 4 if int(block.code[2 * at:2 * at + 2], 16) & 3 == 3 else 2
+    return last
+
+
+def loop_bodies(costs: list[BlockCost], triple: str) -> list[list[int]]:
+    """Loops whose body is several blocks in a row (QEMU ends a block at a page end or after
+    its maximum size): indices into `costs`, in address order, the back branch's block last.
+    A loop in one block is left alone: llvm-mca already runs every block back to back."""
+    isa = triple.split("-")[0]
+    back = _BACK_BRANCH.get(isa)
+    if back is None:
+        return []
+    starting: dict[int, list[int]] = {}
+    for i, c in enumerate(costs):
+        starting.setdefault(c.block.addr, []).append(i)
+    bodies = []
+    for i, c in enumerate(costs):
+        found = back.match(c.timing.asm[-1]) if c.timing.asm and len(c.timing.asm) == c.block.insns else None
+        if not found:
+            continue
+        branch_at = c.block.end if isa == "x86_64" else c.block.addr + _last_insn_offset(c.block, isa)
+        target = branch_at + int(found.group(1))
+        if target >= c.block.addr:
+            continue
+        body, at = [], target
+        while at < c.block.end:
+            fits = [j for j in starting.get(at, []) if costs[j].block.end <= c.block.end]
+            if not fits:
+                break
+            j = max(fits, key=lambda k: (costs[k].block.count, -k))
+            body.append(j)
+            at = costs[j].block.end
+        counts = [costs[j].block.count for j in body]
+        if body and at == c.block.end and body[-1] == i and max(counts) <= LOOP_COUNT_SPREAD * min(counts) \
+                and all(costs[j].timing.bound != "rep string" for j in body):
+            bodies.append(body)
+    return bodies
 
 
 class PipelineModel(Predictor):
@@ -78,8 +138,19 @@ class PipelineModel(Predictor):
             raise InputError(f"{what} " + NO_PROFILE.format(simulator="a back end without one"))
         timings = block_timings(stats.blocks.blocks, self.mca, self.cache_dir,
                                 f"pipeline model ({self.profile.name}, {what})")
-        return [BlockCost(b, t, ALIAS_PENALTY * aliased_loads(t.asm, self.profile.triple))
-                for b, t in zip(stats.blocks.blocks, timings)]
+        costs = [BlockCost(b, t, ALIAS_PENALTY * aliased_loads(t.asm, self.profile.triple))
+                 for b, t in zip(stats.blocks.blocks, timings)]
+        bodies = loop_bodies(costs, self.profile.triple)
+        if not bodies:
+            return costs
+        whole = loop_cycles([[(costs[j].block, costs[j].timing) for j in body] for body in bodies], self.mca,
+                            self.cache_dir, f"pipeline model ({self.profile.name}, {what})")
+        scale: dict[int, float] = {}
+        for body, cycles in zip(bodies, whole):
+            alone = sum(costs[j].timing.cycles for j in body)
+            for j in body:  # a block in two bodies (nested loops sharing a tail) takes the slower
+                scale[j] = max(scale.get(j, 0.0), cycles / alone if alone else 1.0)
+        return [replace(c, loop_scale=scale[i]) if i in scale else c for i, c in enumerate(costs)]
 
     def stall_cycles(self, stats: Stats) -> float:
         l1 = (stats.l1d_misses or 0) + (stats.l1i_misses or 0)
