@@ -1,13 +1,14 @@
 """The pipeline model: LLVM scheduling-model cycles per executed block, weighted by how often
 each block ran, plus cache-miss stalls, over the clock.
 
-    cycles = sum over blocks(executions x (llvm-mca cycles + 4K-alias penalty) per execution)
+    cycles = sum over blocks(executions x (llvm-mca cycles x loop scale + 4K-alias penalty))
              + (L1 misses served by L2 x L2 latency + L2 misses x memory latency) / mlp
 
 Block cycles come from perfguard.predict.mca for the profile's `pipeline_cpu`; latencies from
 its `cost`, the memory-level parallelism `mlp` from the profile. The 4K-alias penalty
 (perfguard.predict.memdeps) charges x86 loads that falsely depend on an older store, which
-llvm-mca, assuming no aliasing, does not see. It needs the block profile
+llvm-mca, assuming no aliasing, does not see; the loop scale puts the blocks of a loop body
+that QEMU split into several blocks at llvm-mca's cycles for the whole body. It needs the block profile
 (the QEMU back end records it): statistics without one (gem5, cachegrind, a baseline written
 before block profiles) cannot be scored by it, and it says so rather than guessing.
 """
