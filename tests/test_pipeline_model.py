@@ -258,8 +258,8 @@ def test_rep_string_blocks_cost_per_element_not_llvm_mca_flat_100_cycles(tmp_pat
 
 def _assemble(lines: list[str]) -> str:
     """x86_64 machine code (hex) of AT&T assembly, by llvm-mc."""
-    out = subprocess.run([shutil.which(LLVM_MC), "-triple=x86_64-linux-gnu", "--show-encoding"], input="\n".join(lines) + "\n",
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run([shutil.which(LLVM_MC), "-triple=x86_64-linux-gnu", "--show-encoding"],
+                         input="\n".join(lines) + "\n", capture_output=True, text=True, check=True).stdout
     return "".join(b[2:] for enc in re.findall(r"encoding: \[([^\]]*)\]", out) for b in enc.split(","))
 
 
@@ -316,7 +316,8 @@ def test_a_dependency_chain_through_a_loop_body_of_two_blocks_counts(tmp_path):
     def cost(count_b: int) -> list:
         blocks = (Block(a, len(first) // 2, 1, 1000, first, "k"), Block(b, len(second) // 2, 3, count_b, second, "k"))
         insts = 1000 + 3 * count_b
-        return model.block_costs(Stats(insts=insts, l1d_misses=0, l1i_misses=0, l2_misses=0, blocks=BlockProfile(blocks)))
+        stats = Stats(insts=insts, l1d_misses=0, l1i_misses=0, l2_misses=0, blocks=BlockProfile(blocks))
+        return model.block_costs(stats)
 
     loop = cost(1000)
     assert loop[1].timing.asm[-1] == f"jne -{size}"

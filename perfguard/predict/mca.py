@@ -273,7 +273,8 @@ def loop_cycles(bodies: list[list[tuple[Block, BlockTiming]]], target: McaTarget
     if todo:
         heads = [body[0][0] for body in todo.values()]
         asm = [[line for _, timing in body for line in timing.asm] for body in todo.values()]
-        for key, (cycles, _) in zip(todo, _schedule(heads, asm, target, what + ", a loop body from")):
+        where = what + ", the loop body starting at its first block"
+        for key, (cycles, _) in zip(todo, _schedule(heads, asm, target, where)):
             atomic_write_text(_path(cache_dir, key), json.dumps({"cycles": cycles}, sort_keys=True))
             found[key] = cycles
     return [found[key] for key in keys]
