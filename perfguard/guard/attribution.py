@@ -36,7 +36,7 @@ def _side(costs: list[BlockCost]) -> dict[str, Any] | None:
         "executions": executions,
         "cycles_per_execution": total / executions if executions else 0.0,
         "cycles": total,
-        "bound": first.timing.bound,
+        "bound": first.bound,
         "asm": list(first.timing.asm),
     }
 

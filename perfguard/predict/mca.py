@@ -249,6 +249,37 @@ def _read(path: Path) -> BlockTiming | None:
         return None
 
 
+def _loop_key(body: list[Block], target: McaTarget, version: str) -> str:
+    import hashlib
+
+    text = json.dumps([RECIPE, "loop", [b.code for b in body], target.triple, target.cpu, target.mattr, version])
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def loop_cycles(bodies: list[list[tuple[Block, BlockTiming]]], target: McaTarget, cache_dir: Path,
+                what: str = "pipeline model") -> list[float]:
+    """Cycles per iteration of loops whose body spans several blocks, each body's instructions
+    given to llvm-mca as one loop (so dependencies from one block into the next iteration's
+    blocks count); cached like block timings, by the body's bytes."""
+    version = llvm_version(cache_dir)
+    keys = [_loop_key([b for b, _ in body], target, version) for body in bodies]
+    found: dict[str, float] = {}
+    for key in set(keys):
+        try:
+            found[key] = float(json.loads(_path(cache_dir, key).read_text())["cycles"])
+        except (OSError, ValueError, TypeError, KeyError):  # missing or damaged: compute again
+            pass
+    todo = {key: body for key, body in zip(keys, bodies) if key not in found}
+    if todo:
+        heads = [body[0][0] for body in todo.values()]
+        asm = [[line for _, timing in body for line in timing.asm] for body in todo.values()]
+        where = what + ", the loop body starting at its first block"
+        for key, (cycles, _) in zip(todo, _schedule(heads, asm, target, where)):
+            atomic_write_text(_path(cache_dir, key), json.dumps({"cycles": cycles}, sort_keys=True))
+            found[key] = cycles
+    return [found[key] for key in keys]
+
+
 def block_timings(blocks: tuple[Block, ...] | list[Block], target: McaTarget, cache_dir: Path,
                   what: str = "pipeline model") -> list[BlockTiming]:
     """A timing per block, in order; from the cache where it has them."""

@@ -1,11 +1,14 @@
 """The pipeline model: LLVM scheduling-model cycles per executed block, weighted by how often
 each block ran, plus cache-miss stalls, over the clock.
 
-    cycles = sum over blocks(executions x llvm-mca cycles per execution)
+    cycles = sum over blocks(executions x (llvm-mca cycles x loop scale + 4K-alias penalty))
              + (L1 misses served by L2 x L2 latency + L2 misses x memory latency) / mlp
 
 Block cycles come from perfguard.predict.mca for the profile's `pipeline_cpu`; latencies from
-its `cost`, the memory-level parallelism `mlp` from the profile. It needs the block profile
+its `cost`, the memory-level parallelism `mlp` from the profile. The 4K-alias penalty
+(perfguard.predict.memdeps) charges x86 loads that falsely depend on an older store, which
+llvm-mca, assuming no aliasing, does not see; the loop scale puts the blocks of a loop body
+that QEMU split into several blocks at llvm-mca's cycles for the whole body. It needs the block profile
 (the QEMU back end records it): statistics without one (gem5, cachegrind, a baseline written
 before block profiles) cannot be scored by it, and it says so rather than guessing.
 """
@@ -14,14 +17,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
 from perfguard.errors import InputError
 from perfguard.predict.base import Predictor
-from perfguard.predict.mca import BlockTiming, McaTarget, block_timings, llvm_version
+from perfguard.predict.mca import LATENCY_BOUND, BlockTiming, McaTarget, block_timings, llvm_version, loop_cycles
+from perfguard.predict.memdeps import ALIAS_PENALTY, aliased_loads
 from perfguard.sim.blocks import Block
 from perfguard.sim.stats import Stats
 from perfguard.targets import TargetProfile
@@ -34,10 +39,79 @@ NO_PROFILE = ("has no block profile (simulated by {simulator} or recorded before
 class BlockCost:
     block: Block
     timing: BlockTiming
+    penalty: float = 0.0  # cycles per execution llvm-mca does not see (4K-aliased loads)
+    loop_scale: float = 1.0  # the block's loop body scheduled whole / its blocks scheduled alone
+
+    @property
+    def cycles_per_execution(self) -> float:
+        return self.timing.cycles * self.loop_scale + self.penalty
 
     @property
     def cycles(self) -> float:
-        return self.block.count * self.timing.cycles
+        return self.block.count * self.cycles_per_execution
+
+    @property
+    def bound(self) -> str:
+        """The scheduling model's bound, or "4K aliasing" where that penalty is the larger part."""
+        if self.penalty > self.timing.cycles * self.loop_scale:
+            return "4K aliasing"
+        return "loop latency" if self.loop_scale >= LATENCY_BOUND else self.timing.bound
+
+
+# A conditional branch back to an earlier address (the displacement as llvm-mc prints it: from
+# the end of the instruction on x86, from its start on aarch64 and riscv64).
+_BACK_BRANCH = {
+    "x86_64": re.compile(r"^j(?!mp)[a-z]+ (-\d+)$"),
+    "aarch64": re.compile(r"^(?:b\.[a-z]+|cbn?z|tbn?z) .*#(-\d+)$"),
+    "riscv64": re.compile(r"^(?:b[a-z]+|c\.bn?ez) .*, (-\d+)$"),
+}
+LOOP_COUNT_SPREAD = 1.05  # a loop body's blocks ran (about) equally often: one straight-line body
+
+
+def _last_insn_offset(block: Block, isa: str) -> int:
+    """Where the block's last instruction starts, in bytes from its start."""
+    if isa == "aarch64":
+        return block.size - 4
+    at = last = 0
+    while at < block.size:  # riscv64: 4-byte instructions have both low bits set, compressed ones do not
+        last = at
+        at += 4 if int(block.code[2 * at:2 * at + 2], 16) & 3 == 3 else 2
+    return last
+
+
+def loop_bodies(costs: list[BlockCost], triple: str) -> list[list[int]]:
+    """Loops whose body is several blocks in a row (QEMU ends a block at a page end or after
+    its maximum size): indices into `costs`, in address order, the back branch's block last.
+    A loop in one block is left alone: llvm-mca already runs every block back to back."""
+    isa = triple.split("-")[0]
+    back = _BACK_BRANCH.get(isa)
+    if back is None:
+        return []
+    starting: dict[int, list[int]] = {}
+    for i, c in enumerate(costs):
+        starting.setdefault(c.block.addr, []).append(i)
+    bodies = []
+    for i, c in enumerate(costs):
+        found = back.match(c.timing.asm[-1]) if c.timing.asm and len(c.timing.asm) == c.block.insns else None
+        if not found:
+            continue
+        branch_at = c.block.end if isa == "x86_64" else c.block.addr + _last_insn_offset(c.block, isa)
+        target = branch_at + int(found.group(1))
+        if target >= c.block.addr:
+            continue
+        body, at = [], target
+        while at < c.block.end:
+            fits = [j for j in starting.get(at, []) if costs[j].block.end <= c.block.end]
+            if not fits:
+                break
+            j = max(fits, key=lambda k: (costs[k].block.count, -k))
+            body.append(j)
+            at = costs[j].block.end
+        counts = [costs[j].block.count for j in body]
+        if body and at == c.block.end and body[-1] == i and max(counts) <= LOOP_COUNT_SPREAD * min(counts) \
+                and all(costs[j].timing.bound != "rep string" for j in body):
+            bodies.append(body)
+    return bodies
 
 
 class PipelineModel(Predictor):
@@ -51,8 +125,9 @@ class PipelineModel(Predictor):
         self.mca = McaTarget(profile.triple, profile.pipeline_cpu, profile.mattr)
         constants = json.dumps({"cpu": self.mca.describe(), "llvm": llvm_version(self.cache_dir), "mlp": profile.mlp,
                                 "l2": profile.cost.l2_latency, "mem": profile.cost.mem_latency,
-                                "clock_hz": profile.clock_hz}, sort_keys=True)
-        self.model_id = "pipeline-v1-" + hashlib.sha256(constants.encode()).hexdigest()[:12]
+                                "clock_hz": profile.clock_hz, "alias_penalty": ALIAS_PENALTY},
+                               sort_keys=True)
+        self.model_id = "pipeline-v2-" + hashlib.sha256(constants.encode()).hexdigest()[:12]
 
     def fit(self, X: np.ndarray, y: np.ndarray, groups: np.ndarray | None = None) -> "PipelineModel":
         return self  # a scheduling model and profile constants, not learnt from data
@@ -65,7 +140,19 @@ class PipelineModel(Predictor):
             raise InputError(f"{what} " + NO_PROFILE.format(simulator="a back end without one"))
         timings = block_timings(stats.blocks.blocks, self.mca, self.cache_dir,
                                 f"pipeline model ({self.profile.name}, {what})")
-        return [BlockCost(b, t) for b, t in zip(stats.blocks.blocks, timings)]
+        costs = [BlockCost(b, t, ALIAS_PENALTY * aliased_loads(t.asm, self.profile.triple))
+                 for b, t in zip(stats.blocks.blocks, timings)]
+        bodies = loop_bodies(costs, self.profile.triple)
+        if not bodies:
+            return costs
+        whole = loop_cycles([[(costs[j].block, costs[j].timing) for j in body] for body in bodies], self.mca,
+                            self.cache_dir, f"pipeline model ({self.profile.name}, {what})")
+        scale: dict[int, float] = {}
+        for body, cycles in zip(bodies, whole):
+            alone = sum(costs[j].timing.cycles for j in body)
+            for j in body:  # a block in two bodies (nested loops sharing a tail) takes the slower
+                scale[j] = max(scale.get(j, 0.0), cycles / alone if alone else 1.0)
+        return [replace(c, loop_scale=scale[i]) if i in scale else c for i, c in enumerate(costs)]
 
     def stall_cycles(self, stats: Stats) -> float:
         l1 = (stats.l1d_misses or 0) + (stats.l1i_misses or 0)

@@ -4,6 +4,7 @@ by perfguard. No timing: every assertion is on predicted cycles or on errors."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -256,3 +257,80 @@ def test_rep_string_blocks_cost_per_element_not_llvm_mca_flat_100_cycles(tmp_pat
     timings = block_timings([stosb, movsq], _mca_target(), tmp_path)
     assert [t.bound for t in timings] == ["rep string", "rep string"]
     assert timings[0].cycles == pytest.approx(1 / 16) and timings[1].cycles == pytest.approx(8 / 16)
+
+
+def _assemble(lines: list[str]) -> str:
+    """x86_64 machine code (hex) of AT&T assembly, by llvm-mc."""
+    out = subprocess.run([shutil.which(LLVM_MC), "-triple=x86_64-linux-gnu", "--show-encoding"],
+                         input="\n".join(lines) + "\n", capture_output=True, text=True, check=True).stdout
+    return "".join(b[2:] for enc in re.findall(r"encoding: \[([^\]]*)\]", out) for b in enc.split(","))
+
+
+def _accumulate(offsets: list[int]) -> list[str]:
+    # the read-modify-write of an accumulator array a TVM conv2d with a 4 KiB row spills into
+    out = []
+    for off in offsets:
+        out += [f"vmovaps {off}(%r11), %ymm6", "vfmadd231ps %ymm5, %ymm4, %ymm6", f"vmovaps %ymm6, {off}(%r11)"]
+    return out
+
+
+def test_loads_that_4k_alias_an_older_store_cost_what_llvm_mca_does_not_see(tmp_path):
+    from perfguard.predict.memdeps import ALIAS_PENALTY, aliased_loads
+    from perfguard.sim.blocks import BlockProfile
+
+    strided = _accumulate([0, 4096, 8192, 12288])  # each load shares its low 12 bits with the previous store
+    packed = _accumulate([0, 32, 64, 96])  # the same work on neighbouring lines: no false dependency
+    assert aliased_loads(strided, "x86_64-linux-gnu") == 4  # the first one aliases the previous iteration's last store
+    assert aliased_loads(packed, "x86_64-linux-gnu") == 0
+    assert aliased_loads(strided, "aarch64-linux-gnu") == 0  # only x86 code is analysed
+    # a load of exactly what a store wrote is forwarded, and a base register the block changes is not trusted
+    assert aliased_loads(["vmovaps %ymm6, 0(%r11)", "vmovaps 0(%r11), %ymm6"], "x86_64-linux-gnu") == 0
+    assert aliased_loads(["vmovaps %ymm6, 0(%r11)", "addq $64, %r11", "vmovaps 4096(%r11), %ymm6"],
+                         "x86_64-linux-gnu") == 0
+
+    model = PipelineModel(BUILTIN["x86_64"], tmp_path)
+    costs = {}
+    for name, asm in (("strided", strided), ("packed", packed)):
+        code = _assemble(asm)
+        stats = Stats(insts=12 * 1000, l1d_misses=0, l1i_misses=0, l2_misses=0,
+                      blocks=BlockProfile((Block(0x401000, len(code) // 2, 12, 1000, code, "k"),)))
+        costs[name] = model.block_costs(stats)[0]
+    strided_cost, packed_cost = costs["strided"], costs["packed"]
+    assert strided_cost.timing.cycles == pytest.approx(packed_cost.timing.cycles, rel=0.2)  # llvm-mca: alike
+    assert strided_cost.penalty == 4 * ALIAS_PENALTY and packed_cost.penalty == 0
+    assert strided_cost.cycles == pytest.approx(1000 * (strided_cost.timing.cycles + 4 * ALIAS_PENALTY))
+    assert packed_cost.bound == packed_cost.timing.bound
+
+
+def test_a_dependency_chain_through_a_loop_body_of_two_blocks_counts(tmp_path):
+    from perfguard.predict.pipeline import _last_insn_offset, loop_bodies
+    from perfguard.sim.blocks import BlockProfile
+
+    # xmm0 -> xmm1 in the first block, xmm1 -> xmm0 in the second, which branches back to the
+    # first: alone, neither block has a loop-carried chain; as one loop, two multiplications in
+    # a row per iteration
+    first = _assemble(["vmulsd %xmm0, %xmm0, %xmm1"])
+    second = _assemble(["vmulsd %xmm1, %xmm1, %xmm0", "decq %rcx"])
+    size = (len(first) + len(second)) // 2 + 2
+    second += "75" + f"{(-size) & 0xff:02x}"  # jne back to the first block
+    a, b = 0x401000, 0x401000 + len(first) // 2
+    model = PipelineModel(BUILTIN["x86_64"], tmp_path)
+
+    def cost(count_b: int) -> list:
+        blocks = (Block(a, len(first) // 2, 1, 1000, first, "k"), Block(b, len(second) // 2, 3, count_b, second, "k"))
+        insts = 1000 + 3 * count_b
+        stats = Stats(insts=insts, l1d_misses=0, l1i_misses=0, l2_misses=0, blocks=BlockProfile(blocks))
+        return model.block_costs(stats)
+
+    loop = cost(1000)
+    assert loop[1].timing.asm[-1] == f"jne -{size}"
+    assert loop_bodies(loop, "x86_64-linux-gnu") == [[0, 1]]
+    alone = sum(c.timing.cycles for c in loop)
+    per_iteration = sum(c.cycles for c in loop) / 1000
+    assert alone < 3.0 and per_iteration >= 6.0  # two dependent multiplications of 3+ cycles each
+    assert loop[0].loop_scale == loop[1].loop_scale > 2 and loop[0].bound == "loop latency"
+    # blocks that ran different numbers of times are not one straight-line body: each stays alone
+    apart = cost(3000)
+    assert loop_bodies(apart, "x86_64-linux-gnu") == [] and all(c.loop_scale == 1.0 for c in apart)
+    # riscv64: a 4-byte addi and a compressed bnez; the branch starts 4 bytes in
+    assert _last_insn_offset(Block(0x10000, 6, 2, 1, "130515007df5", "k"), "riscv64") == 4

@@ -128,7 +128,7 @@ int main(int argc, char **argv)
     const char *mode = argc > 1 ? argv[1] : "";
     long n = argc > 2 ? atol(argv[2]) : 1000;
     long s = 0;
-    if (!strcmp(mode, "loop") || !strcmp(mode, "twice")) {
+    if (!strcmp(mode, "loop") || !strcmp(mode, "twice") || !strcmp(mode, "open")) {
         vloop(5 * n); /* outside the ROI */
         perfguard_roi_begin();
         vloop(n);
@@ -137,6 +137,10 @@ int main(int argc, char **argv)
             perfguard_roi_begin();
             vloop(n);
             perfguard_roi_end();
+        }
+        if (!strcmp(mode, "open")) {
+            perfguard_roi_begin(); /* never ended: dropped */
+            vloop(3 * n);
         }
         vloop(5 * n); /* outside the ROI */
     } else if (!strcmp(mode, "stream")) {
@@ -321,6 +325,18 @@ def test_block_profile_sums_to_the_instruction_count(sim, build, isa, mode, n):
     regions = 2 if mode == "twice" else 1
     body = max((b for b in blocks if b.symbol in ("vloop", "classify")), key=lambda b: b.count)
     assert regions * (n - 1) <= body.count <= regions * n
+
+
+@pytest.mark.parametrize("isa", ISAS)
+def test_block_profile_drops_a_region_still_open_at_exit(sim, build, isa):
+    # the profile counts move at the region markers, not per execution: the work of a region that
+    # never ends (3 n iterations of the same blocks) must not reach it, like the statistics
+    binary = guest(build, isa)
+    closed, open_at_exit = run(sim, binary, isa, "loop", 1000), run(sim, binary, isa, "open", 1000)
+    assert open_at_exit.roi_count == 1 and open_at_exit.stats.insts == closed.stats.insts
+    body = {b.addr: b.count for b in closed.stats.blocks.blocks if b.symbol == "vloop"}
+    assert body and {b.addr: b.count for b in open_at_exit.stats.blocks.blocks if b.symbol == "vloop"} == body
+    assert open_at_exit.stats.blocks.insts == open_at_exit.stats.insts
 
 
 @pytest.mark.parametrize("isa", ISAS)
