@@ -190,7 +190,6 @@ static uint64_t ctr[N_COUNTERS];
 static uint64_t roi_total[N_COUNTERS];
 static uint64_t roi_snap[N_COUNTERS];
 static uint64_t roi_count;
-static uint64_t roi_epoch; /* regions begun so far: the block profile's region number */
 static bool in_roi;
 static uint64_t exec_seq; /* incremented at every translation-block execution */
 static bool multithreaded; /* the guest started a second thread (vCPU): counts are unusable */
@@ -327,12 +326,15 @@ struct insn_rec {
 enum { MARK_NONE, MARK_BEGIN, MARK_END };
 
 /* Block profile: one record per translated block (and per page-crossing tail instruction).
- * Executions inside a region count into `open` until the block runs in a later region, when
- * they move to `done`; executions of a region still open at exit are dropped, like the
- * statistics. So the profile covers exactly the instructions the ROI counters count. */
+ * The execution callback only increments `execs` (no test on the hot path); the region markers
+ * move counts: at a begin every record's `execs` is remembered in `snap`, at an end
+ * `execs - snap` is added to `done`. Executions of a region still open at exit are dropped,
+ * like the statistics, so the profile covers exactly the instructions the ROI counters count.
+ * A marker costs one pass over the records (a few thousand), once per region. */
 struct block_rec {
+    uint64_t execs; /* every execution (hot: next to the counters the callback reads) */
+    uint64_t snap, done;
     uint64_t addr;
-    uint64_t done, open, epoch;
     uint32_t size, n_insns;
     unsigned char *code; /* the block's bytes, for a pipeline model that has no binary */
     const char *symbol;  /* the function it starts in (QEMU's lookup), NULL if unknown */
@@ -341,23 +343,20 @@ struct block_rec {
 
 static struct block_rec *blocks;
 
-static inline void block_count(struct block_rec *b)
+static void blocks_region_begin(void)
 {
-    if (b->epoch != roi_epoch) {
-        b->done += b->open;
-        b->open = 0;
-        b->epoch = roi_epoch;
-    }
-    b->open++;
+    for (struct block_rec *b = blocks; b; b = b->next)
+        b->snap = b->execs;
 }
 
-static uint64_t block_total(const struct block_rec *b)
+static void blocks_region_end(void)
 {
-    return b->done + ((in_roi && b->epoch == roi_epoch) ? 0 : b->open);
+    for (struct block_rec *b = blocks; b; b = b->next)
+        b->done += b->execs - b->snap;
 }
 
-/* Records live inside their tb_rec / tail_rec (one cache line with the counters the execution
- * callback touches anyway); the list links them for the output. */
+/* Records live inside their tb_rec / tail_rec, after the fields the execution callback reads,
+ * so `execs` shares their cache line; the list links them for the output and the markers. */
 static void block_init(struct block_rec *b, uint64_t addr, struct qemu_plugin_insn *first)
 {
     b->addr = addr;
@@ -366,26 +365,38 @@ static void block_init(struct block_rec *b, uint64_t addr, struct qemu_plugin_in
     blocks = b;
 }
 
+/* Zeroed and cache-line aligned: a record's hot fields and its `execs` share one line. */
+static void *record_alloc(size_t size)
+{
+    void *p = NULL;
+    if (posix_memalign(&p, 64, size) != 0 || !p) {
+        fprintf(stderr, "perfguard plugin: out of memory\n");
+        abort();
+    }
+    memset(p, 0, size);
+    return p;
+}
+
 /* The last instruction of a block that runs over a page end is counted on its own: QEMU 7.2
  * drops it from the block after translation (it is translated again at the start of the
  * next block), so counting it with the block would count an instruction that never ran. Its
  * own exec callback goes away with it. */
 struct tail_rec {
-    struct block_rec block;
     uint64_t first_line;
     uint32_t n_lines;
     uint32_t any_class;
     uint32_t cls[N_CLASSES];
+    struct block_rec block;
 };
 
 struct tb_rec {
-    struct block_rec block;
     uint64_t first_line; /* first L1I line covered */
     uint32_t n_lines;    /* distinct L1I lines covered */
     uint32_t n_insns;
     uint32_t marker;
     uint32_t any_class;
     uint32_t cls[N_CLASSES];
+    struct block_rec block;
     struct insn_rec insns[];
 };
 
@@ -395,11 +406,12 @@ static void roi_marker(uint32_t marker)
         if (!in_roi) {
             memcpy(roi_snap, ctr, sizeof ctr);
             in_roi = true;
-            roi_epoch++;
+            blocks_region_begin();
         }
     } else if (in_roi) {
         for (int k = 0; k < N_COUNTERS; k++)
             roi_total[k] += ctr[k] - roi_snap[k];
+        blocks_region_end();
         roi_count++;
         in_roi = false;
     }
@@ -411,8 +423,7 @@ static void tb_exec(unsigned int vcpu_index, void *userdata)
     (void)vcpu_index;
     if (__builtin_expect(t->marker != MARK_NONE, 0))
         roi_marker(t->marker);
-    if (in_roi)
-        block_count(&t->block);
+    t->block.execs++;
     exec_seq++;
     ctr[K_INSTS] += t->n_insns;
     ctr[K_L1I_ACC] += t->n_insns;
@@ -819,8 +830,7 @@ static void tail_exec(unsigned int vcpu_index, void *userdata)
 {
     struct tail_rec *r = userdata;
     (void)vcpu_index;
-    if (in_roi)
-        block_count(&r->block);
+    r->block.execs++;
     ctr[K_INSTS]++;
     ctr[K_L1I_ACC]++;
     if (r->any_class) {
@@ -840,11 +850,7 @@ static void tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
         resolve_roi_symbols();
     if (n == 0)
         return;
-    struct tb_rec *t = calloc(1, sizeof *t + n * sizeof(struct insn_rec));
-    if (!t) {
-        fprintf(stderr, "perfguard plugin: out of memory\n");
-        abort();
-    }
+    struct tb_rec *t = record_alloc(sizeof *t + n * sizeof(struct insn_rec));
     uint64_t start = qemu_plugin_tb_vaddr(tb), end = start + 1;
     t->n_insns = (uint32_t)n;
     block_init(&t->block, start, qemu_plugin_tb_get_insn(tb, 0));
@@ -887,11 +893,7 @@ static void tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
         bool at_page_end = ((va + sz) & 4095) == 0 && d && strstr(d, ".byte");
         bool crosses_page = i > 0 && i == n - 1 && (at_page_end || (va >> 12) != ((va + sz - 1) >> 12));
         if (crosses_page) {
-            struct tail_rec *r = calloc(1, sizeof *r);
-            if (!r) {
-                fprintf(stderr, "perfguard plugin: out of memory\n");
-                abort();
-            }
+            struct tail_rec *r = record_alloc(sizeof *r);
             r->first_line = va >> l1i.shift;
             r->n_lines = (uint32_t)(((va + sz - 1) >> l1i.shift) - r->first_line + 1);
             for (int c = 0; c < N_CLASSES; c++)
@@ -974,10 +976,10 @@ static void write_stats(qemu_plugin_id_t id, void *userdata)
     fprintf(f, "total_insts %" PRIu64 "\n", ctr[K_INSTS]);
     uint64_t n_blocks = 0;
     for (struct block_rec *b = blocks; b; b = b->next)
-        n_blocks += block_total(b) != 0;
+        n_blocks += b->done != 0;
     fprintf(f, "blocks %" PRIu64 "\n", n_blocks);
     for (struct block_rec *b = blocks; b; b = b->next) {
-        uint64_t count = block_total(b);
+        uint64_t count = b->done;
         if (!count)
             continue;
         fprintf(f, "%" PRIx64 " %" PRIu32 " %" PRIu32 " %" PRIu64 " ", b->addr, b->size, b->n_insns, count);
