@@ -321,3 +321,64 @@ def test_calibration_comes_from_the_stored_model(monkeypatch):
     assert cal.metrics == {"mape": 6.5, "spearman": None, "groups": 4}  # JSON-safe, flat
     assert cal.points == [[1e-3, 1.1e-3], [3e-3, 2.9e-3]] and "in-sample" in cal.points_label
     assert report_build.calibration(config, result, SimpleNamespace(calibrated=False)) is None
+
+
+def test_typed_report_reads_and_writes_perfguard_json_byte_for_byte(real_run):
+    from perfguard.guard.report import Analysis, History, HistoryPoint, Metrics, report_text
+
+    written = (real_run["reports"] / "perfguard.json").read_text()
+    report = Report.from_json(json.loads(written))
+    assert report_text(report) == written
+    gemm = next(r for r in report.results if r.kernel == "gemm_16")
+    assert isinstance(gemm.analysis, Analysis) and isinstance(gemm.analysis.current, Metrics)
+    assert isinstance(gemm.history, History) and isinstance(gemm.history.points[0], HistoryPoint)
+    assert gemm.analysis.current.energy.total_j == gemm.analysis.current.energy.core_j + \
+        gemm.analysis.current.energy.l1_j + gemm.analysis.current.energy.l2_j + gemm.analysis.current.energy.dram_j
+    assert report.targets["x86_64"].peak_gflops == 96.0 and report.summary.regression == 1
+
+
+def test_typed_report_keeps_what_it_does_not_know_and_names_a_wrong_type(real_run):
+    from perfguard.errors import InputError
+    from perfguard.guard.report import report_text
+
+    data = copy.deepcopy(real_run["data"])
+    data["from_the_future"] = {"x": [1, 2]}
+    data["results"][0]["loop_names"] = ["i", "j"]
+    again = json.loads(report_text(Report.from_json(data)))
+    assert again["from_the_future"] == {"x": [1, 2]} and again["results"][0]["loop_names"] == ["i", "j"]
+    data["results"][0]["analysis"]["current"]["gflops"] = "fast"
+    with pytest.raises(InputError, match=r"^r\.json: results\[0\]\.analysis\.current\.gflops: must be a number or "
+                                         r"null, got 'fast'$"):
+        Report.from_json(data, "r.json")
+    data = copy.deepcopy(real_run["data"])
+    data["results"][1]["history"]["points"][0]["time_s"] = None
+    with pytest.raises(InputError, match=r"results\[1\]\.history\.points\[0\]\.time_s: must be a number, got None"):
+        Report.from_json(data, "r.json")
+
+
+def test_typed_report_optional_additions_stay_absent_until_set():
+    from perfguard.guard.report import Summary, to_json
+
+    plain = to_json(Summary(exit_code=0))
+    assert "interrupted" not in plain and "errors_allowed" not in plain and "not_measured" not in plain
+    assert plain["toolchain_changed"] == {}
+    assert to_json(Summary(exit_code=3, interrupted=True, not_measured=0))["interrupted"] is True
+
+
+def test_report_schema_upgrades_run_before_reading(monkeypatch):
+    from perfguard.errors import InputError
+    from perfguard.guard import report as report_module
+
+    def from_zero(doc):  # a made-up schema 0 that called the verdict "outcome"
+        return {**doc, "results": [{**{k: v for k, v in r.items() if k != "outcome"}, "verdict": r["outcome"]}
+                                   for r in doc["results"]]}
+
+    old = {"schema": 0, "summary": {"exit_code": 1},
+           "results": [{"kernel": "k", "target": "x86_64", "outcome": "regression", "delta_pct": 5.0}]}
+    with pytest.raises(InputError, match="report schema 0 is not 1"):
+        Report.from_json(copy.deepcopy(old))
+    monkeypatch.setitem(report_module.UPGRADES, 0, from_zero)
+    report = Report.from_json(copy.deepcopy(old))
+    assert report.schema == 1 and report.results[0].verdict == "regression" and report.summary.regression == 1
+    with pytest.raises(InputError, match="report schema 2 is not 1"):
+        Report.from_json({**old, "schema": 2})
