@@ -434,6 +434,8 @@ def write_comment(folder: Path, number: int, markdown: str) -> Path:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from perfguard.guard.report import read_report
+
     payload = event_payload()
     fail_on_regression = _flag("fail-on-regression", True)
     want_comment = _flag("comment", True)
@@ -456,8 +458,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     print("perfguard: " + " ".join(cmd[1:]), flush=True)
     code = subprocess.run(cmd, check=False, env=gem5_environment(os.environ)).returncode
     report = report_dir / "perfguard.json"
-    from perfguard.guard.report import read_report
-
     data = read_report(report) if report.is_file() and code in (0, 1, 2, 3) else None
     if data is not None and code == EXIT_USAGE and not data.results:
         data = None  # stopped before checking anything (bad input): the error is in the log

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 from perfguard.errors import InputError
 from perfguard.guard.baselines import Baseline, parse_baseline
