@@ -473,6 +473,8 @@ class _Reader:
         for f in dataclasses.fields(cls):
             if f.name == "extra":
                 kwargs["extra"] = {k: v for k, v in value.items() if k not in known or k == "extra"}
+            elif f.name in value and value[f.name] is None and f.default_factory is not dataclasses.MISSING:
+                kwargs[f.name] = f.default_factory()  # an empty list or object written as null
             elif f.name in value:
                 kwargs[f.name] = self.load(hints[f.name], value[f.name], f"{where}.{f.name}" if where else f.name)
             elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
