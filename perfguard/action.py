@@ -30,7 +30,10 @@ import sys
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the module imports only the standard library at load (see above)
+    from perfguard.guard.report import Report
 
 MAX_COMMENT_CHARS = 60000  # GitHub refuses comments above 65536 characters
 MAX_ANNOTATIONS = 10  # GitHub shows at most 10 error annotations per step
@@ -326,20 +329,22 @@ def merge_command(report_dir: Path) -> list[str]:
 
 
 @dataclass
-class Outcome:
+class ActionResult:
+    """What the action reports as its outputs and exits with."""
     verdict: str  # pass | regression | error
     regressions: int
     exit_code: int
 
 
-def outcome(data: dict[str, Any] | None, exit_code: int) -> Outcome:
-    if data is None:
-        return Outcome("error", 0, exit_code if exit_code in (EXIT_USAGE, EXIT_INFRA) else EXIT_INFRA)
-    summary = data["summary"]
-    if exit_code in (EXIT_USAGE, EXIT_INFRA) or summary.get("error"):
-        return Outcome("error", summary.get("regression", 0), exit_code if exit_code > 1 else EXIT_INFRA)
-    regressions = summary.get("regression", 0)
-    return Outcome("regression" if regressions else "pass", regressions, EXIT_REGRESSION if regressions else EXIT_OK)
+def action_result(report: Report | None, exit_code: int) -> ActionResult:
+    if report is None:
+        return ActionResult("error", 0, exit_code if exit_code in (EXIT_USAGE, EXIT_INFRA) else EXIT_INFRA)
+    summary = report.summary
+    if exit_code in (EXIT_USAGE, EXIT_INFRA) or summary.error:
+        return ActionResult("error", summary.regression, exit_code if exit_code > 1 else EXIT_INFRA)
+    regressions = summary.regression
+    return ActionResult("regression" if regressions else "pass", regressions,
+                        EXIT_REGRESSION if regressions else EXIT_OK)
 
 
 def kernel_line(config_path: Path | None, kernel: str) -> int | None:
@@ -363,31 +368,30 @@ def _workspace_relative(path: Path | None) -> str | None:
         return None
 
 
-def annotations(data: dict[str, Any]) -> list[str]:
-    from perfguard.report.text import pct, seconds
+def annotations(report: Report) -> list[str]:
+    from perfguard.report.numbers import pct, seconds, threshold
+    from perfguard.report.text import toolchain_headline
 
-    config_path = Path(data["config"]) if data.get("config") else None
+    config_path = Path(report.config) if report.config else None
     file = _workspace_relative(config_path)
     lines = []
-    for r in data["results"]:
-        label = f"{r['kernel']}[{r['target']}]"
-        line = kernel_line(config_path, r["kernel"])
-        if r["verdict"] == "regression":
-            message = (f"{label} is {pct(r['delta_pct'])} slower than its baseline (threshold "
-                       f"{r['threshold_pct']:.2f} %): predicted {seconds(r['current_time_s'])}, baseline "
-                       f"{seconds(r['baseline_time_s'])}")
+    for r in report.results:
+        label = r.label
+        line = kernel_line(config_path, r.kernel)
+        if r.verdict == "regression":
+            message = (f"{label} is {pct(r.delta_pct)} slower than its baseline (threshold "
+                       f"{threshold(r.threshold_pct)}): predicted {seconds(r.current_time_s)}, baseline "
+                       f"{seconds(r.baseline_time_s)}")
             lines.append(annotation("error", message, f"perfguard regression: {label}", file, line))
-        elif r["verdict"] == "error":
-            lines.append(annotation("error", f"{label}: {r.get('error') or 'failed'}", f"perfguard error: {label}",
+        elif r.verdict == "error":
+            lines.append(annotation("error", f"{label}: {r.error or 'failed'}", f"perfguard error: {label}",
                                     file, line))
-        elif r["verdict"] == "improvement":
-            lines.append(annotation("notice", f"{label} is {pct(r['delta_pct'])} faster than its baseline",
+        elif r.verdict == "improvement":
+            lines.append(annotation("notice", f"{label} is {pct(r.delta_pct)} faster than its baseline",
                                     f"perfguard improvement: {label}", file, line))
-    toolchain = data["summary"].get("toolchain_changed")
-    if isinstance(toolchain, dict) and toolchain:  # once for the run, not per kernel
-        from perfguard.report.text import toolchain_headline
-
-        lines.append(annotation("warning", toolchain_headline(toolchain, data["summary"].get("toolchain") or 0),
+    toolchain = report.summary.toolchain_changed
+    if toolchain:  # once for the run, not per kernel
+        lines.append(annotation("warning", toolchain_headline(toolchain, report.summary.toolchain),
                                 "perfguard: toolchain differs from the baselines'"))
     errors = [a for a in lines if a.startswith("::error")]
     if len(errors) > MAX_ANNOTATIONS:
@@ -396,50 +400,16 @@ def annotations(data: dict[str, Any]) -> list[str]:
     return lines
 
 
-def markdown_for(data: dict[str, Any], report_dir: Path) -> str:
-    """The report's Markdown: reports/summary.md when `perfguard check`/`merge` wrote one."""
+def markdown_for(report: Report, report_dir: Path) -> str:
+    """The report's Markdown: reports/summary.md as `perfguard check`/`merge` wrote it, else
+    rendered from the report by the same renderer."""
     written = report_dir / "summary.md"
     if written.is_file():
         return written.read_text()
-    return fallback_markdown(data)
+    from perfguard.report.markdown import render_markdown
 
+    return render_markdown(report)
 
-# -- fallback Markdown: used only until perfguard's own report/summary.md exists --------------------
-# perfguard.report.markdown (another part of perfguard) writes summary.md beside perfguard.json;
-# this minimal renderer only keeps the action useful where that file is absent.
-
-def _md(text: Any) -> str:
-    """Table-cell text from untrusted input: no HTML, no pipes, no line breaks, no mentions."""
-    value = str(text)
-    for old, new in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ("|", "\\|"), ("@", "@\u200b"), ("`", "'")):
-        value = value.replace(old, new)
-    return " ".join(value.split())
-
-
-def fallback_markdown(data: dict[str, Any]) -> str:
-    from perfguard.report.text import headline, pct, seconds
-
-    s = data["summary"]
-    icon = ":x:" if s.get("regression") or s.get("error") else ":white_check_mark:"
-    lines = [f"### {icon} perfguard: {_md(headline(s))}", ""]
-    counts = ", ".join(f"{s[k]} {k}" for k in ("regression", "error", "toolchain", "improvement", "new", "unchanged")
-                       if s.get(k))
-    lines.append(f"{len(data['results'])} kernel x target result(s): {counts or 'none'}.")
-    if isinstance(data.get("base"), dict):
-        lines.append(f"Baselines from `{_md(data['base'].get('ref'))}` ({_md(str(data['base'].get('commit'))[:12])}).")
-    lines += ["", "| kernel | target | verdict | delta | threshold | predicted | baseline |",
-              "| --- | --- | --- | ---: | ---: | ---: | ---: |"]
-    for r in data["results"]:
-        lines.append(f"| {_md(r['kernel'])} | {_md(r['target'])} | {r['verdict']} | {pct(r.get('delta_pct'))} | "
-                     f"{r['threshold_pct']:.2f} % | {seconds(r.get('current_time_s'))} | "
-                     f"{seconds(r.get('baseline_time_s'))} |")
-    errors = [r for r in data["results"] if r.get("error")]
-    if errors:
-        lines.append("")
-        lines += [f"- **{_md(r['kernel'])}[{_md(r['target'])}]**: {_md(r['error'])}" for r in errors]
-    return "\n".join(lines) + "\n"
-
-# -- end of the fallback ------------------------------------------------------------------------------
 
 
 def run_link() -> str:
@@ -464,6 +434,8 @@ def write_comment(folder: Path, number: int, markdown: str) -> Path:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from perfguard.guard.report import read_report
+
     payload = event_payload()
     fail_on_regression = _flag("fail-on-regression", True)
     want_comment = _flag("comment", True)
@@ -486,10 +458,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     print("perfguard: " + " ".join(cmd[1:]), flush=True)
     code = subprocess.run(cmd, check=False, env=gem5_environment(os.environ)).returncode
     report = report_dir / "perfguard.json"
-    data = json.loads(report.read_text()) if report.is_file() and code in (0, 1, 2, 3) else None
-    if data is not None and code == EXIT_USAGE and not data.get("results"):
+    data = read_report(report) if report.is_file() and code in (0, 1, 2, 3) else None
+    if data is not None and code == EXIT_USAGE and not data.results:
         data = None  # stopped before checking anything (bad input): the error is in the log
-    result = outcome(data, code)
+    result = action_result(data, code)
     outputs = {"verdict": result.verdict, "regressions": str(result.regressions), "report": str(report_dir),
                "exit-code": str(code), "artifact-name": f"perfguard-report-{label}", "comment-dir": ""}
     if data is not None:

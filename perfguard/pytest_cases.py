@@ -21,7 +21,8 @@ from perfguard.config import _kernel as _kernel_table
 from perfguard.errors import InfraError, InputError
 from perfguard.guard.baselines import BaselineStore
 from perfguard.guard.compare import ERROR, NEW, REGRESSION
-from perfguard.report.text import pct, seconds
+from perfguard.guard.report import Result, TargetSummary
+from perfguard.report.numbers import pct, seconds
 
 MAX_STATS_SHOWN = 8  # changed statistics listed in a failure, largest change first
 
@@ -39,8 +40,8 @@ class CaseResult:
     stat_deltas: dict[str, dict] = field(default_factory=dict)
     error: str | None = None
     updated: Path | None = None  # the baseline file written (--perfguard-update)
-    report: dict[str, Any] = field(default_factory=dict)  # the perfguard.json result object
-    target_summary: dict[str, Any] | None = None  # the report's summary of the target (peaks, caches)
+    report: Result | None = None  # the report's result (guard.report)
+    target_summary: TargetSummary | None = None  # the report's summary of the target (peaks, caches)
 
     @property
     def label(self) -> str:
@@ -123,7 +124,7 @@ class CaseRunner:
     def run(self, kernel: str | KernelSpec | Mapping[str, Any], target: str,
             threshold: float | None = None) -> CaseResult:
         from perfguard.guard.check import CheckRun, run_check, write_baselines
-        from perfguard.report.json_report import report_data
+        from perfguard.guard.report_build import build_report
 
         spec = self.spec(kernel)
         job = self._job(spec, target)
@@ -133,11 +134,11 @@ class CaseRunner:
         updated = None
         if self.update and outcome.result.ok:
             updated = write_baselines(self.config, [job], [outcome.result])[0]
-        data = report_data(CheckRun([outcome]), self.config.path, self.config)
+        report = build_report(CheckRun([outcome]), self.config.path, self.config)
         v = outcome.verdict
         return CaseResult(spec.name, target, v.verdict, v.threshold_pct, check.exit_code(), v.delta_pct,
                           v.current_time_s, v.baseline_time_s, dict(v.stat_deltas), outcome.error, updated,
-                          data["results"][0], data.get("targets", {}).get(target))
+                          report.results[0], report.targets.get(target))
 
     def native(self, kernel: str | KernelSpec | Mapping[str, Any], target: str) -> NativeCase:
         """Simulate (for the statistics) and build a host library of the very same object code."""

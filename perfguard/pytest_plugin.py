@@ -102,7 +102,7 @@ class PerfguardSession:
 
     def __init__(self, config: pytest.Config):
         self.config = config
-        self.results: list[dict[str, Any]] = []
+        self.results: list[Any] = []  # guard.report.Result (imported with the first result)
         self.codes: list[int] = []
         self.updated = 0
         self.targets: dict[str, Any] = {}
@@ -169,27 +169,29 @@ class PerfguardSession:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         for name, value in report.user_properties:
             if name == _PROPERTY and report.when == "call":
-                self.results.append(value["result"])
+                from perfguard.guard.report import Result, TargetSummary, from_json
+
+                result = from_json(Result, value["result"], "pytest --perfguard result")
+                self.results.append(result)
                 self.codes.append(value["exit_code"])
                 self.updated += value["updated"] is not None
                 if value["target"]:
-                    self.targets[value["result"]["target"]] = value["target"]
+                    self.targets[result.target] = from_json(TargetSummary, value["target"], "pytest --perfguard")
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if hasattr(self.config, "workerinput") or not self.results:
             return  # an xdist worker: the controller writes the one report
         from perfguard.jsonfile import now_iso
         from perfguard.guard.merge import assemble, combined_exit_code
-        from perfguard.report.json_report import write_json
+        from perfguard.guard.report import write_report
         from perfguard.report.pages import write_pages
 
         config = self.perfguard_config()
-        extra = {"targets": self.targets} if self.targets else {}
-        data = assemble(self.results, combined_exit_code(self.codes), now_iso(), str(config.path), **extra)
+        report = assemble(self.results, combined_exit_code(self.codes), now_iso(), str(config.path), self.targets)
         folder = self.config.getoption("perfguard_report_dir")
         report_dir = Path(folder) if folder else config.report_dir
-        write_json(data, report_dir / "perfguard.json")
-        write_pages(data, report_dir)
+        write_report(report, report_dir / "perfguard.json")
+        write_pages(report, report_dir)
         self.report_path = report_dir / "perfguard.json"
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
@@ -199,13 +201,13 @@ class PerfguardSession:
         from perfguard.guard.merge import summarize
 
         summary = summarize(self.results, 0)
-        counts = ", ".join(f"{summary[name]} {name}" for name in VERDICTS if summary[name])
+        counts = ", ".join(f"{summary.count(name)} {name}" for name in VERDICTS if summary.count(name))
         terminalreporter.write_sep("-", "perfguard")
         terminalreporter.write_line(f"{len(self.results)} kernel check(s): {counts}")
-        if summary["toolchain_changed"]:
+        if summary.toolchain_changed:
             from perfguard.report.text import toolchain_headline
 
-            terminalreporter.write_line(toolchain_headline(summary["toolchain_changed"], summary["toolchain"]))
+            terminalreporter.write_line(toolchain_headline(summary.toolchain_changed, summary.toolchain))
         if self.updated:
             terminalreporter.write_line(f"rewrote {self.updated} baseline(s)")
         if self.report_path is not None:
@@ -213,9 +215,11 @@ class PerfguardSession:
 
 
 def _record(node: pytest.Item, result) -> None:
-    """Attach a result to the test report: that is how it reaches the xdist controller."""
+    """Attach a result to the test report (as JSON data: that is how it reaches the xdist controller)."""
+    from perfguard.guard.report import to_json
+
     node.user_properties.append((_PROPERTY, {
-        "result": result.report, "exit_code": result.exit_code, "target": result.target_summary,
+        "result": to_json(result.report), "exit_code": result.exit_code, "target": to_json(result.target_summary),
         "updated": None if result.updated is None else str(result.updated),
     }))
 

@@ -85,10 +85,12 @@ def import_user_module(module_name: str, root: Path) -> ModuleType:
     root = root.resolve()
     _switch_to(root)
     folder = str(root)
+    # a folder already on the path (PYTHONPATH, the current directory) stays there after a switch
+    someone_elses = folder in sys.path and folder not in _ON_PATH
     if folder in sys.path:
         sys.path.remove(folder)
     sys.path.insert(0, folder)
-    if folder not in _ON_PATH:
+    if folder not in _ON_PATH and not someone_elses:
         _ON_PATH.append(folder)
     before = set(sys.modules)
     try:

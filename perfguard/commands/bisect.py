@@ -15,7 +15,7 @@ from perfguard.errors import EXIT_OK, EXIT_REGRESSION
 from perfguard.guard.attribution import changed_blocks
 from perfguard.guard.bisect import AMBIGUOUS, NO_CROSSING, Bisection, Bisector, Visit
 from perfguard.guard.revisions import Measurer, Project
-from perfguard.report.text import pct, seconds, signed_count
+from perfguard.report.numbers import pct, seconds, signed_count
 from perfguard.report.terminal import console
 
 MOST = 5  # statistics shown for the first bad commit

@@ -13,7 +13,8 @@ from perfguard.config import load_config
 from perfguard.errors import InputError
 from perfguard.executors import add_executor_options, executor_from_args
 from perfguard.guard.check import make_jobs, run_check, select
-from perfguard.report.json_report import report_data, write_json
+from perfguard.guard.report import Revision, Shard, write_report
+from perfguard.guard.report_build import build_report
 from perfguard.report.pages import write_pages
 from perfguard.report.terminal import console, print_table, progress
 
@@ -88,17 +89,17 @@ def run(args: argparse.Namespace) -> int:
                           executor=executor, partial=True)
     check.allow_errors = args.allow_errors
     check.fail_on_toolchain_change = args.fail_on_toolchain_change
-    data = report_data(check, config.path, config)
+    report = build_report(check, config.path, config)
     if args.shard:
-        data["shard"] = {"index": args.shard[0], "count": args.shard[1]}
+        report.shard = Shard(*args.shard)
     if store is not None:
-        data["base"] = {"ref": args.base, "commit": store.sha}
+        report.base = Revision(args.base, store.sha)
     report_dir = args.report_dir or config.report_dir
     try:  # what was measured is reported even when the run was cut short
-        write_json(data, report_dir / "perfguard.json")
+        write_report(report, report_dir / "perfguard.json")
         if args.json:
-            write_json(data, args.json)
-        write_pages(data, report_dir)
+            write_report(report, args.json)
+        write_pages(report, report_dir)
     finally:  # and shown, even when a report cannot be written (a full disk: exit 3)
-        print_table(data, out)
+        print_table(report, out)
     return check.exit_code()

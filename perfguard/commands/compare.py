@@ -13,7 +13,8 @@ from perfguard.config import find_config, load_config
 from perfguard.errors import InputError
 from perfguard.guard.revisions import Measurer, Project, load_side
 from perfguard.guard.two_revisions import judge_sides, plan, side_summary
-from perfguard.report.json_report import report_data, write_json
+from perfguard.guard.report import Revision, write_report
+from perfguard.guard.report_build import build_report
 from perfguard.report.pages import write_pages
 from perfguard.report.terminal import console, print_table
 
@@ -62,16 +63,16 @@ def run(args: argparse.Namespace) -> int:
             measurer.measure(base, base_pairs)
             measurer.measure(head, head_pairs)
         verdicts, judging = judge_sides(base, head, head_pairs, base_pairs, args.threshold, args.simulator)
-        data = report_data(verdicts, config_path, judging)  # while the trees exist: models and history live there
-    data["commit"] = head.sha
-    data["base"] = {"ref": args.base, "commit": base.sha}
-    data["compare"] = {"base": side_summary(base), "head": side_summary(head)}
+        report = build_report(verdicts, config_path, judging)  # while the trees exist: models and history live there
+    report.commit = head.sha
+    report.base = Revision(args.base, base.sha)
+    report.compare = {"base": side_summary(base), "head": side_summary(head)}
     report_dir = args.report_dir or current.report_dir
     try:
-        write_json(data, report_dir / "perfguard.json")
+        write_report(report, report_dir / "perfguard.json")
         if args.json:
-            write_json(data, args.json)
-        write_pages(data, report_dir)
+            write_report(report, args.json)
+        write_pages(report, report_dir)
     finally:
-        print_table(data, out)
+        print_table(report, out)
     return verdicts.exit_code()

@@ -137,6 +137,7 @@ def toolchain_fingerprint(out, config_path: Path | None) -> None:
     from perfguard.guard.baselines import BaselineStore
     from perfguard.guard.compare import toolchain_changes, toolchain_summary
     from perfguard.pipeline import run_toolchain
+    from perfguard.guard.report import ToolchainSummary
     from perfguard.report.text import toolchain_differences
 
     try:
@@ -171,7 +172,7 @@ def toolchain_fingerprint(out, config_path: Path | None) -> None:
             out.print(f"          {tool}: {escape(version)}")
     summary = toolchain_summary(changes)
     if summary:
-        out.print(f"[yellow]toolchain[/] {escape(toolchain_differences(summary))}; "
+        out.print(f"[yellow]toolchain[/] {escape(toolchain_differences(ToolchainSummary.of(summary)))}; "
                   f"re-baseline with: {summary['rebaseline']}")
     elif changes:
         out.print("[green]toolchain[/] matches the committed baselines'")

@@ -6,8 +6,8 @@ import argparse
 from pathlib import Path
 
 from perfguard.jsonfile import now_iso
-from perfguard.guard.merge import load_report, merge_reports
-from perfguard.report.json_report import write_json
+from perfguard.guard.merge import merge_reports
+from perfguard.guard.report import read_report, write_report
 from perfguard.report.pages import write_pages
 from perfguard.report.terminal import console, print_table
 
@@ -24,10 +24,10 @@ def add_parser(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     out = console()
-    data = merge_reports([(path, load_report(path)) for path in args.reports], now_iso())
-    write_json(data, args.report_dir / "perfguard.json")
+    report = merge_reports([(path, read_report(path)) for path in args.reports], now_iso())
+    write_report(report, args.report_dir / "perfguard.json")
     if args.json:
-        write_json(data, args.json)
-    write_pages(data, args.report_dir)
-    print_table(data, out)
-    return data["summary"]["exit_code"]
+        write_report(report, args.json)
+    write_pages(report, args.report_dir)
+    print_table(report, out)
+    return report.summary.exit_code

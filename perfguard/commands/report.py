@@ -7,8 +7,7 @@ from pathlib import Path
 
 from perfguard.config import find_config, load_config
 from perfguard.errors import EXIT_OK, InputError
-from perfguard.guard.merge import load_report
-from perfguard.report.json_report import write_json
+from perfguard.guard.report import read_report, write_report
 from perfguard.report.pages import write_pages
 from perfguard.report.terminal import console
 from perfguard.report.text import headline
@@ -36,16 +35,16 @@ def default_source(config: Path | None) -> Path:
 def run(args: argparse.Namespace) -> int:
     out = console()
     source = args.source or default_source(args.config)
-    data = load_report(source)
+    report = read_report(source)
     report_dir = args.report_dir or source.parent
     target = report_dir / "perfguard.json"
     if not target.exists() or not target.samefile(source):  # the pages link to it: keep it beside them
-        write_json(data, target)
+        write_report(report, target)
     try:
-        paths = write_pages(data, report_dir)
+        paths = write_pages(report, report_dir)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:  # a hand-edited file out of shape
         raise InputError(f"{source}: malformed report ({type(exc).__name__}: {exc})") from None
     for path in paths:
         out.print(f"wrote {path}", markup=False)
-    out.print(headline(data["summary"]), markup=False)
+    out.print(headline(report.summary), markup=False)
     return EXIT_OK

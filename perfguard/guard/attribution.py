@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from perfguard.guard.report import BlockChange, BlockSide
 from perfguard.predict.pipeline import BlockCost, PipelineModel
 from perfguard.sim.stats import Stats
 from perfguard.targets import TargetProfile
@@ -22,26 +23,26 @@ from perfguard.targets import TargetProfile
 MAX_BLOCKS = 40  # kept per result: the kernel page lists them all, the comment the top 3
 
 
-def _side(costs: list[BlockCost]) -> dict[str, Any] | None:
+def _side(costs: list[BlockCost]) -> BlockSide | None:
     if not costs:
         return None
     first = costs[0]
     executions = sum(c.block.count for c in costs)
     total = sum(c.cycles for c in costs)
-    return {
-        "symbol": first.block.symbol or None,
-        "start": first.block.addr,
-        "end": max(c.block.end for c in costs),
-        "insns": first.block.insns,
-        "executions": executions,
-        "cycles_per_execution": total / executions if executions else 0.0,
-        "cycles": total,
-        "bound": first.bound,
-        "asm": list(first.timing.asm),
-    }
+    return BlockSide(
+        symbol=first.block.symbol or None,
+        start=first.block.addr,
+        end=max(c.block.end for c in costs),
+        insns=first.block.insns,
+        executions=executions,
+        cycles_per_execution=total / executions if executions else 0.0,
+        cycles=total,
+        bound=first.bound,
+        asm=list(first.timing.asm),
+    )
 
 
-def block_changes(model: PipelineModel, baseline: Stats, current: Stats) -> list[dict[str, Any]]:
+def block_changes(model: PipelineModel, baseline: Stats, current: Stats) -> list[BlockChange]:
     """Changed blocks, largest change in cycles first (at most MAX_BLOCKS)."""
     by_addr: dict[int, tuple[list[BlockCost], list[BlockCost]]] = {}
     for side, stats, what in ((0, baseline, "the baseline"), (1, current, "this run")):
@@ -55,14 +56,9 @@ def block_changes(model: PipelineModel, baseline: Stats, current: Stats) -> list
         delta = sum(c.cycles for c in after) - sum(c.cycles for c in before)
         if delta == 0:
             continue
-        out.append({
-            "start": addr,
-            "delta_cycles": delta,
-            "share_pct": 100.0 * delta / change if change else None,
-            "baseline": _side(before),
-            "current": _side(after),
-        })
-    out.sort(key=lambda d: (-abs(d["delta_cycles"]), d["start"]))
+        out.append(BlockChange(start=addr, delta_cycles=delta, share_pct=100.0 * delta / change if change else None,
+                               baseline=_side(before), current=_side(after)))
+    out.sort(key=lambda d: (-abs(d.delta_cycles), d.start))
     return out[:MAX_BLOCKS]
 
 
@@ -73,9 +69,9 @@ def changed_blocks(before: Any, after: Any, profile: TargetProfile, cache_dir: P
         return None
     lines = []
     for c in block_changes(PipelineModel(profile, cache_dir), stats_before, stats_after)[:most]:
-        side = c["current"] or c["baseline"]
-        per = [f"{s['cycles_per_execution']:.1f}" if s else "-" for s in (c["baseline"], c["current"])]
-        lines.append(f"{c['delta_cycles']:+,.0f} cycles at 0x{c['start']:x}"
-                     + (f" ({side['symbol']})" if side.get("symbol") else "")
-                     + f": {per[0]} -> {per[1]} cycles per execution, bound by {side['bound']}")
+        side = c.current or c.baseline
+        per = [f"{s.cycles_per_execution:.1f}" if s else "-" for s in (c.baseline, c.current)]
+        lines.append(f"{c.delta_cycles:+,.0f} cycles at 0x{c.start:x}"
+                     + (f" ({side.symbol})" if side.symbol else "")
+                     + f": {per[0]} -> {per[1]} cycles per execution, bound by {side.bound}")
     return lines

@@ -13,6 +13,7 @@ from perfguard.executors import Executor, LocalExecutor
 from perfguard.guard.attribution import block_changes
 from perfguard.guard.baselines import Baseline, BaselineSource, BaselineStore
 from perfguard.guard.compare import ERROR, REGRESSION, Verdict, judge, toolchain_summary
+from perfguard.guard.report import BlockChange
 from perfguard.jsonfile import now_iso
 from perfguard.pipeline import Job, JobResult, run_job
 from perfguard.predict.analytical import AnalyticalModel
@@ -23,7 +24,8 @@ from perfguard.sim.base import get_simulator
 
 
 @dataclass
-class Outcome:
+class JudgedResult:
+    """A measured (or failed) job with its verdict and the model that judged it."""
     result: JobResult
     verdict: Verdict
     model_id: str | None = None
@@ -31,12 +33,12 @@ class Outcome:
     baseline_commit: str | None = None
     error: str | None = None
     note: str | None = None  # e.g. the baseline predates block profiles: scored with the analytical model
-    blocks: list | None = None  # pipeline model: the blocks whose cycles changed most (guard.attribution)
+    blocks: list[BlockChange] | None = None  # pipeline model: the blocks whose cycles changed most (guard.attribution)
 
 
 @dataclass
 class CheckRun:
-    outcomes: list[Outcome] = field(default_factory=list)
+    outcomes: list[JudgedResult] = field(default_factory=list)
     models: ModelFiles | None = None  # where calibrated models were read from (None: the working tree)
     interrupted: bool = False  # Ctrl-C or SIGTERM stopped the measuring: some results are missing
     allow_errors: bool = False  # --allow-errors: errors stay errors in the report, the exit code ignores them
@@ -188,7 +190,7 @@ def judge_results(config: Config, jobs: list[Job], results: list[JobResult], thr
     for job, result in zip(jobs, results):
         limit = config.kernel_threshold(job.kernel, threshold)
         if not result.ok:
-            run.outcomes.append(Outcome(result, Verdict(ERROR, limit), error=result.error))
+            run.outcomes.append(JudgedResult(result, Verdict(ERROR, limit), error=result.error))
             continue
         note, blocks = None, None
         try:
@@ -208,15 +210,15 @@ def judge_results(config: Config, jobs: list[Job], results: list[JobResult], thr
                 blocks = block_changes(predictor, baseline.stats, result.stats)
         except (InputError, InfraError) as exc:
             result.exit_code = exc.exit_code
-            run.outcomes.append(Outcome(result, Verdict(ERROR, limit), error=exc.message))
+            run.outcomes.append(JudgedResult(result, Verdict(ERROR, limit), error=exc.message))
             continue
-        run.outcomes.append(Outcome(result, verdict, predictor.model_id, predictor.calibrated,
+        run.outcomes.append(JudgedResult(result, verdict, predictor.model_id, predictor.calibrated,
                                     baseline.commit if baseline else None, note=note, blocks=blocks))
     run.model_summaries = model_summaries(config, jobs, run.outcomes, store, threshold, models)
     return run
 
 
-def model_summaries(config: Config, jobs: list[Job], outcomes: list[Outcome], store, threshold: float | None,
+def model_summaries(config: Config, jobs: list[Job], outcomes: list[JudgedResult], store, threshold: float | None,
                     models) -> list:
     """Each [[model]] x target whose kernels were all checked: its total and verdict (guard.models)."""
     from perfguard.guard.models import ModelKernelResult, summarise

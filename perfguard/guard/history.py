@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 from perfguard.errors import InputError
 from perfguard.guard.baselines import Baseline, parse_baseline
 from perfguard.guard.changepoint import detect
+from perfguard.guard.report import ChangePoint, History, HistoryPoint
 
 MAX_POINTS = 100  # the most recent commits kept per kernel x target
 _FIELD, _RECORD = "\x1f", "\x1e"
@@ -86,24 +87,15 @@ class BaselineHistory:
 
 def kernel_history(history: BaselineHistory, target: str, kernel: str, simulator: str,
                    score: Callable[[Baseline], float], min_step_pct: float,
-                   usable: Callable[[Baseline], bool] = lambda b: True) -> dict[str, Any] | None:
-    """The `history` object of a perfguard.json result, or None without committed versions;
+                   usable: Callable[[Baseline], bool] = lambda b: True) -> History | None:
+    """The history of a report's result, or None without committed versions;
     `usable` leaves out versions the model cannot score (no block profile for the pipeline model)."""
     versions = [(rev, b) for rev, b in history.versions(target, kernel) if b.simulator == simulator and usable(b)]
     if not versions:
         return None
     omitted = max(0, len(versions) - MAX_POINTS)
     versions = versions[omitted:]
-    points = [{"commit": rev.commit, "date": rev.date, "subject": rev.subject, "time_s": score(b)}
-              for rev, b in versions]
-    changes = detect([p["time_s"] for p in points], min_step_pct)
-    return {
-        "points": points,
-        "omitted": omitted,
-        "min_step_pct": min_step_pct,
-        "change_points": [
-            {"index": c.index, "commit": points[c.index]["commit"], "before_s": c.before, "after_s": c.after,
-             "step_pct": c.step_pct}
-            for c in changes
-        ],
-    }
+    points = [HistoryPoint(rev.commit, rev.date, rev.subject, score(b)) for rev, b in versions]
+    changes = detect([p.time_s for p in points], min_step_pct)
+    return History(points, omitted, min_step_pct,
+                   [ChangePoint(c.index, points[c.index].commit, c.before, c.after, c.step_pct) for c in changes])

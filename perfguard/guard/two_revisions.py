@@ -14,7 +14,7 @@ import dataclasses
 from perfguard.config import Config, KernelSpec
 from perfguard.errors import InputError
 from perfguard.guard.baselines import Baseline, BaselineSource
-from perfguard.guard.check import CheckRun, Outcome, judge_results
+from perfguard.guard.check import CheckRun, JudgedResult, judge_results
 from perfguard.guard.compare import REMOVED, Verdict
 from perfguard.guard.revisions import Side, as_baseline
 from perfguard.pipeline import Job, JobResult
@@ -119,7 +119,7 @@ def judge_sides(base: Side, head: Side, head_pairs: list[tuple[str, str]], base_
 
 
 def _removed(config: Config, spec: KernelSpec, before: JobResult, threshold: float | None,
-             store: SideStore) -> Outcome:
+             store: SideStore) -> JudgedResult:
     """A kernel only the base revision has: reported with its base time, never as unchanged."""
     limit = config.kernel_threshold(spec, threshold)
     time_s, model_id, calibrated = None, None, False
@@ -132,7 +132,7 @@ def _removed(config: Config, spec: KernelSpec, before: JobResult, threshold: flo
         except InputError:  # the verdict stays `removed`; a model problem shows on the other results
             pass
     shown = dataclasses.replace(before, stats=None, ok=True, error=None, exit_code=0)
-    return Outcome(shown, Verdict(REMOVED, limit, baseline_time_s=time_s), model_id, calibrated, store.side.sha)
+    return JudgedResult(shown, Verdict(REMOVED, limit, baseline_time_s=time_s), model_id, calibrated, store.side.sha)
 
 
 def side_summary(side: Side) -> dict:

@@ -1,6 +1,6 @@
 """Charts as inline SVG (matplotlib's SVG back end): no script, no font file, no request.
 
-Every function takes plain data from perfguard.json and returns an SVG string that the HTML
+Every function takes parts of the typed report (or plain rows built from it) and returns an SVG string that the HTML
 templates embed as is. Text stays text (svg.fonttype "none") and matplotlib escapes it;
 mathtext is off, so a `$` in a kernel name is just a character. Each chart has its own id
 salt, so the ids of several charts on one page never collide, and the same data gives the
@@ -19,8 +19,9 @@ from matplotlib import rc_context
 from matplotlib.figure import Figure
 from matplotlib.ticker import Formatter, FuncFormatter, LogLocator, MaxNLocator, NullLocator
 
-from perfguard.report.analysis import ROOF_FRACTION
-from perfguard.report.text import seconds
+from perfguard.guard.analysis import ROOF_FRACTION
+from perfguard.guard.report import ChangePoint, HistoryPoint, TargetSummary
+from perfguard.report.numbers import seconds
 
 VERDICT_COLOURS = {"regression": "#c62828", "error": "#b26a00", "toolchain": "#6a1b9a", "improvement": "#2e7d32",
                    "new": "#1565c0", "removed": "#6a1b9a", "unchanged": "#616161"}
@@ -127,7 +128,7 @@ def _log_limits(values: Sequence[float], pad: float = 3.0) -> tuple[float, float
     return lo / pad, hi * pad
 
 
-def roofline(target: dict[str, Any], series: list[dict[str, Any]], chart_id: str, title: str,
+def roofline(target: TargetSummary, series: list[dict[str, Any]], chart_id: str, title: str,
              arrow: bool = False) -> str:
     """The roofs of `target` and kernel points.
 
@@ -137,7 +138,7 @@ def roofline(target: dict[str, Any], series: list[dict[str, Any]], chart_id: str
     first series' first point (baseline) to the second's (current).
     """
     with rc_context({**_RC, "svg.hashsalt": chart_id}):
-        peak, bw = target["peak_gflops"], target["peak_bandwidth_gbs"]
+        peak, bw = target.peak_gflops, target.peak_bandwidth_gbs
         ridge = peak / bw
         placed = [p for s in series for p in s["points"] if p.get("gflops")]
         x_lo, x_hi = _log_limits([ridge, *[p["intensity"] for p in placed if p["intensity"]]], pad=6.0)
@@ -218,30 +219,30 @@ def phases(rows: list[dict[str, Any]], chart_id: str, title: str) -> str:
         return _svg(fig, chart_id, title)
 
 
-def history(points: list[dict[str, Any]], change_points: list[dict[str, Any]], current: float | None,
+def history(points: list[HistoryPoint], change_points: list[ChangePoint], current: float | None,
             chart_id: str, title: str) -> str:
     """Predicted time per baseline commit (oldest left), change points marked, this run last."""
     with rc_context({**_RC, "svg.hashsalt": chart_id}):
         fig = _figure(5.6, 2.7, left=0.95, bottom=0.65)
         ax = fig.add_subplot()
         xs = list(range(len(points)))
-        ys = [p["time_s"] for p in points]
+        ys = [p.time_s for p in points]
         ax.plot(xs, ys, color="#1565c0", linewidth=1.2, marker="o", markersize=4, label="baseline commits",
                 gid="points")
-        edges = [0, *[c["index"] for c in change_points], len(points)]
-        levels = [c["before_s"] for c in change_points[:1]] + [c["after_s"] for c in change_points]
+        edges = [0, *[c.index for c in change_points], len(points)]
+        levels = [c.before_s for c in change_points[:1]] + [c.after_s for c in change_points]
         for (a, b), level in zip(zip(edges, edges[1:]), levels):
             ax.hlines(level, a - 0.3, b - 0.7, color="#90caf9", linewidth=3, zorder=1)
         for c in change_points:
-            ax.axvline(c["index"] - 0.5, color="#c62828", linewidth=1, linestyle="--")
-            step = c.get("step_pct")
-            ax.annotate("change" + (f" {step:+.1f} %" if step is not None else ""), (c["index"] - 0.5, 1.0),
+            ax.axvline(c.index - 0.5, color="#c62828", linewidth=1, linestyle="--")
+            step = c.step_pct
+            ax.annotate("change" + (f" {step:+.1f} %" if step is not None else ""), (c.index - 0.5, 1.0),
                         xycoords=("data", "axes fraction"), fontsize=7, color="#c62828", ha="left", va="top",
                         xytext=(3, 0), textcoords="offset points")
         if current is not None:
             ax.plot([len(points)], [current], marker="*", markersize=10, color="#212121", linestyle="none",
                     label="this run")
-        ticks = [p["commit"][:7] for p in points] + (["this run"] if current is not None else [])
+        ticks = [p.commit[:7] for p in points] + (["this run"] if current is not None else [])
         step = max(1, math.ceil(len(ticks) / 12))
         ax.set_xticks(range(0, len(ticks), step), ticks[::step], rotation=30, ha="right", fontsize=7)
         ax.set_xlim(-0.6, len(ticks) - 0.4)

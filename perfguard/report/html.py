@@ -1,4 +1,4 @@
-"""The HTML report: reports/index.html and reports/kernels/<kernel>.html, from perfguard.json.
+"""The HTML report: reports/index.html and reports/kernels/<kernel>.html, from the typed report.
 
 jinja2 with autoescaping (kernel names, parameters, errors and commit messages are untrusted
 text), CSS inline, charts inline SVG (perfguard.report.charts), no script, and a Content
@@ -19,10 +19,10 @@ import jinja2
 from markupsafe import Markup
 
 from perfguard.atomic import atomic_write_text
+from perfguard.guard.analysis import ROOF_FRACTION
 from perfguard.guard.compare import VERDICTS
-from perfguard.report import model_view, text
-from perfguard.report.analysis import ROOF_FRACTION
-from perfguard.report.results import normalise
+from perfguard.guard.report import Metrics, Report, Result, TargetSummary, worst_first
+from perfguard.report import model_view, numbers, text
 from perfguard.sim.stats import STAT_FIELDS
 
 KERNEL_DIR = "kernels"
@@ -41,7 +41,9 @@ def _env() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     for name in ("pct", "seconds", "signed_seconds", "count", "signed_count", "share", "nbytes", "number",
-                 "joules", "bound", "model_kind", "threshold", "reference_kind", "block_side"):
+                 "joules", "threshold"):
+        env.filters[name] = getattr(numbers, name)
+    for name in ("bound", "block_side"):
         env.filters[name] = getattr(text, name)
     return env
 
@@ -67,247 +69,228 @@ def _svg(markup: str) -> Markup:
     return Markup(markup)
 
 
-def _current(r: dict[str, Any]) -> dict[str, Any]:
-    return ((r.get("analysis") or {}).get("current")) or {}
+def _current(r: Result) -> Metrics | None:
+    return r.analysis.current if r.analysis else None
 
 
-def _row(r: dict[str, Any]) -> dict[str, Any]:
+def _row(r: Result) -> dict[str, Any]:
     """A result as the summary table shows it."""
     cur = _current(r)
     return {
-        **r,
-        "href": _href(kernel_file(r["kernel"])) + "#" + anchor(r["target"]),
-        "bound": cur.get("bound"),
-        "peak_pct": cur.get("peak_pct"),
-        "why": "; ".join(filter(None, [text.limit_note(r), r.get("note") or "",
-                                       (text.block_line(text.top_block(r)) if r.get("blocks") else _top_driver(r))
-                                       if r.get("delta_pct") else ""])),
+        **vars(r),
+        "href": _href(kernel_file(r.kernel)) + "#" + anchor(r.target),
+        "bound": cur.bound if cur else None,
+        "peak_pct": cur.peak_pct if cur else None,
+        "model": text.model_kind(r),
+        "why": "; ".join(filter(None, [text.limit_note(r), r.note or "",
+                                       text.what_changed_most(r) if r.delta_pct else ""])),
     }
 
 
-def _top_driver(r: dict[str, Any]) -> str:
-    moved = [d for d in ((r.get("analysis") or {}).get("drivers") or []) if d.get("time_s")]
-    return text.driver(moved[0]) if moved else ""
-
-
-def _overview_charts(data: dict[str, Any]) -> tuple[list[dict[str, Any]], Markup | None]:
+def _overview_charts(report: Report, results: list[Result]) -> tuple[list[dict[str, Any]], Markup | None]:
     """Per target, a roofline of every kernel's current point; and the delta bars."""
     from perfguard.report import charts  # matplotlib: imported when a page is drawn, not with the CLI
 
-    targets = data.get("targets") or {}
     rooflines = []
-    for t_index, (name, target) in enumerate(sorted(targets.items())):
-        rows = [r for r in data["results"] if r["target"] == name and _current(r).get("gflops")]
+    for t_index, (name, target) in enumerate(sorted(report.targets.items())):
+        rows = [r for r in results if r.target == name and (cur := _current(r)) and cur.gflops]
         if not rows:
             continue
         numbered = len(rows) <= _LABELLED_POINTS
         series: dict[Any, dict[str, Any]] = OrderedDict()
         for n, r in enumerate(rows, start=1):
             cur = _current(r)
-            s = series.setdefault(cur.get("bound"), {"name": text.bound(cur.get("bound")),
-                                                     "colour": charts.BOUND_COLOURS.get(cur.get("bound")),
-                                                     "points": []})
-            s["points"].append({"label": str(n) if numbered else None, "intensity": cur.get("intensity"),
-                                "gflops": cur["gflops"]})
+            s = series.setdefault(cur.bound, {"name": text.bound(cur.bound),
+                                              "colour": charts.BOUND_COLOURS.get(cur.bound), "points": []})
+            s["points"].append({"label": str(n) if numbered else None, "intensity": cur.intensity,
+                                "gflops": cur.gflops})
         svg = charts.roofline(target, list(series.values()), f"ov-roof-{t_index}", f"{name}: current run")
         rooflines.append({"target": name, "svg": _svg(svg), "numbered": numbered,
                           "rows": [_row(r) for r in rows]})
-    moved = sorted((r for r in data["results"] if r.get("delta_pct")), key=lambda r: -abs(r["delta_pct"]))
+    moved = sorted((r for r in results if r.delta_pct), key=lambda r: -abs(r.delta_pct))
     deltas = None
     if moved:
         title = "change in predicted time" + (f" (the {_OVERVIEW_BARS} largest)" if len(moved) > _OVERVIEW_BARS else "")
         deltas = _svg(charts.deltas(
-            [{"label": f"{r['kernel']} [{r['target']}]", "delta_pct": r["delta_pct"],
-              "threshold_pct": r.get("threshold_pct"), "verdict": r["verdict"]} for r in moved[:_OVERVIEW_BARS]],
+            [{"label": f"{r.kernel} [{r.target}]", "delta_pct": r.delta_pct,
+              "threshold_pct": r.threshold_pct, "verdict": r.verdict} for r in moved[:_OVERVIEW_BARS]],
             "ov-deltas", title))
     return rooflines, deltas
 
 
-def _compared(sides: Any) -> dict[str, dict[str, str]] | None:
-    """`perfguard compare`'s two revisions, as strings (a hand-edited report may hold anything)."""
-    if not isinstance(sides, dict) or not all(isinstance(sides.get(k), dict) for k in ("base", "head")):
-        return None
-    return {k: {"ref": str(sides[k].get("ref")), "commit": str(sides[k].get("commit"))} for k in ("base", "head")}
-
-
-def _common(data: dict[str, Any]) -> dict[str, Any]:
-    results = data["results"]
-    summary = data["summary"]
-    status = "error" if summary.get("error") else "fail" if summary.get("regression") else "ok"
+def _common(report: Report, results: list[Result]) -> dict[str, Any]:
+    summary = report.summary
+    status = "error" if summary.error else "fail" if summary.regression else "ok"
     return {
         "headline": text.headline(summary),
         "title": text.headline(summary, toolchain=False),  # the page says the toolchain sentence once, below
         "status": status,
-        "summary": summary,
+        "counts": {name: summary.count(name) for name in VERDICTS},
         "verdict_names": VERDICTS,
-        "version": data.get("perfguard_version", "?"),
-        "created": data.get("created", ""),
-        "commit": data.get("commit"),
-        "compared": _compared(data.get("compare")),
-        "simulators": sorted({r["simulator"] for r in results if r.get("simulator")}),
-        "models": sorted({text.model_kind(r) for r in results if r.get("model_id")}),
+        "version": report.perfguard_version,
+        "created": report.created,
+        "commit": report.commit,
+        "compared": report.compared(),
+        "simulators": sorted({r.simulator for r in results if r.simulator}),
+        "models": sorted({text.model_kind(r) for r in results if r.model_id}),
         "roof_fraction_pct": round(ROOF_FRACTION * 100),
         "self_consistency_note": text.self_consistency_note(results),
-        "no_flops": sum(1 for r in results if r.get("measured") and not r.get("flops")),
+        "no_flops": sum(1 for r in results if r.measured and not r.flops),
         "flops_hint": text.FLOPS_HINT,
     }
 
 
-def render_index(data: dict[str, Any]) -> str:
-    data = normalise(data)
-    rooflines, deltas = _overview_charts(data)
+def render_index(report: Report) -> str:
+    results = report.worst_first()
+    rooflines, deltas = _overview_charts(report, results)
     return _env().get_template("index.html.j2").render(
-        **_common(data),
+        **_common(report, results),
         root="",
-        results=[_row(r) for r in data["results"]],
+        results=[_row(r) for r in results],
         rooflines=rooflines,
         deltas=deltas,
-        model_view=Markup(model_view.html(model_view.models_of(data))),  # escaped by model_view.html
+        model_view=Markup(model_view.html(report.models)),  # escaped by model_view.html
     )
 
 
-def _metric_rows(before: dict[str, Any] | None, after: dict[str, Any], target: dict[str, Any] | None):
+def _metric_rows(before: Metrics | None, after: Metrics, target: TargetSummary | None):
     """(label, baseline, current, change) rows of the derived metrics table."""
-    b = before or {}
 
     def row(label, key, fmt, change=True):
-        old, new = b.get(key), after.get(key)
+        old, new = getattr(before, key) if before else None, getattr(after, key)
         diff = None
         if change and old is not None and new is not None and old != new:
-            diff = text.pct(100.0 * (new - old) / old) if old else None
+            diff = numbers.pct(100.0 * (new - old) / old) if old else None
         return {"label": label, "baseline": fmt(old) if before else "", "current": fmt(new), "change": diff or ""}
 
-    energy_b, energy_c = b.get("energy") or {}, after.get("energy") or {}
-    peak = f" ({text.number(target['peak_gflops'])} GFLOP/s)" if target else ""
-    bw = f" ({text.number(target['peak_bandwidth_gbs'])} GB/s)" if target else ""
+    energy_b = before.energy.total_j if before and before.energy else None
+    energy_c = after.energy.total_j if after.energy else None
+    peak = f" ({numbers.number(target.peak_gflops)} GFLOP/s)" if target else ""
+    bw = f" ({numbers.number(target.peak_bandwidth_gbs)} GB/s)" if target else ""
     rows = [
-        row("predicted time", "time_s", text.seconds),
-        row("compute phase (analytical)", "compute_s", text.seconds),
-        row("memory phase (analytical)", "memory_s", text.seconds),
-        row("GFLOP/s", "gflops", text.number),
-        row(f"share of peak{peak}", "peak_pct", text.share, change=False),
-        row("DRAM traffic", "dram_bytes", text.nbytes),
-        row("DRAM bandwidth (GB/s)", "bandwidth_gbs", text.number),
-        row(f"share of peak bandwidth{bw}", "bandwidth_pct", text.share, change=False),
-        row("arithmetic intensity (flop/B)", "intensity", text.number),
-        row("share of the roof reached", "roof_pct", text.share, change=False),
-        row("vector share of FP instructions", "vector_fp_share_pct", text.share, change=False),
-        row("flops per FP instruction", "flops_per_fp_inst", text.number),
-        {"label": "bound class", "baseline": text.bound(b.get("bound")) if before else "",
-         "current": text.bound(after.get("bound")), "change": ""},
-        {"label": "energy, estimate", "baseline": text.joules(energy_b.get("total_j")) if before else "",
-         "current": text.joules(energy_c.get("total_j")),
-         "change": text.pct(100.0 * (energy_c["total_j"] - energy_b["total_j"]) / energy_b["total_j"])
-         if energy_b.get("total_j") and energy_c.get("total_j") and energy_b["total_j"] != energy_c["total_j"]
-         else ""},
+        row("predicted time", "time_s", numbers.seconds),
+        row("compute phase (analytical)", "compute_s", numbers.seconds),
+        row("memory phase (analytical)", "memory_s", numbers.seconds),
+        row("GFLOP/s", "gflops", numbers.number),
+        row(f"share of peak{peak}", "peak_pct", numbers.share, change=False),
+        row("DRAM traffic", "dram_bytes", numbers.nbytes),
+        row("DRAM bandwidth (GB/s)", "bandwidth_gbs", numbers.number),
+        row(f"share of peak bandwidth{bw}", "bandwidth_pct", numbers.share, change=False),
+        row("arithmetic intensity (flop/B)", "intensity", numbers.number),
+        row("share of the roof reached", "roof_pct", numbers.share, change=False),
+        row("vector share of FP instructions", "vector_fp_share_pct", numbers.share, change=False),
+        row("flops per FP instruction", "flops_per_fp_inst", numbers.number),
+        {"label": "bound class", "baseline": text.bound(before.bound) if before else "",
+         "current": text.bound(after.bound), "change": ""},
+        {"label": "energy, estimate", "baseline": numbers.joules(energy_b) if before else "",
+         "current": numbers.joules(energy_c),
+         "change": numbers.pct(100.0 * (energy_c - energy_b) / energy_b)
+         if energy_b and energy_c and energy_b != energy_c else ""},
     ]
     return rows
 
 
-def _stat_rows(r: dict[str, Any]) -> list[dict[str, Any]]:
-    impact = {d["stat"]: d for d in ((r.get("analysis") or {}).get("drivers") or [])}
-    deltas = r.get("stat_deltas") or {}
-    stats = r.get("stats") or {}
+def _stat_rows(r: Result) -> list[dict[str, Any]]:
+    impact = {d.stat: d for d in (r.analysis.drivers if r.analysis else [])}
+    stats = r.stats or {}
     rows = []
     for name in STAT_FIELDS:
-        d = deltas.get(name)
+        d = r.stat_deltas.get(name)
         if d is None and stats.get(name) is None:
             continue
-        b = d["baseline"] if d else None
-        c = d["current"] if d else stats.get(name)
-        i = impact.get(name, {})
-        moved = bool(i.get("time_s"))  # a counter the model does not price moved no time
+        b = d.baseline if d else None
+        c = d.current if d else stats.get(name)
+        i = impact.get(name)
+        moved = bool(i and i.time_s)  # a counter the model does not price moved no time
         rows.append({"stat": name, "baseline": b, "current": c,
                      "delta": None if b is None or c is None else c - b,
-                     "delta_pct": d.get("delta_pct") if d else None,
-                     "time_s": i.get("time_s") if moved else None,
-                     "share_pct": i.get("share_pct") if moved and abs(i.get("share_pct") or 0) >= 0.5 else None,
+                     "delta_pct": d.delta_pct if d else None,
+                     "time_s": i.time_s if moved else None,
+                     "share_pct": i.share_pct if moved and abs(i.share_pct or 0) >= 0.5 else None,
                      "changed": bool(d and b != c)})
     return rows
 
 
-def _section(r: dict[str, Any], index: int, targets: dict[str, Any]) -> dict[str, Any]:
+def _section(r: Result, index: int, targets: dict[str, TargetSummary]) -> dict[str, Any]:
     """Everything one kernel x target section of a kernel page shows."""
     from perfguard.report import charts
 
-    analysis = r.get("analysis") or {}
-    before, after = analysis.get("baseline"), analysis.get("current")
-    target = targets.get(r["target"])
-    out: dict[str, Any] = {**r, "anchor": anchor(r["target"]), "findings": text.findings(r, most=5),
+    before = r.analysis.baseline if r.analysis else None
+    after = r.analysis.current if r.analysis else None
+    target = targets.get(r.target)
+    out: dict[str, Any] = {**vars(r), "anchor": anchor(r.target), "findings": text.findings(r, most=5),
+                           "model": text.model_kind(r), "reference_text": text.reference_kind(r),
                            "metrics": None, "stat_rows": _stat_rows(r), "roofline": None, "phases": None,
                            "history": None, "calibration": None, "energy": None, "target_info": target}
     if after:
         out["metrics"] = _metric_rows(before, after, target)
-        out["energy"] = after.get("energy")
-        rows = ([{"label": "baseline", **before}] if before else []) + [{"label": "current", **after}]
+        out["energy"] = after.energy
+        rows = ([{"label": "baseline", **vars(before)}] if before else []) + [{"label": "current", **vars(after)}]
         out["phases"] = _svg(charts.phases(rows, f"s{index}-phases", "predicted time split (analytical model)"))
-        if target and after.get("gflops"):
+        if target and after.gflops:
             series = []
-            if before and before.get("gflops"):
+            if before and before.gflops:
                 series.append({"name": "baseline", "colour": charts.BASELINE_COLOUR, "hollow": True,
-                               "points": [{"intensity": before.get("intensity"), "gflops": before["gflops"]}]})
-            series.append({"name": f"current ({text.bound(after.get('bound'))})",
-                           "colour": charts.VERDICT_COLOURS.get(r["verdict"], "#212121"),
-                           "points": [{"intensity": after.get("intensity"), "gflops": after["gflops"]}]})
-            out["roofline"] = _svg(charts.roofline(target, series, f"s{index}-roof", f"roofline: {r['target']}",
+                               "points": [{"intensity": before.intensity, "gflops": before.gflops}]})
+            series.append({"name": f"current ({text.bound(after.bound)})",
+                           "colour": charts.VERDICT_COLOURS.get(r.verdict, "#212121"),
+                           "points": [{"intensity": after.intensity, "gflops": after.gflops}]})
+            out["roofline"] = _svg(charts.roofline(target, series, f"s{index}-roof", f"roofline: {r.target}",
                                                    arrow=True))
-    history = r.get("history")
-    if history and history.get("points"):
-        marks = {c["index"]: c for c in history.get("change_points") or []}
+    history = r.history
+    if history and history.points:
+        marks = {c.index: c for c in history.change_points}
         out["history"] = {
-            "omitted": 0, "min_step_pct": None, **history, "change_points": list(marks.values()),
-            "svg": _svg(charts.history(history["points"], history.get("change_points") or [],
-                                       r.get("current_time_s"), f"s{index}-history",
-                                       f"predicted time over baseline commits: {r['target']}")),
-            "rows": [{**p, "change": marks.get(i)} for i, p in reversed(list(enumerate(history["points"])))],
+            "omitted": history.omitted, "min_step_pct": history.min_step_pct, "points": history.points,
+            "change_points": list(marks.values()),
+            "svg": _svg(charts.history(history.points, history.change_points, r.current_time_s,
+                                       f"s{index}-history", f"predicted time over baseline commits: {r.target}")),
+            "rows": [{**vars(p), "change": marks.get(i)} for i, p in reversed(list(enumerate(history.points)))],
         }
-    cal = r.get("calibration")
+    cal = r.calibration
     if cal:
-        points = cal.get("points") or []
+        points = cal.points or []
         out["calibration"] = {
-            "metrics": cal.get("metrics") or {},
+            "metrics": cal.metrics,
             "count": len(points),
-            "points_label": cal.get("points_label") or "the family's hold-out kernels",
-            "svg": _svg(charts.calibration(points, f"s{index}-cal",
-                                           f"{r.get('family') or r['kernel']} on {r['target']}: hold-out"))
+            "points_label": cal.points_label or "the family's hold-out kernels",
+            "svg": _svg(charts.calibration(points, f"s{index}-cal", f"{r.family or r.kernel} on {r.target}: hold-out"))
             if points else None,
         }
     return out
 
 
-def render_kernel(data: dict[str, Any], kernel: str, results: list[dict[str, Any]] | None = None) -> str:
-    """The page of one kernel: its results in `data`, or `results` (one per target) when given."""
-    data = normalise(data if results is None else {**data, "results": results})
-    results = [r for r in data["results"] if r["kernel"] == kernel]
-    targets = data.get("targets") or {}
-    sections = [_section(r, i, targets) for i, r in enumerate(results)]
+def render_kernel(report: Report, kernel: str, results: list[Result] | None = None) -> str:
+    """The page of one kernel: its results in `report`, or `results` (one per target) when given."""
+    shown = report.worst_first() if results is None else worst_first(results)
+    results = [r for r in shown if r.kernel == kernel]
+    sections = [_section(r, i, report.targets) for i, r in enumerate(results)]
     head = results[0]
     return _env().get_template("kernel.html.j2").render(
-        **_common(data),
+        **_common(report, shown),
         root="../",
         kernel=kernel,
-        family=head.get("family"),
-        params=sorted((head.get("params") or {}).items()),
+        family=head.family,
+        params=sorted(head.params.items()),
         sections=sections,
     )
 
 
-def by_kernel(results: list[dict[str, Any]]) -> "OrderedDict[str, list[dict[str, Any]]]":
+def by_kernel(results: list[Result]) -> "OrderedDict[str, list[Result]]":
     """Results grouped per kernel, in report order (worst verdict first)."""
-    groups: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()
+    groups: OrderedDict[str, list[Result]] = OrderedDict()
     for r in results:
-        groups.setdefault(r["kernel"], []).append(r)
+        groups.setdefault(r.kernel, []).append(r)
     return groups
 
 
-def write_html(data: dict[str, Any], report_dir: Path) -> Path:
+def write_html(report: Report, report_dir: Path) -> Path:
     """index.html plus one page per kernel; pages of kernels no longer in the report are removed."""
     report_dir = Path(report_dir)
-    data = normalise(data)
     written = set()
-    for kernel, results in by_kernel(data["results"]).items():
+    for kernel, results in by_kernel(report.worst_first()).items():
         path = report_dir / kernel_file(kernel)
-        atomic_write_text(path, render_kernel(data, kernel, results))
+        atomic_write_text(path, render_kernel(report, kernel, results))
         written.add(path.name)
     pages = report_dir / KERNEL_DIR
     if pages.is_dir():
@@ -315,5 +298,5 @@ def write_html(data: dict[str, Any], report_dir: Path) -> Path:
             if old.name not in written:
                 old.unlink()
     path = report_dir / "index.html"
-    atomic_write_text(path, render_index(data))
+    atomic_write_text(path, render_index(report))
     return path

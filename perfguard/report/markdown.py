@@ -1,4 +1,4 @@
-"""reports/summary.md: a pull-request comment and a GitHub job summary, from perfguard.json.
+"""reports/summary.md: a pull-request comment and a GitHub job summary, from the typed report.
 
 A verdict line, a table of regressions, errors and improvements, everything else folded in
 <details>. The text is always shorter than LIMIT characters (GitHub refuses comments over
@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from perfguard.atomic import atomic_write_text
-from perfguard.report import model_view, text
-from perfguard.report.results import normalise
+from perfguard.guard.report import Metrics, Report, Result
+from perfguard.report import model_view, numbers, text
 
 MARKER = "<!-- perfguard-report -->"
 LIMIT = 60_000
@@ -44,91 +44,90 @@ _REST_HEAD = [_cells(["", "kernel", "target", "delta", "predicted", "bound", "of
               "|---|---|---|--:|--:|---|--:|---|"]
 
 
-def _current(r: dict[str, Any]) -> dict[str, Any]:
-    return ((r.get("analysis") or {}).get("current")) or {}
+def _current(r: Result) -> Metrics | None:
+    return r.analysis.current if r.analysis else None
 
 
-def _changed_row(r: dict[str, Any]) -> str:
-    moved = [d for d in ((r.get("analysis") or {}).get("drivers") or []) if d.get("time_s")]
-    top = text.block_line(text.top_block(r)) if r.get("blocks") else text.driver(moved[0]) if moved else ""
-    why = "; ".join(filter(None, [text.limit_note(r), top]))
-    if r.get("error"):
-        message = r["error"]
+def _changed_row(r: Result) -> str:
+    why = "; ".join(filter(None, [text.limit_note(r), text.what_changed_most(r)]))
+    if r.error:
+        message = r.error
         why = message if len(message) <= _ERROR_CHARS else message[:_ERROR_CHARS] + "..."
-    return _cells([f"{_ICON[r['verdict']]} {r['verdict']}", _kernel(r), md(r["target"]),
-                   md(text.pct(r.get("delta_pct"))), md(text.threshold(r["threshold_pct"])),
-                   md(text.seconds(r.get("current_time_s"))), md(text.seconds(r.get("baseline_time_s"))),
-                   md(text.bound(_current(r).get("bound"))), md(why)])
+    current = _current(r)
+    return _cells([f"{_ICON[r.verdict]} {r.verdict}", _kernel(r), md(r.target),
+                   md(numbers.pct(r.delta_pct)), md(numbers.threshold(r.threshold_pct)),
+                   md(numbers.seconds(r.current_time_s)), md(numbers.seconds(r.baseline_time_s)),
+                   md(text.bound(current.bound if current else None)), md(why)])
 
 
-def _rest_row(r: dict[str, Any]) -> str:
-    return _cells([_ICON[r["verdict"]], _kernel(r), md(r["target"]), md(text.pct(r.get("delta_pct"))),
-                   md(text.seconds(r.get("current_time_s"))), md(text.bound(_current(r).get("bound"))),
-                   md(text.share(_current(r).get("peak_pct"))), md(text.model_kind(r))])
+def _rest_row(r: Result) -> str:
+    current = _current(r)
+    return _cells([_ICON[r.verdict], _kernel(r), md(r.target), md(numbers.pct(r.delta_pct)),
+                   md(numbers.seconds(r.current_time_s)), md(text.bound(current.bound if current else None)),
+                   md(numbers.share(current.peak_pct if current else None)), md(text.model_kind(r))])
 
 
-def _verdict_line(data: dict[str, Any]) -> list[str]:
-    summary, results = data["summary"], data["results"]
-    icon = (_ICON["error"] if summary.get("error") else _ICON["regression"] if summary.get("regression")
-            else _ICON["toolchain"] if summary.get("toolchain_changed") else _ICON["improvement"])
-    counts = " \u00b7 ".join(f"**{summary.get(name, 0)}** {name}" for name in _ICON)
-    models = sorted({text.model_kind(r) for r in results if r.get("model_id")})
-    simulators = sorted({r["simulator"] for r in results if r.get("simulator")})
+def _verdict_line(report: Report, results: list[Result]) -> list[str]:
+    summary = report.summary
+    icon = (_ICON["error"] if summary.error else _ICON["regression"] if summary.regression
+            else _ICON["toolchain"] if summary.toolchain_changed else _ICON["improvement"])
+    counts = " \u00b7 ".join(f"**{summary.count(name)}** {name}" for name in _ICON)
+    models = sorted({text.model_kind(r) for r in results if r.model_id})
+    simulators = sorted({r.simulator for r in results if r.simulator})
     context = [f"{len(results)} kernel \u00d7 target results"]
     if models:
         context.append(md(" and ".join(models)) + " model")
     if simulators:
         context.append(md(", ".join(simulators)))
-    sides = data.get("compare")
-    if isinstance(sides, dict) and all(isinstance(sides.get(k), dict) for k in ("base", "head")):
+    sides = report.compared()
+    if sides:
         base, head = sides["base"], sides["head"]  # `perfguard compare`: both revisions were measured
-        context.append(f"{md(head.get('ref'))} `{md(str(head.get('commit'))[:10])}` against "
-                       f"{md(base.get('ref'))} `{md(str(base.get('commit'))[:10])}`")
-    elif data.get("commit"):
-        context.append(f"commit `{md(data['commit'][:10])}`")
+        context.append(f"{md(head['ref'])} `{md(head['commit'][:10])}` against "
+                       f"{md(base['ref'])} `{md(base['commit'][:10])}`")
+    elif report.commit:
+        context.append(f"commit `{md(report.commit[:10])}`")
     out = [MARKER, f"### {icon} perfguard: {md(text.headline(summary))}", "", f"{counts} ({', '.join(context)})"]
     note = text.self_consistency_note(results)
     if note:
         out += ["", f"\u26a0\ufe0f {md(note)}"]
-    noted = [r for r in results if r.get("note")]
+    noted = [r for r in results if r.note]
     if noted:
-        out += ["", f"\u26a0\ufe0f {len(noted)} result{'s' if len(noted) != 1 else ''}: {md(noted[0]['note'])}"]
+        out += ["", f"\u26a0\ufe0f {len(noted)} result{'s' if len(noted) != 1 else ''}: {md(noted[0].note)}"]
     return out
 
 
-def _kernel(r: dict[str, Any]) -> str:
-    return md(r["kernel"]) + (f" ({text.SELF_CONSISTENCY})" if r.get("reference") == "self" else "")
+def _kernel(r: Result) -> str:
+    return md(r.kernel) + (f" ({text.SELF_CONSISTENCY})" if r.reference == "self" else "")
 
 
 TOP_BLOCKS = 3  # per changed result in the comment; the kernel page lists them all
 
 
-def _block_section(r: dict[str, Any]) -> list[str]:
+def _block_section(r: Result) -> list[str]:
     """The blocks whose cycles moved most, with the top one's disassembly side by side."""
-    changes = (r.get("blocks") or [])[:TOP_BLOCKS]
+    changes = (r.blocks or [])[:TOP_BLOCKS]
     if not changes:
         return []
-    out = ["", f"**{md(r['kernel'])} [{md(r['target'])}]** {md(text.pct(r.get('delta_pct')))}: where the cycles moved", ""]
+    out = ["", f"**{md(r.kernel)} [{md(r.target)}]** {md(numbers.pct(r.delta_pct))}: where the cycles moved", ""]
     out += [f"{i}. {md(text.block_line(c))}" for i, c in enumerate(changes, 1)]
     for c in changes:
-        before = (c["baseline"] or {}).get("asm") or []
-        after = (c["current"] or {}).get("asm") or []
+        before = c.baseline.asm if c.baseline else []
+        after = c.current.asm if c.current else []
         rows = [_cells([f"`{md(a)}`" if a else "", f"`{md(b)}`" if b else ""])
                 for a, b in zip(before + [""] * (len(after) - len(before)), after + [""] * (len(before) - len(after)))]
-        out += ["", f"<details><summary>0x{c['start']:x}: baseline | current</summary>", "",
+        out += ["", f"<details><summary>0x{c.start:x}: baseline | current</summary>", "",
                 _cells(["baseline", "current"]), "|---|---|", *rows[:40], "", "</details>"]
     return out
 
 
-def render_markdown(data: dict[str, Any], limit: int = LIMIT) -> str:
+def render_markdown(report: Report, limit: int = LIMIT) -> str:
     """summary.md; always shorter than `limit` characters."""
-    data = normalise(data)
-    results = data["results"]
-    changed = [r for r in results if r["verdict"] in _CHANGED]
-    rest = [r for r in results if r["verdict"] not in _CHANGED]
-    footer = ["", f"<sub>perfguard {md(data.get('perfguard_version', '?'))} \u00b7 per-kernel pages, roofline, "
+    results = report.worst_first()
+    changed = [r for r in results if r.verdict in _CHANGED]
+    rest = [r for r in results if r.verdict not in _CHANGED]
+    footer = ["", f"<sub>perfguard {md(report.perfguard_version)} \u00b7 per-kernel pages, roofline, "
                   "history and statistics: <code>index.html</code> in the report folder</sub>", ""]
-    head = _verdict_line(data) + model_view.markdown_lines(model_view.models_of(data), md)
+    head = _verdict_line(report, results) + model_view.markdown_lines(report.models, md)
     budget = limit - sum(len(line) + 1 for line in head + footer) - 600  # 600: headings and omission notes
     blocks: list[list[str]] = []
     for rows, heading, make, fold in (
@@ -153,8 +152,8 @@ def render_markdown(data: dict[str, Any], limit: int = LIMIT) -> str:
             body.append(f"_{len(rows) - shown} more row{'s' if len(rows) - shown != 1 else ''} not shown: "
                         "see perfguard.json or the HTML report._")
         if fold:
-            names = sorted({r["verdict"] for r in rows}, key=list(_ICON).index)
-            label = ", ".join(f"{sum(1 for r in rows if r['verdict'] == n)} {n}" for n in names)
+            names = sorted({r.verdict for r in rows}, key=list(_ICON).index)
+            label = ", ".join(f"{sum(1 for r in rows if r.verdict == n)} {n}" for n in names)
             blocks.append(["", f"<details><summary>{label}</summary>", "", *body, "", "</details>"])
         else:
             blocks.append([*(heading or []), *body])
@@ -170,7 +169,7 @@ def render_markdown(data: dict[str, Any], limit: int = LIMIT) -> str:
     return out
 
 
-def write_markdown(data: dict[str, Any], report_dir: Path) -> Path:
+def write_markdown(report: Report, report_dir: Path) -> Path:
     path = Path(report_dir) / "summary.md"
-    atomic_write_text(path, render_markdown(data))
+    atomic_write_text(path, render_markdown(report))
     return path

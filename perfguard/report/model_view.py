@@ -1,57 +1,47 @@
 """The model view in every format: each [[model]]'s total per target, its verdict, its kernels by
 share of the total, and which kernel changed (new, removed, renamed, slower, faster).
 
-Input is perfguard.json's "models" list (guard.models.ModelSummary.to_dict()); one small renderer
-per format, nothing else.
+Input is the report's typed `models` (guard.report.ModelTotal); one small renderer per format,
+nothing else.
 """
 
 from __future__ import annotations
 
 from html import escape
-from typing import Any
 
-from perfguard.report.text import pct, seconds
+from perfguard.guard.report import ModelKernel, ModelTotal
+from perfguard.report.numbers import pct, seconds
 
 TOP_KERNELS = 8  # rows per model in the terminal and the Markdown; the JSON and HTML keep them all
 
 
-def models_of(data: dict[str, Any]) -> list[dict[str, Any]]:
-    """perfguard.json's "models", or none when the file has none (or a malformed one: the view is left out)."""
-    models = data.get("models")
-    keys = ("model", "target", "verdict", "threshold_pct", "kernels", "changes")
-    if not isinstance(models, list) or not all(isinstance(m, dict) and all(k in m for k in keys) for m in models):
-        return []
-    return models
+def _title(m: ModelTotal) -> str:
+    delta = "" if m.delta_pct is None else f" {pct(m.delta_pct)}"
+    return (f"model {m.model} [{m.target}]: {m.verdict}{delta}, total {seconds(m.current_total_s)} "
+            f"per inference (baseline {seconds(m.baseline_total_s)}, threshold {m.threshold_pct:.2f} %)")
 
 
-def _title(m: dict[str, Any]) -> str:
-    delta = "" if m.get("delta_pct") is None else f" {pct(m['delta_pct'])}"
-    return (f"model {m['model']} [{m['target']}]: {m['verdict']}{delta}, total {seconds(m.get('current_total_s'))} "
-            f"per inference (baseline {seconds(m.get('baseline_total_s'))}, threshold {m['threshold_pct']:.2f} %)")
+def _kernel_cells(k: ModelKernel) -> list[str]:
+    share = "" if k.share_pct is None else f"{k.share_pct:.1f} %"
+    calls = "" if k.calls is None else f"x{k.calls}"
+    return [k.kernel, k.verdict, share, calls, seconds(k.current_total_s), seconds(k.baseline_total_s)]
 
 
-def _kernel_cells(k: dict[str, Any]) -> list[str]:
-    share = "" if k.get("share_pct") is None else f"{k['share_pct']:.1f} %"
-    calls = "" if k.get("calls") is None else f"x{k['calls']}"
-    return [k["kernel"], k["verdict"], share, calls, seconds(k.get("current_total_s")),
-            seconds(k.get("baseline_total_s"))]
-
-
-def terminal_lines(models: list[dict[str, Any]]) -> list[str]:
+def terminal_lines(models: list[ModelTotal]) -> list[str]:
     """Plain text lines (the caller escapes them for rich)."""
     out = []
     for m in models:
         out.append(_title(m))
-        for k in m["kernels"][:TOP_KERNELS]:
+        for k in m.kernels[:TOP_KERNELS]:
             name, verdict, share, calls, now, before = _kernel_cells(k)
             out.append(f"  {share:>7} {name} {calls} {verdict}: {now} (baseline {before})")
-        if len(m["kernels"]) > TOP_KERNELS:
+        if len(m.kernels) > TOP_KERNELS:
             out.append(f"  ... {len(m['kernels']) - TOP_KERNELS} more kernel(s) in perfguard.json")
-        out += [f"  {line}" for line in m["changes"]]
+        out += [f"  {line}" for line in m.changes]
     return out
 
 
-def markdown_lines(models: list[dict[str, Any]], md) -> list[str]:
+def markdown_lines(models: list[ModelTotal], md) -> list[str]:
     """`md` makes untrusted text inert in a table cell (report.markdown.md)."""
     if not models:
         return []
@@ -59,25 +49,25 @@ def markdown_lines(models: list[dict[str, Any]], md) -> list[str]:
     for m in models:
         out += [f"**{md(_title(m))}**", "", "| kernel | verdict | share | calls | per inference | baseline |",
                 "|---|---|--:|--:|--:|--:|"]
-        out += ["| " + " | ".join(md(c) for c in _kernel_cells(k)) + " |" for k in m["kernels"][:TOP_KERNELS]]
-        if len(m["kernels"]) > TOP_KERNELS:
+        out += ["| " + " | ".join(md(c) for c in _kernel_cells(k)) + " |" for k in m.kernels[:TOP_KERNELS]]
+        if len(m.kernels) > TOP_KERNELS:
             out.append(f"\n_{len(m['kernels']) - TOP_KERNELS} more kernel(s) in perfguard.json_")
-        out += [""] + [f"- {md(line)}" for line in m["changes"]] + [""]
+        out += [""] + [f"- {md(line)}" for line in m.changes] + [""]
     return out
 
 
-def html(models: list[dict[str, Any]]) -> str:
+def html(models: list[ModelTotal]) -> str:
     """A self-contained <section> (escaped markup) for the index page."""
     if not models:
         return ""
     parts = ['<h2>Models</h2>']
     for m in models:
-        parts.append(f'<h3 class="verdict-{escape(m["verdict"])}">{escape(_title(m))}</h3>')
+        parts.append(f'<h3 class="verdict-{escape(m.verdict)}">{escape(_title(m))}</h3>')
         parts.append('<table class="results"><thead><tr><th>kernel</th><th>verdict</th><th>share</th>'
                      '<th>calls</th><th>per inference</th><th>baseline</th></tr></thead><tbody>')
-        for k in m["kernels"]:
+        for k in m.kernels:
             parts.append("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in _kernel_cells(k)) + "</tr>")
         parts.append("</tbody></table>")
-        if m["changes"]:
-            parts.append("<ul>" + "".join(f"<li>{escape(line)}</li>" for line in m["changes"]) + "</ul>")
+        if m.changes:
+            parts.append("<ul>" + "".join(f"<li>{escape(line)}</li>" for line in m.changes) + "</ul>")
     return "\n".join(parts)

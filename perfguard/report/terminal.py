@@ -10,8 +10,10 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from perfguard.guard.report import Report
 from perfguard.report import model_view
-from perfguard.report.text import (SELF_CONSISTENCY, block_line, headline, limit_note, model_kind, pct, seconds,
+from perfguard.report.numbers import pct, seconds, threshold
+from perfguard.report.text import (SELF_CONSISTENCY, block_line, headline, limit_note, model_kind,
                                    self_consistency_note, top_block)
 
 _STYLE = {"regression": "bold red", "error": "bold yellow", "toolchain": "bold magenta", "improvement": "bold green",
@@ -38,34 +40,34 @@ def progress(total: int, out: Console) -> Iterator[Any]:
         yield advance
 
 
-def print_table(data: dict[str, Any], out: Console) -> None:
+def print_table(report: Report, out: Console) -> None:
     table = Table(show_edge=False, pad_edge=False)
     for name, justify in (("kernel", "left"), ("target", "left"), ("verdict", "left"), ("delta", "right"),
                           ("threshold", "right"), ("predicted", "right"), ("baseline", "right"), ("model", "left")):
         table.add_column(name, justify=justify)
-    for r in data["results"]:
+    for r in report.results:
         table.add_row(
-            escape(r["kernel"]), escape(r["target"]),
-            f"[{_STYLE[r['verdict']]}]{r['verdict']}[/]" + (f" ({SELF_CONSISTENCY})" if r.get("reference") == "self" else ""),
-            pct(r["delta_pct"]), f"{r['threshold_pct']:.2f} %",
-            seconds(r["current_time_s"]), seconds(r["baseline_time_s"]),
-            "" if not r["model_id"] else model_kind(r),
+            escape(r.kernel), escape(r.target),
+            f"[{_STYLE[r.verdict]}]{r.verdict}[/]" + (f" ({SELF_CONSISTENCY})" if r.reference == "self" else ""),
+            pct(r.delta_pct), threshold(r.threshold_pct),
+            seconds(r.current_time_s), seconds(r.baseline_time_s),
+            "" if not r.model_id else model_kind(r),
         )
     out.print(table)
-    for r in data["results"]:
-        if r["error"]:
-            out.print(f"[bold yellow]error[/] {escape(r['error'])}")
+    for r in report.results:
+        if r.error:
+            out.print(f"[bold yellow]error[/] {escape(r.error)}")
         else:
-            label = r['kernel'] + '[' + r['target'] + ']: '
+            label = r.label + ": "
             if note := limit_note(r):
                 out.print(f"[bold]note[/] {escape(label + note)}")
-            if r.get("note"):
-                out.print(f"[bold]note[/] {escape(label + r['note'])}")
-            if r["verdict"] in ("regression", "improvement") and r.get("blocks"):
+            if r.note:
+                out.print(f"[bold]note[/] {escape(label + r.note)}")
+            if r.verdict in ("regression", "improvement") and r.blocks:
                 out.print(f"[bold]where[/] {escape(label + block_line(top_block(r)))}")
-    note = self_consistency_note(data["results"])
+    note = self_consistency_note(report.results)
     if note:
         out.print(f"[bold]note[/] {escape(note)}")
-    for line in model_view.terminal_lines(model_view.models_of(data)):
+    for line in model_view.terminal_lines(report.models):
         out.print(escape(line))
-    out.print(f"[bold]{escape(headline(data['summary']))}[/]")
+    out.print(f"[bold]{escape(headline(report.summary))}[/]")

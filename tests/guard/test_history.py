@@ -10,6 +10,7 @@ import pytest
 from perfguard.guard.baselines import Baseline, BaselineStore
 from perfguard.guard.changepoint import detect
 from perfguard.guard.history import BaselineHistory, kernel_history
+from perfguard.guard.report import Report, Result, Summary
 from perfguard.predict.analytical import AnalyticalModel
 from perfguard.report.html import render_kernel
 from perfguard.report.markdown import render_markdown
@@ -63,15 +64,15 @@ def test_history_of_a_real_repository_finds_the_one_step(repo):
     history = BaselineHistory(repo.working_tree_dir + "/baselines")
     assert history.head == repo.head.commit.hexsha
     h = kernel_history(history, "x86_64", "k", "qemu", score, min_step_pct=2.0)
-    assert [p["commit"] for p in h["points"]] == shas
-    assert h["points"][0]["subject"] == "tune <b>kernel</b> step 0 <script>x()</script>"  # raw: renderers escape
-    assert h["points"][0]["time_s"] == pytest.approx(score(baseline(LEVELS[0])))
-    assert len(h["change_points"]) == 1
-    change = h["change_points"][0]
-    assert change["index"] == 5 and change["commit"] == shas[5]
-    assert change["step_pct"] == pytest.approx(25.0, abs=1.5)
-    assert h["omitted"] == 0
-    assert len(kernel_history(history, "x86_64", "other", "qemu", score, 2.0)["points"]) == 1
+    assert [p.commit for p in h.points] == shas
+    assert h.points[0].subject == "tune <b>kernel</b> step 0 <script>x()</script>"  # raw: renderers escape
+    assert h.points[0].time_s == pytest.approx(score(baseline(LEVELS[0])))
+    assert len(h.change_points) == 1
+    change = h.change_points[0]
+    assert change.index == 5 and change.commit == shas[5]
+    assert change.step_pct == pytest.approx(25.0, abs=1.5)
+    assert h.omitted == 0
+    assert len(kernel_history(history, "x86_64", "other", "qemu", score, 2.0).points) == 1
 
 
 def test_flat_history_has_no_change_point_and_other_simulators_are_left_out(repo):
@@ -80,7 +81,7 @@ def test_flat_history_has_no_change_point_and_other_simulators_are_left_out(repo
     commit_baseline(repo, baseline(90_000, simulator="cachegrind"), "simulated elsewhere")
     history = BaselineHistory(repo.working_tree_dir + "/baselines")
     h = kernel_history(history, "x86_64", "k", "qemu", score, min_step_pct=1.0)
-    assert len(h["points"]) == 4 and h["change_points"] == []
+    assert len(h.points) == 4 and h.change_points == []
     assert kernel_history(history, "x86_64", "k", "gem5", score, 1.0) is None
 
 
@@ -95,7 +96,7 @@ def test_deleted_and_damaged_versions_are_skipped(repo):
     commit_baseline(repo, baseline(10_000), "back")
     history = BaselineHistory(repo.working_tree_dir + "/baselines")
     h = kernel_history(history, "x86_64", "k", "qemu", score, 2.0)
-    assert [p["subject"] for p in h["points"]] == ["first", "back"]
+    assert [p.subject for p in h.points] == ["first", "back"]
 
 
 def test_no_repository_means_no_history(tmp_path):
@@ -109,10 +110,10 @@ def test_history_commit_messages_are_escaped_in_the_kernel_page(repo):
         commit_baseline(repo, baseline(n), f"<img src=x onerror=alert({i})> & more")
     history = BaselineHistory(repo.working_tree_dir + "/baselines")
     h = kernel_history(history, "x86_64", "k", "qemu", score, 2.0)
-    result = {"kernel": "k", "target": "x86_64", "verdict": "unchanged", "delta_pct": 0.0, "threshold_pct": 2.0,
-              "current_time_s": h["points"][-1]["time_s"], "baseline_time_s": h["points"][-1]["time_s"],
-              "simulator": "qemu", "history": h}
-    data = {"summary": {"exit_code": 0, "unchanged": 1}, "results": [result]}
+    result = Result(kernel="k", target="x86_64", verdict="unchanged", delta_pct=0.0, threshold_pct=2.0,
+                    current_time_s=h.points[-1].time_s, baseline_time_s=h.points[-1].time_s,
+                    simulator="qemu", history=h)
+    data = Report(Summary(exit_code=0, unchanged=1), [result])
     page = render_kernel(data, "k", [result])
     assert "<img" not in page and "&lt;img src=x onerror=alert(3)&gt; &amp; more" in page
     assert "step +" in page  # the change point is marked in the commit table

@@ -64,7 +64,8 @@ def two_outputs(inputs, **params):
 
 
 @dataclass
-class Outcome:
+class Invocation:
+    """One command run on a seeded project, and what it left."""
     code: int
     out: str  # stdout and stderr, whitespace runs made single spaces
     report: dict | None
@@ -79,7 +80,7 @@ class Case:
     code: int
     setup: Callable[[Path], list[str] | Callable[[], object]]  # edits the project; a command line or a call
     via: str = "`perfguard check`"
-    check: Callable[[Outcome], None] | None = None  # more to check than the message
+    check: Callable[[Invocation], None] | None = None  # more to check than the message
 
 
 # -- how rows change a seeded project ----------------------------------------------------------------
@@ -335,7 +336,7 @@ BISECT = ("bisect", "--kernel", "v", "--target", "aarch64")
 
 # -- what else a row checks ----------------------------------------------------------------------------
 
-def escaped_everywhere(outcome: Outcome) -> None:
+def escaped_everywhere(outcome: Invocation) -> None:
     """An error message with HTML and shell in it stays text in every report."""
     for name in ("index.html", "summary.md", "kernels/v.html"):
         page = (outcome.project / "reports" / name).read_text()
@@ -343,12 +344,12 @@ def escaped_everywhere(outcome: Outcome) -> None:
         assert "&lt;script&gt;alert(1)" in page, name
 
 
-def simulated_again(outcome: Outcome) -> None:
+def simulated_again(outcome: Invocation) -> None:
     result = outcome.report["results"][0]
     assert result["verdict"] == "unchanged" and result["resimulated"] is True
 
 
-def measured_but_not_checked(outcome: Outcome) -> None:
+def measured_but_not_checked(outcome: Invocation) -> None:
     result = outcome.report["results"][0]
     assert result["measured"] is True and result["stats"] is not None and result["verdict"] == "error"
     assert "1 kernel(s) could not be checked" in outcome.out and "could not be measured" not in outcome.out
@@ -729,7 +730,7 @@ def seeded(tmp_path_factory, cache_dir) -> Path:
     return seed_project(tmp_path_factory.mktemp("bad-input-seed") / "proj", cache_dir)
 
 
-def invoke(argv: list[str], project: Path) -> Outcome:
+def invoke(argv: list[str], project: Path) -> Invocation:
     config = ["--config", str(project / "perfguard.toml")] if argv[0] not in ("merge", "report") else []
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -739,12 +740,12 @@ def invoke(argv: list[str], project: Path) -> Outcome:
             code = int(exc.code or 0)
     report = project / "reports" / "perfguard.json"
     data = json.loads(report.read_text()) if report.is_file() else None
-    return Outcome(code, " ".join((out.getvalue() + " " + err.getvalue()).split()), data, project)
+    return Invocation(code, " ".join((out.getvalue() + " " + err.getvalue()).split()), data, project)
 
 
 @dataclass
 class Trial:
-    outcome: Outcome | None  # a command line row
+    outcome: Invocation | None  # a command line row
     error: PerfguardError | None  # an API row: what the reader raised (None: it did not raise)
     before: dict[str, bytes]  # the baselines folder before and after
     after: dict[str, bytes]

@@ -572,10 +572,11 @@ REPORT = {"schema": 1, "perfguard_version": "0.1.0", "created": "2026-01-01T00:0
                        "threshold_pct": 2.0, "stats": {"insts": 1}, "error": None}]}
 
 
-@fuzz('report reader (perfguard.guard.merge.load_report)',
+@fuzz('report reader (perfguard.guard.report.read_report)',
       st.one_of(mutated_json(REPORT), raw_inputs(json.dumps(REPORT))))
 def test_report_reader(doc):
     text = as_json_text(doc) if isinstance(doc, dict) else doc
     data = rejects_or_returns(load_report, scratch("reports/perfguard.json", text))
     if data is not None:
-        assert isinstance(data["results"], list) and data["summary"]["exit_code"] in (0, 1, 2, 3)
+        assert isinstance(data.results, list) and data.summary.exit_code in (0, 1, 2, 3)
+        assert type(data).from_json(data.to_json()) == data  # what was read writes back to the same report

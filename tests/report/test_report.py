@@ -12,7 +12,9 @@ import jsonschema
 import pytest
 
 from perfguard.cli import main
-from perfguard.report import analysis, markdown, text
+from perfguard.guard import analysis
+from perfguard.guard.report import Report, Result, from_json
+from perfguard.report import markdown, text
 from perfguard.report.html import kernel_file, render_index, write_html
 from perfguard.report.markdown import LIMIT, MARKER, md, render_markdown
 from tests.conftest import REPO, write_project
@@ -209,10 +211,11 @@ def test_injection_is_escaped_in_html_and_markdown(real_run, tmp_path, capsys):
 
 def test_findings_name_lost_vectorisation_and_a_new_bound_class():
     side = {"compute_s": 1e-3, "memory_s": 1e-4, "flops_per_fp_inst": 16.0, "bound": "compute"}
-    result = {"delta_pct": 80.0, "analysis": {
-        "baseline": side, "current": {**side, "compute_s": 2e-3, "flops_per_fp_inst": 2.0, "bound": "latency"},
+    result = {"kernel": "k", "target": "t", "verdict": "regression", "delta_pct": 80.0, "analysis": {
+        "baseline": {**side, "time_s": None},
+        "current": {**side, "time_s": None, "compute_s": 2e-3, "flops_per_fp_inst": 2.0, "bound": "latency"},
         "drivers": [{"stat": "fp_insts", "baseline": 0, "current": 4096, "delta_pct": None, "time_s": 1e-3}]}}
-    found = text.findings(result)
+    found = text.findings(from_json(Result, result, "test"))
     assert found[0] == "compute phase +1.000 ms, memory phase unchanged"
     assert found[1] == "fp_insts +4,096 \u2192 +1.000 ms"
     assert "vectorisation lost: flops per FP instruction 16 \u2192 2" in found
@@ -238,7 +241,7 @@ def synthetic(n: int, verdict_of=lambda i: "regression") -> dict:
 
 
 def test_markdown_stays_under_the_limit_with_a_count_of_what_was_cut():
-    data = synthetic(5000, lambda i: "regression" if i % 5 == 0 else "unchanged")
+    data = Report.from_json(synthetic(5000, lambda i: "regression" if i % 5 == 0 else "unchanged"))
     text = render_markdown(data)
     assert len(text) < LIMIT and text.startswith(MARKER)
     shown_regressions = text.count("| \u274c regression |")
@@ -247,9 +250,9 @@ def test_markdown_stays_under_the_limit_with_a_count_of_what_was_cut():
     assert f"_{1000 - shown_regressions} more rows not shown" in text
     assert f"_{4000 - shown_rest} more rows not shown" in text  # the unchanged ones, folded
     assert "<details><summary>4000 unchanged</summary>" in text
-    small = render_markdown(synthetic(3))
+    small = render_markdown(Report.from_json(synthetic(3)))
     assert "not shown" not in small and small.count("| \u274c regression |") == 3
-    assert len(render_markdown(synthetic(200), limit=5000)) < 5000
+    assert len(render_markdown(Report.from_json(synthetic(200)), limit=5000)) < 5000
 
 
 def test_calibration_section_shows_only_with_data(real_run, tmp_path):
@@ -257,7 +260,7 @@ def test_calibration_section_shows_only_with_data(real_run, tmp_path):
     gemm = results(data)["gemm_16"]
     gemm["calibration"] = {"metrics": {"mape_pct": 7.25, "spearman": 0.97, "model": "xgboost"},
                            "points": [[1e-6 * (1 + i), 1.1e-6 * (1 + i)] for i in range(25)]}
-    write_html(data, tmp_path)
+    write_html(Report.from_json(data), tmp_path)
     page = (tmp_path / kernel_file("gemm_16")).read_text()
     assert "<h3>Calibration</h3>" in page and "mape_pct" in page and "xgboost" in page and "7.25" in page
     scatter = page[page.index('id="s0-cal"'):]
@@ -270,6 +273,7 @@ def test_pages_render_from_a_minimal_report(tmp_path):
     """A report without analysis, history or targets (an older or hand-made file) still renders."""
     data = synthetic(2)
     data["results"][1].update(verdict="new", delta_pct=None, baseline_time_s=None, threshold_pct=None)
+    data = Report.from_json(data)
     write_html(data, tmp_path)
     assert "kernel_with_a_long_name_00001" in (tmp_path / "index.html").read_text()
     page = (tmp_path / kernel_file("kernel_with_a_long_name_00001")).read_text()
@@ -284,8 +288,7 @@ def test_pages_render_from_a_minimal_report(tmp_path):
     (96e9 * 0.5, 0, 1.0, "compute"),  # exactly at the boundary
 ])
 def test_bound_class(flops, traffic, time_s, bound):
-    target = {"peak_gflops": 96.0, "peak_bandwidth_gbs": 20.0}
-    assert analysis.bound_class(flops, traffic, time_s, target)[0] == bound
+    assert analysis.bound_class(flops, traffic, time_s, 96.0, 20.0)[0] == bound
 
 
 def test_energy_estimate_formula():
@@ -295,7 +298,7 @@ def test_energy_estimate_formula():
     target = analysis.target_summary(BUILTIN["x86_64"])
     s = Stats(insts=1000, l1i_accesses=1000, l1d_accesses=500, l2_accesses=40, l2_misses=10, l2_writebacks=2)
     e = analysis.energy(s, target)
-    assert e["total_j"] == pytest.approx((1000 * 10 + 1500 * 5 + 40 * 25 + 12 * 640) * 1e-12)
+    assert e.total_j == pytest.approx((1000 * 10 + 1500 * 5 + 40 * 25 + 12 * 640) * 1e-12)
     assert analysis.energy(Stats(insts=5), target) is None  # unknown counters: no estimate, not a 0
     assert analysis.dram_bytes(s, 64) == 12 * 64 and analysis.dram_bytes(Stats(), 64) is None
 
@@ -307,14 +310,75 @@ def test_markdown_marker_is_stable():
 def test_calibration_comes_from_the_stored_model(monkeypatch):
     from types import SimpleNamespace
 
-    from perfguard.report import enrich
+    from perfguard.guard import report_build
 
     meta = {"holdout": {"summary": {"mape": 6.5, "spearman": float("nan"), "groups": 4, "nested": {"x": 1}}},
             "scatter": [[1e-3, 1.1e-3], [2e-3, float("inf")], [3e-3, 2.9e-3]]}
-    monkeypatch.setattr(enrich, "stored_model", lambda *a: SimpleNamespace(meta=meta))
+    monkeypatch.setattr(report_build, "stored_model", lambda *a: SimpleNamespace(meta=meta))
     config = SimpleNamespace(baseline_dir=Path("baselines"))
-    result = {"target": "x86_64", "family": "gemm"}
-    cal = enrich.calibration(config, result, SimpleNamespace(calibrated=True))
-    assert cal["metrics"] == {"mape": 6.5, "spearman": None, "groups": 4}  # JSON-safe, flat
-    assert cal["points"] == [[1e-3, 1.1e-3], [3e-3, 2.9e-3]] and "in-sample" in cal["points_label"]
-    assert enrich.calibration(config, result, SimpleNamespace(calibrated=False)) is None
+    result = Result(kernel="g", target="x86_64", verdict="unchanged", family="gemm")
+    cal = report_build.calibration(config, result, SimpleNamespace(calibrated=True))
+    assert cal.metrics == {"mape": 6.5, "spearman": None, "groups": 4}  # JSON-safe, flat
+    assert cal.points == [[1e-3, 1.1e-3], [3e-3, 2.9e-3]] and "in-sample" in cal.points_label
+    assert report_build.calibration(config, result, SimpleNamespace(calibrated=False)) is None
+
+
+def test_typed_report_reads_and_writes_perfguard_json_byte_for_byte(real_run):
+    from perfguard.guard.report import Analysis, History, HistoryPoint, Metrics, report_text
+
+    written = (real_run["reports"] / "perfguard.json").read_text()
+    report = Report.from_json(json.loads(written))
+    assert report_text(report) == written
+    gemm = next(r for r in report.results if r.kernel == "gemm_16")
+    assert isinstance(gemm.analysis, Analysis) and isinstance(gemm.analysis.current, Metrics)
+    assert isinstance(gemm.history, History) and isinstance(gemm.history.points[0], HistoryPoint)
+    assert gemm.analysis.current.energy.total_j == gemm.analysis.current.energy.core_j + \
+        gemm.analysis.current.energy.l1_j + gemm.analysis.current.energy.l2_j + gemm.analysis.current.energy.dram_j
+    assert report.targets["x86_64"].peak_gflops == 96.0 and report.summary.regression == 1
+
+
+def test_typed_report_keeps_what_it_does_not_know_and_names_a_wrong_type(real_run):
+    from perfguard.errors import InputError
+    from perfguard.guard.report import report_text
+
+    data = copy.deepcopy(real_run["data"])
+    data["from_the_future"] = {"x": [1, 2]}
+    data["results"][0]["loop_names"] = ["i", "j"]
+    again = json.loads(report_text(Report.from_json(data)))
+    assert again["from_the_future"] == {"x": [1, 2]} and again["results"][0]["loop_names"] == ["i", "j"]
+    data["results"][0]["analysis"]["current"]["gflops"] = "fast"
+    with pytest.raises(InputError, match=r"^r\.json: results\[0\]\.analysis\.current\.gflops: must be a number or "
+                                         r"null, got 'fast'$"):
+        Report.from_json(data, "r.json")
+    data = copy.deepcopy(real_run["data"])
+    data["results"][1]["history"]["points"][0]["time_s"] = None
+    with pytest.raises(InputError, match=r"results\[1\]\.history\.points\[0\]\.time_s: must be a number, got None"):
+        Report.from_json(data, "r.json")
+
+
+def test_typed_report_optional_additions_stay_absent_until_set():
+    from perfguard.guard.report import Summary, to_json
+
+    plain = to_json(Summary(exit_code=0))
+    assert "interrupted" not in plain and "errors_allowed" not in plain and "not_measured" not in plain
+    assert plain["toolchain_changed"] == {}
+    assert to_json(Summary(exit_code=3, interrupted=True, not_measured=0))["interrupted"] is True
+
+
+def test_report_schema_upgrades_run_before_reading(monkeypatch):
+    from perfguard.errors import InputError
+    from perfguard.guard import report as report_module
+
+    def from_zero(doc):  # a made-up schema 0 that called the verdict "outcome"
+        return {**doc, "results": [{**{k: v for k, v in r.items() if k != "outcome"}, "verdict": r["outcome"]}
+                                   for r in doc["results"]]}
+
+    old = {"schema": 0, "summary": {"exit_code": 1},
+           "results": [{"kernel": "k", "target": "x86_64", "outcome": "regression", "delta_pct": 5.0}]}
+    with pytest.raises(InputError, match="report schema 0 is not 1"):
+        Report.from_json(copy.deepcopy(old))
+    monkeypatch.setitem(report_module.UPGRADES, 0, from_zero)
+    report = Report.from_json(copy.deepcopy(old))
+    assert report.schema == 1 and report.results[0].verdict == "regression" and report.summary.regression == 1
+    with pytest.raises(InputError, match="report schema 2 is not 1"):
+        Report.from_json({**old, "schema": 2})

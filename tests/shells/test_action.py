@@ -361,3 +361,19 @@ def test_action_compare_mode_measures_the_merge_base_instead_of_reading_baseline
 
     code, outputs, _ = runner.run_action({"mode": "compare", "shard": "1/2"})
     assert code == 2 and "input 'shard' does not apply to mode compare" in "\n".join(runner.log)
+
+
+def test_the_action_writes_the_same_markdown_as_perfguard_when_summary_md_is_missing(tmp_path):
+    from perfguard.action import markdown_for
+    from perfguard.guard.report import Report
+    from perfguard.report.markdown import MARKER
+
+    report = Report.from_json({
+        "schema": 1, "summary": {"exit_code": 1}, "results": [
+            {"kernel": "gemm_<b>", "target": "x86_64", "verdict": "regression", "delta_pct": 7.5, "threshold_pct": 2.0,
+             "current_time_s": 2e-3, "baseline_time_s": 1.86e-3, "model_id": "pipeline-x", "simulator": "qemu"}]})
+    text = markdown_for(report, tmp_path)  # no summary.md: rendered by report/markdown.py, not a second renderer
+    assert text.startswith(MARKER) and "1 regression(s) found" in text
+    assert "| \u274c regression | gemm\\_&lt;b&gt; | x86\\_64 | +7.50 % | 2.00 % | 2.000 ms | 1.860 ms |" in text
+    (tmp_path / "summary.md").write_text("as perfguard wrote it\n")
+    assert markdown_for(report, tmp_path) == "as perfguard wrote it\n"

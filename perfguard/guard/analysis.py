@@ -1,8 +1,8 @@
 """What a result means on its target: time split, throughput, DRAM traffic, roofline class, energy.
 
 Everything here is derived from the simulator's statistics, the kernel's flop count and the
-target profile, and lands in reports/perfguard.json (`analysis` per result, `targets` at the
-top), so every renderer shows the same numbers.
+target profile, and lands in the report (guard.report: `Analysis` per result, `TargetSummary`
+per target), so every renderer shows the same numbers.
 
 Definitions (also in docs/report.schema.json and on the HTML pages):
 
@@ -28,8 +28,9 @@ Definitions (also in docs/report.schema.json and on the HTML pages):
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
+from perfguard.guard.report import (Analysis, Driver, Energy, EnergyCosts, Metrics, Result, StatDelta,
+                                    TargetSummary)
 from perfguard.predict.analytical import AnalyticalModel
 from perfguard.predict.base import Predictor
 from perfguard.predict.features import raw_matrix
@@ -41,22 +42,18 @@ BOUNDS = ("compute", "memory", "latency")
 _PJ = 1e-12
 
 
-def target_summary(profile: TargetProfile) -> dict[str, Any]:
+def target_summary(profile: TargetProfile) -> TargetSummary:
     """The profile fields the reports need, so re-rendering never needs the config."""
-    return {
-        "isa": profile.isa,
-        "clock_hz": profile.clock_hz,
-        "peak_gflops": profile.peak_gflops,
-        "peak_bandwidth_gbs": profile.peak_bandwidth_gbs,
-        "ridge_intensity": profile.peak_gflops / profile.peak_bandwidth_gbs,
-        "dram_line_bytes": profile.l2.line,
-        "energy_pj": {
-            "inst": profile.energy.inst,
-            "l1_access": profile.energy.l1_access,
-            "l2_access": profile.energy.l2_access,
-            "dram_access": profile.energy.dram_access,
-        },
-    }
+    return TargetSummary(
+        isa=profile.isa,
+        clock_hz=profile.clock_hz,
+        peak_gflops=profile.peak_gflops,
+        peak_bandwidth_gbs=profile.peak_bandwidth_gbs,
+        ridge_intensity=profile.peak_gflops / profile.peak_bandwidth_gbs,
+        dram_line_bytes=profile.l2.line,
+        energy_pj=EnergyCosts(profile.energy.inst, profile.energy.l1_access, profile.energy.l2_access,
+                              profile.energy.dram_access),
+    )
 
 
 def _count(stats: Stats, *names: str) -> int | None:
@@ -72,72 +69,59 @@ def dram_bytes(stats: Stats, line: int) -> int | None:
     return None if lines is None else lines * line
 
 
-def energy(stats: Stats, target: dict[str, Any]) -> dict[str, float] | None:
-    e = target["energy_pj"]
+def energy(stats: Stats, target: TargetSummary) -> Energy | None:
+    e = target.energy_pj
     parts = {
-        "core_j": (_count(stats, "insts"), e["inst"]),
-        "l1_j": (_count(stats, "l1i_accesses", "l1d_accesses"), e["l1_access"]),
-        "l2_j": (_count(stats, "l2_accesses"), e["l2_access"]),
-        "dram_j": (_count(stats, "l2_misses", "l2_writebacks"), e["dram_access"]),
+        "core_j": (_count(stats, "insts"), e.inst),
+        "l1_j": (_count(stats, "l1i_accesses", "l1d_accesses"), e.l1_access),
+        "l2_j": (_count(stats, "l2_accesses"), e.l2_access),
+        "dram_j": (_count(stats, "l2_misses", "l2_writebacks"), e.dram_access),
     }
     if any(count is None for count, _ in parts.values()):
         return None
     out = {name: count * pj * _PJ for name, (count, pj) in parts.items()}
-    out["total_j"] = sum(out.values())
-    return out
+    return Energy(**out, total_j=sum(out.values()))
 
 
-def bound_class(flops: float, traffic: float, time_s: float, target: dict[str, Any]) -> tuple[str, float]:
+def bound_class(flops: float, traffic: float, time_s: float, peak_gflops: float,
+                peak_bandwidth_gbs: float) -> tuple[str, float]:
     """(bound, roof_pct) for a kernel of `flops` moving `traffic` DRAM bytes in `time_s`."""
-    compute_floor = flops / (target["peak_gflops"] * 1e9)
-    memory_floor = traffic / (target["peak_bandwidth_gbs"] * 1e9)
+    compute_floor = flops / (peak_gflops * 1e9)
+    memory_floor = traffic / (peak_bandwidth_gbs * 1e9)
     roof_pct = 100.0 * max(compute_floor, memory_floor) / time_s
     if roof_pct < 100.0 * ROOF_FRACTION:
         return "latency", roof_pct
     return ("compute" if compute_floor >= memory_floor else "memory"), roof_pct
 
 
-def metrics(stats: Stats, flops: int | None, time_s: float | None, profile: TargetProfile,
-            target: dict[str, Any]) -> dict[str, Any]:
+def metrics(stats: Stats, flops: float | None, time_s: float | None, profile: TargetProfile,
+            target: TargetSummary) -> Metrics:
     """One side (baseline or current) of a result: every derived number, None where unknown."""
     compute, memory = AnalyticalModel(profile).phases(raw_matrix([stats]))
-    traffic = dram_bytes(stats, target["dram_line_bytes"])
-    out: dict[str, Any] = {
-        "time_s": time_s,
-        "compute_s": float(compute[0]),
-        "memory_s": float(memory[0]),
-        "dram_bytes": traffic,
-        "intensity": None,
-        "gflops": None,
-        "peak_pct": None,
-        "bandwidth_gbs": None,
-        "bandwidth_pct": None,
-        "roof_pct": None,
-        "bound": None,
-        "vector_fp_share_pct": None,
-        "flops_per_fp_inst": None,
-        "energy": energy(stats, target),
-    }
+    traffic = dram_bytes(stats, target.dram_line_bytes)
+    out = Metrics(time_s=time_s, compute_s=float(compute[0]), memory_s=float(memory[0]), dram_bytes=traffic,
+                  energy=energy(stats, target))
     fp = _count(stats, "fp_insts", "vec_fp_insts")
     if fp:
-        out["vector_fp_share_pct"] = 100.0 * (stats.vec_fp_insts or 0) / fp
+        out.vector_fp_share_pct = 100.0 * (stats.vec_fp_insts or 0) / fp
         if flops:
-            out["flops_per_fp_inst"] = flops / fp
+            out.flops_per_fp_inst = flops / fp
     if time_s and time_s > 0:
         if traffic is not None:
-            out["bandwidth_gbs"] = traffic / time_s / 1e9
-            out["bandwidth_pct"] = 100.0 * out["bandwidth_gbs"] / target["peak_bandwidth_gbs"]
+            out.bandwidth_gbs = traffic / time_s / 1e9
+            out.bandwidth_pct = 100.0 * out.bandwidth_gbs / target.peak_bandwidth_gbs
         if flops:
-            out["gflops"] = flops / time_s / 1e9
-            out["peak_pct"] = 100.0 * out["gflops"] / target["peak_gflops"]
+            out.gflops = flops / time_s / 1e9
+            out.peak_pct = 100.0 * out.gflops / target.peak_gflops
             if traffic is not None:
-                out["bound"], out["roof_pct"] = bound_class(flops, traffic, time_s, target)
+                out.bound, out.roof_pct = bound_class(flops, traffic, time_s, target.peak_gflops,
+                                                      target.peak_bandwidth_gbs)
     if flops and traffic:
-        out["intensity"] = flops / traffic
+        out.intensity = flops / traffic
     return out
 
 
-def drivers(predictor: Predictor, baseline: Stats, current: Stats) -> list[dict[str, Any]]:
+def drivers(predictor: Predictor, baseline: Stats, current: Stats) -> list[Driver]:
     """Each counter's share of the change in predicted time, largest first.
 
     One counter at a time is moved from its baseline value to its current one and re-scored
@@ -157,35 +141,33 @@ def drivers(predictor: Predictor, baseline: Stats, current: Stats) -> list[dict[
     out = []
     for name, score in zip(changed, predicted[1:-1]):
         impact = score - base
-        out.append({
-            "stat": name,
-            "baseline": before[name],
-            "current": after[name],
-            "delta_pct": 100.0 * (after[name] - before[name]) / before[name] if before[name] else None,
-            "time_s": impact,
-            "share_pct": 100.0 * impact / total if total else None,
-        })
-    out.sort(key=lambda d: (-abs(d["time_s"]), -abs(d["current"] - d["baseline"]), d["stat"]))
+        out.append(Driver(
+            stat=name,
+            baseline=before[name],
+            current=after[name],
+            delta_pct=100.0 * (after[name] - before[name]) / before[name] if before[name] else None,
+            time_s=impact,
+            share_pct=100.0 * impact / total if total else None,
+        ))
+    out.sort(key=lambda d: (-abs(d.time_s), -abs(d.current - d.baseline), d.stat))
     return out
 
 
-def baseline_stats(stat_deltas: dict[str, dict]) -> Stats | None:
+def baseline_stats(stat_deltas: dict[str, StatDelta]) -> Stats | None:
     if not stat_deltas:
         return None
-    return Stats(**{name: stat_deltas.get(name, {}).get("baseline") for name in STAT_FIELDS})
+    return Stats(**{name: d.baseline if (d := stat_deltas.get(name)) else None for name in STAT_FIELDS})
 
 
-def analyse(result: dict[str, Any], profile: TargetProfile, predictor: Predictor,
-            target: dict[str, Any]) -> dict[str, Any] | None:
-    """The `analysis` object of one perfguard.json result (None for a result without stats)."""
-    if result.get("stats") is None:
+def analyse(result: Result, profile: TargetProfile, predictor: Predictor, target: TargetSummary) -> Analysis | None:
+    """The analysis of one result (None for a result without stats)."""
+    if result.stats is None:
         return None
-    current = Stats.from_dict(result["stats"], f"result {result['kernel']}[{result['target']}]")
-    before = baseline_stats(result.get("stat_deltas") or {})
-    return {
-        "phase_model": "analytical",
-        "current": metrics(current, result.get("flops"), result.get("current_time_s"), profile, target),
-        "baseline": None if before is None else metrics(before, result.get("flops"), result.get("baseline_time_s"),
-                                                        profile, target),
-        "drivers": [] if before is None else drivers(predictor, before, current),
-    }
+    current = Stats.from_dict(result.stats, f"result {result.label}")
+    before = baseline_stats(result.stat_deltas)
+    return Analysis(
+        phase_model="analytical",
+        current=metrics(current, result.flops, result.current_time_s, profile, target),
+        baseline=None if before is None else metrics(before, result.flops, result.baseline_time_s, profile, target),
+        drivers=[] if before is None else drivers(predictor, before, current),
+    )
