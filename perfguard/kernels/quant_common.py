@@ -1,7 +1,7 @@
 """What the quantized families (qgemm, qconv2d) share: the int32 accumulation bound of the harness's
 integer inputs, and the requantize stage that turns an int32 accumulator into int8.
 
-The harness fills integer inputs with values in [-8, 7] (perfguard/build/inputs.py); a uint8
+The harness fills integer inputs with values in [-8, 7] (perfguard/compile/inputs.py); a uint8
 input takes them modulo 256 (0..7 and 248..255). So one product is at most 8 x 8 = 64 in
 magnitude (uint8 x int8: 255 x 8 = 2040), and an accumulation of L products fits in int32 while
 L x 64 <= 2^31 - 1: L <= 33554431 (uint8: 1052688). The families refuse longer reductions.
