@@ -157,7 +157,7 @@ def test_stored_timings_are_reused_only_for_the_same_binaries(tmp_path, monkeypa
                     reason="the x86_64 compiler and QEMU are needed")
 def test_two_real_pairs_build_simulate_and_score(cache_dir):
     by_name = {p.name: p for p in PAIRS}
-    pairs = [by_name["gemm/96x160x192/unroll:16->0"], by_name["dense_relu/24x384x192/vector:4->8"]]
+    pairs = [by_name["conv2d/1x96x12x12x64x1x1x1x0/vector:4->1"], by_name["dense_relu/24x384x192/vector:4->8"]]
     config = replace(load_config(REPO / "perfguard.toml"), cache_dir=cache_dir)
     sides = vd.build_sides(pairs, config, X86, workers=1)
     for pair in pairs:
@@ -166,20 +166,20 @@ def test_two_real_pairs_build_simulate_and_score(cache_dir):
         assert before.result.binary_hash != after.result.binary_hash
         assert before.stats.insts > 0 and after.stats.insts > 0
     predicted = vd.predicted_deltas(pairs, sides, X86, config, list(vd.MODELS))
-    gemm, dense = (p.name for p in pairs)
-    before, after = sides[gemm]
-    assert predicted["insts"][gemm] == pytest.approx(after.stats.insts / before.stats.insts - 1)
+    conv, dense = (p.name for p in pairs)
+    before, after = sides[conv]
+    assert predicted["insts"][conv] == pytest.approx(after.stats.insts / before.stats.insts - 1)
     assert predicted["calibrated"][dense] is None  # no calibrated dense_relu model: n/a, not a guess
-    assert isinstance(predicted["calibrated"][gemm], float)
+    assert isinstance(predicted["calibrated"][conv], float)  # the committed x86_64 conv2d model
     # vector 4 -> 8: about half the instructions, so the count-based model must say faster
     assert predicted["analytical"][dense] < -0.2
-    native = {gemm: vd.native_delta(_record([1.05] * 3)), dense: vd.native_delta(_record([0.5] * 3))}
+    native = {conv: vd.native_delta(_record([1.05] * 3)), dense: vd.native_delta(_record([0.5] * 3))}
     summaries = {m: vd.summarize({k: v.delta for k, v in native.items()}, predicted[m]) for m in predicted}
     assert summaries["calibrated"].n == 1 and summaries["analytical"].n == summaries["insts"].n == 2
     table = vd.markdown(pairs, native, predicted, summaries)
     assert f"`{dense}`" in table and "n/a" in table and "| analytical | 2 |" in table
     families = vd.by_family(pairs, {k: v.delta for k, v in native.items()}, predicted)
-    assert families["dense_relu"]["calibrated"].n == 0 and families["gemm"]["calibrated"].n == 1
+    assert families["dense_relu"]["calibrated"].n == 0 and families["conv2d"]["calibrated"].n == 1
     assert "| dense_relu | 1 |" in vd.family_markdown(families)
 
 
