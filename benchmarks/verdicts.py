@@ -375,6 +375,13 @@ def _pipeline(profile: TargetProfile, family: str, sides: list[Side], config: Co
     return PipelineModel(profile, config.cache_dir).predict_stats([s.stats for s in sides])
 
 
+def _check(profile: TargetProfile, family: str, sides: list[Side], config: Config) -> np.ndarray:
+    """What `perfguard check` scores with under the config's `model` setting (auto: the committed
+    calibrated model of the family where there is one, else the pipeline model): the verdicts users get."""
+    predictor = predictor_for(profile, family, "qemu", config.baseline_dir, None, config.cache_dir, config.model)
+    return predictor.predict_stats([s.stats for s in sides])
+
+
 # name -> predict(profile, family, sides, config) -> seconds per side, or None when it cannot score the family
 MODELS: dict[str, Callable[..., np.ndarray | None]] = {
     "insts": _insts,
@@ -383,6 +390,7 @@ MODELS: dict[str, Callable[..., np.ndarray | None]] = {
 }
 if importlib.util.find_spec("perfguard.predict.pipeline") is not None:  # the pipeline model, where this tree has it
     MODELS["pipeline"] = _pipeline
+    MODELS["check"] = _check
 
 
 def predicted_deltas(pairs: list[Pair], sides: dict[str, tuple[Side, Side]], profile: TargetProfile,

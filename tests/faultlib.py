@@ -224,6 +224,17 @@ class Process:
     before: dict[str, bytes]
     started: float
 
+    def wait_for_output(self, text: str, timeout: float = 120.0) -> None:
+        """Until `text` appears in the process's stdout or stderr (or it exits, or the time runs out)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            seen = " ".join(self.logs.with_suffix(s).read_text() for s in (".out", ".err"))
+            if text in " ".join(seen.split()) or self.popen.poll() is not None:
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no {text!r} from perfguard within {timeout:.0f} s")
+            time.sleep(0.1)
+
     def finish(self, timeout: float = 180.0) -> Run:
         code = self.popen.wait(timeout=timeout)
         seconds = time.monotonic() - self.started

@@ -102,7 +102,8 @@ def test_second_writer_waits_for_the_lock_then_writes(work, cache_dir):
     baselines = config.parent / "baselines"
     with baselines_lock(baselines, notify=lambda message: None):
         process = F.start(["baseline", "update", "-j", "1"], config)
-        time.sleep(3.0)  # long enough for it to measure (cached) and reach the lock
+        process.wait_for_output(f"waiting for perfguard process {os.getpid()}")  # it measured and reached the lock
+        time.sleep(0.5)
         assert process.popen.poll() is None
         assert F.snapshot(baselines) == process.before  # nothing written while the lock is held
     run = process.finish()

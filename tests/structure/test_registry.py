@@ -22,7 +22,7 @@ def test_unknown_names_are_input_errors_listing_the_known_ones(tmp_path):
         (lambda: get_simulator("spike", tmp_path), "unknown simulator 'spike' (one of qemu, gem5, cachegrind)"),
         (lambda: predictor_class("svm"), "unknown predictor 'svm' (one of mlr, dnn, gp, xgboost)"),
         (lambda: get_family("fft"),
-         "unknown kernel family 'fft' (built-in: gemm, gemv, conv2d, depthwise_conv2d, dense_relu)"),
+         "unknown kernel family 'fft' (built-in: gemm, gemv, conv2d, depthwise_conv2d, dense_relu, qgemm, qconv2d)"),
         (lambda: make_executor("ray"), "unknown executor 'ray' (one of local, dask)"),
     ]
     for call, message in cases:
