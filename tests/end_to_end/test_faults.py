@@ -159,5 +159,6 @@ def test_lock_is_reentrant_in_a_process(tmp_path):
 def test_report_of_an_interrupted_check_validates_against_the_schema(work, cache_dir):
     jsonschema = pytest.importorskip("jsonschema")
     run = run_scenario("CI cancel (SIGTERM, -j 1)", work, cache_dir)
+    assert run.report is not None, f"exit {run.code}, no report: {run.out}"
     schema = json.loads((Path(__file__).resolve().parents[2] / "docs" / "report.schema.json").read_text())
     jsonschema.validate(run.report, schema)
