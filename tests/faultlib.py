@@ -382,6 +382,7 @@ def interrupted(signum: int, jobs: int, group: bool):
     def scenario(work: Path, cache: Path) -> Run:
         config = seed(work / "proj", cache)
         tools, marker = work / "tools", work / "marker"
+        marker.unlink(missing_ok=True)  # left by an earlier run of this scenario in the same folder
         fake_tool(tools, "qemu-aarch64", "hang", str(marker))
         process = start(["check", "-j", str(jobs)], config, tools)
         wait_for(marker)
