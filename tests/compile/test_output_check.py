@@ -240,6 +240,7 @@ def test_user_kernel_flops_give_gflops_roofline_and_bound(tmp_path, cache_dir, c
     assert "GFLOP/s" in page and "add <code>flops" not in page
 
 
+@pytest.mark.slow
 def test_without_flops_the_page_says_how_to_add_them(tmp_path, cache_dir, capsys):
     code, out, result = run(tmp_path / "p", cache_dir, "double", "{ n = 64 }", "", capsys)
     assert code == 0 and result["flops"] is None

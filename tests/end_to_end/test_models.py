@@ -129,6 +129,7 @@ def _set(path: Path, widths, repeat) -> None:
         "[perfguard]\n", f"[perfguard]\ncache_dir = \"{load_config(path).cache_dir}\"\n", 1))
 
 
+@pytest.mark.slow
 def test_model_total_new_removed_renamed_end_to_end(project, capsys):
     path = project(TOML.format(widths=[16, 32, 8], repeat=2), {"mymodels.py": NET})
     assert main(["baseline", "update", "--config", str(path), "-j", "1"]) == 0
@@ -223,6 +224,7 @@ def _database(folder: Path, ir: str, target: dict) -> str:
     return sch.mod.script()
 
 
+@pytest.mark.slow
 def test_tuned_schedules_from_a_database_apply(project):
     config, kernels = _kernels(project, (16, 32, 8), 2)
     tuned = _database(config.root / "db", kernels[0].ir, config.profile("x86_64").tvm_target)

@@ -233,6 +233,7 @@ def simulated(tmp_path_factory):
     return {(r.kernel, r.target): r for r in measure(config, jobs, 2)}
 
 
+@pytest.mark.slow
 def test_simulated_int_outputs_are_exact_and_fp16_within_tolerance(simulated):
     assert len(simulated) == 9
     for (kernel, target), result in simulated.items():
@@ -244,6 +245,7 @@ def test_simulated_int_outputs_are_exact_and_fp16_within_tolerance(simulated):
             assert result.max_error == 0.0, (kernel, target)  # the check compared them exactly
 
 
+@pytest.mark.slow
 def test_simulated_int8_counts_are_integer_vector_work(simulated):
     dot = simulated[("q8", "aarch64dot")].stats
     sdots = _sdot_executions(dot.blocks.blocks, BUILTIN["aarch64dot"])

@@ -333,6 +333,7 @@ def test_counts_do_not_depend_on_location_or_environment(guests, tmp_path, monke
     assert first.total_insts == second.total_insts
 
 
+@pytest.mark.slow
 @needs_valgrind
 def test_failures_are_one_line_infra_errors(guests, tmp_path):
     sim = CachegrindSimulator(tmp_path)
