@@ -45,7 +45,7 @@ class CheckRun:
     # --fail-on-toolchain-change: a toolchain other than the baselines' exits 3 (the environment is
     # not the one the baselines were made in); by default it exits 0 and the headline says so.
     fail_on_toolchain_change: bool = False
-    model_summaries: list = field(default_factory=list)  # guard.models.ModelSummary per [[model]] x target
+    model_summaries: list = field(default_factory=list)  # guard.report.ModelTotal per [[model]] x target
 
     def exit_code(self) -> int:
         if self.interrupted:

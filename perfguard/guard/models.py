@@ -10,56 +10,23 @@ the model's verdict `error`: its total would be incomplete.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from perfguard.guard.baselines import Baseline
 from perfguard.guard.compare import ERROR, IMPROVEMENT, NEW, REGRESSION, REMOVED, TOOLCHAIN, UNCHANGED
+from perfguard.guard.report import ModelKernel, ModelTotal
 
 RENAMED = "renamed"
 
 
-@dataclass
-class ModelKernelRow:
-    kernel: str
-    op: str | None
-    verdict: str  # the kernel's verdict, or "removed" (a baseline the model no longer has)
-    calls: int | None  # per inference, now (None: removed)
-    baseline_calls: int | None  # per inference in the baseline (None: new)
-    current_time_s: float | None  # per call
-    baseline_time_s: float | None
-    share_pct: float | None = None  # of the current total
-    renamed_from: str | None = None  # the removed kernel of the same operator this one replaces
-    renamed_to: str | None = None
-
-    @property
-    def current_total_s(self) -> float | None:
-        return None if self.current_time_s is None or self.calls is None else self.current_time_s * self.calls
-
-    @property
-    def baseline_total_s(self) -> float | None:
-        if self.baseline_time_s is None or self.baseline_calls is None:
-            return None
-        return self.baseline_time_s * self.baseline_calls
-
-
-@dataclass
-class ModelSummary:
-    model: str
-    target: str
-    verdict: str  # regression | improvement | unchanged | new | toolchain | error
-    threshold_pct: float
-    current_total_s: float | None
-    baseline_total_s: float | None
-    delta_pct: float | None
-    kernels: list[ModelKernelRow] = field(default_factory=list)  # by share of the current total, largest first
-    changes: list[str] = field(default_factory=list)  # one line per new / removed / renamed / changed kernel
-
-    def to_dict(self) -> dict:
-        data = asdict(self)
-        for row, out in zip(self.kernels, data["kernels"]):
-            out["current_total_s"], out["baseline_total_s"] = row.current_total_s, row.baseline_total_s
-        return data
+def _row(kernel: str, op: str | None, verdict: str, calls: int | None, baseline_calls: int | None,
+         current_time_s: float | None, baseline_time_s: float | None) -> ModelKernel:
+    """One kernel's row with its per-inference totals (time per call x calls)."""
+    return ModelKernel(
+        kernel, op, verdict, calls, baseline_calls, current_time_s, baseline_time_s,
+        current_total_s=None if current_time_s is None or calls is None else current_time_s * calls,
+        baseline_total_s=None if baseline_time_s is None or baseline_calls is None else baseline_time_s * baseline_calls)
 
 
 @dataclass(frozen=True)
@@ -76,16 +43,16 @@ class ModelKernelResult:
 
 
 def summarise(model: str, target: str, threshold_pct: float, results: Iterable[ModelKernelResult],
-              leftover: Iterable[Baseline], score: Callable[[Baseline], float]) -> ModelSummary:
+              leftover: Iterable[Baseline], score: Callable[[Baseline], float]) -> ModelTotal:
     """One model on one target. `leftover`: baselines of the model's kernels that were not extracted
     now (removed or renamed); `score` re-scores one with the model that scores the run."""
-    rows: list[ModelKernelRow] = []
+    rows: list[ModelKernel] = []
     for r in results:
-        rows.append(ModelKernelRow(
+        rows.append(_row(
             r.kernel, r.op, r.verdict, r.calls, _calls(r.baseline) if r.baseline is not None else None,
             r.current_time_s, r.baseline_time_s if r.baseline is not None else None))
     for b in leftover:
-        rows.append(ModelKernelRow(b.kernel, b.params.get("op"), REMOVED, None, _calls(b), None, score(b)))
+        rows.append(_row(b.kernel, b.params.get("op"), REMOVED, None, _calls(b), None, score(b)))
     changes = _pair_renames(rows)
     failed = [r for r in rows if r.verdict == ERROR]
     current = None if failed else sum(r.current_total_s or 0.0 for r in rows if r.verdict != REMOVED)
@@ -116,7 +83,7 @@ def summarise(model: str, target: str, threshold_pct: float, results: Iterable[M
         changes.append(f"no baseline for this model on {target} yet: perfguard baseline update")
     else:
         changes.extend(_kernel_changes(rows))
-    return ModelSummary(model, target, verdict, threshold_pct, current, baseline, delta, rows, changes)
+    return ModelTotal(model, target, verdict, threshold_pct, current, baseline, delta, rows, changes)
 
 
 def _calls(baseline: Baseline) -> int:
@@ -124,7 +91,7 @@ def _calls(baseline: Baseline) -> int:
     return calls if isinstance(calls, int) and not isinstance(calls, bool) and calls >= 0 else 1
 
 
-def _pair_renames(rows: list[ModelKernelRow]) -> list[str]:
+def _pair_renames(rows: list[ModelKernel]) -> list[str]:
     """A new kernel and a removed one of the same operator: one kernel whose shapes changed."""
     lines = []
     removed = [r for r in rows if r.verdict == REMOVED]
@@ -138,7 +105,7 @@ def _pair_renames(rows: list[ModelKernelRow]) -> list[str]:
     return lines
 
 
-def _kernel_changes(rows: list[ModelKernelRow]) -> list[str]:
+def _kernel_changes(rows: list[ModelKernel]) -> list[str]:
     lines = []
     for r in rows:
         if r.verdict == NEW and not r.renamed_from:

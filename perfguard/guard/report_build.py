@@ -19,8 +19,8 @@ from perfguard.guard.analysis import analyse, target_summary
 from perfguard.guard.check import CheckRun, JudgedResult
 from perfguard.guard.compare import VERDICTS
 from perfguard.guard.history import BaselineHistory, kernel_history
-from perfguard.guard.report import (Calibration, LimitBreach, ModelTotal, Report, Result, StatDelta, Summary,
-                                    ToolchainDifference, ToolchainSummary, from_json)
+from perfguard.guard.report import (Calibration, LimitBreach, Report, Result, StatDelta, Summary,
+                                    ToolchainDifference, ToolchainSummary)
 from perfguard.jsonfile import now_iso
 from perfguard.predict.analytical import AnalyticalModel
 from perfguard.predict.base import Predictor
@@ -82,7 +82,7 @@ def build_report(run: CheckRun, config_path: Path | None = None, config: Config 
                       interrupted=run.interrupted, errors_allowed=run.allow_errors)
     report = Report(summary=summary, results=results, perfguard_version=__version__, created=now_iso(),
                     config=None if config_path is None else str(config_path),
-                    models=[from_json(ModelTotal, m.to_dict(), "model summary") for m in run.model_summaries])
+                    models=list(run.model_summaries))
     if config is not None:
         explain(report, config, run.models)
     return report
