@@ -4,11 +4,13 @@ All three run the same statically linked harness binaries (a TVM GEMM). MIPS = w
 guest instructions (as counted by the plugin) / wall seconds; medians of --runs runs, all
 measured in one invocation so the ratios compare like with like.
 
-    python benchmarks/sim_speed.py [--size 384] [--runs 3] [--compare-plugin REV]
+    python benchmarks/sim_speed.py [--size 384] [--runs 3] [--reps 1] [--compare-plugin REV]
 
 --compare-plugin REV also times the plugin as it was at git revision REV (its
 perfguard/sim/qemu_plugin.c built the same way), interleaved run by run with the current one,
 and prints both and their ratio: the cost of a plugin change, measured in one invocation.
+--reps N runs the kernel N times per process, so that translation and start-up (the same with
+either plugin) weigh less against the per-instruction work a plugin change can slow down.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ def plugin_at(rev: str, work: Path) -> Path:
     return lib
 
 
-def compare_plugins(sim: QemuSimulator, old: Path, binaries: dict, runs: int, rev: str) -> None:
+def compare_plugins(sim: QemuSimulator, old: Path, binaries: dict, runs: int, rev: str, reps: int) -> None:
     """Interleaved runs (old, new, new, old, ...) of the same command with either plugin."""
     print(f"\nplugin at {rev} against this tree's plugin, interleaved, median of {runs} runs each, simulated MIPS\n")
     print(f"| ISA | plugin at {rev} | this plugin | this / {rev} |")
@@ -56,7 +58,8 @@ def compare_plugins(sim: QemuSimulator, old: Path, binaries: dict, runs: int, re
             for i in range(runs):
                 for lib in ((old, new) if i % 2 == 0 else (new, old)):
                     arg = sim._plugin_arg(lib, Path(tmp) / "stats.txt", profile)
-                    times[lib].append(timed([profile.qemu, *profile.qemu_cpu, "-plugin", arg, str(binary), "1", "0"]))
+                    times[lib].append(timed([profile.qemu, *profile.qemu_cpu, "-plugin", arg, str(binary),
+                                             str(reps), "0"]))
         before, after = (insts / 1e6 / statistics.median(times[lib]) for lib in (old, new))
         print(f"| {isa} | {before:.0f} | {after:.0f} | {after / before:.3f} |")
 
@@ -65,6 +68,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--size", type=int, default=384)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--reps", type=int, default=1, help="kernel runs per process")
     parser.add_argument("--compare-plugin", metavar="REV", help="also time the plugin of this git revision")
     args = parser.parse_args()
     cache_dir = Path(tempfile.mkdtemp(prefix="pg-bench-"))
@@ -79,23 +83,25 @@ def main() -> None:
         result = run_job(Job(spec, profile, Path.cwd(), cache_dir, "qemu", 3600, 1, 0))
         assert result.ok, result.error
         binary = BuildCache(cache_dir).lookup_build(result.content_hash) / "harness"
-        insts = sim.run(binary, profile, ["1", "0"], 3600).total_insts
+        reps = [str(args.reps), "0"]
+        insts = sim.run(binary, profile, reps, 3600).total_insts
         binaries[isa] = (binary, insts)
-        plain = [timed([profile.qemu, *profile.qemu_cpu, str(binary), "1", "0"]) for _ in range(args.runs)]
+        plain = [timed([profile.qemu, *profile.qemu_cpu, str(binary), *reps]) for _ in range(args.runs)]
         plugin = []
         for _ in range(args.runs):
             start = time.perf_counter()
-            sim.run(binary, profile, ["1", "0"], 3600)
+            sim.run(binary, profile, reps, 3600)
             plugin.append(time.perf_counter() - start)
         row = {"isa": isa, "minsts": insts / 1e6, "plain": insts / 1e6 / statistics.median(plain),
                "plugin": insts / 1e6 / statistics.median(plugin), "cachegrind": None}
         if isa == "x86_64":
             grind = [timed(["valgrind", "--tool=cachegrind", "--cache-sim=yes", "--branch-sim=yes",
                             "--I1=32768,8,64", "--D1=32768,8,64", "--LL=1048576,16,64",
-                            "--cachegrind-out-file=/dev/null", str(binary), "1", "0"]) for _ in range(args.runs)]
+                            "--cachegrind-out-file=/dev/null", str(binary), *reps]) for _ in range(args.runs)]
             row["cachegrind"] = insts / 1e6 / statistics.median(grind)
         rows.append(row)
-    print(f"GEMM {n}x{n}x{n} float32, median of {args.runs} runs, simulated MIPS (whole program)\n")
+    print(f"GEMM {n}x{n}x{n} float32, {args.reps} kernel run(s) per process, median of {args.runs} runs, "
+          "simulated MIPS (whole program)\n")
     print("| ISA | guest Minsts | plain QEMU | QEMU + perfguard plugin (full cache model) | plugin / plain | cachegrind (cache + branch sim) |")
     print("| --- | ---: | ---: | ---: | ---: | ---: |")
     for r in rows:
@@ -103,7 +109,8 @@ def main() -> None:
         print(f"| {r['isa']} | {r['minsts']:.1f} | {r['plain']:.0f} | {r['plugin']:.0f} | "
               f"{r['plugin'] / r['plain']:.2f} | {grind} |")
     if args.compare_plugin:
-        compare_plugins(sim, plugin_at(args.compare_plugin, cache_dir), binaries, args.runs, args.compare_plugin)
+        compare_plugins(sim, plugin_at(args.compare_plugin, cache_dir), binaries, args.runs, args.compare_plugin,
+                        args.reps)
 
 
 if __name__ == "__main__":

@@ -122,24 +122,29 @@ def _disassemble(blocks: list[Block], target: McaTarget, what: str) -> list[list
             else " | ".join(ln.strip() for ln in proc.stderr.splitlines() if ln.strip())[:300] or f"exit {proc.returncode}"
         return insns, problem
 
-    insns, problem = run(blocks)
-    if not problem and len(insns) == sum(b.insns for b in blocks):
-        out, at = [], 0
-        for b in blocks:
-            out.append(insns[at:at + b.insns])
-            at += b.insns
-        return out
-    out = []
-    for b in blocks:  # name the block that does not disassemble
+    def alone(b: Block) -> list[str]:
         insns, problem = run([b])
         if _page_tail(b, target) and len(insns) == b.insns - 1:
-            out.append(insns)  # its last instruction's bytes were cut at the page end: time the rest
-            continue
+            return insns  # its last instruction's bytes were cut at the page end: time the rest
         if problem or len(insns) != b.insns:
             why = problem or f"{len(insns)} instructions decoded, the simulator executed {b.insns}"
             raise InfraError(f"{what}: {LLVM_MC} cannot disassemble {_block_name(b)} for {target.describe()}: {why}")
-        out.append(insns)
-    return out
+        return insns
+
+    # A block cut at a page end may not decode as a whole: it goes alone, so that it does not
+    # send the whole batch down the one-block-at-a-time path.
+    batch = [b for b in blocks if not _page_tail(b, target)]
+    found: dict[int, list[str]] = {}
+    if batch:
+        insns, problem = run(batch)
+        if not problem and len(insns) == sum(b.insns for b in batch):
+            at = 0
+            for b in batch:
+                found[id(b)] = insns[at:at + b.insns]
+                at += b.insns
+    # What the batch did not give (a page-tail block, or a batch that failed and must name its
+    # culprit) is disassembled block by block.
+    return [found[id(b)] if id(b) in found else alone(b) for b in blocks]
 
 
 # x86 `rep movs/stos/...`: QEMU executes the block once per element, and llvm-mca has no model of

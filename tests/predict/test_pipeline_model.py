@@ -251,6 +251,27 @@ def test_an_x86_instruction_cut_at_a_page_end_is_left_out_only_there(tmp_path):
         block_timings([elsewhere], _mca_target(), tmp_path)
 
 
+def test_a_block_cut_at_a_page_end_does_not_unbatch_the_others(tmp_path, monkeypatch):
+    import perfguard.predict.mca as mca
+
+    cut = Block(0x402ff4, 11, 3, 2, "4801c84883e901c5fc1081", "kernel")
+    # six different loops (sub $1 .. sub $6): identical code would be disassembled once
+    loops = [Block(0x401000 + 0x20 * i, 9, 3, 5, f"4801c84883e9{i + 1:02x}75f7", "loop") for i in range(6)]
+    started = []
+    real_run = mca.subprocess.run
+
+    def counting(cmd, *args, **kwargs):
+        started.append(Path(cmd[0]).name)
+        return real_run(cmd, *args, **kwargs)
+
+    monkeypatch.setattr(mca.subprocess, "run", counting)
+    timings = block_timings([loops[0], cut, *loops[1:]], _mca_target(), tmp_path)
+    assert [t.asm for t in timings] == [("addq %rcx, %rax", "subq $1, %rcx", "jne -9")] + \
+        [("addq %rcx, %rax", "subq $1, %rcx")] + [("addq %rcx, %rax", f"subq ${i}, %rcx", "jne -9") for i in range(2, 7)]
+    # one llvm-mc run for the six whole blocks, one for the cut block (not one per block)
+    assert started.count(Path(mca._tool(LLVM_MC)).name) == 2
+
+
 def test_rep_string_blocks_cost_per_element_not_llvm_mca_flat_100_cycles(tmp_path):
     # QEMU runs `rep stosb` / `rep movsq` as one block execution per element
     stosb, movsq = Block(0x424e4a, 2, 1, 4096, "f3aa", "memset"), Block(0x425000, 3, 1, 512, "f348a5", "memcpy")
