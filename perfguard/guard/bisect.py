@@ -105,7 +105,8 @@ class Bisector:
             if self.predictor is None:  # the good side: its model and threshold judge every revision
                 config = side.config
                 self.predictor = predictor_for(config.profiles[self.target], visit.result.family,
-                                               visit.result.simulator, config.baseline_dir)
+                                               visit.result.simulator, config.baseline_dir,
+                                               params=visit.result.params)
                 self.threshold_pct = config.kernel_threshold(spec, self.threshold)
         return side
 

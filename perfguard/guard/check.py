@@ -195,7 +195,7 @@ def judge_results(config: Config, jobs: list[Job], results: list[JobResult], thr
         note, blocks = None, None
         try:
             predictor = predictor_for(job.profile, result.family, result.simulator, config.baseline_dir, models,
-                                      config.cache_dir, config.model)
+                                      config.cache_dir, config.model, result.params)
             baseline = store.read(job.profile.name, job.kernel.name)
             if baseline is not None and baseline.simulator != result.simulator:
                 raise InputError(
@@ -250,7 +250,7 @@ def model_summaries(config: Config, jobs: list[Job], outcomes: list[JudgedResult
 
             def score(baseline: Baseline, profile=profile) -> float:
                 predictor = predictor_for(profile, baseline.family, baseline.simulator, config.baseline_dir, models,
-                                          config.cache_dir, config.model)
+                                          config.cache_dir, config.model, baseline.params)
                 predictor, _ = like_with_like(predictor, baseline, profile)
                 return float(predictor.predict_stats([baseline.stats])[0])
 
@@ -288,7 +288,7 @@ def write_baselines(config: Config, jobs: list[Job], results: list[JobResult]) -
         if not r.ok:
             continue
         predictor = predictor_for(job.profile, r.family, r.simulator, config.baseline_dir, None, config.cache_dir,
-                                  config.model)
+                                  config.model, r.params)
         baselines.append(Baseline(
             kernel=r.kernel, target=r.target, family=r.family, params=r.params, simulator=r.simulator,
             content_hash=r.content_hash or "", stats=r.stats,

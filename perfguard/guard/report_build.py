@@ -99,7 +99,7 @@ def explain(report: Report, config: Config, models=None) -> Report:
         target = report.targets.setdefault(r.target, target_summary(profile))
         try:
             predictor = predictor_for(profile, r.family, r.simulator, config.baseline_dir, models,
-                                      config.cache_dir, config.model)
+                                      config.cache_dir, config.model, r.params)
             if (r.model_id or "").startswith("analytical-") and predictor.needs_blocks:
                 predictor = AnalyticalModel(profile)  # the check fell back to it (an old baseline): so does the report
         except (InputError, InfraError):  # the model file (or llvm-mca) is at fault: the result says so already

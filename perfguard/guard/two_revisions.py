@@ -126,7 +126,7 @@ def _removed(config: Config, spec: KernelSpec, before: JobResult, threshold: flo
     if before.ok:
         try:
             predictor = predictor_for(config.profiles[before.target], before.family, before.simulator,
-                                      config.baseline_dir, store)
+                                      config.baseline_dir, store, params=before.params)
             time_s = float(predictor.predict_stats([before.stats])[0])
             model_id, calibrated = predictor.model_id, predictor.calibrated
         except InputError:  # the verdict stays `removed`; a model problem shows on the other results

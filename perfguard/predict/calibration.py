@@ -305,6 +305,7 @@ def train(dataset: Dataset, profile: TargetProfile, out: Path, names: list[str] 
         "simulator_fingerprint": dataset.simulator_fingerprint, "profile_fingerprint": profile.fingerprint(),
         "dataset_hash": dataset.digest(), "rows": len(data.rows), "rows_left_out": data.left_out,
         "groups": sorted(set(data.groups.tolist())),
+        "dtypes": sorted({str(r.params.get("dtype", "float32")) for r in data.rows}),
         "machines": dataset.machines(), "created": now_iso(),
         "feature_set": data.features, "features": list(feature_names(data.features, predictor.view)),
         "pipeline_model_id": data.pipeline_id,

@@ -48,7 +48,10 @@ BLOCK_PROFILE_SIMULATORS = ("qemu",)
 
 def predictor_for(profile: TargetProfile, family: str | None, simulator: str = "qemu",
                   baseline_dir: Path | None = None, source: ModelFiles | None = None, cache_dir: Path | None = None,
-                  model: str = "auto") -> Predictor:
+                  model: str = "auto", params: dict | None = None) -> Predictor:
+    """The predictor that scores a kernel of `family` on `profile`. With the kernel's `params`, a
+    calibrated model is used only for a dtype it was trained on (a float32 model says nothing
+    about float16 code): other kernels get what a target without a model gets."""
     cache_dir = _default_cache_dir() if cache_dir is None else cache_dir
     if model == "analytical":
         return AnalyticalModel(profile)
@@ -60,6 +63,8 @@ def predictor_for(profile: TargetProfile, family: str | None, simulator: str = "
     if model != "auto":
         raise InputError(f"unknown model '{model}' (one of {', '.join(MODEL_NAMES)})")
     stored = None if baseline_dir is None else stored_model(baseline_dir, profile.name, family, source)
+    if stored is not None and params is not None and str(params.get("dtype", "float32")) not in trained_dtypes(stored.meta):
+        stored = None
     if stored is None:
         if simulator in BLOCK_PROFILE_SIMULATORS:
             return _pipeline(profile, cache_dir)
@@ -80,6 +85,12 @@ def predictor_for(profile: TargetProfile, family: str | None, simulator: str = "
                          f"perfguard's pipeline model is {calibrated.featurizer.pipeline_id}; retrain with "
                          f"'perfguard calibrate train --target {profile.name}'")
     return calibrated
+
+
+def trained_dtypes(meta: dict) -> list[str]:
+    """The dtypes of the rows a model was trained on; files written before models recorded them
+    come from float32 datasets (the only dtype `calibrate collect` sampled then)."""
+    return list(meta.get("dtypes", ["float32"]))
 
 
 def _pipeline(profile: TargetProfile, cache_dir: Path) -> Predictor:

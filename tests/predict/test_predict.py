@@ -452,6 +452,11 @@ def test_a_model_on_pipeline_features_scores_through_todays_pipeline_model(tmp_p
     model = predictor_for(X86, "gemm", "qemu", tmp_path, cache_dir=tmp_path / "cache")
     assert model.calibrated and model.needs_blocks and model.model_id.startswith("mlr-")
     assert model.predict_stats([rows[0].stats])[0] > 0
+    # the rows had no dtype: float32, recorded with the model; a float16 kernel is not its to score
+    assert json.loads(path.read_text())["dtypes"] == ["float32"]
+    for params, calibrated in (({"dtype": "float32", "M": 8}, True), ({"M": 8}, True), ({"dtype": "float16"}, False)):
+        chosen = predictor_for(X86, "gemm", "qemu", tmp_path, cache_dir=tmp_path / "cache", params=params)
+        assert chosen.calibrated is calibrated and (calibrated or chosen.name == "pipeline")
     with pytest.raises(InputError, match="no block profile"):
         model.predict_stats([Stats(insts=5)])
     data = json.loads(path.read_text())
