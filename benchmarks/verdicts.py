@@ -212,6 +212,10 @@ def time_pairs(pairs: list[Pair], sides: dict[str, tuple[Side, Side]], path: Pat
         before, after = sides[pair.name]
         key = native_key(before, after)
         stored = None if retime else data["pairs"].get(key)
+        stored_cpu = (stored or {}).get("machine", {}).get("cpu_id")
+        if stored is not None and stored_cpu and stored_cpu != machine["cpu_id"] and len(stored["rounds"]) < rounds:
+            log(f"[{i}/{len(pairs)}] {pair.name} was timed on {stored_cpu}, this is {machine['cpu_id']}: timing it anew")
+            stored = None  # rounds from two CPUs are not one measurement
         have = 0 if stored is None else len(stored["rounds"])
         if have < rounds:
             log(f"[{i}/{len(pairs)}] timing {pair.name} ({rounds - have} rounds)")

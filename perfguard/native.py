@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ctypes
 import datetime as _dt
+import hashlib
 import os
 import platform
 import statistics
@@ -38,22 +39,42 @@ class Machine:
     kernel: str
     machine: str
     date: str
+    # Vendor, family, model, stepping and a digest of the ISA flags: the model name alone ("AMD
+    # EPYC" in a VM) names both a Zen 3 and an AVX-512 Zen 4, whose timings must not be mixed.
+    cpu_id: str = ""
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
+def cpu_identity(cpuinfo: str) -> tuple[str, str]:
+    """(model name, cpu_id) from the text of /proc/cpuinfo (its first processor)."""
+    fields: dict[str, str] = {}
+    for line in cpuinfo.splitlines():
+        if not line.strip():
+            if fields:
+                break  # the first processor's block is enough
+            continue
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    name = fields.get("model name", "")
+    parts = [fields.get("vendor_id", "")] + [f"{k} {fields[k]}" for k in ("cpu family", "model", "stepping")
+                                             if k in fields]
+    flags = fields.get("flags") or fields.get("Features") or fields.get("isa") or ""
+    if flags:
+        parts.append("flags " + hashlib.sha256(" ".join(sorted(flags.split())).encode()).hexdigest()[:10])
+    return name, " ".join(p for p in parts if p)
+
+
 def this_machine() -> Machine:
-    cpu = platform.processor() or "unknown"
+    cpu, cpu_id = platform.processor() or "unknown", ""
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
+        name, cpu_id = cpu_identity(Path("/proc/cpuinfo").read_text())
+        cpu = name or cpu
     except OSError:
         pass
     return Machine(cpu, platform.release(), platform.machine(),
-                   _dt.datetime.now(_dt.timezone.utc).date().isoformat())
+                   _dt.datetime.now(_dt.timezone.utc).date().isoformat(), cpu_id)
 
 
 @dataclass(frozen=True)

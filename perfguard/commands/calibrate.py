@@ -152,6 +152,11 @@ def run_ingest(args) -> int:
     dataset = load_dataset(path) if path.exists() else Dataset(profile.name, args.family, simulator, fingerprint)
     if dataset.simulator != simulator:
         raise InputError(f"{path}: dataset holds {dataset.simulator} statistics, the benchmarks {simulator}")
+    incoming = {r.machine["cpu_id"] for r in rows if r.machine.get("cpu_id")}
+    if dataset.cpu_ids() and incoming and incoming != dataset.cpu_ids():
+        raise InputError(f"{path}: dataset was timed on {', '.join(sorted(dataset.cpu_ids()))}, {args.benchmark_json} "
+                         f"on {', '.join(sorted(incoming))}: times from different CPUs do not mix "
+                         f"(use --output for another dataset)")
     # A variant timed again replaces its old row: the newest timing wins.
     fresh = {json.dumps(r.params, sort_keys=True) for r in rows}
     dataset.rows = [r for r in dataset.rows if json.dumps(r.params, sort_keys=True) not in fresh] + rows

@@ -344,4 +344,8 @@ def drift(fresh: Dataset, model: StoredModel, max_mape: float, min_spearman: flo
         reasons.append(f"MAPE {mape:.1f} % > {max_mape:.1f} %")
     if spearman < min_spearman:
         reasons.append(f"Spearman {spearman:.3f} < {min_spearman:.3f}")
+    trained_on = {m["cpu_id"] for m in model.meta.get("machines", []) if isinstance(m, dict) and m.get("cpu_id")}
+    now_on = fresh.cpu_ids()
+    if reasons and trained_on and now_on and not now_on <= trained_on:
+        reasons.append(f"timed on {', '.join(sorted(now_on))}; the model was trained on {', '.join(sorted(trained_on))}")
     return Drift(mape, spearman, len(native), bool(reasons), reasons)

@@ -79,9 +79,16 @@ class Dataset:
         seen = []
         for r in self.rows:
             m = {k: r.machine.get(k) for k in ("cpu", "kernel", "machine")}
+            if r.machine.get("cpu_id"):
+                m["cpu_id"] = r.machine["cpu_id"]
             if m not in seen:
                 seen.append(m)
         return seen
+
+    def cpu_ids(self) -> set[str]:
+        """The CPUs the rows were timed on, where recorded (rows timed before perfguard recorded
+        them carry only a model name)."""
+        return {r.machine["cpu_id"] for r in self.rows if r.machine.get("cpu_id")}
 
     def _body(self) -> str:
         """The block table and the rows, as the file holds them (one row per line)."""

@@ -166,7 +166,7 @@ def test_without_perfguard_nothing_is_collected_or_imported(pytester, user_proje
 
 
 @pytest.mark.slow
-def test_filters_and_native_timing_with_pytest_benchmark(pytester, user_project):
+def test_filters_and_native_timing_with_pytest_benchmark(pytester, user_project, capsys):
     out = pytester.path / "bench.json"
     result = run(pytester, "--perfguard-native", "--perfguard-kernels", "gemm_a", "-k", "gemm_a",
                  f"--benchmark-json={out}", "--benchmark-max-time=0.02", "--benchmark-min-rounds=3")
@@ -190,6 +190,18 @@ def test_filters_and_native_timing_with_pytest_benchmark(pytester, user_project)
     rows = load_dataset(pytester.path / "baselines/datasets/x86_64/gemm.json").rows
     assert len(rows) == 1 and rows[0].group == info["group"] and rows[0].params == info["params"]
     assert rows[0].native_s == bench[0]["stats"]["median"] and rows[0].stats.insts == info["stats"]["insts"]
+    # the row knows its CPU beyond the model name; times from another CPU are not mixed in
+    from perfguard.native import this_machine
+
+    assert rows[0].machine["cpu_id"] == this_machine().cpu_id != ""
+    doc = json.loads(out.read_text())
+    doc["benchmarks"][0]["extra_info"]["machine"]["cpu_id"] = "AuthenticAMD cpu family 25 model 17 stepping 1"
+    other = pytester.path / "other.json"
+    other.write_text(json.dumps(doc))
+    capsys.readouterr()
+    assert main(["calibrate", "ingest", "--config", str(pytester.path / "perfguard.toml"), "--target", "x86_64",
+                 "--family", "gemm", "--benchmark-json", str(other)]) == 2
+    assert re.search(r"timed on .*model 17 stepping 1: times from different CPUs do not mix", capsys.readouterr().err)
 
 
 @pytest.mark.slow

@@ -209,3 +209,19 @@ def test_tune_checks_a_candidate_natively(project):
     assert result.ok and result.error is None and result.binary_hash
     failed = native_check_job(Job(spec, profile, config.root, config.cache_dir, config.simulator, 0.0, 1, 1))
     assert not failed.ok and failed.error.endswith("native run timed out after 0 s")
+
+
+def test_the_cpu_is_identified_beyond_its_model_name():
+    from perfguard.native import cpu_identity, this_machine
+
+    milan = ("processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 1\nmodel name\t: AMD EPYC\n"
+             "stepping\t: 1\nflags\t\t: fpu avx2 fma\n\nprocessor\t: 1\nvendor_id\t: Other\nmodel\t\t: 9\n")
+    name, ident = cpu_identity(milan)
+    assert name == "AMD EPYC" and ident.startswith("AuthenticAMD cpu family 25 model 1 stepping 1 flags ")
+    # the same model name with AVX-512 (a Zen 4 in the same VM type) is another CPU
+    genoa = milan.replace("model\t\t: 1\n", "model\t\t: 17\n", 1).replace("avx2 fma", "avx2 avx512f fma")
+    assert cpu_identity(genoa)[1] != ident and cpu_identity(genoa)[0] == "AMD EPYC"
+    # flag order does not matter; aarch64 kernels call them Features
+    assert cpu_identity(milan.replace("fpu avx2 fma", "fma fpu avx2"))[1] == ident
+    assert "flags " in cpu_identity("CPU implementer\t: 0x41\nFeatures\t: fp asimd\n")[1]
+    assert this_machine().cpu_id  # this host's /proc/cpuinfo
