@@ -47,6 +47,7 @@ class Job:
     reps: int
     warmup: int
     require_reference: bool = False
+    warm_pipeline: bool = True  # schedule the blocks with llvm-mca after simulating (not for model = "analytical")
 
     @property
     def label(self) -> str:
@@ -249,7 +250,7 @@ def _run(job: Job, result: JobResult) -> None:
         stats = Stats.from_dict(record["stats"], f"simulation cache entry {sim_key}")
     check_built(job, result, built, _decode(raw, built, job.simulator), sim_key)
     result.stats = stats if job.reps == 1 else stats.scaled(1.0 / job.reps)  # a wrong kernel gets no score
-    if stats.blocks is not None and result.resimulated:
+    if stats.blocks is not None and result.resimulated and job.warm_pipeline:
         _warm_block_timings(job, stats)
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from rich.markup import escape
 
-from perfguard.config import load_config
+from perfguard.config import MODEL_NAMES, load_config
 from perfguard.errors import InputError
 from perfguard.executors import add_executor_options, executor_from_args
 from perfguard.guard.check import make_jobs, run_check, select
@@ -49,6 +49,8 @@ def add_parser(subparsers) -> None:
     p = subparsers.add_parser("check", help="check kernels against committed baselines")
     add_common(p)
     p.add_argument("--threshold", type=float, help="regression threshold in percent (overrides config)")
+    p.add_argument("--model", choices=MODEL_NAMES,
+                   help="override the config's model (auto: a calibrated model where one exists, else pipeline)")
     p.add_argument("--json", type=Path, help="also write the JSON report here")
     p.add_argument("--report-dir", type=Path, help="where reports go (default: the config's report_dir)")
     p.add_argument("--shard", type=shard, help="run the i-th of n deterministic slices (i/n)")
@@ -67,6 +69,8 @@ def add_parser(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     out = console()
     config = load_config(args.config)
+    if args.model:
+        config = replace(config, model=args.model)
     if args.jobs is not None and args.jobs < 1:
         raise InputError(f"-j {args.jobs}: must be at least 1")
     if args.threshold is not None and not 0 <= args.threshold < math.inf:  # a NaN threshold passes everything

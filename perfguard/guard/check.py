@@ -125,7 +125,8 @@ def make_jobs(config: Config, pairs: list[tuple[KernelSpec, str]], simulator: st
         backend.check_target(config.profile(target))
     return [
         Job(spec, config.profile(target), config.root, config.cache_dir, name,
-            config.timeout, config.reps, config.warmup, config.require_reference)
+            config.timeout, config.reps, config.warmup, config.require_reference,
+            warm_pipeline=config.model != "analytical")
         for spec, target in pairs
     ]
 

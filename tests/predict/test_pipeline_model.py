@@ -224,6 +224,22 @@ def test_check_uses_the_pipeline_model_attributes_blocks_and_notes_old_baselines
     page = next((config.parent / "reports" / "kernels").glob("gemv_s*.html")).read_text()
     assert "Blocks whose cycles changed" in page and page.count("<table class=\"blocks\">") == len(result["blocks"])
 
+    # --model analytical: the old count-weighted model judges both sides, and no job schedules
+    # blocks with llvm-mca for a model that does not read them
+    from dataclasses import replace
+
+    from perfguard.config import load_config
+    from perfguard.guard.check import make_jobs, select
+
+    capsys.readouterr()
+    assert main(["check", "--config", str(config), "--model", "analytical"]) in (0, 1)
+    result = json.loads((config.parent / "reports" / "perfguard.json").read_text())["results"][0]
+    assert result["model_id"].startswith("analytical-") and result["blocks"] is None
+    loaded = load_config(config)
+    assert all(job.warm_pipeline for job in make_jobs(loaded, select(loaded, None, None)))
+    assert not any(job.warm_pipeline for job in make_jobs(replace(loaded, model="analytical"),
+                                                           select(loaded, None, None)))
+
     # a baseline recorded before block profiles: compared under the analytical model, and said so
     del stored["stats"]["blocks"]
     stored["schema"] = 1
