@@ -246,6 +246,12 @@ def _path(cache_dir: Path, key: str) -> Path:
     return Path(cache_dir) / "mca" / key[:2] / f"{key}.json"
 
 
+# What this process already read or computed, by cache key: a check scores each block several
+# times (the result, its baseline, the attribution, the report), and the key (bytes, CPU, LLVM
+# version) fixes the answer whatever the cache folder.
+_KNOWN: dict[str, BlockTiming | float] = {}
+
+
 def _read(path: Path) -> BlockTiming | None:
     try:
         data = json.loads(path.read_text())
@@ -270,8 +276,11 @@ def loop_cycles(bodies: list[list[tuple[Block, BlockTiming]]], target: McaTarget
     keys = [_loop_key([b for b, _ in body], target, version) for body in bodies]
     found: dict[str, float] = {}
     for key in set(keys):
+        if key in _KNOWN:
+            found[key] = _KNOWN[key]
+            continue
         try:
-            found[key] = float(json.loads(_path(cache_dir, key).read_text())["cycles"])
+            found[key] = _KNOWN[key] = float(json.loads(_path(cache_dir, key).read_text())["cycles"])
         except (OSError, ValueError, TypeError, KeyError):  # missing or damaged: compute again
             pass
     todo = {key: body for key, body in zip(keys, bodies) if key not in found}
@@ -281,7 +290,7 @@ def loop_cycles(bodies: list[list[tuple[Block, BlockTiming]]], target: McaTarget
         where = what + ", the loop body starting at its first block"
         for key, (cycles, _) in zip(todo, _schedule(heads, asm, target, where)):
             atomic_write_text(_path(cache_dir, key), json.dumps({"cycles": cycles}, sort_keys=True))
-            found[key] = cycles
+            found[key] = _KNOWN[key] = cycles
     return [found[key] for key in keys]
 
 
@@ -292,9 +301,9 @@ def block_timings(blocks: tuple[Block, ...] | list[Block], target: McaTarget, ca
     keys = [_key(b, target, version) for b in blocks]
     found: dict[str, BlockTiming] = {}
     for key in set(keys):
-        timing = _read(_path(cache_dir, key))
+        timing = _KNOWN.get(key) or _read(_path(cache_dir, key))
         if timing is not None:
-            found[key] = timing
+            found[key] = _KNOWN[key] = timing
     todo: dict[str, Block] = {}
     for b, key in zip(blocks, keys):
         if key not in found:
@@ -311,5 +320,5 @@ def block_timings(blocks: tuple[Block, ...] | list[Block], target: McaTarget, ca
         for key, timing in zip(todo, (timings[i] for i in range(len(pending)))):
             atomic_write_text(_path(cache_dir, key), json.dumps(
                 {"cycles": timing.cycles, "bound": timing.bound, "asm": list(timing.asm)}, sort_keys=True))
-            found[key] = timing
+            found[key] = _KNOWN[key] = timing
     return [found[key] for key in keys]

@@ -15,6 +15,7 @@ before block profiles) cannot be scored by it, and it says so rather than guessi
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -114,6 +115,10 @@ def loop_bodies(costs: list[BlockCost], triple: str) -> list[list[int]]:
     return bodies
 
 
+# The same block is analysed for every result, baseline and report that holds it.
+_aliased_loads = functools.lru_cache(maxsize=1 << 16)(aliased_loads)
+
+
 class PipelineModel(Predictor):
     name = "pipeline"
     calibrated = False
@@ -140,7 +145,7 @@ class PipelineModel(Predictor):
             raise InputError(f"{what} " + NO_PROFILE.format(simulator="a back end without one"))
         timings = block_timings(stats.blocks.blocks, self.mca, self.cache_dir,
                                 f"pipeline model ({self.profile.name}, {what})")
-        costs = [BlockCost(b, t, ALIAS_PENALTY * aliased_loads(t.asm, self.profile.triple))
+        costs = [BlockCost(b, t, ALIAS_PENALTY * _aliased_loads(t.asm, self.profile.triple))
                  for b, t in zip(stats.blocks.blocks, timings)]
         bodies = loop_bodies(costs, self.profile.triple)
         if not bodies:

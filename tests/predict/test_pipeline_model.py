@@ -131,6 +131,7 @@ def test_block_timings_are_cached_so_a_warm_run_starts_no_llvm_tool(tmp_path, mo
     import perfguard.predict.mca as mca
 
     mca._VERSIONS.clear()  # a new process: the version comes from the on-disk memo
+    mca._KNOWN.clear()  # and the timings from the cache files
 
     def no_tools(*args, **kwargs):
         raise AssertionError(f"an LLVM tool was started: {args[0]}")
@@ -270,6 +271,7 @@ def test_an_x86_instruction_cut_at_a_page_end_is_left_out_only_there(tmp_path):
 def test_a_block_cut_at_a_page_end_does_not_unbatch_the_others(tmp_path, monkeypatch):
     import perfguard.predict.mca as mca
 
+    mca._KNOWN.clear()  # what earlier tests in this process scheduled
     cut = Block(0x402ff4, 11, 3, 2, "4801c84883e901c5fc1081", "kernel")
     # six different loops (sub $1 .. sub $6): identical code would be disassembled once
     loops = [Block(0x401000 + 0x20 * i, 9, 3, 5, f"4801c84883e9{i + 1:02x}75f7", "loop") for i in range(6)]
