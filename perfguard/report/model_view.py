@@ -36,7 +36,7 @@ def terminal_lines(models: list[ModelTotal]) -> list[str]:
             name, verdict, share, calls, now, before = _kernel_cells(k)
             out.append(f"  {share:>7} {name} {calls} {verdict}: {now} (baseline {before})")
         if len(m.kernels) > TOP_KERNELS:
-            out.append(f"  ... {len(m['kernels']) - TOP_KERNELS} more kernel(s) in perfguard.json")
+            out.append(f"  ... {len(m.kernels) - TOP_KERNELS} more kernel(s) in perfguard.json")
         out += [f"  {line}" for line in m.changes]
     return out
 
@@ -51,7 +51,7 @@ def markdown_lines(models: list[ModelTotal], md) -> list[str]:
                 "|---|---|--:|--:|--:|--:|"]
         out += ["| " + " | ".join(md(c) for c in _kernel_cells(k)) + " |" for k in m.kernels[:TOP_KERNELS]]
         if len(m.kernels) > TOP_KERNELS:
-            out.append(f"\n_{len(m['kernels']) - TOP_KERNELS} more kernel(s) in perfguard.json_")
+            out.append(f"\n_{len(m.kernels) - TOP_KERNELS} more kernel(s) in perfguard.json_")
         out += [""] + [f"- {md(line)}" for line in m.changes] + [""]
     return out
 
