@@ -615,7 +615,7 @@ CASES = [
          in_repo(("compare", "no-such-ref", "HEAD")), via="`perfguard compare`"),
     Case("compare-not-a-repo", "project outside a git repository", "perfguard.toml is not in a git repository", 2,
          lambda project: ["compare", "HEAD~1", "HEAD"], via="`perfguard compare`"),
-    Case("compare-unknown-kernel", "kernel on neither side (`--kernels nope`)", "unknown kernel 'nope' (in neither", 2,
+    Case("compare-unknown-kernel", "kernel on neither side (`--kernels nope`)", "unknown kernel or model 'nope' (in neither", 2,
          in_repo(("compare", "HEAD~1", "HEAD", "--kernels", "nope"), then=_rename_kernel), via="`perfguard compare`"),
     Case("compare-dirty", "uncommitted changes in the project when a side is HEAD",
          "the working tree has uncommitted changes (perfguard.toml) that HEAD does not include", 2,
