@@ -79,3 +79,40 @@ def test_compare_states_the_model_total_of_base_and_head(revisions, capsys):
     assert main(["compare", base, "HEAD", "--config", str(config), "-j", "1", "--kernels", eight["kernel"]]) == 0
     only = _report(config)
     assert [r["kernel"] for r in only["results"]] == [eight["kernel"]] and "models" not in only
+
+
+def test_bisect_a_model_total(project, tmp_path, capsys):
+    """Four commits: the third adds an 8x8 layer (no kernel slower, the total is): bisect finds it."""
+    config = project(TOML.format(widths=[16, 32, 8], repeat=2), {"mymodels.py": NET}, name="proj")
+    cache = next(line for line in config.read_text().splitlines() if line.startswith("cache_dir"))
+    init_repo(tmp_path)
+    (tmp_path / ".gitignore").write_text("reports/\n__pycache__/\n")
+    config.write_text(_toml(cache, [16, 32, 8], 2))
+    shas = [commit_all(tmp_path, "c0")]
+    (tmp_path / "NOTES").write_text("unrelated\n")
+    shas.append(commit_all(tmp_path, "c1 unrelated"))
+    config.write_text(_toml(cache, [16, 32, 8], 3))
+    shas.append(commit_all(tmp_path, "c2 one more layer"))
+    (tmp_path / "NOTES").write_text("unrelated again\n")
+    shas.append(commit_all(tmp_path, "c3 unrelated"))
+
+    out_json = tmp_path / "bisect.json"
+    args = ["bisect", "--config", str(config), "--model", "m", "--target", "x86_64", "-j", "1"]
+    assert main([*args, "--good", shas[0], "--bad", shas[3], "--json", str(out_json)]) == 1
+    out = capsys.readouterr().out
+    data = json.loads(out_json.read_text())
+    assert data["model"] == "m" and data["outcome"] == "found"
+    assert data["first_bad"]["commit"] == shas[2] and data["last_good"]["commit"] == shas[1]
+    assert f"first bad commit: {shas[2]} c2 one more layer" in out
+    (line,) = [c for c in data["changes"] if c.startswith("calls per inference: m.matmul_add_relu.")]
+    assert line.endswith(" 2 -> 3")
+    # the visits' totals: equal at good and last good (nothing changed), one 8x8 call more at the first bad
+    assert data["last_good"]["predicted_time_s"] == data["good"]["predicted_time_s"]
+    assert data["first_bad"]["delta_pct"] == pytest.approx(data["step_delta_pct"], rel=1e-9)
+    assert data["first_bad"]["delta_pct"] > data["threshold_pct"] == 1.0
+
+    assert main([*args, "--good", shas[0], "--bad", shas[1]]) == 0  # nothing crossed
+    assert "no crossing" in capsys.readouterr().out
+    assert main(["bisect", "--config", str(config), "--model", "nope", "--target", "x86_64",
+                 "--good", shas[0], "--bad", shas[1]]) == 2
+    assert f"does not configure model 'nope'" in capsys.readouterr().err
