@@ -193,10 +193,12 @@ def run_check(
 
 def judge_results(config: Config, jobs: list[Job], results: list[JobResult], threshold: float | None = None,
                   store: BaselineSource | None = None, interrupted: bool = False,
-                  whole_models: dict[tuple[str, str], list[str]] | None = None) -> CheckRun:
+                  whole_models: dict[tuple[str, str], list[str]] | None = None,
+                  also_models: set[tuple[str, str]] = frozenset()) -> CheckRun:
     """Verdicts for measured results against `store`'s baselines (the working tree's by default;
     a git revision's, or another revision's measured results for `perfguard compare`). With
-    `whole_models` (a shard), each model's part of its total instead of the total."""
+    `whole_models` (a shard), each model's part of its total instead of the total. `also_models`:
+    model x target views wanted even without a current kernel (compare: a model only the base has)."""
     store = BaselineStore(config.baseline_dir) if store is None else store
     models = store.models()
     run = CheckRun(models=models, interrupted=interrupted)
@@ -228,19 +230,20 @@ def judge_results(config: Config, jobs: list[Job], results: list[JobResult], thr
         run.outcomes.append(JudgedResult(result, verdict, predictor.model_id, predictor.calibrated,
                                     baseline.commit if baseline else None, note=note, blocks=blocks))
     if whole_models is None:
-        run.model_summaries = model_summaries(config, jobs, run.outcomes, store, threshold, models)
+        run.model_summaries = model_summaries(config, jobs, run.outcomes, store, threshold, models, also_models)
     else:
         run.model_parts = model_parts(config, jobs, run.outcomes, store, threshold, models, whole_models)
     return run
 
 
 def model_summaries(config: Config, jobs: list[Job], outcomes: list[JudgedResult], store, threshold: float | None,
-                    models) -> list:
-    """Each [[model]] x target whose kernels were all checked: its total and verdict (guard.models)."""
+                    models, also: set[tuple[str, str]] = frozenset()) -> list:
+    """Each [[model]] x target whose kernels were all checked (and each in `also`): its total and
+    verdict (guard.models)."""
     from perfguard.guard.models import total
 
     return [total(spec.name, target, config.model_threshold(spec, threshold), rows)
-            for spec, target, rows in _model_rows(config, jobs, outcomes, store, models)]
+            for spec, target, rows in _model_rows(config, jobs, outcomes, store, models, also=also)]
 
 
 def model_parts(config: Config, jobs: list[Job], outcomes: list[JudgedResult], store, threshold: float | None,
@@ -263,12 +266,12 @@ def _targets(config: Config, seen) -> list[str]:
 
 
 def _model_rows(config: Config, jobs: list[Job], outcomes: list[JudgedResult], store, models,
-                whole: dict[tuple[str, str], list[str]] | None = None):
-    """(model spec, target, rows) per [[model]] x target with a kernel among `jobs` (a shard: every
-    one in `whole`, the model's kernels in the whole run, none of which is a leftover)."""
+                whole: dict[tuple[str, str], list[str]] | None = None, also: set[tuple[str, str]] = frozenset()):
+    """(model spec, target, rows) per [[model]] x target with a kernel among `jobs` or in `also` (a
+    shard: every one in `whole`, the model's kernels in the whole run, none of which is a leftover)."""
     from perfguard.guard.models import ModelKernelResult, kernel_rows
 
-    groups: dict[tuple[str, str], list] = {key: [] for key in whole or {}}
+    groups: dict[tuple[str, str], list] = {key: [] for key in [*(whole or {}), *also]}
     for job, outcome in zip(jobs, outcomes):
         if job.kernel.model is not None:
             groups.setdefault((job.kernel.model, job.profile.name), []).append((job, outcome))

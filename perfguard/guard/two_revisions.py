@@ -144,7 +144,8 @@ def judge_sides(base: Side, head: Side, head_pairs: list[tuple[str, str]], base_
                                                f"measured: {before.error}")
         results.append(result)
     store = SideStore(base, {key for key, spec in a.items() if spec.model is not None})
-    run = judge_results(judging, jobs, results, threshold, store)
+    base_models = {(a[pair].model, pair[1]) for pair in base_pairs if a[pair].model is not None}
+    run = judge_results(judging, jobs, results, threshold, store, also_models=base_models)  # one only A has: removed
     for kernel, target in base_pairs:
         if (kernel, target) in head.results:
             continue

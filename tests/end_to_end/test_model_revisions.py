@@ -80,6 +80,16 @@ def test_compare_states_the_model_total_of_base_and_head(revisions, capsys):
     only = _report(config)
     assert [r["kernel"] for r in only["results"]] == [eight["kernel"]] and "models" not in only
 
+    # a revision without the [[model]]: its view says removed, with the old total as the baseline's
+    cache = next(line for line in config.read_text().splitlines() if line.startswith("cache_dir"))
+    config.write_text(f'[perfguard]\n{cache}\ntargets = ["x86_64"]\n\n[[kernel]]\nname = "g"\n'
+                      f'entry = "perfguard.kernels.gemv:gemv"\nfamily = "gemv"\nparams = {{ M = 16, K = 16 }}\n')
+    commit_all(config.parent.parent, "drop the model")
+    assert main(["compare", head, "HEAD", "--config", str(config), "-j", "1"]) == 0
+    (gone,) = _report(config)["models"]
+    assert (gone["verdict"], gone["current_total_s"]) == ("removed", None)
+    assert gone["baseline_total_s"] == view["current_total_s"] and len(gone["kernels"]) == 3
+
 
 def test_bisect_a_model_total(project, tmp_path, capsys):
     """Four commits: the third adds an 8x8 layer (no kernel slower, the total is): bisect finds it."""
