@@ -122,8 +122,17 @@ def _selected_specs(config: Config, names: list[str] | None, targets: list[str],
     if names:
         known = {s.name for s in specs} | model_names
         for n in names:
-            if n not in known:
-                config.kernel(n, option)  # raises: unknown kernel, naming the option
+            if n in known:
+                continue
+            model = next((m for m in config.models if n.startswith(m.name + ".")), None)
+            if model is not None:
+                theirs = sorted({s.name for s in model_specs(config, model, targets)})
+                raise InputError(f"{option}: unknown kernel '{n}' (model '{model.name}' has {', '.join(theirs)})")
+            if config.models:
+                raise InputError(f"{option}: unknown kernel '{n}' (configured in {config.path}: kernels "
+                                 f"{', '.join(k.name for k in config.kernels) or 'none'}; models "
+                                 f"{', '.join(sorted(model_names))})")
+            config.kernel(n, option)  # raises: unknown kernel, naming the option
     return specs
 
 

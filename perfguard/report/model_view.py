@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from html import escape
 
-from perfguard.guard.report import ModelKernel, ModelTotal
+from perfguard.guard.report import ModelKernel, ModelPart, ModelTotal
 from perfguard.report.numbers import pct, seconds
 
 TOP_KERNELS = 8  # rows per model in the terminal and the Markdown; the JSON and HTML keep them all
@@ -39,6 +39,15 @@ def terminal_lines(models: list[ModelTotal]) -> list[str]:
             out.append(f"  ... {len(m.kernels) - TOP_KERNELS} more kernel(s) in perfguard.json")
         out += [f"  {line}" for line in m.changes]
     return out
+
+
+def parts_lines(parts: list[ModelPart]) -> list[str]:
+    """A shard's report: its models' totals are judged where the shards are merged."""
+    if not parts:
+        return []
+    names = ", ".join(f"{p.model} [{p.target}]" for p in parts)
+    return [f"model totals ({names}): this shard holds part of them; 'perfguard merge' of every shard's "
+            f"report judges them"]
 
 
 def markdown_lines(models: list[ModelTotal], md) -> list[str]:

@@ -39,6 +39,7 @@ def test_merged_shards_give_the_unsharded_model_totals(project, tmp_path, capsys
         shard = json.loads(files[-1].read_text())
         jsonschema.validate(shard, schema)
         assert code == EXIT_OK and "models" not in shard  # a part of a model is not judged
+        assert "model totals (m [x86_64]): this shard holds part of them" in capsys.readouterr().out
         (part,) = shard["model_parts"]
         assert part["kernels"] == sorted(r["kernel"] for r in whole["results"])
         assert len([r for r in part["rows"] if r["verdict"] != "removed"]) == len(shard["results"])
