@@ -12,7 +12,7 @@ timing and the metadata that lets `perfguard calibrate` reuse the timing later.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -21,7 +21,7 @@ from perfguard.config import _kernel as _kernel_table
 from perfguard.errors import InfraError, InputError
 from perfguard.guard.baselines import BaselineStore
 from perfguard.guard.compare import ERROR, NEW, REGRESSION
-from perfguard.guard.report import Result, TargetSummary
+from perfguard.guard.report import ModelTotal, Result, TargetSummary
 from perfguard.report.numbers import pct, seconds
 
 MAX_STATS_SHOWN = 8  # changed statistics listed in a failure, largest change first
@@ -80,6 +80,52 @@ class CaseResult:
 
 
 @dataclass
+class ModelCaseResult:
+    """A [[model]]'s total on one target (`perfguard_check("mlp", target)`): its verdict, and the
+    result of every kernel of the model (each judged as `perfguard check` judges it)."""
+    model: str
+    target: str
+    verdict: str
+    threshold_pct: float
+    exit_code: int
+    delta_pct: float | None
+    current_total_s: float | None
+    baseline_total_s: float | None
+    changes: list[str]
+    kernels: list[CaseResult]
+    total: ModelTotal  # the report's model view (guard.report)
+    updated: list[Path] = field(default_factory=list)  # baseline files written (--perfguard-update)
+
+    @property
+    def label(self) -> str:
+        return f"model {self.model}[{self.target}]"
+
+    @property
+    def ok(self) -> bool:
+        """False when the total regressed or could not be judged, or any of its kernels is not ok."""
+        if self.updated:
+            return all(k.verdict != ERROR for k in self.kernels)
+        return self.verdict not in (REGRESSION, ERROR) and all(k.ok for k in self.kernels)
+
+    def kernel(self, name: str) -> CaseResult:
+        for k in self.kernels:
+            if k.kernel == name:
+                return k
+        raise KeyError(f"{self.label} has no kernel '{name}' (its kernels: {', '.join(k.kernel for k in self.kernels)})")
+
+    def explain(self) -> str:
+        """The total against the threshold, what changed, and each kernel that is not ok."""
+        head = f"{self.label}: {self.verdict}"
+        if self.delta_pct is not None:
+            head += f" {pct(self.delta_pct)} (threshold {self.threshold_pct:.2f} %)"
+        head += f": total {seconds(self.current_total_s)} per inference, baseline {seconds(self.baseline_total_s)}"
+        lines = [head, *(f"  {line}" for line in self.changes)]
+        lines.extend(k.explain() for k in self.kernels if not k.ok)
+        lines.extend(f"baseline rewritten: {path}" for path in self.updated)
+        return "\n".join(lines)
+
+
+@dataclass
 class NativeCase:
     """A kernel ready to be timed in this process: call() runs it once."""
 
@@ -105,16 +151,73 @@ class CaseRunner:
 
         return select(self.config, kernels, targets, ("--perfguard-kernels", "--perfguard-targets"))
 
-    def spec(self, kernel: str | KernelSpec | Mapping[str, Any]) -> KernelSpec:
-        """A configured kernel by name, a KernelSpec, or a [[kernel]]-like mapping."""
+    def spec(self, kernel: str | KernelSpec | Mapping[str, Any], target: str | None = None) -> KernelSpec:
+        """A configured kernel or a [[model]]'s kernel by name, a KernelSpec, or a [[kernel]]-like mapping."""
         if isinstance(kernel, KernelSpec):
             return kernel
         if isinstance(kernel, str):
-            return self.config.kernel(kernel)
+            found = self.named(kernel, target)
+            if found is None:
+                raise InputError(f"perfguard_check: '{kernel}' is the [[model]] {kernel}: its total is "
+                                 f"perfguard_check('{kernel}', target) (a ModelCaseResult), not a kernel")
+            return found[0]
         if not isinstance(kernel, Mapping):
             raise InputError(f"kernel must be a name, a KernelSpec or a mapping, got {type(kernel).__name__}")
         # Validated exactly like a [[kernel]] table of perfguard.toml (the config's own validator).
         return _kernel_table(Path("perfguard_check()"), 0, dict(kernel), self.config.profiles)
+
+    def named(self, name: str, target: str | None) -> list[KernelSpec] | None:
+        """The specs a name means on `target`: a configured kernel, one kernel of a [[model]] (named
+        "<model>.<operator>.<digest>"), or None for a model's own name; else an input error naming it."""
+        if any(k.name == name for k in self.config.kernels):
+            return [self.config.kernel(name)]
+        model = next((m for m in self.config.models if name == m.name or name.startswith(m.name + ".")), None)
+        if model is not None and target is not None:
+            self.config.profile(target)
+            if model.targets is not None and target not in model.targets:
+                raise InputError(f"perfguard_check: model '{model.name}' does not run on target '{target}' "
+                                 f"(its targets: {', '.join(model.targets)})")
+            if name == model.name:
+                return None
+            from perfguard.kernels.models import model_specs
+
+            specs = model_specs(self.config, model, [target])
+            found = [replace(s, model=None) for s in specs if s.name == name]  # one kernel: no model total
+            if found:
+                return found
+            raise InputError(f"perfguard_check: unknown kernel '{name}' of model '{model.name}' on {target} (its "
+                             f"kernels: {', '.join(s.name for s in specs)})")
+        kernels = ", ".join(k.name for k in self.config.kernels) or "none"
+        models = ", ".join(m.name for m in self.config.models) or "none"
+        raise InputError(f"perfguard_check: unknown kernel or model '{name}' (configured in {self.config.path}: "
+                         f"kernels {kernels}; models {models})")
+
+    def run_model(self, name: str, target: str, threshold: float | None = None) -> ModelCaseResult:
+        """Every kernel of the [[model]] `name` on `target`, judged, and the model's total (as check does)."""
+        from perfguard.guard.check import CheckRun, make_jobs, run_check, write_baselines
+        from perfguard.guard.report_build import build_report
+        from perfguard.kernels.models import model_specs
+
+        if self.named(name, target) is not None:
+            raise InputError(f"perfguard_check: '{name}' is not a [[model]]")
+        model = next(m for m in self.config.models if m.name == name)
+        jobs = make_jobs(self.config, [(spec, target) for spec in model_specs(self.config, model, [target])],
+                         self.simulator)
+        limit = self.threshold if threshold is None else threshold
+        check = run_check(self.config, jobs, 1, limit, store=self.store)
+        (total,) = check.model_summaries
+        updated = []
+        if self.update and all(o.result.ok for o in check.outcomes):
+            updated = write_baselines(self.config, jobs, [o.result for o in check.outcomes])
+        report = build_report(CheckRun(check.outcomes), self.config.path, self.config)
+        by_name = {r.kernel: r for r in report.results}
+        kernels = [CaseResult(o.result.kernel, target, o.verdict.verdict, o.verdict.threshold_pct,
+                              CheckRun([o]).exit_code(), o.verdict.delta_pct, o.verdict.current_time_s,
+                              o.verdict.baseline_time_s, dict(o.verdict.stat_deltas), o.error, None,
+                              by_name[o.result.kernel], report.targets.get(target)) for o in check.outcomes]
+        return ModelCaseResult(name, target, total.verdict, total.threshold_pct, check.exit_code(), total.delta_pct,
+                               total.current_total_s, total.baseline_total_s, list(total.changes), kernels, total,
+                               updated)
 
     def _job(self, spec: KernelSpec, target: str):
         from perfguard.guard.check import make_jobs
@@ -122,11 +225,14 @@ class CaseRunner:
         return make_jobs(self.config, [(spec, target)], self.simulator)[0]
 
     def run(self, kernel: str | KernelSpec | Mapping[str, Any], target: str,
-            threshold: float | None = None) -> CaseResult:
+            threshold: float | None = None) -> CaseResult | ModelCaseResult:
+        """One kernel; a [[model]]'s name gives its total and all its kernels (run_model)."""
         from perfguard.guard.check import CheckRun, run_check, write_baselines
         from perfguard.guard.report_build import build_report
 
-        spec = self.spec(kernel)
+        if isinstance(kernel, str) and any(m.name == kernel for m in self.config.models):
+            return self.run_model(kernel, target, threshold)
+        spec = self.spec(kernel, target)
         job = self._job(spec, target)
         limit = self.threshold if threshold is None else threshold
         check = run_check(self.config, [job], 1, limit, store=self.store)
@@ -146,7 +252,7 @@ class CaseRunner:
         from perfguard.predict.calibration import group_label
         from perfguard.native import NativeKernel, check_native, this_machine
 
-        spec = self.spec(kernel)
+        spec = self.spec(kernel, target)
         job = self._job(spec, target)
         check_native(job.profile)
         simulated = run_job(job)

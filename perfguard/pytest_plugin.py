@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 _PROPERTY = "perfguard"  # user_properties key carrying a result to the controller
+_MODEL_PROPERTY = "perfguard-model"  # ... and a [[model]]'s total (perfguard_check("<model>", target))
 _MARKER_KEYS = {"threshold", "simulator"}
 
 
@@ -76,10 +77,12 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 def perfguard_check(request: pytest.FixtureRequest):
     """check(kernel, target, threshold=None) -> CaseResult: build, simulate, score, judge one kernel.
 
-    `kernel` is a configured name, a perfguard.config.KernelSpec, or a mapping with the keys of
-    a [[kernel]] table. `@pytest.mark.perfguard(threshold=..., simulator=...)` sets defaults.
-    The result says `.verdict`, `.delta_pct`, `.ok` and `.explain()`; nothing fails by itself:
-    `assert result.ok, result.explain()`.
+    `kernel` is a configured name, a [[model]]'s kernel name ("mlp.matmul_add.2d43f3"), a
+    perfguard.config.KernelSpec, or a mapping with the keys of a [[kernel]] table; a [[model]]'s
+    own name ("mlp") gives a ModelCaseResult: the model's total and verdict, and every kernel's
+    result (`.kernels`, `.kernel(name)`). `@pytest.mark.perfguard(threshold=..., simulator=...)`
+    sets defaults. The result says `.verdict`, `.delta_pct`, `.ok` and `.explain()`; nothing
+    fails by itself: `assert result.ok, result.explain()`.
     """
     session = request.config.pluginmanager.get_plugin("perfguard-session")
     if session is None:
@@ -103,6 +106,7 @@ class PerfguardSession:
     def __init__(self, config: pytest.Config):
         self.config = config
         self.results: list[Any] = []  # guard.report.Result (imported with the first result)
+        self.models: list[Any] = []  # guard.report.ModelTotal of each perfguard_check("<model>", target)
         self.codes: list[int] = []
         self.updated = 0
         self.targets: dict[str, Any] = {}
@@ -177,6 +181,11 @@ class PerfguardSession:
                 self.updated += value["updated"] is not None
                 if value["target"]:
                     self.targets[result.target] = from_json(TargetSummary, value["target"], "pytest --perfguard")
+            elif name == _MODEL_PROPERTY and report.when == "call":
+                from perfguard.guard.report import ModelTotal, from_json
+
+                self.models.append(from_json(ModelTotal, value["total"], "pytest --perfguard model"))
+                self.codes.append(value["exit_code"])
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if hasattr(self.config, "workerinput") or not self.results:
@@ -187,7 +196,9 @@ class PerfguardSession:
         from perfguard.report.pages import write_pages
 
         config = self.perfguard_config()
-        report = assemble(self.results, combined_exit_code(self.codes), now_iso(), str(config.path), self.targets)
+        report = assemble(self.results, combined_exit_code(self.codes), now_iso(), str(config.path), self.targets,
+                          models=self.models)
+        report.summary.model_regressions = sum(m.verdict == "regression" for m in self.models)
         folder = self.config.getoption("perfguard_report_dir")
         report_dir = Path(folder) if folder else config.report_dir
         write_report(report, report_dir / "perfguard.json")
@@ -204,6 +215,11 @@ class PerfguardSession:
         counts = ", ".join(f"{summary.count(name)} {name}" for name in VERDICTS if summary.count(name))
         terminalreporter.write_sep("-", "perfguard")
         terminalreporter.write_line(f"{len(self.results)} kernel check(s): {counts}")
+        if self.models:
+            from perfguard.report.model_view import terminal_lines
+
+            for line in terminal_lines(self.models):
+                terminalreporter.write_line(line)
         if summary.toolchain_changed:
             from perfguard.report.text import toolchain_headline
 
@@ -215,13 +231,19 @@ class PerfguardSession:
 
 
 def _record(node: pytest.Item, result) -> None:
-    """Attach a result to the test report (as JSON data: that is how it reaches the xdist controller)."""
+    """Attach a result to the test report (as JSON data: that is how it reaches the xdist controller);
+    a model's: each of its kernels' results, and its total."""
     from perfguard.guard.report import to_json
 
-    node.user_properties.append((_PROPERTY, {
-        "result": to_json(result.report), "exit_code": result.exit_code, "target": to_json(result.target_summary),
-        "updated": None if result.updated is None else str(result.updated),
-    }))
+    model = getattr(result, "total", None)
+    for one in result.kernels if model is not None else [result]:
+        updated = one.updated if model is None else (result.updated[0] if result.updated else None)
+        node.user_properties.append((_PROPERTY, {
+            "result": to_json(one.report), "exit_code": one.exit_code, "target": to_json(one.target_summary),
+            "updated": None if updated is None else str(updated),
+        }))
+    if model is not None:
+        node.user_properties.append((_MODEL_PROPERTY, {"total": to_json(model), "exit_code": result.exit_code}))
 
 
 def _find_config_or_none(start: Path):

@@ -1,4 +1,5 @@
-"""perfguard bisect --good REF --bad REF --kernel NAME --target T: find the commit that made a kernel slower."""
+"""perfguard bisect --good REF --bad REF (--kernel NAME | --model NAME) --target T: find the commit that
+made a kernel (or a [[model]]'s total) slower."""
 
 from __future__ import annotations
 
@@ -25,10 +26,12 @@ def add_parser(subparsers) -> None:
     p = subparsers.add_parser("bisect", help="find the first commit whose predicted time crossed the threshold")
     p.add_argument("--good", required=True, metavar="REF", help="a revision where the kernel was fast enough")
     p.add_argument("--bad", required=True, metavar="REF", help="a later revision where it is slower")
-    p.add_argument("--kernel", required=True, help="the kernel to follow")
+    follow = p.add_mutually_exclusive_group(required=True)
+    follow.add_argument("--kernel", help="the kernel to follow")
+    follow.add_argument("--model", help="the [[model]] whose total (time per inference) to follow")
     p.add_argument("--target", required=True, help="the target to follow it on")
     p.add_argument("--threshold", type=float, help="percent over the good revision's predicted time "
-                                                   "(default: the kernel's threshold at --good)")
+                                                   "(default: the kernel's or model's threshold at --good)")
     p.add_argument("--config", type=Path, help="perfguard.toml in the working tree (default: found from here); "
                                                "each revision's own copy at the same path is used")
     p.add_argument("--simulator", choices=("qemu", "gem5", "cachegrind"), help="override the configs' simulator")
@@ -42,9 +45,8 @@ def add_parser(subparsers) -> None:
 def _line(visit: Visit) -> str:
     if visit.skipped:
         return f"  skip  {visit.sha[:12]}  {visit.subject[:50]}: {visit.skipped}"
-    v = visit.verdict
     mark = "bad " if visit.crossed else "good"
-    return f"  {mark}  {visit.sha[:12]}  {seconds(v.current_time_s)}  {pct(v.delta_pct)}  {visit.subject[:50]}"
+    return f"  {mark}  {visit.sha[:12]}  {seconds(visit.time_s)}  {pct(visit.verdict.delta_pct)}  {visit.subject[:50]}"
 
 
 def _changed_stats(before: Visit, after: Visit) -> list[str]:
@@ -60,13 +62,16 @@ def _changed_stats(before: Visit, after: Visit) -> list[str]:
             for _, name, x, y in rows[:MOST]]
 
 
-def report(b: Bisection, profile, cache_dir) -> dict:
-    data = {"kernel": b.kernel, "target": b.target, "threshold_pct": b.threshold_pct, "outcome": b.outcome,
+def report(b: Bisection, profile, cache_dir, model: bool = False) -> dict:
+    data = {"model" if model else "kernel": b.kernel, "target": b.target, "threshold_pct": b.threshold_pct, "outcome": b.outcome,
             "commits": len(b.commits), "good": b.good.to_dict(), "bad": b.bad.to_dict(),
             "visits": [v.to_dict() for v in b.visits], "candidates": b.candidates,
             "first_bad": b.first_bad.to_dict() if b.first_bad else None,
             "last_good": b.last_good.to_dict() if b.last_good else None}
-    if b.first_bad is not None:
+    if b.step is not None:  # a model: what changed from the last good revision to the first bad one
+        data["changes"] = list(b.step.changes)
+        data["step_delta_pct"] = b.step.delta_pct
+    elif b.first_bad is not None:
         data["changed_stats"] = _changed_stats(b.last_good, b.first_bad)
         data["changed_blocks"] = changed_blocks(b.last_good.result, b.first_bad.result, profile, cache_dir)
     return data
@@ -81,13 +86,14 @@ def run(args: argparse.Namespace) -> int:
     if not args.allow_dirty:
         project.refuse_dirty_head({args.good: project.resolve(args.good, "bisect: --good"),
                                    args.bad: project.resolve(args.bad, "bisect: --bad")}, "bisect")
-    out.print(f"bisect {escape(args.kernel)}[{escape(args.target)}] between --good {escape(args.good)} "
-              f"and --bad {escape(args.bad)}")
+    name, model = (args.model, True) if args.model is not None else (args.kernel, False)
+    out.print(f"bisect {'model ' if model else ''}{escape(name)}[{escape(args.target)}] between --good "
+              f"{escape(args.good)} and --bad {escape(args.bad)}")
     with Measurer(current.cache_dir, args.simulator, args.jobs or current.jobs) as measurer:
-        bisector = Bisector(project, args.kernel, args.target, args.threshold, measurer,
-                            on_visit=lambda v: out.print(escape(_line(v))))
+        bisector = Bisector(project, name, args.target, args.threshold, measurer,
+                            on_visit=lambda v: out.print(escape(_line(v))), model=model)
         b = bisector.run(args.good, args.bad)
-    data = report(b, current.profile(args.target, "--target"), current.cache_dir)
+    data = report(b, current.profile(args.target, "--target"), current.cache_dir, model)
     if args.json:
         atomic_write_text(args.json, json.dumps(data, indent=2, sort_keys=True) + "\n")
     skipped = sum(1 for v in b.visits if v.skipped)
@@ -101,8 +107,15 @@ def run(args: argparse.Namespace) -> int:
         out.print(f"the first bad commit is one of {len(b.candidates)} (the others could not be measured): "
                   + ", ".join(sha[:12] for sha in b.candidates))
     out.print(f"first bad commit: {first.sha} {escape(first.subject)}")
-    out.print(f"  predicted {seconds(first.verdict.current_time_s)} against {seconds(first.verdict.baseline_time_s)} "
-              f"at --good: {pct(first.verdict.delta_pct)} (threshold {b.threshold_pct:.2f} %)")
+    out.print(f"  predicted {seconds(first.time_s)}{' per inference' if model else ''} against "
+              f"{seconds(first.reference_s)} at --good: {pct(first.verdict.delta_pct)} (threshold {b.threshold_pct:.2f} %)")
+    if model:
+        out.print(f"  last good {last.sha[:12]}: {pct(last.verdict.delta_pct)}; from it to the first bad commit "
+                  f"({pct(b.step.delta_pct)}):")
+        for line in b.step.changes or ["no kernel moved beyond its threshold (small changes added up)"]:
+            out.print(f"    {escape(line)}")
+        out.print(visited)
+        return EXIT_REGRESSION
     out.print(f"  last good {last.sha[:12]}: {pct(last.verdict.delta_pct)}; statistics that changed most: "
               + escape(", ".join(data["changed_stats"]) or "none"))
     for line in data["changed_blocks"] or []:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import math
-from dataclasses import replace
 from pathlib import Path
 
 from rich.markup import escape
@@ -12,7 +11,7 @@ from rich.markup import escape
 from perfguard.config import MODEL_NAMES, load_config
 from perfguard.errors import InputError
 from perfguard.executors import add_executor_options, executor_from_args
-from perfguard.guard.check import make_jobs, run_check, select
+from perfguard.guard.check import make_jobs, run_check, select, whole_models
 from perfguard.guard.report import Revision, Shard, write_report
 from perfguard.guard.report_build import build_report
 from perfguard.report.pages import write_pages
@@ -76,10 +75,12 @@ def run(args: argparse.Namespace) -> int:
     if args.threshold is not None and not 0 <= args.threshold < math.inf:  # a NaN threshold passes everything
         raise InputError(f"--threshold {args.threshold}: must be a finite number >= 0")
     pairs = select(config, args.kernels, args.targets)
+    whole = None
     if args.shard:
         i, n = args.shard
-        # a shard holds part of a model: its kernels are judged, its total is not (README, [[model]])
-        pairs = [(replace(spec, model=None), target) for spec, target in pairs[i - 1::n]]
+        # a shard holds part of a model: it reports its part, `perfguard merge` the total (README, [[model]])
+        whole = whole_models(pairs)
+        pairs = pairs[i - 1::n]
     jobs = make_jobs(config, pairs, args.simulator)
     store = None
     if args.base:
@@ -90,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
     with executor_from_args(args, args.jobs or config.jobs) as executor, progress(len(jobs), out) as advance:
         check = run_check(config, jobs, args.jobs, args.threshold,
                           on_result=lambda i, r: advance(f"{r.kernel}[{r.target}]"), store=store,
-                          executor=executor, partial=True)
+                          executor=executor, partial=True, whole_models=whole)
     check.allow_errors = args.allow_errors
     check.fail_on_toolchain_change = args.fail_on_toolchain_change
     report = build_report(check, config.path, config)

@@ -26,7 +26,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--config", type=Path, help="perfguard.toml in the working tree (default: found from here); "
                                                "each revision's own copy at the same path is used")
     p.add_argument("--targets", type=names, help="comma-separated targets (default: each revision's config)")
-    p.add_argument("--kernels", type=names, help="comma-separated kernel names (default: all, on either side)")
+    p.add_argument("--kernels", type=names, help="comma-separated kernel or [[model]] names (default: all, models included, on either side)")
     p.add_argument("--simulator", choices=("qemu", "gem5", "cachegrind"), help="override the configs' simulator")
     p.add_argument("-j", "--jobs", type=int, help="parallel jobs per revision (default: CPU count)")
     p.add_argument("--threshold", type=float, help="regression threshold in percent (overrides the configs)")
@@ -58,11 +58,14 @@ def run(args: argparse.Namespace) -> int:
         base = load_side(project, args.base, shas[args.base], base_tree)
         head = load_side(project, args.head, shas[args.head], head_tree)
         out.print(f"comparing {escape(head.label)} against {escape(base.label)}")
-        base_pairs, head_pairs = plan(base, head, args.kernels, args.targets)
         with Measurer(current.cache_dir, args.simulator, args.jobs or current.jobs) as measurer:
+            measurer.expand(base, args.targets)  # each revision's [[model]]s, extracted from its own sources
+            measurer.expand(head, args.targets)
+            base_pairs, head_pairs = plan(base, head, args.kernels, args.targets)
             measurer.measure(base, base_pairs)
             measurer.measure(head, head_pairs)
-        verdicts, judging = judge_sides(base, head, head_pairs, base_pairs, args.threshold, args.simulator)
+        verdicts, judging = judge_sides(base, head, head_pairs, base_pairs, args.threshold, args.simulator,
+                                        args.kernels)
         report = build_report(verdicts, config_path, judging)  # while the trees exist: models and history live there
     report.commit = head.sha
     report.base = Revision(args.base, base.sha)

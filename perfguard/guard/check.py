@@ -46,6 +46,7 @@ class CheckRun:
     # not the one the baselines were made in); by default it exits 0 and the headline says so.
     fail_on_toolchain_change: bool = False
     model_summaries: list = field(default_factory=list)  # guard.report.ModelTotal per [[model]] x target
+    model_parts: list = field(default_factory=list)  # a shard's guard.report.ModelPart (no totals: merge sums them)
 
     def exit_code(self) -> int:
         if self.interrupted:
@@ -73,6 +74,15 @@ class CheckRun:
         """Errors before any statistics existed (build, simulation, output check, interruption);
         the other errors are results that were measured but could not be compared."""
         return sum(1 for o in self.outcomes if o.verdict.verdict == ERROR and not o.result.ok)
+
+
+def whole_models(pairs: list[tuple[KernelSpec, str]]) -> dict[tuple[str, str], list[str]]:
+    """Each [[model]] x target of a run and its kernels: what a shard of the run reports its part of."""
+    out: dict[tuple[str, str], list[str]] = {}
+    for spec, target in pairs:
+        if spec.model is not None:
+            out.setdefault((spec.model, target), []).append(spec.name)
+    return out
 
 
 def select(config: Config, kernels: list[str] | None, targets: list[str] | None,
@@ -112,8 +122,17 @@ def _selected_specs(config: Config, names: list[str] | None, targets: list[str],
     if names:
         known = {s.name for s in specs} | model_names
         for n in names:
-            if n not in known:
-                config.kernel(n, option)  # raises: unknown kernel, naming the option
+            if n in known:
+                continue
+            model = next((m for m in config.models if n.startswith(m.name + ".")), None)
+            if model is not None:
+                theirs = sorted({s.name for s in model_specs(config, model, targets)})
+                raise InputError(f"{option}: unknown kernel '{n}' (model '{model.name}' has {', '.join(theirs)})")
+            if config.models:
+                raise InputError(f"{option}: unknown kernel '{n}' (configured in {config.path}: kernels "
+                                 f"{', '.join(k.name for k in config.kernels) or 'none'}; models "
+                                 f"{', '.join(sorted(model_names))})")
+            config.kernel(n, option)  # raises: unknown kernel, naming the option
     return specs
 
 
@@ -173,18 +192,23 @@ def run_check(
     store: BaselineSource | None = None,  # default: the working tree's baselines
     executor: Executor | None = None,  # default: a local pool of `workers`
     partial: bool = False,  # on Ctrl-C, judge what finished (the rest are errors) instead of raising
+    whole_models: dict[tuple[str, str], list[str]] | None = None,  # a shard: each model's kernels in the whole run
 ) -> CheckRun:
     if partial:
         results, interrupted = measure_until_interrupted(config, jobs, workers, on_result, executor)
     else:
         results, interrupted = measure(config, jobs, workers, on_result, executor), False
-    return judge_results(config, jobs, results, threshold, store, interrupted)
+    return judge_results(config, jobs, results, threshold, store, interrupted, whole_models)
 
 
 def judge_results(config: Config, jobs: list[Job], results: list[JobResult], threshold: float | None = None,
-                  store: BaselineSource | None = None, interrupted: bool = False) -> CheckRun:
+                  store: BaselineSource | None = None, interrupted: bool = False,
+                  whole_models: dict[tuple[str, str], list[str]] | None = None,
+                  also_models: set[tuple[str, str]] = frozenset()) -> CheckRun:
     """Verdicts for measured results against `store`'s baselines (the working tree's by default;
-    a git revision's, or another revision's measured results for `perfguard compare`)."""
+    a git revision's, or another revision's measured results for `perfguard compare`). With
+    `whole_models` (a shard), each model's part of its total instead of the total. `also_models`:
+    model x target views wanted even without a current kernel (compare: a model only the base has)."""
     store = BaselineStore(config.baseline_dir) if store is None else store
     models = store.models()
     run = CheckRun(models=models, interrupted=interrupted)
@@ -215,24 +239,57 @@ def judge_results(config: Config, jobs: list[Job], results: list[JobResult], thr
             continue
         run.outcomes.append(JudgedResult(result, verdict, predictor.model_id, predictor.calibrated,
                                     baseline.commit if baseline else None, note=note, blocks=blocks))
-    run.model_summaries = model_summaries(config, jobs, run.outcomes, store, threshold, models)
+    if whole_models is None:
+        run.model_summaries = model_summaries(config, jobs, run.outcomes, store, threshold, models, also_models)
+    else:
+        run.model_parts = model_parts(config, jobs, run.outcomes, store, threshold, models, whole_models)
     return run
 
 
 def model_summaries(config: Config, jobs: list[Job], outcomes: list[JudgedResult], store, threshold: float | None,
-                    models) -> list:
-    """Each [[model]] x target whose kernels were all checked: its total and verdict (guard.models)."""
-    from perfguard.guard.models import ModelKernelResult, summarise
+                    models, also: set[tuple[str, str]] = frozenset()) -> list:
+    """Each [[model]] x target whose kernels were all checked (and each in `also`): its total and
+    verdict (guard.models)."""
+    from perfguard.guard.models import total
 
-    groups: dict[tuple[str, str], list] = {}
+    return [total(spec.name, target, config.model_threshold(spec, threshold), rows)
+            for spec, target, rows in _model_rows(config, jobs, outcomes, store, models, also=also)]
+
+
+def model_parts(config: Config, jobs: list[Job], outcomes: list[JudgedResult], store, threshold: float | None,
+                models, whole: dict[tuple[str, str], list[str]]) -> list:
+    """A shard's parts of each [[model]] x target of the whole run (`whole`: its kernels in every
+    shard): the rows `perfguard merge` sums into the totals (guard.report.ModelPart)."""
+    from perfguard.guard.report import ModelPart
+
+    found = {(spec.name, target): rows
+             for spec, target, rows in _model_rows(config, jobs, outcomes, store, models, whole)}
+    return [ModelPart(spec.name, target, config.model_threshold(spec, threshold), sorted(whole[(spec.name, target)]),
+                      found.get((spec.name, target), []))
+            for spec in config.models for target in _targets(config, {t for _, t in whole})
+            if (spec.name, target) in whole]
+
+
+def _targets(config: Config, seen) -> list[str]:
+    """The config's targets in its order, then any other target a run has (compare: the head's only)."""
+    return list(dict.fromkeys([*config.targets, *sorted(seen)]))
+
+
+def _model_rows(config: Config, jobs: list[Job], outcomes: list[JudgedResult], store, models,
+                whole: dict[tuple[str, str], list[str]] | None = None, also: set[tuple[str, str]] = frozenset()):
+    """(model spec, target, rows) per [[model]] x target with a kernel among `jobs` or in `also` (a
+    shard: every one in `whole`, the model's kernels in the whole run, none of which is a leftover)."""
+    from perfguard.guard.models import ModelKernelResult, kernel_rows
+
+    groups: dict[tuple[str, str], list] = {key: [] for key in [*(whole or {}), *also]}
     for job, outcome in zip(jobs, outcomes):
         if job.kernel.model is not None:
             groups.setdefault((job.kernel.model, job.profile.name), []).append((job, outcome))
-    summaries = []
+    names = getattr(store, "names", None)
     for spec in config.models:
-        for target in config.targets:
+        for target in _targets(config, {t for _, t in groups}):
             pairs = groups.get((spec.name, target))
-            if not pairs:
+            if pairs is None:
                 continue
             profile = config.profile(target)
             results = []
@@ -244,8 +301,7 @@ def model_summaries(config: Config, jobs: list[Job], outcomes: list[JudgedResult
                 results.append(ModelKernelResult(job.kernel.name, job.kernel.params.get("op"),
                                                  job.kernel.params.get("calls", 1), o.verdict.verdict,
                                                  o.verdict.current_time_s, o.verdict.baseline_time_s, baseline))
-            current = {job.kernel.name for job, _ in pairs}
-            names = getattr(store, "names", None)
+            current = {job.kernel.name for job, _ in pairs} | set((whole or {}).get((spec.name, target), ()))
             leftover = [store.read(target, n) for n in (names(target) if names else [])
                         if n.startswith(spec.name + ".") and n not in current]
 
@@ -255,9 +311,7 @@ def model_summaries(config: Config, jobs: list[Job], outcomes: list[JudgedResult
                 predictor, _ = like_with_like(predictor, baseline, profile)
                 return float(predictor.predict_stats([baseline.stats])[0])
 
-            summaries.append(summarise(spec.name, target, config.model_threshold(spec, threshold), results,
-                                       [b for b in leftover if b is not None], score))
-    return summaries
+            yield spec, target, kernel_rows(results, [b for b in leftover if b is not None], score)
 
 
 OLD_BASELINE_NOTE = ("the baseline has no block profile (recorded before perfguard kept them): compared with the "

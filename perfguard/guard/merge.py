@@ -14,7 +14,9 @@ from typing import Any, Iterable
 from perfguard import __version__
 from perfguard.errors import EXIT_INFRA, EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, InputError
 from perfguard.guard.compare import VERDICTS, toolchain_summary
-from perfguard.guard.report import Report, Result, Summary, TargetSummary, ToolchainSummary, read_report
+from perfguard.guard.models import total
+from perfguard.guard.report import (ModelKernel, ModelPart, ModelTotal, Report, Result, Summary, TargetSummary,
+                                    ToolchainSummary, read_report)
 
 load_report = read_report  # the name the fuzz tests and older callers know
 _SEVERITY = (EXIT_INFRA, EXIT_USAGE, EXIT_REGRESSION)
@@ -96,12 +98,57 @@ def merge_reports(reports: list[tuple[Path, Report]], created: str) -> Report:
     targets: dict[str, TargetSummary] = {}
     for _, report in reports:
         targets.update(report.targets)
-    code = combined_exit_code(report.summary.exit_code for _, report in reports)
+    models = _models(reports) + _totals(reports)
+    code = combined_exit_code([*(report.summary.exit_code for _, report in reports),
+                               *(EXIT_REGRESSION for m in models if m.verdict == "regression")])
     merged = assemble(results, code, created, configs.pop() if len(configs) == 1 else None, targets,
                       merged_from=[str(path) for path, _ in reports],
                       base=_same([report.base for _, report in reports]),
-                      commit=_same([report.commit for _, report in reports]))
+                      commit=_same([report.commit for _, report in reports]), models=models)
+    merged.summary.model_regressions = sum(m.verdict == "regression" for m in models)
     flags = [report.summary for _, report in reports]
     merged.summary.interrupted = any(f.interrupted for f in flags)  # a shard cut short: the merged run was too
     merged.summary.errors_allowed = all(f.errors_allowed for f in flags)
     return merged
+
+
+def _models(reports: list[tuple[Path, Report]]) -> list[ModelTotal]:
+    """Unsharded reports' model totals, each model x target once."""
+    owner: dict[tuple[str, str], Path] = {}
+    out = []
+    for path, report in reports:
+        for m in report.models:
+            if (m.model, m.target) in owner:
+                raise InputError(f"{path}: model {m.model}[{m.target}] is also in {owner[(m.model, m.target)]}")
+            owner[(m.model, m.target)] = path
+            out.append(m)
+    return out
+
+
+def _totals(reports: list[tuple[Path, Report]]) -> list[ModelTotal]:
+    """The shards' parts of each model x target summed into its total (guard.models.total). Every
+    part must agree on the model's kernels and threshold, and every kernel have its row once (a
+    removed kernel's row, in every shard, is the same row)."""
+    parts: dict[tuple[str, str], list[tuple[Path, ModelPart]]] = {}
+    for path, report in reports:
+        for part in report.model_parts:
+            parts.setdefault((part.model, part.target), []).append((path, part))
+    out = []
+    for (model, target), found in parts.items():
+        label = f"model {model}[{target}]"
+        first_path, first = found[0]
+        rows: dict[str, tuple[Path, ModelKernel]] = {}
+        for path, part in found:
+            if part.kernels != first.kernels or part.threshold_pct != first.threshold_pct:
+                raise InputError(f"{path}: {label}: its kernels or threshold differ from {first_path}'s "
+                                 f"(shards of different runs?)")
+            for row in part.rows:
+                seen = rows.get(row.kernel)
+                if seen is not None and (row.verdict != "removed" or seen[1] != row):
+                    raise InputError(f"{path}: {label}: kernel {row.kernel} is also in {seen[0]}")
+                rows[row.kernel] = (path, row)
+        missing = sorted(set(first.kernels) - set(rows))
+        if missing:
+            raise InputError(f"{label}: kernel {missing[0]} is in no shard's report ({len(missing)} missing)")
+        out.append(total(model, target, first.threshold_pct, [row for _, row in rows.values()]))
+    return out

@@ -10,7 +10,7 @@ the model's verdict `error`: its total would be incomplete.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Iterable
 
 from perfguard.guard.baselines import Baseline
@@ -42,20 +42,38 @@ class ModelKernelResult:
     baseline: Baseline | None
 
 
-def summarise(model: str, target: str, threshold_pct: float, results: Iterable[ModelKernelResult],
-              leftover: Iterable[Baseline], score: Callable[[Baseline], float]) -> ModelTotal:
-    """One model on one target. `leftover`: baselines of the model's kernels that were not extracted
-    now (removed or renamed); `score` re-scores one with the model that scores the run."""
+def kernel_rows(results: Iterable[ModelKernelResult], leftover: Iterable[Baseline],
+                score: Callable[[Baseline], float]) -> list[ModelKernel]:
+    """The model's rows on one target: one per measured kernel, one per `leftover` baseline (a
+    kernel the model no longer has: removed or renamed; `score` re-scores it with the run's model)."""
     rows: list[ModelKernel] = []
     for r in results:
         rows.append(_row(
             r.kernel, r.op, r.verdict, r.calls, _calls(r.baseline) if r.baseline is not None else None,
             r.current_time_s, r.baseline_time_s if r.baseline is not None else None))
     for b in leftover:
-        rows.append(_row(b.kernel, b.params.get("op"), REMOVED, None, _calls(b), None, score(b)))
+        if b.stats is None:  # `compare`: the base revision could not measure it, so its total is incomplete
+            rows.append(_row(b.kernel, b.params.get("op"), ERROR, None, _calls(b), None, None))
+        else:
+            rows.append(_row(b.kernel, b.params.get("op"), REMOVED, None, _calls(b), None, score(b)))
+    return rows
+
+
+def summarise(model: str, target: str, threshold_pct: float, results: Iterable[ModelKernelResult],
+              leftover: Iterable[Baseline], score: Callable[[Baseline], float]) -> ModelTotal:
+    """One model on one target (see kernel_rows)."""
+    return total(model, target, threshold_pct, kernel_rows(results, leftover, score))
+
+
+def total(model: str, target: str, threshold_pct: float, rows: Iterable[ModelKernel]) -> ModelTotal:
+    """The model's total and verdict from its rows alone: `perfguard merge` calls it with the rows
+    of every shard, and gets what one unsharded check gets (rows are summed in name order)."""
+    rows = sorted((replace(r, share_pct=None, renamed_from=None, renamed_to=None) for r in rows),
+                  key=lambda r: r.kernel)
     changes = _pair_renames(rows)
     failed = [r for r in rows if r.verdict == ERROR]
-    current = None if failed else sum(r.current_total_s or 0.0 for r in rows if r.verdict != REMOVED)
+    present = [r for r in rows if r.verdict != REMOVED]
+    current = None if failed or not present else sum(r.current_total_s or 0.0 for r in present)
     with_baseline = [r for r in rows if r.baseline_total_s is not None]
     baseline = sum(r.baseline_total_s for r in with_baseline) if with_baseline else None
     delta = None
@@ -65,6 +83,8 @@ def summarise(model: str, target: str, threshold_pct: float, results: Iterable[M
         verdict = ERROR
         changes.insert(0, f"{len(failed)} kernel(s) could not be measured ({', '.join(r.kernel for r in failed)}): "
                           f"the model's total is incomplete and not judged")
+    elif not present:
+        verdict = REMOVED  # `compare`: only the base revision has the model
     elif baseline is None:
         verdict = NEW
     elif delta is not None and abs(delta) > threshold_pct and any(r.verdict == TOOLCHAIN for r in rows):

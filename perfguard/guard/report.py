@@ -292,6 +292,18 @@ class ModelTotal:
 
 
 @dataclass
+class ModelPart:
+    """A shard's part of a [[model]] on one target (`check --shard`): the rows of the model's kernels
+    this shard measured, and those of removed kernels (every shard has them; they are equal), from
+    which `perfguard merge` computes the total an unsharded check gives (guard.models.total)."""
+    model: str
+    target: str
+    threshold_pct: float
+    kernels: list[str]  # the model's kernels on this target in the whole run (every shard's)
+    rows: list[ModelKernel] = field(default_factory=list)
+
+
+@dataclass
 class Summary:
     exit_code: int
     regression: int = 0
@@ -339,6 +351,7 @@ class Report:
     shard: Shard | None = absent_if(None)
     merged_from: list[str] | None = absent_if(None)
     models: list[ModelTotal] = absent_if([])  # [[model]] entries: each model's total per target
+    model_parts: list[ModelPart] = absent_if([])  # check --shard: what merge needs for the totals
     extra: dict[str, Any] = field(default_factory=dict)  # keys this perfguard does not know, kept as read
 
     def to_json(self) -> dict[str, Any]:

@@ -82,7 +82,7 @@ def build_report(run: CheckRun, config_path: Path | None = None, config: Config 
                       interrupted=run.interrupted, errors_allowed=run.allow_errors)
     report = Report(summary=summary, results=results, perfguard_version=__version__, created=now_iso(),
                     config=None if config_path is None else str(config_path),
-                    models=list(run.model_summaries))
+                    models=list(run.model_summaries), model_parts=list(run.model_parts))
     if config is not None:
         explain(report, config, run.models)
     return report

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Iterator
 
-from perfguard.config import Config, load_config
+from perfguard.config import Config, KernelSpec, load_config
 from perfguard import user_code
 from perfguard.errors import EXIT_INFRA, InfraError, InputError, PerfguardError
 from perfguard.guard.baselines import Baseline
@@ -116,6 +116,7 @@ class Side:
     tree: Path
     config: Config | None
     results: dict[tuple[str, str], JobResult] = field(default_factory=dict)  # (kernel, target) -> result
+    model_specs: list[KernelSpec] = field(default_factory=list)  # its [[model]]s' kernels (Measurer.expand)
 
     @property
     def label(self) -> str:
@@ -131,6 +132,15 @@ def load_side(project: Project, ref: str, sha: str, tree: Path) -> Side:
     except InputError as exc:  # name the revision, not the temporary folder
         raise InputError(f"{ref} ({sha[:12]}):{project.relative}: {exc.message.replace(str(path) + ': ', '')}") from None
     return Side(ref, sha, tree, config)
+
+
+def spec_to_dict(spec: KernelSpec) -> dict:
+    """A [[model]]'s kernel as the worker sends it (its code travels as TVMScript; it has no limits)."""
+    return {f.name: getattr(spec, f.name) for f in dataclasses.fields(KernelSpec) if f.name != "limits"}
+
+
+def spec_from_dict(data: dict) -> KernelSpec:
+    return KernelSpec(**{**data, "targets": None if data["targets"] is None else tuple(data["targets"])})
 
 
 def result_from_dict(data: dict) -> JobResult:
@@ -182,13 +192,28 @@ class Measurer:
                                               text=True)
         return self._proc
 
+    def expand(self, side: Side, targets: list[str] | None) -> None:
+        """The kernels of `side`'s [[model]]s on `targets` (default: its config's), extracted by the
+        worker from the revision's own model sources; fills side.model_specs."""
+        if side.config is None or not side.config.models:
+            return
+        answer = self._ask(side, {"expand": [t for t in (targets or side.config.targets) if t in side.config.profiles]})
+        side.model_specs = [spec_from_dict(d) for d in answer["specs"]]
+
     def measure(self, side: Side, pairs: list[tuple[str, str]]) -> None:
-        """Measure `pairs` of `side`; fills side.results."""
+        """Measure `pairs` of `side` (configured kernels, or its model kernels: Measurer.expand); fills side.results."""
         if not pairs:
             return
+        wanted = {name for name, _ in pairs}
+        answer = self._ask(side, {"pairs": pairs, "simulator": self.simulator, "jobs": self.jobs,
+                                  "specs": [spec_to_dict(s) for s in side.model_specs if s.name in wanted]})
+        for data in answer["results"]:
+            result = result_from_dict(data)
+            side.results[(result.kernel, result.target)] = result
+
+    def _ask(self, side: Side, fields: dict) -> dict:
         proc = self._start()
-        request = {"config": str(side.config.path), "cache_dir": str(self.cache_dir), "pairs": pairs,
-                   "simulator": self.simulator, "jobs": self.jobs}
+        request = {"config": str(side.config.path), "cache_dir": str(self.cache_dir), **fields}
         try:
             proc.stdin.write(json.dumps(request) + "\n")
             proc.stdin.flush()
@@ -203,9 +228,7 @@ class Measurer:
         if "error" in answer:
             error = InputError if answer["exit_code"] == InputError.exit_code else InfraError
             raise error(f"{side.label}: {answer['error']}")
-        for data in answer["results"]:
-            result = result_from_dict(data)
-            side.results[(result.kernel, result.target)] = result
+        return answer
 
 
 def as_baseline(result: JobResult, side: Side, predicted_time_s: float, model_id: str) -> Baseline:
@@ -217,6 +240,13 @@ def as_baseline(result: JobResult, side: Side, predicted_time_s: float, model_id
 
 
 # -- the worker: `python -m perfguard.guard.revisions` ------------------------------------------------
+
+
+def _model_specs(config: Config, targets: list[str]) -> list[KernelSpec]:
+    from perfguard.kernels.models import model_specs
+
+    return [spec for model in config.models
+            for spec in model_specs(config, model, [t for t in targets if model.targets is None or t in model.targets])]
 
 
 def _serve() -> int:
@@ -233,11 +263,17 @@ def _serve() -> int:
                 user_code.forget(previous)
             previous = config.root
             config = dataclasses.replace(config, cache_dir=Path(request["cache_dir"]))
-            pairs = [(config.kernel(kernel), target) for kernel, target in request["pairs"]]
-            results = measure(config, make_jobs(config, pairs, request["simulator"]), request["jobs"] or config.jobs)
-            # to_record: the block profile travels too (compare's attribution, bisect's changed blocks)
-            answer = {"results": [dict(r.to_dict(), stats=None if r.stats is None else r.stats.to_record())
-                                  for r in results]}
+            if "expand" in request:
+                answer = {"specs": [spec_to_dict(s) for s in _model_specs(config, request["expand"])]}
+            else:
+                models = {(s.name, t): s for s in map(spec_from_dict, request["specs"]) for t in s.targets}
+                pairs = [(models.get((kernel, target)) or config.kernel(kernel), target)
+                         for kernel, target in request["pairs"]]
+                results = measure(config, make_jobs(config, pairs, request["simulator"]),
+                                  request["jobs"] or config.jobs)
+                # to_record: the block profile travels too (compare's attribution, bisect's changed blocks)
+                answer = {"results": [dict(r.to_dict(), stats=None if r.stats is None else r.stats.to_record())
+                                      for r in results]}
         except PerfguardError as exc:
             answer = {"error": exc.message, "exit_code": exc.exit_code}
         answers.write(json.dumps(answer, sort_keys=True) + "\n")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from html import escape
 
-from perfguard.guard.report import ModelKernel, ModelTotal
+from perfguard.guard.report import ModelKernel, ModelPart, ModelTotal
 from perfguard.report.numbers import pct, seconds
 
 TOP_KERNELS = 8  # rows per model in the terminal and the Markdown; the JSON and HTML keep them all
@@ -36,9 +36,18 @@ def terminal_lines(models: list[ModelTotal]) -> list[str]:
             name, verdict, share, calls, now, before = _kernel_cells(k)
             out.append(f"  {share:>7} {name} {calls} {verdict}: {now} (baseline {before})")
         if len(m.kernels) > TOP_KERNELS:
-            out.append(f"  ... {len(m['kernels']) - TOP_KERNELS} more kernel(s) in perfguard.json")
+            out.append(f"  ... {len(m.kernels) - TOP_KERNELS} more kernel(s) in perfguard.json")
         out += [f"  {line}" for line in m.changes]
     return out
+
+
+def parts_lines(parts: list[ModelPart]) -> list[str]:
+    """A shard's report: its models' totals are judged where the shards are merged."""
+    if not parts:
+        return []
+    names = ", ".join(f"{p.model} [{p.target}]" for p in parts)
+    return [f"model totals ({names}): this shard holds part of them; 'perfguard merge' of every shard's "
+            f"report judges them"]
 
 
 def markdown_lines(models: list[ModelTotal], md) -> list[str]:
@@ -51,7 +60,7 @@ def markdown_lines(models: list[ModelTotal], md) -> list[str]:
                 "|---|---|--:|--:|--:|--:|"]
         out += ["| " + " | ".join(md(c) for c in _kernel_cells(k)) + " |" for k in m.kernels[:TOP_KERNELS]]
         if len(m.kernels) > TOP_KERNELS:
-            out.append(f"\n_{len(m['kernels']) - TOP_KERNELS} more kernel(s) in perfguard.json_")
+            out.append(f"\n_{len(m.kernels) - TOP_KERNELS} more kernel(s) in perfguard.json_")
         out += [""] + [f"- {md(line)}" for line in m.changes] + [""]
     return out
 

@@ -68,6 +68,6 @@ def print_table(report: Report, out: Console) -> None:
     note = self_consistency_note(report.results)
     if note:
         out.print(f"[bold]note[/] {escape(note)}")
-    for line in model_view.terminal_lines(report.models):
+    for line in model_view.terminal_lines(report.models) + model_view.parts_lines(report.model_parts):
         out.print(escape(line))
     out.print(f"[bold]{escape(headline(report.summary))}[/]")

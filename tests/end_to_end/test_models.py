@@ -194,8 +194,10 @@ def test_kernels_option_selects_a_model_or_one_kernel(project):
     assert len(whole) == 3 and all(spec.model == "m" for spec, _ in whole)
     one = select(config, [whole[0][0].name], None)
     assert [s.name for s, _ in one] == [whole[0][0].name] and one[0][0].model is None  # no partial total
-    with pytest.raises(InputError, match="unknown kernel 'm.nope'"):
+    with pytest.raises(InputError, match=r"unknown kernel 'm.nope' \(model 'm' has m\.matmul_add_relu\."):
         select(config, ["m.nope"], None)
+    with pytest.raises(InputError, match=r"unknown kernel 'nope' \(configured in .*: kernels none; models m\)"):
+        select(config, ["nope"], None)
 
 
 def test_repository_examples_are_configured():
