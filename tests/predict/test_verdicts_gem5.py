@@ -71,6 +71,7 @@ int main(int argc, char **argv) {
 """
 
 
+@pytest.mark.slow  # two real gem5 timing-CPU runs
 @pytest.mark.parametrize("cpu_type", ["o3", "minor"])
 def test_real_gem5_timing_cpu_counts_the_kernel_cycles(cpu_type, tmp_path):
     target = BUILTIN["x86_64v1"]

@@ -869,6 +869,7 @@ def _real_gem5(target_name: str, *tools: str):
     return target
 
 
+@pytest.mark.slow  # a real gem5 run: the quick pass keeps test_real_gem5_wrong_isa_binary
 @pytest.mark.parametrize("target_name", ["x86_64v1", "aarch64", "riscv64"])
 def test_real_gem5(target_name, tmp_path):
     target = _real_gem5(target_name)
@@ -911,6 +912,7 @@ AGREEMENT_KERNELS = [
 ]
 
 
+@pytest.mark.slow  # a real gem5 run: the quick pass keeps test_real_gem5_wrong_isa_binary
 @pytest.mark.parametrize("target_name", ["x86_64v1", "riscv64"])
 def test_real_gem5_agrees_with_the_qemu_plugin(target_name, cache_dir):
     from benchmarks.crosscheck import gem5_markdown, gem5_rows, run_pairs
@@ -955,6 +957,7 @@ int main(void) {
 """
 
 
+@pytest.mark.slow  # a real gem5 run: the quick pass keeps test_real_gem5_wrong_isa_binary
 def test_real_gem5_runs_sse41_wrong(tmp_path):
     """Why x86_64v1 and not x86-64-v2 for gem5: gem5 24 gets PTEST, ROUNDPS and DPPS wrong. If a
     gem5 release fixes them, this fails, and check_decodable can let SSE4 through again."""
