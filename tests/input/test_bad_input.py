@@ -681,12 +681,28 @@ CASES = [
 
 
 def _damage_sim_cache(project: Path, part: str = ".json") -> None:
-    cache = Path(project.joinpath("perfguard.toml").read_text().split('cache_dir = "')[1].split('"')[0])
-    for entry in (cache / "sims").rglob("*.json"):
-        record = json.loads(entry.read_text())
+    """Cut short the seeded kernel's simulation record (or its outputs) in a cache of the
+    project's own: the shared cache serves the other rows, and other xdist workers, meanwhile."""
+    toml = project / "perfguard.toml"
+    shared = Path(toml.read_text().split('cache_dir = "')[1].split('"')[0])
+    private = project / "cache"
+    (private / "sims").mkdir(parents=True)
+    for child in shared.iterdir():
+        if child.name not in ("sims", "tmp"):  # tmp: staging must stay on the private side
+            (private / child.name).symlink_to(child)
+    for entry in (shared / "sims").rglob("*.json"):
+        try:
+            record = json.loads(entry.read_text())
+        except (OSError, ValueError):
+            continue  # another writer's entry
         if record.get("stats", {}).get("insts") == SEEDED_INSTS[0]:
-            damaged = entry.with_suffix(part)
+            copy = private / "sims" / entry.relative_to(shared / "sims")
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            for suffix in (".json", ".out"):
+                shutil.copyfile(entry.with_suffix(suffix), copy.with_suffix(suffix))
+            damaged = copy.with_suffix(part)
             damaged.write_bytes(damaged.read_bytes()[:60])
+    toml.write_text(toml.read_text().replace(f'cache_dir = "{shared}"', f'cache_dir = "{private}"'))
 
 
 SEEDED_INSTS: list[int] = []
