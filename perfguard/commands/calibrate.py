@@ -182,7 +182,9 @@ def run_resimulate(args) -> int:
         target = args.output or path
         got.dataset.save(target)
         out.print(f"wrote {target}: {len(got.dataset.rows)} of {len(dataset.rows)} variants with block profiles "
-                  f"and binary hashes ({len(got.dropped)} dropped)")
+                  f"and binary hashes ({len(got.dropped)} dropped, {len(got.recounted)} kept with new counters)")
+        for line in got.recounted[:10]:
+            out.print(f"[yellow]recounted[/] {line}")
         for line in got.dropped[:10]:
             out.print(f"[yellow]dropped[/] {line}")
     return EXIT_OK

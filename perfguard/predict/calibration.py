@@ -174,15 +174,18 @@ def ingest_benchmark_json(path: Path, target: str, family: str) -> tuple[list[Ro
 class Resimulated:
     dataset: Dataset
     dropped: list[str]  # rows left out, and why
+    recounted: list[str] = dataclasses.field(default_factory=list)  # kept, same binary, counters moved
 
 
 def resimulate(config: Config, profile: TargetProfile, dataset: Dataset, workers: int | None = None,
                on_result: Callable[[int, JobResult], None] | None = None,
                executor: Executor | None = None) -> Resimulated:
     """The dataset's variants simulated again with today's simulator (block profiles included),
-    their native times kept: valid only for the very binaries that were timed, so a row is kept
-    only when its binary's sha256 is the one it records (if it records one) and its counters are
-    the ones it stores (the same instructions ran); the others are dropped and named."""
+    their native times kept: valid only for the very binaries that were timed. A row that records
+    its binary's sha256 is kept when the rebuilt binary has it, whatever the counters now say (a
+    native time belongs to the binary; a simulator fix may change what it counts, and then the
+    row takes the new counters); a row without one is kept only when its counters are the ones it
+    stores (the same instructions ran). The others are dropped and named."""
     family = get_family(dataset.family)
     entry = f"{family.entry.__module__}:{family.entry.__name__}"
     jobs = [Job(KernelSpec(f"{dataset.family}-{i}", entry, dataset.family, row.params), profile, config.root,
@@ -194,19 +197,23 @@ def resimulate(config: Config, profile: TargetProfile, dataset: Dataset, workers
 
 def merge_resimulated(dataset: Dataset, results: list[JobResult], fingerprint: str) -> Resimulated:
     out = Dataset(dataset.target, dataset.family, dataset.simulator, fingerprint)
-    dropped = []
+    dropped, recounted = [], []
     for i, (row, result) in enumerate(zip(dataset.rows, results)):
         where = f"row {i} ({row.group} {json.dumps(row.params, sort_keys=True)})"
         if not result.ok:
             dropped.append(f"{where}: {result.error}")
-        elif row.binary is not None and row.binary != result.binary_hash:
+            continue
+        if row.binary is not None and row.binary != result.binary_hash:
             dropped.append(f"{where}: binary {result.binary_hash[:12]} is not the one timed ({row.binary[:12]})")
-        elif result.stats.to_dict() != row.stats.to_dict():
-            moved = [k for k, v in result.stats.to_dict().items() if row.stats.to_dict()[k] != v]
+            continue
+        moved = [k for k, v in result.stats.to_dict().items() if row.stats.to_dict()[k] != v]
+        if moved and row.binary is None:
             dropped.append(f"{where}: counters differ ({', '.join(moved)})")
-        else:
-            out.rows.append(dataclasses.replace(row, stats=result.stats, binary=result.binary_hash))
-    return Resimulated(out, dropped)
+            continue
+        if moved:
+            recounted.append(f"{where}: same binary, counters now differ ({', '.join(moved)})")
+        out.rows.append(dataclasses.replace(row, stats=result.stats, binary=result.binary_hash))
+    return Resimulated(out, dropped, recounted)
 
 
 def default_features(dataset: Dataset) -> str:

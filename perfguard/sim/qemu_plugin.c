@@ -888,9 +888,12 @@ static void tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
         }
         char *d = qemu_plugin_insn_disas(insn);
         unsigned f = classify(d);
-        /* QEMU reports such an instruction with only its first page's bytes, which the
-         * disassembler cannot decode (".byte"); one whose bytes run over the end counts too. */
-        bool at_page_end = ((va + sz) & 4095) == 0 && d && strstr(d, ".byte");
+        /* QEMU 7.2 stops decoding an instruction that would need the next page when it is not
+         * the first of its block, and ends the block before it; the plugin still gets it, with
+         * the bytes read so far (up to 15 short of the page end, so the disassembler cannot
+         * decode it: ".byte"). It runs in the next block, not in this one. An instruction whose
+         * bytes do run over the end counts too. */
+        bool at_page_end = (-(va + sz) & 4095) < 16 && d && strstr(d, ".byte");
         bool crosses_page = i > 0 && i == n - 1 && (at_page_end || (va >> 12) != ((va + sz - 1) >> 12));
         if (crosses_page) {
             struct tail_rec *r = record_alloc(sizeof *r);

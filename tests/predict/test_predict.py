@@ -398,13 +398,20 @@ def test_resimulated_rows_keep_their_native_time_only_when_nothing_changed():
 
     got = merge_resimulated(Dataset("x86_64", "gemm", "qemu", "old", old),
                             [result(0, 1000, "ef" * 32), result(1, 1002, "ef" * 32), result(2, 1002, "ef" * 32)], "new")
-    # row 1's instructions moved (1001 -> 1002); row 2's counters match but its binary is another
+    # row 1 records no binary and its instructions moved (1001 -> 1002); row 2's counters match
+    # but its binary is another
     assert [r.params["i"] for r in got.dataset.rows] == [0]
     kept = got.dataset.rows[0]
     assert kept.native_s == 1e-3 and kept.binary == "ef" * 32 and kept.stats.blocks is not None
     assert got.dataset.simulator_fingerprint == "new"
     assert "row 1" in got.dropped[0] and "counters differ (insts)" in got.dropped[0]
-    assert "row 2" in got.dropped[1] and "is not the one timed" in got.dropped[1]
+    assert "row 2" in got.dropped[1] and "is not the one timed" in got.dropped[1] and got.recounted == []
+
+    # a row that records its binary keeps its native time when that binary is rebuilt, even if a
+    # simulator fix now counts it differently: it takes the new counters and is named
+    again = merge_resimulated(got.dataset, [result(0, 999, "ef" * 32)], "fixed")
+    assert [r.stats.insts for r in again.dataset.rows] == [999] and again.dataset.rows[0].native_s == 1e-3
+    assert again.dropped == [] and "row 0" in again.recounted[0] and "(insts" in again.recounted[0]
 
 
 @pytest.mark.parametrize("bound, cls", [("latency", "latency"), ("Zn4FP45", "fp"), ("Zn4FPSt", "memory"),

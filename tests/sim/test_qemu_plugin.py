@@ -556,3 +556,46 @@ def test_output_parser_is_strict():
     for text in bad:
         with pytest.raises(InputError):
             parse_plugin_output(text, "x")
+
+
+# An 8-byte load that straddles a page end, third in its loop: QEMU 7.2 stops decoding it when
+# its displacement would need the next page, ends the block before it and runs it in a block of
+# its own, yet hands the plugin the first block with the load's first 4 bytes in it.
+STRADDLE_C = r"""
+#include <stdio.h>
+#include <stdlib.h>
+__attribute__((noinline)) void perfguard_roi_begin(void) { asm volatile("" ::: "memory"); }
+__attribute__((noinline)) void perfguard_roi_end(void) { asm volatile("" ::: "memory"); }
+void straddle(long n, const float *p);
+asm(".text\n.p2align 12\n"
+    ".fill 4080, 1, 0xcc\n"                   /* never executed: puts the loop at page offset 0xff0 */
+    ".globl straddle\nstraddle:\n"
+    "1: add $1, %rax\n"                       /* 0xff0, 4 bytes */
+    "   add $1, %rdx\n"                       /* 0xff4, 4 bytes */
+    "   nop\n"                                /* 0xff8 */
+    "   movups -0x130(%rsi), %xmm9\n"         /* 0xff9: 44 0f 10 8e d0 fe ff ff, to 0x1001 */
+    "   sub $1, %rdi\n"
+    "   jnz 1b\n"
+    "   ret\n");
+static float buf[256] __attribute__((aligned(64)));
+int main(int argc, char **argv) {
+    long n = atol(argv[1]);
+    perfguard_roi_begin();
+    straddle(n, buf + 0x130 / sizeof(float));
+    perfguard_roi_end();
+    printf("ok\n");
+    return 0;
+}
+"""
+
+
+def test_an_instruction_straddling_a_page_end_counts_once(sim, build):
+    binary = build("straddle", STRADDLE_C, "x86_64")
+    one, two = (run(sim, binary, "x86_64", n).stats for n in (1000, 2000))
+    # six instructions and one load per iteration; the cut load was counted twice before
+    assert two.insts - one.insts == 6 * 1000
+    assert two.loads - one.loads == 1000
+    for stats in (one, two):
+        assert stats.blocks is not None and stats.blocks.insts == stats.insts
+    cut = [b for b in two.blocks.blocks if b.end & 4095 and -b.end % 4096 < 16 and b.count >= 1000]
+    assert cut and all(b.code.endswith("90") for b in cut)  # the block ends at the nop, without the load's bytes
