@@ -9,8 +9,9 @@ every loop around it. Vectorized loops became SIMD lanes and unrolled ones copie
 iterates; a serial or parallel loop of one iteration does not either. The nest is taken from
 the module lowered by the very passes `tvm.tirx.build` runs (TVM decides unrolling and
 vectorisation there), after the object is built and outside its build key: recording it changes
-no byte of any build and no statistic. (benchmarks/loop_names.py checks the names against
-those location lists.)
+no byte of any build and no statistic. The location lists are kept too (`ranges`, as harness
+addresses): where several loops fit a count, they tell them apart (guard.attribution), and
+benchmarks/loop_names.py checks the names against them.
 
 Matching (`LoopLayout`, from one run's block counts): LLVM transforms loops on its own. A loop
 it unrolled completely (or vectorised away) leaves no block that runs once per its iteration; its
@@ -24,8 +25,11 @@ ambiguous: the caller shows the candidates, never one of them as the answer.
 from __future__ import annotations
 
 import json
+import re
+import shutil
 import struct
-from dataclasses import dataclass
+import subprocess
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from perfguard.atomic import atomic_write_text
@@ -59,6 +63,12 @@ class LoopNest:
     loops: tuple[Loop, ...]  # pre-order: a parent before its children
     functions: tuple[str, ...] = ()  # the kernel object's function symbols (other blocks are the harness's)
     error: str | None = None  # why no nest was recorded
+    # loop variable -> [start, end) harness addresses where the object's DWARF locates its value
+    ranges: dict[str, list[list[int]]] = field(default_factory=dict)
+
+    def located(self, var: str, start: int, end: int) -> bool:
+        """Whether the debug information places variable `var` somewhere in [start, end)."""
+        return any(lo < end and start < hi for lo, hi in self.ranges.get(var, ()))
 
     # -- the nest -------------------------------------------------------------------------------
 
@@ -101,7 +111,8 @@ class LoopNest:
     def to_dict(self) -> dict:
         data: dict = {"version": LOOPS_VERSION, "functions": list(self.functions),
                       "loops": [{"var": x.var, "extent": x.extent, "kind": x.kind, "parent": x.parent,
-                                 "copy_of": x.copy_of} for x in self.loops]}
+                                 "copy_of": x.copy_of} for x in self.loops],
+                      "ranges": self.ranges}
         if self.error is not None:
             data["error"] = self.error
         return data
@@ -110,7 +121,7 @@ class LoopNest:
     def from_dict(cls, data: object, source: str) -> "LoopNest":
         where = f"{source}: loop nest"
         if not isinstance(data, dict) or not {"version", "functions", "loops"} <= set(data) \
-                or not set(data) <= {"version", "functions", "loops", "error"}:
+                or not set(data) <= {"version", "functions", "loops", "error", "ranges"}:
             raise InputError(f"{where} must be an object with 'version', 'functions' and 'loops'")
         if data["version"] != LOOPS_VERSION:
             raise InputError(f"{where} version {data['version']!r} is not {LOOPS_VERSION}")
@@ -131,7 +142,12 @@ class LoopNest:
                 raise InputError(f"{where}: loop {i} must be {{var, extent, kind, parent, copy_of}} with a known "
                                  "kind and earlier loops (or null) as parent and copy_of")
             loops.append(Loop(row["var"], row["extent"], row["kind"], row["parent"], row["copy_of"]))
-        return cls(tuple(loops), tuple(functions), error)
+        ranges = data.get("ranges", {})
+        if not isinstance(ranges, dict) or not all(
+                isinstance(spans, list) and all(isinstance(r, list) and len(r) == 2 and all(_count(v) for v in r)
+                                                for r in spans) for spans in ranges.values()):
+            raise InputError(f"{where}: 'ranges' must map variables to lists of [start, end] addresses")
+        return cls(tuple(loops), tuple(functions), error, ranges)
 
 
 def _count(value: object) -> bool:
@@ -140,9 +156,10 @@ def _count(value: object) -> bool:
 
 # -- recording (TVM) ------------------------------------------------------------------------------
 
-def record_loops(mod: object, tvm_target: dict, obj: Path) -> LoopNest:
+def record_loops(mod: object, tvm_target: dict, obj: Path, harness: Path | None = None) -> LoopNest:
     """The nest of `mod` (a scheduled IRModule) lowered as `tvm.tirx.build` lowers it for
-    `tvm_target`, and the function symbols of its object file `obj`. Never raises: a nest that
+    `tvm_target`, the function symbols of its object file `obj`, and (given the `harness` it is
+    linked into) where the loop variables' debug locations lie there. Never raises: a nest that
     cannot be recorded is one with no loops and the reason (attribution then names no loop)."""
     try:
         import tvm
@@ -157,7 +174,8 @@ def record_loops(mod: object, tvm_target: dict, obj: Path) -> LoopNest:
         for _, func in sorted(lowered.functions.items(), key=lambda item: item[0].name_hint):
             if isinstance(func, tvm.tirx.PrimFunc):
                 _walk(tvm, func.body, loops, seen)
-        return LoopNest(tuple(loops), object_functions(obj))
+        ranges = harness_ranges(obj, harness, {x.var for x in loops}) if harness is not None else {}
+        return LoopNest(tuple(loops), object_functions(obj), ranges=ranges)
     except Exception as exc:  # TVM raises many types; the build itself already succeeded
         lines = str(exc).strip().splitlines()
         return LoopNest((), (), f"{type(exc).__name__}: {lines[-1] if lines else ''}")
@@ -192,26 +210,71 @@ def _iterations(tvm, loop) -> int | None:
     return -(-extent // int(step))
 
 
-def object_functions(path: Path) -> tuple[str, ...]:
-    """The function symbols an ELF64 little-endian object defines (every target here is one)."""
+def elf_functions(path: Path) -> dict[str, tuple[int, int]]:
+    """{function symbol: (value, size)} of what an ELF64 little-endian file defines (every target
+    here is one); {} for anything else."""
     data = Path(path).read_bytes()
     if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
-        return ()
+        return {}
     shoff = int.from_bytes(data[0x28:0x30], "little")
     shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
     # name, type, flags, addr, offset, size, link, info, addralign, entsize
     sections = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
-    names = set()
+    out = {}
     for section in sections:
         if section[1] != 2:  # SHT_SYMTAB
             continue
         strtab = sections[section[6]][4]
         for at in range(section[4], section[4] + section[5], 24):
-            st_name, st_info, _, st_shndx, _, _ = struct.unpack_from("<IBBHQQ", data, at)
+            st_name, st_info, _, st_shndx, value, size = struct.unpack_from("<IBBHQQ", data, at)
             if st_info & 0xF == 2 and st_shndx != 0:  # STT_FUNC, defined here
                 end = data.index(b"\0", strtab + st_name)
-                names.add(data[strtab + st_name:end].decode("utf-8", "replace"))
-    return tuple(sorted(names))
+                out[data[strtab + st_name:end].decode("utf-8", "replace")] = (value, size)
+    return out
+
+
+def object_functions(path: Path) -> tuple[str, ...]:
+    """The function symbols an object defines, sorted."""
+    return tuple(sorted(elf_functions(path)))
+
+
+LLVM_DWARFDUMP = "llvm-dwarfdump-19"  # Debian's llvm-19, which the pipeline model needs anyway
+_RANGE = re.compile(r"\[0x([0-9a-f]+), 0x([0-9a-f]+)\)")
+_NAME = re.compile(r'DW_AT_name\s+\("([^"]*)"\)')
+
+
+def variable_ranges(obj: Path) -> dict[str, list[tuple[int, int]]]:
+    """{variable: [(start, end) offsets in the object's code]} from the location lists of its
+    DWARF ({} without llvm-dwarfdump-19 or when it fails: the ranges only ever tell loops apart)."""
+    tool = shutil.which(LLVM_DWARFDUMP)
+    if tool is None:
+        return {}
+    proc = subprocess.run([tool, "--debug-info", str(obj)], capture_output=True, text=True, check=False)
+    out: dict[str, list[tuple[int, int]]] = {}
+    for entry in proc.stdout.split("DW_TAG_")[1:] if proc.returncode == 0 else ():
+        name = _NAME.search(entry)
+        if entry.startswith("variable") and name:
+            out.setdefault(name.group(1), []).extend((int(a, 16), int(b, 16)) for a, b in _RANGE.findall(entry))
+    return out
+
+
+def harness_ranges(obj: Path, harness: Path, names: set[str]) -> dict[str, list[list[int]]]:
+    """The location ranges of the variables `names`, as addresses in the linked harness: each
+    range placed by the kernel function it lies in (one the harness took from elsewhere, e.g. a
+    C library's copy of a helper, is left out)."""
+    if not harness.is_file():
+        return {}
+    inside, placed = elf_functions(obj), elf_functions(harness)
+    out: dict[str, list[list[int]]] = {}
+    for var, spans in variable_ranges(obj).items():
+        if var not in names:
+            continue
+        for lo, hi in spans:
+            owner = next((f for f, (at, size) in inside.items() if at <= lo < at + size), None)
+            if owner in placed and placed[owner][1] == inside[owner][1]:
+                shift = placed[owner][0] - inside[owner][0]
+                out.setdefault(var, []).append([lo + shift, hi + shift])
+    return {var: sorted(spans) for var, spans in sorted(out.items())}
 
 
 def ensure_loops(build_dir: Path, mod: object, tvm_target: dict) -> dict | None:
@@ -225,7 +288,7 @@ def ensure_loops(build_dir: Path, mod: object, tvm_target: dict) -> dict | None:
         pass
     except (OSError, ValueError, InputError):
         return None
-    nest = record_loops(mod, tvm_target, Path(build_dir) / "kernel.o").to_dict()
+    nest = record_loops(mod, tvm_target, Path(build_dir) / "kernel.o", Path(build_dir) / "harness").to_dict()
     atomic_write_text(path, json.dumps(nest, sort_keys=True) + "\n")
     return nest
 
@@ -233,6 +296,10 @@ def ensure_loops(build_dir: Path, mod: object, tvm_target: dict) -> dict | None:
 
 PEELED = (1,)  # iterations LLVM peels off a loop (the first: seen on x86_64 and aarch64 gemm)
 FACTORS = (2, 4, 8, 16)  # factors LLVM unrolls (or vectorises) a loop by
+# Peeling and partial unrolling are looked for only in loops this long: LLVM unrolls shorter
+# constant loops completely, and on short ones extent - 1 or extent / f fits some other loop's
+# count too often (benchmarks/loop_names.py: conv2d's 3-tap loops, read as peeled, were not)
+REWRITTEN_MIN_EXTENT = 8
 # (peeled, factor), the plainest first: as it is, peeled, unrolled, both
 _WAYS = [(0, 1), *((p, 1) for p in PEELED), *((p, f) for f in FACTORS for p in (0, *PEELED))]
 
@@ -265,7 +332,7 @@ class LoopLayout:
         elsewhere), or both; None when it is not. The body must still loop (2 or more iterations
         per entry): one that runs once per entry belongs to the loop around it."""
         outer, extent = self.outer[i], self.nest.loops[i].extent or 0
-        for p, f in _WAYS:
+        for p, f in _WAYS if extent >= REWRITTEN_MIN_EXTENT else _WAYS[:1]:
             body = (extent - p) // f
             if f < extent and body >= 2 and count == outer * body:
                 return LoopMatch(i, count, per_execution=f, peeled=p)

@@ -9,8 +9,9 @@ disassembly, and the change in total cycles with its share of the whole change.
 
 Where that side's build recorded its loop nest (compile.loops: the build's, or a baseline's
 copy of it), a side also names the TIR loop its block runs in: the loop whose body runs as often
-per kernel call as the block did, when exactly one fits; several that fit are candidates, none
-of them shown as the answer. A block outside the kernel's functions (the harness, the C library)
+per kernel call as the block did, when exactly one fits, or when of several that fit the
+object's debug information places only one's variable in the block; otherwise the ones that fit
+are candidates, none of them shown as the answer. A block outside the kernel's functions (the harness, the C library)
 is never named. A baseline recorded before nests were kept names no loop on its side.
 `perfguard check` and `compare` attach them to each result; `perfguard bisect` prints
 `changed_blocks` for the last good and the first bad revision.
@@ -47,11 +48,19 @@ class LoopNamer:
         # "": QEMU knows no symbol there (a private function of the object, e.g. a parallel lambda)
         return not symbol or symbol in self.functions
 
-    def name(self, symbol: str | None, executions: int) -> tuple[BlockLoop | None, list[BlockLoop]]:
-        """(the loop, []) when exactly one fits, (None, candidates) otherwise."""
+    def name(self, symbol: str | None, executions: int, start: int = 0, end: int = 0
+             ) -> tuple[BlockLoop | None, list[BlockLoop]]:
+        """(the loop, []) when exactly one fits, (None, candidates) otherwise. Of several that
+        fit, the one whose variable alone the object's debug information places in the block's
+        [start, end) is the loop."""
         if self.layout is None or not self.in_kernel(symbol):
             return None, []
         found = [self.describe(m) for m in self.layout.matches(executions)]
+        if len(found) > 1:
+            located = [loop for loop in found if self.layout.nest.located(loop.var, start, end)]
+            if len(located) == 1:
+                located[0].located = True
+                return located[0], []
         return (found[0], []) if len(found) == 1 else (None, found[:MAX_CANDIDATES])
 
     def describe(self, match: LoopMatch) -> BlockLoop:
@@ -71,7 +80,8 @@ def _side(costs: list[BlockCost], namer: LoopNamer) -> BlockSide | None:
     first = costs[0]
     executions = sum(c.block.count for c in costs)
     total = sum(c.cycles for c in costs)
-    loop, candidates = namer.name(first.block.symbol or None, executions)
+    loop, candidates = namer.name(first.block.symbol or None, executions, first.block.addr,
+                                  max(c.block.end for c in costs))
     return BlockSide(
         symbol=first.block.symbol or None,
         start=first.block.addr,

@@ -172,6 +172,7 @@ class BlockLoop:
     per_execution: int = absent_if(1)  # iterations per block execution (> 1: LLVM unrolled or vectorised it by this)
     peeled: int = absent_if(0)  # iterations LLVM peeled off the loop (run by other blocks)
     unrolled: list[str] = absent_if([])  # loops inside it without a block of their own: LLVM flattened them into it
+    located: bool = absent_if(False)  # other loops fit the count too: the object's debug information told them apart
 
     @property
     def nest(self) -> str:
@@ -190,6 +191,8 @@ class BlockLoop:
             notes.append(f"{self.peeled} iteration{'s' if self.peeled > 1 else ''} peeled off by LLVM")
         if self.unrolled:
             notes.append(f"{' and '.join(self.unrolled)} unrolled or vectorised into it by LLVM")
+        if self.located:
+            notes.append("told apart from loops of the same count by the debug information")
         return f"loop {self.var} ({'; '.join(notes)})"
 
 

@@ -41,7 +41,10 @@ def test_a_count_names_the_innermost_loop_whose_body_runs_that_often():
 
 def test_what_llvm_did_to_a_loop_is_read_from_the_counts():
     # k_1 unrolled by 2; with its first iteration peeled off too (a remainder iteration elsewhere)
-    assert LoopLayout(GEMM, {8, 64, 4096, 131072, 262144}).matches(262144) == [LoopMatch(4, 262144, 2)]
+    long_k = LoopNest(GEMM.loops[:4] + (Loop("k_1", 16, "serial", 3),))
+    assert LoopLayout(long_k, {8, 64, 4096, 131072, 131072 * 8}).matches(131072 * 8) == [LoopMatch(4, 131072 * 8, 2)]
+    # ... but a loop shorter than REWRITTEN_MIN_EXTENT is only ever matched as it is
+    assert LoopLayout(GEMM, {8, 64, 4096, 131072, 262144}).matches(262144) == []
     # (x86_64's gemm with tile_k = 64: 128 x 31 = 128 x (64 - 1) // 2)
     deep = LoopNest((Loop("i", 128, "serial", None), Loop("k", 64, "serial", 0)))
     assert LoopLayout(deep, {128, 128 * 31}).matches(128 * 31) == [LoopMatch(1, 128 * 31, 2, 1)]
@@ -72,6 +75,15 @@ def test_equal_counts_of_two_loops_are_ambiguous_but_copies_of_one_loop_are_not(
     # an exact fit is plainer than a peeled one: the peeled candidate is not shown
     plain = LoopNest((Loop("a", 30, "serial", None), Loop("b", 31, "serial", None)))
     assert LoopLayout(plain, {30}).matches(30) == [LoopMatch(0, 30)]
+
+
+def test_debug_ranges_say_where_a_variable_lives_and_round_trip():
+    nest = LoopNest(GEMM.loops, ("main_compute_",), ranges={"k_1": [[0x401000, 0x401040]]})
+    assert nest.located("k_1", 0x401030, 0x401050) and not nest.located("k_1", 0x401040, 0x401080)
+    assert not nest.located("i_1", 0x401000, 0x401040)
+    assert LoopNest.from_dict(json.loads(json.dumps(nest.to_dict())), "x") == nest
+    with pytest.raises(InputError, match="'ranges' must map variables to lists of"):
+        LoopNest.from_dict({**nest.to_dict(), "ranges": {"k_1": [[1]]}}, "x")
 
 
 def test_loops_that_do_not_iterate_are_never_named():

@@ -156,3 +156,26 @@ def test_check_names_both_sides_loops_in_every_output_and_an_old_baseline_names_
     result = json.loads((reports / "perfguard.json").read_text())["results"][0]
     assert result["blocks"] and _named(result["blocks"], "baseline") == set()
     assert "i_1" in _named(result["blocks"], "current")
+
+
+@pytest.mark.slow
+def test_init_and_product_loops_of_one_count_are_ambiguous_until_the_debug_information_tells_them_apart(cache_dir):
+    profile = BUILTIN["x86_64"]
+    _need(profile)
+    if shutil.which("llvm-dwarfdump-19") is None:
+        pytest.skip("llvm-dwarfdump-19 not installed")
+    spec = KernelSpec("gemm_init", "perfguard.kernels.gemm:gemm", "gemm",
+                      dict(M=512, N=64, K=128, tile_m=16, tile_n=64, tile_k=32, vector=8, unroll=16))
+    result = run_job(Job(spec, profile, Path.cwd(), cache_dir, "qemu", 600, 1, 1))
+    assert result.ok, result.error
+    namer = LoopNamer(result.loops, result.stats, result.kernel)
+    # i_1_init (zeroing C) and i_1 (the products) both run 32 x 16 times per call (each peeled)
+    both = [b for b in result.stats.blocks.blocks if namer.in_kernel(b.symbol)
+            and len(namer.layout.matches(b.count)) == 2]
+    assert both
+    for b in both:
+        loop, candidates = namer.name(b.symbol, b.count)  # by the count alone: no answer, two candidates
+        assert loop is None and sorted(c.var for c in candidates) == ["i_1", "i_1_init"]
+        loop, candidates = namer.name(b.symbol, b.count, b.addr, b.end)  # the DWARF places i_1 there
+        assert loop is not None and loop.located and candidates == []
+        assert loop.var == "i_1", (hex(b.addr), b.count, loop)
