@@ -293,7 +293,6 @@ def ensure_loops(build_dir: Path, mod: object, tvm_target: dict) -> dict | None:
     return nest
 
 
-
 PEELED = (1,)  # iterations LLVM peels off a loop (the first: seen on x86_64 and aarch64 gemm)
 FACTORS = (2, 4, 8, 16)  # factors LLVM unrolls (or vectorises) a loop by
 # Peeling and partial unrolling are looked for only in loops this long: LLVM unrolls shorter
