@@ -20,6 +20,7 @@ from perfguard import __version__, flopcount
 from perfguard.compile.cache import BuildCache, digest, file_digest
 from perfguard.compile.harness import HARNESS_VERSION, render_harness, template_digest
 from perfguard.compile.inputs import decode_outputs
+from perfguard.compile.loops import ensure_loops
 from perfguard.compile.lower import LoweredKernel, build_object, inspect_module
 from perfguard.compile.toolchain import (
     cc_version, check_tensor_types, find_cc, libc_version, link_harness, llvm_version,
@@ -76,6 +77,7 @@ class JobResult:
     rechecked: bool = False  # the output check ran (its cache key was new)
     flops: int | None = None  # floating-point operations of one call (a family's count or the kernel's `flops`)
     tensor_bytes: int | None = None  # bytes of all tensors: the compulsory memory traffic
+    loops: dict | None = None  # the kernel's loop nest as compiled (compile.loops, plain JSON): names loops in attribution
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -208,6 +210,7 @@ def build_kernel(job: Job, result: JobResult) -> Built:
             raise
         result.rebuilt = True
     result.binary_hash = file_digest(build_dir / "harness")
+    result.loops = ensure_loops(build_dir, lowered.mod, profile.tvm_target)  # beside the build, not in its key
     return Built(build_dir, lowered, params, family, where)
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from rich.markup import escape
 
+from perfguard.compile.loops import LLVM_DWARFDUMP
 from perfguard.compile.toolchain import CC_PACKAGES
 from perfguard.errors import EXIT_INFRA, EXIT_OK, InputError, PerfguardError
 from perfguard.predict.mca import LLVM_MC, LLVM_MCA
@@ -66,6 +67,7 @@ def run(args: argparse.Namespace) -> int:
     for tool, package, note in (("cc", "gcc", "compiles the QEMU plugin"),
                                 (LLVM_MCA, "llvm-19", "pipeline timing model: cycles per block"),
                                 (LLVM_MC, "llvm-19", "pipeline timing model: disassembles blocks"),
+                                (LLVM_DWARFDUMP, "llvm-19", "attribution: tells loops of one count apart"),
                                 ("valgrind", "valgrind", "cachegrind back end, x86_64 only")):
         path = shutil.which(tool)
         if path:

@@ -17,12 +17,13 @@ from typing import Any
 
 from perfguard import __version__, jsonfile
 from perfguard.atomic import atomic_write_many
+from perfguard.compile.loops import LoopNest
 from perfguard.errors import InputError
 from perfguard.guard.lock import baselines_lock
 from perfguard.predict.store import ModelFiles
 from perfguard.sim.stats import Stats
 
-SCHEMA_VERSION = 2  # 2: "stats" may carry the block profile ("blocks")
+SCHEMA_VERSION = 3  # 2: "stats" may carry the block profile ("blocks"); 3: "loops", the build's loop nest
 _SAFE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*$")
 _REQUIRED = {
     "schema": int, "kernel": str, "target": str, "family": (str, type(None)), "params": dict,
@@ -30,6 +31,7 @@ _REQUIRED = {
     "model_id": str, "perfguard_version": str, "commit": (str, type(None)), "created": str,
     "toolchain": dict,
 }
+_OPTIONAL = {"loops": (dict, type(None))}  # schema 3; a file of an older schema has none
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,7 @@ class Baseline:
     toolchain: dict[str, str] = field(default_factory=dict)
     perfguard_version: str = __version__
     schema: int = SCHEMA_VERSION
+    loops: dict | None = None  # the build's loop nest (compile.loops): names loops in attribution; None before schema 3
 
     def to_json(self) -> str:
         data = {
@@ -65,6 +68,7 @@ class Baseline:
             "commit": self.commit,
             "created": self.created,
             "toolchain": self.toolchain,
+            "loops": self.loops,
         }
         return json.dumps(data, indent=2, sort_keys=True) + "\n"
 
@@ -90,9 +94,15 @@ def parse_baseline(text: str | bytes, source: str) -> Baseline:
     if data["schema"] > SCHEMA_VERSION:
         raise InputError(f"{source}: baseline schema {data['schema']} is newer than this perfguard reads "
                          f"({SCHEMA_VERSION}); upgrade perfguard")
-    unknown = sorted(set(data) - set(_REQUIRED))
+    unknown = sorted(set(data) - set(_REQUIRED) - set(_OPTIONAL))
     if unknown:
         raise InputError(f"{source}: corrupted baseline (unknown key '{unknown[0]}')")
+    for key, kind in _OPTIONAL.items():
+        if not isinstance(data.get(key), kind):
+            raise InputError(f"{source}: corrupted baseline ('{key}' has the wrong type)")
+    loops = data.get("loops")
+    if loops is not None:
+        LoopNest.from_dict(loops, source)
     if data["predicted_time_s"] < 0:
         raise InputError(f"{source}: corrupted baseline (negative predicted_time_s)")
     if not all(isinstance(v, str) for v in data["toolchain"].values()):
@@ -103,6 +113,7 @@ def parse_baseline(text: str | bytes, source: str) -> Baseline:
         stats=Stats.from_dict(data["stats"], source), predicted_time_s=float(data["predicted_time_s"]),
         model_id=data["model_id"], commit=data["commit"], created=data["created"],
         toolchain=data["toolchain"], perfguard_version=data["perfguard_version"], schema=data["schema"],
+        loops=loops,
     )
 
 

@@ -232,7 +232,7 @@ def judge_results(config: Config, jobs: list[Job], results: list[JobResult], thr
                             str(store.path(job.profile.name, job.kernel.name)), config.kernel_limits(job.kernel),
                             f"{config.path}: kernel '{job.kernel.name}'")
             if baseline is not None and isinstance(predictor, PipelineModel):
-                blocks = block_changes(predictor, baseline.stats, result.stats)
+                blocks = block_changes(predictor, baseline.stats, result.stats, (baseline.loops, result.loops))
         except (InputError, InfraError) as exc:
             result.exit_code = exc.exit_code
             run.outcomes.append(JudgedResult(result, Verdict(ERROR, limit), error=exc.message))
@@ -348,7 +348,7 @@ def write_baselines(config: Config, jobs: list[Job], results: list[JobResult]) -
             kernel=r.kernel, target=r.target, family=r.family, params=r.params, simulator=r.simulator,
             content_hash=r.content_hash or "", stats=r.stats,
             predicted_time_s=float(predictor.predict_stats([r.stats])[0]),
-            model_id=predictor.model_id, commit=commit, created=now_iso(), toolchain=r.toolchain,
+            model_id=predictor.model_id, commit=commit, created=now_iso(), toolchain=r.toolchain, loops=r.loops,
         ))
     written = store.write_all(baselines)
     return written + _drop_stale_model_baselines(config, store, jobs, results)

@@ -30,7 +30,8 @@ from perfguard.atomic import atomic_write_text
 from perfguard.errors import EXIT_INFRA, EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, InputError
 from perfguard.guard.compare import VERDICTS
 
-REPORT_SCHEMA = 1  # "note", "blocks", "calibration" are optional additions within schema 1
+REPORT_SCHEMA = 1  # "note", "blocks", "calibration", a block side's "loop" and "loop_candidates" are
+# optional additions within schema 1
 _ABSENT_IF = "absent_if"
 
 
@@ -153,6 +154,49 @@ class Calibration:
 
 
 @dataclass
+class LoopStep:
+    """One loop of a nest as TVM lowered it: its variable, iterations and kind."""
+    var: str
+    extent: int | None
+    kind: str  # serial | parallel | vectorized | unrolled (compile.loops.KINDS)
+    llvm_unrolled: bool = absent_if(False)  # LLVM unrolled it completely: what is inside runs in copies
+
+
+@dataclass
+class BlockLoop:
+    """The TIR loop a block runs in: the one whose body runs as often per call as the block
+    did (guard.attribution, compile.loops)."""
+    var: str  # the loop variable, e.g. k_1
+    path: list[LoopStep]  # the loops around it, outermost first, ending with this one
+    trips: int  # how often the block runs per kernel call as this loop's body (of one copy of it)
+    per_execution: int = absent_if(1)  # iterations per block execution (> 1: LLVM unrolled or vectorised it by this)
+    peeled: int = absent_if(0)  # iterations LLVM peeled off the loop (run by other blocks)
+    unrolled: list[str] = absent_if([])  # loops inside it without a block of their own: LLVM flattened them into it
+    located: bool = absent_if(False)  # other loops fit the count too: the object's debug information told them apart
+
+    @property
+    def nest(self) -> str:
+        """`i_0[8] > j_0[8] > k_1[4]`; a kind other than serial is named (`i_0[8 parallel]`), and so is a
+        loop LLVM unrolled completely (`k_0[4 unrolled by LLVM]`)."""
+        return " > ".join(f"{s.var}[{'?' if s.extent is None else s.extent}"
+                          f"{'' if s.kind == 'serial' else ' ' + s.kind}"
+                          f"{' unrolled by LLVM' if s.llvm_unrolled else ''}]" for s in self.path)
+
+    def describe(self) -> str:
+        """`loop k_1 (i_0[8] > ... > k_1[4])`, with what LLVM did to it."""
+        notes = [self.nest]
+        if self.per_execution > 1:
+            notes.append(f"{self.per_execution} iterations per execution: unrolled or vectorised by LLVM")
+        if self.peeled:
+            notes.append(f"{self.peeled} iteration{'s' if self.peeled > 1 else ''} peeled off by LLVM")
+        if self.unrolled:
+            notes.append(f"{' and '.join(self.unrolled)} unrolled or vectorised into it by LLVM")
+        if self.located:
+            notes.append("told apart from loops of the same count by the debug information")
+        return f"loop {self.var} ({'; '.join(notes)})"
+
+
+@dataclass
 class BlockSide:
     """One side of a changed block (guard.attribution)."""
     start: int
@@ -164,6 +208,17 @@ class BlockSide:
     bound: str
     symbol: str | None = None
     asm: list[str] = field(default_factory=list)
+    loop: BlockLoop | None = absent_if(None)  # the one loop that fits; absent: no nest recorded, or none or several fit
+    loop_candidates: list[BlockLoop] = absent_if([])  # several loops fit equally: never one of them as the answer
+
+    @property
+    def loop_text(self) -> str:
+        """What the side says about its loop: the loop, the candidates, or "" (nothing known)."""
+        if self.loop is not None:
+            return self.loop.describe()
+        if self.loop_candidates:
+            return "ambiguous loop: " + " or ".join(c.describe() for c in self.loop_candidates)
+        return ""
 
 
 @dataclass

@@ -236,7 +236,7 @@ def as_baseline(result: JobResult, side: Side, predicted_time_s: float, model_id
     return Baseline(kernel=result.kernel, target=result.target, family=result.family, params=result.params,
                     simulator=result.simulator, content_hash=result.content_hash or "", stats=result.stats,
                     predicted_time_s=predicted_time_s, model_id=model_id, commit=side.sha, created="",
-                    toolchain=result.toolchain)
+                    toolchain=result.toolchain, loops=result.loops)
 
 
 # -- the worker: `python -m perfguard.guard.revisions` ------------------------------------------------

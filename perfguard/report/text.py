@@ -162,11 +162,13 @@ def findings(result: Result, most: int = 3) -> list[str]:
 
 
 def block_side(side: BlockSide | None) -> str:
-    """One side of a changed block: `main_compute_ 0x402e00-0x402e9c, 44 insns x 3,584, 38.7 cyc (latency)`."""
+    """One side of a changed block: `main_compute_ 0x402e00-0x402e9c in loop k_1 (i_0[8] > k_1[64]),
+    44 insns x 3,584, 38.7 cyc (latency)` (the loop where its build recorded the nest)."""
     if side is None:
         return "not executed"
     where = f"{side.symbol} " if side.symbol else ""
-    return (f"{where}0x{side.start:x}-0x{side.end:x}, {side.insns} insns x {side.executions:,}, "
+    loop = f" in {side.loop_text}" if side.loop_text else ""
+    return (f"{where}0x{side.start:x}-0x{side.end:x}{loop}, {side.insns} insns x {side.executions:,}, "
             f"{side.cycles_per_execution:.1f} cyc/exec ({side.bound})")
 
 

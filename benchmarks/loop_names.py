@@ -1,0 +1,117 @@
+"""How often attribution names a block's TIR loop, and whether the name is right.
+
+For each kernel of a config x target: build and simulate it with perfguard (QEMU), take the
+kernel blocks that ran the most instructions (together at least --cover of the kernel's), and
+name each with guard.attribution.LoopNamer (block counts against the build's loop nest). An
+independent check of the names: the DWARF the build's own kernel.o carries (TVM 0.27 writes no
+line table worth the name, line 0 only, but it describes each loop variable by a location list:
+the address ranges where LLVM keeps its value, a constant in each copy of a loop it unrolled).
+`llvm-dwarfdump-19` reads them; the kernel's functions' addresses in the harness and in kernel.o
+place them (one function at a time: a function the C library also defines may come from there).
+Of a block named loop X: "confirmed" when X's variable has a location in the block and no deeper
+loop's does (a loop inside X that LLVM kept, per the counts: not one it unrolled completely, nor
+one inside such a loop); "deeper loop live" when such a loop's variable has one there (the block may sit inside that loop: the name
+is too shallow or wrong); "not located" when neither (LLVM often rewrites an induction variable
+and keeps no location for it). A block no loop variable covers gets no verdict.
+
+    python benchmarks/loop_names.py [--config perfguard.toml] [--targets x86_64,aarch64,riscv64]
+                                    [--kernels a,b] [--cover 0.9]
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections import Counter
+from pathlib import Path
+
+from perfguard.compile.loops import elf_functions, variable_ranges
+from perfguard.config import load_config
+from perfguard.guard.attribution import LoopNamer
+from perfguard.guard.check import make_jobs, select
+from perfguard.pipeline import run_job
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--config", default="perfguard.toml")
+    ap.add_argument("--targets", default="x86_64,aarch64,riscv64")
+    ap.add_argument("--kernels", default=None)
+    ap.add_argument("--cover", type=float, default=0.9)
+    args = ap.parse_args()
+    config = load_config(Path(args.config))
+    pairs = select(config, args.kernels.split(",") if args.kernels else None, args.targets.split(","))
+    pairs = [(spec, t) for spec, t in pairs if spec.model is None]
+    tally: Counter = Counter()
+    for job in make_jobs(config, pairs, "qemu"):
+        result = run_job(job)
+        if not result.ok:
+            print(f"{job.label}: {result.error}")
+            continue
+        namer = LoopNamer(result.loops, result.stats, job.label)
+        layout = namer.layout
+        tally["kernels"] += 1
+        blocks = sorted((b for b in result.stats.blocks.blocks if namer.in_kernel(b.symbol)),
+                        key=lambda b: (-b.insns * b.count, b.addr))
+        total = sum(b.insns * b.count for b in blocks) or 1
+        build_dir = Path(config.cache_dir) / "builds" / result.content_hash[:2] / result.content_hash
+        in_obj, in_harness = elf_functions(build_dir / "kernel.o"), elf_functions(build_dir / "harness")
+        shifts = {f: in_harness[f][0] - v[0] for f, v in in_obj.items() if f in in_harness}  # where each landed
+        ranges = variable_ranges(build_dir / "kernel.o")
+        depth = {}
+        for i, loop in enumerate(layout.nest.loops if layout else ()):
+            depth.setdefault(loop.var, (len(layout.nest.path(i)), i))
+        print(f"\n{job.label}: {len(blocks)} kernel blocks; loop variables with locations: "
+              f"{sorted(v for v in ranges if v in depth and ranges[v])}")
+        covered = 0
+        for b in blocks:
+            if covered >= args.cover * total:
+                break
+            covered += b.insns * b.count
+            loop, candidates = namer.name(b.symbol, b.count, b.addr, b.end)
+            if loop is not None:
+                said, kind = loop.describe(), "named"
+            elif candidates:
+                said, kind = "ambiguous: " + " | ".join(c.var for c in candidates), "ambiguous"
+            else:
+                said, kind = "-", "unnamed"
+            live = set()
+            shift = shifts.get(b.symbol)
+            if shift is not None:
+                lo, hi = b.addr - shift, b.addr + b.size - shift
+                live = {v for v in depth if any(a < hi and lo < e for a, e in ranges.get(v, ()))}
+            verdict = ""
+            if live:
+                tally["with_dwarf"] += 1
+                if loop is not None:
+                    nest = layout.nest
+                    me = next(i for i in range(len(nest.loops))
+                              if [nest.loops[j].var for j in nest.path(i)] == [x.var for x in loop.path])
+                    around = {nest.loops[j].var for j in nest.path(me)}
+                    inner = {nest.loops[j].var for j in range(len(nest.loops))
+                             if me in nest.path(j) and j != me and j not in layout.flat
+                             and not any(k in layout.flat for k in nest.path(j)[nest.path(j).index(me) + 1:])}
+                    deeper = (live & inner) - around
+                    if deeper:
+                        verdict, outcome = f"DEEPER LOOP LIVE ({', '.join(sorted(deeper))})", "contradicted"
+                    elif loop.var in live:
+                        verdict, outcome = "confirmed", "confirmed"
+                    else:
+                        verdict, outcome = "not located", "unconfirmed"
+                    tally[outcome] += 1
+                verdict += f" [DWARF: {', '.join(sorted(live, key=lambda v: depth[v]))}]"
+            share = 100.0 * b.insns * b.count / total
+            tally[kind] += 1
+            tally[kind + "_share"] += share
+            tally["blocks"] += 1
+            print(f"  0x{b.addr:x} {share:5.1f} % x{b.count:<8} {kind:9} {said}{'  ' + verdict if verdict else ''}")
+    print(f"\nhot blocks: {tally['blocks']}: named {tally['named']}, ambiguous {tally['ambiguous']}, "
+          f"unnamed {tally['unnamed']}; with a DWARF location {tally['with_dwarf']}; of the named: confirmed "
+          f"{tally['confirmed']}, not located {tally['unconfirmed']}, a deeper loop's variable live "
+          f"{tally['contradicted']}")
+    print(f"share of the hot blocks' instructions: named {tally['named_share'] / max(1, tally['kernels']):.1f} %, "
+          f"ambiguous {tally['ambiguous_share'] / max(1, tally['kernels']):.1f} %, unnamed "
+          f"{tally['unnamed_share'] / max(1, tally['kernels']):.1f} % (mean per kernel x target)")
+
+
+if __name__ == "__main__":
+    main()

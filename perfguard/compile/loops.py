@@ -1,0 +1,359 @@
+"""The kernel's loop nest as LLVM receives it, recorded beside the build (loops.json), and the
+loops a block's execution count fits.
+
+Why counts: the object's line table holds line 0 only, and its DWARF describes a loop variable
+only where LLVM kept a value for it (location lists; an induction variable LLVM rewrote has
+none), so an address alone does not always say its loop. Counts do: a block that runs once per
+iteration of loop L runs trips(L) times per kernel call, the product of the iterations of L and
+every loop around it. Vectorized loops became SIMD lanes and unrolled ones copies, so neither
+iterates; a serial or parallel loop of one iteration does not either. The nest is taken from
+the module lowered by the very passes `tvm.tirx.build` runs (TVM decides unrolling and
+vectorisation there), after the object is built and outside its build key: recording it changes
+no byte of any build and no statistic. The location lists are kept too (`ranges`, as harness
+addresses): where several loops fit a count, they tell them apart (guard.attribution), and
+benchmarks/loop_names.py checks the names against them.
+
+Matching (`LoopLayout`, from one run's block counts): LLVM transforms loops on its own. A loop
+it unrolled completely (or vectorised away) leaves no block that runs once per its iteration; its
+body then exists in copies, and the loops inside are fitted per copy. It may peel an iteration
+off a loop (the body block runs extent - 1 times per entry) or unroll it by a factor f (trips /
+f). A count names the loops it fits in the plainest way; copies of one loop (TVM unrolled a loop
+around it: the copies keep its variable object) are one loop. More than one loop left is
+ambiguous: the caller shows the candidates, never one of them as the answer.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import struct
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from perfguard.atomic import atomic_write_text
+from perfguard.errors import InputError
+
+LOOPS_FILE = "loops.json"
+LOOPS_VERSION = 1
+KINDS = ("serial", "parallel", "vectorized", "unrolled", "thread_binding")  # tvm.tirx.ForKind order
+_ITERATING = ("serial", "parallel")
+
+
+@dataclass(frozen=True)
+class Loop:
+    var: str
+    extent: int | None  # iterations (a stepped loop's too); None: not a constant
+    kind: str  # one of KINDS
+    parent: int | None  # index of the enclosing loop in LoopNest.loops
+    copy_of: int | None = None  # the loop this is a copy of (the same TIR loop: TVM unrolled a loop around it)
+
+
+@dataclass(frozen=True)
+class LoopMatch:
+    loop: int  # index into LoopNest.loops
+    executions: int  # how often the block runs per call when it is this loop's (one copy of its) body
+    per_execution: int = 1  # loop iterations per block execution (> 1: LLVM unrolled or vectorised it by this)
+    peeled: int = 0  # iterations LLVM peeled off the loop (they run elsewhere)
+
+
+@dataclass(frozen=True)
+class LoopNest:
+    loops: tuple[Loop, ...]  # pre-order: a parent before its children
+    functions: tuple[str, ...] = ()  # the kernel object's function symbols (other blocks are the harness's)
+    error: str | None = None  # why no nest was recorded
+    # loop variable -> [start, end) harness addresses where the object's DWARF locates its value
+    ranges: dict[str, list[list[int]]] = field(default_factory=dict)
+
+    def located(self, var: str, start: int, end: int) -> bool:
+        """Whether the debug information places variable `var` somewhere in [start, end)."""
+        return any(lo < end and start < hi for lo, hi in self.ranges.get(var, ()))
+
+    # -- the nest -------------------------------------------------------------------------------
+
+    def iterations(self, i: int) -> int | None:
+        loop = self.loops[i]
+        return loop.extent if loop.kind in _ITERATING else 1
+
+    def trips(self, i: int) -> int | None:
+        """How often loop i's body runs per kernel call (None: an extent on its path is not constant)."""
+        product = 1
+        for j in self.path(i):
+            n = self.iterations(j)
+            if n is None:
+                return None
+            product *= n
+        return product
+
+    def path(self, i: int) -> list[int]:
+        """The loops from the outermost down to loop i."""
+        out = []
+        at: int | None = i
+        while at is not None:
+            out.append(at)
+            at = self.loops[at].parent
+        return out[::-1]
+
+    def iterating(self) -> list[int]:
+        """Loops that are loops in the machine code (unless LLVM unrolls them): serial or parallel,
+        two or more iterations, a constant trip product."""
+        return [i for i, loop in enumerate(self.loops)
+                if loop.kind in _ITERATING and (loop.extent or 0) >= 2 and self.trips(i) is not None]
+
+    def origin(self, i: int) -> int:
+        """The loop that loop i is a copy of (itself if none)."""
+        first = self.loops[i].copy_of
+        return i if first is None else first
+
+    # -- the file -------------------------------------------------------------------------------
+
+    def to_dict(self) -> dict:
+        data: dict = {"version": LOOPS_VERSION, "functions": list(self.functions),
+                      "loops": [{"var": x.var, "extent": x.extent, "kind": x.kind, "parent": x.parent,
+                                 "copy_of": x.copy_of} for x in self.loops],
+                      "ranges": self.ranges}
+        if self.error is not None:
+            data["error"] = self.error
+        return data
+
+    @classmethod
+    def from_dict(cls, data: object, source: str) -> "LoopNest":
+        where = f"{source}: loop nest"
+        if not isinstance(data, dict) or not {"version", "functions", "loops"} <= set(data) \
+                or not set(data) <= {"version", "functions", "loops", "error", "ranges"}:
+            raise InputError(f"{where} must be an object with 'version', 'functions' and 'loops'")
+        if data["version"] != LOOPS_VERSION:
+            raise InputError(f"{where} version {data['version']!r} is not {LOOPS_VERSION}")
+        functions, rows, error = data["functions"], data["loops"], data.get("error")
+        if not isinstance(functions, list) or not all(isinstance(f, str) for f in functions):
+            raise InputError(f"{where}: 'functions' must be a list of strings")
+        if error is not None and not isinstance(error, str):
+            raise InputError(f"{where}: 'error' must be a string")
+        if not isinstance(rows, list):
+            raise InputError(f"{where}: 'loops' must be a list")
+        loops = []
+        for i, row in enumerate(rows):
+            ok = isinstance(row, dict) and set(row) == {"var", "extent", "kind", "parent", "copy_of"} \
+                and isinstance(row["var"], str) and row["kind"] in KINDS \
+                and (row["extent"] is None or _count(row["extent"])) \
+                and all(row[k] is None or (_count(row[k]) and row[k] < i) for k in ("parent", "copy_of"))
+            if not ok:
+                raise InputError(f"{where}: loop {i} must be {{var, extent, kind, parent, copy_of}} with a known "
+                                 "kind and earlier loops (or null) as parent and copy_of")
+            loops.append(Loop(row["var"], row["extent"], row["kind"], row["parent"], row["copy_of"]))
+        ranges = data.get("ranges", {})
+        if not isinstance(ranges, dict) or not all(
+                isinstance(spans, list) and all(isinstance(r, list) and len(r) == 2 and all(_count(v) for v in r)
+                                                for r in spans) for spans in ranges.values()):
+            raise InputError(f"{where}: 'ranges' must map variables to lists of [start, end] addresses")
+        return cls(tuple(loops), tuple(functions), error, ranges)
+
+
+def _count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 62
+
+
+# -- recording (TVM) ------------------------------------------------------------------------------
+
+def record_loops(mod: object, tvm_target: dict, obj: Path, harness: Path | None = None) -> LoopNest:
+    """The nest of `mod` (a scheduled IRModule) lowered as `tvm.tirx.build` lowers it for
+    `tvm_target`, the function symbols of its object file `obj`, and (given the `harness` it is
+    linked into) where the loop variables' debug locations lie there. Never raises: a nest that
+    cannot be recorded is one with no loops and the reason (attribution then names no loop)."""
+    try:
+        import tvm
+
+        target = tvm.target.Target(tvm_target)
+        target = target.with_host(target)  # as tvm.tirx.build binds a CPU target
+        lowered = tvm.tirx.transform.BindTarget(target)(mod)
+        pipeline, finalize_host, _ = tvm.tirx.get_tir_pipeline("default")  # what tvm.tirx.build runs
+        lowered = finalize_host()(pipeline(lowered))
+        loops: list[Loop] = []
+        seen: list = []  # each loop's variable: copies made by unrolling keep the variable object
+        for _, func in sorted(lowered.functions.items(), key=lambda item: item[0].name_hint):
+            if isinstance(func, tvm.tirx.PrimFunc):
+                _walk(tvm, func.body, loops, seen)
+        ranges = harness_ranges(obj, harness, {x.var for x in loops}) if harness is not None else {}
+        return LoopNest(tuple(loops), object_functions(obj), ranges=ranges)
+    except Exception as exc:  # TVM raises many types; the build itself already succeeded
+        lines = str(exc).strip().splitlines()
+        return LoopNest((), (), f"{type(exc).__name__}: {lines[-1] if lines else ''}")
+
+
+def _walk(tvm, stmt, out: list[Loop], seen: list) -> None:
+    stack: list = [(stmt, None)]
+    while stack:  # depth first, children in order: the nest comes out in pre-order
+        node, up = stack.pop()
+        if isinstance(node, tvm.tirx.For):
+            first = next((i for i, var in enumerate(seen) if var.same_as(node.loop_var)), None)
+            out.append(Loop(str(node.loop_var.name), _iterations(tvm, node), KINDS[int(node.kind)], up,
+                            None if first is None else out[first].copy_of if out[first].copy_of is not None else first))
+            seen.append(node.loop_var)
+            stack.append((node.body, len(out) - 1))
+        elif isinstance(node, tvm.tirx.SeqStmt):
+            stack.extend((s, up) for s in reversed(list(node.seq)))
+        elif isinstance(node, tvm.tirx.IfThenElse):
+            stack.extend((s, up) for s in (node.else_case, node.then_case) if s is not None)
+        elif isinstance(getattr(node, "body", None), tvm.tirx.Stmt):  # AttrStmt, While, ...
+            stack.append((node.body, up))
+
+
+def _iterations(tvm, loop) -> int | None:
+    if not isinstance(loop.extent, tvm.tirx.IntImm):
+        return None
+    extent, step = int(loop.extent), getattr(loop, "step", None)
+    if step is None:
+        return extent
+    if not isinstance(step, tvm.tirx.IntImm) or int(step) < 1:
+        return None
+    return -(-extent // int(step))
+
+
+def elf_functions(path: Path) -> dict[str, tuple[int, int]]:
+    """{function symbol: (value, size)} of what an ELF64 little-endian file defines (every target
+    here is one); {} for anything else."""
+    data = Path(path).read_bytes()
+    if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+        return {}
+    shoff = int.from_bytes(data[0x28:0x30], "little")
+    shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
+    # name, type, flags, addr, offset, size, link, info, addralign, entsize
+    sections = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
+    out = {}
+    for section in sections:
+        if section[1] != 2:  # SHT_SYMTAB
+            continue
+        strtab = sections[section[6]][4]
+        for at in range(section[4], section[4] + section[5], 24):
+            st_name, st_info, _, st_shndx, value, size = struct.unpack_from("<IBBHQQ", data, at)
+            if st_info & 0xF == 2 and st_shndx != 0:  # STT_FUNC, defined here
+                end = data.index(b"\0", strtab + st_name)
+                out[data[strtab + st_name:end].decode("utf-8", "replace")] = (value, size)
+    return out
+
+
+def object_functions(path: Path) -> tuple[str, ...]:
+    """The function symbols an object defines, sorted."""
+    return tuple(sorted(elf_functions(path)))
+
+
+LLVM_DWARFDUMP = "llvm-dwarfdump-19"  # Debian's llvm-19, which the pipeline model needs anyway
+_RANGE = re.compile(r"\[0x([0-9a-f]+), 0x([0-9a-f]+)\)")
+_NAME = re.compile(r'DW_AT_name\s+\("([^"]*)"\)')
+
+
+def variable_ranges(obj: Path) -> dict[str, list[tuple[int, int]]]:
+    """{variable: [(start, end) offsets in the object's code]} from the location lists of its
+    DWARF ({} without llvm-dwarfdump-19 or when it fails: the ranges only ever tell loops apart)."""
+    tool = shutil.which(LLVM_DWARFDUMP)
+    if tool is None:
+        return {}
+    proc = subprocess.run([tool, "--debug-info", str(obj)], capture_output=True, text=True, check=False)
+    out: dict[str, list[tuple[int, int]]] = {}
+    for entry in proc.stdout.split("DW_TAG_")[1:] if proc.returncode == 0 else ():
+        name = _NAME.search(entry)
+        if entry.startswith("variable") and name:
+            out.setdefault(name.group(1), []).extend((int(a, 16), int(b, 16)) for a, b in _RANGE.findall(entry))
+    return out
+
+
+def harness_ranges(obj: Path, harness: Path, names: set[str]) -> dict[str, list[list[int]]]:
+    """The location ranges of the variables `names`, as addresses in the linked harness: each
+    range placed by the kernel function it lies in (one the harness took from elsewhere, e.g. a
+    C library's copy of a helper, is left out)."""
+    if not harness.is_file():
+        return {}
+    inside, placed = elf_functions(obj), elf_functions(harness)
+    out: dict[str, list[list[int]]] = {}
+    for var, spans in variable_ranges(obj).items():
+        if var not in names:
+            continue
+        for lo, hi in spans:
+            owner = next((f for f, (at, size) in inside.items() if at <= lo < at + size), None)
+            if owner in placed and placed[owner][1] == inside[owner][1]:
+                shift = placed[owner][0] - inside[owner][0]
+                out.setdefault(var, []).append([lo + shift, hi + shift])
+    return {var: sorted(spans) for var, spans in sorted(out.items())}
+
+
+def ensure_loops(build_dir: Path, mod: object, tvm_target: dict) -> dict | None:
+    """The build's recorded nest (plain JSON), recorded on first use: once per build, so a warm
+    check only reads it (a build cached before nests were recorded gets one then). None when the
+    file is damaged: that build names no loop."""
+    path = Path(build_dir) / LOOPS_FILE
+    try:
+        return LoopNest.from_dict(json.loads(path.read_text()), str(path)).to_dict()
+    except FileNotFoundError:
+        pass
+    except (OSError, ValueError, InputError):
+        return None
+    nest = record_loops(mod, tvm_target, Path(build_dir) / "kernel.o", Path(build_dir) / "harness").to_dict()
+    atomic_write_text(path, json.dumps(nest, sort_keys=True) + "\n")
+    return nest
+
+
+PEELED = (1,)  # iterations LLVM peels off a loop (the first: seen on x86_64 and aarch64 gemm)
+FACTORS = (2, 4, 8, 16)  # factors LLVM unrolls (or vectorises) a loop by
+# Peeling and partial unrolling are looked for only in loops this long: LLVM unrolls shorter
+# constant loops completely, and on short ones extent - 1 or extent / f fits some other loop's
+# count too often (benchmarks/loop_names.py: conv2d's 3-tap loops, read as peeled, were not)
+REWRITTEN_MIN_EXTENT = 8
+# (peeled, factor), the plainest first: as it is, peeled, unrolled, both
+_WAYS = [(0, 1), *((p, 1) for p in PEELED), *((p, f) for f in FACTORS for p in (0, *PEELED))]
+
+
+class LoopLayout:
+    """The nest as LLVM left it, read from one run's block counts, and the loops a count fits.
+
+    Walking the iterating loops outermost first, a loop no block count fits (not exactly, not
+    with PEELED iterations peeled off, not unrolled by a factor) has no block of its own: LLVM
+    unrolled it completely (or vectorised it away), so its body exists in copies, each running
+    once per iteration of the loops around it. Inner loops are then fitted per copy: such an
+    ancestor counts one iteration instead of its extent.
+    """
+
+    def __init__(self, nest: LoopNest, counts: set[int]):
+        self.nest = nest
+        self.outer: dict[int, int] = {}  # loop -> how often one copy of it is entered per call
+        self.flat: set[int] = set()  # loops LLVM unrolled completely
+        for i in nest.iterating():
+            entered = 1
+            for j in nest.path(i)[:-1]:
+                entered *= 1 if j in self.flat else nest.iterations(j) or 1
+            self.outer[i] = entered
+            if not any(self.fit(i, c) for c in counts):
+                self.flat.add(i)
+
+    def fit(self, i: int, count: int) -> LoopMatch | None:
+        """How a block run `count` times per call is loop i's body, the plainest way: exactly, with
+        PEELED iterations peeled off, unrolled by one of FACTORS (a remainder iteration runs
+        elsewhere), or both; None when it is not. The body must still loop (2 or more iterations
+        per entry): one that runs once per entry belongs to the loop around it."""
+        outer, extent = self.outer[i], self.nest.loops[i].extent or 0
+        for p, f in _WAYS if extent >= REWRITTEN_MIN_EXTENT else _WAYS[:1]:
+            body = (extent - p) // f
+            if f < extent and body >= 2 and count == outer * body:
+                return LoopMatch(i, count, per_execution=f, peeled=p)
+        return None
+
+    def matches(self, count: int) -> list[LoopMatch]:
+        """The loops (LLVM kept) that a block run `count` times per call fits, one per distinct
+        loop (copies merged), those of the plainest kind only (exact, else peeled, else unrolled
+        by a factor); empty when none fits or the count is 1 (outside every loop)."""
+        if count < 2:
+            return []
+        found = [m for i in self.outer if i not in self.flat and (m := self.fit(i, count)) is not None]
+        for plain in (lambda m: m.per_execution == 1 and not m.peeled, lambda m: m.per_execution == 1,
+                      lambda m: True):
+            tier = [m for m in found if plain(m)]
+            if tier:
+                distinct: dict[int, LoopMatch] = {}
+                for m in tier:
+                    distinct.setdefault(self.nest.origin(m.loop), m)
+                return list(distinct.values())
+        return []
+
+    def unrolled_inside(self, i: int) -> list[int]:
+        """The loops directly inside loop i that LLVM unrolled completely into its blocks."""
+        return [j for j in self.flat if self.nest.loops[j].parent == i]
