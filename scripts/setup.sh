@@ -67,9 +67,13 @@ while IFS= read -r line; do
   esac
 done < scripts/toolchain.lock
 # The test extras also need a headless browser (tests/report/test_report_browser.py opens the HTML
-# report); its version does not touch any statistic, so it is not pinned.
+# report), and curl and jq (tests/shells run the comment workflow's step, which GitHub's runners
+# have them for); their versions do not touch any statistic, so they are not pinned.
 case ",${PERFGUARD_EXTRAS:-}," in
-  *,test,*) dpkg-query -W -f='${Status}' chromium 2>/dev/null | grep -q "install ok installed" || wanted+=(chromium) ;;
+  *,test,*)
+    for pkg in chromium curl jq; do
+      dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || wanted+=("$pkg")
+    done ;;
 esac
 if [ "$gem5_deps" = 1 ]; then
   wanted+=(build-essential scons m4 python3-dev zlib1g-dev libpng-dev)

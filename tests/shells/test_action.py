@@ -191,8 +191,10 @@ def test_action_on_a_pull_request_that_regresses_one_kernel(pr_workspace):
     assert (artifacts / "perfguard-report-targets-x86_64" / "perfguard.json").is_file()
     assert (artifacts / "perfguard-comment" / "pr-number").read_text().strip() == "17"
     assert used["Save the perfguard environment"].outcome == "success"
+    # The save runs after the red check (this project keeps its cache where its config's cache_dir
+    # says, so the action's cache folder stays empty and actions/cache/save warns, as documented).
     saved = used["Save the build and simulation cache (also after a regression or an error)"]
-    assert saved.outcome == "success" and "Cache saved with key: perfguard-sim-Linux-X64-" in saved.log
+    assert saved.outcome == "success" and "no cache saved" in saved.log, saved
     assert used["Build gem5 where no cached build was restored (about an hour per ISA on 2 cores)"].outcome == "skipped"
 
 

@@ -317,3 +317,19 @@ def test_the_recalibration_leg_runs_its_drift_step(project, tmp_path):
     verdicts = json.loads((job.runner_temp / "perfguard-drift-x86_64.json").read_text())
     assert list(verdicts) == ["gemm"] and verdicts["gemm"]["rows"] == 1 and not verdicts["gemm"]["needs_retraining"]
     assert job.step("Upload the new models").outcome == "skipped"
+
+
+def test_a_leg_on_the_wrong_machine_stops_before_installing_anything(tmp_path):
+    """scripts/check-runner.sh, the recalibration legs' first step: a riscv64 leg on this x86_64
+    machine, or outside a checkout git can read, says what is missing (exit 3); a bad target is
+    a usage error (exit 2)."""
+    script = str(REPO / "scripts" / "check-runner.sh")
+    other = "riscv64" if os.uname().machine != "riscv64" else "x86_64"
+    env = dict(os.environ, GITHUB_ACTIONS="true")
+    proc = subprocess.run(["bash", script, other], cwd=tmp_path, capture_output=True, text=True, env=env)
+    assert proc.returncode == 3
+    assert f"::error title=runner for {other}::this machine is {os.uname().machine}: native timing for {other} " \
+           f"needs {other} hardware" in proc.stdout
+    assert "git cannot read the checkout" in proc.stderr  # tmp_path is no checkout
+    proc = subprocess.run(["bash", script, "vax"], capture_output=True, text=True)
+    assert proc.returncode == 2 and "unknown target 'vax'" in proc.stderr
