@@ -373,3 +373,34 @@ def test_a_dependency_chain_through_a_loop_body_of_two_blocks_counts(tmp_path):
     assert loop_bodies(apart, "x86_64-linux-gnu") == [] and all(c.loop_scale == 1.0 for c in apart)
     # riscv64: a 4-byte addi and a compressed bnez; the branch starts 4 bytes in
     assert _last_insn_offset(Block(0x10000, 6, 2, 1, "130515007df5", "k"), "riscv64") == 4
+
+
+def test_l2_misses_that_fit_in_the_l3_cost_its_latency_the_rest_memory(tmp_path):
+    """The simulators stop at the L2; a profile's l3_size says how many missed lines a call can
+    find in a last-level cache (its L2-miss traffic bounds what it touches), charged at the L3
+    latency, the rest at the memory latency; a profile without an L3 charges memory for all."""
+    from dataclasses import replace
+
+    x86 = BUILTIN["x86_64"]
+    cost = x86.cost
+    assert x86.l3_size == 32 << 20 and cost.l3_latency > cost.l2_latency
+    model = PipelineModel(x86, tmp_path)
+    lines = x86.l3_size // x86.l2.line
+
+    def stalls(profile, l1, l2):
+        return PipelineModel(profile, tmp_path).stall_cycles(Stats(insts=1, l1d_misses=l1, l1i_misses=0, l2_misses=l2))
+
+    # a 4 MiB stream: every line missed in L1 and L2, all of them in the L3
+    assert stalls(x86, 65536, 65536) == pytest.approx(65536 * cost.l3_latency / x86.mlp)
+    # more missed lines than the L3 holds: the excess from memory
+    assert stalls(x86, lines + 1000, lines + 1000) == pytest.approx(
+        (lines * cost.l3_latency + 1000 * cost.mem_latency) / x86.mlp)
+    # L1 misses that hit the L2 are unchanged
+    assert stalls(x86, 5000, 0) == pytest.approx(5000 * cost.l2_latency / x86.mlp)
+    no_l3 = replace(x86, l3_size=0)
+    assert stalls(no_l3, 65536, 65536) == pytest.approx(65536 * cost.mem_latency / x86.mlp)
+    assert BUILTIN["aarch64"].l3_size == 0  # a Cortex-A72 system with no L3
+    # the L3 is part of the model's identity (stored baselines re-score under the new id), not of
+    # the profile's fingerprint (no statistic changes)
+    assert PipelineModel(no_l3, tmp_path).model_id != model.model_id
+    assert no_l3.fingerprint() == x86.fingerprint()
