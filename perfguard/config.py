@@ -41,6 +41,10 @@ _KERNEL_KEYS |= {"limits"}
 _TOP_KEYS |= {"require_reference"}  # every kernel must name a numpy reference (no self-consistency only)
 _KERNEL_KEYS |= {"flops"}  # "2 * M * N * K" over params, or "module:function" called with the params
 
+# -- the regression gate on a calibrated interval (issue 26) ----------------------------------------
+_TOP_KEYS |= {"gate"}  # estimate | lower | upper: what of a predicted change is compared with the threshold
+GATES = ("estimate", "lower", "upper")
+
 
 @dataclass(frozen=True)
 class KernelSpec:
@@ -102,6 +106,7 @@ class Config:
     limits: dict[str, Limit] = field(default_factory=dict)  # per-metric limits (issue 14): global ones
     model: str = "auto"  # auto (calibrated, else pipeline, else analytical) | pipeline | analytical
     models: tuple[ModelSpec, ...] = ()  # [[model]] entries; their kernels join `kernels` in guard.check.select
+    gate: str = "estimate"  # estimate | lower | upper (the interval's end that must exceed a threshold)
 
     def model_threshold(self, spec: ModelSpec, override: float | None = None) -> float:
         if override is not None:
@@ -282,6 +287,7 @@ def _build(path: Path, top: dict, kernels: Any, targets: Any, prefix: str) -> Co
         require_reference=_flag(top.get("require_reference", False), f"{path}: {prefix}.require_reference"),
         limits=parse_limits(top["limits"], f"{path}: {prefix}.limits") if "limits" in top else {},
         model=_model_name(top.get("model", "auto"), f"{path}: {prefix}.model"),
+        gate=_gate(top.get("gate", "estimate"), f"{path}: {prefix}.gate"),
     )
 
 
@@ -292,6 +298,13 @@ def _flag(value: Any, where: str) -> bool:
 
 
 MODEL_NAMES = ("auto", "pipeline", "analytical")
+
+
+def _gate(value: Any, where: str) -> str:
+    if value not in GATES:
+        raise InputError(f"{where}: unknown gate {value!r} (one of {', '.join(GATES)}: the predicted change's "
+                         f"estimate, or its interval's lower or upper end)")
+    return value
 
 
 def _model_name(value: Any, where: str) -> str:

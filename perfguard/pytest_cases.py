@@ -23,6 +23,7 @@ from perfguard.guard.baselines import BaselineStore
 from perfguard.guard.compare import ERROR, NEW, REGRESSION
 from perfguard.guard.report import ModelTotal, Result, TargetSummary
 from perfguard.report.numbers import pct, seconds
+from perfguard.report.text import delta_with_interval, interval_note
 
 MAX_STATS_SHOWN = 8  # changed statistics listed in a failure, largest change first
 
@@ -65,8 +66,11 @@ class CaseResult:
         head = f"{self.label}: {self.verdict}"
         if self.verdict == NEW:
             return f"{head} (no baseline yet; predicted {seconds(self.current_time_s)})"
-        lines = [f"{head} {pct(self.delta_pct)} (threshold {self.threshold_pct:.2f} %): predicted "
+        delta = pct(self.delta_pct) if self.report is None else delta_with_interval(self.report)
+        lines = [f"{head} {delta} (threshold {self.threshold_pct:.2f} %): predicted "
                  f"{seconds(self.current_time_s)}, baseline {seconds(self.baseline_time_s)}"]
+        if self.report is not None and (note := interval_note(self.report)):
+            lines.append(note)
         changed = self.changed_stats()
         if changed:
             lines.append("changed statistics (baseline -> current):")

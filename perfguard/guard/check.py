@@ -17,6 +17,7 @@ from perfguard.guard.report import BlockChange
 from perfguard.jsonfile import now_iso
 from perfguard.pipeline import Job, JobResult, run_job
 from perfguard.predict.analytical import AnalyticalModel
+from perfguard.predict.intervals import load_intervals
 from perfguard.predict.pipeline import PipelineModel
 from perfguard.predict.select import predictor_for
 from perfguard.predict.store import ModelFiles
@@ -212,6 +213,7 @@ def judge_results(config: Config, jobs: list[Job], results: list[JobResult], thr
     store = BaselineStore(config.baseline_dir) if store is None else store
     models = store.models()
     run = CheckRun(models=models, interrupted=interrupted)
+    intervals = load_intervals()
     for job, result in zip(jobs, results):
         limit = config.kernel_threshold(job.kernel, threshold)
         if not result.ok:
@@ -230,7 +232,9 @@ def judge_results(config: Config, jobs: list[Job], results: list[JobResult], thr
             predictor, note = like_with_like(predictor, baseline, job.profile)
             verdict = judge(result.stats, baseline, predictor, limit, result.toolchain,
                             str(store.path(job.profile.name, job.kernel.name)), config.kernel_limits(job.kernel),
-                            f"{config.path}: kernel '{job.kernel.name}'")
+                            f"{config.path}: kernel '{job.kernel.name}'", intervals, job.profile.name, config.gate)
+            if baseline is not None and verdict.gate != config.gate:
+                note = "; ".join(filter(None, [note, NO_INTERVAL_NOTE.format(gate=config.gate)]))
             if baseline is not None and isinstance(predictor, PipelineModel):
                 blocks = block_changes(predictor, baseline.stats, result.stats, (baseline.loops, result.loops))
         except (InputError, InfraError) as exc:
@@ -314,6 +318,8 @@ def _model_rows(config: Config, jobs: list[Job], outcomes: list[JudgedResult], s
             yield spec, target, kernel_rows(results, [b for b in leftover if b is not None], score)
 
 
+NO_INTERVAL_NOTE = ("gate = \"{gate}\" needs a calibrated interval, and none exists for this model: gated on the "
+                    "estimate")
 OLD_BASELINE_NOTE = ("the baseline has no block profile (recorded before perfguard kept them): compared with the "
                      "analytical model on both sides; re-record it with 'perfguard baseline update' to use the "
                      "pipeline model")

@@ -22,6 +22,7 @@ from perfguard.errors import InputError
 from perfguard.guard.baselines import Baseline
 from perfguard.limits import Limit, limit_breaches
 from perfguard.predict.base import Predictor
+from perfguard.predict.intervals import DeltaInterval, IntervalCalibration, delta_interval
 from perfguard.sim.stats import STAT_FIELDS, Stats
 
 REGRESSION = "regression"
@@ -53,6 +54,21 @@ class Verdict:
     # Per-metric limits (perfguard.limits) this result went over: metric -> {baseline, current, delta,
     # delta_pct, limit}. Any breach makes the verdict a regression, whatever the predicted time did.
     limit_breaches: dict[str, dict] = field(default_factory=dict)
+    # The calibrated interval of delta_pct (predict.intervals), and what the regression gate compared
+    # with the threshold: "estimate" (delta_pct), or the interval's "lower" or "upper" end.
+    interval: DeltaInterval | None = None
+    gate: str = "estimate"
+
+    @property
+    def straddles(self) -> bool:
+        """The interval holds a threshold (+ or -): the native change may be on either side of it."""
+        return straddles(self.interval, self.threshold_pct)
+
+
+def straddles(interval: DeltaInterval | None, threshold_pct: float | None) -> bool:
+    if interval is None or threshold_pct is None:
+        return False
+    return any(interval.low_pct <= t < interval.high_pct for t in (threshold_pct, -threshold_pct))
 
 
 def stat_deltas(baseline: Stats, current: Stats) -> dict[str, dict]:
@@ -109,8 +125,14 @@ def _score(predictor: Predictor, stats: Stats, what: str) -> float:
 
 def judge(current: Stats, baseline: Baseline | None, predictor: Predictor, threshold_pct: float,
           toolchain: dict[str, str] | None = None, source: str = "baseline",
-          limits: dict[str, Limit] | None = None, limits_source: str = "limits") -> Verdict:
-    """The verdict; InputError (naming `source`, the baseline's file) when the two runs cannot be compared."""
+          limits: dict[str, Limit] | None = None, limits_source: str = "limits",
+          intervals: IntervalCalibration | None = None, target: str = "", gate: str = "estimate") -> Verdict:
+    """The verdict; InputError (naming `source`, the baseline's file) when the two runs cannot be compared.
+
+    With `intervals`, the change carries its calibrated interval; `gate` says what is compared with
+    the threshold for a regression: the estimate, or the interval's lower end (only a regression
+    the model is sure of fails) or upper end (any change that may be a regression fails). Without
+    an interval the estimate is gated, and the verdict's `gate` says so."""
     current_time = _score(predictor, current, "this run's statistics")
     if baseline is None:
         return Verdict(NEW, threshold_pct, current_time_s=current_time)
@@ -125,7 +147,14 @@ def judge(current: Stats, baseline: Baseline | None, predictor: Predictor, thres
         raise InputError(f"{source}: the baseline's statistics score 0 s under {predictor.model_id}: "
                          f"no relative change can be computed (corrupted baseline?)")
     delta = 0.0 if baseline_time == current_time else 100.0 * (current_time - baseline_time) / baseline_time
-    if delta > threshold_pct:
+    interval = delta_interval(intervals, target, predictor.model_id, predictor.calibrated, baseline_time,
+                              current_time, same_statistics=baseline.stats == current)
+    gated = delta
+    if gate != "estimate" and interval is not None:
+        gated = interval.low_pct if gate == "lower" else interval.high_pct
+    else:
+        gate = "estimate"
+    if gated > threshold_pct:
         verdict = REGRESSION
     elif delta < -threshold_pct:
         verdict = IMPROVEMENT
@@ -138,4 +167,4 @@ def judge(current: Stats, baseline: Baseline | None, predictor: Predictor, thres
     if changed and verdict in (REGRESSION, IMPROVEMENT):
         verdict = TOOLCHAIN  # counts from another toolchain explain a breach as well as a time change
     return Verdict(verdict, threshold_pct, current_time, baseline_time, delta, stat_deltas(baseline.stats, current),
-                   changed, breaches)
+                   changed, breaches, interval, gate)

@@ -30,8 +30,8 @@ from perfguard.atomic import atomic_write_text
 from perfguard.errors import EXIT_INFRA, EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, InputError
 from perfguard.guard.compare import VERDICTS
 
-REPORT_SCHEMA = 1  # "note", "blocks", "calibration", a block side's "loop" and "loop_candidates" are
-# optional additions within schema 1
+REPORT_SCHEMA = 1  # "note", "blocks", "calibration", a block side's "loop" and "loop_candidates", a
+# result's "interval" and "gate" are optional additions within schema 1
 _ABSENT_IF = "absent_if"
 
 
@@ -232,6 +232,18 @@ class BlockChange:
 
 
 @dataclass
+class Interval:
+    """The calibrated interval of a result's predicted change (predict.intervals): at `level`, the
+    native change lies within [low_pct, high_pct] for changes like those it was calibrated on."""
+    low_pct: float
+    high_pct: float
+    level: float
+    basis: str  # the model, target and number of verdict pairs it was calibrated on
+    exact: bool = True  # calibrated for the very model that scored the result, on its target
+    straddles: bool = absent_if(False)  # a threshold (+ or -) lies inside: the verdict could go either way
+
+
+@dataclass
 class Result:
     """One kernel x target: what was measured, its verdict, and what it means."""
     kernel: str
@@ -267,6 +279,8 @@ class Result:
     analysis: Analysis | None = None
     history: History | None = None
     calibration: Calibration | None = absent_if(None)
+    interval: Interval | None = absent_if(None)
+    gate: str = absent_if("estimate")  # what the regression gate compared: estimate | lower | upper (interval's end)
     extra: dict[str, Any] = field(default_factory=dict)  # keys this perfguard does not know, kept as read
 
     @property

@@ -19,7 +19,7 @@ from perfguard.guard.analysis import analyse, target_summary
 from perfguard.guard.check import CheckRun, JudgedResult
 from perfguard.guard.compare import VERDICTS
 from perfguard.guard.history import BaselineHistory, kernel_history
-from perfguard.guard.report import (Calibration, LimitBreach, Report, Result, StatDelta, Summary,
+from perfguard.guard.report import (Calibration, Interval, LimitBreach, Report, Result, StatDelta, Summary,
                                     ToolchainDifference, ToolchainSummary)
 from perfguard.jsonfile import now_iso
 from perfguard.predict.analytical import AnalyticalModel
@@ -69,6 +69,9 @@ def result_of(o: JudgedResult) -> Result:
         note=o.note, blocks=o.blocks, flops=r.flops, reference=r.reference, max_error=r.max_error,
         tensor_bytes=r.tensor_bytes, content_hash=r.content_hash, toolchain=r.toolchain, rebuilt=r.rebuilt,
         resimulated=r.resimulated, seconds=round(r.seconds, 3),
+        interval=None if v.interval is None else Interval(v.interval.low_pct, v.interval.high_pct, v.interval.level,
+                                                          v.interval.basis, v.interval.exact, v.straddles),
+        gate=v.gate,
     )
 
 

@@ -82,7 +82,8 @@ def _row(r: Result) -> dict[str, Any]:
         "bound": cur.bound if cur else None,
         "peak_pct": cur.peak_pct if cur else None,
         "model": text.model_kind(r),
-        "why": "; ".join(filter(None, [text.limit_note(r), r.note or "",
+        "interval_text": text.interval(r),
+        "why": "; ".join(filter(None, [text.limit_note(r), r.note or "", text.interval_note(r),
                                        text.what_changed_most(r) if r.delta_pct else ""])),
     }
 
@@ -220,6 +221,7 @@ def _section(r: Result, index: int, targets: dict[str, TargetSummary]) -> dict[s
     target = targets.get(r.target)
     out: dict[str, Any] = {**vars(r), "anchor": anchor(r.target), "findings": text.findings(r, most=5),
                            "model": text.model_kind(r), "reference_text": text.reference_kind(r),
+                           "interval_note": text.interval_note(r),
                            "metrics": None, "stat_rows": _stat_rows(r), "roofline": None, "phases": None,
                            "history": None, "calibration": None, "energy": None, "target_info": target}
     if after:

@@ -49,20 +49,20 @@ def _current(r: Result) -> Metrics | None:
 
 
 def _changed_row(r: Result) -> str:
-    why = "; ".join(filter(None, [text.limit_note(r), text.what_changed_most(r)]))
+    why = "; ".join(filter(None, [text.limit_note(r), text.interval_note(r), text.what_changed_most(r)]))
     if r.error:
         message = r.error
         why = message if len(message) <= _ERROR_CHARS else message[:_ERROR_CHARS] + "..."
     current = _current(r)
     return _cells([f"{_ICON[r.verdict]} {r.verdict}", _kernel(r), md(r.target),
-                   md(numbers.pct(r.delta_pct)), md(numbers.threshold(r.threshold_pct)),
+                   md(text.delta_with_interval(r)), md(numbers.threshold(r.threshold_pct)),
                    md(numbers.seconds(r.current_time_s)), md(numbers.seconds(r.baseline_time_s)),
                    md(text.bound(current.bound if current else None)), md(why)])
 
 
 def _rest_row(r: Result) -> str:
     current = _current(r)
-    return _cells([_ICON[r.verdict], _kernel(r), md(r.target), md(numbers.pct(r.delta_pct)),
+    return _cells([_ICON[r.verdict], _kernel(r), md(r.target), md(text.delta_with_interval(r)),
                    md(numbers.seconds(r.current_time_s)), md(text.bound(current.bound if current else None)),
                    md(numbers.share(current.peak_pct if current else None)), md(text.model_kind(r))])
 

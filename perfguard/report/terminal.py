@@ -13,8 +13,8 @@ from rich.table import Table
 from perfguard.guard.report import Report
 from perfguard.report import model_view
 from perfguard.report.numbers import pct, seconds, threshold
-from perfguard.report.text import (SELF_CONSISTENCY, block_line, headline, limit_note, model_kind,
-                                   self_consistency_note, top_block)
+from perfguard.report.text import (SELF_CONSISTENCY, block_line, headline, interval, interval_note, limit_note,
+                                   model_kind, self_consistency_note, top_block)
 
 _STYLE = {"regression": "bold red", "error": "bold yellow", "toolchain": "bold magenta", "improvement": "bold green",
           "new": "cyan", "removed": "magenta", "unchanged": "dim"}
@@ -42,14 +42,15 @@ def progress(total: int, out: Console) -> Iterator[Any]:
 
 def print_table(report: Report, out: Console) -> None:
     table = Table(show_edge=False, pad_edge=False)
+    level = next((r.interval.level for r in report.results if r.interval is not None), None)
     for name, justify in (("kernel", "left"), ("target", "left"), ("verdict", "left"), ("delta", "right"),
-                          ("threshold", "right"), ("predicted", "right"), ("baseline", "right"), ("model", "left")):
+                          (f"{100 * level:.0f} % interval" if level else "interval", "right"), ("threshold", "right"), ("predicted", "right"), ("baseline", "right"), ("model", "left")):
         table.add_column(name, justify=justify)
     for r in report.results:
         table.add_row(
             escape(r.kernel), escape(r.target),
             f"[{_STYLE[r.verdict]}]{r.verdict}[/]" + (f" ({SELF_CONSISTENCY})" if r.reference == "self" else ""),
-            pct(r.delta_pct), threshold(r.threshold_pct),
+            pct(r.delta_pct), interval(r), threshold(r.threshold_pct),
             seconds(r.current_time_s), seconds(r.baseline_time_s),
             "" if not r.model_id else model_kind(r),
         )
@@ -63,6 +64,8 @@ def print_table(report: Report, out: Console) -> None:
                 out.print(f"[bold]note[/] {escape(label + note)}")
             if r.note:
                 out.print(f"[bold]note[/] {escape(label + r.note)}")
+            if note := interval_note(r):
+                out.print(f"[bold]note[/] {escape(label + note)}")
             if r.verdict in ("regression", "improvement") and r.blocks:
                 out.print(f"[bold]where[/] {escape(label + block_line(top_block(r)))}")
     note = self_consistency_note(report.results)
