@@ -14,6 +14,7 @@ from perfguard.config import load_config
 from perfguard.errors import EXIT_OK, EXIT_REGRESSION, InputError
 from perfguard.executors import add_executor_options, executor_from_args
 from perfguard.kernels import FAMILY_NAMES
+from perfguard.native import PROCESSES
 from perfguard.predict import calibration
 from perfguard.predict.dataset import dataset_path, load_dataset
 from perfguard.predict.features import FEATURE_SETS
@@ -40,8 +41,11 @@ def add_parser(subparsers) -> None:
     q.add_argument("--output", type=Path, help="dataset file (default: baselines/datasets/T/F.json)")
     q.add_argument("-j", "--jobs", type=int)
     q.add_argument("--max-cv", type=float, default=3.0, metavar="PCT",
-                   help="reject a native timing whose robust spread stays above PCT %% after 5 batches "
-                        "(default 3; the spread is stored with every row)")
+                   help="reject a native timing whose robust spread (within each process, and between the "
+                        "processes' medians) stays above PCT %% after 5 attempts (default 3; stored with every row)")
+    q.add_argument("--processes", type=int, default=PROCESSES,
+                   help=f"separate harness processes per timing attempt, their medians' median kept "
+                        f"(default {PROCESSES})")
     add_executor_options(q)
     q.set_defaults(run=run_collect)
 
@@ -115,6 +119,8 @@ def run_collect(args) -> int:
     profile = config.profile(args.target, "--target")
     if args.variants < 2:
         raise InputError(f"--variants {args.variants}: need at least 2")
+    if args.processes < 1:
+        raise InputError(f"--processes {args.processes}: need at least 1")
     if args.groups:
         try:
             shapes = json.loads(args.groups.read_text())
@@ -128,7 +134,7 @@ def run_collect(args) -> int:
     with executor_from_args(args, args.jobs or config.jobs) as executor, progress(total, out) as advance:
         got = calibration.collect(config, profile, args.family, shapes, args.variants, args.seed, args.jobs,
                                   on_result=lambda i, r: advance(r.kernel), executor=executor,
-                                  max_cv=_max_cv(args))
+                                  max_cv=_max_cv(args), processes=args.processes)
     path = args.output or dataset_path(config.baseline_dir, profile.name, args.family)
     got.dataset.save(path)
     n = len(got.dataset.rows)

@@ -36,7 +36,7 @@ from perfguard.predict.features import FEATURE_SETS, feature_names, matrix, pipe
 from perfguard.predict.registry import PREDICTORS
 from perfguard.predict.store import StoredModel, save_model
 from perfguard.sim.base import get_simulator
-from perfguard.native import DEFAULT_CV_BOUND, check_native, this_machine, time_native
+from perfguard.native import DEFAULT_CV_BOUND, PROCESSES, check_native, this_machine, time_interleaved
 from perfguard.sim.stats import Stats
 from perfguard.targets import TargetProfile
 
@@ -89,7 +89,8 @@ class Collected:
 def collect(config: Config, profile: TargetProfile, family_name: str, shapes: list[dict], variants: int,
             seed: str = "perfguard", workers: int | None = None, exclude: set[str] = frozenset(),
             on_result: Callable[[int, JobResult], None] | None = None,
-            executor: Executor | None = None, max_cv: float = DEFAULT_CV_BOUND) -> Collected:
+            executor: Executor | None = None, max_cv: float = DEFAULT_CV_BOUND,
+            processes: int = PROCESSES) -> Collected:
     import time
 
     check_native(profile)
@@ -110,20 +111,26 @@ def collect(config: Config, profile: TargetProfile, family_name: str, shapes: li
     cache = BuildCache(config.cache_dir)
     failed, unsteady = [], 0
     started = time.monotonic()
-    for (label, spec), job, result in zip(labelled, jobs, results):  # one at a time: timings need a quiet core
+    timed: dict[str, list[tuple[KernelSpec, JobResult, Path]]] = {}  # group -> its variants to time
+    for (label, spec), job, result in zip(labelled, jobs, results):
         if not result.ok:
             failed.append(f"{label} {json.dumps(spec.params, sort_keys=True)}: {result.error}")
             continue
         build_dir = cache.lookup_build(result.content_hash)
         if build_dir is None:  # built by a remote worker: the same key builds the same binary here
             build_dir = build_kernel(job, JobResult(spec.name, profile.name, family_name, {}, job.simulator, False)).build_dir
-        binary = build_dir / "harness"
-        timing = time_native(binary, profile, f"{spec.name} ({label})", cv_bound=max_cv)
-        if not timing.steady:
-            unsteady += 1
-            continue
-        dataset.rows.append(Row(label, result.params, result.stats, timing.median_s, timing.to_dict(), machine,
-                                result.binary_hash))
+        timed.setdefault(label, []).append((spec, result, build_dir / "harness"))
+    # One group at a time, its variants' processes interleaved (native.time_interleaved); one core,
+    # nothing else timed meanwhile.
+    for label, variants in timed.items():
+        timings = time_interleaved([b for _, _, b in variants], profile, [f"{s.name} ({label})" for s, _, _ in variants],
+                                   cv_bound=max_cv, processes=processes)
+        for (spec, result, _), timing in zip(variants, timings):
+            if not timing.steady:
+                unsteady += 1
+                continue
+            dataset.rows.append(Row(label, result.params, result.stats, timing.median_s, timing.to_dict(), machine,
+                                    result.binary_hash))
     return Collected(dataset, failed, unsteady, simulate_s, time.monotonic() - started)
 
 

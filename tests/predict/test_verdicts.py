@@ -128,7 +128,7 @@ def _fake_side(binary_hash: str):
 def test_stored_timings_are_reused_only_for_the_same_binaries(tmp_path, monkeypatch):
     timed = []  # the timing itself is replaced: this test is about when it happens, and what is kept
 
-    def time_pair(before, after, rounds, cpu, where, reps=None, first=0):
+    def time_pair(before, after, rounds, cpu, where, reps=None, first=0, processes=1):
         timed.append((rounds, first, reps))
         return {**_record([0.9] * rounds), "reps": reps or {"before": 7, "after": 8}, "loadavg": [1.0, 1.0]}
 
@@ -155,6 +155,42 @@ def test_stored_timings_are_reused_only_for_the_same_binaries(tmp_path, monkeypa
     sides = {pair.name: (_fake_side("aa"), _fake_side("cc"))}  # a binary changed
     assert (run(), timed[2:]) == (-0.1, [(5, 0, None)])
     assert set(vd.load_native(store)["pairs"]) == {"aa:bb", "aa:cc"}
+    # --no-timing: the stored record of these binaries, whatever its rounds; none stored, the pair is left out
+    left = []
+    assert set(vd.time_pairs([pair], sides, store, 50, False, 0, X86, log=left.append, timing=False)) == {pair.name}
+    sides = {pair.name: (_fake_side("aa"), _fake_side("dd"))}
+    assert vd.time_pairs([pair], sides, store, 5, False, 0, X86, log=left.append, timing=False) == {}
+    assert len(timed) == 3 and "no stored timing for these binaries (--no-timing): left out" in left[0]
+
+
+@pytest.mark.skipif(not X86.native() or shutil.which("gcc") is None, reason="native timing needs an x86_64 host")
+def test_each_side_runs_in_several_processes_and_a_spread_pair_is_timed_again(tmp_path):
+    """Real processes of small programs with the harness's timing contract (tests/sim/test_native_timing.py):
+    the sides alternate process by process, and a pair whose per-round ratios spread beyond the bound is
+    timed again, the steadiest attempt kept and flagged."""
+    from tests.sim.test_native_timing import _order, _program
+
+    before = _program(tmp_path, "A", 100_000, 0)
+    after = _program(tmp_path, "B", 200_000, 0)
+    record = vd.time_pair(before, after, 2, 0, "p", processes=3)
+    # probes A B; round 0: A B, B A, A B; round 1: B A, A B, B A
+    assert _order(tmp_path) == ["A", "B"] + ["A", "B", "B", "A", "A", "B"] + ["B", "A", "A", "B", "B", "A"]
+    assert record["processes"] == 3 and len(record["rounds"]) == 2
+    assert all(len(r["before"]["processes"]) == 3 and r["after"]["min_s"] == pytest.approx(2e-4)
+               for r in record["rounds"])
+    assert vd.native_delta(record).delta == pytest.approx(1.0) and vd.native_delta(record).spread == 0
+
+    logs = tmp_path / "shaky"
+    logs.mkdir()
+    steady = _program(logs, "S", 100_000, 0)
+    shaky = _program(logs, "U", 200_000, 40_000)  # each process of U 20 % slower than the one before
+    messages = []
+    got = vd.time_steadily(steady, shaky, 4, 0, "p", 1, 0.03, 2, messages.append)
+    assert len(got["spreads"]) == 2 and min(got["spreads"]) > 0.03 and got["steady"] is False
+    assert _order(logs).count("U") == 2 * (1 + 4)  # two attempts of a probe and four rounds
+    assert "timing it again" in messages[0] and "keeping the steadiest" in messages[1]
+    calm = vd.time_steadily(before, after, 3, 0, "p", 1, 0.03, 2, messages.append)
+    assert calm["spreads"] == [0.0] and calm["steady"] is True
 
 
 @pytest.mark.slow
