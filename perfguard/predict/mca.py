@@ -33,6 +33,7 @@ LLVM_MC = "llvm-mc-19"
 ITERATIONS = 40  # enough for a steady state; llvm-mca's time grows with it
 RECIPE = 2  # part of every cache key: bump when how cycles are read changes
 LATENCY_BOUND = 1.15  # cycles per iteration above this x the reciprocal throughput: a dependency chain
+SCHEDULE_CHUNK = 256  # code regions per llvm-mca run
 
 
 @dataclass(frozen=True)
@@ -220,8 +221,12 @@ def _schedule(blocks: list[Block], asm: list[list[str]], target: McaTarget, what
             results.append(_parse_region(out[m.end():end]))
         return results
 
+    # In chunks: one llvm-mca run per chunk keeps each run well inside the tool timeout (a dataset
+    # has thousands of blocks, and a loaded machine once ran one whole batch past it, which sent
+    # every block down the one-at-a-time path below).
     try:
-        return run(list(range(len(blocks))))
+        return [r for start in range(0, len(blocks), SCHEDULE_CHUNK)
+                for r in run(list(range(start, min(start + SCHEDULE_CHUNK, len(blocks)))))]
     except (InfraError, ValueError):
         pass
     results = []

@@ -290,6 +290,29 @@ def test_a_block_cut_at_a_page_end_does_not_unbatch_the_others(tmp_path, monkeyp
     assert started.count(Path(mca._tool(LLVM_MC)).name) == 2
 
 
+def test_many_blocks_are_scheduled_in_chunks_of_llvm_mca_runs(tmp_path, monkeypatch):
+    """A dataset's thousands of blocks go to llvm-mca in chunks (one run each), so no run nears the
+    tool's timeout on a loaded machine; the cycles are those of one run per block."""
+    import perfguard.predict.mca as mca
+
+    loops = [Block(0x401000 + 0x20 * i, 9, 3, 5, f"4801c84883e9{i + 1:02x}75f7", "loop") for i in range(5)]
+    mca._KNOWN.clear()
+    whole = block_timings(loops, _mca_target(), tmp_path / "whole")
+    started = []
+    real_run = mca.subprocess.run
+
+    def counting(cmd, *args, **kwargs):
+        started.append(Path(cmd[0]).name)
+        return real_run(cmd, *args, **kwargs)
+
+    mca._KNOWN.clear()
+    monkeypatch.setattr(mca, "SCHEDULE_CHUNK", 2)
+    monkeypatch.setattr(mca.subprocess, "run", counting)
+    chunked = block_timings(loops, _mca_target(), tmp_path / "chunked")
+    assert chunked == whole
+    assert started.count(Path(mca._tool(LLVM_MCA)).name) == 3  # 2 + 2 + 1 blocks
+
+
 def test_rep_string_blocks_cost_per_element_not_llvm_mca_flat_100_cycles(tmp_path):
     # QEMU runs `rep stosb` / `rep movsq` as one block execution per element
     stosb, movsq = Block(0x424e4a, 2, 1, 4096, "f3aa", "memset"), Block(0x425000, 3, 1, 512, "f348a5", "memcpy")
