@@ -53,7 +53,15 @@ DEFAULT_GROUPS: dict[str, list[dict]] = {
                          dict(C=32, H=56, W=56, stride=2)],
     "dense_relu": [dict(B=16, I=256, O=256), dict(B=8, I=512, O=128), dict(B=32, I=128, O=512),
                    dict(B=4, I=1024, O=256)],
+    # The quantized families (int8 operands, int32 accumulation; 48 schedules per shape at most).
+    "qgemm": [dict(M=64, N=128, K=128), dict(M=128, N=64, K=256), dict(M=32, N=128, K=512),
+              dict(M=256, N=32, K=64, a_dtype="uint8")],
+    "qconv2d": [dict(H=14, W=14, C=32, F=32), dict(H=7, W=7, C=64, F=64), dict(H=28, W=28, C=16, F=32),
+                dict(H=14, W=14, C=64, F=64, R=1, S=1, padding=0)],
 }
+# Half precision is a dtype of gemm, not a family: its shapes are groups of the gemm dataset, so one
+# model learns both (a model scores only the dtypes it was trained on: perfguard.predict.select).
+DEFAULT_GROUPS["gemm"] += [dict(M=64, N=128, K=128, dtype="float16"), dict(M=128, N=64, K=256, dtype="float16")]
 
 
 def group_label(shape: dict) -> str:
