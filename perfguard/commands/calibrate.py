@@ -242,6 +242,17 @@ def run_train(args) -> int:
                   + (f" ({evaluation.left_out} without a block profile left out)" if evaluation.left_out else "")
                   + f" (hold-out Spearman {s['spearman']:.3f}, MAPE {s['mape']:.1f} %, "
                   f"true best within top {s['worst_best_rank_pct']:.1f} % in every group)")
+        auto = stored_model(config.baseline_dir, profile.name, family)
+        decision = (auto.meta.get("auto") or {}) if auto is not None else {}
+        if decision:
+            g = decision["summary"]
+            for row in decision["groups"]:
+                out.print(f"  held out {row['group']}: {row['chosen']} {row['model']['spearman']:.3f}, "
+                          f"pipeline {row['pipeline']['spearman']:.3f}")
+            out.print(f"auto {'uses' if decision['use'] else 'does not use'} it: on shapes it was not selected on, "
+                      f"Spearman {g['model_spearman']:.3f} against the pipeline model's {g['pipeline_spearman']:.3f} "
+                      f"(gain {g['gain']:+.3f}, worst shape {g['worst_group_gain']:+.3f}; needs +{g['margin']} and "
+                      f"no shape below -{g['margin']})")
     return EXIT_OK
 
 

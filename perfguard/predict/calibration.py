@@ -306,10 +306,79 @@ def evaluate(dataset: Dataset, profile: TargetProfile, names: list[str] | None =
 
 def best_predictor(evaluation: Evaluation) -> str:
     """Ranks first: highest mean Spearman, then the true best placed highest, then MAPE."""
-    candidates = [n for n in evaluation.summary if n != "analytical"]
-    return max(candidates, key=lambda n: (round(evaluation.summary[n]["spearman"], 3),
-                                          -evaluation.summary[n]["worst_best_rank_pct"],
-                                          -evaluation.summary[n]["mape"]))
+    return _best(evaluation.summary)
+
+
+def _best(summary: dict[str, dict]) -> str:
+    candidates = [n for n in summary if n not in ("analytical", "pipeline")]
+    return max(candidates, key=lambda n: (round(summary[n]["spearman"], 3), -summary[n]["worst_best_rank_pct"],
+                                          -summary[n]["mape"]))
+
+
+# `model = "auto"` uses a family's calibrated model only where, on shapes it was not selected on,
+# its mean Spearman (within each shape, over the sampled schedules) is at least MARGIN above the
+# pipeline model's, and no shape does worse than the pipeline model by more than MARGIN.
+MARGIN = 0.02
+
+
+def pipeline_seconds(data: DatasetFeatures, profile: TargetProfile) -> np.ndarray:
+    """The pipeline model's own prediction of every row (core plus stall cycles over the clock)."""
+    if data.pipe is None:
+        raise InputError("the pipeline model needs the pipeline features (block profiles)")
+    return (data.pipe[:, 0] + data.pipe[:, 1]) / profile.clock_hz
+
+
+@dataclass
+class Generalisation:
+    """A family's calibrated predictors on shapes they were not selected on, against the pipeline
+    model (nested leave-one-group-out), and whether `auto` may use the family's model."""
+    groups: list[dict]  # per held-out group: the predictor chosen without it, its metrics, the pipeline model's
+    summary: dict  # mean and worst Spearman of both, the margin, the decision
+    use: bool
+
+    def to_dict(self) -> dict:
+        return {"groups": self.groups, "summary": self.summary, "use": self.use}
+
+
+def generalisation(data: DatasetFeatures, profile: TargetProfile, names: list[str] | None = None,
+                   margin: float = MARGIN) -> Generalisation:
+    """Nested leave-one-group-out: for each group, the predictor is chosen (as `train` chooses:
+    best_predictor over a leave-one-group-out of the other groups) and fitted on the other groups
+    only, then scored on the held-out group beside the pipeline model, which learns nothing. So
+    every figure is on a shape that neither the choice of predictor nor its fit saw."""
+    from sklearn.base import clone
+
+    groups = sorted(set(data.groups.tolist()))
+    if len(groups) < 3:
+        raise InputError(f"nested leave-one-group-out needs at least 3 groups, the dataset has {len(groups)}")
+    pipe = pipeline_seconds(data, profile)
+    out = []
+    for g in groups:
+        test, train = data.groups == g, data.groups != g
+        inner: dict[str, dict] = {}
+        estimators = {}
+        for name in names or list(PREDICTORS):
+            estimators[name] = PREDICTORS[name](features=data.features)
+            inner[name] = summarize(leave_one_group_out(estimators[name], data.X(estimators[name].view)[train],
+                                                        data.native[train], data.groups[train]))
+        chosen = _best(inner)
+        X = data.X(estimators[chosen].view)
+        fitted = clone(estimators[chosen]).fit(X[train], data.native[train], data.groups[train])
+        model = metrics(g, fitted.predict(X[test]), data.native[test])
+        baseline = metrics(g, pipe[test], data.native[test])
+        out.append({"group": g, "chosen": chosen, "model": model.to_dict(), "pipeline": baseline.to_dict()})
+    model_rho = [r["model"]["spearman"] for r in out]
+    pipe_rho = [r["pipeline"]["spearman"] for r in out]
+    gain = float(np.mean(model_rho) - np.mean(pipe_rho))
+    worst = float(min(m - p for m, p in zip(model_rho, pipe_rho)))
+    use = gain >= margin and worst >= -margin
+    summary = {"model_spearman": float(np.mean(model_rho)), "pipeline_spearman": float(np.mean(pipe_rho)),
+               "model_worst_best_rank_pct": float(max(r["model"]["best_rank_pct"] for r in out)),
+               "pipeline_worst_best_rank_pct": float(max(r["pipeline"]["best_rank_pct"] for r in out)),
+               "gain": gain, "worst_group_gain": worst, "margin": margin,
+               "rule": f"mean held-out Spearman at least {margin} above the pipeline model's, and no held-out "
+                       f"group more than {margin} below it (nested leave-one-group-out over the dataset's shapes)"}
+    return Generalisation(out, summary, use)
 
 
 def train(dataset: Dataset, profile: TargetProfile, out: Path, names: list[str] | None = None,
@@ -319,6 +388,9 @@ def train(dataset: Dataset, profile: TargetProfile, out: Path, names: list[str] 
     data = DatasetFeatures(dataset, profile, features or default_features(dataset), cache_dir)
     evaluation = evaluation or evaluate(dataset, profile, names, data=data)
     name = best_predictor(evaluation)
+    # Whether `auto` may use it: only the pipeline features have the pipeline model to beat.
+    general = generalisation(data, profile, names) if data.features == "pipeline" and \
+        len(set(data.groups.tolist())) >= 3 else None
     predictor = PREDICTORS[name](features=data.features)
     X = data.X(predictor.view)
     predictor.fit(X, data.native, data.groups)
@@ -335,6 +407,8 @@ def train(dataset: Dataset, profile: TargetProfile, out: Path, names: list[str] 
         "compared": evaluation.summary,
         "scatter": [[float(p), float(n)] for p, n in zip(predictor.predict(X), data.native)],
     }
+    if general is not None:
+        meta["auto"] = general.to_dict()
     return name, evaluation, save_model(out, predictor, meta)
 
 

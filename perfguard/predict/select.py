@@ -1,6 +1,7 @@
 """Which predictor scores a target and kernel family.
 
-The calibrated model in baselines/models/<target>/<family>.json when there is one; otherwise
+The calibrated model in baselines/models/<target>/<family>.json when there is one and `calibrate
+train` found it better than the pipeline model on shapes it was not selected on (auto_uses); otherwise
 the pipeline model (llvm-mca cycles per executed block) for simulators that record a block
 profile (QEMU), the count-based analytical model for the others. `model` (perfguard.toml's
 `model`) names one instead: "pipeline" or "analytical" ("auto" is the rule above). A model file that exists but cannot be used (corrupted, another
@@ -65,6 +66,8 @@ def predictor_for(profile: TargetProfile, family: str | None, simulator: str = "
     stored = None if baseline_dir is None else stored_model(baseline_dir, profile.name, family, source)
     if stored is not None and params is not None and str(params.get("dtype", "float32")) not in trained_dtypes(stored.meta):
         stored = None
+    if stored is not None and not auto_uses(stored.meta):
+        stored = None  # it did not beat the pipeline model on shapes it was not selected on
     if stored is None:
         if simulator in BLOCK_PROFILE_SIMULATORS:
             return _pipeline(profile, cache_dir)
@@ -85,6 +88,13 @@ def predictor_for(profile: TargetProfile, family: str | None, simulator: str = "
                          f"perfguard's pipeline model is {calibrated.featurizer.pipeline_id}; retrain with "
                          f"'perfguard calibrate train --target {profile.name}'")
     return calibrated
+
+
+def auto_uses(meta: dict) -> bool:
+    """Whether `model = "auto"` scores with a stored model: `calibrate train` records whether it beat
+    the pipeline model on held-out shapes (meta["auto"]); files written before that are used."""
+    decision = meta.get("auto")
+    return not isinstance(decision, dict) or decision.get("use") is not False
 
 
 def trained_dtypes(meta: dict) -> list[str]:
