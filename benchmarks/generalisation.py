@@ -42,6 +42,7 @@ from perfguard.predict import calibration  # noqa: E402
 from perfguard.predict.dataset import dataset_path, load_dataset  # noqa: E402
 from perfguard.predict.evaluate import metrics  # noqa: E402
 from perfguard.predict.registry import PREDICTORS  # noqa: E402
+from perfguard.predict.select import stored_model  # noqa: E402
 
 
 def pooled(features: dict[str, calibration.DatasetFeatures], view: str) -> tuple[np.ndarray, np.ndarray, np.ndarray,
@@ -60,7 +61,9 @@ def cross_family(features: dict[str, calibration.DatasetFeatures], profile, name
 
     out: dict[str, list[dict]] = {}
     for name in names:
-        estimator = PREDICTORS[name](features="pipeline")
+        # XGBoost as a regressor on log time: its "auto" objective picks by a leave-one-group-out of
+        # its own inside every fit, which across families and shapes would multiply the fits by 16
+        estimator = PREDICTORS[name](features="pipeline", **({"objective": "regression"} if name == "xgboost" else {}))
         X, y, fam, grp = pooled(features, estimator.view)
         rows = []
         for g in sorted(set(grp.tolist())):
@@ -83,6 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--predictors", default="mlr,xgboost", help="cross-family correction predictors")
     parser.add_argument("--nested-predictors", default=",".join(PREDICTORS),
                         help="predictors the per-family nested selection chooses from (default: all)")
+    parser.add_argument("--recompute", action="store_true",
+                        help="run the nested selection even where the family's model file records it")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     config = load_config(args.config)
@@ -105,7 +110,14 @@ def main(argv: list[str] | None = None) -> int:
 
     nested = {}
     for f, data in features.items():
-        general = calibration.generalisation(data, profile, [n for n in args.nested_predictors.split(",") if n])
+        stored = stored_model(config.baseline_dir, profile.name, f)
+        recorded = (stored.meta.get("auto") if stored is not None else None) if not args.recompute else None
+        if recorded and stored.meta.get("dataset_hash") == load_dataset(
+                dataset_path(config.baseline_dir, profile.name, f)).digest():
+            general = calibration.Generalisation(recorded["groups"], recorded["summary"], recorded["use"])
+            print(f"\n{f}: as `calibrate train` recorded it in {stored.path} (--recompute to run it again)")
+        else:
+            general = calibration.generalisation(data, profile, [n for n in args.nested_predictors.split(",") if n])
         nested[f] = general.to_dict()
         print(f"\n{f}: nested leave-one-group-out (chosen on the other shapes, fitted on them)\n")
         print("| held-out shape | chosen | Spearman | pipeline Spearman | best at % | pipeline best at % |")

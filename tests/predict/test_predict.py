@@ -456,6 +456,14 @@ def test_a_model_on_pipeline_features_scores_through_todays_pipeline_model(tmp_p
     path = model_path(tmp_path, "x86_64", "gemm")
     name, evaluation, _ = train(ds, X86, path, ["mlr"], cache_dir=tmp_path / "cache")
     assert evaluation.features == "pipeline" and name == "mlr"
+    # these times follow the pipeline model's cycles (both in proportion to n): on held-out shapes the
+    # model cannot beat it by the margin, so auto keeps the pipeline model and the file says why
+    decision = json.loads(path.read_text())["auto"]
+    assert decision["use"] is False and decision["summary"]["pipeline_spearman"] > 0.8
+    assert not predictor_for(X86, "gemm", "qemu", tmp_path, cache_dir=tmp_path / "cache").calibrated
+    data = json.loads(path.read_text())
+    data["auto"]["use"] = True  # as if it had won: from here on, the model as auto uses it
+    path.write_text(json.dumps(data))
     model = predictor_for(X86, "gemm", "qemu", tmp_path, cache_dir=tmp_path / "cache")
     assert model.calibrated and model.needs_blocks and model.model_id.startswith("mlr-")
     assert model.predict_stats([rows[0].stats])[0] > 0
