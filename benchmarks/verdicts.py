@@ -420,10 +420,19 @@ def _analytical(profile: TargetProfile, family: str, sides: list[Side], config: 
     return AnalyticalModel(profile).predict_stats([s.stats for s in sides])
 
 
+def _stored_calibrated(profile: TargetProfile, family: str, config: Config):
+    """The family's committed calibrated model, whether or not `auto` uses it (None: there is none)."""
+    from perfguard.predict.base import CalibratedModel
+
+    stored = stored_model(config.baseline_dir, profile.name, family)
+    return None if stored is None else CalibratedModel(stored.predictor, profile, config.cache_dir)
+
+
 def _calibrated(profile: TargetProfile, family: str, sides: list[Side], config: Config) -> np.ndarray | None:
-    if stored_model(config.baseline_dir, profile.name, family) is None:
+    model = _stored_calibrated(profile, family, config)
+    if model is None:
         return None  # n/a: no calibrated model for this family
-    return predictor_for(profile, family, "qemu", config.baseline_dir).predict_stats([s.stats for s in sides])
+    return model.predict_stats([s.stats for s in sides])
 
 
 def _pipeline(profile: TargetProfile, family: str, sides: list[Side], config: Config) -> np.ndarray:
@@ -489,10 +498,8 @@ def scoring_model(model: str, profile: TargetProfile, family: str, config: Confi
 
         return PipelineModel(profile, config.cache_dir).model_id, False
     if model == "calibrated":
-        if stored_model(config.baseline_dir, profile.name, family) is None:
-            return None
-        predictor = predictor_for(profile, family, "qemu", config.baseline_dir, None, config.cache_dir)
-        return predictor.model_id, True
+        predictor = _stored_calibrated(profile, family, config)
+        return None if predictor is None else (predictor.model_id, True)
     return None
 
 

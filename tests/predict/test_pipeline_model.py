@@ -398,6 +398,32 @@ def test_a_dependency_chain_through_a_loop_body_of_two_blocks_counts(tmp_path):
     assert _last_insn_offset(Block(0x10000, 6, 2, 1, "130515007df5", "k"), "riscv64") == 4
 
 
+def test_a_back_branch_split_off_by_a_page_end_still_closes_its_loop(tmp_path):
+    """A page end can leave a loop's back branch in a block of its own, which other paths into the
+    same code reach too (it runs more often than the body): the body is still one loop."""
+    from perfguard.predict.pipeline import loop_bodies
+    from perfguard.sim.blocks import BlockProfile
+
+    first = _assemble(["vmulsd %xmm0, %xmm0, %xmm1"])
+    second = _assemble(["vmulsd %xmm1, %xmm1, %xmm0", "decq %rcx"])
+    a = 0x402ff0 - len(first) // 2 - len(second) // 2
+    b = a + len(first) // 2
+    c = 0x402ff0
+    size = c + 2 - a
+    branch = "75" + f"{(-size) & 0xff:02x}"  # jne back to the first block
+    model = PipelineModel(BUILTIN["x86_64"], tmp_path)
+
+    def bodies(count_branch: int) -> list:
+        blocks = (Block(a, len(first) // 2, 1, 1000, first, "k"), Block(b, len(second) // 2, 2, 1000, second, "k"),
+                  Block(c, 2, 1, count_branch, branch, "k"))
+        stats = Stats(insts=3000 + count_branch, l1d_misses=0, l1i_misses=0, l2_misses=0, blocks=BlockProfile(blocks))
+        return loop_bodies(model.block_costs(stats), "x86_64-linux-gnu")
+
+    assert bodies(1000) == [[0, 1, 2]]
+    assert bodies(1200) == [[0, 1, 2]]  # 200 more from another way in: still the loop's back branch
+    assert bodies(500) == []  # a branch taken half as often as its body runs closes no loop of it
+
+
 def test_l2_misses_that_fit_in_the_l3_cost_its_latency_the_rest_memory(tmp_path):
     """The simulators stop at the L2; a profile's l3_size says how many missed lines a call can
     find in a last-level cache (its L2-miss traffic bounds what it touches), charged at the L3
