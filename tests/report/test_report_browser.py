@@ -61,14 +61,13 @@ def page_requests(netlog: Path) -> list[str]:
 
 
 def chart_points(dom: str) -> dict[str, int]:
-    """Per chart (svg id), how many marker or bar elements its data groups hold."""
+    """Per chart (svg id), how many data marks (bars, points) its data groups hold."""
     counts: dict[str, int] = {}
     for match in re.finditer(r'<svg class="chart" id="([^"]+)"(.*?)</svg>', dom, re.S):
         chart, body = match.groups()
-        n = 0
-        for group in re.finditer(r'<g id="' + re.escape(chart) + r'-points(?:-\d+)?">(.*?)</g>', body, re.S):
-            n += len(re.findall(r"<use |<path ", group.group(1)))
-        counts[chart] = n
+        counts[chart] = sum(len(re.findall(r'class="mark\b', group))
+                            for group in re.findall(r'<g class="points" id="' + re.escape(chart) + r'-points[^"]*"'
+                                                    r'[^>]*>(.*?)</g>', body, re.S))
     return counts
 
 
