@@ -36,14 +36,14 @@ BASELINE_COLOUR = "#9e9e9e"
 FONT = 11  # tick labels and legends; titles 13 (bold), notes 9.5, axis labels 12
 NOTE = 9.5
 TITLE_ROW = 18  # the baseline of the title (and of a legend beside it)
-MAX_LABEL = 60  # characters of a bar label; a longer one is cut (its full text is in the bar's tooltip)
+MAX_LABEL = 44  # characters of a bar label; a longer one loses its middle (its full text is in the bar's tooltip)
 
 
 @lru_cache(maxsize=1)
 def _env() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.PackageLoader("perfguard.report", "templates/charts"), autoescape=True,
-                             auto_reload=False,
-                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+                             auto_reload=False, undefined=jinja2.StrictUndefined, trim_blocks=True,
+                             lstrip_blocks=True)
     env.filters["n"] = coordinate
     return env
 
@@ -62,7 +62,10 @@ def text_width(text: str, size: float = FONT, bold: bool = False) -> float:
 
 
 def _cut(label: str) -> str:
-    return label if len(label) <= MAX_LABEL else label[: MAX_LABEL - 1] + "\u2026"
+    """A label of at most MAX_LABEL characters: its start and its end (the target, a model kernel's hash)."""
+    if len(label) <= MAX_LABEL:
+        return label
+    return label[: (MAX_LABEL - 1) // 2] + "\u2026" + label[-(MAX_LABEL // 2):]
 
 
 class _Frame:
