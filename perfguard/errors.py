@@ -4,6 +4,17 @@ EXIT_OK = 0
 EXIT_REGRESSION = 1
 EXIT_USAGE = 2
 EXIT_INFRA = 3
+EXIT_WRONG_RESULT = 4  # the code under test computes a wrong answer: never an infrastructure failure
+
+# Every exit code of the CLI contract, and what it means (docs: "Exit codes").
+EXIT_CODES = {
+    EXIT_OK: "ok: nothing regressed, every kernel was measured and checked",
+    EXIT_REGRESSION: "the code under test got slower: a regression (or a [[model]] total that regressed)",
+    EXIT_USAGE: "usage or input error: bad config, bad file, unknown kernel or target, a committed baseline "
+                "no kernel is configured for",
+    EXIT_INFRA: "infrastructure failure: toolchain missing, build failed, simulator crashed or timed out",
+    EXIT_WRONG_RESULT: "the code under test computes a wrong result: a kernel's output differs from its reference",
+}
 
 
 class PerfguardError(Exception):
@@ -26,6 +37,17 @@ class InputError(PerfguardError):
 
 
 class InfraError(PerfguardError):
-    """Toolchain missing, build failed, simulator crashed, wrong kernel output (exit 3)."""
+    """Toolchain missing, build failed, simulator crashed or timed out (exit 3)."""
 
     exit_code = EXIT_INFRA
+
+
+class WrongResult(PerfguardError):
+    """A kernel's output differs from its reference: the code under test failed (exit 4), which
+    neither a retry nor --allow-errors can make go away. `mismatch` says where and by how much."""
+
+    exit_code = EXIT_WRONG_RESULT
+
+    def __init__(self, message: str, mismatch: dict):
+        super().__init__(message)
+        self.mismatch = mismatch

@@ -78,6 +78,7 @@ class JobResult:
     flops: int | None = None  # floating-point operations of one call (a family's count or the kernel's `flops`)
     tensor_bytes: int | None = None  # bytes of all tensors: the compulsory memory traffic
     loops: dict | None = None  # the kernel's loop nest as compiled (compile.loops, plain JSON): names loops in attribution
+    mismatch: dict | None = None  # a wrong output: its worst element (errors.WrongResult, verify.mismatch_error)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -96,6 +97,7 @@ def run_job(job: Job) -> JobResult:
         result.ok = True
     except PerfguardError as exc:
         result.error, result.exit_code = exc.message, exc.exit_code
+        result.mismatch = getattr(exc, "mismatch", None)
     except OSError as exc:  # the cache's disk is full, a folder is not writable, ...
         where = f"{exc.filename}: " if exc.filename else ""
         result.error = f"{job.label}: {where}{exc.strerror or exc}"

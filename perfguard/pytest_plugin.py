@@ -164,6 +164,13 @@ class PerfguardSession:
         kernel_items = [KernelItem.from_parent(collector, name=f"{spec.name}[{target}]",
                                                callobj=_native_case if native else _simulated_case,
                                                spec=spec, target=target) for spec, target in pairs]
+        if not config.getoption("perfguard_kernels") and not native:  # guard.orphans: a selection has none
+            try:
+                orphans = self.runner().orphans(_names(config.getoption("perfguard_targets")))
+            except PerfguardError as exc:
+                raise pytest.UsageError(f"perfguard: {exc.message}") from None
+            kernel_items += [OrphanItem.from_parent(collector, name=case.label, callobj=_simulated_case, case=case)
+                             for case in orphans]
         items.extend(kernel_items)
         # Report them as collected, as a collector would: the terminal counts items from collect
         # reports, and would otherwise say "collected 0 items" before running them.
@@ -316,3 +323,17 @@ class KernelItem(pytest.Function):
     def reportinfo(self):
         path = self.session_state.perfguard_config().path
         return path, None, f"perfguard::{self.name}"
+
+
+class OrphanItem(KernelItem):
+    """perfguard::<kernel>[<target>] of a committed baseline no configured kernel has: fails with the
+    way out (baseline rename or prune), as `perfguard check` does."""
+
+    def __init__(self, *, case, **kwargs):
+        super().__init__(spec=None, target=case.target, **kwargs)
+        self.case = case
+
+    def runtest(self) -> None:
+        _record(self, self.case)
+        if not self.case.ok:
+            raise PerfguardFailure(self.case.explain())

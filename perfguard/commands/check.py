@@ -12,7 +12,9 @@ from rich.markup import escape
 from perfguard.config import MODEL_NAMES, load_config
 from perfguard.errors import InputError
 from perfguard.executors import add_executor_options, executor_from_args
+from perfguard.guard.baselines import BaselineStore
 from perfguard.guard.check import make_jobs, run_check, select, whole_models
+from perfguard.guard.orphans import orphan_outcomes
 from perfguard.guard.report import Revision, Shard, write_report
 from perfguard.guard.report_build import build_report
 from perfguard.report.pages import write_pages
@@ -93,6 +95,9 @@ def run(args: argparse.Namespace) -> int:
         check = run_check(config, jobs, args.jobs, args.threshold,
                           on_result=lambda i, r: advance(f"{r.kernel}[{r.target}]"), store=store,
                           executor=executor, partial=True, whole_models=whole)
+    if not args.kernels and (not args.shard or args.shard[0] == 1):  # guard.orphans: what a selection can orphan
+        check.outcomes += orphan_outcomes(config, store or BaselineStore(config.baseline_dir), args.targets,
+                                          args.threshold)
     check.allow_errors = args.allow_errors
     check.fail_on_toolchain_change = args.fail_on_toolchain_change
     report = build_report(check, config.path, config)

@@ -60,6 +60,10 @@ def scale(n=16):
 
 def two_outputs(inputs, **params):
     return [inputs[0], inputs[0]]
+
+
+def off_by_one(inputs, M=16, K=16, **params):
+    return [inputs[0] @ inputs[1] + 1.0]
 '''
 
 
@@ -81,6 +85,7 @@ class Case:
     setup: Callable[[Path], list[str] | Callable[[], object]]  # edits the project; a command line or a call
     via: str = "`perfguard check`"
     check: Callable[[Invocation], None] | None = None  # more to check than the message
+    verdicts: tuple[str, ...] = ("error",)  # what a result of a rejected input may say
 
 
 # -- how rows change a seeded project ----------------------------------------------------------------
@@ -326,6 +331,39 @@ def in_repo(argv: tuple[str, ...], then: Callable[[Path], None] | None = None, d
     return setup
 
 
+def baseline_copy(project: Path, kernel: str, argv: list[str]) -> list[str]:
+    """The seeded baseline copied as kernel `kernel`'s (a baseline no configured kernel has)."""
+    data = json.loads((project / BASELINE).read_text())
+    (project / f"baselines/aarch64/{kernel}.json").write_text(json.dumps({**data, "kernel": kernel}))
+    return argv
+
+
+def renamed(old: str, new: str, *argv: str):
+    """The kernel renamed in perfguard.toml, its baseline left as it was."""
+    return edit("perfguard.toml", f'name = "{old}"', f'name = "{new}"', ("check", *argv))
+
+
+def orphan_reported(outcome: Invocation) -> None:
+    """The left-behind baseline is `removed` (orphaned) in the JSON, the Markdown and the HTML; the
+    renamed kernel is new."""
+    by_name = {r["kernel"]: r for r in outcome.report["results"]}
+    assert by_name["v"]["verdict"] == "removed" and by_name["v"]["orphaned"] is True
+    assert by_name["v"]["baseline_time_s"] > 0 and by_name["v2"]["verdict"] == "new"
+    assert outcome.report["summary"]["orphaned"] == 1 and outcome.report["summary"]["removed"] == 1
+    summary = (outcome.project / "reports" / "summary.md").read_text()
+    assert "perfguard baseline rename v v2" in summary and "1 baseline(s) without a configured kernel" in summary
+    assert "perfguard baseline rename v v2" in (outcome.project / "reports" / "index.html").read_text()
+    assert "perfguard baseline rename v v2" in (outcome.project / "reports" / "kernels" / "v.html").read_text()
+
+
+def wrong_result_reported(outcome: Invocation) -> None:
+    result = outcome.report["results"][0]
+    assert result["verdict"] == "wrong result" and result["measured"] is False and result["stats"] is None
+    mismatch = result["mismatch"]
+    assert mismatch["output"] == "y" and mismatch["expected"] - mismatch["value"] == pytest.approx(1.0, rel=1e-5)
+    assert mismatch["elements_off"] == mismatch["elements"] == 16 and outcome.report["summary"]["wrong_result"] == 1
+
+
 def _rename_kernel(project: Path) -> None:
     config = project / "perfguard.toml"
     config.write_text(config.read_text().replace('name = "v"', 'name = "w"'))
@@ -392,6 +430,21 @@ CASES = [
     Case("param-shell", "a parameter value with shell in it (`dtype = \"$(reboot)\"`)",
          "parameter 'dtype' = '$(reboot)' is not one of float32, float64", 2,
          edit("perfguard.toml", "M = 16,", 'M = 16, dtype = "$(reboot)",')),
+    # orphaned baselines: a committed baseline no configured kernel has
+    Case("orphan-renamed", "kernel renamed in perfguard.toml, its baseline left behind",
+         "no kernel or [[model]] named 'v' is configured in perfguard.toml: its committed baseline", 2,
+         renamed("v", "v2"), check=orphan_reported, verdicts=("removed", "new")),
+    Case("orphan-allowed", "kernel renamed, baseline left behind, under `--allow-errors`",
+         "renamed to 'v2'? run 'perfguard baseline rename v v2'", 2, renamed("v", "v2", "--allow-errors"),
+         verdicts=("removed", "new")),
+    Case("rename-unknown", "`baseline rename` to a name no kernel has", "no kernel 'vv' is configured (did you mean 'v'?)",
+         2, lambda project: ["baseline", "rename", "gone", "vv"], via="`perfguard baseline rename`"),
+    Case("rename-no-baseline", "`baseline rename` of a kernel without baselines", "kernel 'gone' has no baseline on", 2,
+         lambda project: ["baseline", "rename", "gone", "v"], via="`perfguard baseline rename`"),
+    Case("rename-onto-baseline", "`baseline rename` onto a kernel that has a baseline",
+         "kernel 'v' has a baseline on aarch64 already", 2,
+         lambda project: baseline_copy(project, "old", ["baseline", "rename", "old", "v"]),
+         via="`perfguard baseline rename`"),
     Case("duplicate-kernel", "duplicate kernel names", "duplicate kernel name 'v'", 2,
          kernel('[[kernel]]\nname = "v"\nentry = "m:f"')),
     # kernel entries
@@ -415,6 +468,14 @@ CASES = [
     Case("reference-output-count", "reference returning more outputs than the kernel has",
          "reference returned 2 outputs, the kernel has 1", 2,
          edit("perfguard.toml", 'family = "gemv"', 'family = "gemv"\nreference = "mykernels.ops:two_outputs"')),
+    Case("wrong-result", "kernel whose output differs from its reference",
+         "wrong result: output 'y'[", 4,
+         edit("perfguard.toml", 'family = "gemv"', 'family = "gemv"\nreference = "mykernels.ops:off_by_one"'),
+         check=wrong_result_reported, verdicts=("wrong result",)),
+    Case("wrong-result-allowed", "kernel whose output differs from its reference, under `--allow-errors`",
+         "x the tolerance", 4,
+         edit("perfguard.toml", 'family = "gemv"', 'family = "gemv"\nreference = "mykernels.ops:off_by_one"',
+              ("check", "--allow-errors")), verdicts=("wrong result",)),
     Case("require-reference", "`require_reference = true` and a kernel without a numpy reference",
          "no numpy reference, and require_reference = true", 2,
          lambda project: user_kernel()(project) and top("require_reference = true")(project)),
@@ -806,7 +867,7 @@ def wrong_verdicts(case: Case, trial: Trial) -> int:
         return int(trial.error is None or trial.error.exit_code != case.code)
     wrong = int(trial.outcome.code != case.code)
     if trial.outcome.report is not None and case.code:
-        wrong += sum(1 for r in trial.outcome.report["results"] if r["verdict"] != "error")
+        wrong += sum(1 for r in trial.outcome.report["results"] if r["verdict"] not in case.verdicts)
     return wrong
 
 
@@ -828,7 +889,8 @@ def test_bad_input(case: Case, seeded: Path, tmp_path: Path):
         assert "Traceback" not in outcome.out
     if outcome.report is not None and case.code:
         assert outcome.report["summary"]["exit_code"] == case.code
-        assert all(r["error"] and "\n" not in r["error"] for r in outcome.report["results"])
+        assert all(r["error"] and "\n" not in r["error"] for r in outcome.report["results"]
+                   if r["verdict"] in ("error", "wrong result"))
     if case.check:
         case.check(outcome)
 
