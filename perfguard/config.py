@@ -6,6 +6,7 @@ because a misspelt threshold that quietly falls back to the default is a gate th
 
 from __future__ import annotations
 
+import difflib
 import math
 import os
 import re
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from perfguard import flopcount, jsonfile
-from perfguard.errors import InputError
+from perfguard.errors import InputError, did_you_mean
 from perfguard.limits import Limit, parse_limits
 from perfguard.sim.base import SIMULATOR_NAMES
 from perfguard.targets import BUILTIN, TargetProfile, profile_from_config
@@ -113,13 +114,14 @@ class Config:
         for spec in self.kernels:
             if spec.name == name:
                 return spec
-        raise InputError(f"{where + ': ' if where else ''}unknown kernel '{name}' "
+        raise InputError(f"{where + ': ' if where else ''}unknown kernel '{name}'"
+                         f"{did_you_mean(name, [k.name for k in self.kernels])} "
                          f"(configured in {self.path}: {', '.join(k.name for k in self.kernels)})")
 
     def profile(self, name: str, where: str = "") -> TargetProfile:
         if name not in self.profiles:
-            raise InputError(f"{where + ': ' if where else ''}unknown target '{name}' "
-                             f"(known: {', '.join(sorted(self.profiles))})")
+            raise InputError(f"{where + ': ' if where else ''}unknown target '{name}'"
+                             f"{did_you_mean(name, self.profiles)} (known: {', '.join(sorted(self.profiles))})")
         return self.profiles[name]
 
     def kernel_threshold(self, spec: KernelSpec, override: float | None = None) -> float:
@@ -200,8 +202,9 @@ def load_config(path: Path | None = None, cwd: Path | None = None) -> Config:
     else:
         unknown = sorted(set(data) - {"perfguard", "kernel", "target", "model"})
         if unknown:
-            raise InputError(f"{path}: unknown key '{unknown[0]}' (expected [perfguard], [[kernel]], [[model]], "
-                             f"[target.NAME])")
+            raise InputError(f"{path}: unknown key '{unknown[0]}'"
+                             f"{did_you_mean(unknown[0], ('perfguard', 'kernel', 'target', 'model'))} (expected "
+                             f"[perfguard], [[kernel]], [[model]], [target.NAME])")
         top, kernels, targets = data.get("perfguard", {}), data.get("kernel", []), data.get("target", {})
         data = {"model": data.get("model", [])}
         prefix = "perfguard"
@@ -216,7 +219,7 @@ def _build(path: Path, top: dict, kernels: Any, targets: Any, prefix: str) -> Co
         raise InputError(f"{path}: [{prefix}] must be a table")
     unknown = sorted(set(top) - _TOP_KEYS)
     if unknown:
-        raise InputError(f"{path}: unknown key '{prefix}.{unknown[0]}'")
+        raise InputError(f"{path}: unknown key '{prefix}.{unknown[0]}'{did_you_mean(unknown[0], _TOP_KEYS)}")
 
     profiles = dict(BUILTIN)
     if not isinstance(targets, dict):
@@ -231,7 +234,8 @@ def _build(path: Path, top: dict, kernels: Any, targets: Any, prefix: str) -> Co
     target_names = _string_list(top.get("targets", ["x86_64", "aarch64", "riscv64"]), f"{path}: {prefix}.targets")
     for name in target_names:
         if name not in profiles:
-            raise InputError(f"{path}: {prefix}.targets: unknown target '{name}' (known: {', '.join(sorted(profiles))})")
+            raise InputError(f"{path}: {prefix}.targets: unknown target '{name}'{did_you_mean(name, profiles)} "
+                             f"(known: {', '.join(sorted(profiles))})")
     simulator = top.get("simulator", "qemu")
     if simulator not in SIMULATOR_NAMES:
         raise InputError(f"{path}: {prefix}.simulator: unknown simulator {simulator!r} (one of {', '.join(SIMULATOR_NAMES)})")
@@ -306,7 +310,8 @@ def _check_table(where: str, table: Any, keys: set[str], required: tuple[str, ..
         raise InputError(f"{where}: must be a table")
     unknown = sorted(set(table) - keys)
     if unknown:
-        raise InputError(f"{where}: unknown key '{unknown[0]}'")
+        raise InputError(f"{where}: unknown key '{unknown[0]}'"
+                         f"{did_you_mean(unknown[0], keys) or ' (known: ' + ', '.join(sorted(keys)) + ')'}")
     for key in required:
         if not isinstance(table.get(key), str) or not table[key]:
             raise InputError(f"{where}: missing or empty '{key}'")
@@ -337,7 +342,8 @@ def _kernel(path: Path, i: int, table: Any, profiles: dict) -> KernelSpec:
         targets = _string_list(targets, f"{where}: targets")
         for t in targets:
             if t not in profiles:
-                raise InputError(f"{where}: targets: unknown target '{t}' (known: {', '.join(sorted(profiles))})")
+                raise InputError(f"{where}: targets: unknown target '{t}'{did_you_mean(t, profiles)} "
+                                 f"(known: {', '.join(sorted(profiles))})")
     outputs = table.get("outputs")
     if outputs is not None:
         outputs = _number(outputs, f"{where}: outputs", 1, integer=True)
@@ -366,17 +372,38 @@ def _callable_hint(text: str) -> str:
     return " (dotted Python names)"
 
 
-def load_callable(ref: str, root: Path, where: str) -> Callable:
-    """Import "module:function" from the config's folder (perfguard.user_code isolates it)."""
+def load_callable(ref: str, root: Path, where: str, key: str = "entry") -> Callable:
+    """Import "module:function" from the config's folder (perfguard.user_code isolates it). An error
+    names the config `key` (entry, reference, flops, source) and the closest existing name."""
     module_name, _, attr = ref.partition(":")
     try:
         module = import_user_module(module_name, root)
     except Exception as exc:
-        raise InputError(f"{where}: cannot import '{module_name}': {type(exc).__name__}: {exc}".splitlines()[0]) from None
+        hint = _module_hint(exc, root) if isinstance(exc, ModuleNotFoundError) else ""
+        raise InputError(f"{where}: {key} '{ref}': cannot import '{module_name}': {type(exc).__name__}: "
+                         f"{exc}".splitlines()[0] + hint) from None
     func = getattr(module, attr, None)
     if not callable(func):
-        raise InputError(f"{where}: '{module_name}' has no function '{attr}'")
+        functions = [n for n in dir(module) if not n.startswith("_") and callable(getattr(module, n, None))]
+        raise InputError(f"{where}: {key} '{ref}': '{module_name}' has no function '{attr}'"
+                         f"{did_you_mean(attr, functions)}")
     return func
+
+
+def _module_hint(exc: ModuleNotFoundError, root: Path) -> str:
+    """The module nearest the missing one among its siblings (the modules of its package, or of the
+    config's folder for a top-level one)."""
+    import importlib
+    import pkgutil
+
+    missing = exc.name or ""
+    parent, _, leaf = missing.rpartition(".")
+    try:
+        folders = list(importlib.import_module(parent).__path__) if parent else [str(root)]
+    except Exception:  # the parent is missing too, or not a package: nothing to compare with
+        return ""
+    found = difflib.get_close_matches(leaf, sorted(m.name for m in pkgutil.iter_modules(folders)), n=1, cutoff=0.6)
+    return f" (did you mean '{parent + '.' if parent else ''}{found[0]}'?)" if found else ""
 
 
 # -- whole models (issue 15): [[model]] entries -----------------------------------------------------

@@ -1,4 +1,8 @@
-"""The error types every layer raises, each bound to one exit code of the CLI contract."""
+"""The error types every layer raises, each bound to one exit code of the CLI contract, and the
+"did you mean" every message about a misspelt name ends with."""
+
+import difflib
+from typing import Iterable
 
 EXIT_OK = 0
 EXIT_REGRESSION = 1
@@ -51,3 +55,9 @@ class WrongResult(PerfguardError):
     def __init__(self, message: str, mismatch: dict):
         super().__init__(message)
         self.mismatch = mismatch
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """' (did you mean 'x'?)' with the known name closest to a misspelt one, or '' when none is close."""
+    found = difflib.get_close_matches(name, sorted(set(known)), n=1, cutoff=0.6)
+    return f" (did you mean '{found[0]}'?)" if found else ""

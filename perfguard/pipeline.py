@@ -220,7 +220,7 @@ def kernel_flops(spec: KernelSpec, root: Path, where: str) -> int:
     """A user kernel's `flops`: its expression over the params, or its function called with them."""
     if not flopcount.is_callable(spec.flops):
         return flopcount.evaluate(spec.flops, spec.params, f"{where}: flops")
-    func = load_callable(spec.flops, root, where)
+    func = load_callable(spec.flops, root, where, "flops")
     try:
         value = func(**spec.params)
     except Exception as exc:

@@ -86,7 +86,7 @@ def _kernels_digest() -> str:
 
 def resolve_reference(spec: KernelSpec, root: Path, lowered: LoweredKernel, family, where: str) -> Reference:
     if spec.reference:
-        func = load_callable(spec.reference, root, where)
+        func = load_callable(spec.reference, root, where, "reference")
         return Reference("numpy", func, _source_identity(func, spec.reference))
     if family is not None:
         named = f"{family.reference.__module__}:{family.reference.__name__}"

@@ -106,11 +106,21 @@ def run(args: argparse.Namespace) -> int:
     if store is not None:
         report.base = Revision(args.base, store.sha)
     report_dir = args.report_dir or config.report_dir
+    pages = []
     try:  # what was measured is reported even when the run was cut short
         write_report(report, report_dir / "perfguard.json")
         if args.json:
             write_report(report, args.json)
-        write_pages(report, report_dir)
+        pages = write_pages(report, report_dir)
     finally:  # and shown, even when a report cannot be written (a full disk: exit 3)
         print_table(report, out)
+        if pages:
+            out.print(escape(f"report: {shown_path(pages[0])} (summary: {shown_path(pages[1])})"))
     return check.exit_code()
+
+
+def shown_path(path: Path) -> str:
+    """A path as a user types it: relative to the current folder when under it."""
+    path = Path(path).resolve()
+    here = Path.cwd().resolve()
+    return str(path.relative_to(here)) if path.is_relative_to(here) else str(path)

@@ -124,6 +124,12 @@ def user_kernel(extra: str = ""):
                 f'entry = "mykernels.ops:scale"\nparams = {{ n = 16 }}\n{extra}')
 
 
+def user_kernel_entry(ref: str):
+    """The project's kernel replaced by a user kernel whose entry is `ref`."""
+    return edit("perfguard.toml", 'entry = "perfguard.kernels.gemv:gemv"\nfamily = "gemv"\nparams = { M = 16, K = 16 }',
+                f'entry = "{ref}"\nparams = {{ n = 16 }}')
+
+
 def write(path: str, data: bytes | str, argv: tuple[str, ...] = ("check",)):
     def setup(project: Path) -> list[str]:
         target = project / path
@@ -354,6 +360,8 @@ def orphan_reported(outcome: Invocation) -> None:
     assert "perfguard baseline rename v v2" in summary and "1 baseline(s) without a configured kernel" in summary
     assert "perfguard baseline rename v v2" in (outcome.project / "reports" / "index.html").read_text()
     assert "perfguard baseline rename v v2" in (outcome.project / "reports" / "kernels" / "v.html").read_text()
+    reports = outcome.project.resolve() / "reports"  # check ends with where its pages are
+    assert outcome.out.endswith(f"report: {reports / 'index.html'} (summary: {reports / 'summary.md'})")
 
 
 def wrong_result_reported(outcome: Invocation) -> None:
@@ -399,11 +407,15 @@ CASES = [
     # config: syntax, keys, types, ranges
     Case("toml-syntax", "malformed TOML", "TOML syntax error", 2, write("perfguard.toml", "[perfguard]\nthreshold = ")),
     Case("not-utf8", "config that is not UTF-8", "not UTF-8 text", 2, write("perfguard.toml", b"[perfguard]\n# \xff\n")),
-    Case("unknown-table", "unknown table (`[perfgaurd]`)", "unknown key 'perfgaurd'", 2,
+    Case("unknown-table", "unknown table (`[perfgaurd]`)", "unknown key 'perfgaurd' (did you mean 'perfguard'?)", 2,
          edit("perfguard.toml", "[perfguard]", "[perfgaurd]")),
-    Case("unknown-key", "unknown key (`threshhold`)", "unknown key 'perfguard.threshhold'", 2, top("threshhold = 2.0")),
-    Case("unknown-kernel-key", "unknown key in a kernel (`colour`)", "unknown key 'colour'", 2,
-         edit("perfguard.toml", 'family = "gemv"', 'family = "gemv"\ncolour = 1')),
+    Case("unknown-key", "unknown key (`threshhold`)", "unknown key 'perfguard.threshhold' (did you mean 'threshold'?)", 2,
+         top("threshhold = 2.0")),
+    Case("unknown-kernel-key", "unknown key in a kernel (`colour`)", "unknown key 'colour' (known: atol, entry, family,",
+         2, edit("perfguard.toml", 'family = "gemv"', 'family = "gemv"\ncolour = 1')),
+    Case("misspelt-kernel-key", "misspelt key in a kernel (`refrence`)",
+         "kernel[0]: unknown key 'refrence' (did you mean 'reference'?)", 2,
+         edit("perfguard.toml", 'family = "gemv"', 'family = "gemv"\nrefrence = "mykernels.ops:off_by_one"')),
     Case("wrong-type-number", "wrong type (`threshold = \"two\"`)", "perfguard.threshold: must be a number", 2,
          top('threshold = "two"')),
     Case("wrong-type-list", "wrong type (`targets = \"x86_64\"`)", "perfguard.targets: must be a non-empty list of strings",
@@ -455,6 +467,21 @@ CASES = [
          2, entry('entry = "mykernels.ops:not_a_module"')),
     Case("entry-missing", "kernel entry whose module does not exist", "cannot import 'mykernels.missing'", 2,
          entry('entry = "mykernels.missing:f"')),
+    Case("entry-module-misspelt", "kernel entry with a misspelt module (`mykernels.opz:scale`)",
+         "entry 'mykernels.opz:scale': cannot import 'mykernels.opz': ModuleNotFoundError: No module named "
+         "'mykernels.opz' (did you mean 'mykernels.ops'?)", 2, user_kernel_entry("mykernels.opz:scale")),
+    Case("entry-function-misspelt", "kernel entry with a misspelt function (`mykernels.ops:scael`)",
+         "entry 'mykernels.ops:scael': 'mykernels.ops' has no function 'scael' (did you mean 'scale'?)", 2,
+         user_kernel_entry("mykernels.ops:scael")),
+    Case("reference-misspelt", "reference with a misspelt function (`mykernels.ops:off_by_onw`)",
+         "reference 'mykernels.ops:off_by_onw': 'mykernels.ops' has no function 'off_by_onw' (did you mean "
+         "'off_by_one'?)", 2,
+         edit("perfguard.toml", 'family = "gemv"', 'family = "gemv"\nreference = "mykernels.ops:off_by_onw"')),
+    Case("flops-misspelt", "flops function misspelt (`flops = \"mykernels.ops:scael\"`)",
+         "flops 'mykernels.ops:scael': 'mykernels.ops' has no function 'scael' (did you mean 'scale'?)", 2,
+         user_kernel('flops = "mykernels.ops:scael"')),
+    Case("flops-param-misspelt", "flops expression over a misspelt param (`2 * nn`)",
+         "flops: 'nn' is not a numeric param (did you mean 'n'?)", 2, user_kernel('flops = "2 * nn"')),
     Case("entry-path", "kernel entry given as a path (`../evil:f`)",
          "entry '../evil:f' must be 'module:function' (dotted Python names, not a path)", 2, entry('entry = "../evil:f"')),
     Case("entry-relative", "kernel entry as a relative import (`.ops:f`)", "entry '.ops:f' must be 'module:function'",
@@ -509,7 +536,7 @@ CASES = [
     Case("unknown-target", "unknown target in the config", "perfguard.targets: unknown target 'sparc'", 2,
          edit("perfguard.toml", 'targets = ["aarch64"]', 'targets = ["sparc"]')),
     Case("unknown-kernel-target", "unknown target in a kernel's `targets`",
-         "kernel 'v': targets: unknown target 'riscv' (known: aarch64, aarch64dot, riscv64, riscv64v, x86_64, x86_64v1, x86_64vnni)", 2,
+         "kernel 'v': targets: unknown target 'riscv' (did you mean 'riscv64'?) (known: aarch64, aarch64dot, riscv64, riscv64v, x86_64, x86_64v1, x86_64vnni)", 2,
          edit("perfguard.toml", 'family = "gemv"', 'family = "gemv"\ntargets = ["riscv"]')),
     # quantized / half-precision kernels on targets that cannot build or simulate them
     Case("dtype-target-cannot-build", "a dtype a target cannot build (float16 on riscv64: its gcc 12 has no _Float16)",
@@ -738,6 +765,9 @@ CASES = [
          a_model('name = "v"\nsource = "nets/n.onnx"')),
     Case("net-source-raises", "model source function that raises", "source 'mykernels.ops:raises' raised ValueError", 2,
          a_model('name = "net"\nsource = "mykernels.ops:raises"')),
+    Case("net-source-misspelt", "model source with a misspelt function (`mykernels.ops:raise`)",
+         "source 'mykernels.ops:raise': 'mykernels.ops' has no function 'raise' (did you mean 'raises'?)", 2,
+         a_model('name = "net"\nsource = "mykernels.ops:raise"')),
     Case("net-source-wrong-type", "model source function that returns no IRModule",
          "returned int, expected a Relax IRModule", 2, a_model('name = "net"\nsource = "mykernels.ops:not_a_module"')),
     Case("cachegrind-negative", "cachegrind.out with a negative count", "count '-100' is not a non-negative integer", 2,
