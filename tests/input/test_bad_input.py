@@ -364,6 +364,12 @@ def orphan_reported(outcome: Invocation) -> None:
     assert outcome.out.endswith(f"report: {reports / 'index.html'} (summary: {reports / 'summary.md'})")
 
 
+def init_wrote_nothing(outcome: Invocation) -> None:
+    """A refused init leaves the repository as it was: not one of its files is written."""
+    assert not (outcome.project / "perfguard_kernels").exists() and not (outcome.project / ".github").exists()
+    assert (outcome.project / ".gitignore").read_text() == "reports/\n__pycache__/\n"
+
+
 def wrong_result_reported(outcome: Invocation) -> None:
     result = outcome.report["results"][0]
     assert result["verdict"] == "wrong result" and result["measured"] is False and result["stats"] is None
@@ -442,6 +448,13 @@ CASES = [
     Case("param-shell", "a parameter value with shell in it (`dtype = \"$(reboot)\"`)",
          "parameter 'dtype' = '$(reboot)' is not one of float32, float64", 2,
          edit("perfguard.toml", "M = 16,", 'M = 16, dtype = "$(reboot)",')),
+    # perfguard init
+    Case("init-not-git", "`perfguard init` outside a git repository",
+         "not in a git repository (run 'git init' first: baselines are committed)", 2,
+         lambda project: ["init", "--dir", str(project)], via="`perfguard init`"),
+    Case("init-exists", "`perfguard init` where perfguard.toml exists", "perfguard.toml exists already: not overwritten "
+         "(--force replaces it)", 2, lambda project: in_repo(("init", "--dir", str(project)))(project),
+         via="`perfguard init`", check=init_wrote_nothing),
     # orphaned baselines: a committed baseline no configured kernel has
     Case("orphan-renamed", "kernel renamed in perfguard.toml, its baseline left behind",
          "no kernel or [[model]] named 'v' is configured in perfguard.toml: its committed baseline", 2,
@@ -856,7 +869,7 @@ def seeded(tmp_path_factory, cache_dir) -> Path:
 
 
 def invoke(argv: list[str], project: Path) -> Invocation:
-    config = ["--config", str(project / "perfguard.toml")] if argv[0] not in ("merge", "report") else []
+    config = ["--config", str(project / "perfguard.toml")] if argv[0] not in ("merge", "report", "init") else []
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
