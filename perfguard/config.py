@@ -42,6 +42,67 @@ _KERNEL_KEYS |= {"limits"}
 _TOP_KEYS |= {"require_reference"}  # every kernel must name a numpy reference (no self-consistency only)
 _KERNEL_KEYS |= {"flops"}  # "2 * M * N * K" over params, or "module:function" called with the params
 
+# The configuration reference: table -> key -> (type, default, meaning). docs/configuration.md is
+# generated from it (scripts/docs_reference.py), and tests/structure/test_docs.py keeps its keys
+# equal to the ones the parser accepts: a key cannot be added without its documentation.
+KEY_DOCS: dict[str, dict[str, tuple[str, str, str]]] = {
+    "perfguard": {
+        "targets": ("list of target names", '["x86_64", "aarch64", "riscv64"]',
+                    "the target ISAs every kernel is built for and simulated on (built-in or `[target.NAME]`)"),
+        "simulator": ("string", '"qemu"', "`qemu` (perfguard's TCG plugin), `gem5` or `cachegrind` (x86_64 only)"),
+        "threshold": ("number, percent", str(DEFAULT_THRESHOLD),
+                      "a kernel whose predicted time grows by more than this is a regression (exit 1)"),
+        "baseline_dir": ("path", '"baselines"', "the committed baselines (and calibrated models, datasets)"),
+        "report_dir": ("path", '"reports"', "where perfguard.json, index.html and summary.md are written"),
+        "cache_dir": ("path", "`$PERFGUARD_CACHE_DIR`, else `~/.cache/perfguard`",
+                      "the content-addressed build and simulation cache"),
+        "jobs": ("integer >= 1", "the CPU count", "kernels built and simulated in parallel"),
+        "timeout": ("number >= 1, seconds", "600", "a simulation that runs longer is an error (exit 3)"),
+        "reps": ("integer >= 1", "1", "kernel calls inside the measured region (statistics are per call)"),
+        "warmup": ("integer >= 0", "1", "kernel calls before the measured region"),
+        "drift_mape": ("number, percent", "15.0", "`calibrate drift`: a calibrated model whose error on fresh native "
+                                                  "runs exceeds this has drifted"),
+        "drift_spearman": ("number", "0.9", "`calibrate drift`: ... or whose rank correlation falls below this"),
+        "model": ("string", '"auto"', "the timing model: `auto` (a calibrated model where one exists, else "
+                                      "`pipeline`), `pipeline` (llvm-mca on the executed blocks) or `analytical`"),
+        "limits": ("table metric -> limit", "none", "per-metric limits for every kernel: `{ insts = 1.0 }` (percent) "
+                                                    "or `{ l2_misses = \"500 count\" }`"),
+        "require_reference": ("boolean", "false", "every kernel must name a numpy `reference` (no self-consistency "
+                                                  "check only)"),
+    },
+    "kernel": {
+        "name": ("string, required", "", "the kernel's name: its baseline file and report rows"),
+        "entry": ("`module:function`, required", "",
+                  "called with `params`, returns a TVM IRModule whose PrimFunc `main` takes the inputs, then the "
+                  "outputs; imported from the config's folder"),
+        "family": ("string", "none", "a built-in family (see Kernel families): its knobs, reference and flop count"),
+        "params": ("table", "{}", "the keywords `entry` is called with (a family's knobs)"),
+        "threshold": ("number, percent", "`[perfguard].threshold`", "this kernel's own threshold"),
+        "reference": ("`module:function`", "the family's, else the kernel built for the host",
+                      "numpy `reference(inputs, **params)` returning the outputs"),
+        "targets": ("list of target names", "every target", "only these of `[perfguard].targets`"),
+        "outputs": ("integer >= 1", "1 (a family's count)", "how many trailing arguments of `main` are outputs"),
+        "rtol": ("number in [0, 1)", "per dtype: 1e-5 float32, 1e-12 float64, exact integers",
+                 "the output check's relative tolerance"),
+        "atol": ("number >= 0", "rtol's default x max abs(reference)", "the output check's absolute tolerance"),
+        "flops": ("expression or `module:function`", "the family's count, else none",
+                  "floating-point operations per call, over params (`\"2 * M * N * K\"`): GFLOP/s, roofline"),
+        "limits": ("table metric -> limit", "`[perfguard].limits`", "this kernel's per-metric limits (replace the "
+                                                                    "global one per metric)"),
+    },
+    "model": {
+        "name": ("string, required", "", "the model's name; its kernels are `<name>.<operator>.<digest>`"),
+        "source": ("`module:function` or `.onnx` path, required", "",
+                   "a function returning a Relax IRModule (or `(IRModule, params)`), or an ONNX file"),
+        "inputs": ("table name -> shape or { shape, dtype }", "{}", "shapes of inputs the source leaves symbolic"),
+        "params": ("table", "{}", "keywords for a `module:function` source"),
+        "threshold": ("number, percent", "`[perfguard].threshold`", "the model total's threshold"),
+        "kernel_threshold": ("number, percent", "`[perfguard].threshold`", "each of its kernels' threshold"),
+        "targets": ("list of target names", "every target", "only these of `[perfguard].targets`"),
+        "database": ("path", "none", "a MetaSchedule JSON database folder: its tuned schedules are built"),
+    },
+}
+
 
 @dataclass(frozen=True)
 class KernelSpec:

@@ -12,12 +12,18 @@ EXIT_WRONG_RESULT = 4  # the code under test computes a wrong answer: never an i
 
 # Every exit code of the CLI contract, and what it means (docs: "Exit codes").
 EXIT_CODES = {
-    EXIT_OK: "ok: nothing regressed, every kernel was measured and checked",
-    EXIT_REGRESSION: "the code under test got slower: a regression (or a [[model]] total that regressed)",
-    EXIT_USAGE: "usage or input error: bad config, bad file, unknown kernel or target, a committed baseline "
-                "no kernel is configured for",
-    EXIT_INFRA: "infrastructure failure: toolchain missing, build failed, simulator crashed or timed out",
-    EXIT_WRONG_RESULT: "the code under test computes a wrong result: a kernel's output differs from its reference",
+    EXIT_OK: "ok: no regression, every kernel measured and checked (also when the toolchain differs from the "
+             "baselines': the headline says so and names the command that re-baselines)",
+    EXIT_REGRESSION: "a regression: a kernel (or a [[model]]'s total) got slower than its threshold, or went over "
+                     "a per-metric limit",
+    EXIT_USAGE: "usage or input error: bad config, bad file, unknown kernel or target, a misspelt name (the message "
+                "names the closest one); a committed baseline that no configured kernel has (`removed`: rename or "
+                "prune it)",
+    EXIT_INFRA: "infrastructure failure: toolchain missing, build failed, simulator crashed or timed out, a QEMU "
+                "whose plugin API perfguard's plugin does not support, the check interrupted; with "
+                "--fail-on-toolchain-change, a toolchain other than the baselines'",
+    EXIT_WRONG_RESULT: "wrong result: a kernel's output differs from its reference, so the code under test is wrong; "
+                       "it beats every other code, and --allow-errors does not hide it",
 }
 
 

@@ -305,7 +305,7 @@ def check_built(job: Job, result: JobResult, built: Built, outputs: list[np.ndar
     result.reference = ref.kind
     if ref.kind == "self" and job.require_reference:
         raise InputError(f"{built.where}: no numpy reference, and require_reference = true: add "
-                         f"reference = \"module:function\" to the kernel (see the README's \"Output check\")")
+                         f"reference = \"module:function\" to the kernel (docs/kernels.md, \"Output check\")")
     cache = BuildCache(job.cache_dir)
     key = check_key(outputs_key, spec, ref, sum(t.output for t in built.lowered.tensors))
     checked = cache.lookup_check(key)
