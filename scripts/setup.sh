@@ -24,7 +24,7 @@ refuse() {
     echo "setup.sh: warning: $1 (proceeding: PERFGUARD_UNVALIDATED_TOOLCHAIN=1)" >&2
     return 0
   fi
-  echo "setup.sh: $1, not the validated toolchain (scripts/toolchain.lock): use the perfguard image (README, 'One pinned toolchain') or set PERFGUARD_UNVALIDATED_TOOLCHAIN=1 to proceed anyway" >&2
+  echo "setup.sh: $1, not the validated toolchain (scripts/toolchain.lock): use the perfguard image (docs/toolchain.md, 'One pinned toolchain') or set PERFGUARD_UNVALIDATED_TOOLCHAIN=1 to proceed anyway" >&2
   exit 3
 }
 
@@ -61,7 +61,7 @@ if [ ${#wanted[@]} -gt 0 ]; then
     [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
     $sudo_cmd apt-get update -qq
     if ! DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${wanted[@]}"; then
-      echo "setup.sh: apt-get could not install ${wanted[*]} (has the Debian mirror moved past a pinned version? README, 'One pinned toolchain')" >&2
+      echo "setup.sh: apt-get could not install ${wanted[*]} (has the Debian mirror moved past a pinned version? docs/toolchain.md, 'One pinned toolchain')" >&2
       exit 3
     fi
   fi

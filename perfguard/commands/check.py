@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
     whole = None
     if args.shard:
         i, n = args.shard
-        # a shard holds part of a model: it reports its part, `perfguard merge` the total (README, [[model]])
+        # a shard holds part of a model: it reports its part, `perfguard merge` the total (docs/models.md)
         whole = whole_models(pairs)
         pairs = pairs[i - 1::n]
     jobs = make_jobs(config, pairs, args.simulator)
