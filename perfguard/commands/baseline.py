@@ -9,11 +9,11 @@ from pathlib import Path
 from rich.markup import escape
 
 from perfguard.commands.check import add_common, names
-from perfguard.config import Config, load_config
+from perfguard.config import load_config
 from perfguard.errors import EXIT_OK, InputError
 from perfguard.guard.baselines import BaselineStore
 from perfguard.guard.check import make_jobs, measure, select, write_baselines
-from perfguard.guard.orphans import closest_kernel, find_orphans, is_configured, reason, scanned_targets
+from perfguard.guard.orphans import closest_kernel, find_orphans, is_configured, reason, scanned_targets, shown
 from perfguard.report.terminal import console, progress
 
 
@@ -36,11 +36,6 @@ def add_parser(subparsers) -> None:
     rename.set_defaults(run=run_rename)
 
 
-def _shown(config: Config, path: Path | str) -> str:
-    path = Path(path)
-    return str(path.relative_to(config.root)) if path.is_relative_to(config.root) else str(path)
-
-
 def run(args: argparse.Namespace) -> int:
     out = console()
     config = load_config(args.config)
@@ -50,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     written = write_baselines(config, jobs, results)
     for path in written:
         verb = "wrote" if path.exists() else "removed (the model no longer has this kernel)"
-        out.print(f"{verb} {_shown(config, path)}")
+        out.print(f"{verb} {shown(config, path)}")
     failed = [r for r in results if not r.ok]
     for r in failed:
         out.print(f"[bold yellow]error[/] {r.error} (baseline left as it was)")
@@ -63,17 +58,17 @@ def run_prune(args: argparse.Namespace) -> int:
     store = BaselineStore(config.baseline_dir)
     orphans = find_orphans(config, store, args.targets)
     if not orphans:
-        out.print(f"no orphaned baselines in {_shown(config, config.baseline_dir)}: every one has a configured kernel")
+        out.print(f"no orphaned baselines in {shown(config, config.baseline_dir)}: every one has a configured kernel")
         return EXIT_OK
     if not args.yes:
         for orphan in orphans:
-            out.print(escape(f"would remove {_shown(config, orphan.path)}: {reason(config, orphan)}"))
+            out.print(escape(f"would remove {shown(config, orphan.path)}: {reason(config, orphan)}"))
         out.print(f"{len(orphans)} orphaned baseline(s); delete them with: perfguard baseline prune --yes "
-                  f"(a renamed kernel keeps its history with: perfguard baseline rename OLD NEW)")
+                  f"(a renamed kernel keeps its statistics with: perfguard baseline rename OLD NEW)")
         return EXIT_OK
     for path in store.remove_all([Path(o.path) for o in orphans]):
-        out.print(escape(f"removed {_shown(config, path)}"))
-    out.print(f"now commit {_shown(config, config.baseline_dir)}")
+        out.print(escape(f"removed {shown(config, path)}"))
+    out.print(f"now commit {shown(config, config.baseline_dir)}")
     return EXIT_OK
 
 
@@ -89,6 +84,6 @@ def run_rename(args: argparse.Namespace) -> int:
                          f"name in the config")
     store = BaselineStore(config.baseline_dir)
     for source, dest in store.rename(args.old, args.new, scanned_targets(config, store, args.targets)):
-        out.print(escape(f"renamed {_shown(config, source)} -> {_shown(config, dest)}"))
-    out.print(f"now commit {_shown(config, config.baseline_dir)}")
+        out.print(escape(f"renamed {shown(config, source)} -> {shown(config, dest)}"))
+    out.print(f"now commit {shown(config, config.baseline_dir)}")
     return EXIT_OK

@@ -74,17 +74,25 @@ def reason(config: Config, orphan: Orphan) -> str:
     return f"no kernel or [[model]] named '{orphan.kernel}' is configured in {Path(config.path).name}"
 
 
+def shown(config: Config, path: Path | str) -> str:
+    """A baseline's path as the user's repository has it (relative to the config's folder)."""
+    if isinstance(path, Path) and path.is_relative_to(config.root):
+        return str(path.relative_to(config.root))
+    return str(path)  # elsewhere, or 'REF (sha):path' at a git revision
+
+
 def way_out(config: Config, orphan: Orphan, removed_too: bool = False) -> str:
     """What the report says about an orphan: why it is one, and the commands that settle it."""
     spec = next((k for k in config.kernels if k.name == orphan.kernel), None)
     why = reason(config, orphan)
     if removed_too:
-        return f"{why}; this change removed its baseline {orphan.path} too"
+        return f"{why}; this change removed its baseline {shown(config, orphan.path)} too"
     closest = closest_kernel(config, orphan.kernel) if spec is None else None
     rename = f"perfguard baseline rename {orphan.kernel} {closest or 'NEW_NAME'}"
     fix = (f"renamed to '{closest}'? run '{rename}'" if closest else f"renamed? run '{rename}'") + \
         "; gone for good? run 'perfguard baseline prune --yes'"
-    return f"{why}: its committed baseline {orphan.path} is no longer checked ({fix}; then commit the baselines)"
+    return (f"{why}: its committed baseline {shown(config, orphan.path)} is no longer checked ({fix}; then commit "
+            f"the baselines)")
 
 
 def orphan_outcomes(config: Config, store: BaselineSource, targets: list[str] | None = None,

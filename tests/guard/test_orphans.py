@@ -85,7 +85,7 @@ def test_each_orphan_is_removed_with_its_time_and_the_way_out_and_fails_the_chec
     notes = {o.result.kernel: o.note for o in outcomes}
     assert all(o.verdict.verdict == REMOVED and o.orphaned and o.verdict.baseline_time_s > 0 for o in outcomes)
     assert notes["attentoin"].startswith("no kernel or [[model]] named 'attentoin' is configured in perfguard.toml: "
-                                         f"its committed baseline {proj}/baselines/aarch64/attentoin.json is no "
+                                         "its committed baseline baselines/aarch64/attentoin.json is no "
                                          "longer checked (renamed to 'attention'? run 'perfguard baseline rename "
                                          "attentoin attention'; gone for good? run 'perfguard baseline prune --yes'")
     assert notes["layer_norm"].startswith("kernel 'layer_norm' is not configured for target 'aarch64'")
