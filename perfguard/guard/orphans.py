@@ -71,6 +71,9 @@ def reason(config: Config, orphan: Orphan) -> str:
         return f"kernel '{orphan.kernel}' is not configured for target '{orphan.target}'"
     if any(orphan.kernel.startswith(m.name + ".") for m in config.models):
         return f"[[model]] '{orphan.kernel.split('.')[0]}' is not configured for target '{orphan.target}'"
+    if "." in orphan.kernel:  # "<model>.<operator>.<digest>": a [[model]]'s kernel, or a kernel with a dot
+        return (f"no kernel '{orphan.kernel}' and no [[model]] '{orphan.kernel.split('.')[0]}' is configured in "
+                f"{Path(config.path).name}")
     return f"no kernel or [[model]] named '{orphan.kernel}' is configured in {Path(config.path).name}"
 
 

@@ -20,7 +20,7 @@ from perfguard.guard.baselines import BaselineStore
 from perfguard.guard.check import CheckRun
 from perfguard.guard.compare import REMOVED
 from perfguard.guard.git_baselines import GitBaselineStore
-from perfguard.guard.orphans import find_orphans, orphan_outcomes, scanned_targets
+from perfguard.guard.orphans import find_orphans, orphan_outcomes, scanned_targets, way_out
 from tests.conftest import REPO
 
 SOURCE = REPO / "baselines" / "aarch64" / "gemv_1024.json"
@@ -77,6 +77,12 @@ def test_what_is_an_orphan_and_what_a_selection_can_orphan(proj):
     assert [(o.target, o.kernel) for o in find_orphans(config, store)] == [
         ("aarch64", "attentoin"), ("aarch64", "layer_norm"), ("riscv64", "attention")]
     assert [(o.target, o.kernel) for o in find_orphans(config, store, ["x86_64"])] == []  # left out: not orphaned
+
+    (proj / "perfguard.toml").write_text(CONFIG.format(cache=config.cache_dir).split("[[model]]")[0])  # model dropped
+    config = load_config(proj / "perfguard.toml")
+    dropped = [o for o in find_orphans(config, store) if o.kernel == "mlp.dense_0"]
+    assert way_out(config, dropped[0]).startswith("no kernel 'mlp.dense_0' and no [[model]] 'mlp' is configured in "
+                                                  "perfguard.toml: its committed baseline baselines/aarch64/mlp.dense_0")
 
 
 def test_each_orphan_is_removed_with_its_time_and_the_way_out_and_fails_the_check(proj):

@@ -215,3 +215,22 @@ def test_usage_errors_are_one_line(pytester, user_project, args, needle):
     result = run(pytester, *args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert needle in result.stderr.str()
+
+
+def test_an_orphaned_baseline_is_an_item_that_fails_with_the_way_out(pytester, user_project):
+    """A baseline no configured kernel has: its own failing item, and `removed` in the report (the
+    configured kernels are deselected with -k: nothing is built)."""
+    from tests.guard.test_orphans import put
+
+    put(pytester.path, "aarch64", "sxapy")
+    result = run(pytester, "--perfguard", "-k", "sxapy")
+    text = result.stdout.str()
+    assert result.ret == 1, text
+    assert outcomes(result) == {"perfguard::sxapy[aarch64]": "FAILED"}
+    failure = text[text.index("_ perfguard::sxapy[aarch64] _"):]
+    assert ("sxapy[aarch64]: removed: no kernel or [[model]] named 'sxapy' is configured in perfguard.toml: its "
+            "committed baseline baselines/aarch64/sxapy.json is no longer checked (renamed to 'saxpy'? run "
+            "'perfguard baseline rename sxapy saxpy'") in " ".join(failure.split())
+    report = json.loads((pytester.path / "reports" / "perfguard.json").read_text())
+    assert report["summary"]["orphaned"] == 1 and report["summary"]["exit_code"] == 2
+    assert report["results"][0]["verdict"] == "removed" and report["results"][0]["orphaned"] is True
