@@ -20,6 +20,9 @@ from perfguard.errors import EXIT_OK, InputError
 
 PACKAGE = "perfguard_kernels"
 PLACEHOLDER_ACTION = "OWNER/perfguard@SHA"
+# scripts/debian-snapshot's timestamp: the Debian archive that serves scripts/toolchain.lock's
+# versions (tests/shells/test_ci_rules.py keeps every copy equal).
+DEBIAN_SNAPSHOT = "20261130T000000Z"
 
 CONFIG = '''\
 # perfguard: guards this repository's compute kernels against performance regressions.
@@ -118,16 +121,24 @@ permissions: {{}}
 jobs:
   check:
     runs-on: ubuntu-24.04
-    # The pinned toolchain the baselines are made with: Debian 12 by digest; the action's
+    # The pinned toolchain the baselines are made with: Debian 12 by digest, packages from the
+    # snapshot.debian.org archive that serves perfguard's toolchain lock; the action's
     # scripts/setup.sh installs the locked cross compilers, QEMU and LLVM tools into it.
     container:
       image: debian:12@sha256:8a8cd02c5912770b4980228a54d4aff9e4f986f1eb2525d2d371dec5232cefcc
     timeout-minutes: 60
     permissions:
       contents: read
+    env:
+      DEBIAN_SNAPSHOT: "{snapshot}"
+    defaults:
+      run:
+        shell: bash # -eo pipefail
     steps:
-      - name: Prerequisites of the checkout and of the action
+      - name: Debian packages from the pinned snapshot, then what the checkout and the action need
         run: |
+          sed -i -E "s#^URIs: http://deb\\.debian\\.org/(debian(-security)?)\\$#URIs: http://snapshot.debian.org/archive/\\1/$DEBIAN_SNAPSHOT#" /etc/apt/sources.list.d/debian.sources
+          echo 'Acquire::Check-Valid-Until "false";' > /etc/apt/apt.conf.d/80debian-snapshot
           apt-get update -qq
           DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends git python3 python3-venv ca-certificates
       - uses: actions/checkout@08c6903cd8c0fde910a37f88322edcfb5dd907a8 # v5.0.0
@@ -164,7 +175,7 @@ def files(branch: str, action: str) -> dict[str, str]:
         "perfguard.toml": CONFIG.format(package=PACKAGE),
         f"{PACKAGE}/__init__.py": "",
         f"{PACKAGE}/matmul.py": KERNEL.format(),
-        ".github/workflows/perfguard.yml": WORKFLOW.format(branch=branch, action=action),
+        ".github/workflows/perfguard.yml": WORKFLOW.format(branch=branch, action=action, snapshot=DEBIAN_SNAPSHOT),
     }
 
 

@@ -362,6 +362,8 @@ def orphan_reported(outcome: Invocation) -> None:
     assert "perfguard baseline rename v v2" in (outcome.project / "reports" / "kernels" / "v.html").read_text()
     reports = outcome.project.resolve() / "reports"  # check ends with where its pages are
     assert outcome.out.endswith(f"report: {reports / 'index.html'} (summary: {reports / 'summary.md'})")
+    selected = invoke(["check", "--kernels", "v2"], outcome.project)  # a selection orphans nothing
+    assert selected.code == 0 and [r["verdict"] for r in selected.report["results"]] == ["new"], selected.out
 
 
 def init_wrote_nothing(outcome: Invocation) -> None:
