@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 
 from perfguard.config import Config, KernelSpec
-from perfguard.errors import InputError
+from perfguard.errors import EXIT_USAGE, EXIT_WRONG_RESULT, InputError
 from perfguard.guard.baselines import Baseline, BaselineSource
 from perfguard.guard.check import CheckRun, JudgedResult, judge_results, removed_outcome
 from perfguard.guard.revisions import Side, as_baseline
@@ -137,7 +137,9 @@ def judge_sides(base: Side, head: Side, head_pairs: list[tuple[str, str]], base_
         result = head.results[(kernel, target)]
         before = base.results.get((kernel, target))
         if result.ok and before is not None and not before.ok:  # nothing to compare with: the base failed
-            result = dataclasses.replace(result, ok=False, exit_code=before.exit_code,
+            # (an error, never this side's `wrong result`: the base's wrong output is not the head's)
+            code = EXIT_USAGE if before.exit_code == EXIT_WRONG_RESULT else before.exit_code
+            result = dataclasses.replace(result, ok=False, exit_code=code,
                                          error=f"{kernel}[{target}]: the base revision {base.label} could not be "
                                                f"measured: {before.error}")
         results.append(result)
