@@ -273,7 +273,7 @@ def test_messages(tmp_path, capsys):
     assert "--kernels: unknown kernel 'nope'" in line and "perfguard.toml: " not in line.split("unknown kernel")[0]
     line = _config_error(tmp_path, capsys, GEMV + 'targets = ["riscv"]\n')
     known = ", ".join(sorted(BUILTIN))  # every built-in profile, whichever were added since
-    assert f"targets: unknown target 'riscv' (known: {known})" in line
+    assert f"targets: unknown target 'riscv' (did you mean 'riscv64'?) (known: {known})" in line
     line = _config_error(tmp_path, capsys, GEMV.replace("perfguard.kernels.gemv:gemv", "mykernels.softmax.softmax"))
     assert "did you mean 'mykernels.softmax:softmax'?" in line and "not a path" not in line
 
