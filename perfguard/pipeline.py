@@ -78,6 +78,7 @@ class JobResult:
     flops: int | None = None  # floating-point operations of one call (a family's count or the kernel's `flops`)
     tensor_bytes: int | None = None  # bytes of all tensors: the compulsory memory traffic
     loops: dict | None = None  # the kernel's loop nest as compiled (compile.loops, plain JSON): names loops in attribution
+    mismatch: dict | None = None  # a wrong output: its worst element (errors.WrongResult, verify.mismatch_error)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -96,6 +97,7 @@ def run_job(job: Job) -> JobResult:
         result.ok = True
     except PerfguardError as exc:
         result.error, result.exit_code = exc.message, exc.exit_code
+        result.mismatch = getattr(exc, "mismatch", None)
     except OSError as exc:  # the cache's disk is full, a folder is not writable, ...
         where = f"{exc.filename}: " if exc.filename else ""
         result.error = f"{job.label}: {where}{exc.strerror or exc}"
@@ -218,7 +220,7 @@ def kernel_flops(spec: KernelSpec, root: Path, where: str) -> int:
     """A user kernel's `flops`: its expression over the params, or its function called with them."""
     if not flopcount.is_callable(spec.flops):
         return flopcount.evaluate(spec.flops, spec.params, f"{where}: flops")
-    func = load_callable(spec.flops, root, where)
+    func = load_callable(spec.flops, root, where, "flops")
     try:
         value = func(**spec.params)
     except Exception as exc:
@@ -303,7 +305,7 @@ def check_built(job: Job, result: JobResult, built: Built, outputs: list[np.ndar
     result.reference = ref.kind
     if ref.kind == "self" and job.require_reference:
         raise InputError(f"{built.where}: no numpy reference, and require_reference = true: add "
-                         f"reference = \"module:function\" to the kernel (see the README's \"Output check\")")
+                         f"reference = \"module:function\" to the kernel (docs/kernels.md, \"Output check\")")
     cache = BuildCache(job.cache_dir)
     key = check_key(outputs_key, spec, ref, sum(t.output for t in built.lowered.tensors))
     checked = cache.lookup_check(key)

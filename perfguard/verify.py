@@ -1,6 +1,8 @@
 """The output check: a kernel's outputs against its reference, and the key that caches its answer.
 
-A wrong kernel is an infrastructure error (exit 3), never a score. The check's answer is cached
+A wrong kernel is a verdict of its own, `wrong result` (exit 4: the code under test failed), never
+a score; the error names the worst element (the one furthest over its tolerance), its value, the
+reference's and the tolerance there. The check's answer is cached
 under a key that holds everything deciding it (the outputs through the simulation's key, the
 reference's identity and source, the params it is called with, rtol, atol, outputs and
 CHECK_VERSION), so a warm cache can never pass a check that an empty one would fail.
@@ -23,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
+import math
 import sys
 from dataclasses import dataclass
 from functools import lru_cache
@@ -36,7 +39,7 @@ from perfguard.compile.cache import digest
 from perfguard.compile.inputs import generate
 from perfguard.compile.lower import LoweredKernel, build_host
 from perfguard.config import KernelSpec, load_callable
-from perfguard.errors import InfraError, InputError
+from perfguard.errors import InputError, WrongResult
 
 # Part of every check key: bump when the comparison itself changes.
 CHECK_VERSION = 2
@@ -83,7 +86,7 @@ def _kernels_digest() -> str:
 
 def resolve_reference(spec: KernelSpec, root: Path, lowered: LoweredKernel, family, where: str) -> Reference:
     if spec.reference:
-        func = load_callable(spec.reference, root, where)
+        func = load_callable(spec.reference, root, where, "reference")
         return Reference("numpy", func, _source_identity(func, spec.reference))
     if family is not None:
         named = f"{family.reference.__module__}:{family.reference.__name__}"
@@ -146,7 +149,7 @@ def needed_tolerance(got: np.ndarray, want: np.ndarray) -> float:
 
 def check_outputs(spec: KernelSpec, ref: Reference, lowered: LoweredKernel, outputs: list[np.ndarray],
                   where: str) -> float:
-    """The worst difference; raises InfraError for a wrong output, InputError for a broken reference."""
+    """The worst difference; raises WrongResult for a wrong output, InputError for a broken reference."""
     inputs = [generate(t) for t in lowered.tensors if not t.output]
     expected = reference_outputs(spec, ref, lowered, inputs, where)
     if len(expected) != len(outputs):
@@ -158,16 +161,40 @@ def check_outputs(spec: KernelSpec, ref: Reference, lowered: LoweredKernel, outp
         want = want.astype(np.float64)
         got64 = got.astype(np.float64)
         rtol, atol = tolerances(spec, t.dtype, want)
-        if not np.all(np.isfinite(got64)):
-            raise InfraError(f"{where}: wrong result: output '{t.name}' has non-finite values")
-        diff = np.abs(got64 - want)
-        bad = diff > atol + rtol * np.abs(want)
+        with np.errstate(invalid="ignore"):
+            diff = np.abs(got64 - want)
+            allowed = atol + rtol * np.abs(want)
+            bad = ~(diff <= allowed)  # a NaN or infinite output is off whatever the tolerance
         if np.any(bad):
-            idx = tuple(int(i) for i in np.unravel_index(int(np.argmax(diff)), diff.shape))
-            raise InfraError(
-                f"{where}: wrong result: output '{t.name}'[{', '.join(map(str, idx))}] = {got64[idx]:.6g}, "
-                f"reference {want[idx]:.6g} ({int(bad.sum())} of {bad.size} elements off; "
-                f"rtol {rtol:.3g}, atol {atol:.3g})"
-            )
+            raise mismatch_error(where, t.name, got64, want, diff, allowed, bad, rtol, atol)
         worst = max(worst, float(diff.max()) if diff.size else 0.0)
     return worst
+
+
+def mismatch_error(where: str, output: str, got: np.ndarray, want: np.ndarray, diff: np.ndarray,
+                   allowed: np.ndarray, bad: np.ndarray, rtol: float, atol: float) -> WrongResult:
+    """The error of a wrong output, at its worst element: the first non-finite one, else the one
+    furthest over its tolerance (difference / tolerance)."""
+    finite = np.isfinite(got)
+    if not finite.all():
+        flat = int(np.argmin(finite.reshape(-1)))
+    else:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            over = np.where(bad, diff / np.maximum(allowed, np.finfo(np.float64).tiny), -np.inf)
+        flat = int(np.argmax(over.reshape(-1)))
+    idx = tuple(int(i) for i in np.unravel_index(flat, got.shape)) if got.ndim else ()
+    value, expected, tolerance = float(got[idx]), float(want[idx]), float(allowed[idx])
+    off, total = int(bad.sum()), int(bad.size)
+    mismatch = {"output": output, "index": list(idx), "value": value if math.isfinite(value) else None,
+                "expected": expected, "tolerance": tolerance, "rtol": rtol, "atol": atol,
+                "elements_off": off, "elements": total}
+    at = f"'{output}'[{', '.join(map(str, idx))}]"
+    if math.isfinite(value):
+        difference = abs(value - expected)
+        by = f"off by {difference:.3g}" + (f", {difference / tolerance:.3g}x the tolerance {tolerance:.3g}"
+                                          if tolerance > 0 else " (tolerance 0: exact)")
+    else:
+        mismatch["nonfinite"] = repr(value)
+        by = "not a finite number"
+    return WrongResult(f"{where}: wrong result: output {at} = {value:.6g}, expected {expected:.6g}: {by} "
+                       f"({off} of {total} elements off; rtol {rtol:.3g}, atol {atol:.3g})", mismatch)

@@ -12,7 +12,9 @@ from rich.markup import escape
 from perfguard.config import MODEL_NAMES, load_config
 from perfguard.errors import InputError
 from perfguard.executors import add_executor_options, executor_from_args
+from perfguard.guard.baselines import BaselineStore
 from perfguard.guard.check import make_jobs, run_check, select, whole_models
+from perfguard.guard.orphans import orphan_outcomes
 from perfguard.guard.report import Revision, Shard, write_report
 from perfguard.guard.report_build import build_report
 from perfguard.report.pages import write_pages
@@ -79,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
     whole = None
     if args.shard:
         i, n = args.shard
-        # a shard holds part of a model: it reports its part, `perfguard merge` the total (README, [[model]])
+        # a shard holds part of a model: it reports its part, `perfguard merge` the total (docs/models.md)
         whole = whole_models(pairs)
         pairs = pairs[i - 1::n]
     jobs = make_jobs(config, pairs, args.simulator)
@@ -93,6 +95,9 @@ def run(args: argparse.Namespace) -> int:
         check = run_check(config, jobs, args.jobs, args.threshold,
                           on_result=lambda i, r: advance(f"{r.kernel}[{r.target}]"), store=store,
                           executor=executor, partial=True, whole_models=whole)
+    if not args.kernels and (not args.shard or args.shard[0] == 1):  # guard.orphans: what a selection can orphan
+        check.outcomes += orphan_outcomes(config, store or BaselineStore(config.baseline_dir), args.targets,
+                                          args.threshold)
     check.allow_errors = args.allow_errors
     check.fail_on_toolchain_change = args.fail_on_toolchain_change
     report = build_report(check, config.path, config)
@@ -101,11 +106,21 @@ def run(args: argparse.Namespace) -> int:
     if store is not None:
         report.base = Revision(args.base, store.sha)
     report_dir = args.report_dir or config.report_dir
+    pages = []
     try:  # what was measured is reported even when the run was cut short
         write_report(report, report_dir / "perfguard.json")
         if args.json:
             write_report(report, args.json)
-        write_pages(report, report_dir)
+        pages = write_pages(report, report_dir)
     finally:  # and shown, even when a report cannot be written (a full disk: exit 3)
         print_table(report, out)
+        if pages:
+            out.print(escape(f"report: {shown_path(pages[0])} (summary: {shown_path(pages[1])})"))
     return check.exit_code()
+
+
+def shown_path(path: Path) -> str:
+    """A path as a user types it: relative to the current folder when under it."""
+    path = Path(path).resolve()
+    here = Path.cwd().resolve()
+    return str(path.relative_to(here)) if path.is_relative_to(here) else str(path)

@@ -8,11 +8,12 @@ from pathlib import Path
 from typing import Callable
 
 from perfguard.config import Config, KernelSpec
-from perfguard.errors import EXIT_INFRA, EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, InfraError, InputError
+from perfguard.errors import (EXIT_INFRA, EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, EXIT_WRONG_RESULT, InfraError,
+                              InputError)
 from perfguard.executors import Executor, LocalExecutor
 from perfguard.guard.attribution import block_changes
 from perfguard.guard.baselines import Baseline, BaselineSource, BaselineStore
-from perfguard.guard.compare import ERROR, REGRESSION, Verdict, judge, toolchain_summary
+from perfguard.guard.compare import ERROR, REGRESSION, REMOVED, WRONG_RESULT, Verdict, judge, toolchain_summary
 from perfguard.guard.report import BlockChange
 from perfguard.jsonfile import now_iso
 from perfguard.pipeline import Job, JobResult, run_job
@@ -34,6 +35,7 @@ class JudgedResult:
     error: str | None = None
     note: str | None = None  # e.g. the baseline predates block profiles: scored with the analytical model
     blocks: list[BlockChange] | None = None  # pipeline model: the blocks whose cycles changed most (guard.attribution)
+    orphaned: bool = False  # `removed`: a committed baseline no configured kernel has (guard.orphans): fails the check
 
 
 @dataclass
@@ -49,9 +51,12 @@ class CheckRun:
     model_parts: list = field(default_factory=list)  # a shard's guard.report.ModelPart (no totals: merge sums them)
 
     def exit_code(self) -> int:
+        if any(o.verdict.verdict == WRONG_RESULT for o in self.outcomes):  # the code failed: no retry, no allowing
+            return EXIT_WRONG_RESULT
         if self.interrupted:
             return EXIT_INFRA
         codes = [] if self.allow_errors else [o.result.exit_code for o in self.outcomes if o.verdict.verdict == ERROR]
+        codes += [EXIT_USAGE for o in self.outcomes if o.orphaned]  # a guard lost is never an allowed error
         if any(c == EXIT_INFRA for c in codes):
             return EXIT_INFRA
         if codes:
@@ -215,7 +220,8 @@ def judge_results(config: Config, jobs: list[Job], results: list[JobResult], thr
     for job, result in zip(jobs, results):
         limit = config.kernel_threshold(job.kernel, threshold)
         if not result.ok:
-            run.outcomes.append(JudgedResult(result, Verdict(ERROR, limit), error=result.error))
+            verdict = WRONG_RESULT if result.exit_code == EXIT_WRONG_RESULT else ERROR
+            run.outcomes.append(JudgedResult(result, Verdict(verdict, limit), error=result.error))
             continue
         note, blocks = None, None
         try:
@@ -312,6 +318,31 @@ def _model_rows(config: Config, jobs: list[Job], outcomes: list[JudgedResult], s
                 return float(predictor.predict_stats([baseline.stats])[0])
 
             yield spec, target, kernel_rows(results, [b for b in leftover if b is not None], score)
+
+
+def removed_outcome(config: Config, shown: JobResult, stats, threshold: float | None, models, commit: str | None,
+                    spec: KernelSpec | None = None, note: str | None = None, orphaned: bool = False) -> JudgedResult:
+    """A kernel with a baseline and no current run: `removed`, with the baseline's time under this
+    run's model (None when it cannot be scored), never unchanged. `compare`: a kernel only the base
+    revision has (`stats` its base run's); `check`: an orphaned baseline (guard.orphans)."""
+    if spec is not None:
+        limit = config.kernel_threshold(spec, threshold)
+    else:
+        limit = config.threshold if threshold is None else threshold
+    time_s, model_id, calibrated = None, None, False
+    if stats is not None and shown.target in config.profiles:
+        try:
+            profile = config.profiles[shown.target]
+            predictor = predictor_for(profile, shown.family, shown.simulator, config.baseline_dir, models,
+                                      config.cache_dir, config.model, shown.params)
+            if predictor.needs_blocks and stats.blocks is None:
+                predictor = AnalyticalModel(profile)
+            time_s = float(predictor.predict_stats([stats])[0])
+            model_id, calibrated = predictor.model_id, predictor.calibrated
+        except (InputError, InfraError):  # the verdict stays `removed`; a model problem shows on the other results
+            pass
+    return JudgedResult(shown, Verdict(REMOVED, limit, baseline_time_s=time_s), model_id, calibrated, commit,
+                        note=note, orphaned=orphaned)
 
 
 OLD_BASELINE_NOTE = ("the baseline has no block profile (recorded before perfguard kept them): compared with the "

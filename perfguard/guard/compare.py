@@ -28,10 +28,18 @@ REGRESSION = "regression"
 IMPROVEMENT = "improvement"
 UNCHANGED = "unchanged"
 NEW = "new"
-REMOVED = "removed"  # `perfguard compare`: the kernel exists in the base revision only
+# A baseline without a kernel: `compare`, the kernel exists in the base revision only; `check`, a
+# committed baseline no configured kernel has (guard.orphans: it fails the check until pruned or renamed)
+REMOVED = "removed"
 ERROR = "error"
 TOOLCHAIN = "toolchain"  # moved beyond the threshold, but measured with another toolchain: not judged
-VERDICTS = (REGRESSION, ERROR, TOOLCHAIN, IMPROVEMENT, NEW, REMOVED, UNCHANGED)  # report order: worst first
+WRONG_RESULT = "wrong result"  # the kernel's output differs from its reference (verify): exit 4, never a score
+VERDICTS = (WRONG_RESULT, REGRESSION, ERROR, TOOLCHAIN, IMPROVEMENT, NEW, REMOVED, UNCHANGED)  # worst first
+
+
+def summary_key(verdict: str) -> str:
+    """The report summary's count field of a verdict ("wrong result" -> wrong_result)."""
+    return verdict.replace(" ", "_")
 
 # Recorded in every baseline but not compared: perfguard's own version. What of perfguard shapes
 # the statistics is recorded on its own (harness, build recipe, the simulator's plugin and recipe).

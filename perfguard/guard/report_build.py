@@ -17,9 +17,9 @@ from perfguard.config import Config
 from perfguard.errors import InfraError, InputError
 from perfguard.guard.analysis import analyse, target_summary
 from perfguard.guard.check import CheckRun, JudgedResult
-from perfguard.guard.compare import VERDICTS
+from perfguard.guard.compare import VERDICTS, summary_key
 from perfguard.guard.history import BaselineHistory, kernel_history
-from perfguard.guard.report import (Calibration, LimitBreach, Report, Result, StatDelta, Summary,
+from perfguard.guard.report import (Calibration, LimitBreach, Mismatch, Report, Result, StatDelta, Summary,
                                     ToolchainDifference, ToolchainSummary)
 from perfguard.jsonfile import now_iso
 from perfguard.predict.analytical import AnalyticalModel
@@ -69,6 +69,7 @@ def result_of(o: JudgedResult) -> Result:
         note=o.note, blocks=o.blocks, flops=r.flops, reference=r.reference, max_error=r.max_error,
         tensor_bytes=r.tensor_bytes, content_hash=r.content_hash, toolchain=r.toolchain, rebuilt=r.rebuilt,
         resimulated=r.resimulated, seconds=round(r.seconds, 3),
+        mismatch=None if r.mismatch is None else Mismatch(**r.mismatch), orphaned=o.orphaned,
     )
 
 
@@ -76,10 +77,11 @@ def build_report(run: CheckRun, config_path: Path | None = None, config: Config 
     """The run's Report; with `config`, also target summaries, per-result analysis and baseline history."""
     order = {name: i for i, name in enumerate(VERDICTS)}
     results = sorted((result_of(o) for o in run.outcomes), key=lambda x: (order[x.verdict], x.kernel, x.target))
-    summary = Summary(exit_code=run.exit_code(), **{name: run.count(name) for name in VERDICTS},
+    summary = Summary(exit_code=run.exit_code(), **{summary_key(name): run.count(name) for name in VERDICTS},
                       not_measured=run.not_measured(), toolchain_changed=ToolchainSummary.of(run.toolchain_summary()),
                       model_regressions=sum(m.verdict == "regression" for m in run.model_summaries),
-                      interrupted=run.interrupted, errors_allowed=run.allow_errors)
+                      interrupted=run.interrupted, errors_allowed=run.allow_errors,
+                      orphaned=sum(o.orphaned for o in run.outcomes))
     report = Report(summary=summary, results=results, perfguard_version=__version__, created=now_iso(),
                     config=None if config_path is None else str(config_path),
                     models=list(run.model_summaries), model_parts=list(run.model_parts))

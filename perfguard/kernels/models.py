@@ -133,7 +133,7 @@ def _unsupported_onnx_ops(model) -> list[str]:
 
 def _python_source(config: Config, spec: ModelSpec):
     where = _where(config, spec)
-    func = load_callable(spec.source, config.root, where)
+    func = load_callable(spec.source, config.root, where, "source")
     try:
         out = func(**spec.params)
     except InputError as exc:

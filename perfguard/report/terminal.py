@@ -17,7 +17,7 @@ from perfguard.report.text import (SELF_CONSISTENCY, block_line, headline, limit
                                    self_consistency_note, top_block)
 
 _STYLE = {"regression": "bold red", "error": "bold yellow", "toolchain": "bold magenta", "improvement": "bold green",
-          "new": "cyan", "removed": "magenta", "unchanged": "dim"}
+          "new": "cyan", "removed": "magenta", "unchanged": "dim", "wrong result": "bold red"}
 
 
 def console(stderr: bool = False) -> Console:
@@ -56,13 +56,14 @@ def print_table(report: Report, out: Console) -> None:
     out.print(table)
     for r in report.results:
         if r.error:
-            out.print(f"[bold yellow]error[/] {escape(r.error)}")
+            out.print(f"[{_STYLE.get(r.verdict, 'bold yellow')}]{r.verdict}[/] {escape(r.error)}")
         else:
             label = r.label + ": "
             if note := limit_note(r):
                 out.print(f"[bold]note[/] {escape(label + note)}")
             if r.note:
-                out.print(f"[bold]note[/] {escape(label + r.note)}")
+                out.print(f"[{_STYLE['removed'] if r.orphaned else 'bold'}]{'removed' if r.orphaned else 'note'}[/] "
+                          f"{escape(label + r.note)}")
             if r.verdict in ("regression", "improvement") and r.blocks:
                 out.print(f"[bold]where[/] {escape(label + block_line(top_block(r)))}")
     note = self_consistency_note(report.results)

@@ -77,11 +77,15 @@ def test_input_generator_matches_known_values():
 
 @pytest.mark.slow
 def test_wrong_kernel_is_an_error_not_a_score(tmp_path):
-    # A reference that disagrees with the kernel: exit code 3, no stats.
+    # A reference that disagrees with the kernel: exit code 4 (the code under test failed), no stats,
+    # and where: the worst element, its value, the reference's and the tolerance there.
     mod = tmp_path / "wrongref.py"
     mod.write_text("def ref(inputs, **params):\n    return [inputs[0] @ inputs[1] + 1.0]\n")
     spec = KernelSpec("g", "perfguard.kernels.gemm:gemm", None, {"M": 16, "N": 16, "K": 16},
                       reference="wrongref:ref")
     result = run_job(Job(spec, BUILTIN["riscv64"], tmp_path, tmp_path / "cache", "qemu", 300, 1, 1))
-    assert not result.ok and result.exit_code == 3
+    assert not result.ok and result.exit_code == 4
     assert "wrong result" in result.error and result.stats is None
+    m = result.mismatch
+    assert m["output"] == "C" and len(m["index"]) == 2 and m["elements_off"] == m["elements"] == 256
+    assert m["expected"] - m["value"] == pytest.approx(1.0) and 0 < m["tolerance"] < 1e-3

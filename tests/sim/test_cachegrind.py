@@ -391,7 +391,7 @@ def test_broken_valgrind_output(tmp_path, monkeypatch, action, expected):
 # ---------------------------------------------------------------------------------------------
 # cross-check against the QEMU plugin, one kernel per built-in family, through run_job
 
-# Shapes that stay off the layout effects the README's cross-check section explains: no
+# Shapes that stay off the layout effects docs/simulators.md's cross-check section explains: no
 # per-call workspace (conv2d and depthwise without padding, dense_relu with its accumulator
 # below 1 KiB) and conv2d rows a whole number of lines wide. gemv streams a 4 MiB matrix,
 # so its L2 misses are real.
