@@ -144,6 +144,28 @@ def needed_tolerance(got: np.ndarray, want: np.ndarray) -> float:
     return float(np.max(np.abs(got - want) / denominator)) if want.size else 0.0
 
 
+def check_output(spec: KernelSpec, name: str, dtype: str, got: np.ndarray, want: np.ndarray, where: str) -> float:
+    """One output against its reference: the worst difference; InfraError for a wrong output,
+    InputError for a reference of another shape."""
+    if tuple(want.shape) != tuple(got.shape):
+        raise InputError(f"{where}: reference output '{name}' has shape {want.shape}, kernel {got.shape}")
+    want = want.astype(np.float64)
+    got64 = got.astype(np.float64)
+    rtol, atol = tolerances(spec, dtype, want)
+    if not np.all(np.isfinite(got64)):
+        raise InfraError(f"{where}: wrong result: output '{name}' has non-finite values")
+    diff = np.abs(got64 - want)
+    bad = diff > atol + rtol * np.abs(want)
+    if np.any(bad):
+        idx = tuple(int(i) for i in np.unravel_index(int(np.argmax(diff)), diff.shape))
+        raise InfraError(
+            f"{where}: wrong result: output '{name}'[{', '.join(map(str, idx))}] = {got64[idx]:.6g}, "
+            f"reference {want[idx]:.6g} ({int(bad.sum())} of {bad.size} elements off; "
+            f"rtol {rtol:.3g}, atol {atol:.3g})"
+        )
+    return float(diff.max()) if diff.size else 0.0
+
+
 def check_outputs(spec: KernelSpec, ref: Reference, lowered: LoweredKernel, outputs: list[np.ndarray],
                   where: str) -> float:
     """The worst difference; raises InfraError for a wrong output, InputError for a broken reference."""
@@ -153,21 +175,5 @@ def check_outputs(spec: KernelSpec, ref: Reference, lowered: LoweredKernel, outp
         raise InputError(f"{where}: reference returned {len(expected)} outputs, the kernel has {len(outputs)}")
     worst = 0.0
     for got, want, t in zip(outputs, expected, [t for t in lowered.tensors if t.output]):
-        if tuple(want.shape) != tuple(got.shape):
-            raise InputError(f"{where}: reference output '{t.name}' has shape {want.shape}, kernel {got.shape}")
-        want = want.astype(np.float64)
-        got64 = got.astype(np.float64)
-        rtol, atol = tolerances(spec, t.dtype, want)
-        if not np.all(np.isfinite(got64)):
-            raise InfraError(f"{where}: wrong result: output '{t.name}' has non-finite values")
-        diff = np.abs(got64 - want)
-        bad = diff > atol + rtol * np.abs(want)
-        if np.any(bad):
-            idx = tuple(int(i) for i in np.unravel_index(int(np.argmax(diff)), diff.shape))
-            raise InfraError(
-                f"{where}: wrong result: output '{t.name}'[{', '.join(map(str, idx))}] = {got64[idx]:.6g}, "
-                f"reference {want[idx]:.6g} ({int(bad.sum())} of {bad.size} elements off; "
-                f"rtol {rtol:.3g}, atol {atol:.3g})"
-            )
-        worst = max(worst, float(diff.max()) if diff.size else 0.0)
+        worst = max(worst, check_output(spec, t.name, t.dtype, got, want, where))
     return worst
