@@ -39,7 +39,7 @@ from perfguard.config import KernelSpec, load_callable
 from perfguard.errors import InfraError, InputError
 
 # Part of every check key: bump when the comparison itself changes.
-CHECK_VERSION = 2
+CHECK_VERSION = 3
 
 DEFAULT_TOL = {"float32": 1e-5, "float64": 1e-12, "float16": 2e-2}  # other dtypes (integers): exact
 
@@ -146,11 +146,15 @@ def needed_tolerance(got: np.ndarray, want: np.ndarray) -> float:
 
 def check_output(spec: KernelSpec, name: str, dtype: str, got: np.ndarray, want: np.ndarray, where: str) -> float:
     """One output against its reference: the worst difference; InfraError for a wrong output,
-    InputError for a reference of another shape."""
+    InputError for a reference of another shape or with a non-finite value."""
     if tuple(want.shape) != tuple(got.shape):
         raise InputError(f"{where}: reference output '{name}' has shape {want.shape}, kernel {got.shape}")
     want = want.astype(np.float64)
     got64 = got.astype(np.float64)
+    if not np.all(np.isfinite(want)):  # NaN compares false, inf makes atol infinite: any output would pass
+        idx = tuple(int(i) for i in np.argwhere(~np.isfinite(want))[0])
+        raise InputError(f"{where}: reference output '{name}' has a non-finite value at "
+                         f"[{', '.join(map(str, idx))}]: {want[idx]}")
     rtol, atol = tolerances(spec, dtype, want)
     if not np.all(np.isfinite(got64)):
         raise InfraError(f"{where}: wrong result: output '{name}' has non-finite values")

@@ -146,6 +146,16 @@ def test_a_non_finite_kernel_output_is_a_wrong_result(bad):
     assert info.value.message == f"{WHERE}: wrong result: output 'B' has non-finite values"
 
 
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_a_non_finite_reference_is_the_references_fault_not_a_pass(bad):
+    # NaN compares false with everything, and an infinite reference made atol infinite: either let
+    # any kernel output pass
+    for got in ([1.0, 2.0], [1.0, 123.0]):
+        with pytest.raises(InputError) as info:
+            check(got, [1.0, bad], "float32")
+        assert info.value.message == f"{WHERE}: reference output 'B' has a non-finite value at [1]: {bad}"
+
+
 @pytest.mark.parametrize("got, want", [((4,), (2, 2)), ((3,), (3, 1)), ((3, 1), (3,)), ((0,), (1,))])
 def test_a_reference_of_another_shape_is_an_input_error_never_broadcast(got, want):
     with pytest.raises(InputError) as info:

@@ -60,6 +60,20 @@ def scale(n=16):
 
 def two_outputs(inputs, **params):
     return [inputs[0], inputs[0]]
+
+
+def with_nan(inputs, **params):
+    import numpy as np
+
+    out = np.zeros(16, dtype=np.float32)
+    out[3] = np.nan
+    return [out]
+
+
+def transposed(inputs, **params):
+    import numpy as np
+
+    return [np.zeros((16, 1), dtype=np.float32)]
 '''
 
 
@@ -415,6 +429,12 @@ CASES = [
     Case("reference-output-count", "reference returning more outputs than the kernel has",
          "reference returned 2 outputs, the kernel has 1", 2,
          edit("perfguard.toml", 'family = "gemv"', 'family = "gemv"\nreference = "mykernels.ops:two_outputs"')),
+    Case("reference-non-finite", "reference output holding NaN (any kernel output would pass it)",
+         "reference output 'y' has a non-finite value at [3]: nan", 2,
+         edit("perfguard.toml", 'family = "gemv"', 'family = "gemv"\nreference = "mykernels.ops:with_nan"')),
+    Case("reference-shape", "reference output of another shape (never broadcast)",
+         "reference output 'y' has shape (16, 1), kernel (16,)", 2,
+         edit("perfguard.toml", 'family = "gemv"', 'family = "gemv"\nreference = "mykernels.ops:transposed"')),
     Case("require-reference", "`require_reference = true` and a kernel without a numpy reference",
          "no numpy reference, and require_reference = true", 2,
          lambda project: user_kernel()(project) and top("require_reference = true")(project)),
