@@ -217,3 +217,14 @@ def test_a_models_total_at_and_over_its_threshold(rows, verdict, delta):
     t = total("net", "x86_64", 2.0, rows)
     assert (t.verdict, t.current_total_s, t.baseline_total_s) == (verdict, 100.0 + delta, 100.0)
     assert t.delta_pct == delta
+
+
+# b and c with 100 (c - b) / b == 5.0 exactly, where (c - b) / b x 100 rounds to 5.000000000000001
+ULP_BASE, ULP_CURRENT = 0.00039312367377272484, 0.0004127798574613611
+
+
+def test_a_model_of_one_kernel_gets_its_kernels_verdict_on_the_same_numbers():
+    kernel = judge(stats(2), baseline(1), CountAsSeconds({1: ULP_BASE, 2: ULP_CURRENT}), 5.0)
+    assert (kernel.verdict, kernel.delta_pct) == (UNCHANGED, 5.0)
+    model = total("net", "x86_64", 5.0, [row("k", ULP_BASE, ULP_CURRENT)])
+    assert (model.verdict, model.delta_pct) == (kernel.verdict, kernel.delta_pct)
