@@ -471,3 +471,16 @@ def test_a_model_on_pipeline_features_scores_through_todays_pipeline_model(tmp_p
     path.write_text(json.dumps(data))
     with pytest.raises(InputError, match="retrain with 'perfguard calibrate train --target x86_64'"):
         predictor_for(X86, "gemm", "qemu", tmp_path, cache_dir=tmp_path / "cache")
+
+
+@pytest.mark.parametrize("mape, spearman, reasons", [
+    (15.0, 0.9, []),  # exactly at both limits: the model is kept
+    (15.01, 0.9, ["MAPE 15.0 % > 15.0 %"]),
+    (15.0, 0.8999, ["Spearman 0.900 < 0.900"]),
+    (40.0, 0.5, ["MAPE 40.0 % > 15.0 %", "Spearman 0.500 < 0.900"]),
+    (0.0, 1.0, []),
+])
+def test_drift_asks_for_retraining_only_beyond_its_limits(mape, spearman, reasons):
+    from perfguard.predict.calibration import drift_reasons
+
+    assert drift_reasons(mape, spearman, 15.0, 0.9) == reasons
