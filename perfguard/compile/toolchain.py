@@ -115,5 +115,12 @@ def link_harness(target: TargetProfile, harness_c: Path, kernel_o: Path, out: Pa
            str(harness_c), str(kernel_o), "-o", str(out), "-lm"]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
-        lines = [line for line in proc.stderr.splitlines() if line.strip()]
-        raise InfraError(f"{where}: linking the harness failed: {lines[-1] if lines else proc.returncode}")
+        raise InfraError(f"{where}: linking the harness failed: {link_error(proc.stderr) or proc.returncode}")
+
+
+def link_error(stderr: str) -> str:
+    """The linker's first error (an undefined symbol, say), not collect2's closing 'ld returned 1 exit status'."""
+    lines = [" ".join(line.split()) for line in stderr.splitlines() if line.strip()]
+    errors = [line for line in lines if not line.startswith("collect2") and
+              ("undefined reference" in line or "error" in line.lower() or "multiple definition" in line)]
+    return (errors or lines or [""])[0]
