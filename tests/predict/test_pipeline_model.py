@@ -233,8 +233,10 @@ def test_check_uses_the_pipeline_model_attributes_blocks_and_notes_old_baselines
     from perfguard.guard.check import make_jobs, select
 
     capsys.readouterr()
-    assert main(["check", "--config", str(config), "--model", "analytical"]) in (0, 1)
-    result = json.loads((config.parent / "reports" / "perfguard.json").read_text())["results"][0]
+    # the count-weighted model sees the scalar code too (+131 %)
+    assert main(["check", "--config", str(config), "--model", "analytical"]) == 1
+    analytical = result = json.loads((config.parent / "reports" / "perfguard.json").read_text())["results"][0]
+    assert result["verdict"] == "regression" and result["delta_pct"] > 100.0
     assert result["model_id"].startswith("analytical-") and result["blocks"] is None
     loaded = load_config(config)
     assert all(job.warm_pipeline for job in make_jobs(loaded, select(loaded, None, None)))
@@ -246,10 +248,13 @@ def test_check_uses_the_pipeline_model_attributes_blocks_and_notes_old_baselines
     stored["schema"] = 1
     baseline_file.write_text(json.dumps(stored))
     capsys.readouterr()
-    main(["check", "--config", str(config)])
+    assert main(["check", "--config", str(config)]) == 1
     out = capsys.readouterr().out
     result = json.loads((config.parent / "reports" / "perfguard.json").read_text())["results"][0]
     assert result["model_id"].startswith("analytical-") and "no block profile" in result["note"]
+    # the same statistics under the same model as --model analytical above: the same verdict, to the bit
+    assert (result["verdict"], result["delta_pct"], result["model_id"]) == \
+        (analytical["verdict"], analytical["delta_pct"], analytical["model_id"])
     assert result["blocks"] is None
     assert "no block profile" in out
     assert "no block profile" in (config.parent / "reports" / "summary.md").read_text()
