@@ -163,7 +163,8 @@ def main(argv: list[str] | None = None) -> int:
             for markers in sorted({m.markers for m in chosen}):
                 tests = tuple(sorted({t for m in chosen if m.markers == markers for t in m.tests}))
                 code, failed, last = run_tests(tree, tests, markers, cache)
-                print(f"control (unmutated, -m {markers!r}): exit {code}, {last}", flush=True)
+                print(f"control (unmutated, -m {markers!r}): exit {code}, {last}"
+                      + (f": {', '.join(failed)}" if failed else ""), flush=True)
                 if code != 0:
                     print("the tests fail without a mutant: fix them first", file=sys.stderr)
                     return 1
