@@ -125,12 +125,13 @@ def _mca_target() -> McaTarget:
 
 
 def test_block_timings_are_cached_so_a_warm_run_starts_no_llvm_tool(tmp_path, monkeypatch):
+    import perfguard.predict.mca as mca
+
+    mca._KNOWN.clear()  # what earlier tests in this process scheduled: this one must write its own cache files
     block = Block(0x401000, 9, 3, 5, "4801c84883e90175f7", "loop")  # add %rcx,%rax; sub $1,%rcx; jne
     first = block_timings([block], _mca_target(), tmp_path)
     assert first[0].asm == ("addq %rcx, %rax", "subq $1, %rcx", "jne -9")
     assert first[0].cycles == mca_cycles(list(first[0].asm), "x86_64")  # llvm-mca's own, run directly
-    import perfguard.predict.mca as mca
-
     mca._VERSIONS.clear()  # a new process: the version comes from the on-disk memo
     mca._KNOWN.clear()  # and the timings from the cache files
 
