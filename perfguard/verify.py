@@ -42,7 +42,7 @@ from perfguard.config import KernelSpec, load_callable
 from perfguard.errors import InputError, WrongResult
 
 # Part of every check key: bump when the comparison itself changes.
-CHECK_VERSION = 2
+CHECK_VERSION = 3
 
 DEFAULT_TOL = {"float32": 1e-5, "float64": 1e-12, "float16": 2e-2}  # other dtypes (integers): exact
 
@@ -147,6 +147,27 @@ def needed_tolerance(got: np.ndarray, want: np.ndarray) -> float:
     return float(np.max(np.abs(got - want) / denominator)) if want.size else 0.0
 
 
+def check_output(spec: KernelSpec, name: str, dtype: str, got: np.ndarray, want: np.ndarray, where: str) -> float:
+    """One output against its reference: the worst difference; WrongResult for a wrong output,
+    InputError for a reference of another shape or with a non-finite value."""
+    if tuple(want.shape) != tuple(got.shape):
+        raise InputError(f"{where}: reference output '{name}' has shape {want.shape}, kernel {got.shape}")
+    want = want.astype(np.float64)
+    got64 = got.astype(np.float64)
+    if not np.all(np.isfinite(want)):  # NaN compares false, inf makes atol infinite: any output would pass
+        idx = tuple(int(i) for i in np.argwhere(~np.isfinite(want))[0])
+        raise InputError(f"{where}: reference output '{name}' has a non-finite value at "
+                         f"[{', '.join(map(str, idx))}]: {want[idx]}")
+    rtol, atol = tolerances(spec, dtype, want)
+    with np.errstate(invalid="ignore"):
+        diff = np.abs(got64 - want)
+        allowed = atol + rtol * np.abs(want)
+        bad = ~(diff <= allowed)  # a NaN or infinite output is off whatever the tolerance
+    if np.any(bad):
+        raise mismatch_error(where, name, got64, want, diff, allowed, bad, rtol, atol)
+    return float(diff.max()) if diff.size else 0.0
+
+
 def check_outputs(spec: KernelSpec, ref: Reference, lowered: LoweredKernel, outputs: list[np.ndarray],
                   where: str) -> float:
     """The worst difference; raises WrongResult for a wrong output, InputError for a broken reference."""
@@ -156,18 +177,7 @@ def check_outputs(spec: KernelSpec, ref: Reference, lowered: LoweredKernel, outp
         raise InputError(f"{where}: reference returned {len(expected)} outputs, the kernel has {len(outputs)}")
     worst = 0.0
     for got, want, t in zip(outputs, expected, [t for t in lowered.tensors if t.output]):
-        if tuple(want.shape) != tuple(got.shape):
-            raise InputError(f"{where}: reference output '{t.name}' has shape {want.shape}, kernel {got.shape}")
-        want = want.astype(np.float64)
-        got64 = got.astype(np.float64)
-        rtol, atol = tolerances(spec, t.dtype, want)
-        with np.errstate(invalid="ignore"):
-            diff = np.abs(got64 - want)
-            allowed = atol + rtol * np.abs(want)
-            bad = ~(diff <= allowed)  # a NaN or infinite output is off whatever the tolerance
-        if np.any(bad):
-            raise mismatch_error(where, t.name, got64, want, diff, allowed, bad, rtol, atol)
-        worst = max(worst, float(diff.max()) if diff.size else 0.0)
+        worst = max(worst, check_output(spec, t.name, t.dtype, got, want, where))
     return worst
 
 

@@ -104,6 +104,21 @@ def toolchain_summary(changes: Iterable[tuple[str, dict]]) -> dict:
             "rebaseline": f"{REBASELINE} --targets {','.join(ordered)}"}
 
 
+def change_pct(baseline: float, current: float) -> float:
+    """Relative change in percent (0 when equal). One formula for kernels and model totals: the
+    same two numbers must get the same verdict, to the last bit."""
+    return 0.0 if baseline == current else 100.0 * (current - baseline) / baseline
+
+
+def classify(delta_pct: float, threshold_pct: float) -> str:
+    """Beyond the threshold either way, else unchanged: a change exactly at it passes."""
+    if delta_pct > threshold_pct:
+        return REGRESSION
+    if delta_pct < -threshold_pct:
+        return IMPROVEMENT
+    return UNCHANGED
+
+
 def _score(predictor: Predictor, stats: Stats, what: str) -> float:
     """Predicted seconds; a model that gives no time (NaN, infinite, negative) is an error: a NaN
     delta is neither above nor below a threshold, so it would pass as unchanged."""
@@ -132,13 +147,8 @@ def judge(current: Stats, baseline: Baseline | None, predictor: Predictor, thres
     if baseline_time == 0 and current_time != 0:
         raise InputError(f"{source}: the baseline's statistics score 0 s under {predictor.model_id}: "
                          f"no relative change can be computed (corrupted baseline?)")
-    delta = 0.0 if baseline_time == current_time else 100.0 * (current_time - baseline_time) / baseline_time
-    if delta > threshold_pct:
-        verdict = REGRESSION
-    elif delta < -threshold_pct:
-        verdict = IMPROVEMENT
-    else:
-        verdict = UNCHANGED
+    delta = change_pct(baseline_time, current_time)
+    verdict = classify(delta, threshold_pct)
     breaches = limit_breaches(limits or {}, baseline.stats, current, limits_source)
     if breaches:
         verdict = REGRESSION

@@ -64,6 +64,20 @@ def two_outputs(inputs, **params):
 
 def off_by_one(inputs, M=16, K=16, **params):
     return [inputs[0] @ inputs[1] + 1.0]
+
+
+def with_nan(inputs, **params):
+    import numpy as np
+
+    out = np.zeros(16, dtype=np.float32)
+    out[3] = np.nan
+    return [out]
+
+
+def transposed(inputs, **params):
+    import numpy as np
+
+    return [np.zeros((16, 1), dtype=np.float32)]
 '''
 
 
@@ -518,6 +532,12 @@ CASES = [
          "x the tolerance", 4,
          edit("perfguard.toml", 'family = "gemv"', 'family = "gemv"\nreference = "mykernels.ops:off_by_one"',
               ("check", "--allow-errors")), verdicts=("wrong result",)),
+    Case("reference-non-finite", "reference output holding NaN (any kernel output would pass it)",
+         "reference output 'y' has a non-finite value at [3]: nan", 2,
+         edit("perfguard.toml", 'family = "gemv"', 'family = "gemv"\nreference = "mykernels.ops:with_nan"')),
+    Case("reference-shape", "reference output of another shape (never broadcast)",
+         "reference output 'y' has shape (16, 1), kernel (16,)", 2,
+         edit("perfguard.toml", 'family = "gemv"', 'family = "gemv"\nreference = "mykernels.ops:transposed"')),
     Case("require-reference", "`require_reference = true` and a kernel without a numpy reference",
          "no numpy reference, and require_reference = true", 2,
          lambda project: user_kernel()(project) and top("require_reference = true")(project)),
