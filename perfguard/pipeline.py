@@ -31,6 +31,7 @@ from perfguard.signals import sigterm_interrupts
 from perfguard.sim.base import get_simulator
 from perfguard.sim.stats import Stats
 from perfguard.targets import TargetProfile
+from perfguard.timings import Span, cpu_seconds, measured
 from perfguard.verify import check_key, check_outputs, resolve_reference
 
 # Part of every build key: bump when the build recipe (flags, layout) changes.
@@ -78,6 +79,9 @@ class JobResult:
     flops: int | None = None  # floating-point operations of one call (a family's count or the kernel's `flops`)
     tensor_bytes: int | None = None  # bytes of all tensors: the compulsory memory traffic
     loops: dict | None = None  # the kernel's loop nest as compiled (compile.loops, plain JSON): names loops in attribution
+    # where the job's time went (perfguard.timings.JOB_STAGES -> wall and CPU seconds, children included)
+    timings: dict[str, Span] = field(default_factory=dict)
+    cpu_seconds: float = 0.0  # the whole job's CPU (this process and the programs it ran)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -87,11 +91,13 @@ class JobResult:
 
 def run_job(job: Job) -> JobResult:
     """Never raises: failures come back as a result with ok=False and the exit code class."""
-    started = time.monotonic()
+    started, started_cpu = time.monotonic(), cpu_seconds()
     spec = job.kernel
     result = JobResult(spec.name, job.profile.name, spec.family, dict(spec.params), job.simulator, ok=False)
     try:
         with sigterm_interrupts():  # in a pool worker too: a terminated worker kills its simulator first
+            with measured(result.timings, "imports"):  # once per process: the pool's cost, not the job's
+                import tvm  # noqa: F401
             _run(job, result)
         result.ok = True
     except PerfguardError as exc:
@@ -106,6 +112,7 @@ def run_job(job: Job) -> JobResult:
         result.error = f"{job.label}: internal error {type(exc).__name__}: {message} (at {Path(last.filename).name}:{last.lineno})"
         result.exit_code = InfraError.exit_code
     result.seconds = time.monotonic() - started
+    result.cpu_seconds = cpu_seconds() - started_cpu
     return result
 
 
@@ -181,13 +188,14 @@ def build_kernel(job: Job, result: JobResult) -> Built:
 
     spec, profile = job.kernel, job.profile
     where = f"kernel '{spec.name}' on {profile.name}"
-    lowered, params, family = resolve_kernel(spec, job.root, where)
-    result.params = params
-    result.tensor_bytes = sum(t.nbytes for t in lowered.tensors)
-    if spec.flops is not None:
-        result.flops = kernel_flops(spec, job.root, where)
-    elif family is not None:
-        result.flops = int(family.flops(**spec.params))
+    with measured(result.timings, "lower"):
+        lowered, params, family = resolve_kernel(spec, job.root, where)
+        result.params = params
+        result.tensor_bytes = sum(t.nbytes for t in lowered.tensors)
+        if spec.flops is not None:
+            result.flops = kernel_flops(spec, job.root, where)
+        elif family is not None:
+            result.flops = int(family.flops(**spec.params))
     cc = find_cc(profile)
     check_tensor_types(profile, cc, lowered.tensors, where)
     if family is not None and "check_target" in family.extra:
@@ -198,19 +206,20 @@ def build_kernel(job: Job, result: JobResult) -> Built:
                  result.toolchain["libc"], str(HARNESS_VERSION), template_digest(), str(BUILD_RECIPE), _layout(lowered))
     result.content_hash = key
     build_dir = cache.lookup_build(key)
-    if build_dir is None:
-        staging = cache.staging_dir()
-        try:
-            build_object(lowered, profile.tvm_target, staging / "kernel.o", where)
-            (staging / "harness.c").write_text(render_harness(lowered.symbol, lowered.tensors))
-            link_harness(profile, staging / "harness.c", staging / "kernel.o", staging / "harness", where)
-            build_dir = cache.publish_build(key, staging)
-        except BaseException:  # a failed build leaves nothing behind in the cache
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
-        result.rebuilt = True
-    result.binary_hash = file_digest(build_dir / "harness")
-    result.loops = ensure_loops(build_dir, lowered.mod, profile.tvm_target)  # beside the build, not in its key
+    with measured(result.timings, "compile"):
+        if build_dir is None:
+            staging = cache.staging_dir()
+            try:
+                build_object(lowered, profile.tvm_target, staging / "kernel.o", where)
+                (staging / "harness.c").write_text(render_harness(lowered.symbol, lowered.tensors))
+                link_harness(profile, staging / "harness.c", staging / "kernel.o", staging / "harness", where)
+                build_dir = cache.publish_build(key, staging)
+            except BaseException:  # a failed build leaves nothing behind in the cache
+                shutil.rmtree(staging, ignore_errors=True)
+                raise
+            result.rebuilt = True
+        result.binary_hash = file_digest(build_dir / "harness")
+        result.loops = ensure_loops(build_dir, lowered.mod, profile.tvm_target)  # beside the build, not in its key
     return Built(build_dir, lowered, params, family, where)
 
 
@@ -244,17 +253,20 @@ def _run(job: Job, result: JobResult) -> None:
     if raw is not None and len(raw) != sum(t.nbytes for t in built.lowered.tensors if t.output):
         raw = None  # cut short or edited: simulate again, as for a damaged record
     if stats is None or raw is None:
-        sim = simulator.run(built.binary, job.profile, [str(job.reps), str(job.warmup)], job.timeout)
+        with measured(result.timings, "simulate"):
+            sim = simulator.run(built.binary, job.profile, [str(job.reps), str(job.warmup)], job.timeout)
         raw = sim.stdout
         record = {"stats": sim.stats.to_record(), "roi_count": sim.roi_count, "total_insts": sim.total_insts}
         _decode(raw, built, job.simulator)
         cache.store_sim(sim_key, record, raw)
         result.resimulated = True
         stats = Stats.from_dict(record["stats"], f"simulation cache entry {sim_key}")
-    check_built(job, result, built, _decode(raw, built, job.simulator), sim_key)
+    with measured(result.timings, "verify"):
+        check_built(job, result, built, _decode(raw, built, job.simulator), sim_key)
     result.stats = stats if job.reps == 1 else stats.scaled(1.0 / job.reps)  # a wrong kernel gets no score
     if stats.blocks is not None and result.resimulated and job.warm_pipeline:
-        _warm_block_timings(job, stats)
+        with measured(result.timings, "timing_model"):
+            _warm_block_timings(job, stats)
 
 
 def _warm_block_timings(job: Job, stats: Stats) -> None:

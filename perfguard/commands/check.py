@@ -12,11 +12,12 @@ from rich.markup import escape
 from perfguard.config import MODEL_NAMES, load_config
 from perfguard.errors import InputError
 from perfguard.executors import add_executor_options, executor_from_args
-from perfguard.guard.check import make_jobs, run_check, select, whole_models
+from perfguard.guard.check import judge_results, make_jobs, measure_until_interrupted, select, whole_models
 from perfguard.guard.report import Revision, Shard, write_report
-from perfguard.guard.report_build import build_report
+from perfguard.guard.report_build import build_report, check_timings
 from perfguard.report.pages import write_pages
-from perfguard.report.terminal import console, print_table, progress
+from perfguard.report.terminal import console, print_table, print_timings, progress
+from perfguard.timings import StageClock
 
 
 def names(value: str) -> list[str]:
@@ -62,50 +63,66 @@ def add_parser(subparsers) -> None:
     p.add_argument("--fail-on-toolchain-change", action="store_true",
                    help="exit 3 when this run's toolchain differs from its baselines' (default: exit 0; the "
                         "headline names what differs and the command that re-baselines)")
+    p.add_argument("--timings", action="store_true",
+                   help="print where the time went: wall and CPU seconds per stage (config, lowering, compile, "
+                        "simulation, timing model, judging, rendering) and the costliest jobs; the JSON report "
+                        "always has them")
     add_executor_options(p)
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    clock = StageClock()
     out = console()
-    config = load_config(args.config)
-    if args.model:
-        config = replace(config, model=args.model)
-    if args.jobs is not None and args.jobs < 1:
-        raise InputError(f"-j {args.jobs}: must be at least 1")
-    if args.threshold is not None and not 0 <= args.threshold < math.inf:  # a NaN threshold passes everything
-        raise InputError(f"--threshold {args.threshold}: must be a finite number >= 0")
-    pairs = select(config, args.kernels, args.targets)
-    whole = None
-    if args.shard:
-        i, n = args.shard
-        # a shard holds part of a model: it reports its part, `perfguard merge` the total (README, [[model]])
-        whole = whole_models(pairs)
-        pairs = pairs[i - 1::n]
-    jobs = make_jobs(config, pairs, args.simulator)
-    store = None
-    if args.base:
-        from perfguard.guard.git_baselines import GitBaselineStore
+    with clock.stage("config"):
+        config = load_config(args.config)
+        if args.model:
+            config = replace(config, model=args.model)
+        if args.jobs is not None and args.jobs < 1:
+            raise InputError(f"-j {args.jobs}: must be at least 1")
+        if args.threshold is not None and not 0 <= args.threshold < math.inf:  # a NaN threshold passes everything
+            raise InputError(f"--threshold {args.threshold}: must be a finite number >= 0")
+        pairs = select(config, args.kernels, args.targets)
+        whole = None
+        if args.shard:
+            i, n = args.shard
+            # a shard holds part of a model: it reports its part, `perfguard merge` the total (README, [[model]])
+            whole = whole_models(pairs)
+            pairs = pairs[i - 1::n]
+        jobs = make_jobs(config, pairs, args.simulator)
+        store = None
+        if args.base:
+            from perfguard.guard.git_baselines import GitBaselineStore
 
-        store = GitBaselineStore(config.baseline_dir, args.base)
-        out.print(f"baselines from {escape(args.base)} ({store.sha[:12]})")
-    with executor_from_args(args, args.jobs or config.jobs) as executor, progress(len(jobs), out) as advance:
-        check = run_check(config, jobs, args.jobs, args.threshold,
-                          on_result=lambda i, r: advance(f"{r.kernel}[{r.target}]"), store=store,
-                          executor=executor, partial=True, whole_models=whole)
+            store = GitBaselineStore(config.baseline_dir, args.base)
+            out.print(f"baselines from {escape(args.base)} ({store.sha[:12]})")
+    with clock.stage("jobs"):  # the pool is shut down inside: its workers' CPU is counted here
+        with executor_from_args(args, args.jobs or config.jobs) as executor, progress(len(jobs), out) as advance:
+            results, interrupted = measure_until_interrupted(
+                config, jobs, args.jobs, on_result=lambda i, r: advance(f"{r.kernel}[{r.target}]"), executor=executor)
+            workers = executor.workers if len(jobs) > 1 else 0
+    with clock.stage("judge"):
+        check = judge_results(config, jobs, results, args.threshold, store, interrupted, whole)
     check.allow_errors = args.allow_errors
     check.fail_on_toolchain_change = args.fail_on_toolchain_change
-    report = build_report(check, config.path, config)
+    with clock.stage("explain"):
+        report = build_report(check, config.path, config)
     if args.shard:
         report.shard = Shard(*args.shard)
     if store is not None:
         report.base = Revision(args.base, store.sha)
     report_dir = args.report_dir or config.report_dir
     try:  # what was measured is reported even when the run was cut short
-        write_report(report, report_dir / "perfguard.json")
-        if args.json:
-            write_report(report, args.json)
-        write_pages(report, report_dir)
-    finally:  # and shown, even when a report cannot be written (a full disk: exit 3)
-        print_table(report, out)
+        with clock.stage("render"):
+            write_pages(report, report_dir)
+    finally:  # the JSON last, with the time the pages took; shown even when a file cannot be written (exit 3)
+        report.timings = check_timings(clock, results, workers=workers)
+        try:
+            write_report(report, report_dir / "perfguard.json")
+            if args.json:
+                write_report(report, args.json)
+        finally:
+            print_table(report, out)
+            if args.timings:
+                print_timings(report, out)
     return check.exit_code()

@@ -19,12 +19,13 @@ from perfguard.guard.analysis import analyse, target_summary
 from perfguard.guard.check import CheckRun, JudgedResult
 from perfguard.guard.compare import VERDICTS
 from perfguard.guard.history import BaselineHistory, kernel_history
-from perfguard.guard.report import (Calibration, LimitBreach, Report, Result, StatDelta, Summary,
-                                    ToolchainDifference, ToolchainSummary)
+from perfguard.guard.report import (Calibration, JobTimings, LimitBreach, Report, Result, Seconds, StatDelta, Summary,
+                                    Timings, ToolchainDifference, ToolchainSummary)
 from perfguard.jsonfile import now_iso
 from perfguard.predict.analytical import AnalyticalModel
 from perfguard.predict.base import Predictor
 from perfguard.predict.select import predictor_for, stored_model
+from perfguard.timings import JOB_STAGES, STAGE_NAMES, Span, StageClock
 
 MIN_STEP_FLOOR_PCT = 0.1  # a zero threshold still needs a step size for change points
 
@@ -115,3 +116,33 @@ def explain(report: Report, config: Config, models=None) -> Report:
         r.calibration = calibration(config, r, predictor, models)
     return report
 
+
+
+def _seconds(span: Span) -> Seconds:
+    return Seconds(round(span.wall_s, 3), round(span.cpu_s, 3))
+
+
+def check_timings(clock: StageClock, results: list, reused: list[bool] | None = None, workers: int = 0,
+                  whole_check_reused: bool = False) -> Timings:
+    """The check's Timings: its clock's stages, each job's (pipeline.JobResult.timings), their sums
+    per job stage, and "workers", what the job stage cost beyond the jobs it ran."""
+    reused = reused or [False] * len(results)
+    stages = dict(clock.stages)
+    jobs = []
+    ran_cpu = 0.0
+    for result, was_reused in zip(results, reused):
+        job_stages = {name: result.timings[name] for name in JOB_STAGES if name in result.timings}
+        for name, span in job_stages.items():
+            stages.setdefault(name, Span()).add(span)
+        imports = result.timings.get("imports", Span())  # TVM's, in each worker's first job: the pool's cost
+        whole = Span() if was_reused else Span(max(0.0, result.seconds - imports.wall_s),
+                                                max(0.0, result.cpu_seconds - imports.cpu_s))
+        ran_cpu += whole.cpu_s
+        jobs.append(JobTimings(result.kernel, result.target, _seconds(whole),
+                               {name: _seconds(span) for name, span in job_stages.items()}, reused=was_reused))
+    if "jobs" in stages and workers:  # the pool's own cost; its wall time is not apart from the jobs'
+        stages["workers"] = Span(0.0, max(0.0, stages["jobs"].cpu_s - ran_cpu))
+    order = {name: i for i, name in enumerate(STAGE_NAMES)}
+    return Timings(_seconds(clock.total()),
+                   {name: _seconds(stages[name]) for name in sorted(stages, key=lambda n: order.get(n, len(order)))},
+                   jobs, workers, reused=whole_check_reused)
