@@ -32,6 +32,7 @@ from perfguard.sim.base import get_simulator
 from perfguard.sim.stats import Stats
 from perfguard.targets import TargetProfile
 from perfguard.timings import Span, cpu_seconds, measured
+from perfguard.user_code import recording
 from perfguard.verify import check_key, check_outputs, resolve_reference
 
 # Part of every build key: bump when the build recipe (flags, layout) changes.
@@ -82,6 +83,10 @@ class JobResult:
     # where the job's time went (perfguard.timings.JOB_STAGES -> wall and CPU seconds, children included)
     timings: dict[str, Span] = field(default_factory=dict)
     cpu_seconds: float = 0.0  # the whole job's CPU (this process and the programs it ran)
+    # the project's files that lowering and checking read, [[path, sha256], ...] (user_code.recording):
+    # what its record (perfguard.records) is reused under
+    depends: list[list[str]] | None = None
+    reused: bool = False  # taken from its record: nothing ran
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -98,7 +103,9 @@ def run_job(job: Job) -> JobResult:
         with sigterm_interrupts():  # in a pool worker too: a terminated worker kills its simulator first
             with measured(result.timings, "imports"):  # once per process: the pool's cost, not the job's
                 import tvm  # noqa: F401
-            _run(job, result)
+            with recording(job.root, exclude=(job.cache_dir,)) as deps:
+                _run(job, result)
+            result.depends = deps.digests()
         result.ok = True
     except PerfguardError as exc:
         result.error, result.exit_code = exc.message, exc.exit_code

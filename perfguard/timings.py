@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import os
 import resource
+import sys
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Iterator
 
 # (name, what it covers) in table order
@@ -89,7 +91,7 @@ class StageClock:
     started_cpu: float = field(default_factory=cpu_seconds)
 
     def __post_init__(self) -> None:
-        age = process_age()
+        age = process_age() if launched_as_command() else None
         if age is not None:  # the imports before the check: what a user waits for too
             self.stages["startup"] = Span(age, self.started_cpu)
 
@@ -99,4 +101,14 @@ class StageClock:
     def total(self) -> Span:
         """Since the process started where that is known (start-up included), else since the clock did."""
         startup = self.stages.get("startup", Span())
-        return Span(startup.wall_s + time.perf_counter() - self.started_wall, cpu_seconds())
+        return Span(startup.wall_s + time.perf_counter() - self.started_wall,
+                    startup.cpu_s + cpu_seconds() - self.started_cpu)
+
+
+def launched_as_command() -> bool:
+    """Whether this process is the `perfguard` command (its start-up is then the command's), not
+    a process that calls perfguard.cli.main among other work (a test session, a notebook)."""
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    return Path(sys.argv[0] if sys.argv else "").name == "perfguard" or \
+        (spec is not None and spec.name == "perfguard.cli")

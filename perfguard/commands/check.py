@@ -11,13 +11,16 @@ from rich.markup import escape
 
 from perfguard.config import MODEL_NAMES, load_config
 from perfguard.errors import InputError
-from perfguard.executors import add_executor_options, executor_from_args
-from perfguard.guard.check import judge_results, make_jobs, measure_until_interrupted, select, whole_models
-from perfguard.guard.report import Revision, Shard, write_report
+from perfguard.executors import add_executor_options, default_workers, executor_from_args
+from perfguard.guard.check import (judge_results, make_jobs, measure_until_interrupted, recorded, select,
+                                   whole_models)
+from perfguard.guard import check_record
+from perfguard.guard.report import Report, Revision, Shard, write_report
 from perfguard.guard.report_build import build_report, check_timings
-from perfguard.report.pages import write_pages
+from perfguard.report.pages import page_files, write_pages
 from perfguard.report.terminal import console, print_table, print_timings, progress
 from perfguard.timings import StageClock
+from perfguard.user_code import recording
 
 
 def names(value: str) -> list[str]:
@@ -63,6 +66,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--fail-on-toolchain-change", action="store_true",
                    help="exit 3 when this run's toolchain differs from its baselines' (default: exit 0; the "
                         "headline names what differs and the command that re-baselines)")
+    p.add_argument("--recompute", action="store_true",
+                   help="ignore what earlier checks recorded (job results, the whole check): lower, judge and "
+                        "render everything again (the build and simulation caches are still used)")
     p.add_argument("--timings", action="store_true",
                    help="print where the time went: wall and CPU seconds per stage (config, lowering, compile, "
                         "simulation, timing model, judging, rendering) and the costliest jobs; the JSON report "
@@ -82,6 +88,23 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(f"-j {args.jobs}: must be at least 1")
         if args.threshold is not None and not 0 <= args.threshold < math.inf:  # a NaN threshold passes everything
             raise InputError(f"--threshold {args.threshold}: must be a finite number >= 0")
+        store = None
+        if args.base:
+            from perfguard.guard.git_baselines import GitBaselineStore
+
+            store = GitBaselineStore(config.baseline_dir, args.base)
+            out.print(f"baselines from {escape(args.base)} ({store.sha[:12]})")
+    report_dir = args.report_dir or config.report_dir
+    simulator = args.simulator or config.simulator
+    with clock.stage("reuse"):
+        key = check_record.check_key(config, {
+            "targets": args.targets, "kernels": args.kernels, "threshold": args.threshold, "model": config.model,
+            "simulator": simulator, "shard": args.shard, "base": store.sha if store is not None else None,
+            "allow_errors": args.allow_errors, "fail_on_toolchain_change": args.fail_on_toolchain_change}, simulator)
+        found = None if args.recompute else check_record.lookup(config, key)
+    if found is not None:  # nothing the check depends on changed: its report and pages as they were
+        return _reused(args, clock, out, found, report_dir)
+    with clock.stage("config"), recording(config.root, exclude=(config.cache_dir, report_dir)) as config_files:
         pairs = select(config, args.kernels, args.targets)
         whole = None
         if args.shard:
@@ -90,17 +113,17 @@ def run(args: argparse.Namespace) -> int:
             whole = whole_models(pairs)
             pairs = pairs[i - 1::n]
         jobs = make_jobs(config, pairs, args.simulator)
-        store = None
-        if args.base:
-            from perfguard.guard.git_baselines import GitBaselineStore
-
-            store = GitBaselineStore(config.baseline_dir, args.base)
-            out.print(f"baselines from {escape(args.base)} ({store.sha[:12]})")
+    with clock.stage("reuse"):
+        known = [None] * len(jobs) if args.recompute else recorded(jobs)
+    todo = sum(r is None for r in known)
     with clock.stage("jobs"):  # the pool is shut down inside: its workers' CPU is counted here
-        with executor_from_args(args, args.jobs or config.jobs) as executor, progress(len(jobs), out) as advance:
+        # no more workers than jobs to run: each one imports TVM (seconds of CPU)
+        workers = min(args.jobs or config.jobs or default_workers(), max(1, todo))
+        with executor_from_args(args, workers) as executor, progress(len(jobs), out) as advance:
             results, interrupted = measure_until_interrupted(
-                config, jobs, args.jobs, on_result=lambda i, r: advance(f"{r.kernel}[{r.target}]"), executor=executor)
-            workers = executor.workers if len(jobs) > 1 else 0
+                config, jobs, args.jobs, on_result=lambda i, r: advance(f"{r.kernel}[{r.target}]"), executor=executor,
+                known=known)
+            workers = executor.workers if todo > 1 else 0
     with clock.stage("judge"):
         check = judge_results(config, jobs, results, args.threshold, store, interrupted, whole)
     check.allow_errors = args.allow_errors
@@ -111,12 +134,11 @@ def run(args: argparse.Namespace) -> int:
         report.shard = Shard(*args.shard)
     if store is not None:
         report.base = Revision(args.base, store.sha)
-    report_dir = args.report_dir or config.report_dir
     try:  # what was measured is reported even when the run was cut short
         with clock.stage("render"):
             write_pages(report, report_dir)
     finally:  # the JSON last, with the time the pages took; shown even when a file cannot be written (exit 3)
-        report.timings = check_timings(clock, results, workers=workers)
+        report.timings = check_timings(clock, results, [r.reused for r in results], workers=workers)
         try:
             write_report(report, report_dir / "perfguard.json")
             if args.json:
@@ -125,4 +147,37 @@ def run(args: argparse.Namespace) -> int:
             print_table(report, out)
             if args.timings:
                 print_timings(report, out)
+    if not interrupted and all(r.ok and r.depends is not None for r in results) and not check.count("error"):
+        depends = config_files.digests() + [d for r in results for d in r.depends or []] + \
+            check_record.folder_depends(check_record.baseline_files(config, sorted({j.profile.name for j in jobs})),
+                                        config.root.resolve())
+        recorded_json = report.to_json()
+        recorded_json.pop("timings", None)
+        check_record.store(config, key, recorded_json, [list(d) for d in dict.fromkeys(map(tuple, depends))],
+                           report_dir, page_files(report_dir))
     return check.exit_code()
+
+
+def _reused(args: argparse.Namespace, clock: StageClock, out, found: tuple[dict, dict[str, bytes]],
+            report_dir: Path) -> int:
+    """Write and show a recorded check (check_record): its report with this run's date and timings."""
+    from perfguard.jsonfile import now_iso
+    from perfguard.report.html import KERNEL_DIR
+
+    recorded_json, pages = found
+    report = Report.from_json(recorded_json, "check record")
+    report.created = now_iso()
+    try:
+        with clock.stage("render"):
+            check_record.restore_pages(report_dir, pages, KERNEL_DIR)
+    finally:
+        report.timings = check_timings(clock, [], whole_check_reused=True)
+        try:
+            write_report(report, report_dir / "perfguard.json")
+            if args.json:
+                write_report(report, args.json)
+        finally:
+            print_table(report, out)
+            if args.timings:
+                print_timings(report, out)
+    return report.summary.exit_code

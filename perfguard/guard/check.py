@@ -150,10 +150,36 @@ def make_jobs(config: Config, pairs: list[tuple[KernelSpec, str]], simulator: st
     ]
 
 
+def recorded(jobs: list[Job]) -> list[JobResult | None]:
+    """Each job's recorded result where nothing it depends on changed (perfguard.records), else None."""
+    from perfguard import records
+
+    return [records.lookup(job) for job in jobs]
+
+
 def measure(config: Config, jobs: list[Job], workers: int | None = None,
             on_result: Callable[[int, JobResult], None] | None = None,
-            executor: Executor | None = None) -> list[JobResult]:
-    return (executor or LocalExecutor(workers or config.jobs)).map(run_job, jobs, on_result)
+            executor: Executor | None = None, known: list[JobResult | None] | None = None) -> list[JobResult]:
+    """Every job's result, in job order: those in `known` (recorded results, `recorded`) as they
+    are, the others run by the executor (started only when there is one to run) and recorded."""
+    from perfguard import records
+
+    known = known if known is not None else [None] * len(jobs)
+    results: list[JobResult | None] = list(known)
+    for i, result in enumerate(known):
+        if result is not None and on_result:
+            on_result(i, result)
+    todo = [i for i, result in enumerate(known) if result is None]
+
+    def finished(k: int, result: JobResult) -> None:
+        results[todo[k]] = result
+        records.store(jobs[todo[k]], result)  # as each finishes: an interrupted check keeps what it did
+        if on_result:
+            on_result(todo[k], result)
+
+    if todo:
+        (executor or LocalExecutor(workers or config.jobs)).map(run_job, [jobs[i] for i in todo], finished)
+    return results  # type: ignore[return-value]
 
 
 INTERRUPTED = "not measured: the check was interrupted (Ctrl-C or SIGTERM) before this job finished"
@@ -167,7 +193,8 @@ def not_measured(job: Job, why: str) -> JobResult:
 
 def measure_until_interrupted(config: Config, jobs: list[Job], workers: int | None = None,
                               on_result: Callable[[int, JobResult], None] | None = None,
-                              executor: Executor | None = None) -> tuple[list[JobResult], bool]:
+                              executor: Executor | None = None,
+                              known: list[JobResult | None] | None = None) -> tuple[list[JobResult], bool]:
     """`measure`, except that Ctrl-C keeps what finished: (results, interrupted), the jobs that
     did not finish coming back as errors."""
     finished: dict[int, JobResult] = {}
@@ -178,7 +205,7 @@ def measure_until_interrupted(config: Config, jobs: list[Job], workers: int | No
             on_result(i, result)
 
     try:
-        return measure(config, jobs, workers, keep, executor), False
+        return measure(config, jobs, workers, keep, executor, known), False
     except KeyboardInterrupt:
         return [finished.get(i) or not_measured(job, INTERRUPTED) for i, job in enumerate(jobs)], True
 

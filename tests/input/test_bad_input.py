@@ -692,7 +692,9 @@ def _damage_sim_cache(project: Path, part: str = ".json") -> None:
     private = project / "cache"
     (private / "sims").mkdir(parents=True)
     for child in shared.iterdir():
-        if child.name not in ("sims", "tmp"):  # tmp: staging must stay on the private side
+        # tmp: staging must stay on the private side; jobs, check-records: earlier checks' records
+        # would answer without reading the simulation entry this row damages
+        if child.name not in ("sims", "tmp", "jobs", "check-records"):
             (private / child.name).symlink_to(child)
     for entry in (shared / "sims").rglob("*.json"):
         try:
