@@ -117,8 +117,7 @@ def run(args: argparse.Namespace) -> int:
         known = [None] * len(jobs) if args.recompute else recorded(jobs)
     todo = sum(r is None for r in known)
     with clock.stage("jobs"):  # the pool is shut down inside: its workers' CPU is counted here
-        # no more workers than jobs to run: each one imports TVM (seconds of CPU)
-        workers = min(args.jobs or config.jobs or default_workers(), max(1, todo))
+        workers = pool_size(args.jobs or config.jobs, todo)
         with executor_from_args(args, workers) as executor, progress(len(jobs), out) as advance:
             results, interrupted = measure_until_interrupted(
                 config, jobs, args.jobs, on_result=lambda i, r: advance(f"{r.kernel}[{r.target}]"), executor=executor,
@@ -156,6 +155,17 @@ def run(args: argparse.Namespace) -> int:
         check_record.store(config, key, recorded_json, [list(d) for d in dict.fromkeys(map(tuple, depends))],
                            report_dir, page_files(report_dir))
     return check.exit_code()
+
+
+JOBS_PER_WORKER = 4  # a worker imports TVM (one to three CPU-seconds): worth it for a few jobs, not for one
+
+
+def pool_size(asked: int | None, todo: int) -> int:
+    """Workers for `todo` jobs: what -j or the config's `jobs` asks (never more than the jobs), else
+    one per JOBS_PER_WORKER jobs up to the CPU count (one: the jobs run in this process, no pool)."""
+    if asked:
+        return max(1, min(asked, todo))
+    return max(1, min(default_workers(), -(-todo // JOBS_PER_WORKER)))
 
 
 def _reused(args: argparse.Namespace, clock: StageClock, out, found: tuple[dict, dict[str, bytes]],
