@@ -14,7 +14,7 @@ from perfguard.errors import InputError
 from perfguard.executors import add_executor_options, default_workers, executor_from_args
 from perfguard.guard.check import (judge_results, make_jobs, measure_until_interrupted, recorded, select,
                                    whole_models)
-from perfguard.guard import check_record
+from perfguard.guard import check_record, result_records
 from perfguard.guard.report import Report, Revision, Shard, write_report
 from perfguard.guard.report_build import build_report, check_timings
 from perfguard.report.pages import page_files, write_pages
@@ -46,7 +46,8 @@ def add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kernels", type=names,
                         help="comma-separated kernel or [[model]] names (default: all, models included)")
     parser.add_argument("--simulator", choices=("qemu", "gem5", "cachegrind"), help="override the config's simulator")
-    parser.add_argument("-j", "--jobs", type=int, help="parallel jobs (default: CPU count)")
+    parser.add_argument("-j", "--jobs", type=int,
+                        help="parallel jobs (check: default one per 4 jobs to run, up to the CPU count)")
 
 
 def add_parser(subparsers) -> None:
@@ -123,8 +124,12 @@ def run(args: argparse.Namespace) -> int:
                 config, jobs, args.jobs, on_result=lambda i, r: advance(f"{r.kernel}[{r.target}]"), executor=executor,
                 known=known)
             workers = executor.workers if todo > 1 else 0
+    with clock.stage("reuse"):  # report entries of results whose inputs are as recorded (not under --base)
+        entry_keys = result_records.keys(config, jobs, results, args.threshold) if store is None else []
+        entries = [None if args.recompute else result_records.lookup(config, key, r)
+                   for key, r in zip(entry_keys, results)]
     with clock.stage("judge"):
-        check = judge_results(config, jobs, results, args.threshold, store, interrupted, whole)
+        check = judge_results(config, jobs, results, args.threshold, store, interrupted, whole, known=entries)
     check.allow_errors = args.allow_errors
     check.fail_on_toolchain_change = args.fail_on_toolchain_change
     with clock.stage("explain"):
@@ -146,6 +151,12 @@ def run(args: argparse.Namespace) -> int:
             print_table(report, out)
             if args.timings:
                 print_timings(report, out)
+    for entry_key, outcome in zip(entry_keys, check.outcomes):
+        if outcome.explained is None:
+            entry = next((e for e in report.results if e.kernel == outcome.result.kernel
+                          and e.target == outcome.result.target), None)
+            if entry is not None:
+                result_records.store(config, entry_key, entry)
     if not interrupted and all(r.ok and r.depends is not None for r in results) and not check.count("error"):
         depends = config_files.digests() + [d for r in results for d in r.depends or []] + \
             check_record.folder_depends(check_record.baseline_files(config, sorted({j.profile.name for j in jobs})),

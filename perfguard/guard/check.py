@@ -13,7 +13,7 @@ from perfguard.executors import Executor, LocalExecutor
 from perfguard.guard.attribution import block_changes
 from perfguard.guard.baselines import Baseline, BaselineSource, BaselineStore
 from perfguard.guard.compare import ERROR, REGRESSION, Verdict, judge, toolchain_summary
-from perfguard.guard.report import BlockChange
+from perfguard.guard.report import BlockChange, Result
 from perfguard.jsonfile import now_iso
 from perfguard.pipeline import Job, JobResult, run_job
 from perfguard.predict.analytical import AnalyticalModel
@@ -34,6 +34,7 @@ class JudgedResult:
     error: str | None = None
     note: str | None = None  # e.g. the baseline predates block profiles: scored with the analytical model
     blocks: list[BlockChange] | None = None  # pipeline model: the blocks whose cycles changed most (guard.attribution)
+    explained: Result | None = None  # its report entry, from a result record (guard.result_records): nothing to redo
 
 
 @dataclass
@@ -231,16 +232,26 @@ def run_check(
 def judge_results(config: Config, jobs: list[Job], results: list[JobResult], threshold: float | None = None,
                   store: BaselineSource | None = None, interrupted: bool = False,
                   whole_models: dict[tuple[str, str], list[str]] | None = None,
-                  also_models: set[tuple[str, str]] = frozenset()) -> CheckRun:
+                  also_models: set[tuple[str, str]] = frozenset(),
+                  known: list[Result | None] | None = None) -> CheckRun:
     """Verdicts for measured results against `store`'s baselines (the working tree's by default;
     a git revision's, or another revision's measured results for `perfguard compare`). With
     `whole_models` (a shard), each model's part of its total instead of the total. `also_models`:
-    model x target views wanted even without a current kernel (compare: a model only the base has)."""
+    model x target views wanted even without a current kernel (compare: a model only the base has).
+    `known`: report entries from result records (guard.result_records), taken as judged."""
+    from perfguard.guard.result_records import verdict_of
+
     store = BaselineStore(config.baseline_dir) if store is None else store
     models = store.models()
     run = CheckRun(models=models, interrupted=interrupted)
-    for job, result in zip(jobs, results):
+    for i, (job, result) in enumerate(zip(jobs, results)):
         limit = config.kernel_threshold(job.kernel, threshold)
+        entry = known[i] if known else None
+        if entry is not None and result.ok:
+            run.outcomes.append(JudgedResult(result, verdict_of(entry), entry.model_id, entry.calibrated,
+                                             entry.baseline_commit, note=entry.note, blocks=entry.blocks,
+                                             explained=entry))
+            continue
         if not result.ok:
             run.outcomes.append(JudgedResult(result, Verdict(ERROR, limit), error=result.error))
             continue

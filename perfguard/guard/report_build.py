@@ -76,7 +76,8 @@ def result_of(o: JudgedResult) -> Result:
 def build_report(run: CheckRun, config_path: Path | None = None, config: Config | None = None) -> Report:
     """The run's Report; with `config`, also target summaries, per-result analysis and baseline history."""
     order = {name: i for i, name in enumerate(VERDICTS)}
-    results = sorted((result_of(o) for o in run.outcomes), key=lambda x: (order[x.verdict], x.kernel, x.target))
+    results = sorted((o.explained or result_of(o) for o in run.outcomes),
+                     key=lambda x: (order[x.verdict], x.kernel, x.target))
     summary = Summary(exit_code=run.exit_code(), **{name: run.count(name) for name in VERDICTS},
                       not_measured=run.not_measured(), toolchain_changed=ToolchainSummary.of(run.toolchain_summary()),
                       model_regressions=sum(m.verdict == "regression" for m in run.model_summaries),
@@ -85,19 +86,21 @@ def build_report(run: CheckRun, config_path: Path | None = None, config: Config 
                     config=None if config_path is None else str(config_path),
                     models=list(run.model_summaries), model_parts=list(run.model_parts))
     if config is not None:
-        explain(report, config, run.models)
+        explain(report, config, run.models, {id(o.explained) for o in run.outcomes if o.explained is not None})
     return report
 
 
-def explain(report: Report, config: Config, models=None) -> Report:
+def explain(report: Report, config: Config, models=None, explained: set[int] = frozenset()) -> Report:
     """Target summaries, analysis, history and calibration for every result. `models`: where the
     check read calibrated models (a git revision under --base), so the report's numbers come from
-    the model that gave the verdicts."""
+    the model that gave the verdicts. `explained`: ids of results that already are (records)."""
     history = BaselineHistory(config.baseline_dir)
     report.commit = history.head
     for r in report.results:
         profile = config.profile(r.target)
         target = report.targets.setdefault(r.target, target_summary(profile))
+        if id(r) in explained:
+            continue
         try:
             predictor = predictor_for(profile, r.family, r.simulator, config.baseline_dir, models,
                                       config.cache_dir, config.model, r.params)

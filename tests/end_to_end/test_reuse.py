@@ -81,11 +81,11 @@ def ran(report: dict) -> set[str]:
     return {j["kernel"] for j in timings.get("jobs", []) if not j.get("reused")}
 
 
-def without_timings(report: dict) -> dict:
+def without_timings(report: dict, run_facts: tuple[str, ...] = ("seconds",)) -> dict:
     """A report as two checks of the same inputs must give it alike: the time it was made, the
-    timings and each result's run seconds aside."""
+    timings and each result's run seconds (or all `run_facts`) aside."""
     data = {k: v for k, v in report.items() if k not in ("created", "timings")}
-    data["results"] = [{k: v for k, v in r.items() if k != "seconds"} for r in report["results"]]
+    data["results"] = [{k: v for k, v in r.items() if k not in run_facts} for r in report["results"]]
     return data
 
 
@@ -136,8 +136,12 @@ def test_an_edited_helper_two_imports_away_relowers_its_kernel_only(project):
     code, report = check(config)
     results = {r["kernel"]: r for r in report["results"]}
     assert ran(report) == {"a"} and results["a"]["rebuilt"] is True and results["a"]["content_hash"] != before
+    # b's entry came from its result record (not judged again): as a full check gives it
+    code, full = check(config, "--recompute")
+    run_facts = ("seconds", "rebuilt", "resimulated")
+    assert without_timings(report, run_facts) == without_timings(full, run_facts)
 
-    code, again = check(config)  # and then nothing changed again
+    code, again = check(config)  # and then nothing changed again (the record --recompute wrote)
     assert again["timings"]["reused"] is True and ran(again) == set()
 
 
