@@ -327,7 +327,7 @@ def check_built(job: Job, result: JobResult, built: Built, outputs: list[np.ndar
     key = check_key(outputs_key, spec, ref, sum(t.output for t in built.lowered.tensors))
     checked = cache.lookup_check(key)
     if checked is None:
-        checked = {"max_error": check_outputs(spec, ref, built.lowered, outputs, built.where)}
+        checked = {"max_error": check_outputs(spec, ref, built.lowered, outputs, built.where, job.cache_dir)}
         cache.store_check(key, checked)
         result.rechecked = True
     result.max_error = checked["max_error"]

@@ -7,7 +7,7 @@ import argparse
 from perfguard.commands.check import add_common
 from perfguard.config import load_config
 from perfguard.errors import EXIT_OK
-from perfguard.guard.check import make_jobs, measure, select, write_baselines
+from perfguard.guard.check import make_jobs, measure, recorded, select, write_baselines
 from perfguard.report.terminal import console, progress
 
 
@@ -23,8 +23,9 @@ def run(args: argparse.Namespace) -> int:
     out = console()
     config = load_config(args.config)
     jobs = make_jobs(config, select(config, args.kernels, args.targets), args.simulator)
-    with progress(len(jobs), out) as advance:
-        results = measure(config, jobs, args.jobs, on_result=lambda i, r: advance(f"{r.kernel}[{r.target}]"))
+    with progress(len(jobs), out) as advance:  # a job whose inputs are as recorded is not run again
+        results = measure(config, jobs, args.jobs, on_result=lambda i, r: advance(f"{r.kernel}[{r.target}]"),
+                          known=recorded(jobs))
     written = write_baselines(config, jobs, results)
     for path in written:
         verb = "wrote" if path.exists() else "removed (the model no longer has this kernel)"
