@@ -97,8 +97,7 @@ def one(tree: Path, cache: Path, reports: Path, extra: tuple[str, ...], ok: tupl
             "reused": bool(timings.get("reused"))}
 
 
-def print_scenarios(rev: str, runs: int, rows: dict) -> None:
-    sha = subprocess.run(["git", "rev-parse", "--short", rev], cwd=REPO, capture_output=True, text=True).stdout.strip()
+def print_scenarios(sha: str, runs: int, rows: dict) -> None:
     print(f"perfguard check on this repository at {sha} ({os.cpu_count()} CPUs), median of {runs} run(s)\n")
     print("| scenario | results | jobs run | CPU s | CPU s per result | wall s | load before / after |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | --- |")
@@ -140,10 +139,12 @@ def main() -> None:
     args = parser.parse_args()
     if args.compare_rev or args.compare_model:
         return compare(args.compare_rev, args.compare_model, args.runs)
-    rows = scenarios(args.rev, args.runs, args.jobs)
+    sha = subprocess.run(["git", "rev-parse", "--short", args.rev], cwd=REPO, capture_output=True, text=True,
+                         check=True).stdout.strip()
+    rows = scenarios(sha, args.runs, args.jobs)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
-    print_scenarios(args.rev, args.runs, rows)
+    print_scenarios(sha, args.runs, rows)
 
 
 def compare(rev: str | None, model: str | None, runs: int) -> None:
