@@ -35,6 +35,9 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+# perfguard.timings.STAGES, as the measured revision may predate them
+STAGE_ORDER = ("startup", "config", "reuse", "jobs", "lower", "compile", "simulate", "verify", "timing_model", "workers",
+               "judge", "explain", "render")
 EDIT = ("tile_k = 4, vector = 8, unroll = 4 }\nthreshold = 1.0", "tile_k = 8, vector = 8, unroll = 4 }\nthreshold = 1.0")
 
 
@@ -112,10 +115,9 @@ def print_scenarios(sha: str, runs: int, rows: dict) -> None:
     cold = statistics.median(r["cpu_s"] for r in rows["cold"])
     edit = statistics.median(r["cpu_s"] for r in rows["edit"])
     print(f"\nedit / cold CPU: {edit / cold:.3f}")
-    names: list[str] = []
-    for items in rows.values():
-        for r in items:
-            names += [s for s in r["stages"] if s not in names]
+    order = {name: i for i, name in enumerate(STAGE_ORDER)}
+    names = sorted({s for items in rows.values() for r in items for s in r["stages"]},
+                   key=lambda s: order.get(s, len(order)))
     print("\nStage timings from the check's own report (median CPU s / wall s; job stages summed over jobs):\n")
     print("| stage | " + " | ".join(rows) + " |")
     print("| --- |" + " ---: |" * len(rows))
