@@ -41,15 +41,6 @@ def _sha(*parts: str) -> str:
     return h.hexdigest()
 
 
-def file_digest(path: Path | str) -> str | None:
-    """sha256 of a file's bytes, or None when it cannot be read."""
-    try:
-        with open(path, "rb") as handle:
-            return hashlib.file_digest(handle, "sha256").hexdigest()
-    except OSError:
-        return None
-
-
 def stat_identity(path: str | os.PathLike | None) -> str:
     """A file's real path, size and modification time ("absent" when there is none)."""
     if path is None:

@@ -141,16 +141,9 @@ def run(args: argparse.Namespace) -> int:
     try:  # what was measured is reported even when the run was cut short
         with clock.stage("render"):
             write_pages(report, report_dir)
-    finally:  # the JSON last, with the time the pages took; shown even when a file cannot be written (exit 3)
+    finally:
         report.timings = check_timings(clock, results, [r.reused for r in results], workers=workers)
-        try:
-            write_report(report, report_dir / "perfguard.json")
-            if args.json:
-                write_report(report, args.json)
-        finally:
-            print_table(report, out)
-            if args.timings:
-                print_timings(report, out)
+        _write_and_show(args, report, report_dir, out)
     for entry_key, outcome in zip(entry_keys, check.outcomes):
         if outcome.explained is None:
             entry = next((e for e in report.results if e.kernel == outcome.result.kernel
@@ -193,12 +186,17 @@ def _reused(args: argparse.Namespace, clock: StageClock, out, found: tuple[dict,
             check_record.restore_pages(report_dir, pages, KERNEL_DIR)
     finally:
         report.timings = check_timings(clock, [], whole_check_reused=True)
-        try:
-            write_report(report, report_dir / "perfguard.json")
-            if args.json:
-                write_report(report, args.json)
-        finally:
-            print_table(report, out)
-            if args.timings:
-                print_timings(report, out)
+        _write_and_show(args, report, report_dir, out)
     return report.summary.exit_code
+
+
+def _write_and_show(args: argparse.Namespace, report: Report, report_dir: Path, out) -> None:
+    """The JSON last, with the time the pages took; shown even when a file cannot be written (exit 3)."""
+    try:
+        write_report(report, report_dir / "perfguard.json")
+        if args.json:
+            write_report(report, args.json)
+    finally:
+        print_table(report, out)
+        if args.timings:
+            print_timings(report, out)

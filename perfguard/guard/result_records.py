@@ -15,7 +15,6 @@ Records live in <cache>/results/; anything that does not read back whole means: 
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
@@ -29,18 +28,12 @@ from perfguard.guard.compare import Verdict
 from perfguard.guard.report import Result, from_json, to_json
 from perfguard.pipeline import Job, JobResult
 from perfguard.predict.store import model_path
+from perfguard.user_code import file_sha256
 
 RECORD_VERSION = 1
 # What a result's entry says about this run rather than about the result: never recorded.
 RUN_FIELDS = ("seconds", "rebuilt", "resimulated")
 _NOT_INPUTS = ("seconds", "cpu_seconds", "timings", "depends", "reused", "rebuilt", "resimulated", "rechecked")
-
-
-def _file(path: Path) -> str:
-    try:
-        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-    except OSError:
-        return "absent"
 
 
 def keys(config: Config, jobs: list[Job], results: list[JobResult], threshold: float | None) -> list[str | None]:
@@ -65,8 +58,9 @@ def keys(config: Config, jobs: list[Job], results: list[JobResult], threshold: f
             "result record", str(RECORD_VERSION), environment, str(config.path), config.model,
             json.dumps(data, sort_keys=True, default=str), json.dumps(job.profile.to_dict(), sort_keys=True),
             repr(config.kernel_threshold(job.kernel, threshold)), repr(sorted(config.kernel_limits(job.kernel).items())),
-            _file(BaselineStore(config.baseline_dir).path(target, kernel)),
-            _file(model_path(config.baseline_dir, target, result.family)) if result.family else "no family",
+            file_sha256(BaselineStore(config.baseline_dir).path(target, kernel)) or "absent",
+            (file_sha256(model_path(config.baseline_dir, target, result.family)) or "absent") if result.family \
+            else "no family",
             json.dumps(commits), history.head or ""))
     return out
 
