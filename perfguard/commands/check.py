@@ -138,12 +138,8 @@ def run(args: argparse.Namespace) -> int:
         report.shard = Shard(*args.shard)
     if store is not None:
         report.base = Revision(args.base, store.sha)
-    try:  # what was measured is reported even when the run was cut short
-        with clock.stage("render"):
-            write_pages(report, report_dir)
-    finally:
-        report.timings = check_timings(clock, results, [r.reused for r in results], workers=workers)
-        _write_and_show(args, report, report_dir, out)
+    _write_and_show(args, report, report_dir, out, clock, lambda: write_pages(report, report_dir),
+                    lambda: check_timings(clock, results, [r.reused for r in results], workers=workers))
     for entry_key, outcome in zip(entry_keys, check.outcomes):
         if outcome.explained is None:
             entry = next((e for e in report.results if e.kernel == outcome.result.kernel
@@ -181,21 +177,26 @@ def _reused(args: argparse.Namespace, clock: StageClock, out, found: tuple[dict,
     recorded_json, pages = found
     report = Report.from_json(recorded_json, "check record")
     report.created = now_iso()
-    try:
-        with clock.stage("render"):
-            check_record.restore_pages(report_dir, pages, KERNEL_DIR)
-    finally:
-        report.timings = check_timings(clock, [], whole_check_reused=True)
-        _write_and_show(args, report, report_dir, out)
+    _write_and_show(args, report, report_dir, out, clock,
+                    lambda: check_record.restore_pages(report_dir, pages, KERNEL_DIR),
+                    lambda: check_timings(clock, [], whole_check_reused=True))
     return report.summary.exit_code
 
 
-def _write_and_show(args: argparse.Namespace, report: Report, report_dir: Path, out) -> None:
-    """The JSON last, with the time the pages took; shown even when a file cannot be written (exit 3)."""
+def _write_and_show(args: argparse.Namespace, report: Report, report_dir: Path, out, clock: StageClock,
+                    render, timings) -> None:
+    """perfguard.json first (what was measured is reported even when the run was cut short, and a
+    folder that cannot take it gets no pages either), then the pages, then the JSON again with the
+    time they took; the table is shown even when a file cannot be written (exit 3)."""
     try:
-        write_report(report, report_dir / "perfguard.json")
-        if args.json:
-            write_report(report, args.json)
+        for first in (True, False):
+            report.timings = timings()
+            write_report(report, report_dir / "perfguard.json")
+            if args.json:
+                write_report(report, args.json)
+            if first:
+                with clock.stage("render"):
+                    render()
     finally:
         print_table(report, out)
         if args.timings:
