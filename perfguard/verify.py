@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import io
 import json
 import math
 import sys
@@ -39,7 +40,7 @@ from perfguard.compile.cache import digest
 from perfguard.compile.inputs import generate
 from perfguard.compile.lower import LoweredKernel, build_host
 from perfguard.config import KernelSpec, load_callable
-from perfguard.errors import InputError, WrongResult
+from perfguard.errors import InfraError, InputError, WrongResult
 
 # Part of every check key: bump when the comparison itself changes.
 CHECK_VERSION = 3
@@ -103,7 +104,8 @@ def check_key(sim_key: str, spec: KernelSpec, ref: Reference, num_outputs: int) 
                   str(CHECK_VERSION))
 
 
-def reference_outputs(spec: KernelSpec, ref: Reference, lowered: LoweredKernel, inputs, where) -> list[np.ndarray]:
+def reference_outputs(spec: KernelSpec, ref: Reference, lowered: LoweredKernel, inputs, where,
+                      cache_dir: Path | None = None) -> list[np.ndarray]:
     if ref.func is not None:
         try:
             outputs = ref.func(inputs, **spec.params)
@@ -111,12 +113,42 @@ def reference_outputs(spec: KernelSpec, ref: Reference, lowered: LoweredKernel, 
             name = spec.reference or "the family's reference"
             raise InputError(f"{where}: reference '{name}' raised {type(exc).__name__}: {exc}".splitlines()[0]) from None
     else:
-        outputs = _tvm_host_reference(lowered, inputs, where)
+        outputs = _self_reference(ref, lowered, inputs, where, cache_dir)
     if isinstance(outputs, np.ndarray):
         outputs = [outputs]
     if not isinstance(outputs, (list, tuple)):
         raise InputError(f"{where}: reference returned {type(outputs).__name__}, expected a list of numpy arrays")
     return [np.asarray(o) for o in outputs]
+
+
+def _self_reference(ref: Reference, lowered: LoweredKernel, inputs: list[np.ndarray], where: str,
+                    cache_dir: Path | None) -> list[np.ndarray]:
+    """The kernel built for the host, run on the inputs: remembered in the cache by the kernel's code
+    and tensors, so that a kernel whose code is the same on several targets (a [[model]]'s, often)
+    is built for the host once, not once per target."""
+    if cache_dir is None:
+        return _tvm_host_reference(lowered, inputs, where)
+    from perfguard.atomic import atomic_write_bytes
+    from perfguard.fingerprints import code_digest
+
+    layout = json.dumps([[t.name, list(t.shape), t.dtype, t.output] for t in lowered.tensors])
+    key = digest("self reference", ref.identity, layout, code_digest())  # code: how inputs are generated
+    path = Path(cache_dir) / "references" / key[:2] / f"{key}.npz"
+    try:
+        with np.load(path, allow_pickle=False) as saved:
+            found = [saved[f"out{i}"] for i in range(len(saved.files))]
+        if [tuple(a.shape) for a in found] == [t.shape for t in lowered.tensors if t.output]:
+            return found
+    except (OSError, ValueError, KeyError):
+        pass  # absent or damaged: build it
+    outputs = _tvm_host_reference(lowered, inputs, where)
+    buffer = io.BytesIO()
+    np.savez(buffer, **{f"out{i}": o for i, o in enumerate(outputs)})
+    try:
+        atomic_write_bytes(path, buffer.getvalue())
+    except (InfraError, OSError):
+        pass  # a cache that cannot be written costs a host build next time
+    return outputs
 
 
 def _tvm_host_reference(lowered: LoweredKernel, inputs: list[np.ndarray], where: str) -> list[np.ndarray]:
@@ -169,10 +201,10 @@ def check_output(spec: KernelSpec, name: str, dtype: str, got: np.ndarray, want:
 
 
 def check_outputs(spec: KernelSpec, ref: Reference, lowered: LoweredKernel, outputs: list[np.ndarray],
-                  where: str) -> float:
+                  where: str, cache_dir: Path | None = None) -> float:
     """The worst difference; raises WrongResult for a wrong output, InputError for a broken reference."""
     inputs = [generate(t) for t in lowered.tensors if not t.output]
-    expected = reference_outputs(spec, ref, lowered, inputs, where)
+    expected = reference_outputs(spec, ref, lowered, inputs, where, cache_dir)
     if len(expected) != len(outputs):
         raise InputError(f"{where}: reference returned {len(expected)} outputs, the kernel has {len(outputs)}")
     worst = 0.0

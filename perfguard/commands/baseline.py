@@ -12,7 +12,7 @@ from perfguard.commands.check import add_common, names
 from perfguard.config import load_config
 from perfguard.errors import EXIT_OK, InputError
 from perfguard.guard.baselines import BaselineStore
-from perfguard.guard.check import make_jobs, measure, select, write_baselines
+from perfguard.guard.check import make_jobs, measure, recorded, select, write_baselines
 from perfguard.guard.orphans import closest_kernel, find_orphans, is_configured, reason, scanned_targets, shown
 from perfguard.report.terminal import console, progress
 
@@ -40,8 +40,9 @@ def run(args: argparse.Namespace) -> int:
     out = console()
     config = load_config(args.config)
     jobs = make_jobs(config, select(config, args.kernels, args.targets), args.simulator)
-    with progress(len(jobs), out) as advance:
-        results = measure(config, jobs, args.jobs, on_result=lambda i, r: advance(f"{r.kernel}[{r.target}]"))
+    with progress(len(jobs), out) as advance:  # a job whose inputs are as recorded is not run again
+        results = measure(config, jobs, args.jobs, on_result=lambda i, r: advance(f"{r.kernel}[{r.target}]"),
+                          known=recorded(jobs))
     written = write_baselines(config, jobs, results)
     for path in written:
         verb = "wrote" if path.exists() else "removed (the model no longer has this kernel)"

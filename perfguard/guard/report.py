@@ -31,7 +31,7 @@ from perfguard.errors import EXIT_CODES, InputError
 from perfguard.guard.compare import VERDICTS, summary_key
 
 REPORT_SCHEMA = 1  # "note", "blocks", "calibration", a block side's "loop" and "loop_candidates", a
-# result's "mismatch" and "orphaned", the summary's "wrong_result" are optional additions within schema 1
+# result's "mismatch" and "orphaned", the summary's "wrong_result" and "timings" are optional additions within schema 1
 _ABSENT_IF = "absent_if"
 
 
@@ -410,6 +410,34 @@ class Shard:
 
 
 @dataclass
+class Seconds:
+    """Wall and CPU seconds (CPU: the process and the programs it ran, perfguard.timings)."""
+    wall_s: float
+    cpu_s: float
+
+
+@dataclass
+class JobTimings:
+    """One kernel x target job: its stages (perfguard.timings.JOB_STAGES) and its whole."""
+    kernel: str
+    target: str
+    total: Seconds
+    stages: dict[str, Seconds] = field(default_factory=dict)
+    reused: bool = absent_if(False)  # from a job record (nothing changed that it depends on): nothing ran
+
+
+@dataclass
+class Timings:
+    """Where a check's time went: each stage (perfguard.timings.STAGES) and each job. Measured
+    again by every check, so two reports of the same results differ here (and in `created`)."""
+    total: Seconds
+    stages: dict[str, Seconds] = field(default_factory=dict)
+    jobs: list[JobTimings] = absent_if([])
+    workers: int = 0  # pool processes started (0: none, every job was reused or ran inline)
+    reused: bool = absent_if(False)  # the whole check was reused from its record: nothing was judged or rendered
+
+
+@dataclass
 class Report:
     """Everything one check (or compare, merge, pytest session) found."""
     summary: Summary
@@ -426,6 +454,7 @@ class Report:
     merged_from: list[str] | None = absent_if(None)
     models: list[ModelTotal] = absent_if([])  # [[model]] entries: each model's total per target
     model_parts: list[ModelPart] = absent_if([])  # check --shard: what merge needs for the totals
+    timings: Timings | None = absent_if(None)  # `perfguard check`: wall and CPU seconds per stage and job
     extra: dict[str, Any] = field(default_factory=dict)  # keys this perfguard does not know, kept as read
 
     def to_json(self) -> dict[str, Any]:

@@ -417,6 +417,38 @@ def simulated_again(outcome: Invocation) -> None:
     assert result["verdict"] == "unchanged" and result["resimulated"] is True
 
 
+def _damage_records(project: Path, kind: str, pattern: str) -> list[str]:
+    """Check once with a records folder of the project's own (the shared cache's other entries
+    linked), then damage its records of `kind` ("jobs" or "check-records"): they must be
+    recomputed, never trusted. For the jobs, the check record goes too (it would answer first)."""
+    toml = project / "perfguard.toml"
+    shared = Path(toml.read_text().split('cache_dir = "')[1].split('"')[0])
+    private = project / "cache"
+    private.mkdir()
+    for child in shared.iterdir():
+        if child.name not in ("tmp", "jobs", "check-records"):
+            (private / child.name).symlink_to(child)
+    toml.write_text(toml.read_text().replace(f'cache_dir = "{shared}"', f'cache_dir = "{private}"'))
+    assert invoke(["check"], project).code == 0
+    damaged = list((private / kind).rglob(pattern))
+    assert damaged, f"no {pattern} under {private / kind}"
+    for path in damaged:
+        path.write_bytes(path.read_bytes()[:40])
+    if kind == "jobs":
+        shutil.rmtree(private / "check-records")
+    return ["check"]
+
+
+def checked_in_full(outcome: Invocation) -> None:
+    result = outcome.report["results"][0]
+    assert result["verdict"] == "unchanged" and not outcome.report["timings"].get("reused")
+
+
+def job_ran_again(outcome: Invocation) -> None:
+    checked_in_full(outcome)
+    assert [j["reused"] if "reused" in j else False for j in outcome.report["timings"]["jobs"]] == [False]
+
+
 def measured_but_not_checked(outcome: Invocation) -> None:
     result = outcome.report["results"][0]
     assert result["measured"] is True and result["stats"] is not None and result["verdict"] == "error"
@@ -713,6 +745,12 @@ CASES = [
          lambda project: _damage_sim_cache(project) or ["check"], check=simulated_again),
     Case("sim-outputs-corrupted", "cached kernel outputs cut short", "(none: the kernel is simulated again)", 0,
          lambda project: _damage_sim_cache(project, ".out") or ["check"], check=simulated_again),
+    Case("check-record-corrupted", "check record cut short", "(none: the check runs in full)", 0,
+         lambda project: _damage_records(project, "check-records", "*.json"), check=checked_in_full),
+    Case("check-record-page", "check record's page edited", "(none: the check runs in full)", 0,
+         lambda project: _damage_records(project, "check-records", "*.html"), check=checked_in_full),
+    Case("job-record-corrupted", "job record cut short", "(none: the job runs again)", 0,
+         lambda project: _damage_records(project, "jobs", "*.json"), check=job_ran_again),
     Case("plugin-output-cut", "QEMU plugin statistics cut short", "stats.txt: expected 21 statistics lines, got 9", 2,
          plugin_output("\n".join(stats_text().splitlines()[:10]) + "\n"), via="`perfguard.sim.qemu.parse_plugin_output`"),
     Case("plugin-output-negative", "QEMU plugin statistics with a negative count",
@@ -818,7 +856,9 @@ def _damage_sim_cache(project: Path, part: str = ".json") -> None:
     private = project / "cache"
     (private / "sims").mkdir(parents=True)
     for child in shared.iterdir():
-        if child.name not in ("sims", "tmp"):  # tmp: staging must stay on the private side
+        # tmp: staging must stay on the private side; jobs, check-records: earlier checks' records
+        # would answer without reading the simulation entry this row damages
+        if child.name not in ("sims", "tmp", "jobs", "check-records"):
             (private / child.name).symlink_to(child)
     for entry in (shared / "sims").rglob("*.json"):
         try:
