@@ -1,6 +1,7 @@
 """Determinism across processes: two fresh perfguard processes, each on an empty cache, build,
 simulate, record baselines and check against them, and write byte-identical files, but for the
-time of day and the wall-clock seconds a result took (masked below, and nothing else).
+time of day, the wall-clock seconds a result took and the check's stage timings (masked below,
+and nothing else).
 
 One tiny kernel on one target keeps it to one TVM build and one QEMU run per side; the two
 sides run at the same time.
@@ -30,8 +31,9 @@ params = { M = 16, K = 16 }
 SCRIPT = "import sys; from perfguard.cli import main; " \
          "sys.exit(main(['baseline', 'update', '-j', '1']) or main(['check', '-j', '1']))"
 
-# What may differ between two runs: when they ran and how long a result took.
+# What may differ between two runs: when they ran, how long a result and each stage took.
 VARYING = [
+    (re.compile(r'"(wall_s|cpu_s)": [0-9.e-]+'), r'"\1": <seconds>'),
     (re.compile(r'"created": "[0-9T:+-]+"'), '"created": "<time>"'),
     (re.compile(r'"seconds": [0-9.e-]+'), '"seconds": <wall>'),
     (re.compile(r"perfguard ([0-9.]+) &middot; [0-9T:+-]+"), r"perfguard \1 &middot; <time>"),
@@ -67,5 +69,6 @@ def test_two_cold_processes_write_byte_identical_baselines_and_reports(tmp_path)
         assert a[name] == b[name], name
     # what was masked is the only difference: the files are whole, with real numbers in them
     assert a["reports/perfguard.json"].count('"seconds": <wall>') == 1
+    assert '"timings"' in a["reports/perfguard.json"]
     assert '"verdict": "unchanged"' in a["reports/perfguard.json"]
     assert re.search(r'"insts": [1-9][0-9]+', a["baselines/aarch64/v.json"])
