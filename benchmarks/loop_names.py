@@ -50,7 +50,7 @@ def main() -> None:
         namer = LoopNamer(result.loops, result.stats, job.label)
         layout = namer.layout
         tally["kernels"] += 1
-        blocks = sorted((b for b in result.stats.blocks.blocks if namer.in_kernel(b.symbol)),
+        blocks = sorted((b for b in result.stats.blocks.blocks if namer.in_kernel(b.symbol, b.addr)),
                         key=lambda b: (-b.insns * b.count, b.addr))
         total = sum(b.insns * b.count for b in blocks) or 1
         build_dir = Path(config.cache_dir) / "builds" / result.content_hash[:2] / result.content_hash

@@ -29,14 +29,15 @@ import re
 import shutil
 import struct
 import subprocess
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from perfguard.atomic import atomic_write_text
 from perfguard.errors import InputError
 
 LOOPS_FILE = "loops.json"
-LOOPS_VERSION = 1
+LOOPS_VERSION = 2  # 2: each loop's "stores"; version 1 (baselines recorded before) still reads
+READABLE_VERSIONS = (1, 2)
 KINDS = ("serial", "parallel", "vectorized", "unrolled", "thread_binding")  # tvm.tirx.ForKind order
 _ITERATING = ("serial", "parallel")
 
@@ -48,6 +49,7 @@ class Loop:
     kind: str  # one of KINDS
     parent: int | None  # index of the enclosing loop in LoopNest.loops
     copy_of: int | None = None  # the loop this is a copy of (the same TIR loop: TVM unrolled a loop around it)
+    stores: tuple[str, ...] = ()  # buffers its body stores to outside any inner loop (a nest's name; () before version 2)
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,9 @@ class LoopNest:
     error: str | None = None  # why no nest was recorded
     # loop variable -> [start, end) harness addresses where the object's DWARF locates its value
     ranges: dict[str, list[list[int]]] = field(default_factory=dict)
+    # [start, end) harness addresses of the kernel object's functions (version 2; [] before): a
+    # block QEMU knows no symbol for is the kernel's only there (elsewhere: a C library stub)
+    code: list[list[int]] = field(default_factory=list)
 
     def located(self, var: str, start: int, end: int) -> bool:
         """Whether the debug information places variable `var` somewhere in [start, end)."""
@@ -106,13 +111,46 @@ class LoopNest:
         first = self.loops[i].copy_of
         return i if first is None else first
 
+    def subtree_end(self, i: int) -> int:
+        """One past the last loop inside loop i (pre-order: its subtree is [i, subtree_end(i)))."""
+        end = i + 1
+        while end < len(self.loops) and i in self.path(end):
+            end += 1
+        return end
+
+    def span(self, i: int) -> tuple[int, int]:
+        """[first, last] pre-order index of the code of loop i's origin: every copy of it and what
+        is inside them."""
+        copies = [j for j in range(len(self.loops)) if self.origin(j) == self.origin(i)]
+        return min(copies), max(self.subtree_end(j) for j in copies) - 1
+
+    def before(self, a: int, b: int) -> bool:
+        """Whether all of loop a's code comes before all of loop b's in the nest's order (neither
+        inside the other). LLVM lays a function's loops out in that order, so a block of a lies
+        at a lower address than a block of b in the same function (guard.attribution)."""
+        return self.span(a)[1] < self.span(b)[0]
+
+    def nest_index(self, i: int) -> int:
+        """Which nest of the kernel loop i is in: 1 for the first outermost loop, and so on."""
+        root = self.path(i)[0]
+        return sum(1 for j in range(root + 1) if self.loops[j].parent is None)
+
+    def nest_name(self, i: int) -> str:
+        """The buffers the nest around loop i stores to, in order (`scores`, `e, row_sum`): what
+        identifies the nest across builds; "" where the nest recorded no stores (version 1)."""
+        root = self.path(i)[0]
+        names: list[str] = []
+        for j in range(root, self.subtree_end(root)):
+            names.extend(b for b in self.loops[j].stores if b not in names)
+        return ", ".join(names)
+
     # -- the file -------------------------------------------------------------------------------
 
     def to_dict(self) -> dict:
         data: dict = {"version": LOOPS_VERSION, "functions": list(self.functions),
                       "loops": [{"var": x.var, "extent": x.extent, "kind": x.kind, "parent": x.parent,
-                                 "copy_of": x.copy_of} for x in self.loops],
-                      "ranges": self.ranges}
+                                 "copy_of": x.copy_of, "stores": list(x.stores)} for x in self.loops],
+                      "ranges": self.ranges, "code": self.code}
         if self.error is not None:
             data["error"] = self.error
         return data
@@ -121,10 +159,11 @@ class LoopNest:
     def from_dict(cls, data: object, source: str) -> "LoopNest":
         where = f"{source}: loop nest"
         if not isinstance(data, dict) or not {"version", "functions", "loops"} <= set(data) \
-                or not set(data) <= {"version", "functions", "loops", "error", "ranges"}:
+                or not set(data) <= {"version", "functions", "loops", "error", "ranges", "code"}:
             raise InputError(f"{where} must be an object with 'version', 'functions' and 'loops'")
-        if data["version"] != LOOPS_VERSION:
-            raise InputError(f"{where} version {data['version']!r} is not {LOOPS_VERSION}")
+        if data["version"] not in READABLE_VERSIONS:
+            raise InputError(f"{where} version {data['version']!r} is not one of {list(READABLE_VERSIONS)}")
+        keys = {"var", "extent", "kind", "parent", "copy_of"} | ({"stores"} if data["version"] >= 2 else set())
         functions, rows, error = data["functions"], data["loops"], data.get("error")
         if not isinstance(functions, list) or not all(isinstance(f, str) for f in functions):
             raise InputError(f"{where}: 'functions' must be a list of strings")
@@ -134,20 +173,26 @@ class LoopNest:
             raise InputError(f"{where}: 'loops' must be a list")
         loops = []
         for i, row in enumerate(rows):
-            ok = isinstance(row, dict) and set(row) == {"var", "extent", "kind", "parent", "copy_of"} \
+            ok = isinstance(row, dict) and set(row) == keys \
                 and isinstance(row["var"], str) and row["kind"] in KINDS \
+                and isinstance(row.get("stores", []), list) and all(isinstance(b, str) for b in row.get("stores", [])) \
                 and (row["extent"] is None or _count(row["extent"])) \
                 and all(row[k] is None or (_count(row[k]) and row[k] < i) for k in ("parent", "copy_of"))
             if not ok:
-                raise InputError(f"{where}: loop {i} must be {{var, extent, kind, parent, copy_of}} with a known "
-                                 "kind and earlier loops (or null) as parent and copy_of")
-            loops.append(Loop(row["var"], row["extent"], row["kind"], row["parent"], row["copy_of"]))
+                raise InputError(f"{where}: loop {i} must be {{{', '.join(sorted(keys))}}} with a known kind, "
+                                 "earlier loops (or null) as parent and copy_of and buffer names as stores")
+            loops.append(Loop(row["var"], row["extent"], row["kind"], row["parent"], row["copy_of"],
+                              tuple(row.get("stores", ()))))
         ranges = data.get("ranges", {})
         if not isinstance(ranges, dict) or not all(
                 isinstance(spans, list) and all(isinstance(r, list) and len(r) == 2 and all(_count(v) for v in r)
                                                 for r in spans) for spans in ranges.values()):
             raise InputError(f"{where}: 'ranges' must map variables to lists of [start, end] addresses")
-        return cls(tuple(loops), tuple(functions), error, ranges)
+        code = data.get("code", [])
+        if not isinstance(code, list) or not all(isinstance(r, list) and len(r) == 2 and all(_count(v) for v in r)
+                                                 for r in code):
+            raise InputError(f"{where}: 'code' must be a list of [start, end] addresses")
+        return cls(tuple(loops), tuple(functions), error, ranges, code)
 
 
 def _count(value: object) -> bool:
@@ -175,17 +220,23 @@ def record_loops(mod: object, tvm_target: dict, obj: Path, harness: Path | None 
             if isinstance(func, tvm.tirx.PrimFunc):
                 _walk(tvm, func.body, loops, seen)
         ranges = harness_ranges(obj, harness, {x.var for x in loops}) if harness is not None else {}
-        return LoopNest(tuple(loops), object_functions(obj), ranges=ranges)
+        return LoopNest(tuple(loops), object_functions(obj), ranges=ranges,
+                        code=placed_code(obj, harness) if harness is not None else [])
     except Exception as exc:  # TVM raises many types; the build itself already succeeded
         lines = str(exc).strip().splitlines()
         return LoopNest((), (), f"{type(exc).__name__}: {lines[-1] if lines else ''}")
 
 
 def _walk(tvm, stmt, out: list[Loop], seen: list) -> None:
+    first_new = len(out)
+    stores: dict[int, list[str]] = {}
     stack: list = [(stmt, None)]
     while stack:  # depth first, children in order: the nest comes out in pre-order
         node, up = stack.pop()
-        if isinstance(node, tvm.tirx.For):
+        if isinstance(node, tvm.tirx.BufferStore):
+            if up is not None and str(node.buffer.name) not in stores.setdefault(up, []):
+                stores[up].append(str(node.buffer.name))
+        elif isinstance(node, tvm.tirx.For):
             first = next((i for i, var in enumerate(seen) if var.same_as(node.loop_var)), None)
             out.append(Loop(str(node.loop_var.name), _iterations(tvm, node), KINDS[int(node.kind)], up,
                             None if first is None else out[first].copy_of if out[first].copy_of is not None else first))
@@ -197,6 +248,9 @@ def _walk(tvm, stmt, out: list[Loop], seen: list) -> None:
             stack.extend((s, up) for s in (node.else_case, node.then_case) if s is not None)
         elif isinstance(getattr(node, "body", None), tvm.tirx.Stmt):  # AttrStmt, While, ...
             stack.append((node.body, up))
+    for i in range(first_new, len(out)):
+        if i in stores:
+            out[i] = replace(out[i], stores=tuple(stores[i]))
 
 
 def _iterations(tvm, loop) -> int | None:
@@ -258,6 +312,16 @@ def variable_ranges(obj: Path) -> dict[str, list[tuple[int, int]]]:
     return out
 
 
+def placed_code(obj: Path, harness: Path) -> list[list[int]]:
+    """[start, end) of each function of the object where the harness placed it, sorted (a
+    function the harness took from elsewhere, e.g. a C library's copy of a helper, left out)."""
+    if not harness.is_file():
+        return []
+    inside, placed = elf_functions(obj), elf_functions(harness)
+    return sorted([placed[f][0], placed[f][0] + size] for f, (_, size) in inside.items()
+                  if size and f in placed and placed[f][1] == size)
+
+
 def harness_ranges(obj: Path, harness: Path, names: set[str]) -> dict[str, list[list[int]]]:
     """The location ranges of the variables `names`, as addresses in the linked harness: each
     range placed by the kernel function it lies in (one the harness took from elsewhere, e.g. a
@@ -279,11 +343,14 @@ def harness_ranges(obj: Path, harness: Path, names: set[str]) -> dict[str, list[
 
 def ensure_loops(build_dir: Path, mod: object, tvm_target: dict) -> dict | None:
     """The build's recorded nest (plain JSON), recorded on first use: once per build, so a warm
-    check only reads it (a build cached before nests were recorded gets one then). None when the
-    file is damaged: that build names no loop."""
+    check only reads it (a build cached before nests were recorded, or recorded by an older
+    version, gets one then). None when the file is damaged: that build names no loop."""
     path = Path(build_dir) / LOOPS_FILE
     try:
-        return LoopNest.from_dict(json.loads(path.read_text()), str(path)).to_dict()
+        data = json.loads(path.read_text())
+        nest = LoopNest.from_dict(data, str(path)).to_dict()
+        if data["version"] == LOOPS_VERSION:
+            return nest
     except FileNotFoundError:
         pass
     except (OSError, ValueError, InputError):

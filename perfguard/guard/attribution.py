@@ -1,30 +1,34 @@
-"""Regression attribution: the blocks whose pipeline-model cycles changed most between the
-baseline and this run.
+"""Regression attribution: where a change of predicted cycles happened, and in which code.
 
-Blocks are paired by start address (a schedule edit usually rewrites the code in place, so the
-block at an address before and after is the natural pair to show side by side); blocks at an
-address only one side executed pair with nothing. Each entry carries both sides: function,
-address range, instructions, executions, cycles per execution, the limiting resource and the
-disassembly, and the change in total cycles with its share of the whole change.
+Blocks of the baseline and of this run are paired by what they are (guard.block_pairs: the same
+code once addresses and registers are taken out, else the same loop, else the same offset in
+the function), so code that only moved is never a change. The pairs make the differential view
+(guard.differential: function > loop nest > loop > block, each with both sides' cycles) and the
+list of changed blocks with both sides side by side: function, address range, instructions,
+executions, cycles per execution, the limiting resource, the disassembly and the loop.
 
 Where that side's build recorded its loop nest (compile.loops: the build's, or a baseline's
-copy of it), a side also names the TIR loop its block runs in: the loop whose body runs as often
-per kernel call as the block did, when exactly one fits, or when of several that fit the
-object's debug information places only one's variable in the block; otherwise the ones that fit
-are candidates, none of them shown as the answer. A block outside the kernel's functions (the harness, the C library)
-is never named. A baseline recorded before nests were kept names no loop on its side.
-`perfguard check` and `compare` attach them to each result; `perfguard bisect` prints
-`changed_blocks` for the last good and the first bad revision.
+copy of it), a side names the TIR loop its block runs in (LoopNamer): the loop whose body runs
+as often per kernel call as the block did, told apart from others of the same count by the
+order of the nests in the function and by the object's debug information; otherwise the ones
+that fit are candidates, none of them shown as the answer. A block outside the kernel's
+functions (the harness, the C library) is never named. A baseline recorded before nests were
+kept names no loop on its side. `perfguard check` and `compare` attach the view and the blocks
+to each result; `perfguard bisect` prints the same view's top loops for the last good and the
+first bad revision.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from perfguard.compile.loops import LoopLayout, LoopMatch, LoopNest
-from perfguard.guard.report import BlockChange, BlockLoop, BlockSide, LoopStep
-from perfguard.predict.pipeline import BlockCost, PipelineModel
+from perfguard.guard.block_pairs import Site, pair_blocks
+from perfguard.guard.differential import NO_SYMBOL, NOT_IN_LOOP, UNDECIDED, Place, differential
+from perfguard.guard.report import Attribution, BlockChange, BlockLoop, BlockSide, LoopStep
+from perfguard.predict.pipeline import PipelineModel
 from perfguard.sim.stats import Stats
 from perfguard.targets import TargetProfile
 
@@ -33,35 +37,131 @@ MAX_CANDIDATES = 4  # loops shown for a block several loops fit
 
 
 class LoopNamer:
-    """Names the loop of one side's blocks from their executions per kernel call."""
+    """Names the loop of one side's blocks from their executions per kernel call.
+
+    Every kernel site (the blocks run from one start address) is fitted to the loops its count
+    fits (compile.loops.LoopLayout). Where several fit, two more facts decide:
+
+    - the order of the nests: LLVM lays a function's loops out in the nest's order, so a site
+      lies after every site of a loop before its own and before every site of a loop after it.
+      Anchors are the sites only one loop fits and the first address where the debug
+      information locates a loop variable that names one loop only; a candidate an anchor
+      contradicts is dropped, until nothing changes. A function whose anchors contradict each
+      other (the layout is not in the nest's order there) is not narrowed this way;
+    - the debug information: of the loops left, the one whose variable alone is located in
+      the block.
+
+    What is still not decided keeps its candidates, none of them shown as the answer.
+    """
 
     def __init__(self, nest: dict | None, stats: Stats, what: str):
         self.nest = LoopNest.from_dict(nest, what) if nest is not None else None
         self.functions = set(self.nest.functions) if self.nest else set()
-        runs: dict[int, int] = {}  # executions per start address, as a block side counts them
+        self.sites: dict[int, tuple[str, int, int]] = {}  # start address -> (symbol, executions, end)
         for b in stats.blocks.blocks if stats.blocks is not None and self.nest else ():
-            if self.in_kernel(b.symbol):
-                runs[b.addr] = runs.get(b.addr, 0) + b.count
-        self.layout = LoopLayout(self.nest, set(runs.values())) if self.nest else None
+            if self.in_kernel(b.symbol, b.addr):
+                symbol, runs, end = self.sites.get(b.addr, (b.symbol, 0, b.end))
+                self.sites[b.addr] = (symbol, runs + b.count, max(end, b.end))
+        self.layout = LoopLayout(self.nest, {n for _, n, _ in self.sites.values()}) if self.nest else None
+        self.decided = self._decide() if self.layout else {}
 
-    def in_kernel(self, symbol: str | None) -> bool:
-        # "": QEMU knows no symbol there (a private function of the object, e.g. a parallel lambda)
-        return not symbol or symbol in self.functions
+    def in_kernel(self, symbol: str | None, addr: int | None = None) -> bool:
+        """Whether a block is the kernel object's. QEMU knows no symbol ("") for a private
+        function of the object (a parallel lambda) and for a C library stub (x86's IFUNC PLT):
+        where the nest recorded the object's code, the address tells them apart."""
+        if symbol:
+            return symbol in self.functions
+        if self.nest is not None and self.nest.code and addr is not None:
+            return any(lo <= addr < hi for lo, hi in self.nest.code)
+        return self.nest is not None
 
     def name(self, symbol: str | None, executions: int, start: int = 0, end: int = 0
              ) -> tuple[BlockLoop | None, list[BlockLoop]]:
-        """(the loop, []) when exactly one fits, (None, candidates) otherwise. Of several that
-        fit, the one whose variable alone the object's debug information places in the block's
-        [start, end) is the loop."""
-        if self.layout is None or not self.in_kernel(symbol):
+        """(the loop, []) when one is decided, (None, candidates) otherwise. A site of this
+        side's profile (`start` with its `executions`) is named as decided for the whole
+        profile; any other block by its count and the debug information alone."""
+        if self.layout is None or not self.in_kernel(symbol, start or None):
             return None, []
-        found = [self.describe(m) for m in self.layout.matches(executions)]
-        if len(found) > 1:
-            located = [loop for loop in found if self.layout.nest.located(loop.var, start, end)]
+        site = self.sites.get(start)
+        if site is not None and site[1] == executions and start in self.decided:
+            found, how = self.decided[start]
+        else:
+            found, how = self._fitted(executions, start, end)
+        named = [self.describe(m) for m in found]
+        if len(named) == 1:
+            named[0].located, named[0].ordered = how == "located", how == "ordered"
+            return named[0], []
+        return None, named[:MAX_CANDIDATES]
+
+    def _fitted(self, executions: int, start: int, end: int) -> tuple[list[LoopMatch], str]:
+        assert self.layout is not None
+        found = self.layout.matches(executions)
+        if len(found) > 1 and end > start:
+            located = [m for m in found if self.layout.nest.located(self.layout.nest.loops[m.loop].var, start, end)]
             if len(located) == 1:
-                located[0].located = True
-                return located[0], []
-        return (found[0], []) if len(found) == 1 else (None, found[:MAX_CANDIDATES])
+                return located, "located"
+        return found, ""
+
+    def _decide(self) -> dict[int, tuple[list[LoopMatch], str]]:
+        """Each site's loops left (one: decided) and what decided it ("", "ordered", "located")."""
+        assert self.layout is not None
+        nest = self.layout.nest
+        left = {addr: (self.layout.matches(runs), "") for addr, (_, runs, _) in self.sites.items()}
+        anchors: dict[str, list[tuple[int, int]]] = {}  # function -> (address, loop)
+        for addr, (found, _) in left.items():
+            if len(found) == 1:
+                anchors.setdefault(self.sites[addr][0], []).append((addr, found[0].loop))
+        for symbol, at, loop in self._variable_anchors():
+            anchors.setdefault(symbol, []).append((at, loop))
+        ordered = {symbol: points for symbol, points in anchors.items() if self._in_order(points)}
+        for pass_ in ("ordered", "located", "ordered"):
+            changed = True
+            while changed:
+                changed = False
+                for addr, (found, how) in left.items():
+                    if len(found) < 2:
+                        continue
+                    symbol, _, end = self.sites[addr]
+                    if pass_ == "located":
+                        keep = [m for m in found if nest.located(nest.loops[m.loop].var, addr, end)]
+                        keep = keep if len(keep) == 1 else found
+                    else:
+                        points = ordered.get(symbol, [])
+                        keep = [m for m in found if not any(
+                            (nest.before(a, m.loop) and at > addr) or (nest.before(m.loop, a) and at < addr)
+                            for at, a in points)]
+                    if keep and len(keep) < len(found):
+                        left[addr] = (keep, pass_ if len(keep) == 1 else how)
+                        if len(keep) == 1 and symbol in ordered:
+                            ordered[symbol].append((addr, keep[0].loop))
+                        changed = True
+        return left
+
+    def _variable_anchors(self) -> list[tuple[str, int, int]]:
+        """(function, address, loop): where the debug information first locates a variable that
+        only one loop (and its copies) has, in the function whose sites span that address."""
+        assert self.layout is not None
+        nest = self.layout.nest
+        spans: dict[str, tuple[int, int]] = {}
+        for addr, (symbol, _, end) in self.sites.items():
+            lo, hi = spans.get(symbol, (addr, end))
+            spans[symbol] = (min(lo, addr), max(hi, end))
+        out = []
+        for var, ranges in sorted(nest.ranges.items()):
+            loops = {nest.origin(i) for i, loop in enumerate(nest.loops) if loop.var == var}
+            if len(loops) != 1 or not ranges:
+                continue
+            first = min(lo for lo, _ in ranges)
+            inside = [symbol for symbol, (lo, hi) in spans.items() if lo <= first < hi]
+            if len(inside) == 1:
+                out.append((inside[0], first, loops.pop()))
+        return out
+
+    def _in_order(self, points: list[tuple[int, int]]) -> bool:
+        """Whether no two anchors of a function contradict the nest's order."""
+        assert self.layout is not None
+        nest = self.layout.nest
+        return not any(nest.before(a, b) and x > y for x, a in points for y, b in points)
 
     def describe(self, match: LoopMatch) -> BlockLoop:
         layout = self.layout
@@ -71,25 +171,22 @@ class LoopNamer:
                          path=[LoopStep(loops[j].var, loops[j].extent, loops[j].kind, j in layout.flat)
                                for j in layout.nest.path(match.loop)],
                          trips=match.executions, per_execution=match.per_execution, peeled=match.peeled,
-                         unrolled=[loops[j].var for j in layout.unrolled_inside(match.loop)])
+                         unrolled=[loops[j].var for j in layout.unrolled_inside(match.loop)],
+                         nest_name=layout.nest.nest_name(match.loop), nest_index=layout.nest.nest_index(match.loop))
 
 
-def _side(costs: list[BlockCost], namer: LoopNamer) -> BlockSide | None:
-    if not costs:
-        return None
-    first = costs[0]
-    executions = sum(c.block.count for c in costs)
-    total = sum(c.cycles for c in costs)
-    loop, candidates = namer.name(first.block.symbol or None, executions, first.block.addr,
-                                  max(c.block.end for c in costs))
+def _side(site: Site, namer: LoopNamer) -> BlockSide:
+    first = site.costs[0]
+    executions = site.executions
+    loop, candidates = namer.name(site.symbol or None, executions, site.addr, site.end)
     return BlockSide(
-        symbol=first.block.symbol or None,
-        start=first.block.addr,
-        end=max(c.block.end for c in costs),
+        symbol=site.symbol or None,
+        start=site.addr,
+        end=site.end,
         insns=first.block.insns,
         executions=executions,
-        cycles_per_execution=total / executions if executions else 0.0,
-        cycles=total,
+        cycles_per_execution=site.cycles / executions if executions else 0.0,
+        cycles=site.cycles,
         bound=first.bound,
         asm=list(first.timing.asm),
         loop=loop,
@@ -97,28 +194,62 @@ def _side(costs: list[BlockCost], namer: LoopNamer) -> BlockSide | None:
     )
 
 
+def _placer(namer: LoopNamer, names: bool) -> Callable[[Site], Place]:
+    """Where a site of this side sits; `names`: nests are keyed by the buffers they store to
+    (both sides recorded them), else by their outermost loop's variable."""
+    def place(site: Site) -> Place:
+        function = site.symbol or NO_SYMBOL
+        if not namer.in_kernel(site.symbol, site.addr):
+            return Place(function)
+        loop, candidates = namer.name(site.symbol or None, site.executions, site.addr, site.end)
+        if loop is None:
+            return Place(function, group=UNDECIDED if candidates else NOT_IN_LOOP)
+        nest = loop.nest_name if names and loop.nest_name else f"#{loop.nest_index} ({loop.path[0].var})"
+        return Place(function, nest, tuple(step.var for step in loop.path), loop)
+    return place
+
+
+@dataclass
+class Attributed:
+    """A result's differential view and its changed blocks (the view's block nodes index them)."""
+    attribution: Attribution
+    blocks: list[BlockChange]
+
+
+def attribute(model: PipelineModel, baseline: Stats, current: Stats,
+              loops: tuple[dict | None, dict | None] = (None, None)) -> Attributed:
+    """The differential view of a change and its changed blocks, largest change in cycles first
+    (at most MAX_BLOCKS); `loops`: each side's loop nest (compile.loops, plain JSON) or None."""
+    whats = ("the baseline", "this run")
+    namers = [LoopNamer(nest, stats, what) for nest, stats, what in zip(loops, (baseline, current), whats)]
+    names = all(n.nest is not None and any(loop.stores for loop in n.nest.loops) for n in namers)
+    places = (_placer(namers[0], names), _placer(namers[1], names))
+
+    def loop_key(side: int) -> Callable[[Site], tuple | None]:
+        return lambda site: (p.nest, p.loop) if (p := places[side](site)).loop is not None else None
+
+    pairs = pair_blocks(model.block_costs(baseline, whats[0]), model.block_costs(current, whats[1]),
+                        model.profile.triple.split("-")[0], (loop_key(0), loop_key(1)))
+    changed = sorted((i for i, p in enumerate(pairs) if not p.unchanged and p.delta != 0),
+                     key=lambda i: (-abs(pairs[i].delta), pairs[i].start))[:MAX_BLOCKS]
+    view = differential(pairs, places, {i: n for n, i in enumerate(changed)}, model.name, model.model_id,
+                        model.profile.clock_hz, (model.stall_cycles(baseline), model.stall_cycles(current)))
+    blocks = []
+    for i in changed:
+        pair = pairs[i]
+        blocks.append(BlockChange(
+            start=pair.start, delta_cycles=pair.delta, share_pct=view.share(pair.delta),
+            baseline=_side(pair.baseline[0], namers[0]) if pair.baseline else None,
+            current=_side(pair.current[0], namers[1]) if pair.current else None,
+            paired=pair.how))
+    return Attributed(view, blocks)
+
+
 def block_changes(model: PipelineModel, baseline: Stats, current: Stats,
                   loops: tuple[dict | None, dict | None] = (None, None)) -> list[BlockChange]:
-    """Changed blocks, largest change in cycles first (at most MAX_BLOCKS); `loops`: each side's
-    loop nest (compile.loops, plain JSON) or None."""
-    namers = [LoopNamer(nest, stats, what) for nest, stats, what in
-              zip(loops, (baseline, current), ("the baseline", "this run"))]
-    by_addr: dict[int, tuple[list[BlockCost], list[BlockCost]]] = {}
-    for side, stats, what in ((0, baseline, "the baseline"), (1, current, "this run")):
-        for cost in model.block_costs(stats, what):
-            by_addr.setdefault(cost.block.addr, ([], []))[side].append(cost)
-    base_total = sum(c.cycles for pair in by_addr.values() for c in pair[0])
-    cur_total = sum(c.cycles for pair in by_addr.values() for c in pair[1])
-    change = cur_total - base_total
-    out = []
-    for addr, (before, after) in by_addr.items():
-        delta = sum(c.cycles for c in after) - sum(c.cycles for c in before)
-        if delta == 0:
-            continue
-        out.append(BlockChange(start=addr, delta_cycles=delta, share_pct=100.0 * delta / change if change else None,
-                               baseline=_side(before, namers[0]), current=_side(after, namers[1])))
-    out.sort(key=lambda d: (-abs(d.delta_cycles), d.start))
-    return out[:MAX_BLOCKS]
+    """The changed blocks of `attribute`: code paired by what it is (guard.block_pairs), code
+    that only moved left out, largest change in cycles first (at most MAX_BLOCKS)."""
+    return attribute(model, baseline, current, loops).blocks
 
 
 def changed_blocks(before: Any, after: Any, profile: TargetProfile, cache_dir: Path, most: int = 5) -> list[str] | None:

@@ -10,10 +10,10 @@ from typing import Callable
 from perfguard.config import Config, KernelSpec
 from perfguard.errors import EXIT_INFRA, EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, InfraError, InputError
 from perfguard.executors import Executor, LocalExecutor
-from perfguard.guard.attribution import block_changes
+from perfguard.guard.attribution import attribute
 from perfguard.guard.baselines import Baseline, BaselineSource, BaselineStore
 from perfguard.guard.compare import ERROR, REGRESSION, Verdict, judge, toolchain_summary
-from perfguard.guard.report import BlockChange
+from perfguard.guard.report import Attribution, BlockChange
 from perfguard.jsonfile import now_iso
 from perfguard.pipeline import Job, JobResult, run_job
 from perfguard.predict.analytical import AnalyticalModel
@@ -33,7 +33,8 @@ class JudgedResult:
     baseline_commit: str | None = None
     error: str | None = None
     note: str | None = None  # e.g. the baseline predates block profiles: scored with the analytical model
-    blocks: list[BlockChange] | None = None  # pipeline model: the blocks whose cycles changed most (guard.attribution)
+    blocks: list[BlockChange] | None = None  # pipeline model: the blocks whose code changed most (guard.attribution)
+    attribution: Attribution | None = None  # pipeline model: the differential view (guard.differential)
 
 
 @dataclass
@@ -217,7 +218,7 @@ def judge_results(config: Config, jobs: list[Job], results: list[JobResult], thr
         if not result.ok:
             run.outcomes.append(JudgedResult(result, Verdict(ERROR, limit), error=result.error))
             continue
-        note, blocks = None, None
+        note, attributed = None, None
         try:
             predictor = predictor_for(job.profile, result.family, result.simulator, config.baseline_dir, models,
                                       config.cache_dir, config.model, result.params)
@@ -232,13 +233,15 @@ def judge_results(config: Config, jobs: list[Job], results: list[JobResult], thr
                             str(store.path(job.profile.name, job.kernel.name)), config.kernel_limits(job.kernel),
                             f"{config.path}: kernel '{job.kernel.name}'")
             if baseline is not None and isinstance(predictor, PipelineModel):
-                blocks = block_changes(predictor, baseline.stats, result.stats, (baseline.loops, result.loops))
+                attributed = attribute(predictor, baseline.stats, result.stats, (baseline.loops, result.loops))
         except (InputError, InfraError) as exc:
             result.exit_code = exc.exit_code
             run.outcomes.append(JudgedResult(result, Verdict(ERROR, limit), error=exc.message))
             continue
         run.outcomes.append(JudgedResult(result, verdict, predictor.model_id, predictor.calibrated,
-                                    baseline.commit if baseline else None, note=note, blocks=blocks))
+                                    baseline.commit if baseline else None, note=note,
+                                    blocks=attributed.blocks if attributed else None,
+                                    attribution=attributed.attribution if attributed else None))
     if whole_models is None:
         run.model_summaries = model_summaries(config, jobs, run.outcomes, store, threshold, models, also_models)
     else:

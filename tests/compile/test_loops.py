@@ -97,8 +97,13 @@ def test_the_nest_round_trips_and_bad_files_are_input_errors_naming_the_source()
     again = LoopNest.from_dict(json.loads(json.dumps(GEMM.to_dict())), "loops.json")
     assert again == GEMM
     good = GEMM.to_dict()
+    # a version 1 nest (a baseline recorded before loops named what they store) reads without stores
+    old = {**good, "version": 1, "loops": [{k: v for k, v in row.items() if k != "stores"} for row in good["loops"]]}
+    assert LoopNest.from_dict(old, "old.json") == GEMM
     for bad, message in [
-        ({**good, "version": 2}, "version 2 is not 1"),
+        ({**good, "version": 3}, r"version 3 is not one of \[1, 2\]"),
+        ({**good, "version": 1}, "loop 0 must be"),  # version 1 rows have no stores
+        ({**good, "loops": [dict(good["loops"][0], stores="C")]}, "loop 0 must be"),
         ({**good, "loops": [dict(good["loops"][0], kind="diagonal")]}, "loop 0 must be"),
         ({**good, "loops": [dict(good["loops"][0], parent=0)]}, "loop 0 must be"),  # itself as parent
         ({**good, "loops": [dict(good["loops"][0], extent=True)]}, "loop 0 must be"),
@@ -133,6 +138,9 @@ def test_a_real_gemm_nest_is_the_schedule_as_lowered(tmp_path, target):
     assert [nest.loops[i].extent for i in nest.path(k_1)] == [4, 2, 8, 16, 8]
     assert nest.trips(k_1) == 64 * 64 * (64 // 32)  # every (i, k) pair once per j tile
     assert "j_1_1" not in by_var  # vectorized away
+    # what each loop stores outside its inner loops: the zeroing and the product both write C
+    assert {nest.loops[i].var: nest.loops[i].stores for i in range(len(nest.loops)) if nest.loops[i].stores} \
+        == {"j_1_0_init": ("C",), "j_1_0": ("C",)}
     assert any(f.startswith("__tvm_ffi_") for f in nest.functions)
     assert set(nest.functions) == set(object_functions(tmp_path / "kernel.o"))
 
@@ -144,5 +152,10 @@ def test_the_nest_is_written_once_beside_the_build_and_read_back(tmp_path):
     assert first == nest.to_dict() and (tmp_path / LOOPS_FILE).is_file()
     assert (tmp_path / "kernel.o").read_bytes() == obj  # recording it changes no byte of the build
     assert ensure_loops(tmp_path, None, {}) == first  # read, not recorded again (mod None would fail)
+    # a file of an older version (no stores) is recorded again, not read as it is
+    old = dict(first, version=1, loops=[{k: v for k, v in row.items() if k != "stores"} for row in first["loops"]])
+    (tmp_path / LOOPS_FILE).write_text(json.dumps(old))
+    assert ensure_loops(tmp_path, lowered.mod, BUILTIN["x86_64"].tvm_target) == first
+    assert json.loads((tmp_path / LOOPS_FILE).read_text())["version"] == 2
     (tmp_path / LOOPS_FILE).write_text("{cut")
     assert ensure_loops(tmp_path, None, {}) is None  # a damaged file names no loop, never an error
