@@ -252,19 +252,11 @@ def block_changes(model: PipelineModel, baseline: Stats, current: Stats,
     return attribute(model, baseline, current, loops).blocks
 
 
-def changed_blocks(before: Any, after: Any, profile: TargetProfile, cache_dir: Path, most: int = 5) -> list[str] | None:
-    """One line per block whose cycles changed most between two JobResults; None without block profiles."""
+def attribution_between(before: Any, after: Any, profile: TargetProfile, cache_dir: Path) -> Attributed | None:
+    """The attribution of the change between two JobResults (bisect's last good and first bad
+    revision), scored by the pipeline model; None without both block profiles."""
     stats_before, stats_after = getattr(before, "stats", None), getattr(after, "stats", None)
     if stats_before is None or stats_after is None or stats_before.blocks is None or stats_after.blocks is None:
         return None
-    lines = []
     loops = (getattr(before, "loops", None), getattr(after, "loops", None))
-    for c in block_changes(PipelineModel(profile, cache_dir), stats_before, stats_after, loops)[:most]:
-        side = c.current or c.baseline
-        per = [f"{s.cycles_per_execution:.1f}" if s else "-" for s in (c.baseline, c.current)]
-        where = next((s.loop_text for s in (c.current, c.baseline) if s and s.loop_text), "")
-        lines.append(f"{c.delta_cycles:+,.0f} cycles at 0x{c.start:x}"
-                     + (f" ({side.symbol})" if side.symbol else "")
-                     + (f" in {where}" if where else "")
-                     + f": {per[0]} -> {per[1]} cycles per execution, bound by {side.bound}")
-    return lines
+    return attribute(PipelineModel(profile, cache_dir), stats_before, stats_after, loops)
