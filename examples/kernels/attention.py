@@ -7,8 +7,8 @@ Schedule knobs, the kind a user edits:
   vectorised by `vector`) or "ijd" (the reduction innermost: nothing left to vectorise);
 - `pv_order`: loops of O = P V the same way: "itc" (c innermost, vectorised) or "ict";
 - `vector`: SIMD lanes of the innermost column loops (1 = none);
-- `fuse_exp`: the exponentials computed per row right before the row's sum (compute_at), or as a
-  stage of their own.
+- `inline_p`: the probabilities P = e / row_sum computed inside the output product where they are
+  used (inlined: a division per product), or stored as a stage of their own.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ PV_ORDERS = ("itc", "ict")
 
 
 def attention(S: int = 64, D: int = 32, vector: int = 8, qk_order: str = "idj", pv_order: str = "itc",
-              fuse_exp: bool = False):
+              inline_p: bool = False):
     import tvm
     import tvm.s_tir
     from tvm import te
@@ -45,8 +45,8 @@ def attention(S: int = 64, D: int = 32, vector: int = 8, qk_order: str = "idj", 
 
     if qk_order == "idj":
         _reduction_outside(sch, "scores", vector)
-    if fuse_exp:
-        sch.compute_at(sch.get_sblock("e"), sch.get_loops(sch.get_sblock("row_sum"))[0])
+    if inline_p:
+        sch.compute_inline(sch.get_sblock("p"))
     if pv_order == "itc":
         _reduction_outside(sch, "out", vector)
     return sch.mod

@@ -36,7 +36,7 @@ from perfguard.atomic import atomic_write_text
 from perfguard.errors import InputError
 
 LOOPS_FILE = "loops.json"
-LOOPS_VERSION = 2  # 2: each loop's "stores"; version 1 (baselines recorded before) still reads
+LOOPS_VERSION = 2  # 2: each loop's "stores" and the "code" ranges; version 1 (older baselines) still reads
 READABLE_VERSIONS = (1, 2)
 KINDS = ("serial", "parallel", "vectorized", "unrolled", "thread_binding")  # tvm.tirx.ForKind order
 _ITERATING = ("serial", "parallel")
@@ -49,7 +49,7 @@ class Loop:
     kind: str  # one of KINDS
     parent: int | None  # index of the enclosing loop in LoopNest.loops
     copy_of: int | None = None  # the loop this is a copy of (the same TIR loop: TVM unrolled a loop around it)
-    stores: tuple[str, ...] = ()  # buffers its body stores to outside any inner loop (a nest's name; () before version 2)
+    stores: tuple[str, ...] = ()  # an outermost loop: the buffers its nest writes (the nest's name; () before version 2)
 
 
 @dataclass(frozen=True)
@@ -208,6 +208,7 @@ def record_loops(mod: object, tvm_target: dict, obj: Path, harness: Path | None 
     cannot be recorded is one with no loops and the reason (attribution then names no loop)."""
     try:
         import tvm
+        import tvm.s_tir
 
         target = tvm.target.Target(tvm_target)
         target = target.with_host(target)  # as tvm.tirx.build binds a CPU target
@@ -219,6 +220,7 @@ def record_loops(mod: object, tvm_target: dict, obj: Path, harness: Path | None 
         for _, func in sorted(lowered.functions.items(), key=lambda item: item[0].name_hint):
             if isinstance(func, tvm.tirx.PrimFunc):
                 _walk(tvm, func.body, loops, seen)
+        loops = _name_nests(loops, _scheduled_nests(tvm, mod))
         ranges = harness_ranges(obj, harness, {x.var for x in loops}) if harness is not None else {}
         return LoopNest(tuple(loops), object_functions(obj), ranges=ranges,
                         code=placed_code(obj, harness) if harness is not None else [])
@@ -228,15 +230,10 @@ def record_loops(mod: object, tvm_target: dict, obj: Path, harness: Path | None 
 
 
 def _walk(tvm, stmt, out: list[Loop], seen: list) -> None:
-    first_new = len(out)
-    stores: dict[int, list[str]] = {}
     stack: list = [(stmt, None)]
     while stack:  # depth first, children in order: the nest comes out in pre-order
         node, up = stack.pop()
-        if isinstance(node, tvm.tirx.BufferStore):
-            if up is not None and str(node.buffer.name) not in stores.setdefault(up, []):
-                stores[up].append(str(node.buffer.name))
-        elif isinstance(node, tvm.tirx.For):
+        if isinstance(node, tvm.tirx.For):
             first = next((i for i, var in enumerate(seen) if var.same_as(node.loop_var)), None)
             out.append(Loop(str(node.loop_var.name), _iterations(tvm, node), KINDS[int(node.kind)], up,
                             None if first is None else out[first].copy_of if out[first].copy_of is not None else first))
@@ -248,9 +245,63 @@ def _walk(tvm, stmt, out: list[Loop], seen: list) -> None:
             stack.extend((s, up) for s in (node.else_case, node.then_case) if s is not None)
         elif isinstance(getattr(node, "body", None), tvm.tirx.Stmt):  # AttrStmt, While, ...
             stack.append((node.body, up))
-    for i in range(first_new, len(out)):
-        if i in stores:
-            out[i] = replace(out[i], stores=tuple(stores[i]))
+
+
+def _scheduled_nests(tvm, mod) -> list[tuple[set[str], list[str]]]:
+    """Each outermost loop of the scheduled module (before lowering): the variables of the loops
+    in it and the buffers its blocks write, in order. Lowering merges the storage of buffers whose
+    lives do not overlap under one name (an attention's exponentials reuse its scores), so what a
+    nest stores is read here, where every buffer still has its own name."""
+    nests: list[tuple[set[str], list[str]]] = []
+    for _, func in sorted(mod.functions.items(), key=lambda item: item[0].name_hint):
+        if not isinstance(func, tvm.tirx.PrimFunc):
+            continue
+        stack: list = [(func.body, None)]
+        while stack:
+            node, nest = stack.pop()
+            if isinstance(node, tvm.tirx.For):
+                if nest is None:
+                    nests.append((set(), []))
+                    nest = len(nests) - 1
+                nests[nest][0].add(str(node.loop_var.name))
+                stack.append((node.body, nest))
+            elif isinstance(node, tvm.tirx.SeqStmt):
+                stack.extend((s, nest) for s in reversed(list(node.seq)))
+            elif isinstance(node, tvm.s_tir.SBlockRealize):
+                block = node.block
+                if nest is not None:
+                    for written in block.writes:  # TensorRegion: the written tensor is its source
+                        name = str(getattr(written, "source", getattr(written, "buffer", None)).name)
+                        if name not in nests[nest][1]:
+                            nests[nest][1].append(name)
+                stack.extend((s, nest) for s in (block.body, block.init) if s is not None)
+            elif isinstance(node, tvm.tirx.IfThenElse):
+                stack.extend((s, nest) for s in (node.else_case, node.then_case) if s is not None)
+            elif isinstance(getattr(node, "body", None), tvm.tirx.Stmt):
+                stack.append((node.body, nest))
+    return nests
+
+
+def _name_nests(loops: list[Loop], scheduled: list[tuple[set[str], list[str]]]) -> list[Loop]:
+    """`loops` with each outermost loop storing what the scheduled nest it came from writes. The
+    scheduled nests are taken in order: an outermost loop is the previous one's nest again when
+    its variable is there and not in the next (lowering drops loops of one iteration, so one nest
+    may come out as several), else the next nest that has its variable."""
+    out, previous = list(loops), None
+    for i, loop in enumerate(loops):
+        if loop.parent is not None:
+            continue
+        start = 0 if previous is None else previous + 1
+        if previous is not None and loop.var in scheduled[previous][0] \
+                and not (start < len(scheduled) and loop.var in scheduled[start][0]):
+            match: int | None = previous
+        else:
+            match = next((k for k in range(start, len(scheduled)) if loop.var in scheduled[k][0]), None)
+        if match is None:
+            continue
+        out[i] = replace(loop, stores=tuple(scheduled[match][1]))
+        previous = match
+    return out
 
 
 def _iterations(tvm, loop) -> int | None:
@@ -404,22 +455,29 @@ class LoopLayout:
                 return LoopMatch(i, count, per_execution=f, peeled=p)
         return None
 
-    def matches(self, count: int) -> list[LoopMatch]:
-        """The loops (LLVM kept) that a block run `count` times per call fits, one per distinct
-        loop (copies merged), those of the plainest kind only (exact, else peeled, else unrolled
-        by a factor); empty when none fits or the count is 1 (outside every loop)."""
+    def fits(self, count: int) -> list[LoopMatch]:
+        """Every loop (LLVM kept) that a block run `count` times per call fits, each the plainest
+        way it fits, one per distinct loop (copies merged); empty when the count is 1 (outside
+        every loop)."""
         if count < 2:
             return []
-        found = [m for i in self.outer if i not in self.flat and (m := self.fit(i, count)) is not None]
-        for plain in (lambda m: m.per_execution == 1 and not m.peeled, lambda m: m.per_execution == 1,
-                      lambda m: True):
-            tier = [m for m in found if plain(m)]
-            if tier:
-                distinct: dict[int, LoopMatch] = {}
-                for m in tier:
-                    distinct.setdefault(self.nest.origin(m.loop), m)
-                return list(distinct.values())
-        return []
+        distinct: dict[int, LoopMatch] = {}
+        for i in self.outer:
+            if i not in self.flat and (m := self.fit(i, count)) is not None:
+                distinct.setdefault(self.nest.origin(i), m)
+        return list(distinct.values())
+
+    @staticmethod
+    def plainness(match: LoopMatch) -> int:
+        """0: the count as it is, 1: with iterations peeled off, 2: unrolled by a factor."""
+        return 0 if match.per_execution == 1 and not match.peeled else 1 if match.per_execution == 1 else 2
+
+    def matches(self, count: int) -> list[LoopMatch]:
+        """The loops a block run `count` times per call fits (fits), those of the plainest kind
+        only (exact, else peeled, else unrolled by a factor); empty when none fits."""
+        found = self.fits(count)
+        plainest = min((self.plainness(m) for m in found), default=0)
+        return [m for m in found if self.plainness(m) == plainest]
 
     def unrolled_inside(self, i: int) -> list[int]:
         """The loops directly inside loop i that LLVM unrolled completely into its blocks."""

@@ -20,6 +20,7 @@ first bad revision.
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -36,11 +37,31 @@ MAX_BLOCKS = 40  # kept per result: the kernel page lists them all, the comment 
 MAX_CANDIDATES = 4  # loops shown for a block several loops fit
 
 
+def _covering_counts(stats: Stats, sites: dict[int, tuple[str, int, int]]) -> dict[int, int]:
+    """How often the first instruction of each site ran: the executions of every block that
+    covers its address. QEMU starts a block at a loop's head only when it branches there; the
+    first iteration runs on from the block before it (which covers the head too), so a head
+    block alone counts one iteration per entry short."""
+    blocks = sorted((b.addr, b.end, b.count) for b in stats.blocks.blocks) if stats.blocks is not None else []
+    starts = [b[0] for b in blocks]
+    longest = max((end - addr for addr, end, _ in blocks), default=0)
+    out = {}
+    for addr in sites:
+        total, j = 0, bisect.bisect_right(starts, addr) - 1
+        while j >= 0 and blocks[j][0] > addr - longest - 1:
+            if blocks[j][1] > addr:
+                total += blocks[j][2]
+            j -= 1
+        out[addr] = total
+    return out
+
+
 class LoopNamer:
-    """Names the loop of one side's blocks from their executions per kernel call.
+    """Names the loop of one side's blocks from how often their code ran per kernel call.
 
     Every kernel site (the blocks run from one start address) is fitted to the loops its count
-    fits (compile.loops.LoopLayout). Where several fit, two more facts decide:
+    fits (compile.loops.LoopLayout): the count of its first instruction, from every block that
+    covers it. Where several fit, two more facts decide:
 
     - the order of the nests: LLVM lays a function's loops out in the nest's order, so a site
       lies after every site of a loop before its own and before every site of a loop after it.
@@ -62,8 +83,10 @@ class LoopNamer:
             if self.in_kernel(b.symbol, b.addr):
                 symbol, runs, end = self.sites.get(b.addr, (b.symbol, 0, b.end))
                 self.sites[b.addr] = (symbol, runs + b.count, max(end, b.end))
-        self.layout = LoopLayout(self.nest, {n for _, n, _ in self.sites.values()}) if self.nest else None
+        self.runs = _covering_counts(stats, self.sites)
+        self.layout = LoopLayout(self.nest, set(self.runs.values())) if self.nest else None
         self.decided = self._decide() if self.layout else {}
+        self._points: dict[str, list[tuple[int, int]]] | None = None
 
     def in_kernel(self, symbol: str | None, addr: int | None = None) -> bool:
         """Whether a block is the kernel object's. QEMU knows no symbol ("") for a private
@@ -85,7 +108,7 @@ class LoopNamer:
         site = self.sites.get(start)
         if site is not None and site[1] == executions and start in self.decided:
             found, how = self.decided[start]
-        else:
+        else:  # a block this profile did not run: its own count (nothing covers it)
             found, how = self._fitted(executions, start, end)
         named = [self.describe(m) for m in found]
         if len(named) == 1:
@@ -103,16 +126,21 @@ class LoopNamer:
         return found, ""
 
     def _decide(self) -> dict[int, tuple[list[LoopMatch], str]]:
-        """Each site's loops left (one: decided) and what decided it ("", "ordered", "located")."""
+        """Each site's loops left (one: decided) and what decided it ("" the count alone,
+        "ordered", "located", "plainest"). Every way a count fits is kept until the order of the
+        nests and the debug information have spoken; only then does the plainest way (as it is,
+        else peeled, else unrolled) choose among what is left."""
         assert self.layout is not None
-        nest = self.layout.nest
-        left = {addr: (self.layout.matches(runs), "") for addr, (_, runs, _) in self.sites.items()}
-        anchors: dict[str, list[tuple[int, int]]] = {}  # function -> (address, loop)
+        nest, layout = self.layout.nest, self.layout
+        left = {addr: (layout.fits(self.runs[addr]), "") for addr in self.sites}
+        anchors: dict[str, list[tuple[float, int]]] = {}  # function -> (address, loop)
         for addr, (found, _) in left.items():
             if len(found) == 1:
                 anchors.setdefault(self.sites[addr][0], []).append((addr, found[0].loop))
         for symbol, at, loop in self._variable_anchors():
-            anchors.setdefault(symbol, []).append((at, loop))
+            # the variable's loop begins at (or before) its first location: a block starting
+            # right there is already past the nests before it
+            anchors.setdefault(symbol, []).append((at - 0.5, loop))
         ordered = {symbol: points for symbol, points in anchors.items() if self._in_order(points)}
         for pass_ in ("ordered", "located", "ordered"):
             changed = True
@@ -135,7 +163,56 @@ class LoopNamer:
                         if len(keep) == 1 and symbol in ordered:
                             ordered[symbol].append((addr, keep[0].loop))
                         changed = True
+        for addr, (found, how) in left.items():
+            if len(found) > 1:
+                plainest = min(layout.plainness(m) for m in found)
+                kept = [m for m in found if layout.plainness(m) == plainest]
+                left[addr] = (kept, "plainest" if len(kept) == 1 else how)
         return left
+
+    def roots(self) -> list[int]:
+        """The outermost loop of each nest, in order."""
+        return [] if self.nest is None else [i for i, loop in enumerate(self.nest.loops) if loop.parent is None]
+
+    def nest_key(self, index: int, names: bool) -> str:
+        """What names nest `index` (1-based) in the view: the buffers it writes where both sides
+        recorded them, else its place and outermost loop."""
+        assert self.nest is not None
+        root = self.roots()[index - 1]
+        name = self.nest.nest_name(root)
+        return name if names and name else f"#{index} ({self.nest.loops[root].var})"
+
+    def nest_of(self, symbol: str | None, addr: int, executions: int) -> int | None:
+        """The nest (1-based) of a kernel site no loop was decided for, where the layout tells:
+        every loop that fits its count is in one nest, or the nearest decided sites (or first
+        debug locations) on both sides of it in its function are in one nest (a nest's code is
+        one stretch of the function); None otherwise."""
+        if self.layout is None:
+            return None
+        nest = self.layout.nest
+        found = self.decided.get(addr, (self.layout.matches(self.runs.get(addr, executions)), ""))[0]
+        nests = {nest.nest_index(m.loop) for m in found}
+        if len(nests) == 1:
+            return nests.pop()
+        points = sorted(self._nest_points().get(symbol or "", []))
+        below = [n for at, n in points if at <= addr]
+        above = [n for at, n in points if at > addr]
+        if below and above and below[-1] == above[0] and (not nests or below[-1] in nests):
+            return below[-1]
+        return None
+
+    def _nest_points(self) -> dict[str, list[tuple[int, int]]]:
+        """Per function, (address, nest) of every decided site and first debug location."""
+        if self._points is None:
+            assert self.layout is not None
+            nest = self.layout.nest
+            self._points = {}
+            for addr, (found, _) in self.decided.items():
+                if len(found) == 1:
+                    self._points.setdefault(self.sites[addr][0], []).append((addr, nest.nest_index(found[0].loop)))
+            for symbol, at, loop in self._variable_anchors():
+                self._points.setdefault(symbol, []).append((at, nest.nest_index(loop)))
+        return self._points
 
     def _variable_anchors(self) -> list[tuple[str, int, int]]:
         """(function, address, loop): where the debug information first locates a variable that
@@ -157,7 +234,7 @@ class LoopNamer:
                 out.append((inside[0], first, loops.pop()))
         return out
 
-    def _in_order(self, points: list[tuple[int, int]]) -> bool:
+    def _in_order(self, points: list[tuple[float, int]]) -> bool:
         """Whether no two anchors of a function contradict the nest's order."""
         assert self.layout is not None
         nest = self.layout.nest
@@ -203,9 +280,10 @@ def _placer(namer: LoopNamer, names: bool) -> Callable[[Site], Place]:
             return Place(function)
         loop, candidates = namer.name(site.symbol or None, site.executions, site.addr, site.end)
         if loop is None:
-            return Place(function, group=UNDECIDED if candidates else NOT_IN_LOOP)
-        nest = loop.nest_name if names and loop.nest_name else f"#{loop.nest_index} ({loop.path[0].var})"
-        return Place(function, nest, tuple(step.var for step in loop.path), loop)
+            root = namer.nest_of(site.symbol, site.addr, site.executions)
+            nest = None if root is None else namer.nest_key(root, names)
+            return Place(function, nest, group=UNDECIDED if candidates else NOT_IN_LOOP)
+        return Place(function, namer.nest_key(loop.nest_index, names), (loop.var,), loop)  # its variable
     return place
 
 

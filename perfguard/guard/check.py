@@ -234,6 +234,8 @@ def judge_results(config: Config, jobs: list[Job], results: list[JobResult], thr
                             f"{config.path}: kernel '{job.kernel.name}'")
             if baseline is not None and isinstance(predictor, PipelineModel):
                 attributed = attribute(predictor, baseline.stats, result.stats, (baseline.loops, result.loops))
+            elif baseline is not None:
+                attributed = attribute_calibrated(predictor, job.profile, config.cache_dir, baseline, result)
         except (InputError, InfraError) as exc:
             result.exit_code = exc.exit_code
             run.outcomes.append(JudgedResult(result, Verdict(ERROR, limit), error=exc.message))
@@ -320,6 +322,19 @@ def _model_rows(config: Config, jobs: list[Job], outcomes: list[JudgedResult], s
 OLD_BASELINE_NOTE = ("the baseline has no block profile (recorded before perfguard kept them): compared with the "
                      "analytical model on both sides; re-record it with 'perfguard baseline update' to use the "
                      "pipeline model")
+
+
+def attribute_calibrated(predictor, profile, cache_dir: Path, baseline: Baseline, result: JobResult):
+    """Where a calibrated model's change happened, said by the pipeline model (the one that scores
+    blocks; every output names it beside the verdict's model), when both sides have block profiles;
+    None otherwise, or when the pipeline model cannot score them (the verdict stands without it)."""
+    if not predictor.calibrated or baseline.stats.blocks is None or result.stats is None or result.stats.blocks is None:
+        return None
+    try:
+        return attribute(PipelineModel(profile, cache_dir), baseline.stats, result.stats,
+                         (baseline.loops, result.loops))
+    except (InputError, InfraError):
+        return None
 
 
 def like_with_like(predictor, baseline: Baseline | None, profile):

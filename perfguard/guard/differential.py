@@ -1,8 +1,8 @@
 """The differential view: both sides' cycles per call by function > loop nest > loop > block.
 
 Each block pair (guard.block_pairs) is placed by each side's own loop names (guard.attribution):
-a kernel block under its nest (named by the buffers it stores to, so a reordered nest is the same
-nest in both builds) and its loop, or under "not in a loop" / "loop not decided"; a block of any
+a kernel block under its nest (named by the buffers it writes, so a reordered nest is the same
+nest in both builds) and its loop (by its variable: a loop moved inside the nest is the same loop), or under "not in a loop" / "loop not decided"; a block of any
 other function (the C library, the harness) under that function only. A pair both of whose sides
 sit in the same place is one leaf; otherwise each side is a leaf of its own place.
 
@@ -24,19 +24,20 @@ from perfguard.guard.report import Attribution, BlockLoop, DiffNode
 
 HOTTEST = 8  # children kept per node by cycles
 LARGEST = 4  # ... and by the size of their change
-NOT_IN_LOOP = "not in a loop"
+NOT_IN_LOOP = "no loop named"
 UNDECIDED = "loop not decided"
 NO_SYMBOL = "(no symbol)"
 
 
 @dataclass(frozen=True)
 class Place:
-    """Where one side's site sits: its function, and for kernel code its nest and loop."""
+    """Where one side's site sits: its function, and for kernel code its nest and loop, or the
+    group of kernel code no loop was named for (in its nest where the layout tells which)."""
     function: str
-    nest: str | None = None  # the nest's key and name; None: not kernel code, or no loop
-    loop: tuple[str, ...] | None = None  # the loop's variables from the outermost down
+    nest: str | None = None  # the nest's key and name; None: not kernel code, or no nest known
+    loop: tuple[str, ...] | None = None  # the loop's key in its nest (its variable: the same loop in both builds)
     info: BlockLoop | None = field(default=None, compare=False)
-    group: str = ""  # kernel code not in a loop: NOT_IN_LOOP or UNDECIDED
+    group: str = ""  # kernel code no loop was named for: NOT_IN_LOOP or UNDECIDED
 
     @property
     def key(self) -> tuple:
@@ -98,7 +99,8 @@ def _leaf(roots: dict[tuple, _Node], place: Place, pair: BlockPair, index: int, 
     path = [(("function", place.function), place.function)]
     if place.nest is not None:
         path.append((("nest", place.nest), place.nest))
-        path.append((("loop", place.loop), place.loop[-1] if place.loop else "?"))
+    if place.loop is not None:
+        path.append((("loop", place.loop), place.loop[-1]))
     elif place.group:
         path.append((("unplaced", place.group), place.group))
     sites = pair.current if current or not pair.baseline else pair.baseline

@@ -136,6 +136,14 @@ def moved_drivers(result: Result) -> list[Driver]:
     return [d for d in (result.analysis.drivers if result.analysis else []) if d.time_s]
 
 
+def _verdict_model(result: Result, model: str) -> str:
+    """`; the verdict's calibrated model: +1.500 ms` when another model than `model` gave the verdict."""
+    kind = model_kind(result)
+    if kind in (model, "-") or result.current_time_s is None or result.baseline_time_s is None:
+        return ""
+    return f" (the verdict's {kind} model: {signed_seconds(result.current_time_s - result.baseline_time_s)})"
+
+
 def phase_split(result: Result) -> str:
     """How the change splits, said by the model that split it, adding up to that model's change:
     the pipeline model's changed code and cache-miss stalls (its change is the delta when it gave
@@ -148,7 +156,8 @@ def phase_split(result: Result) -> str:
                  f"cache-miss stalls {signed_seconds(a.stall_cycles / clock)}"]
         if round(a.moved_cycles):
             parts.append(f"code that only moved {signed_seconds(a.moved_cycles / clock)}")
-        return f"{a.model} model: {' + '.join(parts)} = {signed_seconds(a.change_cycles / clock)}"
+        return (f"{a.model} model: {' + '.join(parts)} = {signed_seconds(a.change_cycles / clock)}"
+                + _verdict_model(result, a.model))
     before = result.analysis.baseline if result.analysis else None
     after = result.analysis.current if result.analysis else None
     if before is None or after is None:
@@ -156,10 +165,7 @@ def phase_split(result: Result) -> str:
     compute, memory = after.compute_s - before.compute_s, after.memory_s - before.memory_s
     text = (f"analytical model: compute phase {signed_seconds(compute)} + memory phase "
             f"{signed_seconds(memory)} = {signed_seconds(compute + memory)}")
-    kind = model_kind(result)
-    if kind != "analytical" and result.current_time_s is not None and result.baseline_time_s is not None:
-        text += f" (the verdict's {kind} model: {signed_seconds(result.current_time_s - result.baseline_time_s)})"
-    return text
+    return text + _verdict_model(result, "analytical")
 
 
 LANE_LOSS = 1.5  # flops per FP instruction falling by this factor (or more): lost vectorisation
@@ -218,7 +224,7 @@ def what_changed_most(result: Result) -> str:
     pipeline model), else the top block of a report written before it, else the counter that
     moved the predicted time most."""
     if result.attribution is not None:
-        return where.where_line(result.attribution)
+        return where.where_line(result.attribution) + _verdict_model(result, result.attribution.model)
     if result.blocks:
         return block_line(top_block(result))
     moved = moved_drivers(result)

@@ -66,15 +66,15 @@ def loop_brief(loop: BlockLoop) -> str:
 
 
 def name(place: Place) -> str:
-    """`loop j of nest scores in main_compute_`, `main_compute_, not in a loop`, `memset`."""
+    """`loop j of nest scores in main_compute_`, `nest depthwise in main_compute_, no loop named`,
+    `main_compute_, loop not decided`, `memset`."""
     function = place.of("function")
     fn = function.name if function else "?"
-    node = place.node
+    node, nest = place.node, place.of("nest")
     if node.kind == "loop":
-        nest = place.of("nest")
         return f"loop {node.name} of nest {nest.name if nest else '?'} in {fn}"
     if node.kind == "unplaced":
-        return f"{fn}, {node.name}"
+        return f"nest {nest.name} in {fn}, {node.name}" if nest else f"{fn}, {node.name}"
     return fn
 
 
@@ -105,19 +105,29 @@ def model_total(a: Attribution) -> str:
 
 def where_line(a: Attribution) -> str:
     """The one line that says where: the place with the largest change, its share, what offset it,
-    and the model whose cycles these are."""
+    and the model whose cycles these are. Cache-miss stalls lead when they moved more than any
+    place (the simulator counts misses per run, not per block), the top place after them."""
     found = places(a)
-    if not found or found[0].node.delta_cycles * _sign(a) <= 0 <= abs(a.stall_cycles) - abs(a.code_cycles):
-        if a.stall_cycles:
-            return (f"cache-miss stalls: {signed_count(round(a.stall_cycles))} cycles = "
-                    f"{_share(a, a.stall_cycles)} of the change ({model_total(a)})")
-        if not found:
-            return f"no changed code ({model_total(a)}; code that only moved: {signed_count(round(a.moved_cycles))})"
-    top = found[0]
+    sign = _sign(a)
+    top = found[0] if found and found[0].node.delta_cycles * sign > 0 else None
+    stalls = signed_count(round(a.stall_cycles))
+    if a.stall_cycles * sign > 0 and (top is None or abs(a.stall_cycles) > abs(top.node.delta_cycles)):
+        text = (f"cache-miss stalls: {stalls} cycles = {_share(a, a.stall_cycles)} of the change (misses are "
+                f"counted per run, not per block)")
+        if top is not None:
+            text += f"; in the code: {_place_text(a, top, found)}"
+        return f"{text} ({model_total(a)})"
+    top = top or (found[0] if found else None)
+    if top is None:
+        return f"no changed code ({model_total(a)}; code that only moved: {signed_count(round(a.moved_cycles))})"
+    return f"{_place_text(a, top, found)} ({model_total(a)})"
+
+
+def _place_text(a: Attribution, top: Place, found: list[Place]) -> str:
     node = top.node
     brief = f" {loop_brief(node.loop)}" if node.loop is not None else ""
     return (f"{name(top)}{brief}: {signed_count(round(node.delta_cycles))} cycles = "
-            f"{_share(a, node.delta_cycles)} of the change{_offsets(a, top, found)} ({model_total(a)})")
+            f"{_share(a, node.delta_cycles)} of the change{_offsets(a, top, found)}")
 
 
 def top_lines(a: Attribution, most: int = MOST) -> tuple[list[str], str]:

@@ -138,9 +138,9 @@ def test_a_real_gemm_nest_is_the_schedule_as_lowered(tmp_path, target):
     assert [nest.loops[i].extent for i in nest.path(k_1)] == [4, 2, 8, 16, 8]
     assert nest.trips(k_1) == 64 * 64 * (64 // 32)  # every (i, k) pair once per j tile
     assert "j_1_1" not in by_var  # vectorized away
-    # what each loop stores outside its inner loops: the zeroing and the product both write C
+    # the nest's name: what its blocks write (the zeroing and the product both write C)
     assert {nest.loops[i].var: nest.loops[i].stores for i in range(len(nest.loops)) if nest.loops[i].stores} \
-        == {"j_1_0_init": ("C",), "j_1_0": ("C",)}
+        == {"i_0": ("C",)} and nest.nest_name(k_1) == "C" and nest.nest_index(k_1) == 1
     assert any(f.startswith("__tvm_ffi_") for f in nest.functions)
     assert set(nest.functions) == set(object_functions(tmp_path / "kernel.o"))
 
@@ -159,3 +159,22 @@ def test_the_nest_is_written_once_beside_the_build_and_read_back(tmp_path):
     assert json.loads((tmp_path / LOOPS_FILE).read_text())["version"] == 2
     (tmp_path / LOOPS_FILE).write_text("{cut")
     assert ensure_loops(tmp_path, None, {}) is None  # a damaged file names no loop, never an error
+
+
+def test_nests_are_named_by_what_they_write_before_lowering_merges_buffers(tmp_path):
+    """Lowering lets an attention's exponentials and probabilities reuse the scores' storage (one
+    buffer name for three nests); the names come from the scheduled module, where each is its own."""
+    from examples.kernels.attention import attention
+
+    target = BUILTIN["x86_64"].tvm_target
+    lowered = inspect_module(attention(S=16, D=16, vector=4), 1, "attention")
+    build_object(lowered, target, tmp_path / "kernel.o", "attention")
+    nest = record_loops(lowered.mod, target, tmp_path / "kernel.o")
+    roots = [i for i, loop in enumerate(nest.loops) if loop.parent is None]
+    assert [nest.nest_name(i) for i in roots] == ["scores", "row_max", "e", "row_sum", "p", "out"]
+    assert [nest.nest_index(i) for i in roots] == [1, 2, 3, 4, 5, 6]
+    # every loop of a nest carries its nest's name; the order of nests is the order of their code
+    inner = [i for i in range(len(nest.loops)) if nest.loops[i].parent is not None]
+    assert all(nest.nest_name(i) == nest.nest_name(nest.path(i)[0]) for i in inner)
+    assert nest.before(roots[0], roots[1]) and not nest.before(roots[1], roots[0])
+    assert not nest.before(roots[0], inner[0]) and not nest.before(inner[0], roots[0])  # inside it: neither
