@@ -7,8 +7,9 @@ attributed exactly as `perfguard check` does (guard.attribution with the pipelin
 place the where line names (report.where.places(...)[0]) is then judged against facts the
 attribution did not use:
 
-- the edited nests: the loop nests (by the buffers they store to) whose loops (variables,
-  extents, kinds) differ between the two builds' recorded nests;
+- the edited nests: the loop nests (named by the buffers they write) whose scheduled TIR (the
+  module the kernel's entry returns, each outermost loop printed as TVMScript) differs between
+  the two versions, or that only one version has;
 - code that only moved: a function outside the kernel whose executed blocks (sizes, instruction
   counts, executions) are the same on both sides ran the same code; naming it is naming moved
   code.
@@ -28,10 +29,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from perfguard.compile.loops import scheduled_nests
 from perfguard.config import KernelSpec
 from perfguard.executors import LocalExecutor
 from perfguard.guard.attribution import attribute
@@ -41,6 +44,7 @@ from perfguard.report import where
 from perfguard.targets import BUILTIN
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the user kernels (examples.kernels), as a project's own modules
 
 
 @dataclass(frozen=True)
@@ -114,17 +118,27 @@ EDITS = [
 ]
 
 
-def nests(loops: dict | None) -> dict[str, tuple]:
-    """Each nest of a recorded loop nest by its name: its loops (variable, extent, kind, depth)."""
-    out: dict[str, tuple] = {}
-    rows = (loops or {}).get("loops", [])
-    roots = [i for i, row in enumerate(rows) if row["parent"] is None]
-    for n, root in enumerate(roots):
-        end = roots[n + 1] if n + 1 < len(roots) else len(rows)
-        stores = [b for row in rows[root:end] for b in row.get("stores", [])]
-        name = ", ".join(dict.fromkeys(stores)) or f"#{n + 1}"
-        out[name] = out.get(name, ()) + tuple((row["var"], row["extent"], row["kind"], row["parent"] is None)
-                                               for row in rows[root:end])
+def nests(spec: KernelSpec) -> dict[str, str]:
+    """Each nest of the scheduled module `spec`'s entry returns, named by the buffers it writes
+    (compile.loops.scheduled_nests, as attribution names nests): its TVMScript text."""
+    import importlib
+
+    import tvm
+    import tvm.s_tir
+
+    module, function = spec.entry.split(":")
+    mod = getattr(importlib.import_module(module), function)(**spec.params)
+    texts = []
+    for _, func in sorted(mod.functions.items(), key=lambda item: item[0].name_hint):
+        body = func.body.block.body if isinstance(func.body, tvm.s_tir.SBlockRealize) else func.body
+        texts += [stmt.script() for stmt in (list(body.seq) if isinstance(body, tvm.tirx.SeqStmt) else [body])
+                  if isinstance(stmt, tvm.tirx.For)]
+    named = scheduled_nests(mod)
+    assert len(named) == len(texts), spec.name
+    out: dict[str, str] = {}
+    for (_, writes), text in zip(named, texts):
+        name = ", ".join(writes)
+        out[name] = out.get(name, "") + text
     return out
 
 
@@ -158,12 +172,10 @@ def by_address(model: PipelineModel, base, edited) -> str:
     return f"{'moved code' if twin else 'changed code'} ({block.block.symbol or '?'})"
 
 
-def judge(edit: Edit, base, edited, cache_dir: Path) -> dict:
+def judge(edit: Edit, base, edited, cache_dir: Path, changed: set[str]) -> dict:
     profile = BUILTIN[base.target]
     model = PipelineModel(profile, cache_dir)
     a = attribute(model, base.stats, edited.stats, (base.loops, edited.loops)).attribution
-    before, after = nests(base.loops), nests(edited.loops)
-    changed = {name for name in set(before) | set(after) if before.get(name) != after.get(name)}
     functions = set((edited.loops or {}).get("functions", []))
     found = where.places(a)
     row = {"edit": edit, "target": base.target, "delta_pct": 100.0 * a.change_cycles / a.baseline_cycles,
@@ -213,7 +225,9 @@ def main() -> None:
             rows.append({"edit": edit, "target": t, "outcome": "error", "line": (a.error or b.error or "")[:200],
                          "edited": [], "delta_pct": None, "ambiguous_places": 0})
             continue
-        rows.append(judge(edit, a, b, cache_dir))
+        before, after = nests(edit.kernel.spec()), nests(edit.kernel.spec(**edit.change))
+        changed = {name for name in set(before) | set(after) if before.get(name) != after.get(name)}
+        rows.append(judge(edit, a, b, cache_dir, changed))
     print("| # | kernel | edit | target | delta (pipeline) | edited nest(s) | top where entry | outcome | "
           "by address (before) |")
     print("|--:|---|---|---|--:|---|---|---|---|")

@@ -58,6 +58,7 @@ class LoopMatch:
     executions: int  # how often the block runs per call when it is this loop's (one copy of its) body
     per_execution: int = 1  # loop iterations per block execution (> 1: LLVM unrolled or vectorised it by this)
     peeled: int = 0  # iterations LLVM peeled off the loop (they run elsewhere)
+    approximate: bool = False  # no plain way fits: per_execution is the count's average (LoopLayout.rewritten)
 
 
 @dataclass(frozen=True)
@@ -163,7 +164,8 @@ class LoopNest:
             raise InputError(f"{where} must be an object with 'version', 'functions' and 'loops'")
         if data["version"] not in READABLE_VERSIONS:
             raise InputError(f"{where} version {data['version']!r} is not one of {list(READABLE_VERSIONS)}")
-        keys = {"var", "extent", "kind", "parent", "copy_of"} | ({"stores"} if data["version"] >= 2 else set())
+        names = ["var", "extent", "kind", "parent", "copy_of"] + (["stores"] if data["version"] >= 2 else [])
+        keys = set(names)
         functions, rows, error = data["functions"], data["loops"], data.get("error")
         if not isinstance(functions, list) or not all(isinstance(f, str) for f in functions):
             raise InputError(f"{where}: 'functions' must be a list of strings")
@@ -179,8 +181,9 @@ class LoopNest:
                 and (row["extent"] is None or _count(row["extent"])) \
                 and all(row[k] is None or (_count(row[k]) and row[k] < i) for k in ("parent", "copy_of"))
             if not ok:
-                raise InputError(f"{where}: loop {i} must be {{{', '.join(sorted(keys))}}} with a known kind, "
-                                 "earlier loops (or null) as parent and copy_of and buffer names as stores")
+                raise InputError(f"{where}: loop {i} must be {{{', '.join(names)}}} with a known kind, "
+                                 "earlier loops (or null) as parent and copy_of" + (" and buffer names as stores"
+                                                                                    if "stores" in keys else ""))
             loops.append(Loop(row["var"], row["extent"], row["kind"], row["parent"], row["copy_of"],
                               tuple(row.get("stores", ()))))
         ranges = data.get("ranges", {})
@@ -220,7 +223,7 @@ def record_loops(mod: object, tvm_target: dict, obj: Path, harness: Path | None 
         for _, func in sorted(lowered.functions.items(), key=lambda item: item[0].name_hint):
             if isinstance(func, tvm.tirx.PrimFunc):
                 _walk(tvm, func.body, loops, seen)
-        loops = _name_nests(loops, _scheduled_nests(tvm, mod))
+        loops = _name_nests(loops, scheduled_nests(mod))
         ranges = harness_ranges(obj, harness, {x.var for x in loops}) if harness is not None else {}
         return LoopNest(tuple(loops), object_functions(obj), ranges=ranges,
                         code=placed_code(obj, harness) if harness is not None else [])
@@ -247,11 +250,14 @@ def _walk(tvm, stmt, out: list[Loop], seen: list) -> None:
             stack.append((node.body, up))
 
 
-def _scheduled_nests(tvm, mod) -> list[tuple[set[str], list[str]]]:
+def scheduled_nests(mod) -> list[tuple[set[str], list[str]]]:
     """Each outermost loop of the scheduled module (before lowering): the variables of the loops
     in it and the buffers its blocks write, in order. Lowering merges the storage of buffers whose
     lives do not overlap under one name (an attention's exponentials reuse its scores), so what a
     nest stores is read here, where every buffer still has its own name."""
+    import tvm
+    import tvm.s_tir
+
     nests: list[tuple[set[str], list[str]]] = []
     for _, func in sorted(mod.functions.items(), key=lambda item: item[0].name_hint):
         if not isinstance(func, tvm.tirx.PrimFunc):
@@ -454,6 +460,19 @@ class LoopLayout:
             if f < extent and body >= 2 and count == outer * body:
                 return LoopMatch(i, count, per_execution=f, peeled=p)
         return None
+
+    def rewritten(self, i: int, count: int) -> LoopMatch | None:
+        """Loop i's body rewritten some way no plain fit describes (a vector loop with an extra
+        trip, a remainder of another size): the count is a whole number of runs per entry of the
+        loop, 2 up to its extent. Only for a block the debug information places in loop i
+        (guard.attribution): the count alone says too little."""
+        outer, extent = self.outer.get(i), self.nest.loops[i].extent or 0
+        if outer is None or count % outer:  # a loop read as unrolled completely too: no plain count fit it
+            return None
+        runs = count // outer
+        if not 2 <= runs <= extent:
+            return None
+        return LoopMatch(i, count, per_execution=max(1, round(extent / runs)), approximate=True)
 
     def fits(self, count: int) -> list[LoopMatch]:
         """Every loop (LLVM kept) that a block run `count` times per call fits, each the plainest

@@ -168,7 +168,23 @@ class LoopNamer:
                 plainest = min(layout.plainness(m) for m in found)
                 kept = [m for m in found if layout.plainness(m) == plainest]
                 left[addr] = (kept, "plainest" if len(kept) == 1 else how)
+            elif not found:
+                located = self._located_rewritten(addr)
+                if located is not None:
+                    left[addr] = ([located], "located")
         return left
+
+    def _located_rewritten(self, addr: int) -> LoopMatch | None:
+        """For a site no count fits: the deepest loop whose variable the debug information places
+        in it and whose entries its count is a whole number of runs of (LoopLayout.rewritten),
+        when exactly one is deepest."""
+        assert self.layout is not None
+        nest, end = self.layout.nest, self.sites[addr][2]
+        found = [m for i, loop in enumerate(nest.loops) if nest.located(loop.var, addr, end)
+                 and (m := self.layout.rewritten(i, self.runs[addr])) is not None]
+        deepest = [m for m in found if not any(o.loop != m.loop and m.loop in nest.path(o.loop) for o in found)]
+        distinct = {nest.origin(m.loop): m for m in deepest}
+        return next(iter(distinct.values())) if len(distinct) == 1 else None
 
     def roots(self) -> list[int]:
         """The outermost loop of each nest, in order."""
@@ -245,9 +261,11 @@ class LoopNamer:
         assert layout is not None
         loops = layout.nest.loops
         return BlockLoop(var=loops[match.loop].var,
-                         path=[LoopStep(loops[j].var, loops[j].extent, loops[j].kind, j in layout.flat)
+                         path=[LoopStep(loops[j].var, loops[j].extent, loops[j].kind,
+                                        j in layout.flat and j != match.loop)
                                for j in layout.nest.path(match.loop)],
                          trips=match.executions, per_execution=match.per_execution, peeled=match.peeled,
+                         approximate=match.approximate,
                          unrolled=[loops[j].var for j in layout.unrolled_inside(match.loop)],
                          nest_name=layout.nest.nest_name(match.loop), nest_index=layout.nest.nest_index(match.loop))
 

@@ -174,6 +174,7 @@ class BlockLoop:
     unrolled: list[str] = absent_if([])  # loops inside it without a block of their own: LLVM flattened them into it
     located: bool = absent_if(False)  # other loops fit the count too: the object's debug information told them apart
     ordered: bool = absent_if(False)  # other loops fit the count too: where the nests lie in the function told them apart
+    approximate: bool = absent_if(False)  # no plain way fits the count: per_execution is its average
     nest_name: str = absent_if("")  # the buffers its nest stores to (`scores`): the nest's name across builds
     nest_index: int = absent_if(0)  # which of the kernel's nests (1: the first outermost loop); 0: not known
 
@@ -188,7 +189,10 @@ class BlockLoop:
     def llvm_notes(self) -> list[str]:
         """What LLVM did to the loop, in words (empty: nothing seen)."""
         notes = []
-        if self.per_execution > 1:
+        if self.approximate:
+            notes.append(f"about {self.per_execution} iteration{'s' if self.per_execution > 1 else ''} per "
+                         "execution: rewritten by LLVM")
+        elif self.per_execution > 1:
             notes.append(f"{self.per_execution} iterations per execution: unrolled or vectorised by LLVM")
         if self.peeled:
             notes.append(f"{self.peeled} iteration{'s' if self.peeled > 1 else ''} peeled off by LLVM")

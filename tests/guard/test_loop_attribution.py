@@ -99,6 +99,22 @@ def test_anchors_out_of_the_nests_order_narrow_nothing():
     assert LoopNamer(nest, _stats(*blocks), "this run").name("main_compute_", 128, 0x1000, 0x1010)[0].var == "j"
 
 
+def test_a_count_no_plain_way_fits_names_the_loop_the_debug_information_places_there():
+    # k[256] under i[8]: LLVM's vector loop ran 17 times per entry (8 x 17 = 136): no plain fit
+    odd = _block(0x1010, 136)
+    nest = {**NEST, "ranges": {"k": [[0x1000, 0x1040]]}}
+    loop, _ = LoopNamer({**nest, "loops": [nest["loops"][0], {**nest["loops"][1], "extent": 256},
+                                           nest["loops"][2]]}, _stats(_block(0x1000, 8), odd), "t").name(
+        "main_compute_", 136, 0x1010, 0x1020)
+    assert (loop.var, loop.approximate, loop.per_execution, loop.located) == ("k", True, 15, True)
+    assert "about 15 iterations per execution: rewritten by LLVM" in loop.describe()
+    # without the variable's location (or with a count that is no whole number of runs per entry)
+    # there is no name
+    plain = {**NEST, "loops": [NEST["loops"][0], {**NEST["loops"][1], "extent": 256}, NEST["loops"][2]]}
+    assert LoopNamer(plain, _stats(_block(0x1000, 8), odd), "t").name("main_compute_", 136, 0x1010, 0x1020) \
+        == (None, [])
+
+
 def test_code_no_loop_fits_is_placed_in_the_nest_around_it():
     first, odd, last = _block(0x1000, 128), _block(0x1040, 77), _block(0x1080, 128)
     namer = LoopNamer(ORDERED, _stats(OUTER, first, odd, last, _block(0x1100, 96)), "this run")
