@@ -10,7 +10,7 @@ import traceback
 from perfguard import __version__
 from perfguard.commands import COMMANDS
 from perfguard.errors import EXIT_INFRA, EXIT_USAGE, PerfguardError
-from perfguard.signals import sigterm_interrupts
+from perfguard.signals import interruptible
 
 
 class _Parser(argparse.ArgumentParser):
@@ -32,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        with sigterm_interrupts():  # CI cancels with SIGINT, then SIGTERM: both stop the run the same way
+        with interruptible():  # CI cancels with SIGINT, then SIGTERM: both stop the run the same way
             return args.run(args)
     except PerfguardError as exc:
         sys.stderr.write(f"perfguard: error: {exc.message}\n")

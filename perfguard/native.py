@@ -18,13 +18,12 @@ import hashlib
 import os
 import platform
 import statistics
-import subprocess
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from perfguard import process
-from perfguard.compile.toolchain import ffi_include_dir
+from perfguard.compile.toolchain import LINK_TIMEOUT, ffi_include_dir
 from perfguard.errors import InfraError
 from perfguard.process import last_lines
 from perfguard.targets import TargetProfile
@@ -195,10 +194,10 @@ class NativeKernel:
         tmp = build_dir / f".libharness.{os.getpid()}.so"
         cmd = ["gcc", "-O2", "-shared", "-fPIC", "-DPERFGUARD_LIBRARY", "-I", str(ffi_include_dir()),
                str(build_dir / "harness.c"), str(build_dir / "kernel.o"), "-o", str(tmp), "-lm"]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        if proc.returncode != 0:
+        done = process.run(cmd, LINK_TIMEOUT, env=os.environ)  # killed with its group on Ctrl-C
+        if done.status != 0:
             tmp.unlink(missing_ok=True)
-            last = (proc.stderr.strip().splitlines() or ["?"])[-1]
+            last = "timed out" if done.timed_out else process.last_lines(done.stderr) or done.signal_name or "?"
             raise InfraError(f"{self.where}: linking the native library failed: {last}")
         os.replace(tmp, self.path)
 

@@ -27,7 +27,7 @@ from perfguard.compile.toolchain import (
 )
 from perfguard.config import KernelSpec, load_callable
 from perfguard.errors import InfraError, InputError, PerfguardError
-from perfguard.signals import sigterm_interrupts
+from perfguard.signals import interruptible
 from perfguard.sim.base import get_simulator
 from perfguard.sim.stats import Stats
 from perfguard.targets import TargetProfile
@@ -91,7 +91,7 @@ def run_job(job: Job) -> JobResult:
     spec = job.kernel
     result = JobResult(spec.name, job.profile.name, spec.family, dict(spec.params), job.simulator, ok=False)
     try:
-        with sigterm_interrupts():  # in a pool worker too: a terminated worker kills its simulator first
+        with interruptible():  # in a pool worker too: an interrupted worker kills its simulator first
             _run(job, result)
         result.ok = True
     except PerfguardError as exc:

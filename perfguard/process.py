@@ -16,15 +16,18 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from perfguard.signals import die_with_parent
+from perfguard.signals import die_with_parent, log
 
 # SIGKILL is what the kernel's OOM killer sends: the likeliest cause when nobody else would.
 OOM_HINT = " (out of memory? the kernel's OOM killer sends SIGKILL)"
+# The longest a wait for a child goes without returning to Python (where signal handlers run).
+WAIT_SLICE = 0.2
 
 
 @dataclass(frozen=True)
@@ -105,16 +108,29 @@ def run(
         stderr=subprocess.PIPE if stderr is None else stderr,
         cwd=cwd, env=dict(env) if env is not None else {}, start_new_session=True, preexec_fn=child_setup,
     )
+    name = Path(command[0]).name
+    log(f"started {name} as pid {proc.pid} (timeout {timeout:g} s)")
+    deadline = time.monotonic() + max(0.0, timeout)
     try:
-        out, err = proc.communicate(timeout=max(0.0, timeout))
-    except subprocess.TimeoutExpired:
-        _kill_group(proc)
-        out, err = proc.communicate()
-        return Finished(None, out or b"", err or b"")
-    except BaseException:
+        while True:
+            # Waited on in short slices: a signal the kernel hands to another thread of this
+            # process (TVM's, a progress bar's) does not wake this one, and its handler runs
+            # only once this thread is back in Python, at the latest one slice later.
+            try:
+                out, err = proc.communicate(timeout=min(WAIT_SLICE, max(0.0, deadline - time.monotonic())))
+                break
+            except subprocess.TimeoutExpired:
+                if time.monotonic() >= deadline:
+                    _kill_group(proc)
+                    out, err = proc.communicate()
+                    log(f"pid {proc.pid} ({name}) timed out: its group killed")
+                    return Finished(None, out or b"", err or b"")
+    except BaseException as exc:
         _kill_group(proc)
         proc.wait()
+        log(f"pid {proc.pid} ({name}) killed with its group: {type(exc).__name__}")
         raise
+    log(f"pid {proc.pid} ({name}) ended with status {proc.returncode}")
     return Finished(proc.returncode, out or b"", err or b"")
 
 

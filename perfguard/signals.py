@@ -1,38 +1,67 @@
-"""SIGTERM stops perfguard the way Ctrl-C does.
+"""Ctrl-C and SIGTERM stop perfguard, whatever it inherited, and children die with it.
 
-CI cancels a job with SIGINT, then SIGTERM; a process pool that breaks terminates its other
-workers with SIGTERM. Python's default SIGTERM action ends the process at once, without
-unwinding, and leaves a simulator it started (in its own process group) running, orphaned,
-for up to the simulation timeout. Raising KeyboardInterrupt instead runs the clean-up on the
-way out: the simulator's group is killed, temp files removed, a partial report written.
+CI cancels a job with SIGINT, then SIGTERM; a terminal's Ctrl-C sends SIGINT to the whole
+foreground group; a process pool that breaks terminates its other workers with SIGTERM.
+Python's default SIGTERM action ends the process at once, without unwinding, and leaves a
+simulator it started (in its own process group) running, orphaned, for up to the simulation
+timeout. Raising KeyboardInterrupt instead runs the clean-up on the way out: the simulator's
+group is killed, temp files removed, a partial report written.
+
+SIGINT needs the same care: Python turns it into KeyboardInterrupt only when it was not
+ignored at start-up, and a process started in the background by a non-interactive shell (as CI
+runners and test harnesses start jobs) inherits it ignored. perfguard then ran every hanging
+simulation to its timeout after a Ctrl-C (issue 30). Within `interruptible()` both signals
+raise KeyboardInterrupt whatever the inherited disposition or signal mask.
+
+With PERFGUARD_VERBOSE=1 every child process perfguard starts and how it ended, and every
+signal it turns into an interruption, are logged on stderr (`log`), pool workers included.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
+import time
 from contextlib import contextmanager
 from typing import Iterator
 
+INTERRUPT_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def verbose() -> bool:
+    return os.environ.get("PERFGUARD_VERBOSE", "") not in ("", "0")
+
+
+def log(message: str) -> None:
+    """One line on stderr, stamped with the process and a monotonic clock, when PERFGUARD_VERBOSE is set."""
+    if verbose():
+        sys.stderr.write(f"perfguard[{os.getpid()}] {time.monotonic():.3f}: {message}\n")
+        sys.stderr.flush()
+
 
 def _interrupt(signum, frame) -> None:
+    log(f"got {signal.Signals(signum).name}: interrupting")
     raise KeyboardInterrupt
 
 
 @contextmanager
-def sigterm_interrupts() -> Iterator[None]:
-    """Within the block (main thread only: elsewhere signals cannot be handled), SIGTERM raises
-    KeyboardInterrupt."""
+def interruptible() -> Iterator[None]:
+    """Within the block (main thread only: elsewhere signals cannot be handled), SIGINT and SIGTERM
+    raise KeyboardInterrupt, even when they were inherited ignored or blocked."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGTERM, _interrupt)
+    previous = {signum: signal.signal(signum, _interrupt) for signum in INTERRUPT_SIGNALS}
+    blocked = signal.pthread_sigmask(signal.SIG_UNBLOCK, INTERRUPT_SIGNALS) & set(INTERRUPT_SIGNALS)
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
-
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        if blocked:
+            signal.pthread_sigmask(signal.SIG_BLOCK, blocked)
 
 
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h

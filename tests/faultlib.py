@@ -244,13 +244,16 @@ class Process:
         return Run(code, " ".join(out.split()), data, self.before, snapshot(self.config.parent / "baselines"), seconds)
 
 
-def start(argv: list[str], config: Path, tools: Path | None = None, **env: str) -> Process:
+def start(argv: list[str], config: Path, tools: Path | None = None, ignore_sigint: bool = False,
+          **env: str) -> Process:
+    """`perfguard ARGV` as a process of its own; with `ignore_sigint`, started with SIGINT ignored."""
     (config.parent / "reports" / "perfguard.json").unlink(missing_ok=True)
     logs = config.parent / f"perfguard-{time.monotonic_ns()}"
+    ignore = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if ignore_sigint else None
     with open(logs.with_suffix(".out"), "w") as out, open(logs.with_suffix(".err"), "w") as err:
         popen = subprocess.Popen([sys.executable, "-m", "perfguard.cli", *argv, "--config", str(config)],
                                  stdout=out, stderr=err, env={**os.environ, **with_tools(tools), **env},
-                                 cwd=config.parent, start_new_session=True)
+                                 cwd=config.parent, start_new_session=True, preexec_fn=ignore)
     return Process(popen, logs, config, snapshot(config.parent / "baselines"), time.monotonic())
 
 
@@ -377,19 +380,31 @@ def full_disk_cache(work: Path, cache: Path) -> Run:
 
 
 def interrupted(signum: int, jobs: int, group: bool):
-    """A real `perfguard check` process stopped by a signal while a simulation hangs."""
+    """A real `perfguard check` process stopped by a signal while a simulation hangs.
+
+    perfguard starts with SIGINT ignored, as a non-interactive shell starts a background job
+    (CI runners and test harnesses start jobs so): Python then leaves SIGINT ignored, and
+    perfguard must still stop (issue 30). The signal is sent once perfguard has logged
+    (PERFGUARD_VERBOSE) that the hanging simulator runs; the notes record how long after it
+    every simulator was gone and the process had exited."""
 
     def scenario(work: Path, cache: Path) -> Run:
         config = seed(work / "proj", cache)
         tools, marker = work / "tools", work / "marker"
         marker.unlink(missing_ok=True)  # left by an earlier run of this scenario in the same folder
         fake_tool(tools, "qemu-aarch64", "hang", str(marker))
-        process = start(["check", "-j", str(jobs)], config, tools)
-        wait_for(marker)
-        time.sleep(1.0)  # the healthy kernel (cached) has finished by now
+        process = start(["check", "-j", str(jobs)], config, tools, ignore_sigint=True, PERFGUARD_VERBOSE="1")
+        process.wait_for_output("started qemu-aarch64 as pid")
+        wait_for(marker)  # the fake simulator itself runs (it is a Python script: it takes a moment)
+        sent = time.monotonic()
         (os.killpg if group else os.kill)(process.popen.pid, signum)
+        while processes_running(str(tools)) and time.monotonic() - sent < 30:
+            time.sleep(0.01)
+        gone = time.monotonic() - sent
         run = process.finish()
         run.notes["leftover"] = processes_running(str(tools))
+        run.notes["simulators_gone_s"] = gone
+        run.notes["exit_s"] = time.monotonic() - sent
         return run
 
     return scenario

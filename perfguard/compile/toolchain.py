@@ -9,6 +9,7 @@ import subprocess
 from functools import lru_cache
 from pathlib import Path
 
+from perfguard import process
 from perfguard.errors import InfraError, InputError
 from perfguard.targets import TargetProfile
 
@@ -86,6 +87,7 @@ def libc_version(cc: str) -> str:
 
 
 LLVM_TOOLS = ("llvm-mca-19", "llvm-mca")
+LINK_TIMEOUT = 300  # seconds: a static link takes well under one
 
 
 @lru_cache(maxsize=None)
@@ -113,7 +115,10 @@ def link_harness(target: TargetProfile, harness_c: Path, kernel_o: Path, out: Pa
     cc = find_cc(target)
     cmd = [cc, *target.cflags, "-static", "-no-pie", "-I", str(ffi_include_dir()),
            str(harness_c), str(kernel_o), "-o", str(out), "-lm"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        lines = [line for line in proc.stderr.splitlines() if line.strip()]
-        raise InfraError(f"{where}: linking the harness failed: {lines[-1] if lines else proc.returncode}")
+    # process.run: killed with its group (cc1, as, ld) on Ctrl-C, like a simulator
+    done = process.run(cmd, LINK_TIMEOUT, env=os.environ)
+    if done.timed_out:
+        raise InfraError(f"{where}: linking the harness timed out after {LINK_TIMEOUT} s")
+    if done.status != 0:
+        last = process.last_lines(done.stderr) or (done.signal_name or str(done.status))
+        raise InfraError(f"{where}: linking the harness failed: {last}")

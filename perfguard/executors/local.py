@@ -8,13 +8,31 @@ starts and stops its own pool.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
+import signal
+import time
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from typing import Callable, Sequence
 
 from perfguard.executors.base import Executor, J, R, default_workers
-from perfguard.signals import die_with_parent
+from perfguard.process import WAIT_SLICE
+from perfguard.signals import die_with_parent, log
+
+# Interrupted: how long running jobs get to return by themselves before their workers are sent
+# SIGTERM, and how long the workers then get in all before they are killed.
+SIGNAL_GRACE = 0.25
+STOP_GRACE = 0.6
+
+
+def _alive(pid: int) -> bool:
+    """True while `pid` runs (a dead child not yet reaped counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 class LocalExecutor(Executor):
@@ -45,6 +63,36 @@ class LocalExecutor(Executor):
             self._pool = None
         self._entered = False
 
+    def _stop_workers(self, running: list[Future]) -> None:
+        """Interrupted: stop the running jobs now rather than wait for them to end. Workers that got
+        the signal too (Ctrl-C in a terminal reaches the whole group) kill their simulators and
+        return at once; those still running after a short grace are told to (SIGTERM: see
+        signals.interruptible), and those still alive after STOP_GRACE are killed, their
+        simulators with them (signals.die_with_parent)."""
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        workers = list(getattr(pool, "_processes", None) or {})  # pids: the pool keeps no public list
+        pool.shutdown(wait=False, cancel_futures=True)
+        try:
+            _, still = wait(running, timeout=SIGNAL_GRACE)
+            if still:
+                log(f"{len(still)} job(s) still running {SIGNAL_GRACE:g} s after the interruption: SIGTERM to the workers")
+                for pid in workers:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGTERM)
+            deadline = time.monotonic() + STOP_GRACE
+            while time.monotonic() < deadline and any(_alive(pid) for pid in workers):
+                time.sleep(0.02)
+        except KeyboardInterrupt:  # interrupted again: no more grace
+            pass
+        finally:
+            for pid in workers:
+                if _alive(pid):
+                    log(f"worker {pid} still running after the interruption: killed")
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+
     def submit(self, fn: Callable[[J], R], job: J) -> Future:
         if self._workers == 1:  # inline: the result is ready when submit returns
             future: Future = Future()
@@ -71,15 +119,18 @@ class LocalExecutor(Executor):
         pending = {pool.submit(fn, job): i for i, job in enumerate(jobs)}
         try:
             while pending:
-                done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                # short slices: see process.WAIT_SLICE
+                done, _ = wait(pending, timeout=WAIT_SLICE, return_when=FIRST_COMPLETED)
                 for future in done:
                     i = pending.pop(future)
                     results[i] = future.result()
                     if on_result:
                         on_result(i, results[i])
-        except BaseException:
+        except BaseException as exc:
             for future in pending:
                 future.cancel()
+            if isinstance(exc, KeyboardInterrupt):
+                self._stop_workers([f for f in pending if not f.cancelled()])
             raise
         finally:
             if transient:

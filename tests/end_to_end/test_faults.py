@@ -22,6 +22,10 @@ from perfguard.guard.lock import LOCK_NAME, baselines_lock
 from tests import faultlib as F
 
 
+# Seconds from the signal to the exit of an interrupted check: writing its partial report (the
+# simulators are gone within a second).
+INTERRUPTED_EXIT_S = 30
+
 pytestmark = pytest.mark.skipif(None in F.REAL.values(), reason=f"needs {', '.join(F.REAL)} (scripts/setup.sh)")
 
 
@@ -62,6 +66,10 @@ def test_fault_is_exit_3_with_a_partial_report_and_baselines_kept(name, work, ca
         update = run.notes["update"]
         assert update.code == 3 and update.baselines_kept, update.out
     if name.startswith(("Ctrl-C", "CI cancel")):
+        assert run.notes["simulators_gone_s"] < 1.0, run.out  # every simulator stopped within a second
+        # ... and the process exited once its partial report was written (a missed signal runs the hanging
+        # simulator to its 120 s timeout)
+        assert run.notes["exit_s"] < INTERRUPTED_EXIT_S, run.out
         assert run.report["summary"]["interrupted"] is True
         assert "interrupted" in run.out and "Traceback" not in run.out.split("perfguard: interrupted")[0][-200:]
     if name.startswith("transient"):  # no retry: the error stands, and the next run is clean

@@ -67,6 +67,70 @@ def test_interruption_kills_the_group_and_is_raised_again(tmp_path):
     assert _gone(int(pidfile.read_text()))
 
 
+_INTERRUPTIBLE_CHILD = """
+import signal, sys, time
+from perfguard import process
+from perfguard.signals import interruptible
+try:
+    with interruptible():
+        print("waiting", flush=True)
+        process.run(["/bin/sh", "-c", "sleep 60 & echo $! > " + sys.argv[1] + "; sleep 60"], 60)
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_inherited_ignored_still_interrupts_and_kills_the_group(tmp_path, signum):
+    """Issue 30: a process started with SIGINT ignored (a non-interactive shell's background job)
+    kept running its simulator to the timeout after a Ctrl-C."""
+    import subprocess
+    import sys
+
+    pidfile = tmp_path / "pid"
+
+    def ignored() -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+    child = subprocess.Popen([sys.executable, "-c", _INTERRUPTIBLE_CHILD, str(pidfile)], stdout=subprocess.PIPE,
+                             text=True, preexec_fn=ignored)
+    assert child.stdout.readline() == "waiting\n"
+    while not pidfile.exists() or not pidfile.read_text().strip():
+        time.sleep(0.01)
+    sent = time.monotonic()
+    child.send_signal(signum)
+    assert child.stdout.readline() == "interrupted\n"
+    assert child.wait(10) == 0 and time.monotonic() - sent < 1.0
+    assert _gone(int(pidfile.read_text()), within=0.5)
+
+
+def test_a_signal_handled_by_another_thread_still_stops_the_wait(tmp_path):
+    """The kernel may hand a process-wide signal to any thread that does not block it; its handler
+    runs once the main thread is back in Python, which a wait in short slices guarantees."""
+    import threading
+
+    pidfile = tmp_path / "pid"
+
+    def interrupt(signum, frame):
+        raise _Interrupted
+
+    other = threading.Thread(target=time.sleep, args=(2.0,))
+    previous = signal.signal(signal.SIGUSR1, interrupt)
+    other.start()
+    try:
+        timer = threading.Timer(0.5, lambda: signal.pthread_kill(other.ident, signal.SIGUSR1))
+        timer.start()
+        started = time.monotonic()
+        with pytest.raises(_Interrupted):
+            process.run(_grandchild_script(pidfile), 30)
+        assert time.monotonic() - started < 1.5  # the signal came at 0.5 s; the run would last 30 s
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+        other.join()
+    assert _gone(int(pidfile.read_text()))
+
+
 @pytest.mark.parametrize("sig, name, oom", [("SEGV", "SIGSEGV", False), ("KILL", "SIGKILL", True)])
 def test_a_signal_is_classified(sig, name, oom):
     done = process.run(["/bin/sh", "-c", f"echo dying >&2; kill -{sig} $$"], 10)
