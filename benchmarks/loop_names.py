@@ -16,7 +16,7 @@ is too shallow or wrong); "not located" when neither (LLVM often rewrites an ind
 and keeps no location for it). A block no loop variable covers gets no verdict.
 
     python benchmarks/loop_names.py [--config perfguard.toml] [--targets x86_64,aarch64,riscv64]
-                                    [--kernels a,b] [--cover 0.9]
+                                    [--kernels a,b] [--cover 0.9] [--weight cycles|insts]
 """
 
 from __future__ import annotations
@@ -39,6 +39,8 @@ def main() -> None:
     ap.add_argument("--targets", default="x86_64,aarch64,riscv64")
     ap.add_argument("--kernels", default=None)
     ap.add_argument("--cover", type=float, default=0.9)
+    ap.add_argument("--weight", choices=("cycles", "insts"), default="cycles",
+                    help="weigh sites by pipeline-model cycles (default) or by instructions run")
     args = ap.parse_args()
     config = load_config(Path(args.config))
     pairs = select(config, args.kernels.split(",") if args.kernels else None, args.targets.split(","))
@@ -53,10 +55,11 @@ def main() -> None:
         namer = LoopNamer(result.loops, result.stats, job.label)
         layout = namer.layout
         tally["kernels"] += 1
-        cycles: Counter = Counter()  # per site: its pipeline-model cycles per call
+        cycles: Counter = Counter()  # per site: its pipeline-model cycles (or instructions) per call
         for cost in PipelineModel(job.profile, config.cache_dir).block_costs(result.stats, job.label):
             if cost.block.addr in namer.sites:
-                cycles[cost.block.addr] += cost.cycles
+                b = cost.block
+                cycles[b.addr] += cost.cycles if args.weight == "cycles" else b.insns * b.count
         blocks = sorted(namer.sites, key=lambda addr: (-cycles[addr], addr))
         total = sum(cycles.values()) or 1
         build_dir = Path(config.cache_dir) / "builds" / result.content_hash[:2] / result.content_hash
@@ -124,7 +127,7 @@ def main() -> None:
           f"unnamed {tally['unnamed']}; with a DWARF location {tally['with_dwarf']}; of the named: confirmed "
           f"{tally['confirmed']}, not located {tally['unconfirmed']}, a deeper loop's variable live "
           f"{tally['contradicted']}")
-    print(f"share of the kernel's pipeline-model cycles: named {tally['named_share'] / max(1, tally['kernels']):.1f} %, "
+    print(f"share of the kernel's {'pipeline-model cycles' if args.weight == 'cycles' else 'instructions'}: named {tally['named_share'] / max(1, tally['kernels']):.1f} %, "
           f"ambiguous {tally['ambiguous_share'] / max(1, tally['kernels']):.1f} %, unnamed "
           f"{tally['unnamed_share'] / max(1, tally['kernels']):.1f} % (mean per kernel x target)")
 

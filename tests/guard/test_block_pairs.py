@@ -212,3 +212,41 @@ def test_past_the_hottest_and_the_largest_changes_nodes_fold_into_one_that_keeps
     assert (more.kind, more.folded, more.unchanged) == ("more", 5, True)
     assert sum(c.baseline_cycles for c in function.children) == function.baseline_cycles
     assert sum(c.delta_cycles for c in function.children) == function.delta_cycles == 1 + 2 + 3 + 4
+
+
+# -- the whole attribution, scored by the real pipeline model (llvm-mca) ------------------------
+
+def _real_stats(*blocks: Block):
+    from perfguard.sim.blocks import BlockProfile
+    from perfguard.sim.stats import Stats
+
+    return Stats(insts=sum(b.insns * b.count for b in blocks), l1d_misses=0, l1i_misses=0, l2_misses=0,
+                 blocks=BlockProfile.merged(list(blocks)))
+
+
+def test_a_baseline_whose_nest_names_no_buffers_keys_both_sides_nests_by_their_place(tmp_path):
+    import shutil
+
+    from perfguard.compile.loops import Loop, LoopNest
+    from perfguard.guard.attribution import attribute
+    from perfguard.predict.pipeline import PipelineModel
+    from perfguard.targets import BUILTIN
+
+    if shutil.which("llvm-mca-19") is None or shutil.which("llvm-mc-19") is None:
+        pytest.skip("llvm-mca-19 not installed")
+    loops = (Loop("i", 8, "serial", None, stores=("a",)), Loop("j", 16, "serial", 0))
+    new = LoopNest(loops, ("main_compute_",)).to_dict()
+    old = {**new, "version": 1, "loops": [{k: v for k, v in row.items() if k != "stores"} for row in new["loops"]]}
+    nops = "90" * 4
+    outer = Block(0x1000, 4, 4, 8, nops, "main_compute_")
+    before = _real_stats(outer, Block(0x1010, 4, 4, 128, nops, "main_compute_"))
+    after = _real_stats(outer, Block(0x1010, 8, 8, 128, nops * 2, "main_compute_"))  # j's body got longer
+    model = PipelineModel(BUILTIN["x86_64"], tmp_path)
+    for nests, key in (((new, new), "a"), ((old, new), "#1 (i)"), ((new, old), "#1 (i)")):
+        found = attribute(model, before, after, nests)
+        (kernel,) = found.attribution.nodes
+        (nest,) = kernel.children  # one nest on both sides, never split in two by the old baseline
+        assert nest.name == key and [(c.name, c.unchanged) for c in nest.children] == [("j", False), ("i", True)]
+        (change,) = found.blocks
+        assert (change.paired, change.current.loop.var) == ("same loop", "j")
+        assert change.share_pct == pytest.approx(100.0)
