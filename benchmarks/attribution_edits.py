@@ -67,6 +67,7 @@ class Edit:
     kernel: Kernel
     change: dict = field(default_factory=dict)
     what: str = ""
+    moved: frozenset = frozenset()  # a loop-order edit: the loops it moved (either build's variables)
 
 
 GEMM = Kernel("gemm", "perfguard.kernels.gemm:gemm", "gemm",
@@ -90,29 +91,31 @@ INT8 = Kernel("int8_matmul", "examples.kernels.int8_matmul:int8_matmul", None, d
               "examples.kernels.int8_matmul:reference", "examples.kernels.int8_matmul:flops")
 
 EDITS = [
-    Edit(GEMM, {"order": "kij"}, "tile loop order ijk -> kij"),
-    Edit(GEMM, {"inner": "kij"}, "inner loop order ikj -> kij"),
+    Edit(GEMM, {"order": "kij"}, "tile loop order ijk -> kij", frozenset({"i_0", "j_0", "k_0"})),
+    Edit(GEMM, {"inner": "kij"}, "inner loop order ikj -> kij", frozenset({"i_1", "k_1"})),
     Edit(GEMM, {"vector": 1}, "vectorisation off"),
     Edit(GEMM, {"tile_k": 32}, "tile_k 4 -> 32"),
     Edit(GEMM, {"unroll": 0}, "TVM unrolling off"),
     Edit(GEMV, {"tile_k": 32}, "tile_k 256 -> 32"),
-    Edit(GEMV, {"order": "ki"}, "tile loop order ik -> ki"),
+    Edit(GEMV, {"order": "ki"}, "tile loop order ik -> ki", frozenset({"i_0", "k_0"})),
     Edit(CONV, {"tile_q": 7}, "tile_q 14 -> 7"),
-    Edit(CONV, {"order": "FcPQrsfpq"}, "loop order: channels outside the output tiles"),
+    Edit(CONV, {"order": "FcPQrsfpq"}, "loop order: channels outside the output tiles",
+         frozenset({"c", "y_0", "x_0"})),
     Edit(DEPTHWISE, {"vector": 1}, "vectorisation off"),
-    Edit(DEPTHWISE, {"order": "rs_outer"}, "window loops outside the tile"),
-    Edit(DENSE, {"order": "ob"}, "tile loop order bo -> ob"),
+    Edit(DEPTHWISE, {"order": "rs_outer"}, "window loops outside the tile", frozenset({"r", "s", "c_1", "y_1"})),
+    Edit(DENSE, {"order": "ob"}, "tile loop order bo -> ob", frozenset({"b_0", "o_0"})),
     Edit(DENSE, {"tile_i": 64}, "tile_i 256 -> 64"),
     Edit(QGEMM, {"tile_n": 4}, "tile_n 16 -> 4"),
     Edit(QCONV, {"tile_f": 8}, "tile_f 16 -> 8"),
-    Edit(ATTENTION, {"qk_order": "ijd"}, "scores: reduction innermost (vectorisation lost)"),
-    Edit(ATTENTION, {"pv_order": "ict"}, "output product: reduction innermost"),
+    Edit(ATTENTION, {"qk_order": "ijd"}, "scores: reduction innermost (vectorisation lost)",
+         frozenset({"j", "d", "j_0"})),
+    Edit(ATTENTION, {"pv_order": "ict"}, "output product: reduction innermost", frozenset({"c", "t", "c_0"})),
     Edit(ATTENTION, {"inline_p": True}, "probabilities computed inside the output product"),
     Edit(ATTENTION, {"vector": 4}, "both products 8 -> 4 lanes"),
     Edit(LAYER_NORM, {"vector": 1}, "normalising loop not vectorised"),
-    Edit(LAYER_NORM, {"order": "nr"}, "normalising loop order rows inside"),
+    Edit(LAYER_NORM, {"order": "nr"}, "normalising loop order rows inside", frozenset({"r", "n", "n_0"})),
     Edit(LAYER_NORM, {"lanes": 8}, "statistics summed in 8 lanes"),
-    Edit(INT8, {"order": "ijk"}, "reduction innermost"),
+    Edit(INT8, {"order": "ijk"}, "reduction innermost", frozenset({"j", "k", "j_0"})),
     Edit(INT8, {"vector": 4}, "16 -> 4 lanes"),
     Edit(INT8, {"tile_k": 32}, "reduction split into chunks of 32"),
 ]
@@ -195,6 +198,8 @@ def judge(edit: Edit, base, edited, cache_dir: Path, changed: set[str]) -> dict:
     else:
         row["outcome"] = "ambiguous" if top.node.name == "loop not decided" else "no nest"
     row["top"] = where.name(top) + (" (after cache-miss stalls)" if row["line"].startswith("cache-miss") else "")
+    if edit.moved:
+        row["loop"] = "moved loop" if top.node.kind == "loop" and top.node.name in edit.moved else "other loop"
     return row
 
 
@@ -228,6 +233,7 @@ def main() -> None:
         before, after = nests(edit.kernel.spec()), nests(edit.kernel.spec(**edit.change))
         changed = {name for name in set(before) | set(after) if before.get(name) != after.get(name)}
         rows.append(judge(edit, a, b, cache_dir, changed))
+        rows[-1]["nests"] = len(set(before) | set(after))
     print("| # | kernel | edit | target | delta (pipeline) | edited nest(s) | top where entry | outcome | "
           "by address (before) |")
     print("|--:|---|---|---|--:|---|---|---|---|")
@@ -235,7 +241,8 @@ def main() -> None:
         n = EDITS.index(r["edit"]) + 1
         delta = "-" if r["delta_pct"] is None else f"{r['delta_pct']:+.1f} %"
         print(f"| {n} | {r['edit'].kernel.name} | {r['edit'].what} | {r['target']} | {delta} | "
-              f"{', '.join(r['edited']) or '-'} | {r.get('top', r['line'])} | {r['outcome']} | "
+              f"{', '.join(r['edited']) or '-'} | {r.get('top', r['line'])} | {r['outcome']}"
+              f"{'; ' + r['loop'] if 'loop' in r else ''} | "
               f"{r.get('by_address', '-')} |")
     tally = Counter(r["outcome"] for r in rows)
     judged = [r for r in rows if r["outcome"] not in ("error", "no change")]
@@ -243,6 +250,12 @@ def main() -> None:
     print(f"\n{len(rows)} cases ({len(chosen)} edits x {len(targets)} targets): edited nest named in {named} of "
           f"{len(judged)} with a change ({100.0 * named / max(1, len(judged)):.0f} %); "
           + ", ".join(f"{k} {v}" for k, v in sorted(tally.items()) if k != "edited nest"))
+    several = [r for r in judged if r.get("nests", 1) > 1]
+    print(f"of them, kernels with more than one nest: edited nest named in "
+          f"{sum(r['outcome'] == 'edited nest' for r in several)} of {len(several)}")
+    ordered = [r for r in judged if "loop" in r]
+    print(f"loop-order edits: a loop the edit moved named first in {sum(r['loop'] == 'moved loop' for r in ordered)} "
+          f"of {len(ordered)}")
     before = sum(1 for r in rows if r.get("by_address", "").startswith("moved code"))
     print(f"pairing by address (before) put moved code first in {before} of {len(judged)}")
     print(f"moved code named: {tally['moved code']}; top entry ambiguous: {tally['ambiguous']}; places of 10 % or "
