@@ -24,6 +24,7 @@ ambiguous: the caller shows the candidates, never one of them as the answer.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import shutil
@@ -114,16 +115,29 @@ class LoopNest:
 
     def subtree_end(self, i: int) -> int:
         """One past the last loop inside loop i (pre-order: its subtree is [i, subtree_end(i)))."""
-        end = i + 1
-        while end < len(self.loops) and i in self.path(end):
-            end += 1
-        return end
+        return self._ends[i]
 
     def span(self, i: int) -> tuple[int, int]:
         """[first, last] pre-order index of the code of loop i's origin: every copy of it and what
         is inside them."""
-        copies = [j for j in range(len(self.loops)) if self.origin(j) == self.origin(i)]
-        return min(copies), max(self.subtree_end(j) for j in copies) - 1
+        return self._spans[self.origin(i)]
+
+    @functools.cached_property
+    def _ends(self) -> list[int]:
+        ends = list(range(1, len(self.loops) + 1))
+        for i in reversed(range(len(self.loops))):  # children after parents: fold each end upward
+            parent = self.loops[i].parent
+            if parent is not None:
+                ends[parent] = max(ends[parent], ends[i])
+        return ends
+
+    @functools.cached_property
+    def _spans(self) -> dict[int, tuple[int, int]]:
+        spans: dict[int, tuple[int, int]] = {}
+        for j in range(len(self.loops)):
+            first, last = spans.get(self.origin(j), (j, j))
+            spans[self.origin(j)] = (min(first, j), max(last, self._ends[j] - 1))
+        return spans
 
     def before(self, a: int, b: int) -> bool:
         """Whether all of loop a's code comes before all of loop b's in the nest's order (neither

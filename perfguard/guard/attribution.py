@@ -292,7 +292,14 @@ def _side(site: Site, namer: LoopNamer) -> BlockSide:
 def _placer(namer: LoopNamer, names: bool) -> Callable[[Site], Place]:
     """Where a site of this side sits; `names`: nests are keyed by the buffers they store to
     (both sides recorded them), else by their outermost loop's variable."""
+    memo: dict[int, Place] = {}
+
     def place(site: Site) -> Place:
+        if site.addr not in memo:
+            memo[site.addr] = placed(site)
+        return memo[site.addr]
+
+    def placed(site: Site) -> Place:
         function = site.symbol or NO_SYMBOL
         if not namer.in_kernel(site.symbol, site.addr):
             return Place(function)

@@ -112,15 +112,15 @@ class _Forms:
     def __init__(self, side: list[Site], isa: str):
         self.isa = isa
         self.norm = {s.addr: tuple(normalised(c.timing.asm, isa) for c in s.costs) for s in side}
+        self.renamed = {addr: tuple(renamed(f, isa) for f in forms) for addr, forms in self.norm.items()}
 
     def key(self, site: Site, step: str) -> Hashable:
-        forms = self.norm[site.addr]
         counts = tuple(c.block.count for c in site.costs)
         if step == SAME:
-            return site.symbol, forms, counts
+            return site.symbol, self.norm[site.addr], counts
         if step == RENAMED:
-            return site.symbol, tuple(renamed(f, self.isa) for f in forms), counts
-        return site.symbol, tuple(renamed(f, self.isa) for f in forms)  # RECOUNTED
+            return site.symbol, self.renamed[site.addr], counts
+        return site.symbol, self.renamed[site.addr]  # RECOUNTED
 
     def joined(self, run: list[Site]) -> tuple:
         """The renamed form of consecutive single-block sites read as one block."""

@@ -232,9 +232,11 @@ def judge_results(config: Config, jobs: list[Job], results: list[JobResult], thr
             verdict = judge(result.stats, baseline, predictor, limit, result.toolchain,
                             str(store.path(job.profile.name, job.kernel.name)), config.kernel_limits(job.kernel),
                             f"{config.path}: kernel '{job.kernel.name}'")
-            if baseline is not None and isinstance(predictor, PipelineModel):
+            if baseline is None or not verdict.delta_pct:
+                pass  # nothing moved (a no-op check pays nothing for the view)
+            elif isinstance(predictor, PipelineModel):
                 attributed = attribute(predictor, baseline.stats, result.stats, (baseline.loops, result.loops))
-            elif baseline is not None:
+            else:
                 attributed = attribute_calibrated(predictor, job.profile, config.cache_dir, baseline, result)
         except (InputError, InfraError) as exc:
             result.exit_code = exc.exit_code

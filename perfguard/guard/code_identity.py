@@ -15,6 +15,7 @@ Neither form is ever shown: they are keys (guard.block_pairs).
 
 from __future__ import annotations
 
+import functools
 import re
 
 Form = tuple[str, ...]
@@ -29,6 +30,7 @@ _X86_REG = re.compile(r"%([a-z][a-z0-9]*)")
 _X86_FIXED = {"rip", "rsp", "esp", "sp", "spl"}
 
 
+@functools.lru_cache(maxsize=1024)  # a few dozen register names, looked up for every operand
 def _x86_family(name: str) -> tuple[str, str] | None:
     """(physical register, width) of an AT&T register name; None for one kept as it is."""
     if name in _X86_FIXED:
