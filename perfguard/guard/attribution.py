@@ -68,7 +68,9 @@ class LoopNamer:
       Anchors are the sites only one loop fits and the first address where the debug
       information locates a loop variable that names one loop only; a candidate an anchor
       contradicts is dropped, until nothing changes. A function whose anchors contradict each
-      other (the layout is not in the nest's order there) is not narrowed this way;
+      other (the layout is not in the nest's order there) is not narrowed this way. Before the
+      first location of a variable only one loop has, that loop's body has not begun: a block
+      there is neither that loop nor one inside it;
     - the debug information: of the loops left, the one whose variable alone is located in
       the block.
 
@@ -142,6 +144,10 @@ class LoopNamer:
             # right there is already past the nests before it
             anchors.setdefault(symbol, []).append((at - 0.5, loop))
         ordered = {symbol: points for symbol, points in anchors.items() if self._in_order(points)}
+        # where a variable only one loop has is first located, that loop's body has not begun:
+        # a block before it is neither that loop nor a loop inside it
+        starts = {symbol: [(at, loop) for s, at, loop in self._variable_anchors() if s == symbol]
+                  for symbol in ordered}
         for pass_ in ("ordered", "located", "ordered"):
             changed = True
             while changed:
@@ -157,7 +163,8 @@ class LoopNamer:
                         points = ordered.get(symbol, [])
                         keep = [m for m in found if not any(
                             (nest.before(a, m.loop) and at > addr) or (nest.before(m.loop, a) and at < addr)
-                            for at, a in points)]
+                            for at, a in points) and not any(
+                            addr < at and a in nest.path(m.loop) for at, a in starts.get(symbol, []))]
                     if keep and len(keep) < len(found):
                         left[addr] = (keep, pass_ if len(keep) == 1 else how)
                         if len(keep) == 1 and symbol in ordered:
