@@ -106,7 +106,7 @@ def model_total(a: Attribution) -> str:
 def where_line(a: Attribution) -> str:
     """The one line that says where: the place with the largest change, its share, what offset it,
     and the model whose cycles these are. Cache-miss stalls lead when they moved more than any
-    place (the simulator counts misses per run, not per block), the top place after them."""
+    place (the simulator counts misses per run, not per block), the code's largest change after them."""
     found = places(a)
     sign = _sign(a)
     top = found[0] if found and found[0].node.delta_cycles * sign > 0 else None
@@ -114,8 +114,9 @@ def where_line(a: Attribution) -> str:
     if a.stall_cycles * sign > 0 and (top is None or abs(a.stall_cycles) > abs(top.node.delta_cycles)):
         text = (f"cache-miss stalls: {stalls} cycles = {_share(a, a.stall_cycles)} of the change (misses are "
                 f"counted per run, not per block)")
-        if top is not None:
-            text += f"; in the code: {_place_text(a, top, found)}"
+        largest = max(found, key=lambda p: (abs(p.node.delta_cycles), -found.index(p)), default=None)
+        if largest is not None:  # the code's largest change, whichever way it went
+            text += f"; in the code: {_place_text(a, largest, found)}"
         return f"{text} ({model_total(a)})"
     top = top or (found[0] if found else None)
     if top is None:

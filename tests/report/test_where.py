@@ -64,6 +64,14 @@ def test_the_where_line_names_the_loop_with_the_largest_change_and_what_offset_i
     assert where.where_line(a).startswith("loop d of nest scores in main_compute_")
 
 
+def test_cache_miss_stalls_lead_when_they_moved_most_then_the_codes_largest_change():
+    a = view()
+    a.stall_cycles, a.current_cycles = -40000.0, a.current_cycles - 40012.0  # misses fell, the code got slower
+    line = where.where_line(a)
+    assert line.startswith("cache-miss stalls: -40,000 cycles = ") and "(misses are counted per run" in line
+    assert "; in the code: loop j of nest scores in main_compute_ " in line  # +22,758: the largest, against it
+
+
 def test_the_top_places_and_the_rest_add_up_to_the_whole_change():
     a = view()
     lines, rest = where.top_lines(a)
