@@ -17,7 +17,7 @@ from perfguard.report.text import (SELF_CONSISTENCY, headline, limit_note, model
                                    what_changed_most)
 
 _STYLE = {"regression": "bold red", "error": "bold yellow", "toolchain": "bold magenta", "improvement": "bold green",
-          "new": "cyan", "removed": "magenta", "unchanged": "dim"}
+          "new": "cyan", "removed": "magenta", "unchanged": "dim", "wrong result": "bold red"}
 
 
 def console(stderr: bool = False) -> Console:
@@ -56,13 +56,14 @@ def print_table(report: Report, out: Console) -> None:
     out.print(table)
     for r in report.results:
         if r.error:
-            out.print(f"[bold yellow]error[/] {escape(r.error)}")
+            out.print(f"[{_STYLE.get(r.verdict, 'bold yellow')}]{r.verdict}[/] {escape(r.error)}")
         else:
             label = r.label + ": "
             if note := limit_note(r):
                 out.print(f"[bold]note[/] {escape(label + note)}")
             if r.note:
-                out.print(f"[bold]note[/] {escape(label + r.note)}")
+                out.print(f"[{_STYLE['removed'] if r.orphaned else 'bold'}]{'removed' if r.orphaned else 'note'}[/] "
+                          f"{escape(label + r.note)}")
             if r.verdict in ("regression", "improvement") and (r.attribution is not None or r.blocks):
                 out.print(f"[bold]where[/] {escape(label + what_changed_most(r))}")
     note = self_consistency_note(report.results)
@@ -71,3 +72,34 @@ def print_table(report: Report, out: Console) -> None:
     for line in model_view.terminal_lines(report.models) + model_view.parts_lines(report.model_parts):
         out.print(escape(line))
     out.print(f"[bold]{escape(headline(report.summary))}[/]")
+
+
+def print_timings(report: Report, out: Console, slowest: int = 5) -> None:
+    """`check --timings`: wall and CPU seconds per stage, then the jobs that cost the most CPU."""
+    timings = report.timings
+    if timings is None:
+        out.print("no timings in this report")
+        return
+    from perfguard.timings import JOB_STAGES, STAGES
+
+    what = dict(STAGES)
+    table = Table(show_edge=False, pad_edge=False, title="where the time went", title_justify="left")
+    for name, justify in (("stage", "left"), ("wall s", "right"), ("CPU s", "right"), ("what", "left")):
+        table.add_column(name, justify=justify)
+    for name, span in timings.stages.items():
+        wall = "-" if name == "workers" else f"{span.wall_s:.2f}"
+        label = f"  {name}" if name in JOB_STAGES or name == "workers" else name
+        table.add_row(label, wall, f"{span.cpu_s:.2f}", escape(what.get(name, "")))
+    table.add_row("[bold]total[/]", f"[bold]{timings.total.wall_s:.2f}[/]", f"[bold]{timings.total.cpu_s:.2f}[/]",
+                  "the whole command")
+    out.print(table)
+    reused = sum(j.reused for j in timings.jobs)
+    if timings.reused:
+        out.print(f"the whole check was reused from its record: nothing it depends on changed "
+                  f"({len(report.results)} results)")
+    else:
+        out.print(f"{len(timings.jobs)} jobs: {len(timings.jobs) - reused} ran, {reused} reused from their records; "
+                  f"{timings.workers} pool worker{'' if timings.workers == 1 else 's'}")
+    ran = sorted((j for j in timings.jobs if not j.reused), key=lambda j: -j.total.cpu_s)[:slowest]
+    if ran:
+        out.print("most CPU: " + ", ".join(escape(f"{j.kernel}[{j.target}] {j.total.cpu_s:.2f} s") for j in ran))
