@@ -20,9 +20,10 @@ from perfguard.config import Config, KernelSpec
 from perfguard.config import _kernel as _kernel_table
 from perfguard.errors import InfraError, InputError
 from perfguard.guard.baselines import BaselineStore
-from perfguard.guard.compare import ERROR, NEW, REGRESSION, REMOVED, WRONG_RESULT
+from perfguard.guard.compare import ERROR, IMPROVEMENT, NEW, REGRESSION, REMOVED, WRONG_RESULT
 from perfguard.guard.report import ModelTotal, Result, TargetSummary
 from perfguard.report.numbers import pct, seconds
+from perfguard.report.text import what_changed_most
 
 MAX_STATS_SHOWN = 8  # changed statistics listed in a failure, largest change first
 
@@ -68,6 +69,9 @@ class CaseResult:
             return f"{head} (no baseline yet; predicted {seconds(self.current_time_s)})"
         lines = [f"{head} {pct(self.delta_pct)} (threshold {self.threshold_pct:.2f} %): predicted "
                  f"{seconds(self.current_time_s)}, baseline {seconds(self.baseline_time_s)}"]
+        if self.report is not None and self.verdict in (REGRESSION, IMPROVEMENT) \
+                and (self.report.attribution is not None or self.report.blocks):
+            lines.append(f"where: {what_changed_most(self.report)}")  # as `perfguard check` says it
         changed = self.changed_stats()
         if changed:
             lines.append("changed statistics (baseline -> current):")

@@ -11,10 +11,10 @@ from perfguard.config import Config, KernelSpec
 from perfguard.errors import (EXIT_INFRA, EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, EXIT_WRONG_RESULT, InfraError,
                               InputError)
 from perfguard.executors import Executor, LocalExecutor
-from perfguard.guard.attribution import block_changes
+from perfguard.guard.attribution import attribute
 from perfguard.guard.baselines import Baseline, BaselineSource, BaselineStore
 from perfguard.guard.compare import ERROR, REGRESSION, REMOVED, WRONG_RESULT, Verdict, judge, toolchain_summary
-from perfguard.guard.report import BlockChange, Result
+from perfguard.guard.report import Attribution, BlockChange, Result
 from perfguard.jsonfile import now_iso
 from perfguard.pipeline import Job, JobResult, run_job
 from perfguard.predict.analytical import AnalyticalModel
@@ -34,7 +34,8 @@ class JudgedResult:
     baseline_commit: str | None = None
     error: str | None = None
     note: str | None = None  # e.g. the baseline predates block profiles: scored with the analytical model
-    blocks: list[BlockChange] | None = None  # pipeline model: the blocks whose cycles changed most (guard.attribution)
+    blocks: list[BlockChange] | None = None  # pipeline model: the blocks whose code changed most (guard.attribution)
+    attribution: Attribution | None = None  # pipeline model: the differential view (guard.differential)
     orphaned: bool = False  # `removed`: a committed baseline no configured kernel has (guard.orphans): fails the check
     explained: Result | None = None  # its report entry, from a result record (guard.result_records): nothing to redo
 
@@ -255,13 +256,13 @@ def judge_results(config: Config, jobs: list[Job], results: list[JobResult], thr
         if entry is not None and result.ok:
             run.outcomes.append(JudgedResult(result, verdict_of(entry), entry.model_id, entry.calibrated,
                                              entry.baseline_commit, note=entry.note, blocks=entry.blocks,
-                                             explained=entry))
+                                             attribution=entry.attribution, explained=entry))
             continue
         if not result.ok:
             verdict = WRONG_RESULT if result.exit_code == EXIT_WRONG_RESULT else ERROR
             run.outcomes.append(JudgedResult(result, Verdict(verdict, limit), error=result.error))
             continue
-        note, blocks = None, None
+        note, attributed = None, None
         try:
             predictor = predictor_for(job.profile, result.family, result.simulator, config.baseline_dir, models,
                                       config.cache_dir, config.model, result.params)
@@ -275,14 +276,20 @@ def judge_results(config: Config, jobs: list[Job], results: list[JobResult], thr
             verdict = judge(result.stats, baseline, predictor, limit, result.toolchain,
                             str(store.path(job.profile.name, job.kernel.name)), config.kernel_limits(job.kernel),
                             f"{config.path}: kernel '{job.kernel.name}'")
-            if baseline is not None and isinstance(predictor, PipelineModel):
-                blocks = block_changes(predictor, baseline.stats, result.stats, (baseline.loops, result.loops))
+            if baseline is None or not verdict.delta_pct:
+                pass  # nothing moved (a no-op check pays nothing for the view)
+            elif isinstance(predictor, PipelineModel):
+                attributed = attribute(predictor, baseline.stats, result.stats, (baseline.loops, result.loops))
+            else:
+                attributed = attribute_calibrated(predictor, job.profile, config.cache_dir, baseline, result)
         except (InputError, InfraError) as exc:
             result.exit_code = exc.exit_code
             run.outcomes.append(JudgedResult(result, Verdict(ERROR, limit), error=exc.message))
             continue
         run.outcomes.append(JudgedResult(result, verdict, predictor.model_id, predictor.calibrated,
-                                    baseline.commit if baseline else None, note=note, blocks=blocks))
+                                    baseline.commit if baseline else None, note=note,
+                                    blocks=attributed.blocks if attributed else None,
+                                    attribution=attributed.attribution if attributed else None))
     if whole_models is None:
         run.model_summaries = model_summaries(config, jobs, run.outcomes, store, threshold, models, also_models)
     else:
@@ -386,6 +393,19 @@ def removed_outcome(config: Config, shown: JobResult, stats, threshold: float | 
 OLD_BASELINE_NOTE = ("the baseline has no block profile (recorded before perfguard kept them): compared with the "
                      "analytical model on both sides; re-record it with 'perfguard baseline update' to use the "
                      "pipeline model")
+
+
+def attribute_calibrated(predictor, profile, cache_dir: Path, baseline: Baseline, result: JobResult):
+    """Where a calibrated model's change happened, said by the pipeline model (the one that scores
+    blocks; every output names it beside the verdict's model), when both sides have block profiles;
+    None otherwise, or when the pipeline model cannot score them (the verdict stands without it)."""
+    if not predictor.calibrated or baseline.stats.blocks is None or result.stats is None or result.stats.blocks is None:
+        return None
+    try:
+        return attribute(PipelineModel(profile, cache_dir), baseline.stats, result.stats,
+                         (baseline.loops, result.loops))
+    except (InputError, InfraError):
+        return None
 
 
 def like_with_like(predictor, baseline: Baseline | None, profile):

@@ -31,7 +31,8 @@ from perfguard.errors import EXIT_CODES, InputError
 from perfguard.guard.compare import VERDICTS, summary_key
 
 REPORT_SCHEMA = 1  # "note", "blocks", "calibration", a block side's "loop" and "loop_candidates", a
-# result's "mismatch" and "orphaned", the summary's "wrong_result" and "timings" are optional additions within schema 1
+# result's "mismatch", "orphaned" and "attribution", a block change's "paired", the summary's
+# "wrong_result" and "timings" are optional additions within schema 1
 _ABSENT_IF = "absent_if"
 
 
@@ -173,6 +174,10 @@ class BlockLoop:
     peeled: int = absent_if(0)  # iterations LLVM peeled off the loop (run by other blocks)
     unrolled: list[str] = absent_if([])  # loops inside it without a block of their own: LLVM flattened them into it
     located: bool = absent_if(False)  # other loops fit the count too: the object's debug information told them apart
+    ordered: bool = absent_if(False)  # other loops fit the count too: where the nests lie in the function told them apart
+    approximate: bool = absent_if(False)  # no plain way fits the count: per_execution is its average
+    nest_name: str = absent_if("")  # the buffers its nest stores to (`scores`): the nest's name across builds
+    nest_index: int = absent_if(0)  # which of the kernel's nests (1: the first outermost loop); 0: not known
 
     @property
     def nest(self) -> str:
@@ -182,17 +187,27 @@ class BlockLoop:
                           f"{'' if s.kind == 'serial' else ' ' + s.kind}"
                           f"{' unrolled by LLVM' if s.llvm_unrolled else ''}]" for s in self.path)
 
-    def describe(self) -> str:
-        """`loop k_1 (i_0[8] > ... > k_1[4])`, with what LLVM did to it."""
-        notes = [self.nest]
-        if self.per_execution > 1:
+    def llvm_notes(self) -> list[str]:
+        """What LLVM did to the loop, in words (empty: nothing seen)."""
+        notes = []
+        if self.approximate:
+            notes.append(f"about {self.per_execution} iteration{'s' if self.per_execution > 1 else ''} per "
+                         "execution: rewritten by LLVM")
+        elif self.per_execution > 1:
             notes.append(f"{self.per_execution} iterations per execution: unrolled or vectorised by LLVM")
         if self.peeled:
             notes.append(f"{self.peeled} iteration{'s' if self.peeled > 1 else ''} peeled off by LLVM")
         if self.unrolled:
             notes.append(f"{' and '.join(self.unrolled)} unrolled or vectorised into it by LLVM")
+        return notes
+
+    def describe(self) -> str:
+        """`loop k_1 (i_0[8] > ... > k_1[4])`, with what LLVM did to it and what named it."""
+        notes = [self.nest, *self.llvm_notes()]
         if self.located:
             notes.append("told apart from loops of the same count by the debug information")
+        if self.ordered:
+            notes.append("told apart from loops of the same count by the order of the nests")
         return f"loop {self.var} ({'; '.join(notes)})"
 
 
@@ -223,12 +238,62 @@ class BlockSide:
 
 @dataclass
 class BlockChange:
-    """A block whose pipeline-model cycles changed, both sides (guard.attribution)."""
+    """A block whose code changed (or that only one side ran), both sides (guard.attribution).
+    Code that only moved is never one (guard.block_pairs)."""
     start: int
     delta_cycles: float
-    share_pct: float | None = None
+    share_pct: float | None = None  # of the whole change the attribution's model predicts (Attribution)
     baseline: BlockSide | None = None
     current: BlockSide | None = None
+    paired: str = absent_if("")  # how its two sides were paired (guard.block_pairs: "same loop", ...)
+
+
+@dataclass
+class DiffNode:
+    """One node of the differential view (guard.differential): a function, a loop nest, a loop,
+    a group of blocks not placed in a loop, or a block, with what it cost on each side."""
+    kind: str  # function | nest | loop | unplaced | block | more
+    name: str  # a symbol, a nest's buffers, a loop variable, "not in a loop", a block's address, "3 more"
+    baseline_cycles: float  # per call, every block under it (changed or not)
+    current_cycles: float
+    delta_cycles: float  # the change of its changed code: code that only moved is left out (Attribution.moved_cycles)
+    share_pct: float | None = None  # delta_cycles of the whole change (Attribution); None when that is 0
+    unchanged: bool = absent_if(False)  # every block under it is the same code on both sides
+    loop: BlockLoop | None = absent_if(None)  # loop nodes: the loop as this run names it (else the baseline)
+    block: int | None = absent_if(None)  # block nodes of a changed block: its index in Result.blocks
+    folded: int = absent_if(0)  # "more" nodes: how many nodes it stands for
+    children: list["DiffNode"] = absent_if([])
+
+    @property
+    def moved_cycles(self) -> float:
+        """Cycles its unchanged code gained or lost (scored differently where it now sits)."""
+        return self.current_cycles - self.baseline_cycles - self.delta_cycles
+
+
+@dataclass
+class Attribution:
+    """Where one result's predicted cycles per call changed, by function > loop nest > loop >
+    block (guard.differential). `code_cycles + stall_cycles + moved_cycles` is the whole change
+    `current_cycles - baseline_cycles` the model predicts, and the nodes' shares with the stalls'
+    and the moved code's add up to 100 %."""
+    model: str  # the model whose cycles these are (the pipeline model: it scores blocks)
+    model_id: str
+    clock_hz: float
+    baseline_cycles: float  # the model's whole prediction per call, stalls included
+    current_cycles: float
+    code_cycles: float  # the change of the code that changed (the nodes' delta_cycles)
+    stall_cycles: float  # the change of the cache-miss stalls (no block of their own)
+    moved_cycles: float = 0.0  # the change of unchanged code scored differently where it now sits
+    unchanged_blocks: int = 0  # block sites paired as the same code (never a change)
+    nodes: list[DiffNode] = field(default_factory=list)
+
+    @property
+    def change_cycles(self) -> float:
+        return self.current_cycles - self.baseline_cycles
+
+    def share(self, cycles: float) -> float | None:
+        change = self.change_cycles
+        return 100.0 * cycles / change if change else None
 
 
 @dataclass
@@ -270,6 +335,7 @@ class Result:
     limit_breaches: dict[str, LimitBreach] = field(default_factory=dict)
     note: str | None = None
     blocks: list[BlockChange] | None = None
+    attribution: Attribution | None = absent_if(None)  # the differential view (pipeline model)
     flops: float | None = None
     reference: str | None = None  # what checked the outputs: numpy | family | self (self-consistency only)
     max_error: float | None = None

@@ -67,7 +67,7 @@ def result_of(o: JudgedResult) -> Result:
         error=o.error, measured=r.ok,
         toolchain_changed={k: ToolchainDifference(**d) for k, d in v.toolchain_changed.items()},
         limit_breaches={k: LimitBreach(**d) for k, d in v.limit_breaches.items()},
-        note=o.note, blocks=o.blocks, flops=r.flops, reference=r.reference, max_error=r.max_error,
+        note=o.note, blocks=o.blocks, attribution=o.attribution, flops=r.flops, reference=r.reference, max_error=r.max_error,
         tensor_bytes=r.tensor_bytes, content_hash=r.content_hash, toolchain=r.toolchain, rebuilt=r.rebuilt,
         resimulated=r.resimulated, seconds=round(r.seconds, 3),
         mismatch=None if r.mismatch is None else Mismatch(**r.mismatch), orphaned=o.orphaned,

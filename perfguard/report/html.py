@@ -22,7 +22,7 @@ from perfguard.atomic import atomic_write_text
 from perfguard.guard.analysis import ROOF_FRACTION
 from perfguard.guard.compare import VERDICTS
 from perfguard.guard.report import Metrics, Report, Result, TargetSummary, worst_first
-from perfguard.report import charts, model_view, numbers, text
+from perfguard.report import charts, flame, model_view, numbers, text, where
 from perfguard.sim.stats import STAT_FIELDS
 
 KERNEL_DIR = "kernels"
@@ -219,6 +219,7 @@ def _section(r: Result, index: int, targets: dict[str, TargetSummary]) -> dict[s
                            "model": text.model_kind(r), "reference_text": text.reference_kind(r),
                            "metrics": None, "stat_rows": _stat_rows(r), "roofline": None, "phases": None,
                            "history": None, "calibration": None, "energy": None, "target_info": target}
+    out.update(_where(r, index))
     if after:
         out["metrics"] = _metric_rows(before, after, target)
         out["energy"] = after.energy
@@ -254,6 +255,27 @@ def _section(r: Result, index: int, targets: dict[str, TargetSummary]) -> dict[s
             "svg": _svg(charts.calibration(points, f"s{index}-cal", f"{r.family or r.kernel} on {r.target}: hold-out"))
             if points else None,
         }
+    return out
+
+
+OPEN_BLOCKS = 3  # changed blocks shown open on a kernel page; the rest are folded
+
+
+def block_anchor(index: int, block: int) -> str:
+    """The id of a changed block's disassembly in section `index` of a kernel page."""
+    return f"s{index}-b{block}"
+
+
+def _where(r: Result, index: int) -> dict[str, Any]:
+    """The differential icicle, the top places of the change and the changed blocks' lines."""
+    out: dict[str, Any] = {"flame": None, "where_lines": [], "where_rest": "", "ledger": "", "open_blocks": OPEN_BLOCKS,
+                           "block_rows": [{"change": c, "line": text.block_line(c), "anchor": block_anchor(index, i),
+                                           "open": i < OPEN_BLOCKS} for i, c in enumerate(r.blocks or [])]}
+    if r.attribution is not None:
+        out["flame"] = Markup(flame.icicle(r.attribution, f"s{index}-flame",
+                                           lambda i: block_anchor(index, i)))  # escaped by flame.icicle
+        out["where_lines"], out["where_rest"] = where.top_lines(r.attribution)
+        out["ledger"] = where.ledger(r.attribution)
     return out
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from perfguard.atomic import atomic_write_text
 from perfguard.guard.report import Metrics, Report, Result
-from perfguard.report import model_view, numbers, text
+from perfguard.report import model_view, numbers, text, where
 
 MARKER = "<!-- perfguard-report -->"
 LIMIT = 60_000
@@ -105,18 +105,25 @@ TOP_BLOCKS = 3  # per changed result in the comment; the kernel page lists them 
 
 
 def _block_section(r: Result) -> list[str]:
-    """The blocks whose cycles moved most, with the top one's disassembly side by side."""
+    """Where the cycles moved (the top places of the differential view, adding up to 100 % of
+    the change), then the changed blocks with their disassembly side by side, folded."""
     changes = (r.blocks or [])[:TOP_BLOCKS]
-    if not changes:
+    if not changes and r.attribution is None:
         return []
     out = ["", f"**{md(r.kernel)} [{md(r.target)}]** {md(numbers.pct(r.delta_pct))}: where the cycles moved", ""]
-    out += [f"{i}. {md(text.block_line(c))}" for i, c in enumerate(changes, 1)]
+    if r.attribution is not None:
+        lines, rest = where.top_lines(r.attribution)
+        out += [f"{i}. {md(line)}" for i, line in enumerate(lines, 1)]
+        out += ["", md(rest)] if rest else []
+        out += ["", f"<sub>{md(where.ledger(r.attribution))}</sub>"]
+    else:
+        out += [f"{i}. {md(text.block_line(c))}" for i, c in enumerate(changes, 1)]
     for c in changes:
         before = c.baseline.asm if c.baseline else []
         after = c.current.asm if c.current else []
         rows = [_cells([f"`{md(a)}`" if a else "", f"`{md(b)}`" if b else ""])
                 for a, b in zip(before + [""] * (len(after) - len(before)), after + [""] * (len(before) - len(after)))]
-        out += ["", f"<details><summary>0x{c.start:x}: baseline | current</summary>", "",
+        out += ["", f"<details><summary>{md(text.block_line(c))}</summary>", "",
                 _cells(["baseline", "current"]), "|---|---|", *rows[:40], "", "</details>"]
     return out
 

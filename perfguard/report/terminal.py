@@ -13,8 +13,8 @@ from rich.table import Table
 from perfguard.guard.report import Report
 from perfguard.report import model_view
 from perfguard.report.numbers import pct, seconds, threshold
-from perfguard.report.text import (SELF_CONSISTENCY, block_line, headline, limit_note, model_kind,
-                                   self_consistency_note, top_block)
+from perfguard.report.text import (SELF_CONSISTENCY, headline, limit_note, model_kind, self_consistency_note,
+                                   what_changed_most)
 
 _STYLE = {"regression": "bold red", "error": "bold yellow", "toolchain": "bold magenta", "improvement": "bold green",
           "new": "cyan", "removed": "magenta", "unchanged": "dim", "wrong result": "bold red"}
@@ -64,8 +64,8 @@ def print_table(report: Report, out: Console) -> None:
             if r.note:
                 out.print(f"[{_STYLE['removed'] if r.orphaned else 'bold'}]{'removed' if r.orphaned else 'note'}[/] "
                           f"{escape(label + r.note)}")
-            if r.verdict in ("regression", "improvement") and r.blocks:
-                out.print(f"[bold]where[/] {escape(label + block_line(top_block(r)))}")
+            if r.verdict in ("regression", "improvement") and (r.attribution is not None or r.blocks):
+                out.print(f"[bold]where[/] {escape(label + what_changed_most(r))}")
     note = self_consistency_note(report.results)
     if note:
         out.print(f"[bold]note[/] {escape(note)}")

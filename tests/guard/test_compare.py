@@ -162,9 +162,12 @@ def test_bisect_finds_the_injected_regression_then_costs_nothing_the_second_time
     assert first["first_bad"]["commit"] == shas[REGRESSED_AT]
     assert f"first bad commit: {shas[REGRESSED_AT]} change {REGRESSED_AT} (slower gemm)" in out
     assert first["first_bad"]["delta_pct"] > 2.0 and first["last_good"]["commit"] == shas[REGRESSED_AT - 1]
-    assert first["changed_stats"] and first["changed_blocks"]  # the blocks whose cycles moved most
-    assert all(" cycles at 0x" in line and "cycles per execution" in line for line in first["changed_blocks"])
+    assert first["changed_stats"] and first["changed_blocks"]  # the blocks whose code changed most
+    assert all(" cycles" in line and "cyc/exec" in line for line in first["changed_blocks"])
     assert f"  block {first['changed_blocks'][0]}" in out
+    # where, said as `perfguard check` says it: the loop of gemm's nest C whose cycles changed most
+    assert first["where"].startswith("loop ") and " of nest C in " in first["where"], first["where"]
+    assert f"  where {first['where']}" in out and first["where_top"][0].startswith(first["where"].split(":")[0])
     assert len(first["visits"]) <= math.ceil(math.log2(COMMITS)) + 2 == max_visits(COMMITS)
 
     assert main([*argv, str(tmp_path / "second.json")]) == 1

@@ -676,6 +676,9 @@ CASES = [
          "v.json: loop nest: loop 0 must be {var, extent, kind, parent, copy_of}", 2,
          baseline(lambda d: d.update(loops={"version": 1, "functions": [], "loops": [
              {"var": "i", "extent": -1, "kind": "serial", "parent": None, "copy_of": None}]}))),
+    Case("baseline-bad-loop-code", "baseline whose loop nest's code ranges are malformed",
+         "v.json: loop nest: 'code' must be a list of [start, end] addresses", 2,
+         baseline(lambda d: d.update(loops={"version": 2, "functions": [], "loops": [], "code": [[1]]}))),
     Case("baseline-nan", "baseline holding NaN", "v.json: corrupted baseline (non-finite number NaN)", 2,
          baseline(lambda d: json.dumps(d).replace('"predicted_time_s": ', '"predicted_time_s": NaN, "x": '))),
     Case("baseline-negative-count", "baseline statistics with a negative count", "stats field 'insts' is negative", 2,

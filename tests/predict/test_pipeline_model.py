@@ -221,11 +221,19 @@ def test_check_uses_the_pipeline_model_attributes_blocks_and_notes_old_baselines
     assert top["delta_cycles"] > 0 and top["current"]["asm"] and top["current"]["executions"] > 0
     assert top["current"]["symbol"] and top["current"]["bound"]
     assert sum(b["delta_cycles"] for b in result["blocks"]) > 0
-    assert "where gemv_s[x86_64]:" in out and f"0x{top['start']:x}" in out
+    # where: the place of the differential view whose changed code moved most (a loop of gemv's nest)
+    from perfguard.guard.report import Result, from_json
+    from perfguard.report.text import what_changed_most
+
+    line = what_changed_most(from_json(Result, result, "perfguard.json"))
+    assert line.startswith("loop ") and " of nest y.rf, y in " in line
+    assert f"where gemv_s[x86_64]: {line}" in " ".join(out.split())
+    assert result["attribution"]["code_cycles"] > 0
     summary = (config.parent / "reports" / "summary.md").read_text()
     assert "where the cycles moved" in summary and top["current"]["asm"][0].split()[0] in summary
     page = next((config.parent / "reports" / "kernels").glob("gemv_s*.html")).read_text()
-    assert "Blocks whose cycles changed" in page and page.count("<table class=\"blocks\">") == len(result["blocks"])
+    assert "Changed blocks, baseline and current" in page and '<svg class="flame"' in page
+    assert page.count("<table class=\"blocks\">") == len(result["blocks"])
 
     # --model analytical: the old count-weighted model judges both sides, and no job schedules
     # blocks with llvm-mca for a model that does not read them

@@ -172,7 +172,12 @@ def test_findings_name_lost_vectorisation_and_a_new_bound_class():
         "current": {**side, "time_s": None, "compute_s": 2e-3, "flops_per_fp_inst": 2.0, "bound": "latency"},
         "drivers": [{"stat": "fp_insts", "baseline": 0, "current": 4096, "delta_pct": None, "time_s": 1e-3}]}}
     found = text.findings(from_json(Result, result, "test"))
-    assert found[0] == "compute phase +1.000 ms, memory phase unchanged"
+    # the phases say which model split the change, and add up to that model's change
+    assert found[0] == "analytical model: compute phase +1.000 ms + memory phase 0.0 ns = +1.000 ms"
+    calibrated = {**result, "model_id": "xgb-1", "calibrated": True, "current_time_s": 2.5e-3, "baseline_time_s": 1e-3}
+    assert text.findings(from_json(Result, calibrated, "test"))[0] == (
+        "analytical model: compute phase +1.000 ms + memory phase 0.0 ns = +1.000 ms "
+        "(the verdict's calibrated model: +1.500 ms)")
     assert found[1] == "fp_insts +4,096 \u2192 +1.000 ms"
     assert "vectorisation lost: flops per FP instruction 16 \u2192 2" in found
     assert "bound class compute-bound \u2192 latency-bound" in found

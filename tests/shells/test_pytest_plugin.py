@@ -141,7 +141,14 @@ def test_regression_fails_exactly_its_item(pytester, user_project):
     assert re.search(r"saxpy\[aarch64\]: regression \+\d+\.\d\d % \(threshold 2\.00 %\)", failure), failure
     assert "changed statistics (baseline -> current):" in failure and "loads" in failure
     assert "Traceback" not in failure
+    # where, as `perfguard check` says it: the saxpy loop (nest C), four times as often
+    where = re.search(r"\nwhere: (.*)\n", failure)
+    assert where and where.group(1).startswith("loop i of nest C in "), failure
     report = json.loads((pytester.path / "reports" / "perfguard.json").read_text())
+    saxpy = next(r for r in report["results"] if r["kernel"] == "saxpy" and r["verdict"] == "regression")
+    from perfguard.guard.report import Result, from_json
+    from perfguard.report.text import what_changed_most
+    assert where.group(1) == what_changed_most(from_json(Result, saxpy, "perfguard.json"))
     assert report["summary"]["exit_code"] == 2 and report["summary"]["regression"] == 1  # 2: the orphan beats 1
     # The same slowdown passes the user's test, whose marker allows 10000 %.
     assert sorted(r["verdict"] for r in report["results"] if r["kernel"] == "saxpy") == ["regression", "unchanged"]
