@@ -27,6 +27,7 @@ from perfguard.compile.toolchain import (
 )
 from perfguard.config import KernelSpec, load_callable
 from perfguard.errors import InfraError, InputError, PerfguardError
+from perfguard.kernels.models import origin
 from perfguard.signals import interruptible
 from perfguard.sim.base import get_simulator
 from perfguard.sim.stats import Stats
@@ -180,7 +181,7 @@ def build_kernel(job: Job, result: JobResult) -> Built:
     import tvm
 
     spec, profile = job.kernel, job.profile
-    where = f"kernel '{spec.name}' on {profile.name}"
+    where = f"kernel '{spec.name}'{origin(spec.params) if spec.ir is not None else ''} on {profile.name}"
     lowered, params, family = resolve_kernel(spec, job.root, where)
     result.params = params
     result.tensor_bytes = sum(t.nbytes for t in lowered.tensors)
