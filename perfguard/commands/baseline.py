@@ -25,10 +25,18 @@ def run(args: argparse.Namespace) -> int:
     jobs = make_jobs(config, select(config, args.kernels, args.targets), args.simulator)
     with progress(len(jobs), out) as advance:
         results = measure(config, jobs, args.jobs, on_result=lambda i, r: advance(f"{r.kernel}[{r.target}]"))
-    written = write_baselines(config, jobs, results)
-    for path in written:
-        verb = "wrote" if path.exists() else "removed (the model no longer has this kernel)"
-        out.print(f"{verb} {path.relative_to(config.root) if path.is_relative_to(config.root) else path}")
+    update = write_baselines(config, jobs, results)
+
+    def shown(path):
+        return path.relative_to(config.root) if path.is_relative_to(config.root) else path
+
+    for path in update.written:
+        out.print(f"wrote {shown(path)}")
+    for path in update.removed:
+        out.print(f"removed {shown(path)} (the model no longer has this kernel)")
+    if update.unchanged:  # a new commit alone is no change: the file stays as it is, and so does its diff
+        out.print(f"unchanged: {len(update.unchanged)} baseline(s) (same statistics, toolchain and kernel; "
+                  f"not rewritten)")
     failed = [r for r in results if not r.ok]
     for r in failed:
         out.print(f"[bold yellow]error[/] {r.error} (baseline left as it was)")
