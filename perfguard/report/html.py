@@ -126,6 +126,7 @@ def _common(report: Report, results: list[Result]) -> dict[str, Any]:
         "title": text.headline(summary, toolchain=False),  # the page says the toolchain sentence once, below
         "status": status,
         "counts": {name: summary.count(name) for name in VERDICTS},
+        "changed": summary.changed,  # [[model]] kernels whose shapes changed (guard.model_changes)
         "verdict_names": VERDICTS,
         "version": report.perfguard_version,
         "created": report.created,
@@ -135,7 +136,8 @@ def _common(report: Report, results: list[Result]) -> dict[str, Any]:
         "models": sorted({text.model_kind(r) for r in results if r.model_id}),
         "roof_fraction_pct": round(ROOF_FRACTION * 100),
         "self_consistency_note": text.self_consistency_note(results),
-        "no_flops": sum(1 for r in results if r.measured and not r.flops),
+        # a [[model]]'s kernels carry TVM's flop estimate; one without it has no [[kernel]] table to add it to
+        "no_flops": sum(1 for r in results if r.measured and not r.flops and not model_view.is_model_kernel(r)),
         "flops_hint": text.FLOPS_HINT,
     }
 
@@ -143,13 +145,16 @@ def _common(report: Report, results: list[Result]) -> dict[str, Any]:
 def render_index(report: Report) -> str:
     results = report.worst_first()
     rooflines, deltas = _overview_charts(report, results)
+    in_models = model_view.covered(report)  # a model's kernels are listed in its view, first
     return _env().get_template("index.html.j2").render(
         **_common(report, results),
         root="",
-        results=[_row(r) for r in results],
+        results=[_row(r) for r in results if (r.kernel, r.target) not in in_models],
+        in_models=len([r for r in results if (r.kernel, r.target) in in_models]),
         rooflines=rooflines,
         deltas=deltas,
-        model_view=Markup(model_view.html(report.models)),  # escaped by model_view.html
+        model_view=Markup(model_view.html(  # escaped by model_view.html
+            report.models, lambda kernel, target: _href(kernel_file(kernel)) + "#" + anchor(target))),
     )
 
 
@@ -220,6 +225,7 @@ def _section(r: Result, index: int, targets: dict[str, TargetSummary]) -> dict[s
     target = targets.get(r.target)
     out: dict[str, Any] = {**vars(r), "anchor": anchor(r.target), "findings": text.findings(r, most=5),
                            "model": text.model_kind(r), "reference_text": text.reference_kind(r),
+                           "in_model": model_view.is_model_kernel(r), "story": "",
                            "metrics": None, "stat_rows": _stat_rows(r), "roofline": None, "phases": None,
                            "history": None, "calibration": None, "energy": None, "target_info": target}
     if after:
@@ -265,15 +271,35 @@ def render_kernel(report: Report, kernel: str, results: list[Result] | None = No
     shown = report.worst_first() if results is None else worst_first(results)
     results = [r for r in shown if r.kernel == kernel]
     sections = [_section(r, i, report.targets) for i, r in enumerate(results)]
+    for section in sections:
+        section["story"] = model_view.kernel_story(report, kernel, section["target"])
     head = results[0]
+    in_model = model_view.is_model_kernel(head)
     return _env().get_template("kernel.html.j2").render(
         **_common(report, shown),
         root="../",
         kernel=kernel,
         family=head.family,
-        params=sorted(head.params.items()),
+        # a model's kernel: what it is in the model (its layer, nodes, calls) instead of its raw params
+        params=[] if in_model else sorted(head.params.items()),
+        model_params=_model_params(head.params) if in_model else [],
         sections=sections,
     )
+
+
+def _model_params(params: dict[str, Any]) -> list[tuple[str, str]]:
+    """A model kernel's header: model, what it is, calls per inference, schedule (plain text pairs)."""
+    from perfguard.guard import model_changes
+
+    names = model_changes.anchor_names(params.get("nodes"))
+    return [(key, value) for key, value in (
+        ("model", str(params.get("model", ""))),
+        ("layer", model_changes.layer_text(params.get("layer"))),
+        ("graph nodes", ", ".join(names)),
+        ("calls per inference", str(params.get("calls", ""))),
+        ("shapes", str(params.get("shapes", ""))),
+        ("schedule", str(params.get("schedule", ""))),
+    ) if value]
 
 
 def by_kernel(results: list[Result]) -> "OrderedDict[str, list[Result]]":

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from perfguard.atomic import atomic_write_text
+from perfguard.guard import model_changes
 from perfguard.guard.report import Metrics, Report, Result
 from perfguard.report import model_view, numbers, text
 
@@ -72,6 +73,8 @@ def _verdict_line(report: Report, results: list[Result]) -> list[str]:
     icon = (_ICON["error"] if summary.error else _ICON["regression"] if summary.regression
             else _ICON["toolchain"] if summary.toolchain_changed else _ICON["improvement"])
     counts = " \u00b7 ".join(f"**{summary.count(name)}** {name}" for name in _ICON)
+    if summary.changed:  # [[model]] kernels whose shapes changed (one new kernel paired with a removed one)
+        counts += f" \u00b7 **{summary.changed}** changed"
     models = sorted({text.model_kind(r) for r in results if r.model_id})
     simulators = sorted({r.simulator for r in results if r.simulator})
     context = [f"{len(results)} kernel \u00d7 target results"]
@@ -97,6 +100,9 @@ def _verdict_line(report: Report, results: list[Result]) -> list[str]:
 
 
 def _kernel(r: Result) -> str:
+    if model_view.is_model_kernel(r):  # what it is in its model beside its key; the model view says the rest
+        what = model_changes.label(r.params)
+        return md(r.kernel) + (f" ({md(what)})" if what else "")
     return md(r.kernel) + (f" ({text.SELF_CONSISTENCY})" if r.reference == "self" else "")
 
 
@@ -123,8 +129,9 @@ def _block_section(r: Result) -> list[str]:
 def render_markdown(report: Report, limit: int = LIMIT) -> str:
     """summary.md; always shorter than `limit` characters."""
     results = report.worst_first()
+    in_models = model_view.covered(report)  # listed in their model's table, first; changed ones again below
     changed = [r for r in results if r.verdict in _CHANGED]
-    rest = [r for r in results if r.verdict not in _CHANGED]
+    rest = [r for r in results if r.verdict not in _CHANGED and (r.kernel, r.target) not in in_models]
     footer = ["", f"<sub>perfguard {md(report.perfguard_version)} \u00b7 per-kernel pages, roofline, "
                   "history and statistics: <code>index.html</code> in the report folder</sub>", ""]
     head = _verdict_line(report, results) + model_view.markdown_lines(report.models, md)
