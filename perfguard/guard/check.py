@@ -311,10 +311,7 @@ def _model_rows(config: Config, jobs: list[Job], outcomes: list[JudgedResult], s
             current = {job.kernel.name for job, _ in pairs} | set((whole or {}).get((spec.name, target), ()))
             leftover = [store.read(target, n) for n in (names(target) if names else [])
                         if n.startswith(spec.name + ".") and n not in current]
-            try:
-                order = store.model_graph(target, spec.name)
-            except InputError:
-                order = None  # a damaged graph file: the model view pairs kernels without positions
+            order = store.model_graph(target, spec.name)  # a damaged file is an input error naming it
 
             def score(baseline: Baseline, profile=profile) -> float:
                 predictor = predictor_for(profile, baseline.family, baseline.simulator, config.baseline_dir, models,

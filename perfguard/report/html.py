@@ -120,7 +120,7 @@ def _overview_charts(report: Report, results: list[Result]) -> tuple[list[dict[s
 
 def _common(report: Report, results: list[Result]) -> dict[str, Any]:
     summary = report.summary
-    status = "error" if summary.error else "fail" if summary.regression else "ok"
+    status = "error" if summary.error else "fail" if summary.regression or summary.model_regressions else "ok"
     return {
         "headline": text.headline(summary),
         "title": text.headline(summary, toolchain=False),  # the page says the toolchain sentence once, below
@@ -195,6 +195,21 @@ def _metric_rows(before: Metrics | None, after: Metrics, target: TargetSummary |
     return rows
 
 
+def phase_note(after: Metrics) -> str:
+    """Whether the phase split adds up to the predicted time, and why not when it does not: the split
+    is the analytical model's, the predicted time may be another model's (pipeline, calibrated)."""
+    split = after.compute_s + after.memory_s
+    if after.time_s is None or not split:
+        return ""
+    if abs(split - after.time_s) <= 1e-3 * after.time_s:
+        return f"The phases add up to the predicted time ({numbers.seconds(after.time_s)})."
+    return (f"The phases add up to {numbers.seconds(split)}, the analytical model's time; the predicted time "
+            f"({numbers.seconds(after.time_s)}) is the scoring model's, which counts the same instructions with "
+            f"another cost (the pipeline model schedules each block, a calibrated model weighs the counters): "
+            f"read the split as shares, {100 * after.compute_s / split:.0f} % compute and "
+            f"{100 * after.memory_s / split:.0f} % memory.")
+
+
 def _stat_rows(r: Result) -> list[dict[str, Any]]:
     impact = {d.stat: d for d in (r.analysis.drivers if r.analysis else [])}
     stats = r.stats or {}
@@ -226,13 +241,14 @@ def _section(r: Result, index: int, targets: dict[str, TargetSummary]) -> dict[s
     out: dict[str, Any] = {**vars(r), "anchor": anchor(r.target), "findings": text.findings(r, most=5),
                            "model": text.model_kind(r), "reference_text": text.reference_kind(r),
                            "in_model": model_view.is_model_kernel(r), "story": "",
-                           "metrics": None, "stat_rows": _stat_rows(r), "roofline": None, "phases": None,
+                           "metrics": None, "stat_rows": _stat_rows(r), "roofline": None, "phases": None, "phase_note": "",
                            "history": None, "calibration": None, "energy": None, "target_info": target}
     if after:
         out["metrics"] = _metric_rows(before, after, target)
         out["energy"] = after.energy
         rows = ([{"label": "baseline", **vars(before)}] if before else []) + [{"label": "current", **vars(after)}]
         out["phases"] = _svg(charts.phases(rows, f"s{index}-phases", "predicted time split (analytical model)"))
+        out["phase_note"] = phase_note(after)
         if target and after.gflops:
             series = []
             if before and before.gflops:

@@ -70,7 +70,7 @@ def _rest_row(r: Result) -> str:
 
 def _verdict_line(report: Report, results: list[Result]) -> list[str]:
     summary = report.summary
-    icon = (_ICON["error"] if summary.error else _ICON["regression"] if summary.regression
+    icon = (_ICON["error"] if summary.error else _ICON["regression"] if summary.regression or summary.model_regressions
             else _ICON["toolchain"] if summary.toolchain_changed else _ICON["improvement"])
     counts = " \u00b7 ".join(f"**{summary.count(name)}** {name}" for name in _ICON)
     if summary.changed:  # [[model]] kernels whose shapes changed (one new kernel paired with a removed one)
@@ -90,6 +90,7 @@ def _verdict_line(report: Report, results: list[Result]) -> list[str]:
     elif report.commit:
         context.append(f"commit `{md(report.commit[:10])}`")
     out = [MARKER, f"### {icon} perfguard: {md(text.headline(summary))}", "", f"{counts} ({', '.join(context)})"]
+    out += model_view.markdown_lines(report.models, md)  # the models first, where the run has them
     note = text.self_consistency_note(results)
     if note:
         out += ["", f"\u26a0\ufe0f {md(note)}"]
@@ -134,7 +135,7 @@ def render_markdown(report: Report, limit: int = LIMIT) -> str:
     rest = [r for r in results if r.verdict not in _CHANGED and (r.kernel, r.target) not in in_models]
     footer = ["", f"<sub>perfguard {md(report.perfguard_version)} \u00b7 per-kernel pages, roofline, "
                   "history and statistics: <code>index.html</code> in the report folder</sub>", ""]
-    head = _verdict_line(report, results) + model_view.markdown_lines(report.models, md)
+    head = _verdict_line(report, results)
     budget = limit - sum(len(line) + 1 for line in head + footer) - 600  # 600: headings and omission notes
     blocks: list[list[str]] = []
     for rows, heading, make, fold in (
