@@ -9,9 +9,11 @@
 # The image is linux/amd64 only: the lock holds amd64 packages (on an arm64 laptop Docker runs it
 # emulated, which changes speed, not statistics).
 #
-# Debian's mirror keeps only the newest version of each package; when a pinned version has
-# left it, build with a snapshot that still has it, e.g.
-#   docker build --build-arg DEBIAN_SNAPSHOT=20261130T000000Z -t perfguard .
+# Debian's mirror keeps only the newest version of each package, so the packages come from
+# snapshot.debian.org at the timestamp of scripts/debian-snapshot, which still serves the locked
+# versions (the same snapshot the CI containers use). Another snapshot, or the configured mirror:
+#   docker build --build-arg DEBIAN_SNAPSHOT=20270101T000000Z -t perfguard .
+#   docker build --build-arg DEBIAN_SNAPSHOT=none -t perfguard .
 FROM debian:12@sha256:8a8cd02c5912770b4980228a54d4aff9e4f986f1eb2525d2d371dec5232cefcc
 
 ARG DEBIAN_SNAPSHOT=""
@@ -19,21 +21,18 @@ ENV DEBIAN_FRONTEND=noninteractive \
     PIP_NO_CACHE_DIR=1 \
     PATH=/opt/perfguard-venv/bin:$PATH
 
-RUN if [ -n "$DEBIAN_SNAPSHOT" ]; then \
-      sed -i -e "s|^URIs: http://deb.debian.org/debian-security|URIs: http://snapshot.debian.org/archive/debian-security/$DEBIAN_SNAPSHOT|" \
-             -e "s|^URIs: http://deb.debian.org/debian\$|URIs: http://snapshot.debian.org/archive/debian/$DEBIAN_SNAPSHOT|" \
-             /etc/apt/sources.list.d/debian.sources; \
-      echo 'Acquire::Check-Valid-Until "false";' > /etc/apt/apt.conf.d/99snapshot; \
+COPY . /opt/perfguard
+# setup.sh refuses a package version that differs from the lock: the image cannot be built
+# with another toolchain by accident; doctor then says whether it matches the committed baselines'.
+RUN stamp="${DEBIAN_SNAPSHOT:-$(grep -v '^#' /opt/perfguard/scripts/debian-snapshot | head -n 1)}" \
+ && if [ "$stamp" != none ]; then \
+      sed -i -E "s#^URIs: http://deb\.debian\.org/(debian(-security)?)\$#URIs: http://snapshot.debian.org/archive/\1/$stamp#" /etc/apt/sources.list.d/debian.sources; \
+      echo 'Acquire::Check-Valid-Until "false";' > /etc/apt/apt.conf.d/80debian-snapshot; \
     fi \
  && apt-get update -qq \
  && apt-get install -y -qq --no-install-recommends python3 python3-venv ca-certificates \
  && python3 -m venv /opt/perfguard-venv \
- && rm -rf /var/lib/apt/lists/*
-
-COPY . /opt/perfguard
-# setup.sh refuses a package version that differs from the lock: the image cannot be built
-# with another toolchain by accident; doctor then says whether it matches the committed baselines'.
-RUN bash /opt/perfguard/scripts/setup.sh \
+ && PERFGUARD_DEBIAN_SNAPSHOT=0 bash /opt/perfguard/scripts/setup.sh \
  && rm -rf /var/lib/apt/lists/* \
  && git config --system --add safe.directory '*' \
  && cd /opt/perfguard && perfguard doctor

@@ -191,27 +191,42 @@ def gem5_environment(environ: dict[str, str] | os._Environ) -> dict[str, str]:
     return env
 
 
+def os_release() -> str:
+    """The distribution and release the toolchain comes from (debian12, ubuntu24.04): a build made
+    in the pinned Debian 12 container is not one made on the runner's Ubuntu."""
+    try:
+        fields = dict(line.split("=", 1) for line in Path("/etc/os-release").read_text().splitlines() if "=" in line)
+    except OSError:
+        return platform.system().lower()
+    return "".join(fields.get(k, "").strip().strip('"') for k in ("ID", "VERSION_ID")) or "unknown"
+
+
 def cmd_keys(args: argparse.Namespace) -> int:
     root = action_root()
     version = package_version(root)
     temp = Path(_env("RUNNER_TEMP") or "/tmp")
-    system = f"{_env('RUNNER_OS', platform.system())}-{_env('RUNNER_ARCH', platform.machine())}"
+    system = f"{_env('RUNNER_OS', platform.system())}-{_env('RUNNER_ARCH', platform.machine())}-{os_release()}"
     slot = report_label()
     gem5_isas = gem5_build_isas()
     build_script = root / "scripts" / "build-gem5.sh"
     gem5_recipe = hashlib.sha256(build_script.read_bytes() if build_script.is_file() else b"-").hexdigest()[:16]
-    set_outputs({
-        # gem5 builds, keyed by the pinned release (inside the build script) and the ISAs
+    outputs = {
         "gem5-isas": " ".join(gem5_isas),
+        # One folder and one cache entry per ISA, keyed by the build recipe (the pinned release is
+        # inside the build script) and the system that built it: the action and the scheduled
+        # cross-check find each other's builds when they run in the same container.
         "gem5-dir": str(Path.home() / ".perfguard-gem5"),
-        "gem5-key": f"perfguard-gem5-{system}-{gem5_recipe}-{'-'.join(gem5_isas) or 'none'}",
         "setup-key": f"perfguard-setup-{system}-{version}-{setup_fingerprint(root)}",
         "venv": str(Path.home() / ".perfguard-venv"),
         "cache-dir": str(temp / "perfguard-cache"),
-        # The build/simulation cache is content-addressed: any earlier entry is safe to restore.
+        # The build/simulation cache is content-addressed: any earlier entry is safe to restore,
+        # and a pull request restores its base branch's (the prefix has no commit in it).
         "sim-key": f"perfguard-sim-{system}-{version}-{slot}-{_env('GITHUB_SHA', 'local')}",
         "sim-restore": f"perfguard-sim-{system}-{version}-{slot}-",
-    })
+    }
+    for build in GEM5_BUILD_ISA.values():
+        outputs[f"gem5-key-{build}"] = f"perfguard-gem5-{system}-{gem5_recipe}-{build}" if build in gem5_isas else ""
+    set_outputs(outputs)
     return EXIT_OK
 
 
@@ -229,7 +244,24 @@ def report_label() -> str:
 
 
 def _git(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["git", *args], capture_output=True, text=True, check=False)
+    proc = subprocess.run(["git", *args], capture_output=True, text=True, check=False)
+    if proc.returncode != 0 and "dubious ownership" in proc.stderr:
+        raise ActionError(dubious_ownership(proc.stderr))
+    return proc
+
+
+def dubious_ownership(stderr: str) -> str:
+    """git's refusal of a checkout owned by another user, with its cause and the one-line fix."""
+    found = re.search(r"dubious ownership in repository at '([^']*)'", stderr)
+    where = found.group(1) if found else (_env("GITHUB_WORKSPACE") or str(Path.cwd()))
+    return (f"git refuses the checkout at {where}: detected dubious ownership (the job runs as another user "
+            "than the one who owns the checkout, e.g. in a container): add a step "
+            "`git config --global --add safe.directory \"$GITHUB_WORKSPACE\"` after the checkout")
+
+
+def git_preflight() -> None:
+    """A checkout git refuses to read fails here with git's cause, not later as an unknown revision."""
+    _git("rev-parse", "--git-dir")
 
 
 def _resolve(ref: str) -> str | None:
@@ -434,8 +466,6 @@ def write_comment(folder: Path, number: int, markdown: str) -> Path:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from perfguard.guard.report import read_report
-
     payload = event_payload()
     fail_on_regression = _flag("fail-on-regression", True)
     want_comment = _flag("comment", True)
@@ -446,17 +476,22 @@ def cmd_run(args: argparse.Namespace) -> int:
         (report_dir / stale).unlink(missing_ok=True)
     if _input("merge"):
         cmd = merge_command(report_dir)
-    elif mode() == "compare":
-        base_label, base_commit = compare_base(payload)
-        print(f"perfguard: building and simulating {base_label} at {base_commit} as the base", flush=True)
-        cmd = compare_command(report_dir, base_commit)
     else:
-        base_label, base_commit = choose_base(payload)
-        if base_commit:
-            print(f"perfguard: comparing with the baselines of {base_label} at merge-base {base_commit}", flush=True)
-        cmd = check_command(report_dir, base_commit)
+        git_preflight()
+        if mode() == "compare":
+            base_label, base_commit = compare_base(payload)
+            print(f"perfguard: building and simulating {base_label} at {base_commit} as the base", flush=True)
+            cmd = compare_command(report_dir, base_commit)
+        else:
+            base_label, base_commit = choose_base(payload)
+            if base_commit:
+                print(f"perfguard: comparing with the baselines of {base_label} at merge-base {base_commit}",
+                      flush=True)
+            cmd = check_command(report_dir, base_commit)
     print("perfguard: " + " ".join(cmd[1:]), flush=True)
     code = subprocess.run(cmd, check=False, env=gem5_environment(os.environ)).returncode
+    from perfguard.guard.report import read_report  # after the inputs and git are checked: those fail fast
+
     report = report_dir / "perfguard.json"
     data = read_report(report) if report.is_file() and code in (0, 1, 2, 3) else None
     if data is not None and code == EXIT_USAGE and not data.results:
@@ -503,7 +538,8 @@ def cmd_recalibrate(args: argparse.Namespace) -> int:
         families = list(FAMILY_NAMES)
     else:
         verdicts = Path(_env("RUNNER_TEMP") or ".") / f"perfguard-drift-{args.target}.json"
-        code = _perfguard("calibrate", "drift", *common, "--json", str(verdicts))
+        code = _perfguard("calibrate", "drift", *common, "--json", str(verdicts), "--variants", str(args.drift_variants),
+                          "--max-cv", str(args.max_cv))
         if code == EXIT_OK:
             set_outputs({"drifted": "false", "families": ""})
             return EXIT_OK
@@ -512,7 +548,7 @@ def cmd_recalibrate(args: argparse.Namespace) -> int:
         drift = json.loads(verdicts.read_text())
         families = [f for f, v in sorted(drift.items()) if v.get("needs_retraining")]
     for family in families:
-        code = _perfguard("calibrate", "collect", *common, "--family", family)
+        code = _perfguard("calibrate", "collect", *common, "--family", family, "--max-cv", str(args.max_cv))
         if code != EXIT_OK:
             return code
     for family in families:
@@ -531,6 +567,8 @@ def main(argv: list[str] | None = None) -> int:
     recal = sub.add_parser("recalibrate", help="drift, then collect and train what drifted")
     recal.add_argument("--target", required=True)
     recal.add_argument("--config", type=Path)
+    recal.add_argument("--drift-variants", type=int, default=10, help="fresh variants per group in the drift check")
+    recal.add_argument("--max-cv", type=float, default=3.0, metavar="PCT", help="passed to calibrate drift")
     recal.set_defaults(run=cmd_recalibrate)
     args = parser.parse_args(argv)
     try:

@@ -7,17 +7,35 @@
 # package whose version differs from the lock: statistics made with another toolchain do not
 # match the committed baselines. To proceed anyway (installing whatever versions the system
 # offers, keeping those already installed), set PERFGUARD_UNVALIDATED_TOOLCHAIN=1 or pass
-# --unvalidated; `perfguard check` then says which tools differ from the baselines'.
+# --unvalidated; `perfguard check` then says which tools differ from the baselines'. On another
+# architecture (the native recalibration runners) the host's own compilers stand in for the
+# cross compilers to that architecture, and packages the architecture does not have are named
+# and skipped.
+#
+# Debian's mirror keeps only the newest version of each package. When the configured mirror no
+# longer has a locked version, setup.sh installs from the snapshot.debian.org archive at the
+# timestamp in scripts/debian-snapshot instead (through a private apt configuration: the
+# system's sources stay as they are); --snapshot does so from the start,
+# PERFGUARD_DEBIAN_SNAPSHOT=0 never. --gem5 also installs what scripts/build-gem5.sh needs
+# to build gem5, which includes the libraries a gem5 build needs to run (from the same source).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 unvalidated="${PERFGUARD_UNVALIDATED_TOOLCHAIN:-0}"
+snapshot="${PERFGUARD_DEBIAN_SNAPSHOT:-auto}"
+gem5_deps=0
 for arg in "$@"; do
   case "$arg" in
     --unvalidated) unvalidated=1 ;;
-    *) echo "setup.sh: unknown option '$arg' (the only option is --unvalidated)" >&2; exit 2 ;;
+    --snapshot) snapshot=1 ;;
+    --gem5) gem5_deps=1 ;;
+    *) echo "setup.sh: unknown option '$arg' (options: --unvalidated, --snapshot, --gem5)" >&2; exit 2 ;;
   esac
 done
+case "$snapshot" in
+  auto|0|1) ;;
+  *) echo "setup.sh: PERFGUARD_DEBIAN_SNAPSHOT='$snapshot': use 1 (always), 0 (never) or leave it unset (when needed)" >&2; exit 2 ;;
+esac
 
 refuse() {
   if [ "$unvalidated" = 1 ]; then
@@ -28,9 +46,10 @@ refuse() {
   exit 3
 }
 
-distro="unknown"
+distro="unknown" codename="bookworm"
 if [ -r /etc/os-release ]; then
   distro=$(. /etc/os-release && echo "${ID:-unknown} ${VERSION_ID:-}")
+  codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-bookworm}")
 fi
 arch=$(dpkg --print-architecture 2>/dev/null || uname -m)
 [ "$distro" = "debian 12" ] || refuse "this is '$distro', not Debian 12"
@@ -48,20 +67,85 @@ while IFS= read -r line; do
   esac
 done < scripts/toolchain.lock
 # The test extras also need a headless browser (tests/report/test_report_browser.py opens the HTML
-# report); its version does not touch any statistic, so it is not pinned.
+# report), and curl and jq (tests/shells run the comment workflow's step, which GitHub's runners
+# have them for); their versions do not touch any statistic, so they are not pinned.
 case ",${PERFGUARD_EXTRAS:-}," in
-  *,test,*) dpkg-query -W -f='${Status}' chromium 2>/dev/null | grep -q "install ok installed" || wanted+=(chromium) ;;
+  *,test,*)
+    for pkg in chromium curl jq; do
+      dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || wanted+=("$pkg")
+    done ;;
 esac
+if [ "$gem5_deps" = 1 ]; then
+  wanted+=(build-essential scons m4 python3-dev zlib1g-dev libpng-dev)
+fi
+
+sudo_cmd=()
+[ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+apt_opts=()
+apt_get() { "${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive apt-get -qq "${apt_opts[@]}" "$@"; }
+apt_cache() { apt-cache "${apt_opts[@]}" "$@"; }
+
+# The snapshot as a private apt configuration: its own sources and package lists, so the
+# system's sources and lists are left as they were.
+use_snapshot() {
+  local stamp
+  stamp=$(grep -v '^#' scripts/debian-snapshot | head -n 1)
+  if ! [[ "$stamp" =~ ^[0-9]{8}T[0-9]{6}Z$ ]]; then
+    echo "setup.sh: scripts/debian-snapshot: '$stamp' is not a snapshot.debian.org timestamp (YYYYMMDDTHHMMSSZ)" >&2
+    exit 2
+  fi
+  snapshot_dir=$(mktemp -d)
+  trap 'rm -rf "$snapshot_dir"' EXIT
+  local dir="$snapshot_dir"
+  chmod 755 "$dir"
+  mkdir -p "$dir/sources.list.d" "$dir/lists/partial"
+  cat > "$dir/sources.list.d/debian-snapshot.sources" <<SOURCES
+Types: deb
+URIs: http://snapshot.debian.org/archive/debian/$stamp
+Suites: $codename $codename-updates
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+
+Types: deb
+URIs: http://snapshot.debian.org/archive/debian-security/$stamp
+Suites: $codename-security
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+SOURCES
+  apt_opts=(-o Dir::Etc::SourceList=/dev/null -o "Dir::Etc::SourceParts=$dir/sources.list.d"
+            -o "Dir::State::Lists=$dir/lists" -o Acquire::Check-Valid-Until=false -o APT::Update::Error-Mode=any)
+  echo "setup.sh: installing from snapshot.debian.org at $stamp (scripts/debian-snapshot)" >&2
+  if ! apt_get update; then
+    echo "setup.sh: cannot read the Debian snapshot at $stamp (snapshot.debian.org unreachable?)" >&2
+    exit 3
+  fi
+}
 
 if [ ${#wanted[@]} -gt 0 ]; then
   if ! command -v apt-get >/dev/null; then
     echo "setup.sh: warning: no apt-get here: install the equivalents of ${wanted[*]} yourself" >&2
   else
-    sudo_cmd=""
-    [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
-    $sudo_cmd apt-get update -qq
-    if ! DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${wanted[@]}"; then
-      echo "setup.sh: apt-get could not install ${wanted[*]} (has the Debian mirror moved past a pinned version? README, 'One pinned toolchain')" >&2
+    if [ "$snapshot" = 1 ] && [ "$distro" = "debian 12" ]; then
+      use_snapshot
+    else
+      apt_get update
+      # A locked version the configured mirror no longer has: the snapshot still has it.
+      if [ "$snapshot" = auto ] && [ "$unvalidated" != 1 ] && ! apt_get install --simulate "${wanted[@]}" >/dev/null 2>&1; then
+        use_snapshot
+      fi
+    fi
+    if [ "$arch" != amd64 ]; then
+      # The lock is amd64's. Here the host compiler (gcc, in the lock) builds for this
+      # architecture itself, and the cross packages this architecture lacks are skipped.
+      available=() missing=()
+      for pkg in "${wanted[@]}"; do
+        if apt_cache show "${pkg%%=*}" >/dev/null 2>&1; then available+=("$pkg"); else missing+=("${pkg%%=*}"); fi
+      done
+      [ ${#missing[@]} -eq 0 ] || echo "setup.sh: warning: $arch has no ${missing[*]}: skipped" >&2
+      wanted=("${available[@]}")
+    fi
+    if [ ${#wanted[@]} -gt 0 ] && ! apt_get install -y --no-install-recommends "${wanted[@]}"; then
+      echo "setup.sh: apt-get could not install ${wanted[*]} (README, 'One pinned toolchain')" >&2
       exit 3
     fi
   fi

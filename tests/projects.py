@@ -45,3 +45,16 @@ def commit_all(root: Path, message: str) -> str:
     git(root, "add", "-A")
     git(root, "commit", "-q", "-m", message)
     return git(root, "rev-parse", "HEAD")
+
+
+def pr_event(number: int, base_ref: str, base_sha: str, head_sha: str) -> dict:
+    """A pull_request 'synchronize' payload, trimmed to the fields GitHub always sends that matter here."""
+    return {
+        "action": "synchronize", "number": number,
+        "pull_request": {
+            "number": number, "state": "open", "title": "Faster GEMM", "user": {"login": "contributor"},
+            "head": {"ref": "faster-gemm", "sha": head_sha, "repo": {"full_name": "fork/kernels", "fork": True}},
+            "base": {"ref": base_ref, "sha": base_sha, "repo": {"full_name": "octo/kernels"}},
+        },
+        "repository": {"full_name": "octo/kernels"}, "sender": {"login": "contributor"},
+    }

@@ -22,7 +22,7 @@ from perfguard.atomic import atomic_write_text
 from perfguard.guard.analysis import ROOF_FRACTION
 from perfguard.guard.compare import VERDICTS
 from perfguard.guard.report import Metrics, Report, Result, TargetSummary, worst_first
-from perfguard.report import model_view, numbers, text
+from perfguard.report import charts, model_view, numbers, text
 from perfguard.sim.stats import STAT_FIELDS
 
 KERNEL_DIR = "kernels"
@@ -65,7 +65,7 @@ def anchor(target: str) -> str:
 
 
 def _svg(markup: str) -> Markup:
-    """matplotlib's SVG output: trusted markup (it escapes every text it draws)."""
+    """A chart of perfguard.report.charts: trusted markup (its templates escape every text they draw)."""
     return Markup(markup)
 
 
@@ -89,8 +89,6 @@ def _row(r: Result) -> dict[str, Any]:
 
 def _overview_charts(report: Report, results: list[Result]) -> tuple[list[dict[str, Any]], Markup | None]:
     """Per target, a roofline of every kernel's current point; and the delta bars."""
-    from perfguard.report import charts  # matplotlib: imported when a page is drawn, not with the CLI
-
     rooflines = []
     for t_index, (name, target) in enumerate(sorted(report.targets.items())):
         rows = [r for r in results if r.target == name and (cur := _current(r)) and cur.gflops]
@@ -233,8 +231,6 @@ def _stat_rows(r: Result) -> list[dict[str, Any]]:
 
 def _section(r: Result, index: int, targets: dict[str, TargetSummary]) -> dict[str, Any]:
     """Everything one kernel x target section of a kernel page shows."""
-    from perfguard.report import charts
-
     before = r.analysis.baseline if r.analysis else None
     after = r.analysis.current if r.analysis else None
     target = targets.get(r.target)

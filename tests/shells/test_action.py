@@ -1,10 +1,6 @@
-"""The GitHub Action and the workflows: linted, validated, and action.yml's run steps executed locally.
-
-The local run plays the runner's part: it reads action.yml, evaluates the `${{ }}` expressions of
-each step's env and with (inputs, step outputs), runs the `run:` steps with bash the way the
-runner does (fresh GITHUB_OUTPUT per step, GITHUB_STEP_SUMMARY, GITHUB_EVENT_PATH with a real
-pull_request payload) and records the `uses:` steps it cannot run, with their evaluated inputs.
-"""
+"""The GitHub Action and the workflows: linted (each linter with a negative control), validated, and
+action.yml's steps run locally as GitHub runs a composite action (tests/shells/workflow_runner.py),
+with a real pull_request payload and the marketplace actions replaced by what they leave on disk."""
 
 from __future__ import annotations
 
@@ -22,11 +18,11 @@ import yaml
 from perfguard.action import annotation
 from perfguard.cli import main
 from tests.conftest import REPO
-from tests.projects import GOOD, WORSE, commit_all, config_text, git, init_repo
+from tests.projects import GOOD, WORSE, commit_all, config_text, git, init_repo, pr_event
+from tests.shells.workflow_runner import Runner, read_file_commands, venv_of_this_interpreter
 
 WORKFLOWS = sorted((REPO / ".github" / "workflows").glob("*.yml"))
 ACTION = REPO / "action.yml"
-SKIPPED_STEPS = {"setup"}  # installs Debian packages and perfguard: already done for the test suite
 
 TOML = config_text(["x86_64", "aarch64"])
 
@@ -62,6 +58,42 @@ def test_zizmor_is_clean_offline(persona):
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+# A workflow with known problems: a pull request's title interpolated into a script, an action by
+# a movable tag, a step output of a step that does not exist.
+KNOWN_BAD = """name: bad
+on: pull_request
+permissions: {}
+jobs:
+  x:
+    runs-on: ubuntu-24.04
+    permissions: {}
+    steps:
+      - uses: actions/checkout@v4
+      - run: echo "${{ github.event.pull_request.title }}"
+      - run: echo "${{ steps.nope.outputs.value }}"
+"""
+
+
+def test_actionlint_fails_a_workflow_with_known_problems(tmp_path):
+    """The negative control: the linter the suite relies on does fail (and says why)."""
+    bad = tmp_path / ".github" / "workflows" / "bad.yml"
+    bad.parent.mkdir(parents=True)
+    bad.write_text(KNOWN_BAD)
+    proc = run_tool(tool("actionlint"), "-color=false", str(bad))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert '"github.event.pull_request.title" is potentially untrusted' in proc.stdout
+    assert 'property "nope" is not defined' in proc.stdout
+
+
+def test_zizmor_fails_a_workflow_with_known_problems(tmp_path):
+    bad = tmp_path / ".github" / "workflows" / "bad.yml"
+    bad.parent.mkdir(parents=True)
+    bad.write_text(KNOWN_BAD)
+    proc = run_tool(tool("zizmor"), "--offline", "--no-progress", "--persona=regular", "--format=plain", str(bad))
+    assert proc.returncode != 0, proc.stdout + proc.stderr
+    assert "template-injection" in proc.stdout and "unpinned-uses" in proc.stdout, proc.stdout
+
+
 @pytest.mark.parametrize("schema, files", [("vendor.github-workflows", WORKFLOWS), ("vendor.github-actions", [ACTION])])
 def test_schemas_validate(schema, files):
     proc = run_tool(tool("check-jsonschema"), "--builtin-schema", schema, *map(str, files))
@@ -85,107 +117,24 @@ def test_no_expression_is_interpolated_into_a_script():
                 assert "${{" not in step.get("run", ""), f"{path.name}: {step.get('name')}"
 
 
-# -- the action's steps, run locally --------------------------------------------------------------
-
-_EXPR = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
-
+# -- the action's steps, run locally ---------------------------------------------------------------
 
 class LocalRunner:
-    """Just enough of the Actions runner to run a composite action's `run:` steps."""
+    """action.yml as the one step of a job, run by tests/shells/workflow_runner.py (the install step
+    replaced by the venv it leaves), one action after another on the same machine."""
 
     def __init__(self, workspace: Path, temp: Path, event: dict, event_name: str = "pull_request"):
-        self.workspace, self.temp = workspace, temp
-        self.home = temp / "home"
-        venv_bin = self.home / ".perfguard-venv" / "bin"  # the install step's venv: this interpreter
-        venv_bin.mkdir(parents=True, exist_ok=True)
-        if not (venv_bin / "python").exists():
-            (venv_bin / "python").symlink_to(sys.executable)
-        event_path = temp / "event.json"
-        event_path.write_text(json.dumps(event))
-        self.summary = temp / "step_summary.md"
-        self.summary.touch()
-        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "INPUT_", "RUNNER_"))}
-        self.env.update({
-            "HOME": str(self.home), "CI": "true", "GITHUB_ACTIONS": "true", "GITHUB_EVENT_NAME": event_name,
-            "GITHUB_EVENT_PATH": str(event_path), "GITHUB_STEP_SUMMARY": str(self.summary),
-            "GITHUB_WORKSPACE": str(workspace), "GITHUB_ACTION_PATH": str(REPO), "GITHUB_REPOSITORY": "octo/kernels",
-            "GITHUB_RUN_ID": "4242", "GITHUB_SERVER_URL": "https://github.com", "GITHUB_SHA": "0" * 40,
-            "RUNNER_TEMP": str(temp), "RUNNER_OS": "Linux", "RUNNER_ARCH": "X64",
-        })
-        self.log: list[str] = []
-
-    def evaluate(self, text: str, context: dict) -> str:
-        def one(match: re.Match) -> str:
-            expr = match.group(1)
-            parts = expr.split(".")
-            if parts[0] == "inputs" and len(parts) == 2:
-                return context["inputs"][parts[1]]
-            if parts[0] == "steps" and len(parts) == 4 and parts[2] == "outputs":
-                return context["steps"].get(parts[1], {}).get(parts[3], "")
-            if expr == "github.action_path":
-                return str(REPO)
-            raise AssertionError(f"the local runner does not evaluate ${{{{ {expr} }}}}")
-
-        return _EXPR.sub(one, str(text))
-
-    @staticmethod
-    def read_outputs(path: Path) -> dict[str, str]:
-        outputs, lines = {}, path.read_text().splitlines()
-        i = 0
-        while i < len(lines):
-            key, sep, rest = lines[i].partition("<<")
-            if sep and "=" not in key:
-                end = lines.index(rest, i + 1)
-                outputs[key] = "\n".join(lines[i + 1:end])
-                i = end + 1
-                continue
-            key, _, value = lines[i].partition("=")
-            outputs[key] = value
-            i += 1
-        return outputs
+        self.runner = Runner(workspace, temp, event_name=event_name, event=event,
+                             replaced={"setup": venv_of_this_interpreter("VENV")})
+        self.summary, self.log = "", []
 
     def run_action(self, with_: dict[str, str]) -> tuple[int, dict, dict]:
-        """Returns (exit code of the first failing run step or 0, action outputs, used actions by step id)."""
-        action = yaml.safe_load(ACTION.read_text())
-        inputs = {name: str(spec.get("default", "")) for name, spec in action["inputs"].items()}
-        unknown = set(with_) - set(inputs)
-        assert not unknown, f"not inputs of action.yml: {unknown}"
-        inputs.update(with_)
-        context = {"inputs": inputs, "steps": {}}
-        used, code = {}, 0
-        for index, step in enumerate(action["runs"]["steps"]):
-            sid = step.get("id", f"step{index}")
-            if "uses" in step:
-                used[sid] = {"uses": step["uses"], "if": step.get("if"),
-                             "with": {k: self.evaluate(v, context) for k, v in step.get("with", {}).items()}}
-                continue
-            if sid in SKIPPED_STEPS or code:
-                continue
-            assert step["shell"] == "bash" and "if" not in step
-            output = self.temp / f"output-{sid}"
-            output.write_text("")
-            env = dict(self.env, GITHUB_OUTPUT=str(output))
-            env.update({k: self.evaluate(v, context) for k, v in step.get("env", {}).items()})
-            proc = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]],
-                                  cwd=self.workspace, env=env, capture_output=True, text=True, timeout=600)
-            self.log.append(proc.stdout + proc.stderr)
-            context["steps"][sid] = self.read_outputs(output)
-            code = proc.returncode
-        outputs = {name: self.evaluate(spec["value"], context) for name, spec in action["outputs"].items()}
-        return code, outputs, used
-
-
-def pr_event(number: int, base_ref: str, base_sha: str, head_sha: str) -> dict:
-    """A pull_request 'synchronize' payload, trimmed to the fields GitHub always sends that matter here."""
-    return {
-        "action": "synchronize", "number": number,
-        "pull_request": {
-            "number": number, "state": "open", "title": "Faster GEMM", "user": {"login": "contributor"},
-            "head": {"ref": "faster-gemm", "sha": head_sha, "repo": {"full_name": "fork/kernels", "fork": True}},
-            "base": {"ref": base_ref, "sha": base_sha, "repo": {"full_name": "octo/kernels"}},
-        },
-        "repository": {"full_name": "octo/kernels"}, "sender": {"login": "contributor"},
-    }
+        """(exit code of the check step, the action's outputs, every step's result by name)."""
+        result = self.runner.run_action(REPO, {"python-version": "system", **with_})
+        self.log.append(result.log)
+        self.summary += result.summary
+        found = re.search(r"\[exit (\d+)\]$", result.step("Check kernels").log)
+        return int(found.group(1)) if found else -1, result.outputs, {step.name: step for step in result.steps}
 
 
 @pytest.fixture
@@ -215,7 +164,7 @@ def test_action_on_a_pull_request_that_regresses_one_kernel(pr_workspace):
 
     assert outputs["verdict"] == "regression" and outputs["regressions"] == "1", outputs
     report_dir = Path(outputs["report"])
-    assert report_dir == temp / "perfguard" / "targets-x86_64"
+    assert report_dir == temp / "runner-temp" / "perfguard" / "targets-x86_64"
     data = json.loads((report_dir / "perfguard.json").read_text())
     assert data["base"]["commit"] == event["pull_request"]["base"]["sha"]  # the merge-base, not the PR's baselines
     assert {(r["kernel"], r["verdict"]) for r in data["results"]} == {("gemm_a", "regression"), ("gemm_b", "unchanged")}
@@ -227,7 +176,7 @@ def test_action_on_a_pull_request_that_regresses_one_kernel(pr_workspace):
     assert errors[0].startswith(f"::error file=perfguard.toml,line={line},title=perfguard regression%3A gemm_a[x86_64]::"
                                 "gemm_a[x86_64] is +"), errors[0]
 
-    summary = runner.summary.read_text()
+    summary = runner.summary
     assert "gemm" in summary and "regression" in summary
 
     comment_dir = Path(outputs["report"]) / "comment"
@@ -236,12 +185,17 @@ def test_action_on_a_pull_request_that_regresses_one_kernel(pr_workspace):
     assert body.startswith((report_dir / "summary.md").read_text().rstrip()) and "regression" in body
     assert "https://github.com/octo/kernels/actions/runs/4242" in body
 
+    # The red check still uploads its report and comment, and saves its caches for the next run.
     assert outputs["artifact-name"] == "perfguard-report-targets-x86_64"
-    uploads = {sid: u for sid, u in used.items() if u["uses"].startswith("actions/upload-artifact@")}
-    assert [u["with"]["name"] for u in uploads.values()] == ["perfguard-report-targets-x86_64", "perfguard-comment"]
-    assert [u["with"]["path"] for u in uploads.values()] == [str(report_dir), str(comment_dir)]
-    caches = [u["with"] for u in used.values() if u["uses"].startswith("actions/cache@")]
-    assert caches[0]["key"].startswith("perfguard-setup-Linux-X64-") and caches[1]["path"] == str(temp / "perfguard-cache")
+    artifacts = runner.runner.store / "artifacts"
+    assert (artifacts / "perfguard-report-targets-x86_64" / "perfguard.json").is_file()
+    assert (artifacts / "perfguard-comment" / "pr-number").read_text().strip() == "17"
+    assert used["Save the perfguard environment"].outcome == "success"
+    # The save runs after the red check (this project keeps its cache where its config's cache_dir
+    # says, so the action's cache folder stays empty and actions/cache/save warns, as documented).
+    saved = used["Save the build and simulation cache (also after a regression or an error)"]
+    assert saved.outcome == "success" and "no cache saved" in saved.log, saved
+    assert used["Build gem5 where no cached build was restored (about an hour per ISA on 2 cores)"].outcome == "skipped"
 
 
 @pytest.mark.slow
@@ -253,7 +207,7 @@ def test_action_shards_then_merge_give_one_verdict(pr_workspace):
         assert code == 0, "\n".join(runner.log)
         assert outputs["artifact-name"] == f"perfguard-report-shard-{i}-of-2"
         assert not (Path(outputs["report"]) / "comment").exists()
-    code, outputs, used = runner.run_action({"merge": str(temp / "perfguard")})
+    code, outputs, used = runner.run_action({"merge": str(temp / "runner-temp" / "perfguard")})
     assert code == 1, "\n".join(runner.log)
     merged = json.loads((Path(outputs["report"]) / "perfguard.json").read_text())
     assert len(merged["results"]) == 4 and len(merged["merged_from"]) == 2
@@ -291,7 +245,7 @@ def test_keys_need_only_the_standard_library(tmp_path):
     proc = subprocess.run([sys.executable, "-S", "-m", "perfguard.action", "keys"], cwd=REPO, env=env,
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
-    outputs = LocalRunner.read_outputs(tmp_path / "out")
+    outputs = read_file_commands(tmp_path / "out")
     assert outputs["cache-dir"] == str(tmp_path / "perfguard-cache")
     assert outputs["sim-key"].startswith(outputs["sim-restore"]) and "shard-2-of-3" in outputs["sim-restore"]
 
@@ -335,7 +289,7 @@ def test_recalibrate_retrains_only_what_drifted(project, tmp_path, monkeypatch, 
     assert action.main(["recalibrate", "--target", "x86_64", "--config", str(config)]) == code
     expected = calls if models else calls + ["train gemm", "train gemv"]
     assert seen == expected
-    got = LocalRunner.read_outputs(tmp_path / "out") if (tmp_path / "out").exists() else {}
+    got = read_file_commands(tmp_path / "out")
     assert {k: got[k] for k in outputs} == outputs
 
 
@@ -377,3 +331,35 @@ def test_the_action_writes_the_same_markdown_as_perfguard_when_summary_md_is_mis
     assert "| \u274c regression | gemm\\_&lt;b&gt; | x86\\_64 | +7.50 % | 2.00 % | 2.000 ms | 1.860 ms |" in text
     (tmp_path / "summary.md").write_text("as perfguard wrote it\n")
     assert markdown_for(report, tmp_path) == "as perfguard wrote it\n"
+
+
+# -- a checkout git refuses -------------------------------------------------------------------------
+
+def test_a_checkout_owned_by_another_user_names_gits_cause(project, tmp_path):
+    """In a container without the safe.directory step git refuses the checkout: the action says so,
+    with the step that fixes it, instead of calling the base an unknown revision."""
+    workspace = project(TOML, name="owned").parent
+    init_repo(workspace)
+    commit_all(workspace, "kernels")
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path / "home"), "GIT_CONFIG_NOSYSTEM": "1",
+           "GITHUB_WORKSPACE": str(workspace), "GITHUB_OUTPUT": str(tmp_path / "out"), "RUNNER_TEMP": str(tmp_path),
+           "GITHUB_STEP_SUMMARY": str(tmp_path / "summary"), "INPUT_BASE": "main", "INPUT_TARGETS": "vax",
+           "PYTHONPATH": os.environ.get("PYTHONPATH", str(REPO))}
+    (tmp_path / "home").mkdir()
+    if os.geteuid() == 0:
+        subprocess.run(["chown", "-R", "12345:12345", str(workspace)], check=True)  # the runner's user, not root
+    else:
+        env["GIT_TEST_ASSUME_DIFFERENT_OWNER"] = "1"  # git's own switch for the same check
+    run = [sys.executable, "-m", "perfguard.action", "run"]
+    proc = subprocess.run(run, cwd=workspace, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert (f"::error title=perfguard action::git refuses the checkout at {workspace}: detected dubious ownership"
+            in proc.stdout), proc.stdout
+    assert "git config --global --add safe.directory" in proc.stdout and "unknown git revision" not in proc.stdout
+    # The control: with the step the message names, git reads the checkout and the run goes on to
+    # the next problem (here, a bad mode input).
+    subprocess.run(["git", "config", "--global", "--add", "safe.directory", str(workspace)], env=env, check=True)
+    proc = subprocess.run(run, cwd=workspace, env=dict(env, INPUT_MODE="bogus"), capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 2 and "dubious ownership" not in proc.stdout + proc.stderr
+    assert "input 'mode' must be check or compare, got 'bogus'" in proc.stdout

@@ -1082,8 +1082,11 @@ def test_action_keys_name_the_gem5_builds(tmp_path):
     assert keys(simulator="gem5")["gem5-isas"] == "RISCV X86"  # the config's targets, `mine` on its base
     assert keys(simulator="gem5", targets="aarch64")["gem5-isas"] == "ARM"
     none = keys(simulator="qemu")
-    assert none["gem5-isas"] == "" and none["gem5-key"].endswith("-none")
-    key = keys(simulator="gem5", targets="x86_64v1")["gem5-key"]
+    assert none["gem5-isas"] == "" and none["gem5-key-X86"] == none["gem5-key-RISCV"] == none["gem5-key-ARM"] == ""
+    # One key per ISA, whatever else is built beside it: the cross-check and the action share builds.
+    one, two = keys(simulator="gem5", targets="x86_64v1"), keys(simulator="gem5", targets="x86_64v1,riscv64")
+    key = one["gem5-key-X86"]
+    assert key == two["gem5-key-X86"] and one["gem5-key-RISCV"] == "" and two["gem5-key-RISCV"].endswith("-RISCV")
     assert key.endswith("-X86") and len(key.split("-")[-2]) == 16  # the build script's digest: a new recipe rebuilds
 
 
