@@ -307,6 +307,9 @@ def check_built(job: Job, result: JobResult, built: Built, outputs: list[np.ndar
     ref = resolve_reference(spec, job.root, built.lowered, built.family, built.where)
     result.reference = ref.kind
     if ref.kind == "self" and job.require_reference:
+        if spec.model is not None or spec.ir is not None:  # a model gives no numpy reference per kernel
+            raise InputError(f"{built.where}: a [[model]]'s kernels have no numpy reference, and require_reference "
+                             f"= true refuses them: set require_reference = false to guard the model")
         raise InputError(f"{built.where}: no numpy reference, and require_reference = true: add "
                          f"reference = \"module:function\" to the kernel (see the README's \"Output check\")")
     cache = BuildCache(job.cache_dir)

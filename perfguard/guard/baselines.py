@@ -184,6 +184,16 @@ class BaselineSource(abc.ABC):
         return None
 
 
+def _read_bytes(path: Path, what: str) -> bytes | None:
+    """The file's bytes, None when it does not exist; an input error naming it when it cannot be read."""
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read {what}: {exc.strerror or exc}") from None
+
+
 class BaselineStore(BaselineSource):
     """Baselines in a folder of the working tree."""
 
@@ -195,12 +205,9 @@ class BaselineStore(BaselineSource):
 
     def read(self, target: str, kernel: str) -> Baseline | None:
         path = self.path(target, kernel)
-        try:
-            text = path.read_bytes()
-        except FileNotFoundError:
+        text = _read_bytes(path, "the baseline")
+        if text is None:
             return None
-        except OSError as exc:
-            raise InputError(f"{path}: cannot read the baseline: {exc.strerror or exc}") from None
         baseline = parse_baseline(text, str(path))
         if baseline.kernel != kernel or baseline.target != target:
             raise InputError(f"{path}: baseline is for {baseline.kernel}[{baseline.target}], not {kernel}[{target}]")
@@ -213,13 +220,8 @@ class BaselineStore(BaselineSource):
 
     def model_graph(self, target: str, model: str) -> dict[str, list[int]] | None:
         path = graph_path(self.root, target, model)
-        try:
-            text = path.read_bytes()
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            raise InputError(f"{path}: cannot read the model graph: {exc.strerror or exc}") from None
-        return parse_graph(text, str(path), model, target)
+        text = _read_bytes(path, "the model graph")
+        return None if text is None else parse_graph(text, str(path), model, target)
 
     def write(self, baseline: Baseline) -> Path:
         return self.write_all([baseline])[0]

@@ -22,7 +22,7 @@ from perfguard.guard.report import ModelKernel, ModelTotal, Result, Summary
 CHANGED = "changed"  # a model kernel whose shapes changed: the count of such pairs in the summary
 
 
-def _row(kernel: str, op: str | None, verdict: str, calls: int | None, baseline_calls: int | None,
+def kernel_row(kernel: str, op: str | None, verdict: str, calls: int | None, baseline_calls: int | None,
          current_time_s: float | None, baseline_time_s: float | None, params: dict | None = None,
          baseline_params: dict | None = None, positions: Iterable[int] = (),
          baseline_positions: Iterable[int] = ()) -> ModelKernel:
@@ -65,24 +65,18 @@ def kernel_rows(results: Iterable[ModelKernelResult], leftover: Iterable[Baselin
     rows: list[ModelKernel] = []
     for r in results:
         b = r.baseline
-        rows.append(_row(
+        rows.append(kernel_row(
             r.kernel, r.op, r.verdict, r.calls, _calls(b) if b is not None else None,
             r.current_time_s, r.baseline_time_s if b is not None else None, r.params,
             b.params if b is not None else None, r.positions, where.get(r.kernel, ()) if b is not None else ()))
     for b in leftover:
         if b.stats is None:  # `compare`: the base revision could not measure it, so its total is incomplete
-            rows.append(_row(b.kernel, b.params.get("op"), ERROR, None, _calls(b), None, None,
+            rows.append(kernel_row(b.kernel, b.params.get("op"), ERROR, None, _calls(b), None, None,
                              baseline_params=b.params, baseline_positions=where.get(b.kernel, ())))
         else:
-            rows.append(_row(b.kernel, b.params.get("op"), REMOVED, None, _calls(b), None, score(b),
+            rows.append(kernel_row(b.kernel, b.params.get("op"), REMOVED, None, _calls(b), None, score(b),
                              baseline_params=b.params, baseline_positions=where.get(b.kernel, ())))
     return rows
-
-
-def summarise(model: str, target: str, threshold_pct: float, results: Iterable[ModelKernelResult],
-              leftover: Iterable[Baseline], score: Callable[[Baseline], float]) -> ModelTotal:
-    """One model on one target (see kernel_rows)."""
-    return total(model, target, threshold_pct, kernel_rows(results, leftover, score))
 
 
 def total(model: str, target: str, threshold_pct: float, rows: Iterable[ModelKernel], database: str | None = None,

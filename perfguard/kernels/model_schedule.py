@@ -8,15 +8,17 @@ schedule rules**, MetaSchedule's `llvm` design space (inline what is injective, 
 tiling `SSRSRS`, vectorise and unroll the innermost loops), with every sampled decision fixed
 by a rule instead of searched:
 
-- the innermost spatial loops of each tiled block are split to fill two vectors of the target
-  (`llvm_get_vector_width` / the output's bits: 16 float32 lanes on x86-64-v3, 8 on NEON), the
-  last loop first, the one before it only when the last is covered whole;
+- the innermost spatial loops of each tiled block are split to fill two vectors of the width
+  TVM's LLVM back end reports for the target (`tvm.target.codegen.llvm_get_vector_width`, over the
+  output's bits: it says 512 bits for every x86_64 profile, 128 for aarch64 and riscv64; LLVM
+  splits a wider vector into the ISA's registers): tiles of 32 float32 elements on x86_64, 8 on
+  aarch64 and riscv64, the last loop first, the one before it only when the last is covered whole;
 - the first other spatial loop with more than one iteration gets a register tile of 4;
 - reductions run whole inside the tile (one level), loops outside it carry the rest;
 - unrolling up to 16 steps; a producer (padding) is computed in full before its consumer.
 
 No parallel loops (the simulator runs one core; the kernel's per-core code is what is judged),
-and no rfactor (a multi-core device). The result is deterministic: the same kernel and target
+no rfactor (a multi-core device's) and no custom rules (registered for GPUs). The result is deterministic: the same kernel and target
 give the same code. A kernel the rules cannot schedule keeps its unscheduled loops, and its
 `schedule` says so. benchmarks/RESULTS.md has the effect on a ResNet-18-like model.
 """

@@ -19,6 +19,7 @@ import jinja2
 from markupsafe import Markup
 
 from perfguard.atomic import atomic_write_text
+from perfguard.guard import model_changes
 from perfguard.guard.analysis import ROOF_FRACTION
 from perfguard.guard.compare import VERDICTS
 from perfguard.guard.report import Metrics, Report, Result, TargetSummary, worst_first
@@ -82,6 +83,7 @@ def _row(r: Result) -> dict[str, Any]:
         "bound": cur.bound if cur else None,
         "peak_pct": cur.peak_pct if cur else None,
         "model": text.model_kind(r),
+        "what": model_changes.label(r.params) if model_view.is_model_kernel(r) else "",  # a model's kernel: its layer
         "why": "; ".join(filter(None, [text.limit_note(r), r.note or "",
                                        text.what_changed_most(r) if r.delta_pct else ""])),
     }
@@ -301,8 +303,6 @@ def render_kernel(report: Report, kernel: str, results: list[Result] | None = No
 
 def _model_params(params: dict[str, Any]) -> list[tuple[str, str]]:
     """A model kernel's header: model, what it is, calls per inference, schedule (plain text pairs)."""
-    from perfguard.guard import model_changes
-
     names = model_changes.anchor_names(params.get("nodes"))
     return [(key, value) for key, value in (
         ("model", str(params.get("model", ""))),

@@ -690,6 +690,10 @@ CASES = [
     Case("net-schedule-unknown", "unknown `schedule` of a model (`fast`)",
          "model 'net': schedule 'fast' is not one of 'default', 'none'", 2,
          a_model('name = "net"\nsource = "nets/n.onnx"\nschedule = "fast"')),
+    Case("net-require-reference", "`require_reference = true` and a [[model]] (its kernels have no numpy reference)",
+         "a [[model]]'s kernels have no numpy reference, and require_reference = true refuses them", 2,
+         lambda project: a_model('name = "net"\nsource = "nets/n.onnx"', {"nets/n.onnx": onnx_bytes()})(project)
+         and top("require_reference = true", ("check", "--kernels", "net"))(project)),
     Case("net-graph-damaged", "model's committed call order damaged (`baselines/aarch64/graphs/net.json`)",
          "baselines/aarch64/graphs/net.json: corrupted model graph (invalid JSON", 2,
          a_model('name = "net"\nsource = "nets/n.onnx"',

@@ -8,7 +8,7 @@ import io
 
 from rich.console import Console
 
-from perfguard.guard.models import count_kernels, total
+from perfguard.guard.models import count_kernels, kernel_row, total
 from perfguard.guard.report import ModelKernel, Report, Result, Summary
 from perfguard.report import html, markdown
 from perfguard.report.model_view import TOP_KERNELS, terminal_lines
@@ -26,9 +26,7 @@ def _params(layer: dict, nodes: list[str], calls: int = 1, op: str = "conv2d_add
 
 
 def _row(kernel, verdict, params, baseline_params, now, before, positions=(), baseline_positions=()) -> ModelKernel:
-    from perfguard.guard.models import _row as row
-
-    return row(kernel, (params or baseline_params)["op"], verdict, None if params is None else params["calls"],
+    return kernel_row(kernel, (params or baseline_params)["op"], verdict, None if params is None else params["calls"],
                None if baseline_params is None else baseline_params["calls"], now, before, params, baseline_params,
                positions, baseline_positions)
 
