@@ -348,11 +348,12 @@ def extract_model(mod, tvm_target: dict, model_name: str, where: str,
     calls = model_graph.trace_calls(source, legalised, fused, final, nodes, name)
     outputs_of = _outputs_per_kernel(final, name)
     functions = {gv.name_hint: f for gv, f in final.functions.items()}
-    digest_of: dict[str, int] = {}
+    digest_of: dict[str, object] = {}
 
-    def code(func_name: str) -> int:  # equal code, equal task (extract_tasks groups calls so)
+    def code(func_name: str) -> object:  # equal code, equal task (extract_tasks groups calls so)
         if func_name not in digest_of:
-            digest_of[func_name] = tvm_ffi.structural_hash(functions[func_name]) if func_name in functions else -1
+            digest_of[func_name] = (tvm_ffi.structural_hash(functions[func_name]) if func_name in functions
+                                    else ("unknown", func_name))
         return digest_of[func_name]
 
     kernels: dict[str, list] = {}
