@@ -20,7 +20,7 @@ from perfguard.config import Config, KernelSpec
 from perfguard.config import _kernel as _kernel_table
 from perfguard.errors import InfraError, InputError
 from perfguard.guard.baselines import BaselineStore
-from perfguard.guard.compare import ERROR, NEW, REGRESSION
+from perfguard.guard.compare import ERROR, NEW, REGRESSION, REMOVED, WRONG_RESULT
 from perfguard.guard.report import ModelTotal, Result, TargetSummary
 from perfguard.report.numbers import pct, seconds
 
@@ -42,6 +42,7 @@ class CaseResult:
     updated: Path | None = None  # the baseline file written (--perfguard-update)
     report: Result | None = None  # the report's result (guard.report)
     target_summary: TargetSummary | None = None  # the report's summary of the target (peaks, caches)
+    orphaned: bool = False  # `removed`: a committed baseline no configured kernel has (guard.orphans)
 
     @property
     def label(self) -> str:
@@ -49,10 +50,10 @@ class CaseResult:
 
     @property
     def ok(self) -> bool:
-        """False for a regression or an error; a rewritten baseline is ok once measured."""
+        """False for a wrong result, a regression or an error; a rewritten baseline is ok once measured."""
         if self.updated is not None:
             return True
-        return self.verdict not in (REGRESSION, ERROR)
+        return self.verdict not in (WRONG_RESULT, REGRESSION, ERROR) and not self.orphaned
 
     def changed_stats(self) -> list[tuple[str, dict]]:
         changed = [(name, d) for name, d in self.stat_deltas.items() if d.get("baseline") != d.get("current")]
@@ -60,8 +61,8 @@ class CaseResult:
 
     def explain(self) -> str:
         """What a failed test shows: the verdict, the delta against the threshold, the stats that moved."""
-        if self.verdict == ERROR:
-            return f"{self.label}: error: {self.error}"
+        if self.verdict in (ERROR, WRONG_RESULT, REMOVED):
+            return f"{self.label}: {self.verdict}: {self.error}"
         head = f"{self.label}: {self.verdict}"
         if self.verdict == NEW:
             return f"{head} (no baseline yet; predicted {seconds(self.current_time_s)})"
@@ -150,6 +151,23 @@ class CaseRunner:
         from perfguard.guard.check import select
 
         return select(self.config, kernels, targets, ("--perfguard-kernels", "--perfguard-targets"))
+
+    def orphans(self, targets: list[str] | None = None) -> list[CaseResult]:
+        """A `removed` case per committed baseline no configured kernel has (guard.orphans): each
+        fails, as in `perfguard check`, unless the baselines are another revision's and the working
+        tree removed it too."""
+        from perfguard.errors import EXIT_USAGE
+        from perfguard.guard.check import CheckRun
+        from perfguard.guard.orphans import orphan_outcomes
+        from perfguard.guard.report_build import build_report
+
+        cases = []
+        for o in orphan_outcomes(self.config, self.store, targets, self.threshold):
+            v = o.verdict
+            cases.append(CaseResult(o.result.kernel, o.result.target, v.verdict, v.threshold_pct,
+                                    EXIT_USAGE if o.orphaned else 0, baseline_time_s=v.baseline_time_s, error=o.note,
+                                    report=build_report(CheckRun([o])).results[0], orphaned=o.orphaned))
+        return cases
 
     def spec(self, kernel: str | KernelSpec | Mapping[str, Any], target: str | None = None) -> KernelSpec:
         """A configured kernel or a [[model]]'s kernel by name, a KernelSpec, or a [[kernel]]-like mapping."""

@@ -223,6 +223,43 @@ class BaselineStore(BaselineSource):
         text = _read_bytes(path, "the model graph")
         return None if text is None else parse_graph(text, str(path), model, target)
 
+    def remove_all(self, paths: list[Path]) -> list[Path]:
+        """Delete these baseline files under the folder's lock (`baseline prune`); gone ones are skipped."""
+        removed = []
+        with baselines_lock(self.root):
+            for path in paths:
+                try:
+                    Path(path).unlink()
+                except FileNotFoundError:
+                    continue
+                removed.append(Path(path))
+        return removed
+
+    def rename(self, old: str, new: str, targets: list[str]) -> list[tuple[Path, Path]]:
+        """Every baseline of kernel `old` on `targets` becomes one of `new` (`baseline rename`), as one
+        change under the folder's lock: each is read strictly, the new files are written whole (all
+        or, on a write error, none), then the old ones removed. Only the kernel name changes."""
+        with baselines_lock(self.root):
+            files: dict[Path, bytes] = {}
+            moves = []
+            for target in targets:
+                source, dest = self.path(target, old), self.path(target, new)
+                if self.read(target, old) is None:
+                    continue
+                if dest.exists():
+                    raise InputError(f"{dest}: kernel '{new}' has a baseline on {target} already: remove it "
+                                     f"first (or rename '{old}' to another name)")
+                data = json.loads(source.read_bytes())
+                data["kernel"] = new
+                files[dest] = (json.dumps(data, indent=2, sort_keys=True) + "\n").encode()
+                moves.append((source, dest))
+            if not moves:
+                raise InputError(f"{self.root}: kernel '{old}' has no baseline on {', '.join(targets) or 'any target'}")
+            atomic_write_many(files)
+            for source, _ in moves:
+                source.unlink()
+        return moves
+
     def write(self, baseline: Baseline) -> Path:
         return self.write_all([baseline])[0]
 

@@ -8,12 +8,13 @@ from pathlib import Path
 from typing import Callable
 
 from perfguard.config import Config, KernelSpec
-from perfguard.errors import EXIT_INFRA, EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, InfraError, InputError
+from perfguard.errors import (EXIT_INFRA, EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, EXIT_WRONG_RESULT, InfraError,
+                              InputError)
 from perfguard.executors import Executor, LocalExecutor
 from perfguard.guard.attribution import block_changes
 from perfguard.guard.baselines import Baseline, BaselineSource, BaselineStore, graph_path, graph_text, same_record
-from perfguard.guard.compare import ERROR, REGRESSION, Verdict, judge, toolchain_summary
-from perfguard.guard.report import BlockChange
+from perfguard.guard.compare import ERROR, REGRESSION, REMOVED, WRONG_RESULT, Verdict, judge, toolchain_summary
+from perfguard.guard.report import BlockChange, Result
 from perfguard.jsonfile import now_iso
 from perfguard.pipeline import Job, JobResult, run_job
 from perfguard.predict.analytical import AnalyticalModel
@@ -34,6 +35,8 @@ class JudgedResult:
     error: str | None = None
     note: str | None = None  # e.g. the baseline predates block profiles: scored with the analytical model
     blocks: list[BlockChange] | None = None  # pipeline model: the blocks whose cycles changed most (guard.attribution)
+    orphaned: bool = False  # `removed`: a committed baseline no configured kernel has (guard.orphans): fails the check
+    explained: Result | None = None  # its report entry, from a result record (guard.result_records): nothing to redo
 
 
 @dataclass
@@ -49,9 +52,12 @@ class CheckRun:
     model_parts: list = field(default_factory=list)  # a shard's guard.report.ModelPart (no totals: merge sums them)
 
     def exit_code(self) -> int:
+        if any(o.verdict.verdict == WRONG_RESULT for o in self.outcomes):  # the code failed: no retry, no allowing
+            return EXIT_WRONG_RESULT
         if self.interrupted:
             return EXIT_INFRA
         codes = [] if self.allow_errors else [o.result.exit_code for o in self.outcomes if o.verdict.verdict == ERROR]
+        codes += [EXIT_USAGE for o in self.outcomes if o.orphaned]  # a guard lost is never an allowed error
         if any(c == EXIT_INFRA for c in codes):
             return EXIT_INFRA
         if codes:
@@ -150,10 +156,36 @@ def make_jobs(config: Config, pairs: list[tuple[KernelSpec, str]], simulator: st
     ]
 
 
+def recorded(jobs: list[Job]) -> list[JobResult | None]:
+    """Each job's recorded result where nothing it depends on changed (perfguard.records), else None."""
+    from perfguard import records
+
+    return [records.lookup(job) for job in jobs]
+
+
 def measure(config: Config, jobs: list[Job], workers: int | None = None,
             on_result: Callable[[int, JobResult], None] | None = None,
-            executor: Executor | None = None) -> list[JobResult]:
-    return (executor or LocalExecutor(workers or config.jobs)).map(run_job, jobs, on_result)
+            executor: Executor | None = None, known: list[JobResult | None] | None = None) -> list[JobResult]:
+    """Every job's result, in job order: those in `known` (recorded results, `recorded`) as they
+    are, the others run by the executor (started only when there is one to run) and recorded."""
+    from perfguard import records
+
+    known = known if known is not None else [None] * len(jobs)
+    results: list[JobResult | None] = list(known)
+    for i, result in enumerate(known):
+        if result is not None and on_result:
+            on_result(i, result)
+    todo = [i for i, result in enumerate(known) if result is None]
+
+    def finished(k: int, result: JobResult) -> None:
+        results[todo[k]] = result
+        records.store(jobs[todo[k]], result)  # as each finishes: an interrupted check keeps what it did
+        if on_result:
+            on_result(todo[k], result)
+
+    if todo:
+        (executor or LocalExecutor(workers or config.jobs)).map(run_job, [jobs[i] for i in todo], finished)
+    return results  # type: ignore[return-value]
 
 
 INTERRUPTED = "not measured: the check was interrupted (Ctrl-C or SIGTERM) before this job finished"
@@ -167,7 +199,8 @@ def not_measured(job: Job, why: str) -> JobResult:
 
 def measure_until_interrupted(config: Config, jobs: list[Job], workers: int | None = None,
                               on_result: Callable[[int, JobResult], None] | None = None,
-                              executor: Executor | None = None) -> tuple[list[JobResult], bool]:
+                              executor: Executor | None = None,
+                              known: list[JobResult | None] | None = None) -> tuple[list[JobResult], bool]:
     """`measure`, except that Ctrl-C keeps what finished: (results, interrupted), the jobs that
     did not finish coming back as errors."""
     finished: dict[int, JobResult] = {}
@@ -178,7 +211,7 @@ def measure_until_interrupted(config: Config, jobs: list[Job], workers: int | No
             on_result(i, result)
 
     try:
-        return measure(config, jobs, workers, keep, executor), False
+        return measure(config, jobs, workers, keep, executor, known), False
     except KeyboardInterrupt:
         return [finished.get(i) or not_measured(job, INTERRUPTED) for i, job in enumerate(jobs)], True
 
@@ -204,18 +237,29 @@ def run_check(
 def judge_results(config: Config, jobs: list[Job], results: list[JobResult], threshold: float | None = None,
                   store: BaselineSource | None = None, interrupted: bool = False,
                   whole_models: dict[tuple[str, str], list[str]] | None = None,
-                  also_models: set[tuple[str, str]] = frozenset()) -> CheckRun:
+                  also_models: set[tuple[str, str]] = frozenset(),
+                  known: list[Result | None] | None = None) -> CheckRun:
     """Verdicts for measured results against `store`'s baselines (the working tree's by default;
     a git revision's, or another revision's measured results for `perfguard compare`). With
     `whole_models` (a shard), each model's part of its total instead of the total. `also_models`:
-    model x target views wanted even without a current kernel (compare: a model only the base has)."""
+    model x target views wanted even without a current kernel (compare: a model only the base has).
+    `known`: report entries from result records (guard.result_records), taken as judged."""
+    from perfguard.guard.result_records import verdict_of
+
     store = BaselineStore(config.baseline_dir) if store is None else store
     models = store.models()
     run = CheckRun(models=models, interrupted=interrupted)
-    for job, result in zip(jobs, results):
+    for i, (job, result) in enumerate(zip(jobs, results)):
         limit = config.kernel_threshold(job.kernel, threshold)
+        entry = known[i] if known else None
+        if entry is not None and result.ok:
+            run.outcomes.append(JudgedResult(result, verdict_of(entry), entry.model_id, entry.calibrated,
+                                             entry.baseline_commit, note=entry.note, blocks=entry.blocks,
+                                             explained=entry))
+            continue
         if not result.ok:
-            run.outcomes.append(JudgedResult(result, Verdict(ERROR, limit), error=result.error))
+            verdict = WRONG_RESULT if result.exit_code == EXIT_WRONG_RESULT else ERROR
+            run.outcomes.append(JudgedResult(result, Verdict(verdict, limit), error=result.error))
             continue
         note, blocks = None, None
         try:
@@ -324,6 +368,31 @@ def _model_rows(config: Config, jobs: list[Job], outcomes: list[JudgedResult], s
             except (InputError, InfraError):
                 skipped = []  # the kernels were extracted for this run: a failure here is reported there
             yield spec, target, kernel_rows(results, [b for b in leftover if b is not None], score, order), skipped
+
+
+def removed_outcome(config: Config, shown: JobResult, stats, threshold: float | None, models, commit: str | None,
+                    spec: KernelSpec | None = None, note: str | None = None, orphaned: bool = False) -> JudgedResult:
+    """A kernel with a baseline and no current run: `removed`, with the baseline's time under this
+    run's model (None when it cannot be scored), never unchanged. `compare`: a kernel only the base
+    revision has (`stats` its base run's); `check`: an orphaned baseline (guard.orphans)."""
+    if spec is not None:
+        limit = config.kernel_threshold(spec, threshold)
+    else:
+        limit = config.threshold if threshold is None else threshold
+    time_s, model_id, calibrated = None, None, False
+    if stats is not None and shown.target in config.profiles:
+        try:
+            profile = config.profiles[shown.target]
+            predictor = predictor_for(profile, shown.family, shown.simulator, config.baseline_dir, models,
+                                      config.cache_dir, config.model, shown.params)
+            if predictor.needs_blocks and stats.blocks is None:
+                predictor = AnalyticalModel(profile)
+            time_s = float(predictor.predict_stats([stats])[0])
+            model_id, calibrated = predictor.model_id, predictor.calibrated
+        except (InputError, InfraError):  # the verdict stays `removed`; a model problem shows on the other results
+            pass
+    return JudgedResult(shown, Verdict(REMOVED, limit, baseline_time_s=time_s), model_id, calibrated, commit,
+                        note=note, orphaned=orphaned)
 
 
 OLD_BASELINE_NOTE = ("the baseline has no block profile (recorded before perfguard kept them): compared with the "

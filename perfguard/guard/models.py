@@ -16,7 +16,8 @@ from typing import Callable, Iterable
 
 from perfguard.guard import model_changes
 from perfguard.guard.baselines import Baseline
-from perfguard.guard.compare import ERROR, IMPROVEMENT, NEW, REGRESSION, REMOVED, TOOLCHAIN, UNCHANGED
+from perfguard.guard.compare import (ERROR, IMPROVEMENT, NEW, REGRESSION, REMOVED, TOOLCHAIN, UNCHANGED,
+                                     change_pct, classify)
 from perfguard.guard.report import ModelKernel, ModelTotal, Result, Summary
 
 CHANGED = "changed"  # a model kernel whose shapes changed: the count of such pairs in the summary
@@ -91,9 +92,7 @@ def total(model: str, target: str, threshold_pct: float, rows: Iterable[ModelKer
     current = None if failed or not present else sum(r.current_total_s or 0.0 for r in present)
     with_baseline = [r for r in rows if r.baseline_total_s is not None]
     baseline = sum(r.baseline_total_s for r in with_baseline) if with_baseline else None
-    delta = None
-    if current is not None and baseline:
-        delta = (current - baseline) / baseline * 100.0
+    delta = change_pct(baseline, current) if current is not None and baseline else None
     changes, breakdown = [], ""
     if failed:
         verdict = ERROR
@@ -105,14 +104,12 @@ def total(model: str, target: str, threshold_pct: float, rows: Iterable[ModelKer
         verdict = REMOVED  # `compare`: only the base revision has the model
     elif baseline is None:
         verdict = NEW
-    elif delta is not None and abs(delta) > threshold_pct and any(r.verdict == TOOLCHAIN for r in rows):
-        verdict = TOOLCHAIN
-    elif delta is not None and delta > threshold_pct:
-        verdict = REGRESSION
-    elif delta is not None and delta < -threshold_pct:
-        verdict = IMPROVEMENT
-    else:
+    elif delta is None:
         verdict = UNCHANGED
+    else:
+        verdict = classify(delta, threshold_pct)
+        if verdict != UNCHANGED and any(r.verdict == TOOLCHAIN for r in rows):
+            verdict = TOOLCHAIN
     for r in rows:
         if current and r.current_total_s is not None:
             r.share_pct = r.current_total_s / current * 100.0

@@ -27,11 +27,11 @@ from typing import Any, Callable
 
 from perfguard import jsonfile
 from perfguard.atomic import atomic_write_text
-from perfguard.errors import EXIT_INFRA, EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, InputError
-from perfguard.guard.compare import VERDICTS
+from perfguard.errors import EXIT_CODES, InputError
+from perfguard.guard.compare import VERDICTS, summary_key
 
-REPORT_SCHEMA = 1  # "note", "blocks", "calibration", a block side's "loop" and "loop_candidates" are
-# optional additions within schema 1
+REPORT_SCHEMA = 1  # "note", "blocks", "calibration", a block side's "loop" and "loop_candidates", a
+# result's "mismatch" and "orphaned", the summary's "wrong_result" and "timings" are optional additions within schema 1
 _ABSENT_IF = "absent_if"
 
 
@@ -232,6 +232,21 @@ class BlockChange:
 
 
 @dataclass
+class Mismatch:
+    """Where a wrong output is furthest off its reference (verify.mismatch_error): its worst element."""
+    output: str  # the output tensor's name
+    index: list[int]  # the element, one index per dimension
+    value: float | None  # what the kernel computed there (None: not a finite number, see `nonfinite`)
+    expected: float  # what the reference computed
+    tolerance: float  # allowed there: atol + rtol * |expected|
+    rtol: float
+    atol: float
+    elements_off: int  # how many elements are beyond their tolerance
+    elements: int  # of how many
+    nonfinite: str | None = absent_if(None)  # 'nan', 'inf' or '-inf'
+
+
+@dataclass
 class Result:
     """One kernel x target: what was measured, its verdict, and what it means."""
     kernel: str
@@ -267,6 +282,8 @@ class Result:
     analysis: Analysis | None = None
     history: History | None = None
     calibration: Calibration | None = absent_if(None)
+    mismatch: Mismatch | None = absent_if(None)  # verdict `wrong result`: where and by how much
+    orphaned: bool = absent_if(False)  # `removed` by check: a committed baseline no kernel is configured for
     extra: dict[str, Any] = field(default_factory=dict)  # keys this perfguard does not know, kept as read
 
     @property
@@ -387,6 +404,8 @@ class Summary:
     new: int = 0
     removed: int = 0
     unchanged: int = 0
+    wrong_result: int = absent_if(0)
+    orphaned: int = absent_if(0)  # `removed` results that are committed baselines no kernel is configured for
     model_regressions: int = absent_if(0)  # [[model]] totals that regressed
     # [[model]] kernels whose shapes changed (a new kernel paired with a removed one, guard.model_changes):
     # counted here once, not as one new and one removed
@@ -397,7 +416,7 @@ class Summary:
     errors_allowed: bool = absent_if(False)
 
     def count(self, verdict: str) -> int:
-        return getattr(self, verdict)
+        return getattr(self, summary_key(verdict))
 
 
 @dataclass
@@ -410,6 +429,34 @@ class Revision:
 class Shard:
     index: int
     count: int
+
+
+@dataclass
+class Seconds:
+    """Wall and CPU seconds (CPU: the process and the programs it ran, perfguard.timings)."""
+    wall_s: float
+    cpu_s: float
+
+
+@dataclass
+class JobTimings:
+    """One kernel x target job: its stages (perfguard.timings.JOB_STAGES) and its whole."""
+    kernel: str
+    target: str
+    total: Seconds
+    stages: dict[str, Seconds] = field(default_factory=dict)
+    reused: bool = absent_if(False)  # from a job record (nothing changed that it depends on): nothing ran
+
+
+@dataclass
+class Timings:
+    """Where a check's time went: each stage (perfguard.timings.STAGES) and each job. Measured
+    again by every check, so two reports of the same results differ here (and in `created`)."""
+    total: Seconds
+    stages: dict[str, Seconds] = field(default_factory=dict)
+    jobs: list[JobTimings] = absent_if([])
+    workers: int = 0  # pool processes started (0: none, every job was reused or ran inline)
+    reused: bool = absent_if(False)  # the whole check was reused from its record: nothing was judged or rendered
 
 
 @dataclass
@@ -429,6 +476,7 @@ class Report:
     merged_from: list[str] | None = absent_if(None)
     models: list[ModelTotal] = absent_if([])  # [[model]] entries: each model's total per target
     model_parts: list[ModelPart] = absent_if([])  # check --shard: what merge needs for the totals
+    timings: Timings | None = absent_if(None)  # `perfguard check`: wall and CPU seconds per stage and job
     extra: dict[str, Any] = field(default_factory=dict)  # keys this perfguard does not know, kept as read
 
     def to_json(self) -> dict[str, Any]:
@@ -480,7 +528,8 @@ def upgrade(data: Any, source: str) -> dict[str, Any]:
 
 def _fill_summary(data: dict[str, Any]) -> dict[str, Any]:
     """A summary that lacks the verdict counts (a hand-made or shard-merged file) gets them from the results."""
-    counts = {v: sum(1 for r in data["results"] if isinstance(r, dict) and r.get("verdict") == v) for v in VERDICTS}
+    counts = {summary_key(v): sum(1 for r in data["results"] if isinstance(r, dict) and r.get("verdict") == v)
+              for v in VERDICTS}
     return {**data, "summary": {**counts, **data["summary"]}}
 
 
@@ -493,7 +542,7 @@ def read_report(path: Path) -> Report:
         raise InputError(f"{path}: report not found") from None
     report = Report.from_json(data, str(path))
     code = report.summary.exit_code
-    if code not in (EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, EXIT_INFRA):
+    if code not in EXIT_CODES:
         raise InputError(f"{path}: summary.exit_code {code!r} is not an exit code")
     for i, r in enumerate(report.results):
         if r.verdict not in VERDICTS:

@@ -16,7 +16,11 @@ parameters' shapes and dtypes. An edit elsewhere in the model renames nothing; a
 shapes change gets a new name (and the model view pairs it with the old one as renamed).
 
 Extraction is cached under the model's content digest (the ONNX file's bytes with its input
-shapes, or the Relax module's text), the target, TVM's version and EXTRACT_RECIPE.
+shapes, or the Relax module's text), the target, TVM's version and EXTRACT_RECIPE. In front of
+that, a model's record (keyed on its entry, the target, perfguard and its environment) lists the
+files its source read (the modules a Python source imported, at any depth; the ONNX file; the
+tuning database) with their digests: while they are unchanged, the kernels come from the record
+without importing TVM or calling the source, which the content digest needs.
 """
 
 from __future__ import annotations
@@ -34,8 +38,10 @@ from typing import Any
 from perfguard.atomic import atomic_write_text
 from perfguard.config import Config, KernelSpec, ModelSpec, load_callable
 from perfguard.errors import InfraError, InputError
+from perfguard.fingerprints import environment_digest
 from perfguard.kernels import model_graph
 from perfguard.kernels.model_schedule import SCHEDULE_RECIPE, default_schedule
+from perfguard.user_code import depend_on, recording, unchanged
 
 # Part of every extraction key: bump when the passes, the naming or what a kernel records change.
 EXTRACT_RECIPE = 4
@@ -188,7 +194,7 @@ def _unsupported_onnx_ops(model) -> list[str]:
 
 def _python_source(config: Config, spec: ModelSpec):
     where = _where(config, spec)
-    func = load_callable(spec.source, config.root, where)
+    func = load_callable(spec.source, config.root, where, "source")
     try:
         out = func(**spec.params)
     except InputError as exc:
@@ -395,6 +401,48 @@ def _cache_file(cache_dir: Path, key: str) -> Path:
     return Path(cache_dir) / "models" / key[:2] / f"{key}.json"
 
 
+def model_kernels(config: Config, spec: ModelSpec, target: str) -> list[ModelKernel]:
+    """The model's kernels on `target`: from the model's record when none of the files its source
+    read changed (no TVM imported, no source called), else from the extraction cache when the
+    model's content did not change, else extracted."""
+    front = _front_key(config, spec, target)
+    found = _read_front(config, front)
+    if found is not None:
+        return found
+    with recording(config.root, exclude=(config.cache_dir,)) as read:
+        kernels = _model_kernels(config, spec, target)
+    if spec.is_file:  # outside the project folder too
+        read.add(Path(spec.source) if os.path.isabs(spec.source) else config.root / spec.source)
+    if spec.database:
+        read.add(*(_database_folder(config, spec) / name
+                   for name in ("database_workload.json", "database_tuning_record.json")))
+    try:
+        atomic_write_text(_cache_file(config.cache_dir, front), json.dumps(
+            {"depends": read.digests(), "kernels": [k.__dict__ for k in kernels]}, sort_keys=True))
+    except (InfraError, OSError):
+        pass  # a cache that cannot be written costs only the reuse
+    return kernels
+
+
+def _front_key(config: Config, spec: ModelSpec, target: str) -> str:
+    """The model entry, the target and everything perfguard runs it with (not the files its source reads)."""
+    return _sha("model record", json.dumps(spec.__dict__, sort_keys=True, default=str),
+                json.dumps(config.profile(target).tvm_target, sort_keys=True), str(EXTRACT_RECIPE),
+                str(SCHEDULE_RECIPE), environment_digest())
+
+
+def _read_front(config: Config, key: str) -> list[ModelKernel] | None:
+    try:
+        record = json.loads(_cache_file(config.cache_dir, key).read_text())
+        if not unchanged(config.root.resolve(), record["depends"]):
+            return None
+        kernels = [ModelKernel(**k) for k in record["kernels"]]
+        depend_on(config.root, record["depends"])
+        return kernels
+    except (OSError, ValueError, TypeError, KeyError):
+        return None  # absent, damaged or stale: extract (or find the extraction) again
+
+
 def _tvm_version() -> str:
     """TVM's version without importing TVM (seconds): a cached extraction needs no TVM at all."""
     try:
@@ -405,9 +453,9 @@ def _tvm_version() -> str:
         return tvm.__version__
 
 
-def model_kernels(config: Config, spec: ModelSpec, target: str) -> list[ModelKernel]:
+def _model_kernels(config: Config, spec: ModelSpec, target: str) -> list[ModelKernel]:
     """Every kernel of the model on `target`, scheduled as it would ship (skipped ones too: see
-    model_specs), from the extraction cache when the model did not change."""
+    model_specs), from the extraction cache when the model's content did not change."""
     where = _where(config, spec)
     content, load = (_onnx_source if spec.is_file else _python_source)(config, spec)
     profile = config.profile(target)

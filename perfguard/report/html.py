@@ -84,7 +84,7 @@ def _row(r: Result) -> dict[str, Any]:
         "peak_pct": cur.peak_pct if cur else None,
         "model": text.model_kind(r),
         "what": model_changes.label(r.params) if model_view.is_model_kernel(r) else "",  # a model's kernel: its layer
-        "why": "; ".join(filter(None, [text.limit_note(r), r.note or "",
+        "why": "" if r.orphaned else "; ".join(filter(None, [text.limit_note(r), r.note or "",
                                        text.what_changed_most(r) if r.delta_pct else ""])),
     }
 
@@ -120,7 +120,8 @@ def _overview_charts(report: Report, results: list[Result]) -> tuple[list[dict[s
 
 def _common(report: Report, results: list[Result]) -> dict[str, Any]:
     summary = report.summary
-    status = "error" if summary.error else "fail" if summary.regression or summary.model_regressions else "ok"
+    status = ("fail" if summary.wrong_result else "error" if summary.error or summary.orphaned
+              else "fail" if summary.regression or summary.model_regressions else "ok")
     return {
         "headline": text.headline(summary),
         "title": text.headline(summary, toolchain=False),  # the page says the toolchain sentence once, below

@@ -20,9 +20,9 @@ from perfguard.report import model_view, numbers, text
 MARKER = "<!-- perfguard-report -->"
 LIMIT = 60_000
 _ERROR_CHARS = 300
-_ICON = {"regression": "\u274c", "error": "\u26a0\ufe0f", "toolchain": "\U0001f527", "improvement": "\u2705",
+_ICON = {"wrong result": "\U0001f6ab", "regression": "\u274c", "error": "\u26a0\ufe0f", "toolchain": "\U0001f527", "improvement": "\u2705",
          "new": "\U0001f195", "removed": "\U0001f5d1\ufe0f", "unchanged": "\u2796"}
-_CHANGED = ("regression", "error", "improvement")
+_CHANGED = ("wrong result", "regression", "error", "improvement")
 _SPECIAL = re.compile(r"([\\`*_\[\]|~])")
 
 
@@ -51,8 +51,8 @@ def _current(r: Result) -> Metrics | None:
 
 def _changed_row(r: Result) -> str:
     why = "; ".join(filter(None, [text.limit_note(r), text.what_changed_most(r)]))
-    if r.error:
-        message = r.error
+    if r.error or r.orphaned:
+        message = r.error or r.note
         why = message if len(message) <= _ERROR_CHARS else message[:_ERROR_CHARS] + "..."
     current = _current(r)
     return _cells([f"{_ICON[r.verdict]} {r.verdict}", _kernel(r), md(r.target),
@@ -70,7 +70,8 @@ def _rest_row(r: Result) -> str:
 
 def _verdict_line(report: Report, results: list[Result]) -> list[str]:
     summary = report.summary
-    icon = (_ICON["error"] if summary.error else _ICON["regression"] if summary.regression or summary.model_regressions
+    icon = (_ICON["wrong result"] if summary.wrong_result else _ICON["error"] if summary.error or summary.orphaned
+            else _ICON["regression"] if summary.regression or summary.model_regressions
             else _ICON["toolchain"] if summary.toolchain_changed else _ICON["improvement"])
     counts = " \u00b7 ".join(f"**{summary.count(name)}** {name}" for name in _ICON)
     if summary.changed:  # [[model]] kernels whose shapes changed (one new kernel paired with a removed one)
@@ -94,7 +95,7 @@ def _verdict_line(report: Report, results: list[Result]) -> list[str]:
     note = text.self_consistency_note(results)
     if note:
         out += ["", f"\u26a0\ufe0f {md(note)}"]
-    noted = [r for r in results if r.note]
+    noted = [r for r in results if r.note and not r.orphaned]
     if noted:
         out += ["", f"\u26a0\ufe0f {len(noted)} result{'s' if len(noted) != 1 else ''}: {md(noted[0].note)}"]
     return out
@@ -131,8 +132,8 @@ def render_markdown(report: Report, limit: int = LIMIT) -> str:
     """summary.md; always shorter than `limit` characters."""
     results = report.worst_first()
     in_models = model_view.covered(report)  # listed in their model's table, first; changed ones again below
-    changed = [r for r in results if r.verdict in _CHANGED]
-    rest = [r for r in results if r.verdict not in _CHANGED and (r.kernel, r.target) not in in_models]
+    changed = [r for r in results if r.verdict in _CHANGED or r.orphaned]
+    rest = [r for r in results if not (r.verdict in _CHANGED or r.orphaned) and (r.kernel, r.target) not in in_models]
     footer = ["", f"<sub>perfguard {md(report.perfguard_version)} \u00b7 per-kernel pages, roofline, "
                   "history and statistics: <code>index.html</code> in the report folder</sub>", ""]
     head = _verdict_line(report, results)

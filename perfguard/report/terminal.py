@@ -18,7 +18,7 @@ from perfguard.report.text import (SELF_CONSISTENCY, block_line, headline, limit
                                    self_consistency_note, top_block)
 
 _STYLE = {"regression": "bold red", "error": "bold yellow", "toolchain": "bold magenta", "improvement": "bold green",
-          "new": "cyan", "removed": "magenta", "unchanged": "dim"}
+          "new": "cyan", "removed": "magenta", "unchanged": "dim", "wrong result": "bold red"}
 
 
 def console(stderr: bool = False) -> Console:
@@ -52,13 +52,14 @@ def print_table(report: Report, out: Console) -> None:
         _print_results(rows, out)
     for r in report.results:
         if r.error:
-            out.print(f"[bold yellow]error[/] {escape(r.error)}")
+            out.print(f"[{_STYLE.get(r.verdict, 'bold yellow')}]{r.verdict}[/] {escape(r.error)}")
         else:
             label = r.label + ": "
             if note := limit_note(r):
                 out.print(f"[bold]note[/] {escape(label + note)}")
             if r.note:
-                out.print(f"[bold]note[/] {escape(label + r.note)}")
+                out.print(f"[{_STYLE['removed'] if r.orphaned else 'bold'}]{'removed' if r.orphaned else 'note'}[/] "
+                          f"{escape(label + r.note)}")
             if r.verdict in ("regression", "improvement") and r.blocks:
                 out.print(f"[bold]where[/] {escape(label + block_line(top_block(r)))}")
     note = self_consistency_note(report.results)
@@ -82,3 +83,34 @@ def _print_results(results, out: Console) -> None:
             "" if not r.model_id else model_kind(r),
         )
     out.print(table)
+
+
+def print_timings(report: Report, out: Console, slowest: int = 5) -> None:
+    """`check --timings`: wall and CPU seconds per stage, then the jobs that cost the most CPU."""
+    timings = report.timings
+    if timings is None:
+        out.print("no timings in this report")
+        return
+    from perfguard.timings import JOB_STAGES, STAGES
+
+    what = dict(STAGES)
+    table = Table(show_edge=False, pad_edge=False, title="where the time went", title_justify="left")
+    for name, justify in (("stage", "left"), ("wall s", "right"), ("CPU s", "right"), ("what", "left")):
+        table.add_column(name, justify=justify)
+    for name, span in timings.stages.items():
+        wall = "-" if name == "workers" else f"{span.wall_s:.2f}"
+        label = f"  {name}" if name in JOB_STAGES or name == "workers" else name
+        table.add_row(label, wall, f"{span.cpu_s:.2f}", escape(what.get(name, "")))
+    table.add_row("[bold]total[/]", f"[bold]{timings.total.wall_s:.2f}[/]", f"[bold]{timings.total.cpu_s:.2f}[/]",
+                  "the whole command")
+    out.print(table)
+    reused = sum(j.reused for j in timings.jobs)
+    if timings.reused:
+        out.print(f"the whole check was reused from its record: nothing it depends on changed "
+                  f"({len(report.results)} results)")
+    else:
+        out.print(f"{len(timings.jobs)} jobs: {len(timings.jobs) - reused} ran, {reused} reused from their records; "
+                  f"{timings.workers} pool worker{'' if timings.workers == 1 else 's'}")
+    ran = sorted((j for j in timings.jobs if not j.reused), key=lambda j: -j.total.cpu_s)[:slowest]
+    if ran:
+        out.print("most CPU: " + ", ".join(escape(f"{j.kernel}[{j.target}] {j.total.cpu_s:.2f} s") for j in ran))

@@ -14,6 +14,8 @@ def headline(summary: Summary, toolchain: bool = True) -> str:
     """One line: what could not be measured (no statistics) or checked (measured, but no verdict:
     an unreadable baseline or model, a refused comparison), then the regressions."""
     parts = []
+    if summary.wrong_result:
+        parts.append(f"{summary.wrong_result} wrong result(s): output differs from the reference")
     errors = summary.error
     unmeasured = summary.not_measured
     if errors and unmeasured is not None and 0 <= unmeasured <= errors:
@@ -27,6 +29,8 @@ def headline(summary: Summary, toolchain: bool = True) -> str:
         parts.append(f"{summary.regression} regression(s) found")
     if summary.model_regressions:
         parts.append(f"{summary.model_regressions} model total(s) regressed")
+    if summary.orphaned:
+        parts.append(f"{summary.orphaned} baseline(s) without a configured kernel (perfguard baseline prune or rename)")
     line = ", ".join(parts) or "no regressions"
     if summary.interrupted:
         line = f"interrupted: {line}"

@@ -133,14 +133,18 @@ def test_check_names_both_sides_loops_in_every_output_and_an_old_baseline_names_
 
     config.write_text(config.read_text().replace("tile_k = 64", "tile_k = 16"))
     capsys.readouterr()
-    assert main(["check", "--config", str(config)]) in (0, 1)
+    # the pipeline model predicts the k-tile of 16 faster (-16 % on LLVM 19's znver4 model): exit 0. What this
+    # test checks is the loop naming; natively the edit measured +7 % (CPU time, a loaded Zen 1 host, issue 28)
+    assert main(["check", "--config", str(config)]) == 0
     out = capsys.readouterr().out
     reports = config.parent / "reports"
     data = json.loads((reports / "perfguard.json").read_text())
     jsonschema.validate(data, json.loads((REPO / "docs" / "report.schema.json").read_text()),
                         cls=jsonschema.Draft202012Validator)
     result = data["results"][0]
-    assert result["verdict"] in ("regression", "improvement") and result["blocks"]
+    assert result["verdict"] == "improvement" and result["delta_pct"] < -10.0 and result["blocks"]
+    # and the blocks listed moved the same way in all
+    assert sum(b["delta_cycles"] for b in result["blocks"]) < 0
     # the products ran in k_1 (tile_k 64) and now in i_1, with k_1 unrolled into it by LLVM
     assert "k_1" in _named(result["blocks"], "baseline") and "i_1" in _named(result["blocks"], "current")
     assert "where gemm_t[x86_64]:" in out and " in loop " in out
@@ -152,8 +156,10 @@ def test_check_names_both_sides_loops_in_every_output_and_an_old_baseline_names_
     del stored["loops"]
     stored["schema"] = 2
     baseline_file.write_text(json.dumps(stored))
-    assert main(["check", "--config", str(config)]) in (0, 1)
-    result = json.loads((reports / "perfguard.json").read_text())["results"][0]
+    assert main(["check", "--config", str(config)]) == 0
+    older = json.loads((reports / "perfguard.json").read_text())["results"][0]
+    assert (older["verdict"], older["delta_pct"]) == (result["verdict"], result["delta_pct"])  # loops do not time
+    result = older
     assert result["blocks"] and _named(result["blocks"], "baseline") == set()
     assert "i_1" in _named(result["blocks"], "current")
 

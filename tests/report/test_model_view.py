@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 
+import pytest
 from rich.console import Console
 
 from perfguard.guard.models import count_kernels, kernel_row, total
@@ -54,7 +55,7 @@ def _report() -> Report:
 def test_a_widened_layer_is_one_changed_kernel_everywhere():
     report = _report()
     (view,) = report.models
-    assert view.verdict == "regression" and view.delta_pct == 16.666666666666664
+    assert view.verdict == "regression" and view.delta_pct == pytest.approx(50 / 3)
     (line,) = [c for c in view.changes if c.startswith("changed: ")]
     assert line == ("changed: layer3.0.conv1 conv2d 1x128x8x8 -> 1x320x4x4 3x3/2 (r.conv2d_add_relu.bbbbbb): widened "
                     "256 -> 320 output channels (was r.conv2d_add_relu.aaaaaa; 2.000 ms -> 2.500 ms per inference)")
