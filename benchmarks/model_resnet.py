@@ -10,9 +10,9 @@ removed): the model's verdict, its delta, the summary's counts of model kernels 
 line perfguard prints. `schedule`: the model with `schedule = "none"` (TVM's unscheduled loops,
 what tvm.compile builds without tuning) and with the default (TVM's default CPU rules, fixed
 decisions): predicted time per inference, GFLOP/s (TVM's flop estimate x calls / predicted time)
-and the vector share of FP instructions (calls-weighted). `timing`: a cold check (empty cache)
-and a no-op check (nothing changed) with the check's stages, in CPU seconds (user + sys,
-children included: wall time on a shared machine is not a measure) and wall seconds.
+and the vector share of FP instructions (calls-weighted). `timing`: a cold check (empty cache),
+a no-op check (nothing changed) and a check after one widened stage, with the check's own stage
+timings (wall and CPU seconds: CPU, user + sys with children, is the figure on a shared machine).
 
 Each part works in a temporary folder with its own cache (PERFGUARD_CACHE_DIR to reuse one).
 """
@@ -131,73 +131,32 @@ def schedule(targets: list[str], cache: Path) -> None:
         print(f"| {target} | speed-up | {before / after:.1f}x | | |")
 
 
-class Stages:
-    """CPU (this process and its reaped children: the pool's workers once it is closed) and wall
-    seconds per stage of a check."""
-
-    def __init__(self):
-        self.rows: list[tuple[str, float, float]] = []
-
-    @contextlib.contextmanager
-    def stage(self, name: str):
-        def cpu() -> float:
-            own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-            return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
-
-        start_cpu, start = cpu(), time.perf_counter()
-        yield
-        self.rows.append((name, cpu() - start_cpu, time.perf_counter() - start))
-
-
-def _check_in_stages(config_path: Path, workers: int) -> Stages:
-    """`perfguard check` as commands/check.py runs it, stage by stage, in this process."""
-    from perfguard.config import load_config
-    from perfguard.executors import LocalExecutor
-    from perfguard.guard.check import judge_results, make_jobs, measure, select
-    from perfguard.guard.report import write_report
-    from perfguard.guard.report_build import build_report
-    from perfguard.report.pages import write_pages
-
-    stages = Stages()
-    with stages.stage("config and model extraction (select)"):
-        config = load_config(config_path)
-        pairs = select(config, None, None)
-    with stages.stage("jobs"):
-        jobs = make_jobs(config, pairs)
-    with stages.stage(f"build, simulate, check outputs ({len(jobs)} jobs, -j {workers})"):
-        with LocalExecutor(workers) as executor:
-            results = measure(config, jobs, workers, executor=executor)
-    with stages.stage("judge (verdicts, model totals)"):
-        run = judge_results(config, jobs, results)
-    with stages.stage("report (build, JSON)"):
-        report = build_report(run, config.path, config)
-        write_report(report, config.report_dir / "perfguard.json")
-    with stages.stage("pages (HTML, Markdown)"):
-        write_pages(report, config.report_dir)
-    return stages
-
-
-def timing(targets: list[str], cache: Path, workers: int = 2) -> None:
-    """A cold check (empty cache), then a no-op one, each in a fresh process (TVM imported anew)."""
+def timing(targets: list[str], cache: Path) -> None:
+    """A cold check (an empty cache), a no-op one, and one after stage 4 is widened 512 -> 640
+    channels (its kernels and the dense layer's take new shapes), each a fresh process, with the
+    check's own stage timings (perfguard.timings, the JSON report's `timings`)."""
     work = Path(tempfile.mkdtemp(prefix="pg-resnet-timing-"))
     config = project(work, targets, cache)
-    for label in ("cold (empty cache)", "no-op (nothing changed)"):
-        proc = subprocess.run([sys.executable, __file__, "_stages", str(config), str(workers)], capture_output=True,
-                              text=True, env=dict(os.environ, PYTHONPATH=str(REPO)))
-        if proc.returncode:
-            raise SystemExit(proc.stdout + proc.stderr)
-        rows = json.loads(proc.stdout.strip().splitlines()[-1])
-        print(f"\n{label}, targets {', '.join(targets)}:\n\n| stage | CPU s | wall s |\n|---|--:|--:|")
-        for name, cpu, wall in rows:
-            print(f"| {name} | {cpu:.1f} | {wall:.1f} |")
-        print(f"| total | {sum(r[1] for r in rows):.1f} | {sum(r[2] for r in rows):.1f} |")
+    for label, edit in (("cold (empty cache)", {}), ("no-op (nothing changed)", {}),
+                        ("stage 4 widened (512 -> 640 channels)", dict(widths=(64, 128, 256, 640)))):
+        if edit:
+            project(work, targets, cache, **edit)
+        _, _, cpu, wall = perfguard(config, "check", "--json", str(work / "check.json"))
+        timings = json.loads((work / "check.json").read_text()).get("timings") or {}
+        print(f"\n{label}, targets {', '.join(targets)}: {cpu:.1f} CPU-s, {wall:.1f} wall s (the whole process)\n")
+        print("| stage | wall s | CPU s |\n|---|--:|--:|")
+        for name, span in (timings.get("stages") or {}).items():
+            print(f"| {name} | {span['wall_s']:.2f} | {span['cpu_s']:.2f} |")
+        total = timings.get("total") or {}
+        if total:
+            print(f"| total | {total['wall_s']:.2f} | {total['cpu_s']:.2f} |")
+        jobs = timings.get("jobs") or []
+        print(f"\n{len(jobs)} jobs, {sum(1 for j in jobs if j.get('reused'))} reused from their records"
+              + ("; the whole check reused from its record" if timings.get("reused") else ""))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    if sys.argv[1:2] == ["_stages"]:  # timing's child: one check in stages, printed as JSON
-        print(json.dumps(_check_in_stages(Path(sys.argv[2]), int(sys.argv[3])).rows))
-        return
     parser.add_argument("part", choices=("edits", "schedule", "timing"))
     parser.add_argument("--target", default="x86_64")
     parser.add_argument("--targets", default="x86_64,aarch64")

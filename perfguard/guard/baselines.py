@@ -218,6 +218,11 @@ class BaselineStore(BaselineSource):
         folder = self.root / target
         return sorted(f.stem for f in folder.glob("*.json")) if folder.is_dir() else []
 
+    def graph_files(self, target: str) -> list[Path]:
+        """The model graphs (call orders) recorded for `target`."""
+        folder = self.root / target / GRAPHS
+        return sorted(folder.glob("*.json")) if folder.is_dir() else []
+
     def model_graph(self, target: str, model: str) -> dict[str, list[int]] | None:
         path = graph_path(self.root, target, model)
         text = _read_bytes(path, "the model graph")
