@@ -100,6 +100,11 @@ KEY_DOCS: dict[str, dict[str, tuple[str, str, str]]] = {
         "kernel_threshold": ("number, percent", "`[perfguard].threshold`", "each of its kernels' threshold"),
         "targets": ("list of target names", "every target", "only these of `[perfguard].targets`"),
         "database": ("path", "none", "a MetaSchedule JSON database folder: its tuned schedules are built"),
+        "schedule": ('`"default"` or `"none"`', '`"default"`',
+                     "a kernel without a database record: TVM's default CPU schedule rules, or TVM's unscheduled "
+                     "loops"),
+        "skip": ("list of graph node or kernel names", "none",
+                 "calls not guarded (not built, not simulated, in no total), each said so"),
     },
 }
 
@@ -122,6 +127,7 @@ class KernelSpec:
     # (the job rebuilds the module from it) and the model's name (the model total groups by it).
     ir: str | None = None
     model: str | None = None
+    positions: tuple[int, ...] | None = None  # a model kernel: where its calls are in the model's call order
 
 
 @dataclass(frozen=True)
@@ -136,6 +142,8 @@ class ModelSpec:
     kernel_threshold: float | None = None  # each kernel's (default: the global one)
     targets: tuple[str, ...] | None = None
     database: str | None = None  # a MetaSchedule JSON database folder: its tuned schedules apply
+    skip: tuple[str, ...] = ()  # graph nodes or kernel names whose calls are not guarded (kernels.models)
+    schedule: str = "default"  # without a database record: "default" (kernels.model_schedule) | "none"
 
     @property
     def is_file(self) -> bool:
@@ -468,7 +476,9 @@ def _module_hint(exc: ModuleNotFoundError, root: Path) -> str:
 
 
 # -- whole models (issue 15): [[model]] entries -----------------------------------------------------
-_MODEL_KEYS = {"name", "source", "inputs", "params", "threshold", "kernel_threshold", "targets", "database"}
+_MODEL_KEYS = {"name", "source", "inputs", "params", "threshold", "kernel_threshold", "targets", "database", "skip",
+               "schedule"}
+MODEL_SCHEDULES = ("default", "none")
 
 
 def _models(path: Path, tables: Any, config: Config) -> tuple[ModelSpec, ...]:
@@ -533,5 +543,9 @@ def _model(path: Path, i: int, table: Any, config: Config) -> ModelSpec:
     database = table.get("database")
     if database is not None and (not isinstance(database, str) or not database):
         raise InputError(f"{where}: database must be the path of a MetaSchedule database folder")
+    skip = _string_list(table["skip"], f"{where}: skip") if "skip" in table else ()  # checked against the graph
+    schedule = table.get("schedule", "default")
+    if schedule not in MODEL_SCHEDULES:
+        raise InputError(f"{where}: schedule {schedule!r} is not one of {', '.join(map(repr, MODEL_SCHEDULES))}")
     return ModelSpec(name, source, parsed, params, thresholds["threshold"], thresholds["kernel_threshold"],
-                     targets, database)
+                     targets, database, skip, schedule)

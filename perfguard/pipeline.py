@@ -21,12 +21,13 @@ from perfguard.compile.cache import BuildCache, digest, file_digest
 from perfguard.compile.harness import HARNESS_VERSION, render_harness, template_digest
 from perfguard.compile.inputs import decode_outputs
 from perfguard.compile.loops import ensure_loops
-from perfguard.compile.lower import LoweredKernel, build_object, inspect_module
+from perfguard.compile.lower import LoweredKernel, build_object, inspect_module, inspect_text
 from perfguard.compile.toolchain import (
     cc_version, check_tensor_types, find_cc, libc_version, link_harness, llvm_version,
 )
 from perfguard.config import KernelSpec, load_callable
 from perfguard.errors import InfraError, InputError, PerfguardError
+from perfguard.kernels.models import origin
 from perfguard.signals import interruptible
 from perfguard.sim.base import get_simulator
 from perfguard.sim.stats import Stats
@@ -125,13 +126,16 @@ def run_job(job: Job) -> JobResult:
     return result
 
 
-def resolve_kernel(spec: KernelSpec, root: Path, where: str) -> tuple[LoweredKernel, dict[str, Any], Any]:
-    """Call the kernel's entry and inspect the module; returns (lowered, full params, family)."""
+def resolve_kernel(spec: KernelSpec, root: Path, where: str,
+                   cache_dir: Path | None = None) -> tuple[LoweredKernel, dict[str, Any], Any]:
+    """Call the kernel's entry and inspect the module; returns (lowered, full params, family). A
+    kernel given as TVMScript (a [[model]]'s) is parsed once per text with a `cache_dir`."""
     from perfguard.kernels import FAMILY_NAMES, get_family
     from perfguard.kernels.base import check_params
 
     if spec.ir is not None:  # a kernel extracted from a [[model]]: its PrimFunc travels as TVMScript
-        return inspect_module(_parse_ir(spec.ir, where), spec.outputs or 1, where), dict(spec.params), None
+        lowered = inspect_text(spec.ir, spec.outputs or 1, where, lambda text: _parse_ir(text, where), cache_dir)
+        return lowered, dict(spec.params), None
     entry = load_callable(spec.entry, root, where)
     family = get_family(spec.family) if spec.family in FAMILY_NAMES else None
     params = dict(spec.params)
@@ -196,9 +200,9 @@ def build_kernel(job: Job, result: JobResult) -> Built:
     import tvm
 
     spec, profile = job.kernel, job.profile
-    where = f"kernel '{spec.name}' on {profile.name}"
+    where = f"kernel '{spec.name}'{origin(spec.params) if spec.ir is not None else ''} on {profile.name}"
     with measured(result.timings, "lower"):
-        lowered, params, family = resolve_kernel(spec, job.root, where)
+        lowered, params, family = resolve_kernel(spec, job.root, where, job.cache_dir)
         result.params = params
         result.tensor_bytes = sum(t.nbytes for t in lowered.tensors)
         if spec.flops is not None:
@@ -228,7 +232,8 @@ def build_kernel(job: Job, result: JobResult) -> Built:
                 raise
             result.rebuilt = True
         result.binary_hash = file_digest(build_dir / "harness")
-        result.loops = ensure_loops(build_dir, lowered.mod, profile.tvm_target)  # beside the build, not in its key
+        # beside the build, not in its key; the module is made only when the nest is not recorded yet
+        result.loops = ensure_loops(build_dir, lambda: lowered.mod, profile.tvm_target)
     return Built(build_dir, lowered, params, family, where)
 
 
@@ -323,6 +328,9 @@ def check_built(job: Job, result: JobResult, built: Built, outputs: list[np.ndar
     ref = resolve_reference(spec, job.root, built.lowered, built.family, built.where)
     result.reference = ref.kind
     if ref.kind == "self" and job.require_reference:
+        if spec.model is not None or spec.ir is not None:  # a model gives no numpy reference per kernel
+            raise InputError(f"{built.where}: a [[model]]'s kernels have no numpy reference, and require_reference "
+                             f"= true refuses them: set require_reference = false to guard the model")
         raise InputError(f"{built.where}: no numpy reference, and require_reference = true: add "
                          f"reference = \"module:function\" to the kernel (docs/kernels.md, \"Output check\")")
     cache = BuildCache(job.cache_dir)

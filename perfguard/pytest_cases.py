@@ -230,7 +230,8 @@ class CaseRunner:
         (total,) = check.model_summaries
         updated = []
         if self.update and all(o.result.ok for o in check.outcomes):
-            updated = write_baselines(self.config, jobs, [o.result for o in check.outcomes])
+            done = write_baselines(self.config, jobs, [o.result for o in check.outcomes])
+            updated = done.written + done.removed
         report = build_report(CheckRun(check.outcomes), self.config.path, self.config)
         by_name = {r.kernel: r for r in report.results}
         kernels = [CaseResult(o.result.kernel, target, o.verdict.verdict, o.verdict.threshold_pct,
@@ -261,7 +262,8 @@ class CaseRunner:
         outcome = check.outcomes[0]
         updated = None
         if self.update and outcome.result.ok:
-            updated = write_baselines(self.config, [job], [outcome.result])[0]
+            written = write_baselines(self.config, [job], [outcome.result]).written
+            updated = written[0] if written else None  # unchanged: not rewritten
         report = build_report(CheckRun([outcome]), self.config.path, self.config)
         v = outcome.verdict
         return CaseResult(spec.name, target, v.verdict, v.threshold_pct, check.exit_code(), v.delta_pct,

@@ -43,10 +43,14 @@ def run(args: argparse.Namespace) -> int:
     with progress(len(jobs), out) as advance:  # a job whose inputs are as recorded is not run again
         results = measure(config, jobs, args.jobs, on_result=lambda i, r: advance(f"{r.kernel}[{r.target}]"),
                           known=recorded(jobs))
-    written = write_baselines(config, jobs, results)
-    for path in written:
-        verb = "wrote" if path.exists() else "removed (the model no longer has this kernel)"
-        out.print(f"{verb} {shown(config, path)}")
+    update = write_baselines(config, jobs, results)
+    for path in update.written:
+        out.print(f"wrote {shown(config, path)}")
+    for path in update.removed:
+        out.print(f"removed {shown(config, path)} (the model no longer has this kernel)")
+    if update.unchanged:  # a new commit alone is no change: the file stays as it is, and so does its diff
+        out.print(f"unchanged: {len(update.unchanged)} baseline(s) (same statistics, toolchain and kernel; "
+                  f"not rewritten)")
     failed = [r for r in results if not r.ok]
     for r in failed:
         out.print(f"[bold yellow]error[/] {r.error} (baseline left as it was)")
@@ -58,16 +62,22 @@ def run_prune(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     store = BaselineStore(config.baseline_dir)
     orphans = find_orphans(config, store, args.targets)
-    if not orphans:
+    # a [[model]]'s call order on a target it is not configured for goes with its kernels' baselines
+    graphs = [path for target in scanned_targets(config, store, args.targets) for path in store.graph_files(target)
+              if not any(m.name == path.stem and target in (m.targets or config.targets) for m in config.models)]
+    if not orphans and not graphs:
         out.print(f"no orphaned baselines in {shown(config, config.baseline_dir)}: every one has a configured kernel")
         return EXIT_OK
     if not args.yes:
         for orphan in orphans:
             out.print(escape(f"would remove {shown(config, orphan.path)}: {reason(config, orphan)}"))
-        out.print(f"{len(orphans)} orphaned baseline(s); delete them with: perfguard baseline prune --yes "
-                  f"(a renamed kernel keeps its statistics with: perfguard baseline rename OLD NEW)")
+        for path in graphs:
+            out.print(escape(f"would remove {shown(config, path)}: the call order of [[model]] '{path.stem}', which "
+                             f"is not configured for target '{path.parent.parent.name}'"))
+        out.print(f"{len(orphans) + len(graphs)} orphaned baseline(s); delete them with: perfguard baseline prune "
+                  f"--yes (a renamed kernel keeps its statistics with: perfguard baseline rename OLD NEW)")
         return EXIT_OK
-    for path in store.remove_all([Path(o.path) for o in orphans]):
+    for path in store.remove_all([Path(o.path) for o in orphans] + graphs):
         out.print(escape(f"removed {shown(config, path)}"))
     out.print(f"now commit {shown(config, config.baseline_dir)}")
     return EXIT_OK

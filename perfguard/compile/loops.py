@@ -415,7 +415,8 @@ def harness_ranges(obj: Path, harness: Path, names: set[str]) -> dict[str, list[
 def ensure_loops(build_dir: Path, mod: object, tvm_target: dict) -> dict | None:
     """The build's recorded nest (plain JSON), recorded on first use: once per build, so a warm
     check only reads it (a build cached before nests were recorded, or recorded by an older
-    version, gets one then). None when the file is damaged: that build names no loop."""
+    version, gets one then). None when the file is damaged: that build names no loop. `mod` may
+    be a function making the module (called only to record the nest)."""
     path = Path(build_dir) / LOOPS_FILE
     try:
         data = json.loads(path.read_text())
@@ -426,6 +427,8 @@ def ensure_loops(build_dir: Path, mod: object, tvm_target: dict) -> dict | None:
         pass
     except (OSError, ValueError, InputError):
         return None
+    if callable(mod):
+        mod = mod()
     nest = record_loops(mod, tvm_target, Path(build_dir) / "kernel.o", Path(build_dir) / "harness").to_dict()
     atomic_write_text(path, json.dumps(nest, sort_keys=True) + "\n")
     return nest

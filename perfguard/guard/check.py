@@ -12,7 +12,7 @@ from perfguard.errors import (EXIT_INFRA, EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, 
                               InputError)
 from perfguard.executors import Executor, LocalExecutor
 from perfguard.guard.attribution import attribute
-from perfguard.guard.baselines import Baseline, BaselineSource, BaselineStore
+from perfguard.guard.baselines import Baseline, BaselineSource, BaselineStore, graph_path, graph_text, same_record
 from perfguard.guard.compare import ERROR, REGRESSION, REMOVED, WRONG_RESULT, Verdict, judge, toolchain_summary
 from perfguard.guard.report import Attribution, BlockChange, Result
 from perfguard.jsonfile import now_iso
@@ -303,8 +303,8 @@ def model_summaries(config: Config, jobs: list[Job], outcomes: list[JudgedResult
     verdict (guard.models)."""
     from perfguard.guard.models import total
 
-    return [total(spec.name, target, config.model_threshold(spec, threshold), rows)
-            for spec, target, rows in _model_rows(config, jobs, outcomes, store, models, also=also)]
+    return [total(spec.name, target, config.model_threshold(spec, threshold), rows, spec.database, skipped)
+            for spec, target, rows, skipped in _model_rows(config, jobs, outcomes, store, models, also=also)]
 
 
 def model_parts(config: Config, jobs: list[Job], outcomes: list[JudgedResult], store, threshold: float | None,
@@ -313,12 +313,16 @@ def model_parts(config: Config, jobs: list[Job], outcomes: list[JudgedResult], s
     shard): the rows `perfguard merge` sums into the totals (guard.report.ModelPart)."""
     from perfguard.guard.report import ModelPart
 
-    found = {(spec.name, target): rows
-             for spec, target, rows in _model_rows(config, jobs, outcomes, store, models, whole)}
-    return [ModelPart(spec.name, target, config.model_threshold(spec, threshold), sorted(whole[(spec.name, target)]),
-                      found.get((spec.name, target), []))
-            for spec in config.models for target in _targets(config, {t for _, t in whole})
-            if (spec.name, target) in whole]
+    found = {(spec.name, target): (rows, skipped)
+             for spec, target, rows, skipped in _model_rows(config, jobs, outcomes, store, models, whole)}
+    parts = []
+    for spec in config.models:
+        for target in _targets(config, {t for _, t in whole}):
+            if (spec.name, target) in whole:
+                rows, skipped = found.get((spec.name, target), ([], []))
+                parts.append(ModelPart(spec.name, target, config.model_threshold(spec, threshold),
+                                       sorted(whole[(spec.name, target)]), rows, spec.database, skipped))
+    return parts
 
 
 def _targets(config: Config, seen) -> list[str]:
@@ -328,9 +332,11 @@ def _targets(config: Config, seen) -> list[str]:
 
 def _model_rows(config: Config, jobs: list[Job], outcomes: list[JudgedResult], store, models,
                 whole: dict[tuple[str, str], list[str]] | None = None, also: set[tuple[str, str]] = frozenset()):
-    """(model spec, target, rows) per [[model]] x target with a kernel among `jobs` or in `also` (a
-    shard: every one in `whole`, the model's kernels in the whole run, none of which is a leftover)."""
-    from perfguard.guard.models import ModelKernelResult, kernel_rows
+    """(model spec, target, rows, skipped) per [[model]] x target with a kernel among `jobs` or in
+    `also` (a shard: every one in `whole`, the model's kernels in the whole run, none of which is a
+    leftover); `skipped`: the calls the model's `skip` leaves out."""
+    from perfguard.guard.models import ModelKernelResult, kernel_rows, skipped_line
+    from perfguard.kernels.models import skipped_calls
 
     groups: dict[tuple[str, str], list] = {key: [] for key in [*(whole or {}), *also]}
     for job, outcome in zip(jobs, outcomes):
@@ -351,10 +357,12 @@ def _model_rows(config: Config, jobs: list[Job], outcomes: list[JudgedResult], s
                     baseline = None  # its own outcome already says why
                 results.append(ModelKernelResult(job.kernel.name, job.kernel.params.get("op"),
                                                  job.kernel.params.get("calls", 1), o.verdict.verdict,
-                                                 o.verdict.current_time_s, o.verdict.baseline_time_s, baseline))
+                                                 o.verdict.current_time_s, o.verdict.baseline_time_s, baseline,
+                                                 dict(job.kernel.params), tuple(job.kernel.positions or ())))
             current = {job.kernel.name for job, _ in pairs} | set((whole or {}).get((spec.name, target), ()))
             leftover = [store.read(target, n) for n in (names(target) if names else [])
                         if n.startswith(spec.name + ".") and n not in current]
+            order = store.model_graph(target, spec.name)  # a damaged file is an input error naming it
 
             def score(baseline: Baseline, profile=profile) -> float:
                 predictor = predictor_for(profile, baseline.family, baseline.simulator, config.baseline_dir, models,
@@ -362,7 +370,11 @@ def _model_rows(config: Config, jobs: list[Job], outcomes: list[JudgedResult], s
                 predictor, _ = like_with_like(predictor, baseline, profile)
                 return float(predictor.predict_stats([baseline.stats])[0])
 
-            yield spec, target, kernel_rows(results, [b for b in leftover if b is not None], score)
+            try:
+                skipped = [skipped_line(entry) for entry in skipped_calls(config, spec, target)] if spec.skip else []
+            except (InputError, InfraError):
+                skipped = []  # the kernels were extracted for this run: a failure here is reported there
+            yield spec, target, kernel_rows(results, [b for b in leftover if b is not None], score, order), skipped
 
 
 def removed_outcome(config: Config, shown: JobResult, stats, threshold: float | None, models, commit: str | None,
@@ -422,25 +434,78 @@ def head_commit(root: Path) -> str | None:
     return proc.stdout.strip() or None if proc.returncode == 0 else None
 
 
-def write_baselines(config: Config, jobs: list[Job], results: list[JobResult]) -> list[Path]:
-    """Write a baseline for every measured result, as one change under the folder's lock; a failed
-    result keeps its old file untouched, and so does every result when any file cannot be written."""
+@dataclass
+class BaselineUpdate:
+    """What `baseline update` did: files written, files left as they were (nothing but the commit and
+    date would have changed), files removed (kernels a model no longer has)."""
+    written: list[Path] = field(default_factory=list)
+    unchanged: list[Path] = field(default_factory=list)
+    removed: list[Path] = field(default_factory=list)
+
+
+def write_baselines(config: Config, jobs: list[Job], results: list[JobResult]) -> BaselineUpdate:
+    """Write a baseline for every measured result whose record changed (statistics, toolchain, what
+    the kernel is: a new commit alone is no change), and each [[model]] updated whole its call order,
+    as one change under the folder's lock; a failed result keeps its old file untouched, and so does
+    every result when any file cannot be written."""
     store = BaselineStore(config.baseline_dir)
     commit = head_commit(config.root)
+    created = now_iso()
+    update = BaselineUpdate()
     baselines = []
     for job, r in zip(jobs, results):
         if not r.ok:
             continue
         predictor = predictor_for(job.profile, r.family, r.simulator, config.baseline_dir, None, config.cache_dir,
                                   config.model, r.params)
-        baselines.append(Baseline(
+        new = Baseline(
             kernel=r.kernel, target=r.target, family=r.family, params=r.params, simulator=r.simulator,
             content_hash=r.content_hash or "", stats=r.stats,
             predicted_time_s=float(predictor.predict_stats([r.stats])[0]),
-            model_id=predictor.model_id, commit=commit, created=now_iso(), toolchain=r.toolchain, loops=r.loops,
-        ))
-    written = store.write_all(baselines)
-    return written + _drop_stale_model_baselines(config, store, jobs, results)
+            model_id=predictor.model_id, commit=commit, created=created, toolchain=r.toolchain, loops=r.loops,
+        )
+        try:
+            old = store.read(r.target, r.kernel)
+        except InputError:
+            old = None  # damaged: rewritten
+        if old is not None and same_record(old, new):
+            update.unchanged.append(store.path(r.target, r.kernel))
+        else:
+            baselines.append(new)
+    graphs = {}
+    for (model, target), order in _whole_models(jobs, results).items():
+        path = graph_path(store.root, target, model)
+        text = graph_text(model, target, order)
+        try:
+            if path.read_text() == text:
+                continue
+        except (OSError, UnicodeDecodeError):
+            pass
+        graphs[path] = text
+    update.written = store.write_all(baselines, graphs)
+    update.removed = _drop_stale_model_baselines(config, store, jobs, results)
+    return update
+
+
+def _whole_models(jobs: list[Job], results: list[JobResult]) -> dict[tuple[str, str], list[tuple[str, str]]]:
+    """Each [[model]] x target whose every kernel was measured: its calls in model order, [kernel, anchor node]."""
+    calls: dict[tuple[str, str], list | None] = {}
+    for job, r in zip(jobs, results):
+        spec = job.kernel
+        if spec.model is None:
+            continue
+        key = (spec.model, job.profile.name)
+        if calls.setdefault(key, []) is None:
+            continue
+        if not r.ok or spec.positions is None:
+            calls[key] = None  # a failed kernel (or one from before positions were kept): leave the file be
+            continue
+        nodes = spec.params.get("nodes") or []
+        for i, position in enumerate(spec.positions):
+            site = nodes[i] if i < len(nodes) and isinstance(nodes[i], list) else []
+            anchor = str(site[0][0]) if site and isinstance(site[0], list) and site[0] else ""
+            calls[key].append((position, spec.name, anchor))
+    return {key: [(kernel, node) for _, kernel, node in sorted(found)] for key, found in calls.items() if found}
 
 
 def _drop_stale_model_baselines(config: Config, store: BaselineStore, jobs: list[Job],

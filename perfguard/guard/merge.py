@@ -14,7 +14,7 @@ from typing import Any, Iterable
 from perfguard import __version__
 from perfguard.errors import EXIT_INFRA, EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, EXIT_WRONG_RESULT, InputError
 from perfguard.guard.compare import VERDICTS, summary_key, toolchain_summary
-from perfguard.guard.models import total
+from perfguard.guard.models import count_kernels, total
 from perfguard.guard.report import (ModelKernel, ModelPart, ModelTotal, Report, Result, Summary, TargetSummary,
                                     ToolchainSummary, read_report)
 
@@ -107,6 +107,7 @@ def merge_reports(reports: list[tuple[Path, Report]], created: str) -> Report:
                       base=_same([report.base for _, report in reports]),
                       commit=_same([report.commit for _, report in reports]), models=models)
     merged.summary.model_regressions = sum(m.verdict == "regression" for m in models)
+    count_kernels(merged.summary, results, models)
     flags = [report.summary for _, report in reports]
     merged.summary.interrupted = any(f.interrupted for f in flags)  # a shard cut short: the merged run was too
     merged.summary.errors_allowed = all(f.errors_allowed for f in flags)
@@ -151,5 +152,6 @@ def _totals(reports: list[tuple[Path, Report]]) -> list[ModelTotal]:
         missing = sorted(set(first.kernels) - set(rows))
         if missing:
             raise InputError(f"{label}: kernel {missing[0]} is in no shard's report ({len(missing)} missing)")
-        out.append(total(model, target, first.threshold_pct, [row for _, row in rows.values()]))
+        out.append(total(model, target, first.threshold_pct, [row for _, row in rows.values()], first.database,
+                         first.skipped))
     return out

@@ -409,10 +409,24 @@ class ModelKernel:
     current_time_s: float | None  # per call
     baseline_time_s: float | None
     share_pct: float | None = None  # of the current total
-    renamed_from: str | None = None
-    renamed_to: str | None = None
+    renamed_from: str | None = None  # `changed`: the baseline's kernel this one is, its shapes changed
+    renamed_to: str | None = None  # the current kernel a removed one became
     current_total_s: float | None = None  # per inference (time x calls)
     baseline_total_s: float | None = None
+    # What the kernel is in the model's terms (guard.model_changes), each side: its label
+    # ("layer3.0.conv1 conv2d 1x256x8x8 -> 1x320x4x4 3x3/2"), its anchor layer (kernels.model_graph),
+    # the anchor node of each call and where its calls are in the model's call order.
+    label: str = absent_if("")
+    baseline_label: str = absent_if("")
+    layer: dict[str, Any] | None = absent_if(None)
+    baseline_layer: dict[str, Any] | None = absent_if(None)
+    nodes: list[str] = absent_if([])
+    baseline_nodes: list[str] = absent_if([])
+    positions: list[int] = absent_if([])
+    baseline_positions: list[int] = absent_if([])
+    change: str = absent_if("")  # a changed kernel's change: "widened 256 -> 320 channels"
+    replaces: list[str] = absent_if([])  # a new kernel: the removed kernels at its place in the model
+    schedule: str = absent_if("")  # what built its code now (kernels.models SCHEDULES)
 
 
 @dataclass
@@ -426,7 +440,10 @@ class ModelTotal:
     baseline_total_s: float | None
     delta_pct: float | None
     kernels: list[ModelKernel] = field(default_factory=list)  # by share of the current total, largest first
-    changes: list[str] = field(default_factory=list)  # one line per new / removed / renamed / changed kernel
+    changes: list[str] = field(default_factory=list)  # one line per new / removed / changed kernel or calls
+    schedule: str = absent_if("")  # what built the kernels' code (kernels.models SCHEDULES), in words
+    skipped: list[str] = absent_if([])  # calls the model's `skip` leaves out of the total, one line each
+    breakdown: str = absent_if("")  # why the kernels' rows do not add up to the total, when they do not
 
 
 @dataclass
@@ -439,6 +456,8 @@ class ModelPart:
     threshold_pct: float
     kernels: list[str]  # the model's kernels on this target in the whole run (every shard's)
     rows: list[ModelKernel] = field(default_factory=list)
+    database: str | None = absent_if(None)  # the model's MetaSchedule database (for the schedule's words)
+    skipped: list[str] = absent_if([])
 
 
 @dataclass
@@ -454,6 +473,9 @@ class Summary:
     wrong_result: int = absent_if(0)
     orphaned: int = absent_if(0)  # `removed` results that are committed baselines no kernel is configured for
     model_regressions: int = absent_if(0)  # [[model]] totals that regressed
+    # [[model]] kernels whose shapes changed (a new kernel paired with a removed one, guard.model_changes):
+    # counted here once, not as one new and one removed
+    changed: int = absent_if(0)
     not_measured: int | None = absent_if(None)
     toolchain_changed: ToolchainSummary = field(default_factory=ToolchainSummary)
     interrupted: bool = absent_if(False)

@@ -19,6 +19,7 @@ from perfguard.guard.analysis import analyse, target_summary
 from perfguard.guard.check import CheckRun, JudgedResult
 from perfguard.guard.compare import VERDICTS, summary_key
 from perfguard.guard.history import BaselineHistory, kernel_history
+from perfguard.guard.models import count_kernels
 from perfguard.guard.report import (Calibration, JobTimings, LimitBreach, Mismatch, Report, Result, Seconds,
                                     StatDelta, Summary, Timings, ToolchainDifference, ToolchainSummary)
 from perfguard.jsonfile import now_iso
@@ -87,6 +88,7 @@ def build_report(run: CheckRun, config_path: Path | None = None, config: Config 
     report = Report(summary=summary, results=results, perfguard_version=__version__, created=now_iso(),
                     config=None if config_path is None else str(config_path),
                     models=list(run.model_summaries), model_parts=list(run.model_parts))
+    count_kernels(summary, results, report.models)  # a model's removed and changed kernels, as a reviewer counts
     if config is not None:
         explain(report, config, run.models, {id(o.explained) for o in run.outcomes if o.explained is not None})
     return report

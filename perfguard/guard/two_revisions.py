@@ -33,6 +33,12 @@ class SideStore(BaselineSource):
         """The base's model kernels measured on `target`: the model view finds removed ones among them."""
         return sorted(k for k, t in self.side.results if t == target and (k, t) in self.model_kernels)
 
+    def model_graph(self, target: str, model: str) -> dict[str, list[int]] | None:
+        """The base's call order of the model, from the kernels it extracted."""
+        found = {s.name: list(s.positions) for s in self.side.model_specs
+                 if s.model == model and s.positions is not None and (s.targets is None or target in s.targets)}
+        return found or None
+
     def read(self, target: str, kernel: str) -> Baseline | None:
         result = self.side.results.get((kernel, target))
         if result is None:

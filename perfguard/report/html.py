@@ -19,6 +19,7 @@ import jinja2
 from markupsafe import Markup
 
 from perfguard.atomic import atomic_write_text
+from perfguard.guard import model_changes
 from perfguard.guard.analysis import ROOF_FRACTION
 from perfguard.guard.compare import VERDICTS
 from perfguard.guard.report import Metrics, Report, Result, TargetSummary, worst_first
@@ -82,6 +83,7 @@ def _row(r: Result) -> dict[str, Any]:
         "bound": cur.bound if cur else None,
         "peak_pct": cur.peak_pct if cur else None,
         "model": text.model_kind(r),
+        "what": model_changes.label(r.params) if model_view.is_model_kernel(r) else "",  # a model's kernel: its layer
         "why": "" if r.orphaned else "; ".join(filter(None, [text.limit_note(r), r.note or "",
                                        text.what_changed_most(r) if r.delta_pct else ""])),
     }
@@ -119,12 +121,13 @@ def _overview_charts(report: Report, results: list[Result]) -> tuple[list[dict[s
 def _common(report: Report, results: list[Result]) -> dict[str, Any]:
     summary = report.summary
     status = ("fail" if summary.wrong_result else "error" if summary.error or summary.orphaned
-              else "fail" if summary.regression else "ok")
+              else "fail" if summary.regression or summary.model_regressions else "ok")
     return {
         "headline": text.headline(summary),
         "title": text.headline(summary, toolchain=False),  # the page says the toolchain sentence once, below
         "status": status,
         "counts": {name: summary.count(name) for name in VERDICTS},
+        "changed": summary.changed,  # [[model]] kernels whose shapes changed (guard.model_changes)
         "verdict_names": VERDICTS,
         "version": report.perfguard_version,
         "created": report.created,
@@ -134,7 +137,8 @@ def _common(report: Report, results: list[Result]) -> dict[str, Any]:
         "models": sorted({text.model_kind(r) for r in results if r.model_id}),
         "roof_fraction_pct": round(ROOF_FRACTION * 100),
         "self_consistency_note": text.self_consistency_note(results),
-        "no_flops": sum(1 for r in results if r.measured and not r.flops),
+        # a [[model]]'s kernels carry TVM's flop estimate; one without it has no [[kernel]] table to add it to
+        "no_flops": sum(1 for r in results if r.measured and not r.flops and not model_view.is_model_kernel(r)),
         "flops_hint": text.FLOPS_HINT,
     }
 
@@ -142,13 +146,16 @@ def _common(report: Report, results: list[Result]) -> dict[str, Any]:
 def render_index(report: Report) -> str:
     results = report.worst_first()
     rooflines, deltas = _overview_charts(report, results)
+    in_models = model_view.covered(report)  # a model's kernels are listed in its view, first
     return _env().get_template("index.html.j2").render(
         **_common(report, results),
         root="",
-        results=[_row(r) for r in results],
+        results=[_row(r) for r in results if (r.kernel, r.target) not in in_models],
+        in_models=len([r for r in results if (r.kernel, r.target) in in_models]),
         rooflines=rooflines,
         deltas=deltas,
-        model_view=Markup(model_view.html(report.models)),  # escaped by model_view.html
+        model_view=Markup(model_view.html(  # escaped by model_view.html
+            report.models, lambda kernel, target: _href(kernel_file(kernel)) + "#" + anchor(target))),
     )
 
 
@@ -189,6 +196,21 @@ def _metric_rows(before: Metrics | None, after: Metrics, target: TargetSummary |
     return rows
 
 
+def phase_note(after: Metrics) -> str:
+    """Whether the phase split adds up to the predicted time, and why not when it does not: the split
+    is the analytical model's, the predicted time may be another model's (pipeline, calibrated)."""
+    split = after.compute_s + after.memory_s
+    if after.time_s is None or not split:
+        return ""
+    if abs(split - after.time_s) <= 1e-3 * after.time_s:
+        return f"The phases add up to the predicted time ({numbers.seconds(after.time_s)})."
+    return (f"The phases add up to {numbers.seconds(split)}, the analytical model's time; the predicted time "
+            f"({numbers.seconds(after.time_s)}) is the scoring model's, which counts the same instructions with "
+            f"another cost (the pipeline model schedules each block, a calibrated model weighs the counters): "
+            f"read the split as shares, {100 * after.compute_s / split:.0f} % compute and "
+            f"{100 * after.memory_s / split:.0f} % memory.")
+
+
 def _stat_rows(r: Result) -> list[dict[str, Any]]:
     impact = {d.stat: d for d in (r.analysis.drivers if r.analysis else [])}
     stats = r.stats or {}
@@ -217,7 +239,8 @@ def _section(r: Result, index: int, targets: dict[str, TargetSummary]) -> dict[s
     target = targets.get(r.target)
     out: dict[str, Any] = {**vars(r), "anchor": anchor(r.target), "findings": text.findings(r, most=5),
                            "model": text.model_kind(r), "reference_text": text.reference_kind(r),
-                           "metrics": None, "stat_rows": _stat_rows(r), "roofline": None, "phases": None,
+                           "in_model": model_view.is_model_kernel(r), "story": "",
+                           "metrics": None, "stat_rows": _stat_rows(r), "roofline": None, "phases": None, "phase_note": "",
                            "history": None, "calibration": None, "energy": None, "target_info": target}
     out.update(_where(r, index))
     if after:
@@ -225,6 +248,7 @@ def _section(r: Result, index: int, targets: dict[str, TargetSummary]) -> dict[s
         out["energy"] = after.energy
         rows = ([{"label": "baseline", **vars(before)}] if before else []) + [{"label": "current", **vars(after)}]
         out["phases"] = _svg(charts.phases(rows, f"s{index}-phases", "predicted time split (analytical model)"))
+        out["phase_note"] = phase_note(after)
         if target and after.gflops:
             series = []
             if before and before.gflops:
@@ -284,15 +308,33 @@ def render_kernel(report: Report, kernel: str, results: list[Result] | None = No
     shown = report.worst_first() if results is None else worst_first(results)
     results = [r for r in shown if r.kernel == kernel]
     sections = [_section(r, i, report.targets) for i, r in enumerate(results)]
+    for section in sections:
+        section["story"] = model_view.kernel_story(report, kernel, section["target"])
     head = results[0]
+    in_model = model_view.is_model_kernel(head)
     return _env().get_template("kernel.html.j2").render(
         **_common(report, shown),
         root="../",
         kernel=kernel,
         family=head.family,
-        params=sorted(head.params.items()),
+        # a model's kernel: what it is in the model (its layer, nodes, calls) instead of its raw params
+        params=[] if in_model else sorted(head.params.items()),
+        model_params=_model_params(head.params) if in_model else [],
         sections=sections,
     )
+
+
+def _model_params(params: dict[str, Any]) -> list[tuple[str, str]]:
+    """A model kernel's header: model, what it is, calls per inference, schedule (plain text pairs)."""
+    names = model_changes.anchor_names(params.get("nodes"))
+    return [(key, value) for key, value in (
+        ("model", str(params.get("model", ""))),
+        ("layer", model_changes.layer_text(params.get("layer"))),
+        ("graph nodes", ", ".join(names)),
+        ("calls per inference", str(params.get("calls", ""))),
+        ("shapes", str(params.get("shapes", ""))),
+        ("schedule", str(params.get("schedule", ""))),
+    ) if value]
 
 
 def by_kernel(results: list[Result]) -> "OrderedDict[str, list[Result]]":

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from perfguard.atomic import atomic_write_text
+from perfguard.guard import model_changes
 from perfguard.guard.report import Metrics, Report, Result
 from perfguard.report import model_view, numbers, text, where
 
@@ -70,9 +71,11 @@ def _rest_row(r: Result) -> str:
 def _verdict_line(report: Report, results: list[Result]) -> list[str]:
     summary = report.summary
     icon = (_ICON["wrong result"] if summary.wrong_result else _ICON["error"] if summary.error or summary.orphaned
-            else _ICON["regression"] if summary.regression
+            else _ICON["regression"] if summary.regression or summary.model_regressions
             else _ICON["toolchain"] if summary.toolchain_changed else _ICON["improvement"])
     counts = " \u00b7 ".join(f"**{summary.count(name)}** {name}" for name in _ICON)
+    if summary.changed:  # [[model]] kernels whose shapes changed (one new kernel paired with a removed one)
+        counts += f" \u00b7 **{summary.changed}** changed"
     models = sorted({text.model_kind(r) for r in results if r.model_id})
     simulators = sorted({r.simulator for r in results if r.simulator})
     context = [f"{len(results)} kernel \u00d7 target results"]
@@ -88,6 +91,7 @@ def _verdict_line(report: Report, results: list[Result]) -> list[str]:
     elif report.commit:
         context.append(f"commit `{md(report.commit[:10])}`")
     out = [MARKER, f"### {icon} perfguard: {md(text.headline(summary))}", "", f"{counts} ({', '.join(context)})"]
+    out += model_view.markdown_lines(report.models, md)  # the models first, where the run has them
     note = text.self_consistency_note(results)
     if note:
         out += ["", f"\u26a0\ufe0f {md(note)}"]
@@ -98,6 +102,9 @@ def _verdict_line(report: Report, results: list[Result]) -> list[str]:
 
 
 def _kernel(r: Result) -> str:
+    if model_view.is_model_kernel(r):  # what it is in its model beside its key; the model view says the rest
+        what = model_changes.label(r.params)
+        return md(r.kernel) + (f" ({md(what)})" if what else "")
     return md(r.kernel) + (f" ({text.SELF_CONSISTENCY})" if r.reference == "self" else "")
 
 
@@ -131,11 +138,12 @@ def _block_section(r: Result) -> list[str]:
 def render_markdown(report: Report, limit: int = LIMIT) -> str:
     """summary.md; always shorter than `limit` characters."""
     results = report.worst_first()
+    in_models = model_view.covered(report)  # listed in their model's table, first; changed ones again below
     changed = [r for r in results if r.verdict in _CHANGED or r.orphaned]
-    rest = [r for r in results if not (r.verdict in _CHANGED or r.orphaned)]
+    rest = [r for r in results if not (r.verdict in _CHANGED or r.orphaned) and (r.kernel, r.target) not in in_models]
     footer = ["", f"<sub>perfguard {md(report.perfguard_version)} \u00b7 per-kernel pages, roofline, "
                   "history and statistics: <code>index.html</code> in the report folder</sub>", ""]
-    head = _verdict_line(report, results) + model_view.markdown_lines(report.models, md)
+    head = _verdict_line(report, results)
     budget = limit - sum(len(line) + 1 for line in head + footer) - 600  # 600: headings and omission notes
     blocks: list[list[str]] = []
     for rows, heading, make, fold in (

@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from perfguard.guard import model_changes
 from perfguard.guard.report import Report
 from perfguard.report import model_view
 from perfguard.report.numbers import pct, seconds, threshold
@@ -41,19 +42,14 @@ def progress(total: int, out: Console) -> Iterator[Any]:
 
 
 def print_table(report: Report, out: Console) -> None:
-    table = Table(show_edge=False, pad_edge=False)
-    for name, justify in (("kernel", "left"), ("target", "left"), ("verdict", "left"), ("delta", "right"),
-                          ("threshold", "right"), ("predicted", "right"), ("baseline", "right"), ("model", "left")):
-        table.add_column(name, justify=justify)
-    for r in report.results:
-        table.add_row(
-            escape(r.kernel), escape(r.target),
-            f"[{_STYLE[r.verdict]}]{r.verdict}[/]" + (f" ({SELF_CONSISTENCY})" if r.reference == "self" else ""),
-            pct(r.delta_pct), threshold(r.threshold_pct),
-            seconds(r.current_time_s), seconds(r.baseline_time_s),
-            "" if not r.model_id else model_kind(r),
-        )
-    out.print(table)
+    """The model view first (where the run has models), then a table of the other results (a model's
+    kernels are in its view), their notes, and the headline."""
+    for line in model_view.terminal_lines(report.models) + model_view.parts_lines(report.model_parts):
+        out.print(escape(line))
+    in_models = model_view.covered(report)
+    rows = [r for r in report.results if (r.kernel, r.target) not in in_models]
+    if rows or not report.models:
+        _print_results(rows, out)
     for r in report.results:
         if r.error:
             out.print(f"[{_STYLE.get(r.verdict, 'bold yellow')}]{r.verdict}[/] {escape(r.error)}")
@@ -69,9 +65,24 @@ def print_table(report: Report, out: Console) -> None:
     note = self_consistency_note(report.results)
     if note:
         out.print(f"[bold]note[/] {escape(note)}")
-    for line in model_view.terminal_lines(report.models) + model_view.parts_lines(report.model_parts):
-        out.print(escape(line))
     out.print(f"[bold]{escape(headline(report.summary))}[/]")
+
+
+def _print_results(results, out: Console) -> None:
+    table = Table(show_edge=False, pad_edge=False)
+    for name, justify in (("kernel", "left"), ("target", "left"), ("verdict", "left"), ("delta", "right"),
+                          ("threshold", "right"), ("predicted", "right"), ("baseline", "right"), ("model", "left")):
+        table.add_column(name, justify=justify)
+    for r in results:
+        what = model_changes.label(r.params) if model_view.is_model_kernel(r) else ""
+        table.add_row(
+            escape(r.kernel) + (f" [dim]{escape(what)}[/]" if what else ""), escape(r.target),
+            f"[{_STYLE[r.verdict]}]{r.verdict}[/]" + (f" ({SELF_CONSISTENCY})" if r.reference == "self" else ""),
+            pct(r.delta_pct), threshold(r.threshold_pct),
+            seconds(r.current_time_s), seconds(r.baseline_time_s),
+            "" if not r.model_id else model_kind(r),
+        )
+    out.print(table)
 
 
 def print_timings(report: Report, out: Console, slowest: int = 5) -> None:

@@ -95,14 +95,23 @@ def reference_kind(result: Result) -> str:
 
 
 def self_consistency_note(results: list[Result]) -> str:
-    """One line for the results whose outputs only met the same kernel built for the host."""
-    names = [r.label for r in results if r.reference == "self"]
-    if not names:
-        return ""
-    shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
-    return (f"{len(names)} result(s) {SELF_CONSISTENCY} ({shown}): no numpy reference, so the outputs were "
-            "compared with the same kernel built for the host; a wrong kernel passes that. "
-            'Add reference = "module:function" to check against numpy')
+    """One line for the results whose outputs only met the same kernel built for the host. A
+    [[model]]'s kernels are said apart, without the hint: a model has no numpy reference per kernel."""
+    def is_model(r: Result) -> bool:
+        return isinstance(r.params, dict) and "model" in r.params and "shapes" in r.params
+
+    names = [r.label for r in results if r.reference == "self" and not is_model(r)]
+    in_models = sum(1 for r in results if r.reference == "self" and is_model(r))
+    parts = []
+    if names:
+        shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+        parts.append(f"{len(names)} result(s) {SELF_CONSISTENCY} ({shown}): no numpy reference, so the outputs were "
+                     "compared with the same kernel built for the host; a wrong kernel passes that. "
+                     'Add reference = "module:function" to check against numpy')
+    if in_models:
+        parts.append(f"{in_models} [[model]] kernel result(s) checked against the same kernel built for the host "
+                     f"({SELF_CONSISTENCY}: a model gives no numpy reference per kernel)")
+    return "; ".join(parts)
 
 
 def limit_note(result: Result) -> str:

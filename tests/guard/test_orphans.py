@@ -16,7 +16,7 @@ import pytest
 from perfguard.cli import main
 from perfguard.config import load_config
 from perfguard.errors import EXIT_USAGE, InputError
-from perfguard.guard.baselines import BaselineStore
+from perfguard.guard.baselines import BaselineStore, graph_path, graph_text
 from perfguard.guard.check import CheckRun
 from perfguard.guard.compare import REMOVED
 from perfguard.guard.git_baselines import GitBaselineStore
@@ -118,14 +118,20 @@ def test_under_base_a_baseline_the_change_removed_too_is_reported_but_passes(pro
 
 def test_prune_lists_then_deletes_with_yes(proj, capsys):
     config = ["--config", str(proj / "perfguard.toml")]
+    for model in ("mlp", "gone"):  # model call orders: mlp's is configured, gone's goes with its kernels
+        path = graph_path(proj / "baselines", "aarch64", model)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(graph_text(model, "aarch64", [(f"{model}.dense.abcdef", "fc")]))
     assert main(["baseline", "prune", *config]) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert "would remove baselines/aarch64/attentoin.json: no kernel or [[model]] named 'attentoin'" in out
-    assert "3 orphaned baseline(s); delete them with: perfguard baseline prune --yes" in out
+    assert ("would remove baselines/aarch64/graphs/gone.json: the call order of [[model]] 'gone', which is not "
+            "configured for target 'aarch64'") in out
+    assert "4 orphaned baseline(s); delete them with: perfguard baseline prune --yes" in out
     assert (proj / "baselines/aarch64/attentoin.json").exists()
     assert main(["baseline", "prune", "--yes", *config]) == 0
     assert sorted(p.relative_to(proj / "baselines").as_posix() for p in (proj / "baselines").rglob("*.json")) == [
-        "aarch64/attention.json", "aarch64/mlp.dense_0.json"]
+        "aarch64/attention.json", "aarch64/graphs/mlp.json", "aarch64/mlp.dense_0.json"]
     assert main(["baseline", "prune", *config]) == 0
     assert "no orphaned baselines" in capsys.readouterr().out
 

@@ -210,6 +210,18 @@ def onnx_bytes(op: str = "Relu", elem: str = "FLOAT", shape: tuple = (1, 8)) -> 
     return make
 
 
+def onnx_bad_conv() -> bytes:
+    """A convolution whose weight has 3 input channels for an input of 4: TVM's frontend refuses the node."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = numpy_helper.from_array(np.zeros((8, 3, 3, 3), np.float32), "w")
+    graph = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["y"], name="stem.conv")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 6, 6])], [w])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
+
+
 def dataset(change: Callable[[dict], object] | None = None, text: str | None = None):
     def setup(project: Path) -> list[str]:
         data = {"schema": 1, "target": "aarch64", "family": "gemv", "simulator": "qemu",
@@ -821,16 +833,35 @@ CASES = [
          "unsupported ONNX operator(s) Frobnicate", 2,
          a_model('name = "net"\nsource = "nets/f.onnx"', {"nets/f.onnx": onnx_bytes("Frobnicate")})),
     Case("net-no-shape", "model input without a static shape, none given in `inputs`",
-         "input 'x' has no static shape in nets/n.onnx", 2,
+         "input 'x' has no static shape in nets/n.onnx: it declares batchx8; give the size of 'batch', e.g. "
+         "inputs = { x = [1, 8] }", 2,
          a_model('name = "net"\nsource = "nets/n.onnx"', {"nets/n.onnx": onnx_bytes(shape=("batch", 8))})),
     Case("net-unknown-input", "`inputs` naming an input the model does not have", "inputs.z: the model has no such input",
          2, a_model('name = "net"\nsource = "nets/n.onnx"\ninputs = { z = [1, 8] }', {"nets/n.onnx": onnx_bytes()})),
     Case("net-bad-shape", "`inputs` shape that is not a list of positive integers",
          "inputs.x: shape must be a non-empty list of positive integers", 2,
          a_model('name = "net"\nsource = "nets/n.onnx"\ninputs = { x = [1, 0] }')),
-    Case("net-dtype", "model whose kernels have a dtype the harness cannot build (`int64`)",
-         "dtype 'int64' is not supported", 2,
-         a_model('name = "net"\nsource = "nets/i.onnx"', {"nets/i.onnx": onnx_bytes("Neg", "INT64")},
+    Case("net-dtype", "model whose kernels have a dtype the harness cannot build (`bool`)",
+         "(ONNX node 'Not_0', Not) on aarch64: tensor 'x': dtype 'bool' is not supported", 2,
+         a_model('name = "net"\nsource = "nets/i.onnx"', {"nets/i.onnx": onnx_bytes("Not", "BOOL")},
+                 ("check", "--kernels", "net"))),
+    Case("net-node-refused", "model node TVM's ONNX frontend refuses (a convolution whose channels do not match)",
+         "nets/c.onnx: ONNX node 'stem.conv' (Conv): TVM's ONNX frontend refused it", 2,
+         a_model('name = "net"\nsource = "nets/c.onnx"', {"nets/c.onnx": onnx_bad_conv})),
+    Case("net-skip-unknown", "`skip` naming no node or kernel of the model (`Relu_1`)",
+         "model 'net': skip: 'Relu_1' names no node or kernel of the model (did you mean 'Relu_0'?)", 2,
+         a_model('name = "net"\nsource = "nets/n.onnx"\nskip = ["Relu_1"]', {"nets/n.onnx": onnx_bytes()})),
+    Case("net-schedule-unknown", "unknown `schedule` of a model (`fast`)",
+         "model 'net': schedule 'fast' is not one of 'default', 'none'", 2,
+         a_model('name = "net"\nsource = "nets/n.onnx"\nschedule = "fast"')),
+    Case("net-require-reference", "`require_reference = true` and a [[model]] (its kernels have no numpy reference)",
+         "a [[model]]'s kernels have no numpy reference, and require_reference = true refuses them", 2,
+         lambda project: a_model('name = "net"\nsource = "nets/n.onnx"', {"nets/n.onnx": onnx_bytes()})(project)
+         and top("require_reference = true", ("check", "--kernels", "net"))(project)),
+    Case("net-graph-damaged", "model's committed call order damaged (`baselines/aarch64/graphs/net.json`)",
+         "baselines/aarch64/graphs/net.json: corrupted model graph (invalid JSON", 2,
+         a_model('name = "net"\nsource = "nets/n.onnx"',
+                 {"nets/n.onnx": onnx_bytes(), "baselines/aarch64/graphs/net.json": lambda: b'{"schema": 1,'},
                  ("check", "--kernels", "net"))),
     Case("net-source-kind", "model source that is neither `module:function` nor an .onnx file",
          "source 'nets/m.pb' must be 'module:function' or a path to an .onnx file", 2,
