@@ -38,7 +38,8 @@ if TYPE_CHECKING:  # the module imports only the standard library at load (see a
 MAX_COMMENT_CHARS = 60000  # GitHub refuses comments above 65536 characters
 MAX_ANNOTATIONS = 10  # GitHub shows at most 10 error annotations per step
 PR_EVENTS = ("pull_request", "pull_request_target")
-EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, EXIT_INFRA = 0, 1, 2, 3  # mirrors perfguard.errors (not importable yet in `keys`)
+EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, EXIT_INFRA, EXIT_WRONG_RESULT = 0, 1, 2, 3, 4  # mirrors perfguard.errors
+# (not importable yet in `keys`)
 
 
 # -- the runner's files and context ---------------------------------------------------------------
@@ -363,7 +364,7 @@ def merge_command(report_dir: Path) -> list[str]:
 @dataclass
 class ActionResult:
     """What the action reports as its outputs and exits with."""
-    verdict: str  # pass | regression | error
+    verdict: str  # pass | regression | wrong-result | error
     regressions: int
     exit_code: int
 
@@ -372,6 +373,8 @@ def action_result(report: Report | None, exit_code: int) -> ActionResult:
     if report is None:
         return ActionResult("error", 0, exit_code if exit_code in (EXIT_USAGE, EXIT_INFRA) else EXIT_INFRA)
     summary = report.summary
+    if exit_code == EXIT_WRONG_RESULT or summary.wrong_result:  # the code under test failed: always fails the step
+        return ActionResult("wrong-result", summary.regression, EXIT_WRONG_RESULT)
     if exit_code in (EXIT_USAGE, EXIT_INFRA) or summary.error:
         return ActionResult("error", summary.regression, exit_code if exit_code > 1 else EXIT_INFRA)
     regressions = summary.regression
@@ -415,6 +418,11 @@ def annotations(report: Report) -> list[str]:
                        f"{threshold(r.threshold_pct)}): predicted {seconds(r.current_time_s)}, baseline "
                        f"{seconds(r.baseline_time_s)}")
             lines.append(annotation("error", message, f"perfguard regression: {label}", file, line))
+        elif r.verdict == "wrong result":
+            lines.append(annotation("error", f"{label}: {r.error or 'wrong result'}", f"perfguard wrong result: {label}",
+                                    file, line))
+        elif r.orphaned:
+            lines.append(annotation("error", f"{label}: {r.note}", f"perfguard removed: {label}", file, line))
         elif r.verdict == "error":
             lines.append(annotation("error", f"{label}: {r.error or 'failed'}", f"perfguard error: {label}",
                                     file, line))
@@ -493,7 +501,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from perfguard.guard.report import read_report  # after the inputs and git are checked: those fail fast
 
     report = report_dir / "perfguard.json"
-    data = read_report(report) if report.is_file() and code in (0, 1, 2, 3) else None
+    data = read_report(report) if report.is_file() and code in (0, 1, 2, 3, 4) else None
     if data is not None and code == EXIT_USAGE and not data.results:
         data = None  # stopped before checking anything (bad input): the error is in the log
     result = action_result(data, code)
@@ -510,7 +518,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         append_summary(f"### :x: perfguard could not run (exit code {code}): see the job log\n")
     set_outputs(outputs)
-    if result.verdict == "error":
+    if result.verdict in ("error", "wrong-result"):
         return result.exit_code
     if result.verdict == "regression" and fail_on_regression:
         return EXIT_REGRESSION

@@ -6,6 +6,7 @@ because a misspelt threshold that quietly falls back to the default is a gate th
 
 from __future__ import annotations
 
+import difflib
 import math
 import os
 import re
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from perfguard import flopcount, jsonfile
-from perfguard.errors import InputError
+from perfguard.errors import InputError, did_you_mean
 from perfguard.limits import Limit, parse_limits
 from perfguard.sim.base import SIMULATOR_NAMES
 from perfguard.targets import BUILTIN, TargetProfile, profile_from_config
@@ -45,6 +46,75 @@ _KERNEL_KEYS |= {"flops"}  # "2 * M * N * K" over params, or "module:function" c
 _TOP_KEYS |= {"gate"}  # estimate | lower | upper: what of a predicted change is compared with the threshold
 GATES = ("estimate", "lower", "upper")
 
+# The configuration reference: table -> key -> (type, default, meaning). docs/configuration.md is
+# generated from it (scripts/docs_reference.py), and tests/structure/test_docs.py keeps its keys
+# equal to the ones the parser accepts: a key cannot be added without its documentation.
+KEY_DOCS: dict[str, dict[str, tuple[str, str, str]]] = {
+    "perfguard": {
+        "targets": ("list of target names", '["x86_64", "aarch64", "riscv64"]',
+                    "the target ISAs every kernel is built for and simulated on (built-in or `[target.NAME]`)"),
+        "simulator": ("string", '"qemu"', "`qemu` (perfguard's TCG plugin), `gem5` or `cachegrind` (x86_64 only)"),
+        "threshold": ("number, percent", str(DEFAULT_THRESHOLD),
+                      "a kernel whose predicted time grows by more than this is a regression (exit 1)"),
+        "gate": ("`estimate`, `lower` or `upper`", '"estimate"',
+                 "what of a predicted change must exceed the threshold: the estimate, or the lower or upper end "
+                 "of its calibrated 90 % interval (see Reports)"),
+        "baseline_dir": ("path", '"baselines"', "the committed baselines (and calibrated models, datasets)"),
+        "report_dir": ("path", '"reports"', "where perfguard.json, index.html and summary.md are written"),
+        "cache_dir": ("path", "`$PERFGUARD_CACHE_DIR`, else `~/.cache/perfguard`",
+                      "the content-addressed build and simulation cache"),
+        "jobs": ("integer >= 1", "the CPU count", "kernels built and simulated in parallel"),
+        "timeout": ("number >= 1, seconds", "600", "a simulation that runs longer is an error (exit 3)"),
+        "reps": ("integer >= 1", "1", "kernel calls inside the measured region (statistics are per call)"),
+        "warmup": ("integer >= 0", "1", "kernel calls before the measured region"),
+        "drift_mape": ("number, percent", "15.0", "`calibrate drift`: a calibrated model whose error on fresh native "
+                                                  "runs exceeds this has drifted"),
+        "drift_spearman": ("number", "0.9", "`calibrate drift`: ... or whose rank correlation falls below this"),
+        "model": ("string", '"auto"', "the timing model: `auto` (a calibrated model where one exists, else "
+                                      "`pipeline`), `pipeline` (llvm-mca on the executed blocks) or `analytical`"),
+        "limits": ("table metric -> limit", "none", "per-metric limits for every kernel: `{ insts = 1.0 }` (percent) "
+                                                    "or `{ l2_misses = \"500 count\" }`"),
+        "require_reference": ("boolean", "false", "every kernel must name a numpy `reference` (no self-consistency "
+                                                  "check only)"),
+    },
+    "kernel": {
+        "name": ("string, required", "", "the kernel's name: its baseline file and report rows"),
+        "entry": ("`module:function`, required", "",
+                  "called with `params`, returns a TVM IRModule whose PrimFunc `main` takes the inputs, then the "
+                  "outputs; imported from the config's folder"),
+        "family": ("string", "none", "a built-in family (see Kernel families): its knobs, reference and flop count"),
+        "params": ("table", "{}", "the keywords `entry` is called with (a family's knobs)"),
+        "threshold": ("number, percent", "`[perfguard].threshold`", "this kernel's own threshold"),
+        "reference": ("`module:function`", "the family's, else the kernel built for the host",
+                      "numpy `reference(inputs, **params)` returning the outputs"),
+        "targets": ("list of target names", "every target", "only these of `[perfguard].targets`"),
+        "outputs": ("integer >= 1", "1 (a family's count)", "how many trailing arguments of `main` are outputs"),
+        "rtol": ("number in [0, 1)", "per dtype: 1e-5 float32, 1e-12 float64, exact integers",
+                 "the output check's relative tolerance"),
+        "atol": ("number >= 0", "rtol's default x max abs(reference)", "the output check's absolute tolerance"),
+        "flops": ("expression or `module:function`", "the family's count, else none",
+                  "floating-point operations per call, over params (`\"2 * M * N * K\"`): GFLOP/s, roofline"),
+        "limits": ("table metric -> limit", "`[perfguard].limits`", "this kernel's per-metric limits (replace the "
+                                                                    "global one per metric)"),
+    },
+    "model": {
+        "name": ("string, required", "", "the model's name; its kernels are `<name>.<operator>.<digest>`"),
+        "source": ("`module:function` or `.onnx` path, required", "",
+                   "a function returning a Relax IRModule (or `(IRModule, params)`), or an ONNX file"),
+        "inputs": ("table name -> shape or { shape, dtype }", "{}", "shapes of inputs the source leaves symbolic"),
+        "params": ("table", "{}", "keywords for a `module:function` source"),
+        "threshold": ("number, percent", "`[perfguard].threshold`", "the model total's threshold"),
+        "kernel_threshold": ("number, percent", "`[perfguard].threshold`", "each of its kernels' threshold"),
+        "targets": ("list of target names", "every target", "only these of `[perfguard].targets`"),
+        "database": ("path", "none", "a MetaSchedule JSON database folder: its tuned schedules are built"),
+        "schedule": ('`"default"` or `"none"`', '`"default"`',
+                     "a kernel without a database record: TVM's default CPU schedule rules, or TVM's unscheduled "
+                     "loops"),
+        "skip": ("list of graph node or kernel names", "none",
+                 "calls not guarded (not built, not simulated, in no total), each said so"),
+    },
+}
+
 
 @dataclass(frozen=True)
 class KernelSpec:
@@ -64,6 +134,7 @@ class KernelSpec:
     # (the job rebuilds the module from it) and the model's name (the model total groups by it).
     ir: str | None = None
     model: str | None = None
+    positions: tuple[int, ...] | None = None  # a model kernel: where its calls are in the model's call order
 
 
 @dataclass(frozen=True)
@@ -78,6 +149,8 @@ class ModelSpec:
     kernel_threshold: float | None = None  # each kernel's (default: the global one)
     targets: tuple[str, ...] | None = None
     database: str | None = None  # a MetaSchedule JSON database folder: its tuned schedules apply
+    skip: tuple[str, ...] = ()  # graph nodes or kernel names whose calls are not guarded (kernels.models)
+    schedule: str = "default"  # without a database record: "default" (kernels.model_schedule) | "none"
 
     @property
     def is_file(self) -> bool:
@@ -118,13 +191,14 @@ class Config:
         for spec in self.kernels:
             if spec.name == name:
                 return spec
-        raise InputError(f"{where + ': ' if where else ''}unknown kernel '{name}' "
+        raise InputError(f"{where + ': ' if where else ''}unknown kernel '{name}'"
+                         f"{did_you_mean(name, [k.name for k in self.kernels])} "
                          f"(configured in {self.path}: {', '.join(k.name for k in self.kernels)})")
 
     def profile(self, name: str, where: str = "") -> TargetProfile:
         if name not in self.profiles:
-            raise InputError(f"{where + ': ' if where else ''}unknown target '{name}' "
-                             f"(known: {', '.join(sorted(self.profiles))})")
+            raise InputError(f"{where + ': ' if where else ''}unknown target '{name}'"
+                             f"{did_you_mean(name, self.profiles)} (known: {', '.join(sorted(self.profiles))})")
         return self.profiles[name]
 
     def kernel_threshold(self, spec: KernelSpec, override: float | None = None) -> float:
@@ -205,8 +279,9 @@ def load_config(path: Path | None = None, cwd: Path | None = None) -> Config:
     else:
         unknown = sorted(set(data) - {"perfguard", "kernel", "target", "model"})
         if unknown:
-            raise InputError(f"{path}: unknown key '{unknown[0]}' (expected [perfguard], [[kernel]], [[model]], "
-                             f"[target.NAME])")
+            raise InputError(f"{path}: unknown key '{unknown[0]}'"
+                             f"{did_you_mean(unknown[0], ('perfguard', 'kernel', 'target', 'model'))} (expected "
+                             f"[perfguard], [[kernel]], [[model]], [target.NAME])")
         top, kernels, targets = data.get("perfguard", {}), data.get("kernel", []), data.get("target", {})
         data = {"model": data.get("model", [])}
         prefix = "perfguard"
@@ -221,7 +296,7 @@ def _build(path: Path, top: dict, kernels: Any, targets: Any, prefix: str) -> Co
         raise InputError(f"{path}: [{prefix}] must be a table")
     unknown = sorted(set(top) - _TOP_KEYS)
     if unknown:
-        raise InputError(f"{path}: unknown key '{prefix}.{unknown[0]}'")
+        raise InputError(f"{path}: unknown key '{prefix}.{unknown[0]}'{did_you_mean(unknown[0], _TOP_KEYS)}")
 
     profiles = dict(BUILTIN)
     if not isinstance(targets, dict):
@@ -236,7 +311,8 @@ def _build(path: Path, top: dict, kernels: Any, targets: Any, prefix: str) -> Co
     target_names = _string_list(top.get("targets", ["x86_64", "aarch64", "riscv64"]), f"{path}: {prefix}.targets")
     for name in target_names:
         if name not in profiles:
-            raise InputError(f"{path}: {prefix}.targets: unknown target '{name}' (known: {', '.join(sorted(profiles))})")
+            raise InputError(f"{path}: {prefix}.targets: unknown target '{name}'{did_you_mean(name, profiles)} "
+                             f"(known: {', '.join(sorted(profiles))})")
     simulator = top.get("simulator", "qemu")
     if simulator not in SIMULATOR_NAMES:
         raise InputError(f"{path}: {prefix}.simulator: unknown simulator {simulator!r} (one of {', '.join(SIMULATOR_NAMES)})")
@@ -319,7 +395,8 @@ def _check_table(where: str, table: Any, keys: set[str], required: tuple[str, ..
         raise InputError(f"{where}: must be a table")
     unknown = sorted(set(table) - keys)
     if unknown:
-        raise InputError(f"{where}: unknown key '{unknown[0]}'")
+        raise InputError(f"{where}: unknown key '{unknown[0]}'"
+                         f"{did_you_mean(unknown[0], keys) or ' (known: ' + ', '.join(sorted(keys)) + ')'}")
     for key in required:
         if not isinstance(table.get(key), str) or not table[key]:
             raise InputError(f"{where}: missing or empty '{key}'")
@@ -350,7 +427,8 @@ def _kernel(path: Path, i: int, table: Any, profiles: dict) -> KernelSpec:
         targets = _string_list(targets, f"{where}: targets")
         for t in targets:
             if t not in profiles:
-                raise InputError(f"{where}: targets: unknown target '{t}' (known: {', '.join(sorted(profiles))})")
+                raise InputError(f"{where}: targets: unknown target '{t}'{did_you_mean(t, profiles)} "
+                                 f"(known: {', '.join(sorted(profiles))})")
     outputs = table.get("outputs")
     if outputs is not None:
         outputs = _number(outputs, f"{where}: outputs", 1, integer=True)
@@ -379,21 +457,44 @@ def _callable_hint(text: str) -> str:
     return " (dotted Python names)"
 
 
-def load_callable(ref: str, root: Path, where: str) -> Callable:
-    """Import "module:function" from the config's folder (perfguard.user_code isolates it)."""
+def load_callable(ref: str, root: Path, where: str, key: str = "entry") -> Callable:
+    """Import "module:function" from the config's folder (perfguard.user_code isolates it). An error
+    names the config `key` (entry, reference, flops, source) and the closest existing name."""
     module_name, _, attr = ref.partition(":")
     try:
         module = import_user_module(module_name, root)
     except Exception as exc:
-        raise InputError(f"{where}: cannot import '{module_name}': {type(exc).__name__}: {exc}".splitlines()[0]) from None
+        hint = _module_hint(exc, root) if isinstance(exc, ModuleNotFoundError) else ""
+        raise InputError(f"{where}: {key} '{ref}': cannot import '{module_name}': {type(exc).__name__}: "
+                         f"{exc}".splitlines()[0] + hint) from None
     func = getattr(module, attr, None)
     if not callable(func):
-        raise InputError(f"{where}: '{module_name}' has no function '{attr}'")
+        functions = [n for n in dir(module) if not n.startswith("_") and callable(getattr(module, n, None))]
+        raise InputError(f"{where}: {key} '{ref}': '{module_name}' has no function '{attr}'"
+                         f"{did_you_mean(attr, functions)}")
     return func
 
 
+def _module_hint(exc: ModuleNotFoundError, root: Path) -> str:
+    """The module nearest the missing one among its siblings (the modules of its package, or of the
+    config's folder for a top-level one)."""
+    import importlib
+    import pkgutil
+
+    missing = exc.name or ""
+    parent, _, leaf = missing.rpartition(".")
+    try:
+        folders = list(importlib.import_module(parent).__path__) if parent else [str(root)]
+    except Exception:  # the parent is missing too, or not a package: nothing to compare with
+        return ""
+    found = difflib.get_close_matches(leaf, sorted(m.name for m in pkgutil.iter_modules(folders)), n=1, cutoff=0.6)
+    return f" (did you mean '{parent + '.' if parent else ''}{found[0]}'?)" if found else ""
+
+
 # -- whole models (issue 15): [[model]] entries -----------------------------------------------------
-_MODEL_KEYS = {"name", "source", "inputs", "params", "threshold", "kernel_threshold", "targets", "database"}
+_MODEL_KEYS = {"name", "source", "inputs", "params", "threshold", "kernel_threshold", "targets", "database", "skip",
+               "schedule"}
+MODEL_SCHEDULES = ("default", "none")
 
 
 def _models(path: Path, tables: Any, config: Config) -> tuple[ModelSpec, ...]:
@@ -458,5 +559,9 @@ def _model(path: Path, i: int, table: Any, config: Config) -> ModelSpec:
     database = table.get("database")
     if database is not None and (not isinstance(database, str) or not database):
         raise InputError(f"{where}: database must be the path of a MetaSchedule database folder")
+    skip = _string_list(table["skip"], f"{where}: skip") if "skip" in table else ()  # checked against the graph
+    schedule = table.get("schedule", "default")
+    if schedule not in MODEL_SCHEDULES:
+        raise InputError(f"{where}: schedule {schedule!r} is not one of {', '.join(map(repr, MODEL_SCHEDULES))}")
     return ModelSpec(name, source, parsed, params, thresholds["threshold"], thresholds["kernel_threshold"],
-                     targets, database)
+                     targets, database, skip, schedule)

@@ -20,10 +20,10 @@ from perfguard.config import Config, KernelSpec
 from perfguard.config import _kernel as _kernel_table
 from perfguard.errors import InfraError, InputError
 from perfguard.guard.baselines import BaselineStore
-from perfguard.guard.compare import ERROR, NEW, REGRESSION
+from perfguard.guard.compare import ERROR, IMPROVEMENT, NEW, REGRESSION, REMOVED, WRONG_RESULT
 from perfguard.guard.report import ModelTotal, Result, TargetSummary
 from perfguard.report.numbers import pct, seconds
-from perfguard.report.text import delta_with_interval, interval_note
+from perfguard.report.text import delta_with_interval, interval_note, what_changed_most
 
 MAX_STATS_SHOWN = 8  # changed statistics listed in a failure, largest change first
 
@@ -43,6 +43,7 @@ class CaseResult:
     updated: Path | None = None  # the baseline file written (--perfguard-update)
     report: Result | None = None  # the report's result (guard.report)
     target_summary: TargetSummary | None = None  # the report's summary of the target (peaks, caches)
+    orphaned: bool = False  # `removed`: a committed baseline no configured kernel has (guard.orphans)
 
     @property
     def label(self) -> str:
@@ -50,10 +51,10 @@ class CaseResult:
 
     @property
     def ok(self) -> bool:
-        """False for a regression or an error; a rewritten baseline is ok once measured."""
+        """False for a wrong result, a regression or an error; a rewritten baseline is ok once measured."""
         if self.updated is not None:
             return True
-        return self.verdict not in (REGRESSION, ERROR)
+        return self.verdict not in (WRONG_RESULT, REGRESSION, ERROR) and not self.orphaned
 
     def changed_stats(self) -> list[tuple[str, dict]]:
         changed = [(name, d) for name, d in self.stat_deltas.items() if d.get("baseline") != d.get("current")]
@@ -61,8 +62,8 @@ class CaseResult:
 
     def explain(self) -> str:
         """What a failed test shows: the verdict, the delta against the threshold, the stats that moved."""
-        if self.verdict == ERROR:
-            return f"{self.label}: error: {self.error}"
+        if self.verdict in (ERROR, WRONG_RESULT, REMOVED):
+            return f"{self.label}: {self.verdict}: {self.error}"
         head = f"{self.label}: {self.verdict}"
         if self.verdict == NEW:
             return f"{head} (no baseline yet; predicted {seconds(self.current_time_s)})"
@@ -71,6 +72,9 @@ class CaseResult:
                  f"{seconds(self.current_time_s)}, baseline {seconds(self.baseline_time_s)}"]
         if self.report is not None and (note := interval_note(self.report)):
             lines.append(note)
+        if self.report is not None and self.verdict in (REGRESSION, IMPROVEMENT) \
+                and (self.report.attribution is not None or self.report.blocks):
+            lines.append(f"where: {what_changed_most(self.report)}")  # as `perfguard check` says it
         changed = self.changed_stats()
         if changed:
             lines.append("changed statistics (baseline -> current):")
@@ -155,6 +159,23 @@ class CaseRunner:
 
         return select(self.config, kernels, targets, ("--perfguard-kernels", "--perfguard-targets"))
 
+    def orphans(self, targets: list[str] | None = None) -> list[CaseResult]:
+        """A `removed` case per committed baseline no configured kernel has (guard.orphans): each
+        fails, as in `perfguard check`, unless the baselines are another revision's and the working
+        tree removed it too."""
+        from perfguard.errors import EXIT_USAGE
+        from perfguard.guard.check import CheckRun
+        from perfguard.guard.orphans import orphan_outcomes
+        from perfguard.guard.report_build import build_report
+
+        cases = []
+        for o in orphan_outcomes(self.config, self.store, targets, self.threshold):
+            v = o.verdict
+            cases.append(CaseResult(o.result.kernel, o.result.target, v.verdict, v.threshold_pct,
+                                    EXIT_USAGE if o.orphaned else 0, baseline_time_s=v.baseline_time_s, error=o.note,
+                                    report=build_report(CheckRun([o])).results[0], orphaned=o.orphaned))
+        return cases
+
     def spec(self, kernel: str | KernelSpec | Mapping[str, Any], target: str | None = None) -> KernelSpec:
         """A configured kernel or a [[model]]'s kernel by name, a KernelSpec, or a [[kernel]]-like mapping."""
         if isinstance(kernel, KernelSpec):
@@ -212,7 +233,8 @@ class CaseRunner:
         (total,) = check.model_summaries
         updated = []
         if self.update and all(o.result.ok for o in check.outcomes):
-            updated = write_baselines(self.config, jobs, [o.result for o in check.outcomes])
+            done = write_baselines(self.config, jobs, [o.result for o in check.outcomes])
+            updated = done.written + done.removed
         report = build_report(CheckRun(check.outcomes), self.config.path, self.config)
         by_name = {r.kernel: r for r in report.results}
         kernels = [CaseResult(o.result.kernel, target, o.verdict.verdict, o.verdict.threshold_pct,
@@ -243,7 +265,8 @@ class CaseRunner:
         outcome = check.outcomes[0]
         updated = None
         if self.update and outcome.result.ok:
-            updated = write_baselines(self.config, [job], [outcome.result])[0]
+            written = write_baselines(self.config, [job], [outcome.result]).written
+            updated = written[0] if written else None  # unchanged: not rewritten
         report = build_report(CheckRun([outcome]), self.config.path, self.config)
         v = outcome.verdict
         return CaseResult(spec.name, target, v.verdict, v.threshold_pct, check.exit_code(), v.delta_pct,

@@ -111,6 +111,8 @@ class PerfguardSession:
         self.updated = 0
         self.targets: dict[str, Any] = {}
         self.report_path: Path | None = None
+        self.deselected = 0
+        self.orphans: list[Any] = []  # pytest_cases.CaseResult of each orphaned baseline (guard.orphans)
         self._runners: dict[str | None, Any] = {}
         self._perfguard_config = None
 
@@ -164,10 +166,14 @@ class PerfguardSession:
         kernel_items = [KernelItem.from_parent(collector, name=f"{spec.name}[{target}]",
                                                callobj=_native_case if native else _simulated_case,
                                                spec=spec, target=target) for spec, target in pairs]
+
         items.extend(kernel_items)
         # Report them as collected, as a collector would: the terminal counts items from collect
         # reports, and would otherwise say "collected 0 items" before running them.
         config.hook.pytest_collectreport(report=pytest.CollectReport(collector.nodeid, "passed", None, kernel_items))
+
+    def pytest_deselected(self, items) -> None:
+        self.deselected += len(items)
 
     # -- results ----------------------------------------------------------------------------------
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -196,6 +202,12 @@ class PerfguardSession:
         from perfguard.report.pages import write_pages
 
         config = self.perfguard_config()
+        self.orphans = self._orphans()
+        for case in self.orphans:
+            self.results.append(case.report)
+            self.codes.append(case.exit_code)
+        if any(not case.ok for case in self.orphans) and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED  # a guard lost fails the run, as `check` does
         report = assemble(self.results, combined_exit_code(self.codes), now_iso(), str(config.path), self.targets,
                           models=self.models)
         report.summary.model_regressions = sum(m.verdict == "regression" for m in self.models)
@@ -204,6 +216,19 @@ class PerfguardSession:
         write_report(report, report_dir / "perfguard.json")
         write_pages(report, report_dir)
         self.report_path = report_dir / "perfguard.json"
+
+    def _orphans(self) -> list[Any]:
+        """After the run, the baselines no configured kernel has and no test of this session checked
+        (a test's own kernel, perfguard_check with a KernelSpec or a mapping, has a baseline that
+        perfguard.toml does not name). None when the run was a selection (-k, -m, --perfguard-kernels):
+        a kernel left out of it is not orphaned."""
+        option = self.config.getoption
+        if self.deselected or option("keyword") or option("markexpr") or option("perfguard_kernels") \
+                or option("perfguard_native"):  # (under xdist only the workers see what -k deselected)
+            return []
+        checked = {(r.kernel, r.target) for r in self.results}
+        return [case for case in self.runner().orphans(_names(self.config.getoption("perfguard_targets")))
+                if (case.kernel, case.target) not in checked]
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         if not self.results or hasattr(self.config, "workerinput"):
@@ -226,6 +251,8 @@ class PerfguardSession:
             terminalreporter.write_line(toolchain_headline(summary.toolchain_changed, summary.toolchain))
         if self.updated:
             terminalreporter.write_line(f"rewrote {self.updated} baseline(s)")
+        for case in self.orphans:
+            terminalreporter.write_line(case.explain(), red=not case.ok)
         if self.report_path is not None:
             terminalreporter.write_line(f"report: {self.report_path}")
 
@@ -316,3 +343,6 @@ class KernelItem(pytest.Function):
     def reportinfo(self):
         path = self.session_state.perfguard_config().path
         return path, None, f"perfguard::{self.name}"
+
+
+

@@ -13,13 +13,16 @@ from perfguard.atomic import atomic_write_text
 from perfguard.commands.compare import check_numbers
 from perfguard.config import find_config, load_config
 from perfguard.errors import EXIT_OK, EXIT_REGRESSION
-from perfguard.guard.attribution import changed_blocks
+from perfguard.guard.attribution import attribution_between
 from perfguard.guard.bisect import AMBIGUOUS, NO_CROSSING, Bisection, Bisector, Visit
 from perfguard.guard.revisions import Measurer, Project
+from perfguard.report import where
 from perfguard.report.numbers import pct, seconds, signed_count
 from perfguard.report.terminal import console
+from perfguard.report.text import block_line
 
 MOST = 5  # statistics shown for the first bad commit
+CHANGED_BLOCKS = 5  # changed blocks shown for it
 
 
 def add_parser(subparsers) -> None:
@@ -73,7 +76,10 @@ def report(b: Bisection, profile, cache_dir, model: bool = False) -> dict:
         data["step_delta_pct"] = b.step.delta_pct
     elif b.first_bad is not None:
         data["changed_stats"] = _changed_stats(b.last_good, b.first_bad)
-        data["changed_blocks"] = changed_blocks(b.last_good.result, b.first_bad.result, profile, cache_dir)
+        found = attribution_between(b.last_good.result, b.first_bad.result, profile, cache_dir)
+        data["where"] = where.where_line(found.attribution) if found else None  # as `perfguard check` says it
+        data["where_top"] = where.top_lines(found.attribution)[0] if found else None
+        data["changed_blocks"] = [block_line(c) for c in found.blocks[:CHANGED_BLOCKS]] if found else None
     return data
 
 
@@ -118,6 +124,8 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_REGRESSION
     out.print(f"  last good {last.sha[:12]}: {pct(last.verdict.delta_pct)}; statistics that changed most: "
               + escape(", ".join(data["changed_stats"]) or "none"))
+    if data["where"]:
+        out.print(f"  where {escape(data['where'])}")
     for line in data["changed_blocks"] or []:
         out.print(f"  block {escape(line)}")
     out.print(visited)

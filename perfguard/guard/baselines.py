@@ -117,6 +117,49 @@ def parse_baseline(text: str | bytes, source: str) -> Baseline:
     )
 
 
+# -- a [[model]]'s call order: baselines/<target>/graphs/<model>.json -------------------------------
+# The kernels of a model, one line per call in model order, as of its last `baseline update`. A
+# kernel's own baseline records what the kernel is (params) but not where its calls are: an edit
+# elsewhere in the model moves them, and must not rewrite every kernel file (guard.model_changes
+# aligns this order with the current one).
+
+GRAPH_SCHEMA = 1
+GRAPHS = "graphs"
+
+
+def graph_path(root: Path, target: str, model: str) -> Path:
+    baseline_path(root, target, model)  # the same name rules
+    return Path(root) / target / GRAPHS / f"{model}.json"
+
+
+def graph_text(model: str, target: str, calls: list[tuple[str, str]]) -> str:
+    """The file: one [kernel, anchor node] per call, one per line, so that a diff reads as the edit."""
+    lines = ",\n".join("    " + json.dumps(list(call)) for call in calls)
+    return (f'{{\n  "schema": {GRAPH_SCHEMA},\n  "model": {json.dumps(model)},\n  "target": {json.dumps(target)},\n'
+            f'  "calls": [\n{lines}\n  ]\n}}\n')
+
+
+def parse_graph(text: str | bytes, source: str, model: str, target: str) -> dict[str, list[int]]:
+    """{kernel: its call positions}; an input error names the file."""
+    data = jsonfile.loads(text, source, "corrupted model graph")
+    calls = data.get("calls") if isinstance(data, dict) else None
+    if (not isinstance(data, dict) or data.get("schema") != GRAPH_SCHEMA or data.get("model") != model
+            or data.get("target") != target or not isinstance(calls, list)
+            or not all(isinstance(c, list) and len(c) == 2 and all(isinstance(x, str) for x in c) for c in calls)):
+        raise InputError(f"{source}: corrupted model graph (expected schema {GRAPH_SCHEMA}, model '{model}', target "
+                         f"'{target}' and calls [[kernel, node], ...])")
+    out: dict[str, list[int]] = {}
+    for i, (kernel, _) in enumerate(calls):
+        out.setdefault(kernel, []).append(i)
+    return out
+
+
+def same_record(old: Baseline, new: Baseline) -> bool:
+    """Whether writing `new` over `old` would change nothing but when and by whom it was recorded."""
+    volatile = {"commit": None, "created": "", "perfguard_version": ""}
+    return json.loads(old.to_json()) | volatile == json.loads(new.to_json()) | volatile
+
+
 class BaselineSource(abc.ABC):
     """Where a check reads its baselines from: the working tree (BaselineStore), a git revision
     (GitBaselineStore, `check --base`) or the base revision's fresh measurements (`compare`)."""
@@ -135,6 +178,21 @@ class BaselineSource(abc.ABC):
         yardstick both sides are measured with."""
         return None
 
+    def model_graph(self, target: str, model: str) -> dict[str, list[int]] | None:
+        """The baseline's call order of a [[model]] on `target`: {kernel: call positions}; None when
+        unknown (recorded before perfguard kept it)."""
+        return None
+
+
+def _read_bytes(path: Path, what: str) -> bytes | None:
+    """The file's bytes, None when it does not exist; an input error naming it when it cannot be read."""
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read {what}: {exc.strerror or exc}") from None
+
 
 class BaselineStore(BaselineSource):
     """Baselines in a folder of the working tree."""
@@ -147,12 +205,9 @@ class BaselineStore(BaselineSource):
 
     def read(self, target: str, kernel: str) -> Baseline | None:
         path = self.path(target, kernel)
-        try:
-            text = path.read_bytes()
-        except FileNotFoundError:
+        text = _read_bytes(path, "the baseline")
+        if text is None:
             return None
-        except OSError as exc:
-            raise InputError(f"{path}: cannot read the baseline: {exc.strerror or exc}") from None
         baseline = parse_baseline(text, str(path))
         if baseline.kernel != kernel or baseline.target != target:
             raise InputError(f"{path}: baseline is for {baseline.kernel}[{baseline.target}], not {kernel}[{target}]")
@@ -163,13 +218,61 @@ class BaselineStore(BaselineSource):
         folder = self.root / target
         return sorted(f.stem for f in folder.glob("*.json")) if folder.is_dir() else []
 
+    def graph_files(self, target: str) -> list[Path]:
+        """The model graphs (call orders) recorded for `target`."""
+        folder = self.root / target / GRAPHS
+        return sorted(folder.glob("*.json")) if folder.is_dir() else []
+
+    def model_graph(self, target: str, model: str) -> dict[str, list[int]] | None:
+        path = graph_path(self.root, target, model)
+        text = _read_bytes(path, "the model graph")
+        return None if text is None else parse_graph(text, str(path), model, target)
+
+    def remove_all(self, paths: list[Path]) -> list[Path]:
+        """Delete these baseline files under the folder's lock (`baseline prune`); gone ones are skipped."""
+        removed = []
+        with baselines_lock(self.root):
+            for path in paths:
+                try:
+                    Path(path).unlink()
+                except FileNotFoundError:
+                    continue
+                removed.append(Path(path))
+        return removed
+
+    def rename(self, old: str, new: str, targets: list[str]) -> list[tuple[Path, Path]]:
+        """Every baseline of kernel `old` on `targets` becomes one of `new` (`baseline rename`), as one
+        change under the folder's lock: each is read strictly, the new files are written whole (all
+        or, on a write error, none), then the old ones removed. Only the kernel name changes."""
+        with baselines_lock(self.root):
+            files: dict[Path, bytes] = {}
+            moves = []
+            for target in targets:
+                source, dest = self.path(target, old), self.path(target, new)
+                if self.read(target, old) is None:
+                    continue
+                if dest.exists():
+                    raise InputError(f"{dest}: kernel '{new}' has a baseline on {target} already: remove it "
+                                     f"first (or rename '{old}' to another name)")
+                data = json.loads(source.read_bytes())
+                data["kernel"] = new
+                files[dest] = (json.dumps(data, indent=2, sort_keys=True) + "\n").encode()
+                moves.append((source, dest))
+            if not moves:
+                raise InputError(f"{self.root}: kernel '{old}' has no baseline on {', '.join(targets) or 'any target'}")
+            atomic_write_many(files)
+            for source, _ in moves:
+                source.unlink()
+        return moves
+
     def write(self, baseline: Baseline) -> Path:
         return self.write_all([baseline])[0]
 
-    def write_all(self, baselines: list[Baseline]) -> list[Path]:
-        """Write them as one change, under the folder's lock: all of them, or (on any write error,
-        e.g. a full disk) none, every old file left byte for byte as it was."""
+    def write_all(self, baselines: list[Baseline], graphs: dict[Path, str] | None = None) -> list[Path]:
+        """Write them (and model graphs: path -> text) as one change, under the folder's lock: all of
+        them, or (on any write error, e.g. a full disk) none, every old file left byte for byte as it was."""
         files = {self.path(b.target, b.kernel): b.to_json().encode() for b in baselines}
+        files.update({path: text.encode() for path, text in (graphs or {}).items()})
         if not files:
             return []
         with baselines_lock(self.root):

@@ -8,12 +8,13 @@ from pathlib import Path
 from typing import Callable
 
 from perfguard.config import Config, KernelSpec
-from perfguard.errors import EXIT_INFRA, EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, InfraError, InputError
+from perfguard.errors import (EXIT_INFRA, EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, EXIT_WRONG_RESULT, InfraError,
+                              InputError)
 from perfguard.executors import Executor, LocalExecutor
-from perfguard.guard.attribution import block_changes
-from perfguard.guard.baselines import Baseline, BaselineSource, BaselineStore
-from perfguard.guard.compare import ERROR, REGRESSION, Verdict, judge, toolchain_summary
-from perfguard.guard.report import BlockChange
+from perfguard.guard.attribution import attribute
+from perfguard.guard.baselines import Baseline, BaselineSource, BaselineStore, graph_path, graph_text, same_record
+from perfguard.guard.compare import ERROR, REGRESSION, REMOVED, WRONG_RESULT, Verdict, judge, toolchain_summary
+from perfguard.guard.report import Attribution, BlockChange, Result
 from perfguard.jsonfile import now_iso
 from perfguard.pipeline import Job, JobResult, run_job
 from perfguard.predict.analytical import AnalyticalModel
@@ -34,7 +35,10 @@ class JudgedResult:
     baseline_commit: str | None = None
     error: str | None = None
     note: str | None = None  # e.g. the baseline predates block profiles: scored with the analytical model
-    blocks: list[BlockChange] | None = None  # pipeline model: the blocks whose cycles changed most (guard.attribution)
+    blocks: list[BlockChange] | None = None  # pipeline model: the blocks whose code changed most (guard.attribution)
+    attribution: Attribution | None = None  # pipeline model: the differential view (guard.differential)
+    orphaned: bool = False  # `removed`: a committed baseline no configured kernel has (guard.orphans): fails the check
+    explained: Result | None = None  # its report entry, from a result record (guard.result_records): nothing to redo
 
 
 @dataclass
@@ -50,9 +54,12 @@ class CheckRun:
     model_parts: list = field(default_factory=list)  # a shard's guard.report.ModelPart (no totals: merge sums them)
 
     def exit_code(self) -> int:
+        if any(o.verdict.verdict == WRONG_RESULT for o in self.outcomes):  # the code failed: no retry, no allowing
+            return EXIT_WRONG_RESULT
         if self.interrupted:
             return EXIT_INFRA
         codes = [] if self.allow_errors else [o.result.exit_code for o in self.outcomes if o.verdict.verdict == ERROR]
+        codes += [EXIT_USAGE for o in self.outcomes if o.orphaned]  # a guard lost is never an allowed error
         if any(c == EXIT_INFRA for c in codes):
             return EXIT_INFRA
         if codes:
@@ -151,10 +158,36 @@ def make_jobs(config: Config, pairs: list[tuple[KernelSpec, str]], simulator: st
     ]
 
 
+def recorded(jobs: list[Job]) -> list[JobResult | None]:
+    """Each job's recorded result where nothing it depends on changed (perfguard.records), else None."""
+    from perfguard import records
+
+    return [records.lookup(job) for job in jobs]
+
+
 def measure(config: Config, jobs: list[Job], workers: int | None = None,
             on_result: Callable[[int, JobResult], None] | None = None,
-            executor: Executor | None = None) -> list[JobResult]:
-    return (executor or LocalExecutor(workers or config.jobs)).map(run_job, jobs, on_result)
+            executor: Executor | None = None, known: list[JobResult | None] | None = None) -> list[JobResult]:
+    """Every job's result, in job order: those in `known` (recorded results, `recorded`) as they
+    are, the others run by the executor (started only when there is one to run) and recorded."""
+    from perfguard import records
+
+    known = known if known is not None else [None] * len(jobs)
+    results: list[JobResult | None] = list(known)
+    for i, result in enumerate(known):
+        if result is not None and on_result:
+            on_result(i, result)
+    todo = [i for i, result in enumerate(known) if result is None]
+
+    def finished(k: int, result: JobResult) -> None:
+        results[todo[k]] = result
+        records.store(jobs[todo[k]], result)  # as each finishes: an interrupted check keeps what it did
+        if on_result:
+            on_result(todo[k], result)
+
+    if todo:
+        (executor or LocalExecutor(workers or config.jobs)).map(run_job, [jobs[i] for i in todo], finished)
+    return results  # type: ignore[return-value]
 
 
 INTERRUPTED = "not measured: the check was interrupted (Ctrl-C or SIGTERM) before this job finished"
@@ -168,7 +201,8 @@ def not_measured(job: Job, why: str) -> JobResult:
 
 def measure_until_interrupted(config: Config, jobs: list[Job], workers: int | None = None,
                               on_result: Callable[[int, JobResult], None] | None = None,
-                              executor: Executor | None = None) -> tuple[list[JobResult], bool]:
+                              executor: Executor | None = None,
+                              known: list[JobResult | None] | None = None) -> tuple[list[JobResult], bool]:
     """`measure`, except that Ctrl-C keeps what finished: (results, interrupted), the jobs that
     did not finish coming back as errors."""
     finished: dict[int, JobResult] = {}
@@ -179,7 +213,7 @@ def measure_until_interrupted(config: Config, jobs: list[Job], workers: int | No
             on_result(i, result)
 
     try:
-        return measure(config, jobs, workers, keep, executor), False
+        return measure(config, jobs, workers, keep, executor, known), False
     except KeyboardInterrupt:
         return [finished.get(i) or not_measured(job, INTERRUPTED) for i, job in enumerate(jobs)], True
 
@@ -205,21 +239,32 @@ def run_check(
 def judge_results(config: Config, jobs: list[Job], results: list[JobResult], threshold: float | None = None,
                   store: BaselineSource | None = None, interrupted: bool = False,
                   whole_models: dict[tuple[str, str], list[str]] | None = None,
-                  also_models: set[tuple[str, str]] = frozenset()) -> CheckRun:
+                  also_models: set[tuple[str, str]] = frozenset(),
+                  known: list[Result | None] | None = None) -> CheckRun:
     """Verdicts for measured results against `store`'s baselines (the working tree's by default;
     a git revision's, or another revision's measured results for `perfguard compare`). With
     `whole_models` (a shard), each model's part of its total instead of the total. `also_models`:
-    model x target views wanted even without a current kernel (compare: a model only the base has)."""
+    model x target views wanted even without a current kernel (compare: a model only the base has).
+    `known`: report entries from result records (guard.result_records), taken as judged."""
+    from perfguard.guard.result_records import verdict_of
+
     store = BaselineStore(config.baseline_dir) if store is None else store
     models = store.models()
     run = CheckRun(models=models, interrupted=interrupted)
     intervals = load_intervals()
-    for job, result in zip(jobs, results):
+    for i, (job, result) in enumerate(zip(jobs, results)):
         limit = config.kernel_threshold(job.kernel, threshold)
-        if not result.ok:
-            run.outcomes.append(JudgedResult(result, Verdict(ERROR, limit), error=result.error))
+        entry = known[i] if known else None
+        if entry is not None and result.ok:
+            run.outcomes.append(JudgedResult(result, verdict_of(entry), entry.model_id, entry.calibrated,
+                                             entry.baseline_commit, note=entry.note, blocks=entry.blocks,
+                                             attribution=entry.attribution, explained=entry))
             continue
-        note, blocks = None, None
+        if not result.ok:
+            verdict = WRONG_RESULT if result.exit_code == EXIT_WRONG_RESULT else ERROR
+            run.outcomes.append(JudgedResult(result, Verdict(verdict, limit), error=result.error))
+            continue
+        note, attributed = None, None
         try:
             predictor = predictor_for(job.profile, result.family, result.simulator, config.baseline_dir, models,
                                       config.cache_dir, config.model, result.params)
@@ -235,14 +280,20 @@ def judge_results(config: Config, jobs: list[Job], results: list[JobResult], thr
                             f"{config.path}: kernel '{job.kernel.name}'", intervals, job.profile.name, config.gate)
             if baseline is not None and verdict.gate != config.gate:
                 note = "; ".join(filter(None, [note, NO_INTERVAL_NOTE.format(gate=config.gate)]))
-            if baseline is not None and isinstance(predictor, PipelineModel):
-                blocks = block_changes(predictor, baseline.stats, result.stats, (baseline.loops, result.loops))
+            if baseline is None or not verdict.delta_pct:
+                pass  # nothing moved (a no-op check pays nothing for the view)
+            elif isinstance(predictor, PipelineModel):
+                attributed = attribute(predictor, baseline.stats, result.stats, (baseline.loops, result.loops))
+            else:
+                attributed = attribute_calibrated(predictor, job.profile, config.cache_dir, baseline, result)
         except (InputError, InfraError) as exc:
             result.exit_code = exc.exit_code
             run.outcomes.append(JudgedResult(result, Verdict(ERROR, limit), error=exc.message))
             continue
         run.outcomes.append(JudgedResult(result, verdict, predictor.model_id, predictor.calibrated,
-                                    baseline.commit if baseline else None, note=note, blocks=blocks))
+                                    baseline.commit if baseline else None, note=note,
+                                    blocks=attributed.blocks if attributed else None,
+                                    attribution=attributed.attribution if attributed else None))
     if whole_models is None:
         run.model_summaries = model_summaries(config, jobs, run.outcomes, store, threshold, models, also_models)
     else:
@@ -256,8 +307,8 @@ def model_summaries(config: Config, jobs: list[Job], outcomes: list[JudgedResult
     verdict (guard.models)."""
     from perfguard.guard.models import total
 
-    return [total(spec.name, target, config.model_threshold(spec, threshold), rows)
-            for spec, target, rows in _model_rows(config, jobs, outcomes, store, models, also=also)]
+    return [total(spec.name, target, config.model_threshold(spec, threshold), rows, spec.database, skipped)
+            for spec, target, rows, skipped in _model_rows(config, jobs, outcomes, store, models, also=also)]
 
 
 def model_parts(config: Config, jobs: list[Job], outcomes: list[JudgedResult], store, threshold: float | None,
@@ -266,12 +317,16 @@ def model_parts(config: Config, jobs: list[Job], outcomes: list[JudgedResult], s
     shard): the rows `perfguard merge` sums into the totals (guard.report.ModelPart)."""
     from perfguard.guard.report import ModelPart
 
-    found = {(spec.name, target): rows
-             for spec, target, rows in _model_rows(config, jobs, outcomes, store, models, whole)}
-    return [ModelPart(spec.name, target, config.model_threshold(spec, threshold), sorted(whole[(spec.name, target)]),
-                      found.get((spec.name, target), []))
-            for spec in config.models for target in _targets(config, {t for _, t in whole})
-            if (spec.name, target) in whole]
+    found = {(spec.name, target): (rows, skipped)
+             for spec, target, rows, skipped in _model_rows(config, jobs, outcomes, store, models, whole)}
+    parts = []
+    for spec in config.models:
+        for target in _targets(config, {t for _, t in whole}):
+            if (spec.name, target) in whole:
+                rows, skipped = found.get((spec.name, target), ([], []))
+                parts.append(ModelPart(spec.name, target, config.model_threshold(spec, threshold),
+                                       sorted(whole[(spec.name, target)]), rows, spec.database, skipped))
+    return parts
 
 
 def _targets(config: Config, seen) -> list[str]:
@@ -281,9 +336,11 @@ def _targets(config: Config, seen) -> list[str]:
 
 def _model_rows(config: Config, jobs: list[Job], outcomes: list[JudgedResult], store, models,
                 whole: dict[tuple[str, str], list[str]] | None = None, also: set[tuple[str, str]] = frozenset()):
-    """(model spec, target, rows) per [[model]] x target with a kernel among `jobs` or in `also` (a
-    shard: every one in `whole`, the model's kernels in the whole run, none of which is a leftover)."""
-    from perfguard.guard.models import ModelKernelResult, kernel_rows
+    """(model spec, target, rows, skipped) per [[model]] x target with a kernel among `jobs` or in
+    `also` (a shard: every one in `whole`, the model's kernels in the whole run, none of which is a
+    leftover); `skipped`: the calls the model's `skip` leaves out."""
+    from perfguard.guard.models import ModelKernelResult, kernel_rows, skipped_line
+    from perfguard.kernels.models import skipped_calls
 
     groups: dict[tuple[str, str], list] = {key: [] for key in [*(whole or {}), *also]}
     for job, outcome in zip(jobs, outcomes):
@@ -304,10 +361,12 @@ def _model_rows(config: Config, jobs: list[Job], outcomes: list[JudgedResult], s
                     baseline = None  # its own outcome already says why
                 results.append(ModelKernelResult(job.kernel.name, job.kernel.params.get("op"),
                                                  job.kernel.params.get("calls", 1), o.verdict.verdict,
-                                                 o.verdict.current_time_s, o.verdict.baseline_time_s, baseline))
+                                                 o.verdict.current_time_s, o.verdict.baseline_time_s, baseline,
+                                                 dict(job.kernel.params), tuple(job.kernel.positions or ())))
             current = {job.kernel.name for job, _ in pairs} | set((whole or {}).get((spec.name, target), ()))
             leftover = [store.read(target, n) for n in (names(target) if names else [])
                         if n.startswith(spec.name + ".") and n not in current]
+            order = store.model_graph(target, spec.name)  # a damaged file is an input error naming it
 
             def score(baseline: Baseline, profile=profile) -> float:
                 predictor = predictor_for(profile, baseline.family, baseline.simulator, config.baseline_dir, models,
@@ -315,7 +374,36 @@ def _model_rows(config: Config, jobs: list[Job], outcomes: list[JudgedResult], s
                 predictor, _ = like_with_like(predictor, baseline, profile)
                 return float(predictor.predict_stats([baseline.stats])[0])
 
-            yield spec, target, kernel_rows(results, [b for b in leftover if b is not None], score)
+            try:
+                skipped = [skipped_line(entry) for entry in skipped_calls(config, spec, target)] if spec.skip else []
+            except (InputError, InfraError):
+                skipped = []  # the kernels were extracted for this run: a failure here is reported there
+            yield spec, target, kernel_rows(results, [b for b in leftover if b is not None], score, order), skipped
+
+
+def removed_outcome(config: Config, shown: JobResult, stats, threshold: float | None, models, commit: str | None,
+                    spec: KernelSpec | None = None, note: str | None = None, orphaned: bool = False) -> JudgedResult:
+    """A kernel with a baseline and no current run: `removed`, with the baseline's time under this
+    run's model (None when it cannot be scored), never unchanged. `compare`: a kernel only the base
+    revision has (`stats` its base run's); `check`: an orphaned baseline (guard.orphans)."""
+    if spec is not None:
+        limit = config.kernel_threshold(spec, threshold)
+    else:
+        limit = config.threshold if threshold is None else threshold
+    time_s, model_id, calibrated = None, None, False
+    if stats is not None and shown.target in config.profiles:
+        try:
+            profile = config.profiles[shown.target]
+            predictor = predictor_for(profile, shown.family, shown.simulator, config.baseline_dir, models,
+                                      config.cache_dir, config.model, shown.params)
+            if predictor.needs_blocks and stats.blocks is None:
+                predictor = AnalyticalModel(profile)
+            time_s = float(predictor.predict_stats([stats])[0])
+            model_id, calibrated = predictor.model_id, predictor.calibrated
+        except (InputError, InfraError):  # the verdict stays `removed`; a model problem shows on the other results
+            pass
+    return JudgedResult(shown, Verdict(REMOVED, limit, baseline_time_s=time_s), model_id, calibrated, commit,
+                        note=note, orphaned=orphaned)
 
 
 NO_INTERVAL_NOTE = ("gate = \"{gate}\" needs a calibrated interval, and none exists for this model: gated on the "
@@ -323,6 +411,19 @@ NO_INTERVAL_NOTE = ("gate = \"{gate}\" needs a calibrated interval, and none exi
 OLD_BASELINE_NOTE = ("the baseline has no block profile (recorded before perfguard kept them): compared with the "
                      "analytical model on both sides; re-record it with 'perfguard baseline update' to use the "
                      "pipeline model")
+
+
+def attribute_calibrated(predictor, profile, cache_dir: Path, baseline: Baseline, result: JobResult):
+    """Where a calibrated model's change happened, said by the pipeline model (the one that scores
+    blocks; every output names it beside the verdict's model), when both sides have block profiles;
+    None otherwise, or when the pipeline model cannot score them (the verdict stands without it)."""
+    if not predictor.calibrated or baseline.stats.blocks is None or result.stats is None or result.stats.blocks is None:
+        return None
+    try:
+        return attribute(PipelineModel(profile, cache_dir), baseline.stats, result.stats,
+                         (baseline.loops, result.loops))
+    except (InputError, InfraError):
+        return None
 
 
 def like_with_like(predictor, baseline: Baseline | None, profile):
@@ -339,25 +440,78 @@ def head_commit(root: Path) -> str | None:
     return proc.stdout.strip() or None if proc.returncode == 0 else None
 
 
-def write_baselines(config: Config, jobs: list[Job], results: list[JobResult]) -> list[Path]:
-    """Write a baseline for every measured result, as one change under the folder's lock; a failed
-    result keeps its old file untouched, and so does every result when any file cannot be written."""
+@dataclass
+class BaselineUpdate:
+    """What `baseline update` did: files written, files left as they were (nothing but the commit and
+    date would have changed), files removed (kernels a model no longer has)."""
+    written: list[Path] = field(default_factory=list)
+    unchanged: list[Path] = field(default_factory=list)
+    removed: list[Path] = field(default_factory=list)
+
+
+def write_baselines(config: Config, jobs: list[Job], results: list[JobResult]) -> BaselineUpdate:
+    """Write a baseline for every measured result whose record changed (statistics, toolchain, what
+    the kernel is: a new commit alone is no change), and each [[model]] updated whole its call order,
+    as one change under the folder's lock; a failed result keeps its old file untouched, and so does
+    every result when any file cannot be written."""
     store = BaselineStore(config.baseline_dir)
     commit = head_commit(config.root)
+    created = now_iso()
+    update = BaselineUpdate()
     baselines = []
     for job, r in zip(jobs, results):
         if not r.ok:
             continue
         predictor = predictor_for(job.profile, r.family, r.simulator, config.baseline_dir, None, config.cache_dir,
                                   config.model, r.params)
-        baselines.append(Baseline(
+        new = Baseline(
             kernel=r.kernel, target=r.target, family=r.family, params=r.params, simulator=r.simulator,
             content_hash=r.content_hash or "", stats=r.stats,
             predicted_time_s=float(predictor.predict_stats([r.stats])[0]),
-            model_id=predictor.model_id, commit=commit, created=now_iso(), toolchain=r.toolchain, loops=r.loops,
-        ))
-    written = store.write_all(baselines)
-    return written + _drop_stale_model_baselines(config, store, jobs, results)
+            model_id=predictor.model_id, commit=commit, created=created, toolchain=r.toolchain, loops=r.loops,
+        )
+        try:
+            old = store.read(r.target, r.kernel)
+        except InputError:
+            old = None  # damaged: rewritten
+        if old is not None and same_record(old, new):
+            update.unchanged.append(store.path(r.target, r.kernel))
+        else:
+            baselines.append(new)
+    graphs = {}
+    for (model, target), order in _whole_models(jobs, results).items():
+        path = graph_path(store.root, target, model)
+        text = graph_text(model, target, order)
+        try:
+            if path.read_text() == text:
+                continue
+        except (OSError, UnicodeDecodeError):
+            pass
+        graphs[path] = text
+    update.written = store.write_all(baselines, graphs)
+    update.removed = _drop_stale_model_baselines(config, store, jobs, results)
+    return update
+
+
+def _whole_models(jobs: list[Job], results: list[JobResult]) -> dict[tuple[str, str], list[tuple[str, str]]]:
+    """Each [[model]] x target whose every kernel was measured: its calls in model order, [kernel, anchor node]."""
+    calls: dict[tuple[str, str], list | None] = {}
+    for job, r in zip(jobs, results):
+        spec = job.kernel
+        if spec.model is None:
+            continue
+        key = (spec.model, job.profile.name)
+        if calls.setdefault(key, []) is None:
+            continue
+        if not r.ok or spec.positions is None:
+            calls[key] = None  # a failed kernel (or one from before positions were kept): leave the file be
+            continue
+        nodes = spec.params.get("nodes") or []
+        for i, position in enumerate(spec.positions):
+            site = nodes[i] if i < len(nodes) and isinstance(nodes[i], list) else []
+            anchor = str(site[0][0]) if site and isinstance(site[0], list) and site[0] else ""
+            calls[key].append((position, spec.name, anchor))
+    return {key: [(kernel, node) for _, kernel, node in sorted(found)] for key, found in calls.items() if found}
 
 
 def _drop_stale_model_baselines(config: Config, store: BaselineStore, jobs: list[Job],

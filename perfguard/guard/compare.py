@@ -29,10 +29,18 @@ REGRESSION = "regression"
 IMPROVEMENT = "improvement"
 UNCHANGED = "unchanged"
 NEW = "new"
-REMOVED = "removed"  # `perfguard compare`: the kernel exists in the base revision only
+# A baseline without a kernel: `compare`, the kernel exists in the base revision only; `check`, a
+# committed baseline no configured kernel has (guard.orphans: it fails the check until pruned or renamed)
+REMOVED = "removed"
 ERROR = "error"
 TOOLCHAIN = "toolchain"  # moved beyond the threshold, but measured with another toolchain: not judged
-VERDICTS = (REGRESSION, ERROR, TOOLCHAIN, IMPROVEMENT, NEW, REMOVED, UNCHANGED)  # report order: worst first
+WRONG_RESULT = "wrong result"  # the kernel's output differs from its reference (verify): exit 4, never a score
+VERDICTS = (WRONG_RESULT, REGRESSION, ERROR, TOOLCHAIN, IMPROVEMENT, NEW, REMOVED, UNCHANGED)  # worst first
+
+
+def summary_key(verdict: str) -> str:
+    """The report summary's count field of a verdict ("wrong result" -> wrong_result)."""
+    return verdict.replace(" ", "_")
 
 # Recorded in every baseline but not compared: perfguard's own version. What of perfguard shapes
 # the statistics is recorded on its own (harness, build recipe, the simulator's plugin and recipe).
@@ -112,6 +120,21 @@ def toolchain_summary(changes: Iterable[tuple[str, dict]]) -> dict:
             "rebaseline": f"{REBASELINE} --targets {','.join(ordered)}"}
 
 
+def change_pct(baseline: float, current: float) -> float:
+    """Relative change in percent (0 when equal). One formula for kernels and model totals: the
+    same two numbers must get the same verdict, to the last bit."""
+    return 0.0 if baseline == current else 100.0 * (current - baseline) / baseline
+
+
+def classify(delta_pct: float, threshold_pct: float) -> str:
+    """Beyond the threshold either way, else unchanged: a change exactly at it passes."""
+    if delta_pct > threshold_pct:
+        return REGRESSION
+    if delta_pct < -threshold_pct:
+        return IMPROVEMENT
+    return UNCHANGED
+
+
 def _score(predictor: Predictor, stats: Stats, what: str) -> float:
     """Predicted seconds; a model that gives no time (NaN, infinite, negative) is an error: a NaN
     delta is neither above nor below a threshold, so it would pass as unchanged."""
@@ -146,7 +169,7 @@ def judge(current: Stats, baseline: Baseline | None, predictor: Predictor, thres
     if baseline_time == 0 and current_time != 0:
         raise InputError(f"{source}: the baseline's statistics score 0 s under {predictor.model_id}: "
                          f"no relative change can be computed (corrupted baseline?)")
-    delta = 0.0 if baseline_time == current_time else 100.0 * (current_time - baseline_time) / baseline_time
+    delta = change_pct(baseline_time, current_time)
     interval = delta_interval(intervals, target, predictor.model_id, predictor.calibrated, baseline_time,
                               current_time, same_statistics=baseline.stats == current)
     gated = delta
@@ -154,12 +177,11 @@ def judge(current: Stats, baseline: Baseline | None, predictor: Predictor, thres
         gated = interval.low_pct if gate == "lower" else interval.high_pct
     else:
         gate = "estimate"
+    verdict = classify(delta, threshold_pct)
     if gated > threshold_pct:
         verdict = REGRESSION
-    elif delta < -threshold_pct:
-        verdict = IMPROVEMENT
-    else:
-        verdict = UNCHANGED
+    elif verdict == REGRESSION:
+        verdict = UNCHANGED  # the estimate is above, the gated end of its interval is not
     breaches = limit_breaches(limits or {}, baseline.stats, current, limits_source)
     if breaches:
         verdict = REGRESSION

@@ -12,7 +12,8 @@ from __future__ import annotations
 from pathlib import Path, PurePosixPath
 
 from perfguard.errors import InputError
-from perfguard.guard.baselines import Baseline, BaselineSource, baseline_path, parse_baseline
+from perfguard.guard.baselines import (Baseline, BaselineSource, baseline_path, graph_path, parse_baseline,
+                                      parse_graph)
 
 
 class GitBaselineStore(BaselineSource):
@@ -74,6 +75,10 @@ class GitBaselineStore(BaselineSource):
         except KeyError:
             return []
         return sorted(b.name[:-5] for b in tree.blobs if b.name.endswith(".json"))
+
+    def model_graph(self, target: str, model: str) -> dict[str, list[int]] | None:
+        found = self.read_file(graph_path(Path(), target, model).as_posix())
+        return None if found is None else parse_graph(found[0], found[1], model, target)
 
     def read(self, target: str, kernel: str) -> Baseline | None:
         found = self.read_file(baseline_path(Path(), target, kernel).as_posix())

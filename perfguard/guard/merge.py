@@ -2,8 +2,8 @@
 
 Each input is read strictly (guard.report.read_report); the merged report has every result
 once, the summary counted again from the results, and the exit code a single check over all of
-them would have had: an infrastructure failure (3) beats a usage error (2), which beats a
-regression (1).
+them would have had: a wrong result (4) beats an infrastructure failure (3), which beats a usage
+error (2), which beats a regression (1).
 """
 
 from __future__ import annotations
@@ -12,14 +12,14 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from perfguard import __version__
-from perfguard.errors import EXIT_INFRA, EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, InputError
-from perfguard.guard.compare import VERDICTS, toolchain_summary
-from perfguard.guard.models import total
+from perfguard.errors import EXIT_INFRA, EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, EXIT_WRONG_RESULT, InputError
+from perfguard.guard.compare import VERDICTS, summary_key, toolchain_summary
+from perfguard.guard.models import count_kernels, total
 from perfguard.guard.report import (ModelKernel, ModelPart, ModelTotal, Report, Result, Summary, TargetSummary,
                                     ToolchainSummary, read_report)
 
 load_report = read_report  # the name the fuzz tests and older callers know
-_SEVERITY = (EXIT_INFRA, EXIT_USAGE, EXIT_REGRESSION)
+_SEVERITY = (EXIT_WRONG_RESULT, EXIT_INFRA, EXIT_USAGE, EXIT_REGRESSION)
 
 
 def combined_exit_code(codes: Iterable[int]) -> int:
@@ -31,12 +31,13 @@ def combined_exit_code(codes: Iterable[int]) -> int:
 
 
 def summarize(results: list[Result], exit_code: int) -> Summary:
-    counts = {name: 0 for name in VERDICTS}
+    counts = {summary_key(name): 0 for name in VERDICTS}
     for r in results:
-        counts[r.verdict] += 1
+        counts[summary_key(r.verdict)] += 1
     changed = toolchain_summary((r.target, {k: {"baseline": d.baseline, "current": d.current}
                                             for k, d in r.toolchain_changed.items()}) for r in results)
-    summary = Summary(exit_code=exit_code, **counts, toolchain_changed=ToolchainSummary.of(changed))
+    summary = Summary(exit_code=exit_code, **counts, toolchain_changed=ToolchainSummary.of(changed),
+                      orphaned=sum(r.orphaned for r in results))
     if all(r.measured is not None for r in results):  # which errors had no statistics at all (the headline says)
         summary.not_measured = sum(1 for r in results if r.verdict == "error" and r.measured is False)
     return summary
@@ -106,6 +107,7 @@ def merge_reports(reports: list[tuple[Path, Report]], created: str) -> Report:
                       base=_same([report.base for _, report in reports]),
                       commit=_same([report.commit for _, report in reports]), models=models)
     merged.summary.model_regressions = sum(m.verdict == "regression" for m in models)
+    count_kernels(merged.summary, results, models)
     flags = [report.summary for _, report in reports]
     merged.summary.interrupted = any(f.interrupted for f in flags)  # a shard cut short: the merged run was too
     merged.summary.errors_allowed = all(f.errors_allowed for f in flags)
@@ -150,5 +152,6 @@ def _totals(reports: list[tuple[Path, Report]]) -> list[ModelTotal]:
         missing = sorted(set(first.kernels) - set(rows))
         if missing:
             raise InputError(f"{label}: kernel {missing[0]} is in no shard's report ({len(missing)} missing)")
-        out.append(total(model, target, first.threshold_pct, [row for _, row in rows.values()]))
+        out.append(total(model, target, first.threshold_pct, [row for _, row in rows.values()], first.database,
+                         first.skipped))
     return out

@@ -3,30 +3,42 @@
 total = sum over the model's kernels of (predicted time per call x calls per inference), on each
 side: the current total over the kernels extracted now, the baseline total over the kernels that
 have baselines (those extracted now, and those whose baselines remain but which the model no
-longer has). A kernel that is new, removed or renamed (same operator, other shapes) is said so
-and counted on its side, never dropped from a total. A kernel that could not be measured makes
-the model's verdict `error`: its total would be incomplete.
+longer has). A kernel that is new, removed or changed (a new and a removed kernel matched as one
+layer whose shapes changed, guard.model_changes) is said so and counted on its side, never dropped
+from a total. A kernel that could not be measured makes the model's verdict `error`: its total
+would be incomplete. Calls the model's `skip` leaves out are in neither total, and said so.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable
 
+from perfguard.guard import model_changes
 from perfguard.guard.baselines import Baseline
-from perfguard.guard.compare import ERROR, IMPROVEMENT, NEW, REGRESSION, REMOVED, TOOLCHAIN, UNCHANGED
-from perfguard.guard.report import ModelKernel, ModelTotal
+from perfguard.guard.compare import (ERROR, IMPROVEMENT, NEW, REGRESSION, REMOVED, TOOLCHAIN, UNCHANGED,
+                                     change_pct, classify)
+from perfguard.guard.report import ModelKernel, ModelTotal, Result, Summary
 
-RENAMED = "renamed"
+CHANGED = "changed"  # a model kernel whose shapes changed: the count of such pairs in the summary
 
 
-def _row(kernel: str, op: str | None, verdict: str, calls: int | None, baseline_calls: int | None,
-         current_time_s: float | None, baseline_time_s: float | None) -> ModelKernel:
-    """One kernel's row with its per-inference totals (time per call x calls)."""
+def kernel_row(kernel: str, op: str | None, verdict: str, calls: int | None, baseline_calls: int | None,
+         current_time_s: float | None, baseline_time_s: float | None, params: dict | None = None,
+         baseline_params: dict | None = None, positions: Iterable[int] = (),
+         baseline_positions: Iterable[int] = ()) -> ModelKernel:
+    """One kernel's row with its per-inference totals (time per call x calls) and what it is on each side."""
+    params, baseline_params = params or {}, baseline_params or {}
     return ModelKernel(
         kernel, op, verdict, calls, baseline_calls, current_time_s, baseline_time_s,
         current_total_s=None if current_time_s is None or calls is None else current_time_s * calls,
-        baseline_total_s=None if baseline_time_s is None or baseline_calls is None else baseline_time_s * baseline_calls)
+        baseline_total_s=None if baseline_time_s is None or baseline_calls is None else baseline_time_s * baseline_calls,
+        label=model_changes.label(params), baseline_label=model_changes.label(baseline_params),
+        layer=params.get("layer") or None, baseline_layer=baseline_params.get("layer") or None,
+        nodes=model_changes.anchor_names(params.get("nodes")),
+        baseline_nodes=model_changes.anchor_names(baseline_params.get("nodes")),
+        positions=sorted(positions), baseline_positions=sorted(baseline_positions),
+        schedule=str(params.get("schedule") or ""))
 
 
 @dataclass(frozen=True)
@@ -40,61 +52,64 @@ class ModelKernelResult:
     current_time_s: float | None
     baseline_time_s: float | None
     baseline: Baseline | None
+    params: dict = field(default_factory=dict)  # the kernel's params now (layer, nodes: kernels.models)
+    positions: tuple[int, ...] = ()  # its calls in the model's call order now
 
 
 def kernel_rows(results: Iterable[ModelKernelResult], leftover: Iterable[Baseline],
-                score: Callable[[Baseline], float]) -> list[ModelKernel]:
+                score: Callable[[Baseline], float], baseline_positions: dict[str, list[int]] | None = None
+                ) -> list[ModelKernel]:
     """The model's rows on one target: one per measured kernel, one per `leftover` baseline (a
-    kernel the model no longer has: removed or renamed; `score` re-scores it with the run's model)."""
+    kernel the model no longer has: removed, or changed; `score` re-scores it with the run's model).
+    `baseline_positions`: each baseline kernel's calls in the baseline's call order (its model graph)."""
+    where = baseline_positions or {}
     rows: list[ModelKernel] = []
     for r in results:
-        rows.append(_row(
-            r.kernel, r.op, r.verdict, r.calls, _calls(r.baseline) if r.baseline is not None else None,
-            r.current_time_s, r.baseline_time_s if r.baseline is not None else None))
+        b = r.baseline
+        rows.append(kernel_row(
+            r.kernel, r.op, r.verdict, r.calls, _calls(b) if b is not None else None,
+            r.current_time_s, r.baseline_time_s if b is not None else None, r.params,
+            b.params if b is not None else None, r.positions, where.get(r.kernel, ()) if b is not None else ()))
     for b in leftover:
         if b.stats is None:  # `compare`: the base revision could not measure it, so its total is incomplete
-            rows.append(_row(b.kernel, b.params.get("op"), ERROR, None, _calls(b), None, None))
+            rows.append(kernel_row(b.kernel, b.params.get("op"), ERROR, None, _calls(b), None, None,
+                             baseline_params=b.params, baseline_positions=where.get(b.kernel, ())))
         else:
-            rows.append(_row(b.kernel, b.params.get("op"), REMOVED, None, _calls(b), None, score(b)))
+            rows.append(kernel_row(b.kernel, b.params.get("op"), REMOVED, None, _calls(b), None, score(b),
+                             baseline_params=b.params, baseline_positions=where.get(b.kernel, ())))
     return rows
 
 
-def summarise(model: str, target: str, threshold_pct: float, results: Iterable[ModelKernelResult],
-              leftover: Iterable[Baseline], score: Callable[[Baseline], float]) -> ModelTotal:
-    """One model on one target (see kernel_rows)."""
-    return total(model, target, threshold_pct, kernel_rows(results, leftover, score))
-
-
-def total(model: str, target: str, threshold_pct: float, rows: Iterable[ModelKernel]) -> ModelTotal:
+def total(model: str, target: str, threshold_pct: float, rows: Iterable[ModelKernel], database: str | None = None,
+          skipped: Iterable[str] = ()) -> ModelTotal:
     """The model's total and verdict from its rows alone: `perfguard merge` calls it with the rows
-    of every shard, and gets what one unsharded check gets (rows are summed in name order)."""
-    rows = sorted((replace(r, share_pct=None, renamed_from=None, renamed_to=None) for r in rows),
-                  key=lambda r: r.kernel)
-    changes = _pair_renames(rows)
+    of every shard, and gets what one unsharded check gives (rows are summed in name order)."""
+    rows = sorted((replace(r, share_pct=None, renamed_from=None, renamed_to=None, change="", replaces=[])
+                   for r in rows), key=lambda r: r.kernel)
+    _match(rows)
     failed = [r for r in rows if r.verdict == ERROR]
     present = [r for r in rows if r.verdict != REMOVED]
     current = None if failed or not present else sum(r.current_total_s or 0.0 for r in present)
     with_baseline = [r for r in rows if r.baseline_total_s is not None]
     baseline = sum(r.baseline_total_s for r in with_baseline) if with_baseline else None
-    delta = None
-    if current is not None and baseline:
-        delta = (current - baseline) / baseline * 100.0
+    delta = change_pct(baseline, current) if current is not None and baseline else None
+    changes, breakdown = [], ""
     if failed:
         verdict = ERROR
-        changes.insert(0, f"{len(failed)} kernel(s) could not be measured ({', '.join(r.kernel for r in failed)}): "
-                          f"the model's total is incomplete and not judged")
+        breakdown = (f"no total: {len(failed)} kernel(s) could not be measured "
+                     f"({', '.join(r.kernel for r in failed)}); the rows show what was measured")
+        changes.append(f"{len(failed)} kernel(s) could not be measured ({', '.join(r.kernel for r in failed)}): "
+                       f"the model's total is incomplete and not judged")
     elif not present:
         verdict = REMOVED  # `compare`: only the base revision has the model
     elif baseline is None:
         verdict = NEW
-    elif delta is not None and abs(delta) > threshold_pct and any(r.verdict == TOOLCHAIN for r in rows):
-        verdict = TOOLCHAIN
-    elif delta is not None and delta > threshold_pct:
-        verdict = REGRESSION
-    elif delta is not None and delta < -threshold_pct:
-        verdict = IMPROVEMENT
-    else:
+    elif delta is None:
         verdict = UNCHANGED
+    else:
+        verdict = classify(delta, threshold_pct)
+        if verdict != UNCHANGED and any(r.verdict == TOOLCHAIN for r in rows):
+            verdict = TOOLCHAIN
     for r in rows:
         if current and r.current_total_s is not None:
             r.share_pct = r.current_total_s / current * 100.0
@@ -103,7 +118,9 @@ def total(model: str, target: str, threshold_pct: float, rows: Iterable[ModelKer
         changes.append(f"no baseline for this model on {target} yet: perfguard baseline update")
     else:
         changes.extend(_kernel_changes(rows))
-    return ModelTotal(model, target, verdict, threshold_pct, current, baseline, delta, rows, changes)
+    schedule = schedule_text([r.schedule for r in present], database)
+    return ModelTotal(model, target, verdict, threshold_pct, current, baseline, delta, rows, changes,
+                      schedule=schedule, skipped=list(skipped), breakdown=breakdown)
 
 
 def _calls(baseline: Baseline) -> int:
@@ -111,38 +128,110 @@ def _calls(baseline: Baseline) -> int:
     return calls if isinstance(calls, int) and not isinstance(calls, bool) and calls >= 0 else 1
 
 
-def _pair_renames(rows: list[ModelKernel]) -> list[str]:
-    """A new kernel and a removed one of the same operator: one kernel whose shapes changed."""
-    lines = []
+def _side(r: ModelKernel, baseline: bool) -> model_changes.Side:
+    if baseline:
+        return model_changes.Side(r.kernel, r.op, r.baseline_layer, list(r.baseline_positions))
+    return model_changes.Side(r.kernel, r.op, r.layer, list(r.positions))
+
+
+def _match(rows: list[ModelKernel]) -> None:
+    """Pair new kernels with removed ones (guard.model_changes) and note it on both rows."""
+    new = [r for r in rows if r.verdict == NEW]
     removed = [r for r in rows if r.verdict == REMOVED]
-    for new in sorted((r for r in rows if r.verdict == NEW), key=lambda r: r.kernel):
-        old = next((r for r in sorted(removed, key=lambda r: r.kernel) if r.op == new.op and not r.renamed_to), None)
-        if old is None:
-            continue
-        old.renamed_to, new.renamed_from = new.kernel, old.kernel
-        lines.append(f"renamed: {old.kernel} -> {new.kernel} (same operator {new.op}, other shapes; "
-                     f"{_time(old.baseline_total_s)} -> {_time(new.current_total_s)} per inference)")
-    return lines
+    base = [_side(r, True) for r in rows if r.baseline_total_s is not None or r.verdict == REMOVED]
+    head = [_side(r, False) for r in rows if r.verdict != REMOVED]
+    pairs = model_changes.pair([_side(r, False) for r in new], [_side(r, True) for r in removed], base, head)
+    by_name = {r.kernel: r for r in rows}
+    for new_name, old_name in pairs.changed.items():
+        n, o = by_name[new_name], by_name[old_name]
+        n.renamed_from, o.renamed_to = o.kernel, n.kernel
+        n.change = o.change = model_changes.describe_change(o.baseline_layer, n.layer)
+    for new_name, olds in pairs.replaces.items():
+        by_name[new_name].replaces = olds
+
+
+def _named(label: str, kernel: str) -> str:
+    """A kernel as the change lines name it: what it is in the model, then its key."""
+    return f"{label} ({kernel})" if label else kernel
 
 
 def _kernel_changes(rows: list[ModelKernel]) -> list[str]:
     lines = []
+    by_name = {r.kernel: r for r in rows}
     for r in rows:
-        if r.verdict == NEW and not r.renamed_from:
-            lines.append(f"new kernel: {r.kernel} ({_time(r.current_total_s)} per inference, counted in the "
-                         f"current total)")
+        if r.verdict == NEW and r.renamed_from:
+            old = by_name[r.renamed_from]
+            calls = (f"; {model_changes.calls_change(old.baseline_nodes, r.nodes, old.baseline_calls, r.calls)}"
+                     if old.baseline_calls != r.calls else "")
+            lines.append(f"changed: {_named(r.label, r.kernel)}: {r.change}{calls} (was {old.kernel}; "
+                         f"{_time(old.baseline_total_s)} -> {_time(r.current_total_s)} per inference)")
+        elif r.verdict == NEW:
+            instead = ""
+            if r.replaces:
+                olds = [by_name[k] for k in r.replaces if k in by_name]
+                instead = "; in place of " + ", ".join(_named(o.baseline_label, o.kernel) for o in olds)
+            lines.append(f"new: {_named(r.label, r.kernel)}, {_time(r.current_total_s)} per inference{instead}")
         elif r.verdict == REMOVED and not r.renamed_to:
-            lines.append(f"removed kernel: {r.kernel} ({_time(r.baseline_total_s)} per inference in the baseline, "
-                         f"counted in the baseline total)")
+            lines.append(f"removed: {_named(r.baseline_label, r.kernel)}, {_time(r.baseline_total_s)} per "
+                         f"inference in the baseline")
         elif r.verdict in (REGRESSION, IMPROVEMENT):
-            lines.append(f"{r.verdict}: {r.kernel} {_pct(r.current_time_s, r.baseline_time_s)} per call")
-        if r.calls is not None and r.baseline_calls is not None and r.calls != r.baseline_calls:
-            lines.append(f"calls per inference: {r.kernel} {r.baseline_calls} -> {r.calls}")
+            lines.append(f"{r.verdict}: {_named(r.label, r.kernel)} {_pct(r.current_time_s, r.baseline_time_s)} "
+                         f"per call")
+        if (r.verdict not in (NEW, REMOVED) and r.calls is not None and r.baseline_calls is not None
+                and r.calls != r.baseline_calls):
+            lines.append(f"{model_changes.calls_change(r.baseline_nodes, r.nodes, r.baseline_calls, r.calls)}: "
+                         f"{_named(r.label, r.kernel)} ({_time(r.baseline_total_s)} -> {_time(r.current_total_s)} "
+                         f"per inference)")
     return lines
 
 
+def schedule_text(schedules: Iterable[str], database: str | None) -> str:
+    """What built the model's kernels, in words: `TVM's default CPU schedule rules (perfguard's default) for
+    18 kernels` (kernels.models SCHEDULES; `database` the model's database folder)."""
+    counts: dict[str, int] = {}
+    for s in schedules:
+        if s:  # a row from before kernels recorded their schedule says nothing
+            counts[s] = counts.get(s, 0) + 1
+    words = {"database": f"tuned schedules from the MetaSchedule database {database}",
+             "default": "TVM's default CPU schedule rules with fixed decisions (perfguard's default)",
+             "none": "TVM's unscheduled loops (schedule = \"none\")",
+             "unscheduled": "TVM's unscheduled loops (the default rules did not apply)"}
+    parts = [f"{words.get(kind, kind)}: {n} kernel{'s' if n != 1 else ''}"
+             for kind, n in sorted(counts.items(), key=lambda kv: ("database", "default", "none").index(kv[0])
+                                   if kv[0] in ("database", "default", "none") else 9)]
+    return "; ".join(parts)
+
+
+def skipped_line(entry: dict) -> str:
+    """One `skip`ped kernel's calls: in no total, not built, not simulated."""
+    names = model_changes.names_text([site[0][0] for site in entry.get("nodes", []) if site and site[0]])
+    layer = model_changes.layer_text(entry.get("layer"))
+    what = " ".join(p for p in (names, layer) if p)
+    return f"skipped (skip = [...]): {_named(what, entry['kernel'])} x{entry['calls']}: not guarded, in no total"
+
+
+def count_kernels(summary: Summary, results: list[Result], models: list[ModelTotal]) -> None:
+    """The summary's counts with the models' kernels as a reviewer counts them: a kernel the model no
+    longer has is `removed` (no result says so: its baseline is left over), and a new kernel matched with
+    a removed one is one `changed` kernel, not one new and one removed."""
+    have = {(r.kernel, r.target): r.verdict for r in results}
+    for m in models:
+        for row in m.kernels:
+            if row.verdict == REMOVED and have.get((row.kernel, m.target)) != REMOVED:
+                summary.removed += 1  # a leftover baseline; `compare` has a result for it already
+            if row.verdict == NEW and row.renamed_from:
+                summary.changed += 1
+                summary.new -= 1
+                summary.removed -= 1
+
+
 def _time(seconds: float | None) -> str:
-    return "n/a" if seconds is None else f"{seconds * 1e6:.3f} us"
+    if seconds is None:
+        return "n/a"
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if abs(seconds) >= scale:
+            return f"{seconds / scale:.3f} {unit}"
+    return f"{seconds * 1e9:.1f} ns"
 
 
 def _pct(current: float | None, baseline: float | None) -> str:

@@ -27,11 +27,12 @@ from typing import Any, Callable
 
 from perfguard import jsonfile
 from perfguard.atomic import atomic_write_text
-from perfguard.errors import EXIT_INFRA, EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, InputError
-from perfguard.guard.compare import VERDICTS
+from perfguard.errors import EXIT_CODES, InputError
+from perfguard.guard.compare import VERDICTS, summary_key
 
 REPORT_SCHEMA = 1  # "note", "blocks", "calibration", a block side's "loop" and "loop_candidates", a
-# result's "interval" and "gate" are optional additions within schema 1
+# result's "interval", "gate", "mismatch", "orphaned" and "attribution", a block change's "paired",
+# the summary's "wrong_result" and "timings" are optional additions within schema 1
 _ABSENT_IF = "absent_if"
 
 
@@ -173,6 +174,10 @@ class BlockLoop:
     peeled: int = absent_if(0)  # iterations LLVM peeled off the loop (run by other blocks)
     unrolled: list[str] = absent_if([])  # loops inside it without a block of their own: LLVM flattened them into it
     located: bool = absent_if(False)  # other loops fit the count too: the object's debug information told them apart
+    ordered: bool = absent_if(False)  # other loops fit the count too: where the nests lie in the function told them apart
+    approximate: bool = absent_if(False)  # no plain way fits the count: per_execution is its average
+    nest_name: str = absent_if("")  # the buffers its nest stores to (`scores`): the nest's name across builds
+    nest_index: int = absent_if(0)  # which of the kernel's nests (1: the first outermost loop); 0: not known
 
     @property
     def nest(self) -> str:
@@ -182,17 +187,27 @@ class BlockLoop:
                           f"{'' if s.kind == 'serial' else ' ' + s.kind}"
                           f"{' unrolled by LLVM' if s.llvm_unrolled else ''}]" for s in self.path)
 
-    def describe(self) -> str:
-        """`loop k_1 (i_0[8] > ... > k_1[4])`, with what LLVM did to it."""
-        notes = [self.nest]
-        if self.per_execution > 1:
+    def llvm_notes(self) -> list[str]:
+        """What LLVM did to the loop, in words (empty: nothing seen)."""
+        notes = []
+        if self.approximate:
+            notes.append(f"about {self.per_execution} iteration{'s' if self.per_execution > 1 else ''} per "
+                         "execution: rewritten by LLVM")
+        elif self.per_execution > 1:
             notes.append(f"{self.per_execution} iterations per execution: unrolled or vectorised by LLVM")
         if self.peeled:
             notes.append(f"{self.peeled} iteration{'s' if self.peeled > 1 else ''} peeled off by LLVM")
         if self.unrolled:
             notes.append(f"{' and '.join(self.unrolled)} unrolled or vectorised into it by LLVM")
+        return notes
+
+    def describe(self) -> str:
+        """`loop k_1 (i_0[8] > ... > k_1[4])`, with what LLVM did to it and what named it."""
+        notes = [self.nest, *self.llvm_notes()]
         if self.located:
             notes.append("told apart from loops of the same count by the debug information")
+        if self.ordered:
+            notes.append("told apart from loops of the same count by the order of the nests")
         return f"loop {self.var} ({'; '.join(notes)})"
 
 
@@ -223,12 +238,77 @@ class BlockSide:
 
 @dataclass
 class BlockChange:
-    """A block whose pipeline-model cycles changed, both sides (guard.attribution)."""
+    """A block whose code changed (or that only one side ran), both sides (guard.attribution).
+    Code that only moved is never one (guard.block_pairs)."""
     start: int
     delta_cycles: float
-    share_pct: float | None = None
+    share_pct: float | None = None  # of the whole change the attribution's model predicts (Attribution)
     baseline: BlockSide | None = None
     current: BlockSide | None = None
+    paired: str = absent_if("")  # how its two sides were paired (guard.block_pairs: "same loop", ...)
+
+
+@dataclass
+class DiffNode:
+    """One node of the differential view (guard.differential): a function, a loop nest, a loop,
+    a group of blocks not placed in a loop, or a block, with what it cost on each side."""
+    kind: str  # function | nest | loop | unplaced | block | more
+    name: str  # a symbol, a nest's buffers, a loop variable, "not in a loop", a block's address, "3 more"
+    baseline_cycles: float  # per call, every block under it (changed or not)
+    current_cycles: float
+    delta_cycles: float  # the change of its changed code: code that only moved is left out (Attribution.moved_cycles)
+    share_pct: float | None = None  # delta_cycles of the whole change (Attribution); None when that is 0
+    unchanged: bool = absent_if(False)  # every block under it is the same code on both sides
+    loop: BlockLoop | None = absent_if(None)  # loop nodes: the loop as this run names it (else the baseline)
+    block: int | None = absent_if(None)  # block nodes of a changed block: its index in Result.blocks
+    folded: int = absent_if(0)  # "more" nodes: how many nodes it stands for
+    children: list["DiffNode"] = absent_if([])
+
+    @property
+    def moved_cycles(self) -> float:
+        """Cycles its unchanged code gained or lost (scored differently where it now sits)."""
+        return self.current_cycles - self.baseline_cycles - self.delta_cycles
+
+
+@dataclass
+class Attribution:
+    """Where one result's predicted cycles per call changed, by function > loop nest > loop >
+    block (guard.differential). `code_cycles + stall_cycles + moved_cycles` is the whole change
+    `current_cycles - baseline_cycles` the model predicts, and the nodes' shares with the stalls'
+    and the moved code's add up to 100 %."""
+    model: str  # the model whose cycles these are (the pipeline model: it scores blocks)
+    model_id: str
+    clock_hz: float
+    baseline_cycles: float  # the model's whole prediction per call, stalls included
+    current_cycles: float
+    code_cycles: float  # the change of the code that changed (the nodes' delta_cycles)
+    stall_cycles: float  # the change of the cache-miss stalls (no block of their own)
+    moved_cycles: float = 0.0  # the change of unchanged code scored differently where it now sits
+    unchanged_blocks: int = 0  # block sites paired as the same code (never a change)
+    nodes: list[DiffNode] = field(default_factory=list)
+
+    @property
+    def change_cycles(self) -> float:
+        return self.current_cycles - self.baseline_cycles
+
+    def share(self, cycles: float) -> float | None:
+        change = self.change_cycles
+        return 100.0 * cycles / change if change else None
+
+
+@dataclass
+class Mismatch:
+    """Where a wrong output is furthest off its reference (verify.mismatch_error): its worst element."""
+    output: str  # the output tensor's name
+    index: list[int]  # the element, one index per dimension
+    value: float | None  # what the kernel computed there (None: not a finite number, see `nonfinite`)
+    expected: float  # what the reference computed
+    tolerance: float  # allowed there: atol + rtol * |expected|
+    rtol: float
+    atol: float
+    elements_off: int  # how many elements are beyond their tolerance
+    elements: int  # of how many
+    nonfinite: str | None = absent_if(None)  # 'nan', 'inf' or '-inf'
 
 
 @dataclass
@@ -267,6 +347,7 @@ class Result:
     limit_breaches: dict[str, LimitBreach] = field(default_factory=dict)
     note: str | None = None
     blocks: list[BlockChange] | None = None
+    attribution: Attribution | None = absent_if(None)  # the differential view (pipeline model)
     flops: float | None = None
     reference: str | None = None  # what checked the outputs: numpy | family | self (self-consistency only)
     max_error: float | None = None
@@ -281,6 +362,8 @@ class Result:
     calibration: Calibration | None = absent_if(None)
     interval: Interval | None = absent_if(None)
     gate: str = absent_if("estimate")  # what the regression gate compared: estimate | lower | upper (interval's end)
+    mismatch: Mismatch | None = absent_if(None)  # verdict `wrong result`: where and by how much
+    orphaned: bool = absent_if(False)  # `removed` by check: a committed baseline no kernel is configured for
     extra: dict[str, Any] = field(default_factory=dict)  # keys this perfguard does not know, kept as read
 
     @property
@@ -340,10 +423,24 @@ class ModelKernel:
     current_time_s: float | None  # per call
     baseline_time_s: float | None
     share_pct: float | None = None  # of the current total
-    renamed_from: str | None = None
-    renamed_to: str | None = None
+    renamed_from: str | None = None  # `changed`: the baseline's kernel this one is, its shapes changed
+    renamed_to: str | None = None  # the current kernel a removed one became
     current_total_s: float | None = None  # per inference (time x calls)
     baseline_total_s: float | None = None
+    # What the kernel is in the model's terms (guard.model_changes), each side: its label
+    # ("layer3.0.conv1 conv2d 1x256x8x8 -> 1x320x4x4 3x3/2"), its anchor layer (kernels.model_graph),
+    # the anchor node of each call and where its calls are in the model's call order.
+    label: str = absent_if("")
+    baseline_label: str = absent_if("")
+    layer: dict[str, Any] | None = absent_if(None)
+    baseline_layer: dict[str, Any] | None = absent_if(None)
+    nodes: list[str] = absent_if([])
+    baseline_nodes: list[str] = absent_if([])
+    positions: list[int] = absent_if([])
+    baseline_positions: list[int] = absent_if([])
+    change: str = absent_if("")  # a changed kernel's change: "widened 256 -> 320 channels"
+    replaces: list[str] = absent_if([])  # a new kernel: the removed kernels at its place in the model
+    schedule: str = absent_if("")  # what built its code now (kernels.models SCHEDULES)
 
 
 @dataclass
@@ -357,7 +454,10 @@ class ModelTotal:
     baseline_total_s: float | None
     delta_pct: float | None
     kernels: list[ModelKernel] = field(default_factory=list)  # by share of the current total, largest first
-    changes: list[str] = field(default_factory=list)  # one line per new / removed / renamed / changed kernel
+    changes: list[str] = field(default_factory=list)  # one line per new / removed / changed kernel or calls
+    schedule: str = absent_if("")  # what built the kernels' code (kernels.models SCHEDULES), in words
+    skipped: list[str] = absent_if([])  # calls the model's `skip` leaves out of the total, one line each
+    breakdown: str = absent_if("")  # why the kernels' rows do not add up to the total, when they do not
 
 
 @dataclass
@@ -370,6 +470,8 @@ class ModelPart:
     threshold_pct: float
     kernels: list[str]  # the model's kernels on this target in the whole run (every shard's)
     rows: list[ModelKernel] = field(default_factory=list)
+    database: str | None = absent_if(None)  # the model's MetaSchedule database (for the schedule's words)
+    skipped: list[str] = absent_if([])
 
 
 @dataclass
@@ -382,14 +484,19 @@ class Summary:
     new: int = 0
     removed: int = 0
     unchanged: int = 0
+    wrong_result: int = absent_if(0)
+    orphaned: int = absent_if(0)  # `removed` results that are committed baselines no kernel is configured for
     model_regressions: int = absent_if(0)  # [[model]] totals that regressed
+    # [[model]] kernels whose shapes changed (a new kernel paired with a removed one, guard.model_changes):
+    # counted here once, not as one new and one removed
+    changed: int = absent_if(0)
     not_measured: int | None = absent_if(None)
     toolchain_changed: ToolchainSummary = field(default_factory=ToolchainSummary)
     interrupted: bool = absent_if(False)
     errors_allowed: bool = absent_if(False)
 
     def count(self, verdict: str) -> int:
-        return getattr(self, verdict)
+        return getattr(self, summary_key(verdict))
 
 
 @dataclass
@@ -402,6 +509,34 @@ class Revision:
 class Shard:
     index: int
     count: int
+
+
+@dataclass
+class Seconds:
+    """Wall and CPU seconds (CPU: the process and the programs it ran, perfguard.timings)."""
+    wall_s: float
+    cpu_s: float
+
+
+@dataclass
+class JobTimings:
+    """One kernel x target job: its stages (perfguard.timings.JOB_STAGES) and its whole."""
+    kernel: str
+    target: str
+    total: Seconds
+    stages: dict[str, Seconds] = field(default_factory=dict)
+    reused: bool = absent_if(False)  # from a job record (nothing changed that it depends on): nothing ran
+
+
+@dataclass
+class Timings:
+    """Where a check's time went: each stage (perfguard.timings.STAGES) and each job. Measured
+    again by every check, so two reports of the same results differ here (and in `created`)."""
+    total: Seconds
+    stages: dict[str, Seconds] = field(default_factory=dict)
+    jobs: list[JobTimings] = absent_if([])
+    workers: int = 0  # pool processes started (0: none, every job was reused or ran inline)
+    reused: bool = absent_if(False)  # the whole check was reused from its record: nothing was judged or rendered
 
 
 @dataclass
@@ -421,6 +556,7 @@ class Report:
     merged_from: list[str] | None = absent_if(None)
     models: list[ModelTotal] = absent_if([])  # [[model]] entries: each model's total per target
     model_parts: list[ModelPart] = absent_if([])  # check --shard: what merge needs for the totals
+    timings: Timings | None = absent_if(None)  # `perfguard check`: wall and CPU seconds per stage and job
     extra: dict[str, Any] = field(default_factory=dict)  # keys this perfguard does not know, kept as read
 
     def to_json(self) -> dict[str, Any]:
@@ -472,7 +608,8 @@ def upgrade(data: Any, source: str) -> dict[str, Any]:
 
 def _fill_summary(data: dict[str, Any]) -> dict[str, Any]:
     """A summary that lacks the verdict counts (a hand-made or shard-merged file) gets them from the results."""
-    counts = {v: sum(1 for r in data["results"] if isinstance(r, dict) and r.get("verdict") == v) for v in VERDICTS}
+    counts = {summary_key(v): sum(1 for r in data["results"] if isinstance(r, dict) and r.get("verdict") == v)
+              for v in VERDICTS}
     return {**data, "summary": {**counts, **data["summary"]}}
 
 
@@ -485,7 +622,7 @@ def read_report(path: Path) -> Report:
         raise InputError(f"{path}: report not found") from None
     report = Report.from_json(data, str(path))
     code = report.summary.exit_code
-    if code not in (EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, EXIT_INFRA):
+    if code not in EXIT_CODES:
         raise InputError(f"{path}: summary.exit_code {code!r} is not an exit code")
     for i, r in enumerate(report.results):
         if r.verdict not in VERDICTS:

@@ -17,14 +17,16 @@ from perfguard.config import Config
 from perfguard.errors import InfraError, InputError
 from perfguard.guard.analysis import analyse, target_summary
 from perfguard.guard.check import CheckRun, JudgedResult
-from perfguard.guard.compare import VERDICTS
+from perfguard.guard.compare import VERDICTS, summary_key
 from perfguard.guard.history import BaselineHistory, kernel_history
-from perfguard.guard.report import (Calibration, Interval, LimitBreach, Report, Result, StatDelta, Summary,
-                                    ToolchainDifference, ToolchainSummary)
+from perfguard.guard.models import count_kernels
+from perfguard.guard.report import (Calibration, Interval, JobTimings, LimitBreach, Mismatch, Report, Result,
+                                    Seconds, StatDelta, Summary, Timings, ToolchainDifference, ToolchainSummary)
 from perfguard.jsonfile import now_iso
 from perfguard.predict.analytical import AnalyticalModel
 from perfguard.predict.base import Predictor
 from perfguard.predict.select import predictor_for, stored_model
+from perfguard.timings import JOB_STAGES, STAGE_NAMES, Span, StageClock
 
 MIN_STEP_FLOOR_PCT = 0.1  # a zero threshold still needs a step size for change points
 
@@ -66,40 +68,46 @@ def result_of(o: JudgedResult) -> Result:
         error=o.error, measured=r.ok,
         toolchain_changed={k: ToolchainDifference(**d) for k, d in v.toolchain_changed.items()},
         limit_breaches={k: LimitBreach(**d) for k, d in v.limit_breaches.items()},
-        note=o.note, blocks=o.blocks, flops=r.flops, reference=r.reference, max_error=r.max_error,
+        note=o.note, blocks=o.blocks, attribution=o.attribution, flops=r.flops, reference=r.reference, max_error=r.max_error,
         tensor_bytes=r.tensor_bytes, content_hash=r.content_hash, toolchain=r.toolchain, rebuilt=r.rebuilt,
         resimulated=r.resimulated, seconds=round(r.seconds, 3),
         interval=None if v.interval is None else Interval(v.interval.low_pct, v.interval.high_pct, v.interval.level,
                                                           v.interval.basis, v.interval.exact, v.straddles),
         gate=v.gate,
+        mismatch=None if r.mismatch is None else Mismatch(**r.mismatch), orphaned=o.orphaned,
     )
 
 
 def build_report(run: CheckRun, config_path: Path | None = None, config: Config | None = None) -> Report:
     """The run's Report; with `config`, also target summaries, per-result analysis and baseline history."""
     order = {name: i for i, name in enumerate(VERDICTS)}
-    results = sorted((result_of(o) for o in run.outcomes), key=lambda x: (order[x.verdict], x.kernel, x.target))
-    summary = Summary(exit_code=run.exit_code(), **{name: run.count(name) for name in VERDICTS},
+    results = sorted((o.explained or result_of(o) for o in run.outcomes),
+                     key=lambda x: (order[x.verdict], x.kernel, x.target))
+    summary = Summary(exit_code=run.exit_code(), **{summary_key(name): run.count(name) for name in VERDICTS},
                       not_measured=run.not_measured(), toolchain_changed=ToolchainSummary.of(run.toolchain_summary()),
                       model_regressions=sum(m.verdict == "regression" for m in run.model_summaries),
-                      interrupted=run.interrupted, errors_allowed=run.allow_errors)
+                      interrupted=run.interrupted, errors_allowed=run.allow_errors,
+                      orphaned=sum(o.orphaned for o in run.outcomes))
     report = Report(summary=summary, results=results, perfguard_version=__version__, created=now_iso(),
                     config=None if config_path is None else str(config_path),
                     models=list(run.model_summaries), model_parts=list(run.model_parts))
+    count_kernels(summary, results, report.models)  # a model's removed and changed kernels, as a reviewer counts
     if config is not None:
-        explain(report, config, run.models)
+        explain(report, config, run.models, {id(o.explained) for o in run.outcomes if o.explained is not None})
     return report
 
 
-def explain(report: Report, config: Config, models=None) -> Report:
+def explain(report: Report, config: Config, models=None, explained: set[int] = frozenset()) -> Report:
     """Target summaries, analysis, history and calibration for every result. `models`: where the
     check read calibrated models (a git revision under --base), so the report's numbers come from
-    the model that gave the verdicts."""
+    the model that gave the verdicts. `explained`: ids of results that already are (records)."""
     history = BaselineHistory(config.baseline_dir)
     report.commit = history.head
     for r in report.results:
         profile = config.profile(r.target)
         target = report.targets.setdefault(r.target, target_summary(profile))
+        if id(r) in explained:
+            continue
         try:
             predictor = predictor_for(profile, r.family, r.simulator, config.baseline_dir, models,
                                       config.cache_dir, config.model, r.params)
@@ -118,3 +126,33 @@ def explain(report: Report, config: Config, models=None) -> Report:
         r.calibration = calibration(config, r, predictor, models)
     return report
 
+
+
+def _seconds(span: Span) -> Seconds:
+    return Seconds(round(span.wall_s, 3), round(span.cpu_s, 3))
+
+
+def check_timings(clock: StageClock, results: list, reused: list[bool] | None = None, workers: int = 0,
+                  whole_check_reused: bool = False) -> Timings:
+    """The check's Timings: its clock's stages, each job's (pipeline.JobResult.timings), their sums
+    per job stage, and "workers", what the job stage cost beyond the jobs it ran."""
+    reused = reused or [False] * len(results)
+    stages = dict(clock.stages)
+    jobs = []
+    ran_cpu = 0.0
+    for result, was_reused in zip(results, reused):
+        job_stages = {name: result.timings[name] for name in JOB_STAGES if name in result.timings}
+        for name, span in job_stages.items():
+            stages.setdefault(name, Span()).add(span)
+        imports = result.timings.get("imports", Span())  # TVM's, in each worker's first job: the pool's cost
+        whole = Span() if was_reused else Span(max(0.0, result.seconds - imports.wall_s),
+                                                max(0.0, result.cpu_seconds - imports.cpu_s))
+        ran_cpu += whole.cpu_s
+        jobs.append(JobTimings(result.kernel, result.target, _seconds(whole),
+                               {name: _seconds(span) for name, span in job_stages.items()}, reused=was_reused))
+    if "jobs" in stages and workers:  # the pool's own cost; its wall time is not apart from the jobs'
+        stages["workers"] = Span(0.0, max(0.0, stages["jobs"].cpu_s - ran_cpu))
+    order = {name: i for i, name in enumerate(STAGE_NAMES)}
+    return Timings(_seconds(clock.total()),
+                   {name: _seconds(stages[name]) for name in sorted(stages, key=lambda n: order.get(n, len(order)))},
+                   jobs, workers, reused=whole_check_reused)

@@ -140,7 +140,8 @@ def spec_to_dict(spec: KernelSpec) -> dict:
 
 
 def spec_from_dict(data: dict) -> KernelSpec:
-    return KernelSpec(**{**data, "targets": None if data["targets"] is None else tuple(data["targets"])})
+    return KernelSpec(**{**data, "targets": None if data["targets"] is None else tuple(data["targets"]),
+                         "positions": None if data.get("positions") is None else tuple(data["positions"])})
 
 
 def result_from_dict(data: dict) -> JobResult:

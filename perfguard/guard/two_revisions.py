@@ -12,13 +12,11 @@ from __future__ import annotations
 import dataclasses
 
 from perfguard.config import Config, KernelSpec
-from perfguard.errors import InputError
+from perfguard.errors import EXIT_USAGE, EXIT_WRONG_RESULT, InputError
 from perfguard.guard.baselines import Baseline, BaselineSource
-from perfguard.guard.check import CheckRun, JudgedResult, judge_results
-from perfguard.guard.compare import REMOVED, Verdict
+from perfguard.guard.check import CheckRun, JudgedResult, judge_results, removed_outcome
 from perfguard.guard.revisions import Side, as_baseline
 from perfguard.pipeline import Job, JobResult
-from perfguard.predict.select import predictor_for
 
 
 class SideStore(BaselineSource):
@@ -34,6 +32,12 @@ class SideStore(BaselineSource):
     def names(self, target: str) -> list[str]:
         """The base's model kernels measured on `target`: the model view finds removed ones among them."""
         return sorted(k for k, t in self.side.results if t == target and (k, t) in self.model_kernels)
+
+    def model_graph(self, target: str, model: str) -> dict[str, list[int]] | None:
+        """The base's call order of the model, from the kernels it extracted."""
+        found = {s.name: list(s.positions) for s in self.side.model_specs
+                 if s.model == model and s.positions is not None and (s.targets is None or target in s.targets)}
+        return found or None
 
     def read(self, target: str, kernel: str) -> Baseline | None:
         result = self.side.results.get((kernel, target))
@@ -139,7 +143,9 @@ def judge_sides(base: Side, head: Side, head_pairs: list[tuple[str, str]], base_
         result = head.results[(kernel, target)]
         before = base.results.get((kernel, target))
         if result.ok and before is not None and not before.ok:  # nothing to compare with: the base failed
-            result = dataclasses.replace(result, ok=False, exit_code=before.exit_code,
+            # (an error, never this side's `wrong result`: the base's wrong output is not the head's)
+            code = EXIT_USAGE if before.exit_code == EXIT_WRONG_RESULT else before.exit_code
+            result = dataclasses.replace(result, ok=False, exit_code=code,
                                          error=f"{kernel}[{target}]: the base revision {base.label} could not be "
                                                f"measured: {before.error}")
         results.append(result)
@@ -157,18 +163,8 @@ def judge_sides(base: Side, head: Side, head_pairs: list[tuple[str, str]], base_
 def _removed(config: Config, spec: KernelSpec, before: JobResult, threshold: float | None,
              store: SideStore) -> JudgedResult:
     """A kernel only the base revision has: reported with its base time, never as unchanged."""
-    limit = config.kernel_threshold(spec, threshold)
-    time_s, model_id, calibrated = None, None, False
-    if before.ok:
-        try:
-            predictor = predictor_for(config.profiles[before.target], before.family, before.simulator,
-                                      config.baseline_dir, store, params=before.params)
-            time_s = float(predictor.predict_stats([before.stats])[0])
-            model_id, calibrated = predictor.model_id, predictor.calibrated
-        except InputError:  # the verdict stays `removed`; a model problem shows on the other results
-            pass
     shown = dataclasses.replace(before, stats=None, ok=True, error=None, exit_code=0)
-    return JudgedResult(shown, Verdict(REMOVED, limit, baseline_time_s=time_s), model_id, calibrated, store.side.sha)
+    return removed_outcome(config, shown, before.stats if before.ok else None, threshold, store, store.side.sha, spec)
 
 
 def side_summary(side: Side) -> dict:

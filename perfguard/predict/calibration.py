@@ -425,6 +425,16 @@ class Drift:
                 "needs_retraining": self.needs_retraining, "reasons": self.reasons}
 
 
+def drift_reasons(mape: float, spearman: float, max_mape: float, min_spearman: float) -> list[str]:
+    """Why a model needs retraining: MAPE above its limit, Spearman below its; at a limit is fine."""
+    reasons = []
+    if mape > max_mape:
+        reasons.append(f"MAPE {mape:.1f} % > {max_mape:.1f} %")
+    if spearman < min_spearman:
+        reasons.append(f"Spearman {spearman:.3f} < {min_spearman:.3f}")
+    return reasons
+
+
 def drift(fresh: Dataset, model: StoredModel, max_mape: float, min_spearman: float, profile: TargetProfile,
           cache_dir: Path | None = None) -> Drift:
     """Compare a fresh native sample with the stored model's predictions."""
@@ -435,11 +445,7 @@ def drift(fresh: Dataset, model: StoredModel, max_mape: float, min_spearman: flo
     per_group = [metrics(g, predicted[groups == g], native[groups == g]) for g in sorted(set(groups.tolist()))]
     mape = float(np.mean(np.abs(predicted - native) / native) * 100.0)
     spearman = float(np.mean([m.spearman for m in per_group]))
-    reasons = []
-    if mape > max_mape:
-        reasons.append(f"MAPE {mape:.1f} % > {max_mape:.1f} %")
-    if spearman < min_spearman:
-        reasons.append(f"Spearman {spearman:.3f} < {min_spearman:.3f}")
+    reasons = drift_reasons(mape, spearman, max_mape, min_spearman)
     trained_on = {m["cpu_id"] for m in model.meta.get("machines", []) if isinstance(m, dict) and m.get("cpu_id")}
     now_on = fresh.cpu_ids()
     if reasons and trained_on and now_on and not now_on <= trained_on:

@@ -20,16 +20,18 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from perfguard import __version__, jsonfile
 from perfguard.atomic import atomic_write_text
 from perfguard.errors import InputError
-from perfguard.predict.base import CalibratedPredictor
 from perfguard.predict.registry import PREDICTOR_NAMES, predictor_class
 from perfguard.sim.stats import Stats
+
+if TYPE_CHECKING:  # scikit-learn is imported with the first model read, not with this module
+    from perfguard.predict.estimator import CalibratedPredictor
 
 MODEL_SCHEMA = 2
 

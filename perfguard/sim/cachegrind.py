@@ -306,7 +306,7 @@ class CachegrindSimulator(Simulator):
         return path
 
     def check_target(self, target: TargetProfile) -> None:
-        check_emulated(target, "valgrind 3.19")
+        check_emulated(target, "valgrind 3.19", self.cache_dir)
 
     def check_available(self, target: TargetProfile) -> None:
         self.check_target(target)

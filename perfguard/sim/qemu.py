@@ -118,7 +118,7 @@ class QemuSimulator(Simulator):
         return path
 
     def check_target(self, target: TargetProfile) -> None:
-        check_emulated(target, f"QEMU {VALIDATED_QEMU} ({target.qemu})")
+        check_emulated(target, f"QEMU {VALIDATED_QEMU} ({target.qemu})", self.cache_dir)
 
     def check_available(self, target: TargetProfile) -> None:
         self.check_target(target)

@@ -59,9 +59,11 @@ def test_compare_states_the_model_total_of_base_and_head(revisions, capsys):
     assert view["current_total_s"] == pytest.approx(head_total, rel=1e-12)
     assert view["baseline_total_s"] == pytest.approx(base_total, rel=1e-12)
     assert view["delta_pct"] == pytest.approx((head_total - base_total) / base_total * 100, rel=1e-9)
-    renamed = [line for line in view["changes"] if line.startswith("renamed: ")]
-    assert len(renamed) == 2 and all("matmul_add_relu" in line for line in renamed)
-    assert f"calls per inference: {eight['kernel']} 2 -> 3" in view["changes"]
+    changed = [line for line in view["changes"] if line.startswith("changed: ")]
+    assert len(changed) == 2 and all("(m.matmul_add_relu." in line for line in changed)
+    assert any("narrowed 32 -> 24 output features" in line for line in changed)
+    assert any("narrowed 32 -> 24 input features" in line for line in changed)
+    assert any(line.startswith("calls 2 -> 3: +more.2: ") and f"({eight['kernel']})" in line for line in view["changes"])
     out = capsys.readouterr().out
     assert "model m [x86_64]: regression" in out and "1 model total(s) regressed" in out
 
@@ -114,8 +116,8 @@ def test_bisect_a_model_total(project, tmp_path, capsys):
     assert data["model"] == "m" and data["outcome"] == "found"
     assert data["first_bad"]["commit"] == shas[2] and data["last_good"]["commit"] == shas[1]
     assert f"first bad commit: {shas[2]} c2 one more layer" in out
-    (line,) = [c for c in data["changes"] if c.startswith("calls per inference: m.matmul_add_relu.")]
-    assert line.endswith(" 2 -> 3")
+    (line,) = [c for c in data["changes"] if c.startswith("calls 2 -> 3: +more.2: ")]
+    assert "(m.matmul_add_relu." in line
     # the visits' totals: equal at good and last good (nothing changed), one 8x8 call more at the first bad
     assert data["last_good"]["predicted_time_s"] == data["good"]["predicted_time_s"]
     assert data["first_bad"]["delta_pct"] == pytest.approx(data["step_delta_pct"], rel=1e-9)

@@ -162,9 +162,12 @@ def test_bisect_finds_the_injected_regression_then_costs_nothing_the_second_time
     assert first["first_bad"]["commit"] == shas[REGRESSED_AT]
     assert f"first bad commit: {shas[REGRESSED_AT]} change {REGRESSED_AT} (slower gemm)" in out
     assert first["first_bad"]["delta_pct"] > 2.0 and first["last_good"]["commit"] == shas[REGRESSED_AT - 1]
-    assert first["changed_stats"] and first["changed_blocks"]  # the blocks whose cycles moved most
-    assert all(" cycles at 0x" in line and "cycles per execution" in line for line in first["changed_blocks"])
+    assert first["changed_stats"] and first["changed_blocks"]  # the blocks whose code changed most
+    assert all(" cycles" in line and "cyc/exec" in line for line in first["changed_blocks"])
     assert f"  block {first['changed_blocks'][0]}" in out
+    # where, said as `perfguard check` says it: the loop of gemm's nest C whose cycles changed most
+    assert first["where"].startswith("loop ") and " of nest C in " in first["where"], first["where"]
+    assert f"  where {first['where']}" in out and first["where_top"][0].startswith(first["where"].split(":")[0])
     assert len(first["visits"]) <= math.ceil(math.log2(COMMITS)) + 2 == max_visits(COMMITS)
 
     assert main([*argv, str(tmp_path / "second.json")]) == 1
@@ -192,3 +195,59 @@ def test_bisect_range_without_a_crossing_exits_0(history, capsys):
     assert main(["bisect", "--good", shas[1], "--bad", shas[5], "--kernel", "gemm_a", "--target", "x86_64",
                  "--config", str(config), "-j", "1"]) == 0
     assert "no crossing: --bad" in capsys.readouterr().out
+
+
+# A kernel body that TVM builds but the harness cannot link (an external helper nobody defines),
+# and one slower than SLOW by far more than the threshold.
+UNLINKABLE = 'tvm.tirx.call_extern("float32", "perfguard_undefined_helper", A[i])'
+SLOWER = SLOW + " + A[i] * A[i] * A[i] * A[i] * 5.0 + A[i] * A[i] * 7.0"
+
+
+@pytest.fixture
+def unbuildable_history(repo):
+    """good, then: 1 does not link, 2 fast again, 3 slow, 4 does not link, 5 slower still."""
+    proj = repo.parent
+    cache = repo.read_text().split("\n")[1]
+    write(proj, {"perfguard.toml": toml(USER).replace("[perfguard]\n", f"[perfguard]\n{cache}\n"),
+                 "mykernels/__init__.py": ""})
+    shas = []
+    for i, body in enumerate([FAST, UNLINKABLE, FAST, SLOW, UNLINKABLE, SLOWER]):
+        write(proj, {"mykernels/ops.py": OPS.format(body=body), "notes.txt": f"change {i}\n"})
+        shas.append(commit_all(proj.parent, "good" if i == 0 else f"change {i}"))
+    return repo, shas
+
+
+def bisect_json(config: Path, good: str, bad: str, out: Path) -> tuple[int, dict]:
+    code = main(["bisect", "--good", good, "--bad", bad, "--kernel", "user", "--target", "x86_64",
+                 "--config", str(config), "-j", "1", "--json", str(out)])
+    return code, json.loads(out.read_text())
+
+
+def test_bisect_skips_a_revision_that_does_not_compile(unbuildable_history, tmp_path, capsys):
+    config, shas = unbuildable_history
+    # good .. change 3: the first midpoint is change 1, which does not link; change 2 is measured instead
+    code, data = bisect_json(config, shas[0], shas[3], tmp_path / "b.json")
+    out = capsys.readouterr().out
+    assert code == 1 and data["outcome"] == "found" and data["candidates"] == []
+    assert [(v["commit"], v["skipped"] is not None) for v in data["visits"]] == [
+        (shas[0], False), (shas[3], False), (shas[1], True), (shas[2], False)]
+    skipped = data["visits"][2]["skipped"]
+    assert "linking the harness failed" in skipped and "undefined reference to `perfguard_undefined_helper'" in skipped
+    assert data["first_bad"]["commit"] == shas[3] and data["last_good"]["commit"] == shas[2]
+    assert f"skip  {shas[1][:12]}" in out and "4 revision(s) measured of 4, 1 skipped" in out
+
+
+def test_bisect_names_every_candidate_when_the_revision_before_the_first_bad_one_does_not_compile(
+        unbuildable_history, tmp_path, capsys):
+    config, shas = unbuildable_history
+    # change 3 .. change 5: change 4 cannot be measured, so change 4 or change 5 made it slower
+    code, data = bisect_json(config, shas[3], shas[5], tmp_path / "b.json")
+    out = capsys.readouterr().out
+    assert code == 1 and data["outcome"] == "ambiguous"
+    assert data["candidates"] == [shas[4], shas[5]]
+    assert data["first_bad"]["commit"] == shas[5] and data["last_good"]["commit"] == shas[3]
+    assert [(v["commit"], v["skipped"] is not None) for v in data["visits"]] == [
+        (shas[3], False), (shas[5], False), (shas[4], True)]
+    assert data["first_bad"]["delta_pct"] > 2.0 and data["first_bad"]["crossed"] is True
+    assert (f"the first bad commit is one of 2 (the others could not be measured): {shas[4][:12]}, {shas[5][:12]}"
+            in out)

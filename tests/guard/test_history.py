@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import statistics
 
 import git
 import pytest
@@ -70,7 +71,10 @@ def test_history_of_a_real_repository_finds_the_one_step(repo):
     assert len(h.change_points) == 1
     change = h.change_points[0]
     assert change.index == 5 and change.commit == shas[5]
-    assert change.step_pct == pytest.approx(25.0, abs=1.5)
+    # the levels are the medians of each side's predicted times (the model is monotonic in the counts)
+    before, after = score(baseline(100_050)), 0.5 * (score(baseline(125_000)) + score(baseline(125_100)))
+    assert (change.before_s, change.after_s) == (before, after)
+    assert change.step_pct == 100.0 * (after - before) / before and 24.0 < change.step_pct < 26.0
     assert h.omitted == 0
     assert len(kernel_history(history, "x86_64", "other", "qemu", score, 2.0).points) == 1
 
@@ -128,6 +132,10 @@ def test_history_commit_messages_are_escaped_in_the_kernel_page(repo):
     ([1.0] * 5 + [1.5] + [1.0] * 5, [5, 6]),  # a regression that was reverted: two steps
     ([1.0] * 4 + [1.2] * 4 + [0.8] * 4, [4, 8]),  # up, then down below the start
     ([1.0] * 5 + [1.01] * 5, []),  # a 1 % step under a 2 % threshold is not a change point
+    ([100.0] * 5 + [102.0] * 5, [5]),  # a step of exactly min_step is one (a step "of at least min_step")
+    ([100.0] * 5 + [101.99] * 5, []),  # just under it is not
+    ([100.0] * 5 + [98.0] * 5, [5]),  # the same downwards
+    ([100.0] * 5 + [98.01] * 5, []),
     ([2.0, 1.0], [1]),  # the shortest series with a step
     ([1.0], []),
     ([], []),
@@ -142,4 +150,6 @@ def test_change_points_in_long_noisy_series():
              [1.1 + rng.uniform(-0.004, 0.004) for _ in range(40)]
     found = detect(values, min_step_pct=2.0)
     assert [c.index for c in found] == [60]
-    assert found[0].step_pct == pytest.approx(10.0, abs=1.0)
+    before, after = statistics.median(values[:60]), statistics.median(values[60:])
+    assert (found[0].before, found[0].after) == (before, after)
+    assert found[0].step_pct == 100.0 * (after - before) / before

@@ -60,6 +60,24 @@ def scale(n=16):
 
 def two_outputs(inputs, **params):
     return [inputs[0], inputs[0]]
+
+
+def off_by_one(inputs, M=16, K=16, **params):
+    return [inputs[0] @ inputs[1] + 1.0]
+
+
+def with_nan(inputs, **params):
+    import numpy as np
+
+    out = np.zeros(16, dtype=np.float32)
+    out[3] = np.nan
+    return [out]
+
+
+def transposed(inputs, **params):
+    import numpy as np
+
+    return [np.zeros((16, 1), dtype=np.float32)]
 '''
 
 
@@ -81,6 +99,7 @@ class Case:
     setup: Callable[[Path], list[str] | Callable[[], object]]  # edits the project; a command line or a call
     via: str = "`perfguard check`"
     check: Callable[[Invocation], None] | None = None  # more to check than the message
+    verdicts: tuple[str, ...] = ("error",)  # what a result of a rejected input may say
 
 
 # -- how rows change a seeded project ----------------------------------------------------------------
@@ -117,6 +136,12 @@ def user_kernel(extra: str = ""):
     """The project's kernel replaced by a user kernel (no family, no numpy reference)."""
     return edit("perfguard.toml", 'entry = "perfguard.kernels.gemv:gemv"\nfamily = "gemv"\nparams = { M = 16, K = 16 }',
                 f'entry = "mykernels.ops:scale"\nparams = {{ n = 16 }}\n{extra}')
+
+
+def user_kernel_entry(ref: str):
+    """The project's kernel replaced by a user kernel whose entry is `ref`."""
+    return edit("perfguard.toml", 'entry = "perfguard.kernels.gemv:gemv"\nfamily = "gemv"\nparams = { M = 16, K = 16 }',
+                f'entry = "{ref}"\nparams = {{ n = 16 }}')
 
 
 def write(path: str, data: bytes | str, argv: tuple[str, ...] = ("check",)):
@@ -183,6 +208,18 @@ def onnx_bytes(op: str = "Relu", elem: str = "FLOAT", shape: tuple = (1, 8)) -> 
         return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
 
     return make
+
+
+def onnx_bad_conv() -> bytes:
+    """A convolution whose weight has 3 input channels for an input of 4: TVM's frontend refuses the node."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = numpy_helper.from_array(np.zeros((8, 3, 3, 3), np.float32), "w")
+    graph = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["y"], name="stem.conv")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 6, 6])], [w])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
 
 
 def dataset(change: Callable[[dict], object] | None = None, text: str | None = None):
@@ -326,6 +363,49 @@ def in_repo(argv: tuple[str, ...], then: Callable[[Path], None] | None = None, d
     return setup
 
 
+def baseline_copy(project: Path, kernel: str, argv: list[str]) -> list[str]:
+    """The seeded baseline copied as kernel `kernel`'s (a baseline no configured kernel has)."""
+    data = json.loads((project / BASELINE).read_text())
+    (project / f"baselines/aarch64/{kernel}.json").write_text(json.dumps({**data, "kernel": kernel}))
+    return argv
+
+
+def renamed(old: str, new: str, *argv: str):
+    """The kernel renamed in perfguard.toml, its baseline left as it was."""
+    return edit("perfguard.toml", f'name = "{old}"', f'name = "{new}"', ("check", *argv))
+
+
+def orphan_reported(outcome: Invocation) -> None:
+    """The left-behind baseline is `removed` (orphaned) in the JSON, the Markdown and the HTML; the
+    renamed kernel is new."""
+    by_name = {r["kernel"]: r for r in outcome.report["results"]}
+    assert by_name["v"]["verdict"] == "removed" and by_name["v"]["orphaned"] is True
+    assert by_name["v"]["baseline_time_s"] > 0 and by_name["v2"]["verdict"] == "new"
+    assert outcome.report["summary"]["orphaned"] == 1 and outcome.report["summary"]["removed"] == 1
+    summary = (outcome.project / "reports" / "summary.md").read_text()
+    assert "perfguard baseline rename v v2" in summary and "1 baseline(s) without a configured kernel" in summary
+    assert "perfguard baseline rename v v2" in (outcome.project / "reports" / "index.html").read_text()
+    assert "perfguard baseline rename v v2" in (outcome.project / "reports" / "kernels" / "v.html").read_text()
+    reports = outcome.project.resolve() / "reports"  # check ends with where its pages are
+    assert outcome.out.endswith(f"report: {reports / 'index.html'} (summary: {reports / 'summary.md'})")
+    selected = invoke(["check", "--kernels", "v2"], outcome.project)  # a selection orphans nothing
+    assert selected.code == 0 and [r["verdict"] for r in selected.report["results"]] == ["new"], selected.out
+
+
+def init_wrote_nothing(outcome: Invocation) -> None:
+    """A refused init leaves the repository as it was: not one of its files is written."""
+    assert not (outcome.project / "perfguard_kernels").exists() and not (outcome.project / ".github").exists()
+    assert (outcome.project / ".gitignore").read_text() == "reports/\n__pycache__/\n"
+
+
+def wrong_result_reported(outcome: Invocation) -> None:
+    result = outcome.report["results"][0]
+    assert result["verdict"] == "wrong result" and result["measured"] is False and result["stats"] is None
+    mismatch = result["mismatch"]
+    assert mismatch["output"] == "y" and mismatch["expected"] - mismatch["value"] == pytest.approx(1.0, rel=1e-5)
+    assert mismatch["elements_off"] == mismatch["elements"] == 16 and outcome.report["summary"]["wrong_result"] == 1
+
+
 def _rename_kernel(project: Path) -> None:
     config = project / "perfguard.toml"
     config.write_text(config.read_text().replace('name = "v"', 'name = "w"'))
@@ -349,6 +429,38 @@ def simulated_again(outcome: Invocation) -> None:
     assert result["verdict"] == "unchanged" and result["resimulated"] is True
 
 
+def _damage_records(project: Path, kind: str, pattern: str) -> list[str]:
+    """Check once with a records folder of the project's own (the shared cache's other entries
+    linked), then damage its records of `kind` ("jobs" or "check-records"): they must be
+    recomputed, never trusted. For the jobs, the check record goes too (it would answer first)."""
+    toml = project / "perfguard.toml"
+    shared = Path(toml.read_text().split('cache_dir = "')[1].split('"')[0])
+    private = project / "cache"
+    private.mkdir()
+    for child in shared.iterdir():
+        if child.name not in ("tmp", "jobs", "check-records"):
+            (private / child.name).symlink_to(child)
+    toml.write_text(toml.read_text().replace(f'cache_dir = "{shared}"', f'cache_dir = "{private}"'))
+    assert invoke(["check"], project).code == 0
+    damaged = list((private / kind).rglob(pattern))
+    assert damaged, f"no {pattern} under {private / kind}"
+    for path in damaged:
+        path.write_bytes(path.read_bytes()[:40])
+    if kind == "jobs":
+        shutil.rmtree(private / "check-records")
+    return ["check"]
+
+
+def checked_in_full(outcome: Invocation) -> None:
+    result = outcome.report["results"][0]
+    assert result["verdict"] == "unchanged" and not outcome.report["timings"].get("reused")
+
+
+def job_ran_again(outcome: Invocation) -> None:
+    checked_in_full(outcome)
+    assert [j["reused"] if "reused" in j else False for j in outcome.report["timings"]["jobs"]] == [False]
+
+
 def measured_but_not_checked(outcome: Invocation) -> None:
     result = outcome.report["results"][0]
     assert result["measured"] is True and result["stats"] is not None and result["verdict"] == "error"
@@ -361,11 +473,15 @@ CASES = [
     # config: syntax, keys, types, ranges
     Case("toml-syntax", "malformed TOML", "TOML syntax error", 2, write("perfguard.toml", "[perfguard]\nthreshold = ")),
     Case("not-utf8", "config that is not UTF-8", "not UTF-8 text", 2, write("perfguard.toml", b"[perfguard]\n# \xff\n")),
-    Case("unknown-table", "unknown table (`[perfgaurd]`)", "unknown key 'perfgaurd'", 2,
+    Case("unknown-table", "unknown table (`[perfgaurd]`)", "unknown key 'perfgaurd' (did you mean 'perfguard'?)", 2,
          edit("perfguard.toml", "[perfguard]", "[perfgaurd]")),
-    Case("unknown-key", "unknown key (`threshhold`)", "unknown key 'perfguard.threshhold'", 2, top("threshhold = 2.0")),
-    Case("unknown-kernel-key", "unknown key in a kernel (`colour`)", "unknown key 'colour'", 2,
-         edit("perfguard.toml", 'family = "gemv"', 'family = "gemv"\ncolour = 1')),
+    Case("unknown-key", "unknown key (`threshhold`)", "unknown key 'perfguard.threshhold' (did you mean 'threshold'?)", 2,
+         top("threshhold = 2.0")),
+    Case("unknown-kernel-key", "unknown key in a kernel (`colour`)", "unknown key 'colour' (known: atol, entry, family,",
+         2, edit("perfguard.toml", 'family = "gemv"', 'family = "gemv"\ncolour = 1')),
+    Case("misspelt-kernel-key", "misspelt key in a kernel (`refrence`)",
+         "kernel[0]: unknown key 'refrence' (did you mean 'reference'?)", 2,
+         edit("perfguard.toml", 'family = "gemv"', 'family = "gemv"\nrefrence = "mykernels.ops:off_by_one"')),
     Case("wrong-type-number", "wrong type (`threshold = \"two\"`)", "perfguard.threshold: must be a number", 2,
          top('threshold = "two"')),
     Case("wrong-type-list", "wrong type (`targets = \"x86_64\"`)", "perfguard.targets: must be a non-empty list of strings",
@@ -394,6 +510,28 @@ CASES = [
     Case("param-shell", "a parameter value with shell in it (`dtype = \"$(reboot)\"`)",
          "parameter 'dtype' = '$(reboot)' is not one of float32, float64", 2,
          edit("perfguard.toml", "M = 16,", 'M = 16, dtype = "$(reboot)",')),
+    # perfguard init
+    Case("init-not-git", "`perfguard init` outside a git repository",
+         "not in a git repository (run 'git init' first: baselines are committed)", 2,
+         lambda project: ["init", "--dir", str(project)], via="`perfguard init`"),
+    Case("init-exists", "`perfguard init` where perfguard.toml exists", "perfguard.toml exists already: not overwritten "
+         "(--force replaces it)", 2, lambda project: in_repo(("init", "--dir", str(project)))(project),
+         via="`perfguard init`", check=init_wrote_nothing),
+    # orphaned baselines: a committed baseline no configured kernel has
+    Case("orphan-renamed", "kernel renamed in perfguard.toml, its baseline left behind",
+         "no kernel or [[model]] named 'v' is configured in perfguard.toml: its committed baseline", 2,
+         renamed("v", "v2"), check=orphan_reported, verdicts=("removed", "new")),
+    Case("orphan-allowed", "kernel renamed, baseline left behind, under `--allow-errors`",
+         "renamed to 'v2'? run 'perfguard baseline rename v v2'", 2, renamed("v", "v2", "--allow-errors"),
+         verdicts=("removed", "new")),
+    Case("rename-unknown", "`baseline rename` to a name no kernel has", "no kernel 'vv' is configured (did you mean 'v'?)",
+         2, lambda project: ["baseline", "rename", "gone", "vv"], via="`perfguard baseline rename`"),
+    Case("rename-no-baseline", "`baseline rename` of a kernel without baselines", "kernel 'gone' has no baseline on", 2,
+         lambda project: ["baseline", "rename", "gone", "v"], via="`perfguard baseline rename`"),
+    Case("rename-onto-baseline", "`baseline rename` onto a kernel that has a baseline",
+         "kernel 'v' has a baseline on aarch64 already", 2,
+         lambda project: baseline_copy(project, "old", ["baseline", "rename", "old", "v"]),
+         via="`perfguard baseline rename`"),
     Case("duplicate-kernel", "duplicate kernel names", "duplicate kernel name 'v'", 2,
          kernel('[[kernel]]\nname = "v"\nentry = "m:f"')),
     # kernel entries
@@ -404,6 +542,21 @@ CASES = [
          2, entry('entry = "mykernels.ops:not_a_module"')),
     Case("entry-missing", "kernel entry whose module does not exist", "cannot import 'mykernels.missing'", 2,
          entry('entry = "mykernels.missing:f"')),
+    Case("entry-module-misspelt", "kernel entry with a misspelt module (`mykernels.opz:scale`)",
+         "entry 'mykernels.opz:scale': cannot import 'mykernels.opz': ModuleNotFoundError: No module named "
+         "'mykernels.opz' (did you mean 'mykernels.ops'?)", 2, user_kernel_entry("mykernels.opz:scale")),
+    Case("entry-function-misspelt", "kernel entry with a misspelt function (`mykernels.ops:scael`)",
+         "entry 'mykernels.ops:scael': 'mykernels.ops' has no function 'scael' (did you mean 'scale'?)", 2,
+         user_kernel_entry("mykernels.ops:scael")),
+    Case("reference-misspelt", "reference with a misspelt function (`mykernels.ops:off_by_onw`)",
+         "reference 'mykernels.ops:off_by_onw': 'mykernels.ops' has no function 'off_by_onw' (did you mean "
+         "'off_by_one'?)", 2,
+         edit("perfguard.toml", 'family = "gemv"', 'family = "gemv"\nreference = "mykernels.ops:off_by_onw"')),
+    Case("flops-misspelt", "flops function misspelt (`flops = \"mykernels.ops:scael\"`)",
+         "flops 'mykernels.ops:scael': 'mykernels.ops' has no function 'scael' (did you mean 'scale'?)", 2,
+         user_kernel('flops = "mykernels.ops:scael"')),
+    Case("flops-param-misspelt", "flops expression over a misspelt param (`2 * nn`)",
+         "flops: 'nn' is not a numeric param (did you mean 'n'?)", 2, user_kernel('flops = "2 * nn"')),
     Case("entry-path", "kernel entry given as a path (`../evil:f`)",
          "entry '../evil:f' must be 'module:function' (dotted Python names, not a path)", 2, entry('entry = "../evil:f"')),
     Case("entry-relative", "kernel entry as a relative import (`.ops:f`)", "entry '.ops:f' must be 'module:function'",
@@ -417,6 +570,20 @@ CASES = [
     Case("reference-output-count", "reference returning more outputs than the kernel has",
          "reference returned 2 outputs, the kernel has 1", 2,
          edit("perfguard.toml", 'family = "gemv"', 'family = "gemv"\nreference = "mykernels.ops:two_outputs"')),
+    Case("wrong-result", "kernel whose output differs from its reference",
+         "wrong result: output 'y'[", 4,
+         edit("perfguard.toml", 'family = "gemv"', 'family = "gemv"\nreference = "mykernels.ops:off_by_one"'),
+         check=wrong_result_reported, verdicts=("wrong result",)),
+    Case("wrong-result-allowed", "kernel whose output differs from its reference, under `--allow-errors`",
+         "x the tolerance", 4,
+         edit("perfguard.toml", 'family = "gemv"', 'family = "gemv"\nreference = "mykernels.ops:off_by_one"',
+              ("check", "--allow-errors")), verdicts=("wrong result",)),
+    Case("reference-non-finite", "reference output holding NaN (any kernel output would pass it)",
+         "reference output 'y' has a non-finite value at [3]: nan", 2,
+         edit("perfguard.toml", 'family = "gemv"', 'family = "gemv"\nreference = "mykernels.ops:with_nan"')),
+    Case("reference-shape", "reference output of another shape (never broadcast)",
+         "reference output 'y' has shape (16, 1), kernel (16,)", 2,
+         edit("perfguard.toml", 'family = "gemv"', 'family = "gemv"\nreference = "mykernels.ops:transposed"')),
     Case("require-reference", "`require_reference = true` and a kernel without a numpy reference",
          "no numpy reference, and require_reference = true", 2,
          lambda project: user_kernel()(project) and top("require_reference = true")(project)),
@@ -450,7 +617,7 @@ CASES = [
     Case("unknown-target", "unknown target in the config", "perfguard.targets: unknown target 'sparc'", 2,
          edit("perfguard.toml", 'targets = ["aarch64"]', 'targets = ["sparc"]')),
     Case("unknown-kernel-target", "unknown target in a kernel's `targets`",
-         "kernel 'v': targets: unknown target 'riscv' (known: aarch64, aarch64dot, riscv64, riscv64v, x86_64, x86_64v1, x86_64vnni)", 2,
+         "kernel 'v': targets: unknown target 'riscv' (did you mean 'riscv64'?) (known: aarch64, aarch64dot, riscv64, riscv64v, x86_64, x86_64v1, x86_64vnni)", 2,
          edit("perfguard.toml", 'family = "gemv"', 'family = "gemv"\ntargets = ["riscv"]')),
     # quantized / half-precision kernels on targets that cannot build or simulate them
     Case("dtype-target-cannot-build", "a dtype a target cannot build (float16 on riscv64: its gcc 12 has no _Float16)",
@@ -526,6 +693,9 @@ CASES = [
          "v.json: loop nest: loop 0 must be {var, extent, kind, parent, copy_of}", 2,
          baseline(lambda d: d.update(loops={"version": 1, "functions": [], "loops": [
              {"var": "i", "extent": -1, "kind": "serial", "parent": None, "copy_of": None}]}))),
+    Case("baseline-bad-loop-code", "baseline whose loop nest's code ranges are malformed",
+         "v.json: loop nest: 'code' must be a list of [start, end] addresses", 2,
+         baseline(lambda d: d.update(loops={"version": 2, "functions": [], "loops": [], "code": [[1]]}))),
     Case("baseline-nan", "baseline holding NaN", "v.json: corrupted baseline (non-finite number NaN)", 2,
          baseline(lambda d: json.dumps(d).replace('"predicted_time_s": ', '"predicted_time_s": NaN, "x": '))),
     Case("baseline-negative-count", "baseline statistics with a negative count", "stats field 'insts' is negative", 2,
@@ -595,6 +765,12 @@ CASES = [
          lambda project: _damage_sim_cache(project) or ["check"], check=simulated_again),
     Case("sim-outputs-corrupted", "cached kernel outputs cut short", "(none: the kernel is simulated again)", 0,
          lambda project: _damage_sim_cache(project, ".out") or ["check"], check=simulated_again),
+    Case("check-record-corrupted", "check record cut short", "(none: the check runs in full)", 0,
+         lambda project: _damage_records(project, "check-records", "*.json"), check=checked_in_full),
+    Case("check-record-page", "check record's page edited", "(none: the check runs in full)", 0,
+         lambda project: _damage_records(project, "check-records", "*.html"), check=checked_in_full),
+    Case("job-record-corrupted", "job record cut short", "(none: the job runs again)", 0,
+         lambda project: _damage_records(project, "jobs", "*.json"), check=job_ran_again),
     Case("plugin-output-cut", "QEMU plugin statistics cut short", "stats.txt: expected 21 statistics lines, got 9", 2,
          plugin_output("\n".join(stats_text().splitlines()[:10]) + "\n"), via="`perfguard.sim.qemu.parse_plugin_output`"),
     Case("plugin-output-negative", "QEMU plugin statistics with a negative count",
@@ -662,16 +838,35 @@ CASES = [
          "unsupported ONNX operator(s) Frobnicate", 2,
          a_model('name = "net"\nsource = "nets/f.onnx"', {"nets/f.onnx": onnx_bytes("Frobnicate")})),
     Case("net-no-shape", "model input without a static shape, none given in `inputs`",
-         "input 'x' has no static shape in nets/n.onnx", 2,
+         "input 'x' has no static shape in nets/n.onnx: it declares batchx8; give the size of 'batch', e.g. "
+         "inputs = { x = [1, 8] }", 2,
          a_model('name = "net"\nsource = "nets/n.onnx"', {"nets/n.onnx": onnx_bytes(shape=("batch", 8))})),
     Case("net-unknown-input", "`inputs` naming an input the model does not have", "inputs.z: the model has no such input",
          2, a_model('name = "net"\nsource = "nets/n.onnx"\ninputs = { z = [1, 8] }', {"nets/n.onnx": onnx_bytes()})),
     Case("net-bad-shape", "`inputs` shape that is not a list of positive integers",
          "inputs.x: shape must be a non-empty list of positive integers", 2,
          a_model('name = "net"\nsource = "nets/n.onnx"\ninputs = { x = [1, 0] }')),
-    Case("net-dtype", "model whose kernels have a dtype the harness cannot build (`int64`)",
-         "dtype 'int64' is not supported", 2,
-         a_model('name = "net"\nsource = "nets/i.onnx"', {"nets/i.onnx": onnx_bytes("Neg", "INT64")},
+    Case("net-dtype", "model whose kernels have a dtype the harness cannot build (`bool`)",
+         "(ONNX node 'Not_0', Not) on aarch64: tensor 'x': dtype 'bool' is not supported", 2,
+         a_model('name = "net"\nsource = "nets/i.onnx"', {"nets/i.onnx": onnx_bytes("Not", "BOOL")},
+                 ("check", "--kernels", "net"))),
+    Case("net-node-refused", "model node TVM's ONNX frontend refuses (a convolution whose channels do not match)",
+         "nets/c.onnx: ONNX node 'stem.conv' (Conv): TVM's ONNX frontend refused it", 2,
+         a_model('name = "net"\nsource = "nets/c.onnx"', {"nets/c.onnx": onnx_bad_conv})),
+    Case("net-skip-unknown", "`skip` naming no node or kernel of the model (`Relu_1`)",
+         "model 'net': skip: 'Relu_1' names no node or kernel of the model (did you mean 'Relu_0'?)", 2,
+         a_model('name = "net"\nsource = "nets/n.onnx"\nskip = ["Relu_1"]', {"nets/n.onnx": onnx_bytes()})),
+    Case("net-schedule-unknown", "unknown `schedule` of a model (`fast`)",
+         "model 'net': schedule 'fast' is not one of 'default', 'none'", 2,
+         a_model('name = "net"\nsource = "nets/n.onnx"\nschedule = "fast"')),
+    Case("net-require-reference", "`require_reference = true` and a [[model]] (its kernels have no numpy reference)",
+         "a [[model]]'s kernels have no numpy reference, and require_reference = true refuses them", 2,
+         lambda project: a_model('name = "net"\nsource = "nets/n.onnx"', {"nets/n.onnx": onnx_bytes()})(project)
+         and top("require_reference = true", ("check", "--kernels", "net"))(project)),
+    Case("net-graph-damaged", "model's committed call order damaged (`baselines/aarch64/graphs/net.json`)",
+         "baselines/aarch64/graphs/net.json: corrupted model graph (invalid JSON", 2,
+         a_model('name = "net"\nsource = "nets/n.onnx"',
+                 {"nets/n.onnx": onnx_bytes(), "baselines/aarch64/graphs/net.json": lambda: b'{"schema": 1,'},
                  ("check", "--kernels", "net"))),
     Case("net-source-kind", "model source that is neither `module:function` nor an .onnx file",
          "source 'nets/m.pb' must be 'module:function' or a path to an .onnx file", 2,
@@ -682,6 +877,9 @@ CASES = [
          a_model('name = "v"\nsource = "nets/n.onnx"')),
     Case("net-source-raises", "model source function that raises", "source 'mykernels.ops:raises' raised ValueError", 2,
          a_model('name = "net"\nsource = "mykernels.ops:raises"')),
+    Case("net-source-misspelt", "model source with a misspelt function (`mykernels.ops:raise`)",
+         "source 'mykernels.ops:raise': 'mykernels.ops' has no function 'raise' (did you mean 'raises'?)", 2,
+         a_model('name = "net"\nsource = "mykernels.ops:raise"')),
     Case("net-source-wrong-type", "model source function that returns no IRModule",
          "returned int, expected a Relax IRModule", 2, a_model('name = "net"\nsource = "mykernels.ops:not_a_module"')),
     Case("cachegrind-negative", "cachegrind.out with a negative count", "count '-100' is not a non-negative integer", 2,
@@ -697,7 +895,9 @@ def _damage_sim_cache(project: Path, part: str = ".json") -> None:
     private = project / "cache"
     (private / "sims").mkdir(parents=True)
     for child in shared.iterdir():
-        if child.name not in ("sims", "tmp"):  # tmp: staging must stay on the private side
+        # tmp: staging must stay on the private side; jobs, check-records: earlier checks' records
+        # would answer without reading the simulation entry this row damages
+        if child.name not in ("sims", "tmp", "jobs", "check-records"):
             (private / child.name).symlink_to(child)
     for entry in (shared / "sims").rglob("*.json"):
         try:
@@ -770,7 +970,7 @@ def seeded(tmp_path_factory, cache_dir) -> Path:
 
 
 def invoke(argv: list[str], project: Path) -> Invocation:
-    config = ["--config", str(project / "perfguard.toml")] if argv[0] not in ("merge", "report") else []
+    config = ["--config", str(project / "perfguard.toml")] if argv[0] not in ("merge", "report", "init") else []
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
@@ -811,7 +1011,7 @@ def wrong_verdicts(case: Case, trial: Trial) -> int:
         return int(trial.error is None or trial.error.exit_code != case.code)
     wrong = int(trial.outcome.code != case.code)
     if trial.outcome.report is not None and case.code:
-        wrong += sum(1 for r in trial.outcome.report["results"] if r["verdict"] != "error")
+        wrong += sum(1 for r in trial.outcome.report["results"] if r["verdict"] not in case.verdicts)
     return wrong
 
 
@@ -833,7 +1033,8 @@ def test_bad_input(case: Case, seeded: Path, tmp_path: Path):
         assert "Traceback" not in outcome.out
     if outcome.report is not None and case.code:
         assert outcome.report["summary"]["exit_code"] == case.code
-        assert all(r["error"] and "\n" not in r["error"] for r in outcome.report["results"])
+        assert all(r["error"] and "\n" not in r["error"] for r in outcome.report["results"]
+                   if r["verdict"] in ("error", "wrong result"))
     if case.check:
         case.check(outcome)
 

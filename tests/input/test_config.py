@@ -105,8 +105,11 @@ def test_bad_cli_usage_exit_2(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["check", "--shard", "3/2"])
     assert exc.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == "perfguard: error: argument --shard: --shard 3/2: need 1 <= i <= n"
 
 
 def test_load_config_raises_input_error(project):
-    with pytest.raises(InputError):
-        load_config(project("[perfguard]\njobs = 0\n"))
+    path = project("[perfguard]\njobs = 0\n")
+    with pytest.raises(InputError) as info:
+        load_config(path)
+    assert info.value.message == f"{path}: perfguard.jobs: must be >= 1, got 0" and info.value.exit_code == 2

@@ -71,6 +71,9 @@ int main(int argc, char **argv) {
 """
 
 
+CPI = {"o3": (0.5, 1.2), "minor": (2.0, 5.0)}
+
+
 @pytest.mark.slow  # two real gem5 timing-CPU runs
 @pytest.mark.parametrize("cpu_type", ["o3", "minor"])
 def test_real_gem5_timing_cpu_counts_the_kernel_cycles(cpu_type, tmp_path):
@@ -91,9 +94,12 @@ def test_real_gem5_timing_cpu_counts_the_kernel_cycles(cpu_type, tmp_path):
     for n, run in got.items():
         assert run["cycles"] == run["cycles_runs"][0] - run["cycles_runs"][1] > 0, got
         assert n * 4 <= run["insts"] <= n * 12, got  # a handful of instructions per element
-        assert run["insts"] / 8 <= run["cycles"] <= run["insts"] * 20, got  # a plausible CPI, however slow
+        # cycles depend on gem5's build and CPU parameters as well as the binary, so not exact: a window per
+        # CPU type around what gem5 24.0.0.1 gives (O3 CPI 0.75-0.81, in-order Minor 3.28-3.40)
+        low, high = CPI[cpu_type]
+        assert low * run["insts"] <= run["cycles"] <= high * run["insts"], (cpu_type, n, run["cycles"] / run["insts"])
     assert 1.7 <= big["cycles"] / small["cycles"] <= 2.3, got  # the kernel alone, not the whole run
-    assert 1.9 <= big["insts"] / small["insts"] <= 2.1, got
+    assert 8 * 2048 <= big["insts"] - small["insts"] <= 8 * 2048 + 64, got  # the loop: 8 per element (gcc -O2)
     assert not list((tmp_path / "cache" / "gem5").iterdir())  # the run directories are removed
 
 

@@ -18,7 +18,7 @@ from perfguard.report.html import kernel_file, write_html
 from perfguard.report.markdown import render_markdown
 from tests.conftest import REPO
 
-# the schema of a result's "blocks" (the rest of a result is tested on real runs in test_report.py)
+# the schema of a result's "blocks" (the rest of a result is tested on a real run's golden report in test_report.py)
 BLOCKS = json.loads((REPO / "docs" / "report.schema.json").read_text())["properties"]["results"]["items"][
     "properties"]["blocks"]
 

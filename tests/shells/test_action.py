@@ -100,6 +100,54 @@ def test_schemas_validate(schema, files):
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+# Negative controls: the same linters, same options, on files with the defects they are run to
+# catch, so that a clean answer above means clean files and not a linter that saw nothing.
+INSECURE_WORKFLOW = """\
+name: insecure
+on: pull_request_target
+jobs:
+  build:
+    runs-on: ubuntu-latest
+    steps:
+      - uses: actions/checkout@v4
+        with:
+          ref: ${{ github.event.pull_request.head.sha }}
+      - run: echo "${{ github.event.pull_request.title }}"
+"""
+
+
+def test_actionlint_catches_an_untrusted_expression_in_a_script(tmp_path):
+    path = tmp_path / "insecure.yml"
+    path.write_text(INSECURE_WORKFLOW.replace("    runs-on:", "    needs: missing\n    runs-on:"))
+    proc = run_tool(tool("actionlint"), "-color=false", str(path))
+    assert proc.returncode == 1
+    assert '"github.event.pull_request.title" is potentially untrusted' in proc.stdout
+    assert 'job "build" needs job "missing" which does not exist' in proc.stdout
+
+
+@pytest.mark.parametrize("persona", ["regular", "pedantic"])
+def test_zizmor_catches_template_injection_an_unpinned_action_and_a_dangerous_trigger(tmp_path, persona):
+    path = tmp_path / "insecure.yml"
+    path.write_text(INSECURE_WORKFLOW)
+    proc = run_tool(tool("zizmor"), "--offline", "--no-progress", f"--persona={persona}", "--format=plain", str(path))
+    assert proc.returncode != 0
+    for audit in ("template-injection", "unpinned-uses", "dangerous-triggers"):
+        assert f"error[{audit}]" in proc.stdout, audit
+
+
+@pytest.mark.parametrize("schema, text, message", [
+    ("vendor.github-workflows", INSECURE_WORKFLOW.replace("    runs-on:", "    timeout-minutes: soon\n    runs-on:"),
+     "'soon' is not of type 'number'"),
+    ("vendor.github-actions", "name: x\ndescription: y\nruns:\n  using: composite\n  step: []\n",
+     "'steps' is a required property"),
+])
+def test_the_schemas_catch_a_file_out_of_shape(tmp_path, schema, text, message):
+    path = tmp_path / "bad.yml"
+    path.write_text(text)
+    proc = run_tool(tool("check-jsonschema"), "--verbose", "--builtin-schema", schema, str(path))
+    assert proc.returncode == 1 and message in proc.stdout, proc.stdout
+
+
 def test_every_action_is_pinned_to_a_full_commit_sha():
     for path in [ACTION, *WORKFLOWS]:
         for ref in re.findall(r"uses:\s*([^\s#]+)", path.read_text()):

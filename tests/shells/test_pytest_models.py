@@ -73,7 +73,7 @@ def test_model_totals_and_kernels_from_pytest(pytester, model_project):
     text = result.stdout.str()
     assert result.ret == 1, text
     failure = text[text.index("_ test_model_total _"):]
-    assert "model m[x86_64]: regression +" in failure and "calls per inference: m.matmul_add_relu." in failure
+    assert "model m[x86_64]: regression +" in failure and "calls 2 -> 3" in failure and "(m.matmul_add_relu." in failure
     report = json.loads((pytester.path / "reports" / "perfguard.json").read_text())
     (view,) = report["models"]
     assert view["verdict"] == "regression" and report["summary"]["model_regressions"] == 1

@@ -10,6 +10,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from tests.guard.test_orphans import put
+
 pytest_plugins = ["pytester"]
 
 TOML = """
@@ -124,16 +126,30 @@ def test_regression_fails_exactly_its_item(pytester, user_project):
     assert (pytester.path / "baselines" / "aarch64" / "saxpy.json").is_file()
 
     user_project(2048)  # four times the work for saxpy only
+    put(pytester.path, "aarch64", "sxapy")  # and a baseline no kernel is configured for (nor checked by a test)
     result = run(pytester, "--perfguard")
     text = result.stdout.str()
     assert result.ret == 1, text
-    assert outcomes(result) == REGRESSED
+    assert outcomes(result) == REGRESSED  # the test's own kernel (adhoc_gemm) has a baseline too: not orphaned
+    assert ("sxapy[aarch64]: removed: no kernel or [[model]] named 'sxapy' is configured in perfguard.toml: its "
+            "committed baseline baselines/aarch64/sxapy.json is no longer checked (renamed to 'saxpy'? run "
+            "'perfguard baseline rename sxapy saxpy'") in " ".join(text.split())
+    orphan = json.loads((pytester.path / "reports" / "perfguard.json").read_text())
+    assert [(r["kernel"], r["verdict"], r.get("orphaned")) for r in orphan["results"] if r["kernel"] == "sxapy"] \
+        == [("sxapy", "removed", True)] and orphan["summary"]["orphaned"] == 1
     failure = text[text.index("_ perfguard::saxpy[aarch64] _"):]
     assert re.search(r"saxpy\[aarch64\]: regression \+\d+\.\d\d % \(threshold 2\.00 %\)", failure), failure
     assert "changed statistics (baseline -> current):" in failure and "loads" in failure
     assert "Traceback" not in failure
+    # where, as `perfguard check` says it: the saxpy loop (nest C), four times as often
+    where = re.search(r"\nwhere: (.*)\n", failure)
+    assert where and where.group(1).startswith("loop i of nest C in "), failure
     report = json.loads((pytester.path / "reports" / "perfguard.json").read_text())
-    assert report["summary"]["exit_code"] == 1 and report["summary"]["regression"] == 1
+    saxpy = next(r for r in report["results"] if r["kernel"] == "saxpy" and r["verdict"] == "regression")
+    from perfguard.guard.report import Result, from_json
+    from perfguard.report.text import what_changed_most
+    assert where.group(1) == what_changed_most(from_json(Result, saxpy, "perfguard.json"))
+    assert report["summary"]["exit_code"] == 2 and report["summary"]["regression"] == 1  # 2: the orphan beats 1
     # The same slowdown passes the user's test, whose marker allows 10000 %.
     assert sorted(r["verdict"] for r in report["results"] if r["kernel"] == "saxpy") == ["regression", "unchanged"]
 
@@ -215,3 +231,4 @@ def test_usage_errors_are_one_line(pytester, user_project, args, needle):
     result = run(pytester, *args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert needle in result.stderr.str()
+

@@ -1,6 +1,6 @@
 """The workflows' jobs run here as GitHub runs them (tests/shells/workflow_runner.py): the pull-request
 check with its merged verdict, the comment workflow's checks of the artifact it is handed, the
-README's comment example, and the recalibration's drift step, each against a real git repository
+docs' comment example (docs/ci.md), and the recalibration's drift step, each against a real git repository
 with a pull-request-like history; the GitHub API is a local HTTP server speaking its REST protocol."""
 
 from __future__ import annotations
@@ -208,7 +208,7 @@ def test_an_api_failure_fails_the_check_instead_of_passing_through_the_pipe(comm
 
 
 def readme_comment_example() -> dict:
-    text = (REPO / "README.md").read_text()
+    text = (REPO / "docs" / "ci.md").read_text()
     block = next(b for b in re.findall(r"```yaml\n(.*?)```", text, re.S) if "name: perfguard comment" in b)
     document = yaml.safe_load(block)
     document["on"] = document.pop(True)

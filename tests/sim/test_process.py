@@ -101,7 +101,8 @@ def test_a_signal_inherited_ignored_still_interrupts_and_kills_the_group(tmp_pat
     sent = time.monotonic()
     child.send_signal(signum)
     assert child.stdout.readline() == "interrupted\n"
-    assert child.wait(10) == 0 and time.monotonic() - sent < 1.0
+    # within a second on a quiet machine (0.1-0.2 s at load 12); two allow for a loaded test machine
+    assert child.wait(10) == 0 and time.monotonic() - sent < 2.0
     assert _gone(int(pidfile.read_text()), within=0.5)
 
 

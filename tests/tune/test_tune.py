@@ -141,8 +141,11 @@ def test_tuning_refuses_kernels_it_cannot_tune(project, capsys):
     assert _run(config, "user_kernel", "--target", "aarch64", "--trials", "2") == 2
     assert "only kernels of a built-in family" in capsys.readouterr().err
     assert _run(config, "nope", "--target", "aarch64") == 2
+    assert f"unknown kernel 'nope' (configured in {config}: gemm_small, user_kernel)" in capsys.readouterr().err
     assert _run(config, "gemm_small", "--target", "nope") == 2
+    assert "--target: unknown target 'nope' (known: aarch64, " in capsys.readouterr().err
     assert _run(config, "gemm_small", "--target", "aarch64", "--trials", "0") == 2
+    assert "--trials 0: must be at least 1" in capsys.readouterr().err
 
 
 def test_schedule_file_errors_name_the_file(tmp_path, monkeypatch):
