@@ -157,3 +157,17 @@ def test_the_pytest_failure_message_carries_the_interval():
     message = case.explain()
     assert "regression +5.70 % (90 %: +1.2 .. +10.4 %) (threshold 5.00 %)" in message
     assert "straddles the 5.00 % threshold" in message
+
+
+def test_a_recorded_result_gives_back_its_interval_and_gate():
+    from perfguard.guard.result_records import verdict_of
+
+    data = _report()
+    data["results"][0].update(gate="upper")
+    entry = Report.from_json(data).results[0]
+    verdict = verdict_of(entry)  # a reused record is judged as it was: same interval, same gate
+    assert (verdict.interval.low_pct, verdict.interval.high_pct, verdict.interval.level) == (1.2, 10.4, 0.9)
+    assert verdict.interval.basis == "pipeline-v3-x on x86_64, 56 verdict pairs" and verdict.interval.exact
+    assert verdict.gate == "upper" and verdict.straddles
+    bare = verdict_of(Report.from_json(_report(with_interval=False)).results[0])
+    assert bare.interval is None and bare.gate == "estimate"
