@@ -69,6 +69,8 @@ REGRESSION = 0.10  # native at least +10 %: a regression the gate must flag
 GATE = 0.05  # a predicted change above +5 % flags
 NEUTRAL = 0.025  # native at most +2.5 %: flagging it is a false alarm
 CLEAR = 0.10  # |native| above 10 %: the predicted sign must agree
+LARGE = 0.50  # native at least +50 %: a large slowdown, whose size must be right ...
+LARGE_FACTOR = 1.3  # ... within this factor of the native time ratio
 
 BATCH_SECONDS = 0.04  # kernel time per side per round
 MIN_CALLS = 10  # calls per side per round, however slow the kernel
@@ -603,10 +605,17 @@ class Summary:
     false_alarms: list[str] = field(default_factory=list)  # native <= +2.5 %, predicted > +5 %
     sign_agree: int = 0  # on |native| > 10 %
     sign_total: int = 0
+    # large slowdowns (native >= +50 %): pair -> predicted time ratio over native time ratio
+    large: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def large_within(self) -> int:
+        return sum(1 / LARGE_FACTOR <= f <= LARGE_FACTOR for f in self.large.values())
 
     def to_dict(self) -> dict:
         return {"n": self.n, "spearman": self.spearman, "missed": self.missed, "false_alarms": self.false_alarms,
-                "sign_agree": self.sign_agree, "sign_total": self.sign_total}
+                "sign_agree": self.sign_agree, "sign_total": self.sign_total, "large": self.large,
+                "large_within": self.large_within}
 
 
 def summarize(native: dict[str, float], predicted: dict[str, float | None]) -> Summary:
@@ -626,6 +635,8 @@ def summarize(native: dict[str, float], predicted: dict[str, float | None]) -> S
         if abs(nat) > CLEAR:
             s.sign_total += 1
             s.sign_agree += int(np.sign(nat) == np.sign(pred))
+        if nat >= LARGE:
+            s.large[name] = (1.0 + pred) / (1.0 + nat)
     return s
 
 
@@ -654,11 +665,15 @@ def markdown(pairs: list[Pair], native: dict[str, NativeDelta], predicted: dict[
         cells += [_pct(predicted[m][pair.name]) for m in models]
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", "| model | pairs scored | Spearman of deltas | missed regressions | false alarms | "
-                  "sign agreement (native change > 10 %) |", "| --- | ---: | ---: | ---: | ---: | ---: |"]
+                  f"sign agreement (native change > 10 %) | large slowdowns (native >= +{100 * LARGE:.0f} %) "
+                  f"within x{LARGE_FACTOR} | their predicted / native time ratio |",
+              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for model, s in summaries.items():
         rho = "n/a" if s.spearman is None else f"{s.spearman:.3f}"
+        factors = sorted(s.large.values())
+        span = f"{factors[0]:.2f} .. {factors[-1]:.2f}" if factors else "n/a"
         lines.append(f"| {model} | {s.n} | {rho} | {len(s.missed)} | {len(s.false_alarms)} | "
-                     f"{s.sign_agree} / {s.sign_total} |")
+                     f"{s.sign_agree} / {s.sign_total} | {s.large_within} / {len(s.large)} | {span} |")
     for model, s in summaries.items():
         for label, names in (("missed", s.missed), ("false alarms", s.false_alarms)):
             if names:

@@ -99,7 +99,7 @@ class IntervalCalibration:
     def find(self, target: str, model_id: str, kind: str) -> tuple[Entry, bool] | None:
         """(the entry for this model, whether it is this very model on this target), or None."""
         for e in self.entries:
-            if e.target == target and e.model_id == model_id:
+            if e.target == target and e.model_id == model_id and e.kind == kind:
                 return e, True
         for same_target in (True, False):
             for e in self.entries:

@@ -70,6 +70,11 @@ def test_a_result_gets_its_own_model_then_the_same_kind_then_another_target():
     entry, exact = cal.find("aarch64", "pipeline-v2-zzz", "pipeline")  # no native truth on aarch64
     assert entry.target == "x86_64" and not exact
     assert cal.find("x86_64", "analytical-v1-x", "analytical") is None
+    # a calibrated model's column scored by the pipeline model shares its id, not its errors
+    mixed = iv.calibrate({("x86_64", "pipeline-v2-aaa", "calibrated"): [(1.1, 2.0)] * 9,
+                          ("x86_64", "pipeline-v2-aaa", "pipeline"): [(1.1, 1.1)] * 9}, {})
+    own, exact = mixed.find("x86_64", "pipeline-v2-aaa", "pipeline")
+    assert exact and own.kind == "pipeline" and own.quantile == 0.0
 
     got = iv.delta_interval(cal, "aarch64", "pipeline-v2-zzz", False, 1.0, 1.5)
     low, high = iv.ratio_bounds(1.5, entry.quantile)
@@ -107,4 +112,6 @@ def test_the_packaged_calibration_covers_the_default_models_of_x86_64():
     assert kinds == {"pipeline", "analytical", "calibrated"}
     for e in cal.entries:
         assert e.pairs >= 9 and 0 < e.quantile < 10
+        assert (e.kind == "pipeline") == e.model_id.startswith("pipeline-")  # each entry of the model it names
+        assert (e.kind == "analytical") == e.model_id.startswith("analytical-")
     assert cal.source.get("native_file") == "benchmarks/verdicts-native.json"

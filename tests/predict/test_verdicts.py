@@ -126,6 +126,9 @@ def test_summary_counts_misses_false_alarms_and_signs():
     perfect = vd.summarize(native, {k: v * 2 for k, v in native.items()})
     assert perfect.spearman == pytest.approx(1.0)
     assert (perfect.missed, perfect.false_alarms, perfect.sign_agree, perfect.sign_total) == ([], [], 3, 3)
+    # large slowdowns: predicted time ratio over native time ratio, within x1.3 or not
+    big = vd.summarize({"x15": 14.0, "x2": 1.0, "small": 0.3}, {"x15": 8.0, "x2": 0.9, "small": 0.1})
+    assert big.large == pytest.approx({"x15": 9.0 / 15.0, "x2": 1.9 / 2.0}) and big.large_within == 1
 
 
 # ---------------------------------------------------------------------------------------------
