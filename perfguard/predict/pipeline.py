@@ -76,6 +76,7 @@ _BACK_BRANCH = {
     "riscv64": re.compile(r"^(?:b[a-z]+|c\.bn?ez) .*, (-\d+)$"),
 }
 LOOP_COUNT_SPREAD = 1.05  # a loop body's blocks ran (about) equally often: one straight-line body
+QEMU_PAGE = 4096  # a QEMU block never crosses a guest page (4 KiB on every target here)
 
 
 def _last_insn_offset(block: Block, isa: str) -> int:
@@ -118,12 +119,15 @@ def loop_bodies(costs: list[BlockCost], triple: str) -> list[list[int]]:
             body.append(j)
             at = costs[j].block.end
         counts = [costs[j].block.count for j in body]
-        # The blocks before the back branch's ran (about) equally often; the back branch's block may
-        # run more: where a page end splits the branch into a block of its own, other paths into the
-        # same code (QEMU blocks entering it at other addresses) end in it too.
+        # The body's blocks ran (about) equally often. The back branch's block may run more where a
+        # page end split it off (it starts a page): other paths into the same code, QEMU blocks that
+        # enter it at other addresses, end at that page end too and go on into it. Anywhere else a
+        # block that ran more often than the body is entered from outside it: not one body.
         head = counts[:-1] or counts
+        split_off = len(body) > 1 and c.block.addr % QEMU_PAGE == 0
         if body and at == c.block.end and body[-1] == i and max(head) <= LOOP_COUNT_SPREAD * min(head) \
                 and counts[-1] * LOOP_COUNT_SPREAD >= min(head) \
+                and (split_off or counts[-1] <= LOOP_COUNT_SPREAD * min(head)) \
                 and all(costs[j].timing.bound != "rep string" for j in body):
             bodies.append(body)
     return bodies

@@ -426,14 +426,13 @@ def test_a_back_branch_split_off_by_a_page_end_still_closes_its_loop(tmp_path):
 
     first = _assemble(["vmulsd %xmm0, %xmm0, %xmm1"])
     second = _assemble(["vmulsd %xmm1, %xmm1, %xmm0", "decq %rcx"])
-    a = 0x402ff0 - len(first) // 2 - len(second) // 2
-    b = a + len(first) // 2
-    c = 0x402ff0
-    size = c + 2 - a
-    branch = "75" + f"{(-size) & 0xff:02x}"  # jne back to the first block
     model = PipelineModel(BUILTIN["x86_64"], tmp_path)
 
-    def bodies(count_branch: int) -> list:
+    def bodies(count_branch: int, c: int = 0x403000) -> list:
+        """The branch's block at `c` (0x403000: the page end split it off, it starts the next page)."""
+        a = c - len(first) // 2 - len(second) // 2
+        b = a + len(first) // 2
+        branch = "75" + f"{(a - c - 2) & 0xff:02x}"  # jne back to the first block
         blocks = (Block(a, len(first) // 2, 1, 1000, first, "k"), Block(b, len(second) // 2, 2, 1000, second, "k"),
                   Block(c, 2, 1, count_branch, branch, "k"))
         stats = Stats(insts=3000 + count_branch, l1d_misses=0, l1i_misses=0, l2_misses=0, blocks=BlockProfile(blocks))
@@ -442,6 +441,9 @@ def test_a_back_branch_split_off_by_a_page_end_still_closes_its_loop(tmp_path):
     assert bodies(1000) == [[0, 1, 2]]
     assert bodies(1200) == [[0, 1, 2]]  # 200 more from another way in: still the loop's back branch
     assert bodies(500) == []  # a branch taken half as often as its body runs closes no loop of it
+    # 16 bytes lower the branch's block starts no page: no page end split it off, so running more
+    # often than the body means it is entered from outside the body
+    assert bodies(1000, 0x402ff0) == [[0, 1, 2]] and bodies(1200, 0x402ff0) == []
 
 
 def test_l2_misses_that_fit_in_the_l3_cost_its_latency_the_rest_memory(tmp_path):
