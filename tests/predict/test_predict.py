@@ -312,6 +312,15 @@ def test_real_calibration_end_to_end(project, tmp_path, capsys):
         native = np.array([r.native_s for r in rows_of])
         assert m["mape"] == pytest.approx(100.0 * np.mean(np.abs(predicted - native) / native), rel=1e-12)
     assert main(["calibrate", "train", *base, "--predictors", "mlr,xgboost"]) == 0
+    # whether auto may use the model follows from this machine's timings, by the rule on its figures
+    path = model_path(config.parent / "baselines", "x86_64", "gemm")
+    data = json.loads(path.read_text())
+    decision = data["auto"]["summary"]
+    assert [g["group"] for g in data["auto"]["groups"]] == dataset.groups()  # every shape held out once
+    assert data["auto"]["use"] is (decision["gain"] >= decision["margin"]
+                                   and decision["worst_group_gain"] >= -decision["margin"])
+    data["auto"]["use"] = True  # as if it had won: the check below scores with the calibrated model
+    path.write_text(json.dumps(data))
     capsys.readouterr()
     assert main(["check", "--config", str(config)]) == 0
     assert json.loads((config.parent / "reports/perfguard.json").read_text())["results"][0]["calibrated"] is True
