@@ -41,9 +41,33 @@ def log(message: str) -> None:
         sys.stderr.flush()
 
 
+_deferring: list[list[int]] = []  # the main thread's open `deferred()` blocks, each its held signals
+
+
 def _interrupt(signum, frame) -> None:
+    if _deferring:
+        log(f"got {signal.Signals(signum).name}: held until the child it interrupts can be stopped")
+        _deferring[-1].append(signum)
+        return
     log(f"got {signal.Signals(signum).name}: interrupting")
     raise KeyboardInterrupt
+
+
+@contextmanager
+def deferred() -> Iterator[list[int]]:
+    """Within the block an interruption is held, not raised: the list it yields holds the signals
+    that came, for the caller to raise once it can clean up (a child started in the block but
+    not yet known to the caller would otherwise outlive the interruption). Main thread only,
+    as signal handlers are; elsewhere the list stays empty."""
+    held: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield held
+        return
+    _deferring.append(held)
+    try:
+        yield held
+    finally:
+        _deferring.remove(held)
 
 
 @contextmanager
