@@ -27,6 +27,7 @@ import platform
 import re
 import subprocess
 import sys
+import tomllib
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -164,8 +165,6 @@ def gem5_build_isas() -> list[str]:
     config's targets (standard library only: this runs before perfguard is installed)."""
     if _input("simulator") != "gem5":
         return []
-    import tomllib
-
     path = Path(_input("config") or "perfguard.toml")
     try:
         data = tomllib.loads(path.read_text()) if path.is_file() else {}
@@ -404,6 +403,7 @@ def _workspace_relative(path: Path | None) -> str | None:
 
 
 def annotations(report: Report) -> list[str]:
+    # lazy: this module imports only the standard library at load (it runs before perfguard is installed)
     from perfguard.report.numbers import pct, seconds, threshold
     from perfguard.report.text import toolchain_headline
 
@@ -446,6 +446,7 @@ def markdown_for(report: Report, report_dir: Path) -> str:
     written = report_dir / "summary.md"
     if written.is_file():
         return written.read_text()
+    # lazy: this module imports only the standard library at load (it runs before perfguard is installed)
     from perfguard.report.markdown import render_markdown
 
     return render_markdown(report)
@@ -534,6 +535,7 @@ def _perfguard(*args: str) -> int:
 
 def cmd_recalibrate(args: argparse.Namespace) -> int:
     """drift exit 1 -> collect every drifted family -> train; no model yet -> calibrate every family."""
+    # lazy: this module imports only the standard library at load (it runs before perfguard is installed)
     from perfguard.config import load_config
     from perfguard.kernels import FAMILY_NAMES
 

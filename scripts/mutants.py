@@ -93,7 +93,7 @@ MUTANTS = [
     Mutant("no cap on the blocks kept", "perfguard/guard/attribution.py",
            "return out[:MAX_BLOCKS]", "return out", ("tests/guard/test_block_pairing.py",)),
     # the pipeline model against llvm-mca (predict/)
-    Mutant("llvm-mca's reciprocal throughput read as its cycles", "perfguard/predict/mca.py",
+    Mutant("llvm-mca's reciprocal throughput read as its cycles", "perfguard/sim/mca.py",
            "per_iter = int(cycles.group(1)) / int(iters.group(1))", "per_iter = float(rthru.group(1))",
            ("tests/predict/test_pipeline_against_mca.py",)),
     Mutant("loop scale inverted", "perfguard/predict/pipeline.py",

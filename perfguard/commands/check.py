@@ -16,9 +16,12 @@ from perfguard.guard import check_record, result_records
 from perfguard.guard.baselines import BaselineStore
 from perfguard.guard.check import (judge_results, make_jobs, measure_until_interrupted, recorded, select,
                                    whole_models)
+from perfguard.guard.git_baselines import GitBaselineStore
 from perfguard.guard.orphans import orphan_outcomes
 from perfguard.guard.report import Report, Revision, Shard, write_report
 from perfguard.guard.report_build import build_report, check_timings
+from perfguard.jsonfile import now_iso
+from perfguard.report.html import KERNEL_DIR
 from perfguard.report.pages import page_files, write_pages
 from perfguard.report.terminal import console, print_table, print_timings, progress
 from perfguard.timings import StageClock
@@ -93,8 +96,6 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(f"--threshold {args.threshold}: must be a finite number >= 0")
         store = None
         if args.base:
-            from perfguard.guard.git_baselines import GitBaselineStore
-
             store = GitBaselineStore(config.baseline_dir, args.base)
             out.print(f"baselines from {escape(args.base)} ({store.sha[:12]})")
     report_dir = args.report_dir or config.report_dir
@@ -180,9 +181,6 @@ def pool_size(asked: int | None, todo: int) -> int:
 def _reused(args: argparse.Namespace, clock: StageClock, out, found: tuple[dict, dict[str, bytes]],
             report_dir: Path) -> int:
     """Write and show a recorded check (check_record): its report with this run's date and timings."""
-    from perfguard.jsonfile import now_iso
-    from perfguard.report.html import KERNEL_DIR
-
     recorded_json, pages = found
     report = Report.from_json(recorded_json, "check record")
     report.created = now_iso()

@@ -27,6 +27,7 @@ from perfguard.guard.baselines import Baseline
 from perfguard.guard.compare import ERROR, REGRESSION, Verdict, judge
 from perfguard.guard.report import ModelTotal
 from perfguard.guard.revisions import Measurer, Project, Side, as_baseline, git, load_side
+from perfguard.guard.two_revisions import catalogue, judge_sides
 from perfguard.pipeline import JobResult
 from perfguard.predict.base import Predictor
 from perfguard.predict.select import predictor_for
@@ -131,8 +132,6 @@ class Bisector:
 
     def _measure_model(self, visit: Visit, ref: str) -> None:
         """Every kernel of the model on the target at `visit`, and its total judged against --good's."""
-        from perfguard.guard.two_revisions import catalogue
-
         with self.project.worktree(visit.sha) as tree:
             side, spec, where = self._load(visit, ref, tree)
             # the caller's cache, not the revision's (its tree goes away after this visit)
@@ -154,8 +153,6 @@ class Bisector:
     def _model_total(self, before: Side, after: Side):
         """(the check run, the model's total at `after` against `before`'s), scored and judged with --good's
         config, as `perfguard compare` does."""
-        from perfguard.guard.two_revisions import catalogue, judge_sides
-
         pairs = [list(catalogue(side, [self.kernel])) for side in (before, after)]
         judging = dataclasses.replace(before, config=self.good.config)
         run, _ = judge_sides(judging, after, pairs[1], pairs[0], self.threshold, None, [self.kernel])

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
+from perfguard import records
 from perfguard.config import Config, KernelSpec
 from perfguard.errors import (EXIT_INFRA, EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, EXIT_WRONG_RESULT, InfraError,
                               InputError)
@@ -14,8 +15,12 @@ from perfguard.executors import Executor, LocalExecutor
 from perfguard.guard.attribution import attribute
 from perfguard.guard.baselines import Baseline, BaselineSource, BaselineStore, graph_path, graph_text, same_record
 from perfguard.guard.compare import ERROR, REGRESSION, REMOVED, WRONG_RESULT, Verdict, judge, toolchain_summary
-from perfguard.guard.report import Attribution, BlockChange, Result
+from perfguard.guard.lock import baselines_lock
+from perfguard.guard.models import ModelKernelResult, kernel_rows, skipped_line, total
+from perfguard.guard.report import Attribution, BlockChange, ModelPart, Result
+from perfguard.guard.result_records import verdict_of
 from perfguard.jsonfile import now_iso
+from perfguard.kernels.models import model_specs, skipped_calls
 from perfguard.pipeline import Job, JobResult, run_job
 from perfguard.predict.analytical import AnalyticalModel
 from perfguard.predict.pipeline import PipelineModel
@@ -112,8 +117,6 @@ def select(config: Config, kernels: list[str] | None, targets: list[str] | None,
 def _selected_specs(config: Config, names: list[str] | None, targets: list[str], option: str) -> list[KernelSpec]:
     """The configured kernels, then every [[model]]'s extracted kernels; `names` may name a model
     (all its kernels), one of its kernels, or a configured kernel."""
-    from perfguard.kernels.models import model_specs
-
     model_names = {m.name for m in config.models}
     wanted = set(names or [])
     configured = {k.name for k in config.kernels}
@@ -159,8 +162,6 @@ def make_jobs(config: Config, pairs: list[tuple[KernelSpec, str]], simulator: st
 
 def recorded(jobs: list[Job]) -> list[JobResult | None]:
     """Each job's recorded result where nothing it depends on changed (perfguard.records), else None."""
-    from perfguard import records
-
     return [records.lookup(job) for job in jobs]
 
 
@@ -169,8 +170,6 @@ def measure(config: Config, jobs: list[Job], workers: int | None = None,
             executor: Executor | None = None, known: list[JobResult | None] | None = None) -> list[JobResult]:
     """Every job's result, in job order: those in `known` (recorded results, `recorded`) as they
     are, the others run by the executor (started only when there is one to run) and recorded."""
-    from perfguard import records
-
     known = known if known is not None else [None] * len(jobs)
     results: list[JobResult | None] = list(known)
     for i, result in enumerate(known):
@@ -245,8 +244,6 @@ def judge_results(config: Config, jobs: list[Job], results: list[JobResult], thr
     `whole_models` (a shard), each model's part of its total instead of the total. `also_models`:
     model x target views wanted even without a current kernel (compare: a model only the base has).
     `known`: report entries from result records (guard.result_records), taken as judged."""
-    from perfguard.guard.result_records import verdict_of
-
     store = BaselineStore(config.baseline_dir) if store is None else store
     models = store.models()
     run = CheckRun(models=models, interrupted=interrupted)
@@ -301,8 +298,6 @@ def model_summaries(config: Config, jobs: list[Job], outcomes: list[JudgedResult
                     models, also: set[tuple[str, str]] = frozenset()) -> list:
     """Each [[model]] x target whose kernels were all checked (and each in `also`): its total and
     verdict (guard.models)."""
-    from perfguard.guard.models import total
-
     return [total(spec.name, target, config.model_threshold(spec, threshold), rows, spec.database, skipped)
             for spec, target, rows, skipped in _model_rows(config, jobs, outcomes, store, models, also=also)]
 
@@ -311,8 +306,6 @@ def model_parts(config: Config, jobs: list[Job], outcomes: list[JudgedResult], s
                 models, whole: dict[tuple[str, str], list[str]]) -> list:
     """A shard's parts of each [[model]] x target of the whole run (`whole`: its kernels in every
     shard): the rows `perfguard merge` sums into the totals (guard.report.ModelPart)."""
-    from perfguard.guard.report import ModelPart
-
     found = {(spec.name, target): (rows, skipped)
              for spec, target, rows, skipped in _model_rows(config, jobs, outcomes, store, models, whole)}
     parts = []
@@ -335,9 +328,6 @@ def _model_rows(config: Config, jobs: list[Job], outcomes: list[JudgedResult], s
     """(model spec, target, rows, skipped) per [[model]] x target with a kernel among `jobs` or in
     `also` (a shard: every one in `whole`, the model's kernels in the whole run, none of which is a
     leftover); `skipped`: the calls the model's `skip` leaves out."""
-    from perfguard.guard.models import ModelKernelResult, kernel_rows, skipped_line
-    from perfguard.kernels.models import skipped_calls
-
     groups: dict[tuple[str, str], list] = {key: [] for key in [*(whole or {}), *also]}
     for job, outcome in zip(jobs, outcomes):
         if job.kernel.model is not None:
@@ -512,8 +502,6 @@ def _drop_stale_model_baselines(config: Config, store: BaselineStore, jobs: list
                                 results: list[JobResult]) -> list[Path]:
     """A model updated whole on a target keeps no baseline of a kernel it no longer has (else the
     model view would call it removed forever). Returns the files removed."""
-    from perfguard.guard.lock import baselines_lock
-
     done: dict[tuple[str, str], set[str] | None] = {}
     for job, r in zip(jobs, results):
         if job.kernel.model is None:

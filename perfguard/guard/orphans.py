@@ -23,6 +23,8 @@ from pathlib import Path
 from perfguard.config import Config
 from perfguard.errors import InputError
 from perfguard.guard.baselines import BaselineSource, BaselineStore
+from perfguard.guard.check import removed_outcome
+from perfguard.pipeline import JobResult
 
 
 @dataclass(frozen=True)
@@ -102,9 +104,6 @@ def orphan_outcomes(config: Config, store: BaselineSource, targets: list[str] | 
                     threshold: float | None = None) -> list:
     """A `removed` result for each orphan of `store` (guard.check.JudgedResult); each fails the check
     unless `store` is another revision's and the working tree removed the file too."""
-    from perfguard.guard.check import removed_outcome
-    from perfguard.pipeline import JobResult
-
     working = store if isinstance(store, BaselineStore) else BaselineStore(config.baseline_dir)
     out = []
     for orphan in find_orphans(config, store, targets):

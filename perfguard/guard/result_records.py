@@ -25,6 +25,7 @@ from perfguard.errors import InfraError, InputError
 from perfguard.fingerprints import environment_digest
 from perfguard.guard.baselines import BaselineStore
 from perfguard.guard.compare import Verdict
+from perfguard.guard.history import BaselineHistory
 from perfguard.guard.report import Result, from_json, to_json
 from perfguard.pipeline import Job, JobResult
 from perfguard.predict.store import model_path
@@ -38,8 +39,6 @@ _NOT_INPUTS = ("seconds", "cpu_seconds", "timings", "depends", "reused", "rebuil
 
 def keys(config: Config, jobs: list[Job], results: list[JobResult], threshold: float | None) -> list[str | None]:
     """Each result's record key (None: not recordable, a failed job)."""
-    from perfguard.guard.history import BaselineHistory
-
     history = BaselineHistory(config.baseline_dir)
     log = history.log()
     prefix = history._prefix() if history.repo is not None else None

@@ -29,6 +29,8 @@ from perfguard.config import Config, KernelSpec, load_config
 from perfguard import user_code
 from perfguard.errors import EXIT_INFRA, InfraError, InputError, PerfguardError
 from perfguard.guard.baselines import Baseline
+from perfguard.guard.check import make_jobs, measure
+from perfguard.kernels.models import model_specs
 from perfguard.pipeline import JobResult
 from perfguard.sim.stats import Stats
 
@@ -244,16 +246,12 @@ def as_baseline(result: JobResult, side: Side, predicted_time_s: float, model_id
 
 
 def _model_specs(config: Config, targets: list[str]) -> list[KernelSpec]:
-    from perfguard.kernels.models import model_specs
-
     return [spec for model in config.models
             for spec in model_specs(config, model, [t for t in targets if model.targets is None or t in model.targets])]
 
 
 def _serve() -> int:
     """Answer one JSON request per line of stdin with one JSON line on stdout."""
-    from perfguard.guard.check import make_jobs, measure
-
     answers, sys.stdout = sys.stdout, sys.stderr  # nothing a kernel or library prints can garble the answers
     previous: Path | None = None
     for line in sys.stdin:

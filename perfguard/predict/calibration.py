@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import random
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -22,7 +23,7 @@ from typing import Callable
 import numpy as np
 
 from perfguard.compile.cache import BuildCache
-from perfguard.config import Config, KernelSpec
+from perfguard.config import Config, KernelSpec, default_cache_dir
 from perfguard.errors import InfraError, InputError
 from perfguard.executors import Executor, LocalExecutor
 from perfguard.jsonfile import now_iso
@@ -31,8 +32,9 @@ from perfguard.pipeline import Job, JobResult, build_kernel, run_job
 from perfguard.predict.analytical import AnalyticalModel
 from perfguard.predict.dataset import Dataset, Row
 from perfguard.predict.evaluate import GroupMetrics, leave_one_group_out, metrics, summarize
-from perfguard.predict.base import CalibratedModel
+from perfguard.predict.calibrated import CalibratedModel
 from perfguard.predict.features import FEATURE_SETS, feature_names, matrix, pipeline_columns
+from perfguard.predict.pipeline import PipelineModel
 from perfguard.predict.registry import PREDICTORS
 from perfguard.predict.store import StoredModel, save_model
 from perfguard.sim.base import get_simulator
@@ -90,8 +92,6 @@ def collect(config: Config, profile: TargetProfile, family_name: str, shapes: li
             seed: str = "perfguard", workers: int | None = None, exclude: set[str] = frozenset(),
             on_result: Callable[[int, JobResult], None] | None = None,
             executor: Executor | None = None, max_cv: float = DEFAULT_CV_BOUND) -> Collected:
-    import time
-
     check_native(profile)
     family = get_family(family_name)
     entry = f"{family.entry.__module__}:{family.entry.__name__}"
@@ -231,8 +231,6 @@ class DatasetFeatures:
 
     def __init__(self, dataset: Dataset, profile: TargetProfile, features: str, cache_dir: Path | None = None,
                  profiled_only: bool = False):
-        from perfguard.config import _default_cache_dir
-
         if features not in FEATURE_SETS:
             raise InputError(f"unknown feature set '{features}' (one of {', '.join(FEATURE_SETS)})")
         rows = dataset.rows
@@ -249,9 +247,7 @@ class DatasetFeatures:
         self.features, self.line = features, profile.l2.line
         self.pipeline_id, self.pipe = None, None
         if features == "pipeline":
-            from perfguard.predict.pipeline import PipelineModel
-
-            model = PipelineModel(profile, _default_cache_dir() if cache_dir is None else cache_dir)
+            model = PipelineModel(profile, default_cache_dir() if cache_dir is None else cache_dir)
             self.pipeline_id = model.model_id
             self.pipe = pipeline_columns(self.stats, model)
 

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from perfguard.config import MODEL_NAMES, _default_cache_dir
+from perfguard.config import MODEL_NAMES, default_cache_dir
 from perfguard.errors import InputError
 from perfguard.predict.analytical import AnalyticalModel
-from perfguard.predict.base import CalibratedModel, Predictor
+from perfguard.predict.base import Predictor
+from perfguard.predict.calibrated import CalibratedModel
+from perfguard.predict.pipeline import PipelineModel
 from perfguard.predict.store import ModelFiles, StoredModel, load_model, model_path
 from perfguard.targets import TargetProfile
 
@@ -52,7 +54,7 @@ def predictor_for(profile: TargetProfile, family: str | None, simulator: str = "
     """The predictor that scores a kernel of `family` on `profile`. With the kernel's `params`, a
     calibrated model is used only for a dtype it was trained on (a float32 model says nothing
     about float16 code): other kernels get what a target without a model gets."""
-    cache_dir = _default_cache_dir() if cache_dir is None else cache_dir
+    cache_dir = default_cache_dir() if cache_dir is None else cache_dir
     if model == "analytical":
         return AnalyticalModel(profile)
     if model == "pipeline":
@@ -94,6 +96,4 @@ def trained_dtypes(meta: dict) -> list[str]:
 
 
 def _pipeline(profile: TargetProfile, cache_dir: Path) -> Predictor:
-    from perfguard.predict.pipeline import PipelineModel
-
     return PipelineModel(profile, cache_dir)

@@ -16,6 +16,7 @@ from perfguard.report import model_view
 from perfguard.report.numbers import pct, seconds, threshold
 from perfguard.report.text import (SELF_CONSISTENCY, headline, limit_note, model_kind, self_consistency_note,
                                    what_changed_most)
+from perfguard.timings import JOB_STAGES, STAGES
 
 _STYLE = {"regression": "bold red", "error": "bold yellow", "toolchain": "bold magenta", "improvement": "bold green",
           "new": "cyan", "removed": "magenta", "unchanged": "dim", "wrong result": "bold red"}
@@ -91,7 +92,6 @@ def print_timings(report: Report, out: Console, slowest: int = 5) -> None:
     if timings is None:
         out.print("no timings in this report")
         return
-    from perfguard.timings import JOB_STAGES, STAGES
 
     what = dict(STAGES)
     table = Table(show_edge=False, pad_edge=False, title="where the time went", title_justify="left")

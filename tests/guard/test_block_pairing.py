@@ -15,7 +15,7 @@ import pytest
 
 from perfguard.guard.attribution import MAX_BLOCKS, block_changes
 from perfguard.guard.report import BlockSide
-from perfguard.predict.mca import LLVM_MC, LLVM_MCA, BlockTiming
+from perfguard.sim.mca import LLVM_MC, LLVM_MCA, BlockTiming
 from perfguard.predict.pipeline import BlockCost, PipelineModel
 from perfguard.sim.blocks import Block, BlockProfile
 from perfguard.sim.stats import Stats

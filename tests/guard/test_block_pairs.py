@@ -9,7 +9,7 @@ from perfguard.guard.block_pairs import (ONLY_BASELINE, ONLY_CURRENT, RECOUNTED,
                                          SAME_OFFSET, SPLIT, pair_blocks)
 from perfguard.guard.code_identity import normalised, renamed
 from perfguard.guard.differential import HOTTEST, LARGEST, NOT_IN_LOOP, Place, differential
-from perfguard.predict.mca import BlockTiming
+from perfguard.sim.mca import BlockTiming
 from perfguard.predict.pipeline import BlockCost
 from perfguard.sim.blocks import Block
 

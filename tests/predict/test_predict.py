@@ -13,7 +13,8 @@ from perfguard.errors import InputError
 from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 
-from perfguard.predict.base import CalibratedModel, CalibratedPredictor
+from perfguard.predict.calibrated import CalibratedModel
+from perfguard.predict.estimator import CalibratedPredictor
 from perfguard.predict.dataset import Dataset, Row, dataset_path, load_dataset
 from perfguard.predict.evaluate import leave_one_group_out, metrics
 from perfguard.predict.features import matrix

@@ -16,6 +16,7 @@ no LLVM tool at all. A missing tool or a block it cannot handle is an InfraError
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -70,7 +71,6 @@ def llvm_version(cache_dir: Path) -> str:
     ident = (path, st.st_size, st.st_mtime_ns, str(cache_dir))
     if ident in _VERSIONS:
         return _VERSIONS[ident]
-    import hashlib
 
     memo = Path(cache_dir) / "mca" / f"version-{hashlib.sha256(repr(ident[:3]).encode()).hexdigest()[:20]}.txt"
     try:
@@ -236,8 +236,6 @@ def _schedule(blocks: list[Block], asm: list[list[str]], target: McaTarget, what
 
 
 def _key(block: Block, target: McaTarget, version: str) -> str:
-    import hashlib
-
     text = json.dumps([RECIPE, block.code, target.triple, target.cpu, target.mattr, version, _page_tail(block, target)])
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -261,8 +259,6 @@ def _read(path: Path) -> BlockTiming | None:
 
 
 def _loop_key(body: list[Block], target: McaTarget, version: str) -> str:
-    import hashlib
-
     text = json.dumps([RECIPE, "loop", [b.code for b in body], target.triple, target.cpu, target.mattr, version])
     return hashlib.sha256(text.encode()).hexdigest()
 
