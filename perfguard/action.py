@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the module imports only the standard library at load (see above)
-    from perfguard.guard.report import Report
+    from perfguard.document.report import Report
 
 MAX_COMMENT_CHARS = 60000  # GitHub refuses comments above 65536 characters
 MAX_ANNOTATIONS = 10  # GitHub shows at most 10 error annotations per step
@@ -499,7 +499,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             cmd = check_command(report_dir, base_commit)
     print("perfguard: " + " ".join(cmd[1:]), flush=True)
     code = subprocess.run(cmd, check=False, env=gem5_environment(os.environ)).returncode
-    from perfguard.guard.report import read_report  # after the inputs and git are checked: those fail fast
+    from perfguard.document.report import read_report  # after the inputs and git are checked: those fail fast
 
     report = report_dir / "perfguard.json"
     data = read_report(report) if report.is_file() and code in (0, 1, 2, 3, 4) else None

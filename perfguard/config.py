@@ -173,7 +173,7 @@ class Config:
     require_reference: bool = False
     limits: dict[str, Limit] = field(default_factory=dict)  # per-metric limits (issue 14): global ones
     model: str = "auto"  # auto (calibrated, else pipeline, else analytical) | pipeline | analytical
-    models: tuple[ModelSpec, ...] = ()  # [[model]] entries; their kernels join `kernels` in guard.check.select
+    models: tuple[ModelSpec, ...] = ()  # [[model]] entries; their kernels join `kernels` in runs.check.select
 
     def model_threshold(self, spec: ModelSpec, override: float | None = None) -> float:
         if override is not None:

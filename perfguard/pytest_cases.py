@@ -16,21 +16,21 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
 
+from perfguard.baselines.git_revision import GitBaselineStore
+from perfguard.baselines.store import BaselineStore
 from perfguard.config import Config, KernelSpec, parse_kernel
+from perfguard.document.report import ModelTotal, Result, TargetSummary
+from perfguard.document.verdicts import ERROR, IMPROVEMENT, NEW, REGRESSION, REMOVED, WRONG_RESULT
 from perfguard.errors import EXIT_USAGE, InfraError, InputError
-from perfguard.guard.baselines import BaselineStore
-from perfguard.guard.check import CheckRun, make_jobs, run_check, select, write_baselines
-from perfguard.guard.compare import ERROR, IMPROVEMENT, NEW, REGRESSION, REMOVED, WRONG_RESULT
-from perfguard.guard.git_baselines import GitBaselineStore
-from perfguard.guard.orphans import orphan_outcomes
-from perfguard.guard.report import ModelTotal, Result, TargetSummary
-from perfguard.guard.report_build import build_report
 from perfguard.kernels.models import model_specs
 from perfguard.native import NativeKernel, check_native, this_machine
 from perfguard.pipeline import JobResult, build_kernel, run_job
 from perfguard.predict.calibration import group_label
 from perfguard.report.numbers import pct, seconds
 from perfguard.report.text import what_changed_most
+from perfguard.runs.check import CheckRun, make_jobs, run_check, select, write_baselines
+from perfguard.runs.orphans import orphan_outcomes
+from perfguard.runs.report_build import build_report
 
 MAX_STATS_SHOWN = 8  # changed statistics listed in a failure, largest change first
 
@@ -48,9 +48,9 @@ class CaseResult:
     stat_deltas: dict[str, dict] = field(default_factory=dict)
     error: str | None = None
     updated: Path | None = None  # the baseline file written (--perfguard-update)
-    report: Result | None = None  # the report's result (guard.report)
+    report: Result | None = None  # the report's result (document.report)
     target_summary: TargetSummary | None = None  # the report's summary of the target (peaks, caches)
-    orphaned: bool = False  # `removed`: a committed baseline no configured kernel has (guard.orphans)
+    orphaned: bool = False  # `removed`: a committed baseline no configured kernel has (runs.orphans)
 
     @property
     def label(self) -> str:
@@ -105,7 +105,7 @@ class ModelCaseResult:
     baseline_total_s: float | None
     changes: list[str]
     kernels: list[CaseResult]
-    total: ModelTotal  # the report's model view (guard.report)
+    total: ModelTotal  # the report's model view (document.report)
     updated: list[Path] = field(default_factory=list)  # baseline files written (--perfguard-update)
 
     @property
@@ -160,7 +160,7 @@ class CaseRunner:
         return select(self.config, kernels, targets, ("--perfguard-kernels", "--perfguard-targets"))
 
     def orphans(self, targets: list[str] | None = None) -> list[CaseResult]:
-        """A `removed` case per committed baseline no configured kernel has (guard.orphans): each
+        """A `removed` case per committed baseline no configured kernel has (runs.orphans): each
         fails, as in `perfguard check`, unless the baselines are another revision's and the working
         tree removed it too."""
         cases = []

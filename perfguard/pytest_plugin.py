@@ -108,14 +108,14 @@ class PerfguardSession:
 
     def __init__(self, config: pytest.Config):
         self.config = config
-        self.results: list[Any] = []  # guard.report.Result (imported with the first result)
-        self.models: list[Any] = []  # guard.report.ModelTotal of each perfguard_check("<model>", target)
+        self.results: list[Any] = []  # document.report.Result (imported with the first result)
+        self.models: list[Any] = []  # document.report.ModelTotal of each perfguard_check("<model>", target)
         self.codes: list[int] = []
         self.updated = 0
         self.targets: dict[str, Any] = {}
         self.report_path: Path | None = None
         self.deselected = 0
-        self.orphans: list[Any] = []  # pytest_cases.CaseResult of each orphaned baseline (guard.orphans)
+        self.orphans: list[Any] = []  # pytest_cases.CaseResult of each orphaned baseline (runs.orphans)
         self._runners: dict[str | None, Any] = {}
         self._perfguard_config = None
 
@@ -182,7 +182,7 @@ class PerfguardSession:
         for name, value in report.user_properties:
             if name == _PROPERTY and report.when == "call":
                 # lazy: pytest loads this plugin in every session; the rest of perfguard only with --perfguard
-                from perfguard.guard.report import Result, TargetSummary, from_json
+                from perfguard.document.report import Result, TargetSummary, from_json
 
                 result = from_json(Result, value["result"], "pytest --perfguard result")
                 self.results.append(result)
@@ -192,7 +192,7 @@ class PerfguardSession:
                     self.targets[result.target] = from_json(TargetSummary, value["target"], "pytest --perfguard")
             elif name == _MODEL_PROPERTY and report.when == "call":
                 # lazy: pytest loads this plugin in every session; the rest of perfguard only with --perfguard
-                from perfguard.guard.report import ModelTotal, from_json
+                from perfguard.document.report import ModelTotal, from_json
 
                 self.models.append(from_json(ModelTotal, value["total"], "pytest --perfguard model"))
                 self.codes.append(value["exit_code"])
@@ -201,8 +201,8 @@ class PerfguardSession:
         if hasattr(self.config, "workerinput") or not self.results:
             return  # an xdist worker: the controller writes the one report
         # lazy: pytest loads this plugin in every session; the rest of perfguard only with --perfguard
-        from perfguard.guard.merge import assemble, combined_exit_code
-        from perfguard.guard.report import write_report
+        from perfguard.judge.merge import assemble, combined_exit_code
+        from perfguard.document.report import write_report
         from perfguard.report.pages import write_pages
 
         config = self.perfguard_config()
@@ -238,8 +238,8 @@ class PerfguardSession:
         if not self.results or hasattr(self.config, "workerinput"):
             return
         # lazy: pytest loads this plugin in every session; the rest of perfguard only with --perfguard
-        from perfguard.guard.compare import VERDICTS
-        from perfguard.guard.merge import summarize
+        from perfguard.document.verdicts import VERDICTS
+        from perfguard.judge.merge import summarize
 
         summary = summarize(self.results, 0)
         counts = ", ".join(f"{summary.count(name)} {name}" for name in VERDICTS if summary.count(name))
@@ -268,7 +268,7 @@ def _record(node: pytest.Item, result) -> None:
     """Attach a result to the test report (as JSON data: that is how it reaches the xdist controller);
     a model's: each of its kernels' results, and its total."""
     # lazy: pytest loads this plugin in every session; the rest of perfguard only with --perfguard
-    from perfguard.guard.report import to_json
+    from perfguard.document.report import to_json
 
     model = getattr(result, "total", None)
     for one in result.kernels if model is not None else [result]:

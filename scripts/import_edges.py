@@ -38,9 +38,13 @@ ORDER = (
     # the config (perfguard.toml) names simulators and statistics, so it sits above sim/; the
     # kernels it configures (families, user kernels, whole models) read it
     "limits", "config", "kernels", "verify",
-    # one job (build -> simulate -> check outputs) and its record; timing models; the guard
-    "pipeline", "records", "predict", "guard",
-    # autotuning and the renderers: neither imports the other
+    # one job (build -> simulate -> check outputs) and its record; timing models
+    "pipeline", "records", "predict",
+    # the guard: committed baselines (working tree, git revision, lock); the typed report
+    # document (schema, upgrades); judging (verdicts, limits applied, model totals, attribution,
+    # analysis, history, merging reports); the runs (check, compare, bisect) that build a report
+    "baselines", "document", "judge", "runs",
+    # autotuning and the renderers (report/ renders a document): neither imports the other
     ("tune", "report"),
     # the shells
     "pytest_cases", "pytest_plugin", "action", "commands", "cli",

@@ -13,13 +13,13 @@ from perfguard.atomic import atomic_write_text
 from perfguard.commands.compare import check_numbers
 from perfguard.config import find_config, load_config
 from perfguard.errors import EXIT_OK, EXIT_REGRESSION
-from perfguard.guard.attribution import attribution_between
-from perfguard.guard.bisect import AMBIGUOUS, NO_CROSSING, Bisection, Bisector, Visit
-from perfguard.guard.revisions import Measurer, Project
+from perfguard.judge.attribution import attribution_between
 from perfguard.report import where
 from perfguard.report.numbers import pct, seconds, signed_count
 from perfguard.report.terminal import console
 from perfguard.report.text import block_line
+from perfguard.runs.bisect import AMBIGUOUS, NO_CROSSING, Bisection, Bisector, Visit
+from perfguard.runs.revisions import Measurer, Project
 
 MOST = 5  # statistics shown for the first bad commit
 CHANGED_BLOCKS = 5  # changed blocks shown for it

@@ -9,21 +9,21 @@ from pathlib import Path
 
 from rich.markup import escape
 
+from perfguard.baselines.git_revision import GitBaselineStore
+from perfguard.baselines.store import BaselineStore
 from perfguard.config import MODEL_NAMES, load_config
+from perfguard.document.report import Report, Revision, Shard, write_report
 from perfguard.errors import InputError
 from perfguard.executors import add_executor_options, default_workers, executor_from_args
-from perfguard.guard import check_record, result_records
-from perfguard.guard.baselines import BaselineStore
-from perfguard.guard.check import (judge_results, make_jobs, measure_until_interrupted, recorded, select,
-                                   whole_models)
-from perfguard.guard.git_baselines import GitBaselineStore
-from perfguard.guard.orphans import orphan_outcomes
-from perfguard.guard.report import Report, Revision, Shard, write_report
-from perfguard.guard.report_build import build_report, check_timings
 from perfguard.jsonfile import now_iso
 from perfguard.report.html import KERNEL_DIR
 from perfguard.report.pages import page_files, write_pages
 from perfguard.report.terminal import console, print_table, print_timings, progress
+from perfguard.runs import check_record
+from perfguard.runs import result_records
+from perfguard.runs.check import judge_results, make_jobs, measure_until_interrupted, recorded, select, whole_models
+from perfguard.runs.orphans import orphan_outcomes
+from perfguard.runs.report_build import build_report, check_timings
 from perfguard.timings import StageClock
 from perfguard.user_code import recording
 

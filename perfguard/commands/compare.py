@@ -10,13 +10,13 @@ from rich.markup import escape
 
 from perfguard.commands.check import names
 from perfguard.config import find_config, load_config
+from perfguard.document.report import Revision, write_report
 from perfguard.errors import InputError
-from perfguard.guard.revisions import Measurer, Project, load_side
-from perfguard.guard.two_revisions import judge_sides, plan, side_summary
-from perfguard.guard.report import Revision, write_report
-from perfguard.guard.report_build import build_report
 from perfguard.report.pages import write_pages
 from perfguard.report.terminal import console, print_table
+from perfguard.runs.report_build import build_report
+from perfguard.runs.revisions import Measurer, Project, load_side
+from perfguard.runs.two_revisions import judge_sides, plan, side_summary
 
 
 def add_parser(subparsers) -> None:

@@ -12,13 +12,13 @@ from pathlib import Path
 
 from rich.markup import escape
 
+from perfguard.baselines.store import BaselineStore
 from perfguard.compile.loops import LLVM_DWARFDUMP
 from perfguard.compile.toolchain import CC_PACKAGES, find_cc
 from perfguard.config import find_config, load_config
+from perfguard.document.report import ToolchainSummary
 from perfguard.errors import EXIT_INFRA, EXIT_OK, InputError, PerfguardError
-from perfguard.guard.baselines import BaselineStore
-from perfguard.guard.compare import NOT_COMPARED, toolchain_changes, toolchain_summary
-from perfguard.guard.report import ToolchainSummary
+from perfguard.judge.verdicts import NOT_COMPARED, toolchain_changes, toolchain_summary
 from perfguard.pipeline import run_toolchain
 from perfguard.report.terminal import console
 from perfguard.report.text import toolchain_differences

@@ -19,10 +19,9 @@ import jinja2
 from markupsafe import Markup
 
 from perfguard.atomic import atomic_write_text
-from perfguard.guard import model_changes
-from perfguard.guard.analysis import ROOF_FRACTION
-from perfguard.guard.compare import VERDICTS
-from perfguard.guard.report import Metrics, Report, Result, TargetSummary, worst_first
+from perfguard.document.report import Metrics, ROOF_FRACTION, Report, Result, TargetSummary, worst_first
+from perfguard.document.verdicts import VERDICTS
+from perfguard.judge import model_changes
 from perfguard.report import charts, flame, model_view, numbers, text, where
 from perfguard.sim.stats import STAT_FIELDS
 
@@ -127,7 +126,7 @@ def _common(report: Report, results: list[Result]) -> dict[str, Any]:
         "title": text.headline(summary, toolchain=False),  # the page says the toolchain sentence once, below
         "status": status,
         "counts": {name: summary.count(name) for name in VERDICTS},
-        "changed": summary.changed,  # [[model]] kernels whose shapes changed (guard.model_changes)
+        "changed": summary.changed,  # [[model]] kernels whose shapes changed (judge.model_changes)
         "verdict_names": VERDICTS,
         "version": report.perfguard_version,
         "created": report.created,

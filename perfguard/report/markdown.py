@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from perfguard.atomic import atomic_write_text
-from perfguard.guard import model_changes
-from perfguard.guard.report import Metrics, Report, Result
+from perfguard.document.report import Metrics, Report, Result
+from perfguard.judge import model_changes
 from perfguard.report import model_view, numbers, text, where
 
 MARKER = "<!-- perfguard-report -->"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from perfguard.guard.report import Report
+from perfguard.document.report import Report
 from perfguard.report.html import KERNEL_DIR, write_html
 from perfguard.report.markdown import write_markdown
 

@@ -10,8 +10,8 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from perfguard.guard import model_changes
-from perfguard.guard.report import Report
+from perfguard.document.report import Report
+from perfguard.judge import model_changes
 from perfguard.report import model_view
 from perfguard.report.numbers import pct, seconds, threshold
 from perfguard.report.text import (SELF_CONSISTENCY, headline, limit_note, model_kind, self_consistency_note,

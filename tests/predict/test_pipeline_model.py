@@ -14,10 +14,10 @@ import pytest
 from perfguard.config import KernelSpec
 from perfguard.errors import InfraError, InputError
 from perfguard.pipeline import Job, run_job
-from perfguard.sim.mca import LLVM_MC, LLVM_MCA, McaTarget, block_timings
 from perfguard.predict.pipeline import PipelineModel
 from perfguard.predict.select import predictor_for
 from perfguard.sim.blocks import Block
+from perfguard.sim.mca import LLVM_MC, LLVM_MCA, McaTarget, block_timings
 from perfguard.sim.qemu import QemuSimulator
 from perfguard.sim.stats import Stats
 from perfguard.targets import BUILTIN
@@ -222,7 +222,7 @@ def test_check_uses_the_pipeline_model_attributes_blocks_and_notes_old_baselines
     assert top["current"]["symbol"] and top["current"]["bound"]
     assert sum(b["delta_cycles"] for b in result["blocks"]) > 0
     # where: the place of the differential view whose changed code moved most (a loop of gemv's nest)
-    from perfguard.guard.report import Result, from_json
+    from perfguard.document.report import Result, from_json
     from perfguard.report.text import what_changed_most
 
     line = what_changed_most(from_json(Result, result, "perfguard.json"))
@@ -240,7 +240,7 @@ def test_check_uses_the_pipeline_model_attributes_blocks_and_notes_old_baselines
     from dataclasses import replace
 
     from perfguard.config import load_config
-    from perfguard.guard.check import make_jobs, select
+    from perfguard.runs.check import make_jobs, select
 
     capsys.readouterr()
     # the count-weighted model sees the scalar code too (+131 %)

@@ -29,7 +29,7 @@ def test_the_package_keeps_its_layers():
     for check in CHECKS:
         assert f"\n{check}: 0\n" in proc.stdout + "\n", proc.stdout
     assert "order: errors -> " in proc.stdout and " -> cli\n" in proc.stdout
-    assert "sim -> guard" not in proc.stdout
+    assert "sim -> judge" not in proc.stdout
 
 
 def _tree(tmp_path, files: dict[str, str]):
@@ -63,23 +63,23 @@ def test_the_script_finds_each_kind_of_break(tmp_path, monkeypatch, capsys):
         "errors.py": "def _hidden():\n    pass\n",
         "sim/__init__.py": "",
         "sim/run.py": ("from perfguard.errors import _hidden\nimport perfguard.sim.loop\n\n"
-                       "def f():\n    from perfguard.guard import check\n"),
+                       "def f():\n    from perfguard.judge import verdicts\n"),
         "sim/loop.py": "import perfguard.sim.run\n",
-        "guard/__init__.py": "",
-        "guard/check.py": ("import perfguard.sim.run\n\ndef g():\n    import tvm\n"
+        "judge/__init__.py": "",
+        "judge/verdicts.py": ("import perfguard.sim.run\n\ndef g():\n    import tvm\n"
                            "    # lazy: explained\n    import json\n    import csv\n"),
         "newcomer.py": "",
     })
     found, out = _run(script, monkeypatch, capsys, root)
     assert found["packages not in the order"] == ["newcomer"]
-    assert found["edges against the order"] == ["sim -> guard (1)"]
-    assert "guard -> sim (1 import)" in out
-    # one group: sim.run <-> sim.loop, and sim.run -> guard.check (lazily: it still counts) -> sim.run
-    assert found["cycles between modules"] == ["perfguard.guard.check -> perfguard.sim.loop -> perfguard.sim.run"]
+    assert found["edges against the order"] == ["sim -> judge (1)"]
+    assert "judge -> sim (1 import)" in out
+    # one group: sim.run <-> sim.loop, and sim.run -> judge.verdicts (lazily: it still counts) -> sim.run
+    assert found["cycles between modules"] == ["perfguard.judge.verdicts -> perfguard.sim.loop -> perfguard.sim.run"]
     assert found["private names used outside their module"] == ["perfguard.sim.run imports perfguard.errors._hidden"]
-    # tvm is a listed heavy dependency and json/csv are explained; the guard import in sim is not
+    # tvm is a listed heavy dependency and json/csv are explained; the judge import in sim is not
     assert found["imports inside functions without a reason"] == [
-        "perfguard.sim.run:5 imports perfguard.guard inside a function"]
+        "perfguard.sim.run:5 imports perfguard.judge inside a function"]
 
 
 def test_a_clean_tree_passes(tmp_path, monkeypatch, capsys):
@@ -88,11 +88,11 @@ def test_a_clean_tree_passes(tmp_path, monkeypatch, capsys):
         "errors.py": "",
         "sim/__init__.py": "",
         "sim/run.py": "from perfguard.errors import InputError\n",
-        "guard/__init__.py": "",
-        "guard/check.py": "from perfguard.sim import run\n\ndef g():\n    run._x = 1\n",
+        "judge/__init__.py": "",
+        "judge/verdicts.py": "from perfguard.sim import run\n\ndef g():\n    run._x = 1\n",
     })
-    monkeypatch.setattr(script, "ORDER", ("errors", "sim", "guard"))
-    monkeypatch.setattr(script, "LEVEL", {"errors": 0, "sim": 1, "guard": 2})
+    monkeypatch.setattr(script, "ORDER", ("errors", "sim", "judge"))
+    monkeypatch.setattr(script, "LEVEL", {"errors": 0, "sim": 1, "judge": 2})
     found, _ = _run(script, monkeypatch, capsys, root)
-    assert found["private names used outside their module"] == ["perfguard.guard.check uses perfguard.sim.run._x"]
+    assert found["private names used outside their module"] == ["perfguard.judge.verdicts uses perfguard.sim.run._x"]
     assert not any(v for k, v in found.items() if k != "private names used outside their module")
