@@ -153,17 +153,20 @@ def drivers(predictor: Predictor, baseline: Stats, current: Stats) -> list[Drive
 
 
 def baseline_stats(stat_deltas: dict[str, StatDelta]) -> Stats | None:
+    """The baseline's counts as a report read back from its JSON holds them (beside this run's)."""
     if not stat_deltas:
         return None
     return Stats(**{name: d.baseline if (d := stat_deltas.get(name)) else None for name in STAT_FIELDS})
 
 
-def analyse(result: Result, profile: TargetProfile, predictor: Predictor, target: TargetSummary) -> Analysis | None:
-    """The analysis of one result (None for a result without stats)."""
-    if result.stats is None:
+def analyse(result: Result, current: Stats | None, before: Stats | None, profile: TargetProfile,
+            predictor: Predictor, target: TargetSummary) -> Analysis | None:
+    """The analysis of one result from its statistics and the baseline's (None: nothing compared),
+    as counts: drivers move one count at a time, which a block profile would hide from a model
+    that scores blocks. None for a result without statistics."""
+    if current is None:
         return None
-    current = Stats.from_dict(result.stats, f"result {result.label}")
-    before = baseline_stats(result.stat_deltas)
+    current, before = replace(current, blocks=None), None if before is None else replace(before, blocks=None)
     return Analysis(
         phase_model="analytical",
         current=metrics(current, result.flops, result.current_time_s, profile, target),

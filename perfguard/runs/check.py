@@ -22,6 +22,7 @@ from perfguard.judge.verdicts import Verdict, judge, toolchain_summary
 from perfguard.kernels.models import model_specs, skipped_calls
 from perfguard.pipeline import Job, JobResult, run_job
 from perfguard.predict.analytical import AnalyticalModel
+from perfguard.predict.base import Predictor
 from perfguard.predict.pipeline import PipelineModel
 from perfguard.predict.select import predictor_for
 from perfguard.predict.store import ModelFiles
@@ -43,6 +44,11 @@ class JudgedResult:
     attribution: Attribution | None = None  # pipeline model: the differential view (judge.differential)
     orphaned: bool = False  # `removed`: a committed baseline no configured kernel has (runs.orphans): fails the check
     explained: Result | None = None  # its report entry, from a result record (runs.result_records): nothing to redo
+    # The report is explained with these, never by looking them up again: the model that scored the
+    # result (the analytical one where the baseline has no block profile; None when none could be
+    # had), and the baseline it was compared with (None: new, removed, or not compared).
+    predictor: Predictor | None = None
+    baseline: Baseline | None = None
 
 
 @dataclass
@@ -257,12 +263,13 @@ def judge_results(config: Config, jobs: list[Job], results: list[JobResult], thr
             continue
         if not result.ok:
             verdict = WRONG_RESULT if result.exit_code == EXIT_WRONG_RESULT else ERROR
-            run.outcomes.append(JudgedResult(result, Verdict(verdict, limit), error=result.error))
+            run.outcomes.append(JudgedResult(result, Verdict(verdict, limit), error=result.error,
+                                             predictor=_predictor_or_none(config, job.profile, result, models)))
             continue
-        note, attributed = None, None
+        note, attributed, chosen = None, None, None
         try:
-            predictor = predictor_for(job.profile, result.family, result.simulator, config.baseline_dir, models,
-                                      config.cache_dir, config.model, result.params)
+            predictor = chosen = predictor_for(job.profile, result.family, result.simulator, config.baseline_dir,
+                                               models, config.cache_dir, config.model, result.params)
             baseline = store.read(job.profile.name, job.kernel.name)
             if baseline is not None and baseline.simulator != result.simulator:
                 raise InputError(
@@ -281,12 +288,13 @@ def judge_results(config: Config, jobs: list[Job], results: list[JobResult], thr
                 attributed = attribute_calibrated(predictor, job.profile, config.cache_dir, baseline, result)
         except (InputError, InfraError) as exc:
             result.exit_code = exc.exit_code
-            run.outcomes.append(JudgedResult(result, Verdict(ERROR, limit), error=exc.message))
+            run.outcomes.append(JudgedResult(result, Verdict(ERROR, limit), error=exc.message, predictor=chosen))
             continue
         run.outcomes.append(JudgedResult(result, verdict, predictor.model_id, predictor.calibrated,
-                                    baseline.commit if baseline else None, note=note,
-                                    blocks=attributed.blocks if attributed else None,
-                                    attribution=attributed.attribution if attributed else None))
+                                         baseline.commit if baseline else None, note=note,
+                                         blocks=attributed.blocks if attributed else None,
+                                         attribution=attributed.attribution if attributed else None,
+                                         predictor=predictor, baseline=baseline))
     if whole_models is None:
         run.model_summaries = model_summaries(config, jobs, run.outcomes, store, threshold, models, also_models)
     else:
@@ -377,19 +385,27 @@ def removed_outcome(config: Config, shown: JobResult, stats, threshold: float | 
     else:
         limit = config.threshold if threshold is None else threshold
     time_s, model_id, calibrated = None, None, False
-    if stats is not None and shown.target in config.profiles:
+    profile = config.profiles.get(shown.target)
+    predictor = None if profile is None else _predictor_or_none(config, profile, shown, models)
+    if stats is not None and predictor is not None:
+        scorer = AnalyticalModel(profile) if predictor.needs_blocks and stats.blocks is None else predictor
         try:
-            profile = config.profiles[shown.target]
-            predictor = predictor_for(profile, shown.family, shown.simulator, config.baseline_dir, models,
-                                      config.cache_dir, config.model, shown.params)
-            if predictor.needs_blocks and stats.blocks is None:
-                predictor = AnalyticalModel(profile)
-            time_s = float(predictor.predict_stats([stats])[0])
-            model_id, calibrated = predictor.model_id, predictor.calibrated
+            time_s = float(scorer.predict_stats([stats])[0])
+            predictor, model_id, calibrated = scorer, scorer.model_id, scorer.calibrated
         except (InputError, InfraError):  # the verdict stays `removed`; a model problem shows on the other results
             pass
     return JudgedResult(shown, Verdict(REMOVED, limit, baseline_time_s=time_s), model_id, calibrated, commit,
-                        note=note, orphaned=orphaned)
+                        note=note, orphaned=orphaned, predictor=predictor)
+
+
+def _predictor_or_none(config: Config, profile, result: JobResult, models) -> Predictor | None:
+    """The model that scores `result`'s kernel on `profile`, for a result with nothing to judge
+    (its report still shows the baseline's history under it); None when it cannot be had."""
+    try:
+        return predictor_for(profile, result.family, result.simulator, config.baseline_dir, models,
+                             config.cache_dir, config.model, result.params)
+    except (InputError, InfraError):  # the model file (or llvm-mca) is at fault: the other results say so
+        return None
 
 
 OLD_BASELINE_NOTE = ("the baseline has no block profile (recorded before perfguard kept them): compared with the "

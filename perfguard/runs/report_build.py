@@ -15,17 +15,20 @@ from typing import Any
 from perfguard import __version__
 from perfguard.config import Config
 from perfguard.document.report import (Calibration, JobTimings, LimitBreach, Mismatch, Report, Result, Seconds,
-                                       StatDelta, Summary, Timings, ToolchainDifference, ToolchainSummary)
+                                       StatDelta, Summary, TargetSummary, Timings, ToolchainDifference,
+                                       ToolchainSummary)
 from perfguard.document.verdicts import VERDICTS, summary_key
 from perfguard.errors import InfraError, InputError
 from perfguard.jsonfile import now_iso
-from perfguard.judge.analysis import analyse, target_summary
+from perfguard.judge.analysis import analyse, baseline_stats, target_summary
 from perfguard.judge.history import BaselineHistory, kernel_history
 from perfguard.judge.model_totals import count_kernels
 from perfguard.predict.analytical import AnalyticalModel
 from perfguard.predict.base import Predictor
 from perfguard.predict.select import predictor_for, stored_model
 from perfguard.runs.check import CheckRun, JudgedResult
+from perfguard.sim.stats import Stats
+from perfguard.targets import TargetProfile
 from perfguard.timings import JOB_STAGES, STAGE_NAMES, Span, StageClock
 
 MIN_STEP_FLOOR_PCT = 0.1  # a zero threshold still needs a step size for change points
@@ -76,10 +79,12 @@ def result_of(o: JudgedResult) -> Result:
 
 
 def build_report(run: CheckRun, config_path: Path | None = None, config: Config | None = None) -> Report:
-    """The run's Report; with `config`, also target summaries, per-result analysis and baseline history."""
+    """The run's Report; with `config`, also target summaries, per-result analysis and baseline
+    history, each from the model that judged the result and the baseline it was judged against."""
     order = {name: i for i, name in enumerate(VERDICTS)}
-    results = sorted((o.explained or result_of(o) for o in run.outcomes),
-                     key=lambda x: (order[x.verdict], x.kernel, x.target))
+    entries = sorted(((o.explained or result_of(o), o) for o in run.outcomes),
+                     key=lambda e: (order[e[0].verdict], e[0].kernel, e[0].target))
+    results = [r for r, _ in entries]
     summary = Summary(exit_code=run.exit_code(), **{summary_key(name): run.count(name) for name in VERDICTS},
                       not_measured=run.not_measured(), toolchain_changed=ToolchainSummary.of(run.toolchain_summary()),
                       model_regressions=sum(m.verdict == "regression" for m in run.model_summaries),
@@ -90,39 +95,56 @@ def build_report(run: CheckRun, config_path: Path | None = None, config: Config 
                     models=list(run.model_summaries), model_parts=list(run.model_parts))
     count_kernels(summary, results, report.models)  # a model's removed and changed kernels, as a reviewer counts
     if config is not None:
-        explain(report, config, run.models, {id(o.explained) for o in run.outcomes if o.explained is not None})
+        history = BaselineHistory(config.baseline_dir)
+        report.commit = history.head
+        for r, o in entries:
+            profile = config.profile(r.target)
+            target = report.targets.setdefault(r.target, target_summary(profile))
+            if o.explained is None:  # a result record's entry is explained already
+                explain_result(r, o.predictor, o.result.stats, None if o.baseline is None else o.baseline.stats,
+                               profile, target, history, config, run.models)
     return report
 
 
-def explain(report: Report, config: Config, models=None, explained: set[int] = frozenset()) -> Report:
-    """Target summaries, analysis, history and calibration for every result. `models`: where the
-    check read calibrated models (a git revision under --base), so the report's numbers come from
-    the model that gave the verdicts. `explained`: ids of results that already are (records)."""
+def explain_result(r: Result, predictor: Predictor | None, current: Stats | None, baseline: Stats | None,
+                   profile: TargetProfile, target: TargetSummary, history: BaselineHistory, config: Config,
+                   models=None) -> None:
+    """One result's analysis, baseline history and calibration, under `predictor` (None: the model
+    could not be had, and the result says why)."""
+    if predictor is None:
+        r.analysis, r.history = None, None
+        return
+    r.analysis = analyse(r, current, baseline, profile, predictor, target)
+    r.history = kernel_history(
+        history, r.target, r.kernel, r.simulator,
+        score=lambda b, p=predictor: float(p.predict_stats([b.stats])[0]),
+        usable=lambda b, p=predictor: b.stats.blocks is not None or not p.needs_blocks,
+        min_step_pct=max(r.threshold_pct, MIN_STEP_FLOOR_PCT),
+    )
+    r.calibration = calibration(config, r, predictor, models)
+
+
+def explain_read_report(report: Report, config: Config, models=None) -> Report:
+    """A report read back from its JSON, explained again: no judged objects are at hand there, so
+    each result's model is the one configured for it (the analytical model where the report says
+    the check fell back to it) and the statistics are the report's. `models`: where calibrated
+    models are read (None: the working tree)."""
     history = BaselineHistory(config.baseline_dir)
     report.commit = history.head
     for r in report.results:
         profile = config.profile(r.target)
         target = report.targets.setdefault(r.target, target_summary(profile))
-        if id(r) in explained:
-            continue
         try:
             predictor = predictor_for(profile, r.family, r.simulator, config.baseline_dir, models,
                                       config.cache_dir, config.model, r.params)
-            if (r.model_id or "").startswith("analytical-") and predictor.needs_blocks:
-                predictor = AnalyticalModel(profile)  # the check fell back to it (an old baseline): so does the report
-        except (InputError, InfraError):  # the model file (or llvm-mca) is at fault: the result says so already
-            r.analysis, r.history = None, None
-            continue
-        r.analysis = analyse(r, profile, predictor, target)
-        r.history = kernel_history(
-            history, r.target, r.kernel, r.simulator,
-            score=lambda b, p=predictor: float(p.predict_stats([b.stats])[0]),
-            usable=lambda b, p=predictor: b.stats.blocks is not None or not p.needs_blocks,
-            min_step_pct=max(r.threshold_pct, MIN_STEP_FLOOR_PCT),
-        )
-        r.calibration = calibration(config, r, predictor, models)
+        except (InputError, InfraError):
+            predictor = None
+        fallback = AnalyticalModel(profile)
+        if predictor is not None and r.model_id == fallback.model_id != predictor.model_id:
+            predictor = fallback
+        current = None if r.stats is None else Stats.from_dict(r.stats, f"result {r.label}")
+        explain_result(r, predictor, current, baseline_stats(r.stat_deltas), profile, target, history, config, models)
     return report
-
 
 
 def _seconds(span: Span) -> Seconds:

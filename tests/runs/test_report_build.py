@@ -1,8 +1,8 @@
-"""The report's analysis, target numbers and baseline history, rebuilt by runs/ (report_build.explain)
+"""The report's analysis, target numbers and baseline history, rebuilt by runs/ (report_build.explain_read_report)
 from the statistics of a real check: tests/report/golden/tiny holds the check's perfguard.json
 (gemm_16 made scalar: a regression; gemv_16 unchanged) and the baselines it compared with. The
 baselines are committed to a fresh git repository, the golden report's analysis and history are
-dropped, and explain() must give them back: no TVM, compiler or simulator runs here."""
+dropped, and explain_read_report() must give them back: no TVM, compiler or simulator runs here."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from perfguard.config import load_config
 from perfguard.document.report import Report, to_json
 from perfguard.judge import analysis
-from perfguard.runs.report_build import explain
+from perfguard.runs.report_build import explain_read_report
 from tests.report import golden
 from tests.report.golden.regenerate import BASELINE_COMMIT, SLOWER, commit_all, tiny_toml
 
@@ -31,7 +31,7 @@ def rebuilt(tmp_path_factory):
     for r in report.results:
         r.analysis = r.history = r.calibration = None
     report.targets, report.commit = {}, None
-    explain(report, load_config(root / "perfguard.toml"))
+    explain_read_report(report, load_config(root / "perfguard.toml"))
     return data, to_json(report)
 
 
