@@ -24,6 +24,7 @@ from perfguard.runs import result_records
 from perfguard.runs.check import judge_results, make_jobs, measure_until_interrupted, recorded, select, whole_models
 from perfguard.runs.orphans import orphan_outcomes
 from perfguard.runs.report_build import build_report, check_timings
+from perfguard.sim.base import SIMULATOR_NAMES
 from perfguard.timings import StageClock
 from perfguard.user_code import recording
 
@@ -50,7 +51,7 @@ def add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--targets", type=names, help="comma-separated targets (default: the config's)")
     parser.add_argument("--kernels", type=names,
                         help="comma-separated kernel or [[model]] names (default: all, models included)")
-    parser.add_argument("--simulator", choices=("qemu", "gem5", "cachegrind"), help="override the config's simulator")
+    parser.add_argument("--simulator", choices=SIMULATOR_NAMES, help="override the config's simulator")
     parser.add_argument("-j", "--jobs", type=int,
                         help="parallel jobs (check: default one per 4 jobs to run, up to the CPU count)")
 

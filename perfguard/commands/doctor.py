@@ -23,7 +23,7 @@ from perfguard.pipeline import run_toolchain
 from perfguard.report.terminal import console
 from perfguard.report.text import toolchain_differences
 from perfguard.sim.base import get_simulator
-from perfguard.sim.gem5 import find_gem5
+from perfguard.sim.gem5 import ENV_BY_ISA, find_gem5
 from perfguard.sim.mca import LLVM_MC, LLVM_MCA
 from perfguard.targets import BUILTIN
 
@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             out.print(f"[red]missing[/] {tool} (apt-get install {package}; {note})")
             missing += tool in required
-    for isa in ("x86_64", "aarch64", "riscv64"):
+    for isa in ENV_BY_ISA:  # the ISAs gem5 is built for
         path = find_gem5(isa)
         state = f"[green]ok[/]      gem5 for {isa}: {path}" if path else f"[dim]absent[/]  gem5 for {isa} (optional)"
         out.print(state)

@@ -23,6 +23,7 @@ class Simulator(abc.ABC):
     """Runs a statically linked harness binary for a target and returns kernel-only Stats."""
 
     name: str = ""
+    records_blocks: bool = False  # a run gives the block profile (what the pipeline model scores)
 
     @abc.abstractmethod
     def check_available(self, target: TargetProfile) -> None:
@@ -52,3 +53,13 @@ SIMULATOR_NAMES = SIMULATORS.names
 
 def get_simulator(name: str, cache_dir: Path) -> Simulator:
     return SIMULATORS.load(name)(cache_dir=cache_dir)
+
+
+def records_blocks(name: str) -> bool:
+    """Whether the simulator called `name` records the block profile (imports its module)."""
+    return SIMULATORS.load(name).records_blocks
+
+
+def block_profile_simulators() -> tuple[str, ...]:
+    """The simulators that record a block profile (imports every simulator's module)."""
+    return tuple(name for name in SIMULATORS.names if records_blocks(name))

@@ -100,6 +100,7 @@ RUN_RECIPE = 2
 
 class QemuSimulator(Simulator):
     name = "qemu"
+    records_blocks = True
 
     def __init__(self, cache_dir: Path):
         self.cache_dir = Path(cache_dir)
