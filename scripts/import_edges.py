@@ -41,11 +41,11 @@ ORDER = (
     # one job (build -> simulate -> check outputs) and its record; timing models
     "pipeline", "records", "predict",
     # the guard: committed baselines (working tree, git revision, lock); the typed report
-    # document (schema, upgrades); judging (verdicts, limits applied, model totals, attribution,
-    # analysis, history, merging reports); the runs (check, compare, bisect) that build a report
-    "baselines", "document", "judge", "runs",
-    # autotuning and the renderers (report/ renders a document): neither imports the other
-    ("tune", "report"),
+    # document (schema, upgrades, verdict names, model kernel labels); beside each other, judging
+    # (verdicts, limits applied, model totals, attribution, analysis, history, merging reports)
+    # and the renderers (report/ renders a document and knows nothing else of the guard); the runs
+    # (check, compare, bisect) that judge and build a report; autotuning
+    "baselines", "document", ("judge", "report"), "runs", "tune",
     # the shells
     "pytest_cases", "pytest_plugin", "action", "commands", "cli",
 )

@@ -28,57 +28,11 @@ import difflib
 from dataclasses import dataclass
 from typing import Any, Iterable
 
+from perfguard.document.model_labels import dims
+
 PAIR_WINDOW = 2.0  # calls apart (in the current call order) at most, for two kernels to be one that changed
 REPLACE_WINDOW = 1.5  # calls apart at most, for a new kernel to be said to replace a removed one
 _NO_PAIR = 1e9
-MAX_NAMED_CALLS = 2  # a label names this many calls' nodes, then "+N more"
-
-
-# --- labels ---------------------------------------------------------------------------------------
-
-def dims(shape: Any) -> str:
-    return "x".join(str(d) for d in shape) if isinstance(shape, list) and shape else "?"
-
-
-def layer_text(layer: dict[str, Any] | None) -> str:
-    """`conv2d 1x256x8x8 -> 1x320x4x4 3x3/2` (window/stride where the operator has them)."""
-    if not isinstance(layer, dict) or not layer.get("op"):
-        return ""
-    text = f"{layer['op']} {dims(layer.get('in'))} -> {dims(layer.get('out'))}"
-    window, stride = layer.get("window"), layer.get("stride")
-    if isinstance(window, list) and window:
-        text += " " + "x".join(map(str, window))
-        if isinstance(stride, list) and stride and any(s != 1 for s in stride):
-            text += "/" + ("x".join(map(str, stride)) if len(set(stride)) > 1 else str(stride[0]))
-    groups = layer.get("groups")
-    if isinstance(groups, int) and groups > 1:
-        text += f" groups {groups}"
-    return text
-
-
-def anchor_names(nodes: Any) -> list[str]:
-    """The anchor node of each call (a kernel's `nodes` param: per call, [[name, op], ...])."""
-    out = []
-    for site in nodes if isinstance(nodes, list) else []:
-        if isinstance(site, list) and site and isinstance(site[0], list) and site[0]:
-            out.append(str(site[0][0]))
-    return out
-
-
-def names_text(names: list[str]) -> str:
-    if len(names) <= MAX_NAMED_CALLS:
-        return ", ".join(names)
-    return f"{', '.join(names[:MAX_NAMED_CALLS])} +{len(names) - MAX_NAMED_CALLS} more"
-
-
-def label(params: dict[str, Any] | None) -> str:
-    """What a model kernel is in the model's terms: `layer3.0.conv1 conv2d 1x256x8x8 -> 1x320x4x4 3x3/2`
-    ('' for a kernel that is not a model's, or a baseline recorded before kernels knew their layer)."""
-    if not isinstance(params, dict):
-        return ""
-    names = names_text(anchor_names(params.get("nodes")))
-    layer = layer_text(params.get("layer"))
-    return " ".join(part for part in (names, layer) if part)
 
 
 # --- relatedness and change wording ----------------------------------------------------------------

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable
 
 from perfguard.baselines.store import Baseline
+from perfguard.document import model_labels
 from perfguard.document.report import ModelKernel, ModelTotal, Result, Summary
 from perfguard.document.verdicts import ERROR, IMPROVEMENT, NEW, REGRESSION, REMOVED, TOOLCHAIN, UNCHANGED
 from perfguard.judge import model_changes
@@ -33,10 +34,10 @@ def kernel_row(kernel: str, op: str | None, verdict: str, calls: int | None, bas
         kernel, op, verdict, calls, baseline_calls, current_time_s, baseline_time_s,
         current_total_s=None if current_time_s is None or calls is None else current_time_s * calls,
         baseline_total_s=None if baseline_time_s is None or baseline_calls is None else baseline_time_s * baseline_calls,
-        label=model_changes.label(params), baseline_label=model_changes.label(baseline_params),
+        label=model_labels.label(params), baseline_label=model_labels.label(baseline_params),
         layer=params.get("layer") or None, baseline_layer=baseline_params.get("layer") or None,
-        nodes=model_changes.anchor_names(params.get("nodes")),
-        baseline_nodes=model_changes.anchor_names(baseline_params.get("nodes")),
+        nodes=model_labels.anchor_names(params.get("nodes")),
+        baseline_nodes=model_labels.anchor_names(baseline_params.get("nodes")),
         positions=sorted(positions), baseline_positions=sorted(baseline_positions),
         schedule=str(params.get("schedule") or ""))
 
@@ -204,8 +205,8 @@ def schedule_text(schedules: Iterable[str], database: str | None) -> str:
 
 def skipped_line(entry: dict) -> str:
     """One `skip`ped kernel's calls: in no total, not built, not simulated."""
-    names = model_changes.names_text([site[0][0] for site in entry.get("nodes", []) if site and site[0]])
-    layer = model_changes.layer_text(entry.get("layer"))
+    names = model_labels.names_text([site[0][0] for site in entry.get("nodes", []) if site and site[0]])
+    layer = model_labels.layer_text(entry.get("layer"))
     what = " ".join(p for p in (names, layer) if p)
     return f"skipped (skip = [...]): {_named(what, entry['kernel'])} x{entry['calls']}: not guarded, in no total"
 

@@ -16,7 +16,8 @@ import pytest
 from examples.make_resnet import write as write_resnet
 from perfguard.baselines.store import Baseline
 from perfguard.config import load_config
-from perfguard.judge.model_changes import Side, describe_change, label, pair
+from perfguard.document.model_labels import label
+from perfguard.judge.model_changes import Side, describe_change, pair
 from perfguard.judge.model_totals import ModelKernelResult, kernel_rows, total
 from perfguard.kernels.models import model_specs
 from perfguard.sim.stats import Stats
