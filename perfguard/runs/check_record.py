@@ -32,7 +32,8 @@ from perfguard.atomic import atomic_write_bytes
 from perfguard.compile.cache import digest
 from perfguard.config import Config
 from perfguard.errors import InfraError
-from perfguard.fingerprints import environment_digest, profile_tools
+from perfguard.fingerprints import environment_digest
+from perfguard.sim.base import profile_tools
 from perfguard.user_code import file_sha256, unchanged
 
 RECORD_VERSION = 1

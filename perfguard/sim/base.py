@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +34,12 @@ class Simulator(abc.ABC):
         """Raise InputError when this simulator cannot execute the code the profile produces
         (checked for every job before anything is built or simulated)."""
 
+    @classmethod
+    def programs(cls, target: TargetProfile) -> list[str]:
+        """The programs a run for `target` executes besides the binary (their versions change what
+        a recorded result depends on: perfguard.records)."""
+        return []
+
     @abc.abstractmethod
     def fingerprint(self, target: TargetProfile) -> str:
         """Everything about the simulator that changes statistics (versions, plugin source)."""
@@ -58,6 +65,12 @@ def get_simulator(name: str, cache_dir: Path) -> Simulator:
 def records_blocks(name: str) -> bool:
     """Whether the simulator called `name` records the block profile (imports its module)."""
     return SIMULATORS.load(name).records_blocks
+
+
+def profile_tools(profiles: Iterable[TargetProfile], simulator: str) -> list[str]:
+    """The programs a check of `profiles` under `simulator` runs (compilers and the simulator's)."""
+    runs = SIMULATORS.load(simulator)
+    return [tool for profile in profiles for tool in (profile.cc, *runs.programs(profile))]
 
 
 def block_profile_simulators() -> tuple[str, ...]:

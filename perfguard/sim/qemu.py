@@ -102,6 +102,10 @@ class QemuSimulator(Simulator):
     name = "qemu"
     records_blocks = True
 
+    @classmethod
+    def programs(cls, target: TargetProfile) -> list[str]:
+        return [target.qemu]
+
     def __init__(self, cache_dir: Path):
         self.cache_dir = Path(cache_dir)
         self._plugin: Path | None = None
