@@ -25,9 +25,9 @@ from perfguard.errors import EXIT_USAGE, InfraError, InputError
 from perfguard.kernels.models import model_specs
 from perfguard.native import NativeKernel, check_native, this_machine
 from perfguard.pipeline import JobResult, build_kernel, run_job
-from perfguard.predict.calibration import group_label
 from perfguard.report.numbers import pct, seconds
 from perfguard.report.text import what_changed_most
+from perfguard.runs.calibration import group_label
 from perfguard.runs.check import CheckRun, make_jobs, run_check, select, write_baselines
 from perfguard.runs.orphans import orphan_outcomes
 from perfguard.runs.report_build import build_report

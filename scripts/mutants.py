@@ -102,7 +102,7 @@ MUTANTS = [
     Mutant("loop body count spread 5 % -> 6 %", "perfguard/predict/pipeline.py",
            "LOOP_COUNT_SPREAD = 1.05", "LOOP_COUNT_SPREAD = 1.06", ("tests/predict/test_pipeline_model.py",)),
     # other limit rules
-    Mutant("drift: MAPE at the limit asks for retraining", "perfguard/predict/calibration.py",
+    Mutant("drift: MAPE at the limit asks for retraining", "perfguard/runs/calibration.py",
            "    if mape > max_mape:\n        reasons.append", "    if mape >= max_mape:\n        reasons.append",
            ("tests/predict/test_predict.py",)),
     Mutant("change point: a step of exactly min_step dropped", "perfguard/judge/changepoint.py",

@@ -15,13 +15,13 @@ from perfguard.config import load_config
 from perfguard.errors import EXIT_OK, EXIT_REGRESSION, InputError
 from perfguard.executors import add_executor_options, executor_from_args
 from perfguard.kernels import FAMILY_NAMES
-from perfguard.predict import calibration
 from perfguard.predict.dataset import Dataset, dataset_path, load_dataset
 from perfguard.predict.features import FEATURE_SETS
 from perfguard.predict.registry import PREDICTORS
 from perfguard.predict.select import stored_model
 from perfguard.predict.store import model_path
 from perfguard.report.terminal import console, progress
+from perfguard.runs import calibration
 
 
 def add_parser(subparsers) -> None:
