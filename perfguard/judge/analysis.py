@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from perfguard.document.report import (ROOF_FRACTION, Analysis, Driver, Energy, EnergyCosts, Metrics, Result, StatDelta,
+from perfguard.document.report import (ROOF_FRACTION, Analysis, Driver, Energy, EnergyCosts, Metrics, Result,
                                        TargetSummary)
 from perfguard.predict.analytical import AnalyticalModel
 from perfguard.predict.base import Predictor
@@ -151,12 +151,6 @@ def drivers(predictor: Predictor, baseline: Stats, current: Stats) -> list[Drive
     out.sort(key=lambda d: (-abs(d.time_s), -abs(d.current - d.baseline), d.stat))
     return out
 
-
-def baseline_stats(stat_deltas: dict[str, StatDelta]) -> Stats | None:
-    """The baseline's counts as a report read back from its JSON holds them (beside this run's)."""
-    if not stat_deltas:
-        return None
-    return Stats(**{name: d.baseline if (d := stat_deltas.get(name)) else None for name in STAT_FIELDS})
 
 
 def analyse(result: Result, current: Stats | None, before: Stats | None, profile: TargetProfile,

@@ -18,14 +18,12 @@ from perfguard.document.report import (Calibration, JobTimings, LimitBreach, Mis
                                        StatDelta, Summary, TargetSummary, Timings, ToolchainDifference,
                                        ToolchainSummary)
 from perfguard.document.verdicts import VERDICTS, summary_key
-from perfguard.errors import InfraError, InputError
 from perfguard.jsonfile import now_iso
-from perfguard.judge.analysis import analyse, baseline_stats, target_summary
+from perfguard.judge.analysis import analyse, target_summary
 from perfguard.judge.history import BaselineHistory, kernel_history
 from perfguard.judge.model_totals import count_kernels
-from perfguard.predict.analytical import AnalyticalModel
 from perfguard.predict.base import Predictor
-from perfguard.predict.select import predictor_for, stored_model
+from perfguard.predict.select import stored_model
 from perfguard.runs.check import CheckRun, JudgedResult
 from perfguard.sim.stats import Stats
 from perfguard.targets import TargetProfile
@@ -122,29 +120,6 @@ def explain_result(r: Result, predictor: Predictor | None, current: Stats | None
         min_step_pct=max(r.threshold_pct, MIN_STEP_FLOOR_PCT),
     )
     r.calibration = calibration(config, r, predictor, models)
-
-
-def explain_read_report(report: Report, config: Config, models=None) -> Report:
-    """A report read back from its JSON, explained again: no judged objects are at hand there, so
-    each result's model is the one configured for it (the analytical model where the report says
-    the check fell back to it) and the statistics are the report's. `models`: where calibrated
-    models are read (None: the working tree)."""
-    history = BaselineHistory(config.baseline_dir)
-    report.commit = history.head
-    for r in report.results:
-        profile = config.profile(r.target)
-        target = report.targets.setdefault(r.target, target_summary(profile))
-        try:
-            predictor = predictor_for(profile, r.family, r.simulator, config.baseline_dir, models,
-                                      config.cache_dir, config.model, r.params)
-        except (InputError, InfraError):
-            predictor = None
-        fallback = AnalyticalModel(profile)
-        if predictor is not None and r.model_id == fallback.model_id != predictor.model_id:
-            predictor = fallback
-        current = None if r.stats is None else Stats.from_dict(r.stats, f"result {r.label}")
-        explain_result(r, predictor, current, baseline_stats(r.stat_deltas), profile, target, history, config, models)
-    return report
 
 
 def _seconds(span: Span) -> Seconds:

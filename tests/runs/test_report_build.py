@@ -1,8 +1,11 @@
-"""The report's analysis, target numbers and baseline history, rebuilt by runs/ (report_build.explain_read_report)
+"""The report's analysis, target numbers and baseline history, rebuilt by runs/ (report_build.explain_result)
 from the statistics of a real check: tests/report/golden/tiny holds the check's perfguard.json
 (gemm_16 made scalar: a regression; gemv_16 unchanged) and the baselines it compared with. The
 baselines are committed to a fresh git repository, the golden report's analysis and history are
-dropped, and explain_read_report() must give them back: no TVM, compiler or simulator runs here."""
+dropped, and explain_result() must give them back from each result's statistics, the baseline's
+(its stat deltas) and the model the check judged with (the tiny project names the analytical
+model): no TVM, compiler or simulator runs here. test_one_judgement.py checks that a check's own
+report is explained with the model it judged with."""
 
 from __future__ import annotations
 
@@ -13,7 +16,11 @@ import pytest
 from perfguard.config import load_config
 from perfguard.document.report import Report, to_json
 from perfguard.judge import analysis
-from perfguard.runs.report_build import explain_read_report
+from perfguard.judge.analysis import target_summary
+from perfguard.judge.history import BaselineHistory
+from perfguard.predict.analytical import AnalyticalModel
+from perfguard.runs.report_build import explain_result
+from perfguard.sim.stats import STAT_FIELDS, Stats
 from tests.report import golden
 from tests.report.golden.regenerate import BASELINE_COMMIT, SLOWER, commit_all, tiny_toml
 
@@ -31,7 +38,18 @@ def rebuilt(tmp_path_factory):
     for r in report.results:
         r.analysis = r.history = r.calibration = None
     report.targets, report.commit = {}, None
-    explain_read_report(report, load_config(root / "perfguard.toml"))
+    config = load_config(root / "perfguard.toml")
+    history = BaselineHistory(config.baseline_dir)
+    report.commit = history.head
+    for r in report.results:
+        profile = config.profile(r.target)
+        target = report.targets.setdefault(r.target, target_summary(profile))
+        predictor = AnalyticalModel(profile)
+        assert r.model_id == predictor.model_id  # the model the check judged with
+        current = Stats.from_dict(r.stats, r.label)
+        baseline = Stats(**{name: d.baseline if (d := r.stat_deltas.get(name)) else None for name in STAT_FIELDS}) \
+            if r.stat_deltas else None
+        explain_result(r, predictor, current, baseline, profile, target, history, config)
     return data, to_json(report)
 
 
