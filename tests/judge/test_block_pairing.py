@@ -4,7 +4,7 @@ each pair's change in cycles and share of the whole change, their order and the 
 Cycles per execution come from a table keyed by each block's bytes (`HandCycles`), so every
 expected number below is worked out by hand from the profiles: executions x cycles per execution
 per side, the difference, and its share of (current total - baseline total). Blocks pair by what
-they are (guard.block_pairs: the same code at its address, then elsewhere, then renamed), so the
+they are (judge.block_pairs: the same code at its address, then elsewhere, then renamed), so the
 one-sided blocks below are code that no renaming of registers turns into the other's.
 """
 
