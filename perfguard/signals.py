@@ -19,6 +19,7 @@ signal it turns into an interruption, are logged on stderr (`log`), pool workers
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import sys
@@ -103,8 +104,6 @@ def die_with_parent(parent_pid: int | None = None) -> None:
     is caught by comparing the parent pid afterwards.
     """
     try:
-        import ctypes
-
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     except (OSError, AttributeError):  # not Linux: no such request; orphans stay possible there

@@ -4,7 +4,7 @@ each block ran, plus cache-miss stalls, over the clock.
     cycles = sum over blocks(executions x (llvm-mca cycles x loop scale + 4K-alias penalty))
              + (L1 misses served by L2 x L2 latency + L2 misses x memory latency) / mlp
 
-Block cycles come from perfguard.predict.mca for the profile's `pipeline_cpu`; latencies from
+Block cycles come from perfguard.sim.mca for the profile's `pipeline_cpu`; latencies from
 its `cost`, the memory-level parallelism `mlp` from the profile. The 4K-alias penalty
 (perfguard.predict.memdeps) charges x86 loads that falsely depend on an older store, which
 llvm-mca, assuming no aliasing, does not see; the loop scale puts the blocks of a loop body
@@ -26,7 +26,7 @@ import numpy as np
 
 from perfguard.errors import InputError
 from perfguard.predict.base import Predictor
-from perfguard.predict.mca import LATENCY_BOUND, BlockTiming, McaTarget, block_timings, llvm_version, loop_cycles
+from perfguard.sim.mca import LATENCY_BOUND, BlockTiming, McaTarget, block_timings, llvm_version, loop_cycles
 from perfguard.predict.memdeps import ALIAS_PENALTY, aliased_loads
 from perfguard.sim.blocks import Block
 from perfguard.sim.stats import Stats
