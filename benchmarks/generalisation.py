@@ -6,7 +6,7 @@ sampled per problem shape, each timed natively; no shape is in the verdict bench
 tests/predict/test_verdicts.py checks), every figure below is on rows held out from both the fit
 and the choice of predictor:
 
-- per family, nested leave-one-group-out (perfguard.predict.calibration.generalisation, what
+- per family, nested leave-one-group-out (perfguard.runs.calibration.generalisation, what
   `calibrate train` records as the `auto` decision): the predictor is chosen on the other
   shapes and fitted on them, then scored on the held-out shape beside the pipeline model;
 - a cross-family correction of the pipeline model: one predictor fitted on the pipeline features
@@ -38,7 +38,7 @@ if __package__ in (None, ""):
 
 from perfguard.atomic import atomic_write_text  # noqa: E402
 from perfguard.config import load_config  # noqa: E402
-from perfguard.predict import calibration  # noqa: E402
+from perfguard.runs import calibration  # noqa: E402
 from perfguard.predict.dataset import dataset_path, load_dataset  # noqa: E402
 from perfguard.predict.evaluate import metrics  # noqa: E402
 from perfguard.predict.registry import PREDICTORS  # noqa: E402

@@ -3,7 +3,7 @@
 Each pair is a kernel of a built-in family before and after changing exactly one knob. Every
 other knob is given explicitly, so a default that depends on another knob (`vector` on its
 tile) cannot change behind the edit's back. The shapes are in no calibration dataset
-(baselines/datasets/*), no default calibration group (perfguard.predict.calibration) and not
+(baselines/datasets/*), no default calibration group (perfguard.runs.calibration) and not
 in perfguard.toml: a calibrated model sees them for the first time.
 
 The list mixes clear regressions, clear improvements and edits expected to be about neutral

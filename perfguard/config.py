@@ -7,8 +7,10 @@ because a misspelt threshold that quietly falls back to the default is a gate th
 from __future__ import annotations
 
 import difflib
+import importlib
 import math
 import os
+import pkgutil
 import re
 import tomllib
 from dataclasses import dataclass, field, replace
@@ -178,7 +180,7 @@ class Config:
     require_reference: bool = False
     limits: dict[str, Limit] = field(default_factory=dict)  # per-metric limits (issue 14): global ones
     model: str = "auto"  # auto (calibrated, else pipeline, else analytical) | pipeline | analytical
-    models: tuple[ModelSpec, ...] = ()  # [[model]] entries; their kernels join `kernels` in guard.check.select
+    models: tuple[ModelSpec, ...] = ()  # [[model]] entries; their kernels join `kernels` in runs.check.select
     gate: str = "estimate"  # estimate | lower | upper (the interval's end that must exceed a threshold)
 
     def model_threshold(self, spec: ModelSpec, override: float | None = None) -> float:
@@ -240,7 +242,7 @@ def _string_list(value: Any, where: str) -> tuple[str, ...]:
     return tuple(value)
 
 
-def _default_cache_dir() -> Path:
+def default_cache_dir() -> Path:
     env = os.environ.get("PERFGUARD_CACHE_DIR")
     if env:
         return Path(env)
@@ -330,14 +332,14 @@ def _build(path: Path, top: dict, kernels: Any, targets: Any, prefix: str) -> Co
     jobs = top.get("jobs")
     if jobs is not None:
         jobs = _number(jobs, f"{path}: {prefix}.jobs", 1, integer=True)
-    cache_dir = folder("cache_dir", ".") if "cache_dir" in top else _default_cache_dir()
+    cache_dir = folder("cache_dir", ".") if "cache_dir" in top else default_cache_dir()
 
     if not isinstance(kernels, list):
         raise InputError(f"{path}: 'kernel' must be an array of [[kernel]] tables")
     specs: list[KernelSpec] = []
     seen: set[str] = set()
     for i, table in enumerate(kernels):
-        spec = _kernel(path, i, table, profiles)
+        spec = parse_kernel(path, i, table, profiles)
         if spec.name in seen:
             raise InputError(f"{path}: kernel[{i}]: duplicate kernel name '{spec.name}'")
         seen.add(spec.name)
@@ -402,7 +404,7 @@ def _check_table(where: str, table: Any, keys: set[str], required: tuple[str, ..
             raise InputError(f"{where}: missing or empty '{key}'")
 
 
-def _kernel(path: Path, i: int, table: Any, profiles: dict) -> KernelSpec:
+def parse_kernel(path: Path, i: int, table: Any, profiles: dict) -> KernelSpec:
     _check_table(f"{path}: kernel[{i}]", table, _KERNEL_KEYS, ("name", "entry"))
     name = table["name"]
     where = f"{path}: kernel '{name}'"
@@ -478,9 +480,6 @@ def load_callable(ref: str, root: Path, where: str, key: str = "entry") -> Calla
 def _module_hint(exc: ModuleNotFoundError, root: Path) -> str:
     """The module nearest the missing one among its siblings (the modules of its package, or of the
     config's folder for a top-level one)."""
-    import importlib
-    import pkgutil
-
     missing = exc.name or ""
     parent, _, leaf = missing.rpartition(".")
     try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import math
 from pathlib import Path
@@ -15,12 +16,13 @@ from perfguard.errors import EXIT_OK, EXIT_REGRESSION, InputError
 from perfguard.executors import add_executor_options, executor_from_args
 from perfguard.kernels import FAMILY_NAMES
 from perfguard.native import PROCESSES
-from perfguard.predict import calibration
-from perfguard.predict.dataset import dataset_path, load_dataset
+from perfguard.predict.dataset import Dataset, dataset_path, load_dataset
 from perfguard.predict.features import FEATURE_SETS
 from perfguard.predict.registry import PREDICTORS
 from perfguard.predict.select import stored_model
+from perfguard.predict.store import model_path
 from perfguard.report.terminal import console, progress
+from perfguard.runs import calibration
 
 
 def add_parser(subparsers) -> None:
@@ -148,8 +150,6 @@ def run_collect(args) -> int:
 
 
 def run_ingest(args) -> int:
-    from perfguard.predict.dataset import Dataset
-
     out = console()
     config = load_config(args.config)
     profile = config.profile(args.target, "--target")
@@ -231,7 +231,6 @@ def run_train(args) -> int:
     profile = config.profile(args.target, "--target")
     for family in _families(config, profile.name, args.family, "datasets"):
         dataset = load_dataset(dataset_path(config.baseline_dir, profile.name, family))
-        from perfguard.predict.store import model_path
 
         name, evaluation, path = calibration.train(dataset, profile, model_path(config.baseline_dir, profile.name, family),
                                                    _names(args.predictors), features=args.features,
@@ -257,8 +256,6 @@ def run_train(args) -> int:
 
 
 def run_drift(args) -> int:
-    import datetime
-
     out = console()
     config = load_config(args.config)
     profile = config.profile(args.target, "--target")

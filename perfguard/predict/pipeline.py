@@ -5,7 +5,7 @@ each block ran, plus cache-miss stalls, over the clock.
              + (L1 misses served by L2 x L2 latency + L2 misses served by L3 x L3 latency
                 + the other L2 misses x memory latency) / mlp
 
-Block cycles come from perfguard.predict.mca for the profile's `pipeline_cpu`; latencies from
+Block cycles come from perfguard.sim.mca for the profile's `pipeline_cpu`; latencies from
 its `cost`, the memory-level parallelism `mlp` from the profile. The simulators model L1s and an
 L2; a profile with an `l3_size` has a last-level cache behind them, which serves a call's L2
 misses when the lines they bring in fit in it: a call misses each line it touches at most once
@@ -35,7 +35,7 @@ import numpy as np
 
 from perfguard.errors import InputError
 from perfguard.predict.base import Predictor
-from perfguard.predict.mca import LATENCY_BOUND, BlockTiming, McaTarget, block_timings, llvm_version, loop_cycles
+from perfguard.sim.mca import LATENCY_BOUND, BlockTiming, McaTarget, block_timings, llvm_version, loop_cycles
 from perfguard.predict.memdeps import ALIAS_PENALTY, aliased_loads
 from perfguard.sim.blocks import Block
 from perfguard.sim.stats import Stats

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from perfguard.atomic import atomic_write_text
-from perfguard.guard import model_changes
-from perfguard.guard.report import Metrics, Report, Result
+from perfguard.document import model_labels
+from perfguard.document.report import Metrics, Report, Result
 from perfguard.report import model_view, numbers, text, where
 
 MARKER = "<!-- perfguard-report -->"
@@ -103,7 +103,7 @@ def _verdict_line(report: Report, results: list[Result]) -> list[str]:
 
 def _kernel(r: Result) -> str:
     if model_view.is_model_kernel(r):  # what it is in its model beside its key; the model view says the rest
-        what = model_changes.label(r.params)
+        what = model_labels.label(r.params)
         return md(r.kernel) + (f" ({md(what)})" if what else "")
     return md(r.kernel) + (f" ({text.SELF_CONSISTENCY})" if r.reference == "self" else "")
 

@@ -10,12 +10,13 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from perfguard.guard import model_changes
-from perfguard.guard.report import Report
+from perfguard.document import model_labels
+from perfguard.document.report import Report
 from perfguard.report import model_view
 from perfguard.report.numbers import pct, seconds, threshold
 from perfguard.report.text import (SELF_CONSISTENCY, headline, interval, interval_note, limit_note, model_kind,
                                    self_consistency_note, what_changed_most)
+from perfguard.timings import JOB_STAGES, STAGES
 
 _STYLE = {"regression": "bold red", "error": "bold yellow", "toolchain": "bold magenta", "improvement": "bold green",
           "new": "cyan", "removed": "magenta", "unchanged": "dim", "wrong result": "bold red"}
@@ -78,7 +79,7 @@ def _print_results(results, out: Console) -> None:
                           ("predicted", "right"), ("baseline", "right"), ("model", "left")):
         table.add_column(name, justify=justify)
     for r in results:
-        what = model_changes.label(r.params) if model_view.is_model_kernel(r) else ""
+        what = model_labels.label(r.params) if model_view.is_model_kernel(r) else ""
         table.add_row(
             escape(r.kernel) + (f" [dim]{escape(what)}[/]" if what else ""), escape(r.target),
             f"[{_STYLE[r.verdict]}]{r.verdict}[/]" + (f" ({SELF_CONSISTENCY})" if r.reference == "self" else ""),
@@ -95,7 +96,6 @@ def print_timings(report: Report, out: Console, slowest: int = 5) -> None:
     if timings is None:
         out.print("no timings in this report")
         return
-    from perfguard.timings import JOB_STAGES, STAGES
 
     what = dict(STAGES)
     table = Table(show_edge=False, pad_edge=False, title="where the time went", title_justify="left")

@@ -1,12 +1,12 @@
 """Verdict wording shared by every renderer (terminal, HTML, Markdown): headlines, notes, findings.
 
-Each function takes the typed report's parts (guard.report) and returns plain text: renderers
+Each function takes the typed report's parts (document.report) and returns plain text: renderers
 escape it for their medium.
 """
 
 from __future__ import annotations
 
-from perfguard.guard.report import BlockChange, BlockSide, Driver, Result, Summary, ToolchainSummary
+from perfguard.document.report import BlockChange, BlockSide, Driver, Result, Summary, ToolchainSummary
 from perfguard.report import where
 from perfguard.report.numbers import number, pct, pct_range, signed_count, signed_seconds, threshold
 

@@ -1,4 +1,4 @@
-"""Whether `model = "auto"` may use a family's calibrated model (perfguard.predict.calibration.
+"""Whether `model = "auto"` may use a family's calibrated model (perfguard.runs.calibration.
 generalisation): nested leave-one-group-out against the pipeline model, on feature matrices whose
 answer is known, and the decision as predictor_for reads it from a model file."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from perfguard.predict import calibration
+from perfguard.runs import calibration
 from perfguard.predict.features import feature_names
 from perfguard.predict.select import auto_uses
 from perfguard.targets import BUILTIN

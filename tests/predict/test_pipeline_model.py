@@ -14,10 +14,10 @@ import pytest
 from perfguard.config import KernelSpec
 from perfguard.errors import InfraError, InputError
 from perfguard.pipeline import Job, run_job
-from perfguard.predict.mca import LLVM_MC, LLVM_MCA, McaTarget, block_timings
 from perfguard.predict.pipeline import PipelineModel
 from perfguard.predict.select import predictor_for
 from perfguard.sim.blocks import Block
+from perfguard.sim.mca import LLVM_MC, LLVM_MCA, McaTarget, block_timings
 from perfguard.sim.qemu import QemuSimulator
 from perfguard.sim.stats import Stats
 from perfguard.targets import BUILTIN
@@ -125,7 +125,7 @@ def _mca_target() -> McaTarget:
 
 
 def test_block_timings_are_cached_so_a_warm_run_starts_no_llvm_tool(tmp_path, monkeypatch):
-    import perfguard.predict.mca as mca
+    import perfguard.sim.mca as mca
 
     mca._KNOWN.clear()  # what earlier tests in this process scheduled: this one must write its own cache files
     block = Block(0x401000, 9, 3, 5, "4801c84883e90175f7", "loop")  # add %rcx,%rax; sub $1,%rcx; jne
@@ -222,7 +222,7 @@ def test_check_uses_the_pipeline_model_attributes_blocks_and_notes_old_baselines
     assert top["current"]["symbol"] and top["current"]["bound"]
     assert sum(b["delta_cycles"] for b in result["blocks"]) > 0
     # where: the place of the differential view whose changed code moved most (a loop of gemv's nest)
-    from perfguard.guard.report import Result, from_json
+    from perfguard.document.report import Result, from_json
     from perfguard.report.text import what_changed_most
 
     line = what_changed_most(from_json(Result, result, "perfguard.json"))
@@ -240,7 +240,7 @@ def test_check_uses_the_pipeline_model_attributes_blocks_and_notes_old_baselines
     from dataclasses import replace
 
     from perfguard.config import load_config
-    from perfguard.guard.check import make_jobs, select
+    from perfguard.runs.check import make_jobs, select
 
     capsys.readouterr()
     # the count-weighted model sees the scalar code too (+131 %)
@@ -284,7 +284,7 @@ def test_an_x86_instruction_cut_at_a_page_end_is_left_out_only_there(tmp_path):
 
 
 def test_a_block_cut_at_a_page_end_does_not_unbatch_the_others(tmp_path, monkeypatch):
-    import perfguard.predict.mca as mca
+    import perfguard.sim.mca as mca
 
     mca._KNOWN.clear()  # what earlier tests in this process scheduled
     cut = Block(0x402ff4, 11, 3, 2, "4801c84883e901c5fc1081", "kernel")
@@ -308,7 +308,7 @@ def test_a_block_cut_at_a_page_end_does_not_unbatch_the_others(tmp_path, monkeyp
 def test_many_blocks_are_scheduled_in_chunks_of_llvm_mca_runs(tmp_path, monkeypatch):
     """A dataset's thousands of blocks go to llvm-mca in chunks (one run each), so no run nears the
     tool's timeout on a loaded machine; the cycles are those of one run per block."""
-    import perfguard.predict.mca as mca
+    import perfguard.sim.mca as mca
 
     loops = [Block(0x401000 + 0x20 * i, 9, 3, 5, f"4801c84883e9{i + 1:02x}75f7", "loop") for i in range(5)]
     mca._KNOWN.clear()

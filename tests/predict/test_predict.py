@@ -13,7 +13,8 @@ from perfguard.errors import InputError
 from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 
-from perfguard.predict.base import CalibratedModel, CalibratedPredictor
+from perfguard.predict.calibrated import CalibratedModel
+from perfguard.predict.estimator import CalibratedPredictor
 from perfguard.predict.dataset import Dataset, Row, dataset_path, load_dataset
 from perfguard.predict.evaluate import leave_one_group_out, metrics
 from perfguard.predict.features import matrix
@@ -328,7 +329,7 @@ def test_real_calibration_end_to_end(project, tmp_path, capsys):
                  "--json", str(tmp_path / "drift.json"), "--max-cv", "100"])
     drift = json.loads((tmp_path / "drift.json").read_text())["gemm"]
     # its numbers come from this machine's timings; the verdict must follow from them by the rule
-    from perfguard.predict.calibration import drift_reasons
+    from perfguard.runs.calibration import drift_reasons
 
     reasons = drift_reasons(drift["mape"], drift["spearman"], 15.0, 0.9)
     assert drift["reasons"][:len(reasons)] == reasons and drift["needs_retraining"] is bool(reasons)
@@ -414,7 +415,7 @@ def test_dataset_stores_each_block_once_and_reads_profiles_back(tmp_path):
 
 def test_resimulated_rows_keep_their_native_time_only_when_nothing_changed():
     from perfguard.pipeline import JobResult
-    from perfguard.predict.calibration import merge_resimulated
+    from perfguard.runs.calibration import merge_resimulated
 
     import dataclasses
 
@@ -475,7 +476,7 @@ def test_pipeline_features_are_the_pipeline_models_cycles(tmp_path):
 
 
 def test_a_model_on_pipeline_features_scores_through_todays_pipeline_model(tmp_path):
-    from perfguard.predict.calibration import train
+    from perfguard.runs.calibration import train
     from perfguard.predict.select import predictor_for
 
     rng = np.random.default_rng(1)
@@ -519,6 +520,6 @@ def test_a_model_on_pipeline_features_scores_through_todays_pipeline_model(tmp_p
     (0.0, 1.0, []),
 ])
 def test_drift_asks_for_retraining_only_beyond_its_limits(mape, spearman, reasons):
-    from perfguard.predict.calibration import drift_reasons
+    from perfguard.runs.calibration import drift_reasons
 
     assert drift_reasons(mape, spearman, 15.0, 0.9) == reasons

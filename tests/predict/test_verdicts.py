@@ -17,7 +17,7 @@ from benchmarks.verdict_pairs import PAIRS, Pair
 from perfguard.config import load_config
 from perfguard.errors import InfraError
 from perfguard.kernels import FAMILY_NAMES, get_family
-from perfguard.predict.calibration import DEFAULT_GROUPS
+from perfguard.runs.calibration import DEFAULT_GROUPS
 from perfguard.targets import BUILTIN
 from tests.conftest import REPO
 
