@@ -424,7 +424,7 @@ def _analytical(profile: TargetProfile, family: str, sides: list[Side], config: 
 
 def _stored_calibrated(profile: TargetProfile, family: str, config: Config):
     """The family's committed calibrated model, whether or not `auto` uses it (None: there is none)."""
-    from perfguard.predict.base import CalibratedModel
+    from perfguard.predict.calibrated import CalibratedModel
 
     stored = stored_model(config.baseline_dir, profile.name, family)
     return None if stored is None else CalibratedModel(stored.predictor, profile, config.cache_dir)
