@@ -30,13 +30,15 @@ def cache_dir(tmp_path_factory) -> Path:
 
 
 def _unit(item: pytest.Item) -> str:
-    """What must run on one worker in one stretch: a module whose tests share a module-scoped
-    fixture (a real cluster, a measured project) would otherwise set it up on each worker."""
+    """What must run on one worker in one stretch: a module whose tests share a fixture of a wider
+    scope than the test that the module itself defines (a real cluster, a measured project) would
+    otherwise set it up on each worker. (This file's cache_dir is meant for every worker.)"""
     defs = getattr(item, "_fixtureinfo", None)
+    module = item.nodeid.split("::")[0]
     for name in item.fixturenames:
         for fixture in (defs.name2fixturedefs.get(name, ()) if defs else ()):
-            if fixture.scope in ("module", "class", "package"):
-                return item.nodeid.split("::")[0]
+            if fixture.scope != "function" and (fixture.scope != "session" or fixture.baseid == module):
+                return module
     return item.nodeid
 
 
