@@ -3,7 +3,7 @@
 Each edit changes one knob of a kernel: a built-in family's (perfguard/kernels) or a user
 kernel's (examples/kernels: an attention head with softmax, a layer norm, an int8 matmul). Both
 versions are built and simulated with perfguard (QEMU) on each target, and the change is
-attributed exactly as `perfguard check` does (guard.attribution with the pipeline model). The
+attributed exactly as `perfguard check` does (judge.attribution with the pipeline model). The
 place the where line names (report.where.places(...)[0]) is then judged against facts the
 attribution did not use:
 
@@ -37,7 +37,7 @@ from pathlib import Path
 from perfguard.compile.loops import scheduled_nests
 from perfguard.config import KernelSpec
 from perfguard.executors import LocalExecutor
-from perfguard.guard.attribution import attribute
+from perfguard.judge.attribution import attribute
 from perfguard.pipeline import Job, run_job
 from perfguard.predict.pipeline import PipelineModel
 from perfguard.report import where
@@ -156,7 +156,7 @@ def by_address(model: PipelineModel, base, edited) -> str:
     """What pairing blocks by start address (perfguard before content pairing) put first: the block
     whose cycles moved most the way the whole change did, and whether it is code that only moved
     (the same normalised code run as often at another address on the other side)."""
-    from perfguard.guard.code_identity import normalised
+    from perfguard.judge.code_identity import normalised
 
     isa = model.profile.triple.split("-")[0]
     sides = [model.block_costs(base.stats), model.block_costs(edited.stats)]

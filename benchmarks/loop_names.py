@@ -2,7 +2,7 @@
 
 For each kernel of a config x target: build and simulate it with perfguard (QEMU), take the
 kernel's block sites (the blocks run from one address) that cost the most pipeline-model cycles
-(together at least --cover of the kernel's), and name each with guard.attribution.LoopNamer
+(together at least --cover of the kernel's), and name each with judge.attribution.LoopNamer
 (execution counts against the build's loop nest, the nests' order, the debug information). An
 independent check of the names: the DWARF the build's own kernel.o carries (TVM 0.27 writes no
 line table worth the name, line 0 only, but it describes each loop variable by a location list:
@@ -27,10 +27,10 @@ from pathlib import Path
 
 from perfguard.compile.loops import elf_functions, variable_ranges
 from perfguard.config import load_config
-from perfguard.guard.attribution import LoopNamer
-from perfguard.guard.check import make_jobs, select
+from perfguard.judge.attribution import LoopNamer
 from perfguard.pipeline import run_job
 from perfguard.predict.pipeline import PipelineModel
+from perfguard.runs.check import make_jobs, select
 
 
 def main() -> None:

@@ -6,7 +6,7 @@ The default report is this repository's own perfguard.toml checked after gemm_25
 from 4 to 8 (59 kernel x target results, 158 charts; tests/report/golden/regenerate.py captures
 it). Each run is a fresh Python process that
 
-1. imports perfguard.guard.report and perfguard.report.pages (what `perfguard report` imports to
+1. imports perfguard.document.report and perfguard.report.pages (what `perfguard report` imports to
    render; a check has imported them already),
 2. reads the JSON report,
 3. renders every page into an empty folder: cold, templates compiled on first use,
@@ -38,7 +38,7 @@ import perfguard
 print("perfguard from", perfguard.__file__, file=sys.stderr)
 from pathlib import Path
 t0 = time.process_time()
-from perfguard.guard.report import read_report
+from perfguard.document.report import read_report
 from perfguard.report.pages import write_pages
 t1 = time.process_time()
 report = read_report(Path(sys.argv[1]))

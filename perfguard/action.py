@@ -27,13 +27,14 @@ import platform
 import re
 import subprocess
 import sys
+import tomllib
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the module imports only the standard library at load (see above)
-    from perfguard.guard.report import Report
+    from perfguard.document.report import Report
 
 MAX_COMMENT_CHARS = 60000  # GitHub refuses comments above 65536 characters
 MAX_ANNOTATIONS = 10  # GitHub shows at most 10 error annotations per step
@@ -164,8 +165,6 @@ def gem5_build_isas() -> list[str]:
     config's targets (standard library only: this runs before perfguard is installed)."""
     if _input("simulator") != "gem5":
         return []
-    import tomllib
-
     path = Path(_input("config") or "perfguard.toml")
     try:
         data = tomllib.loads(path.read_text()) if path.is_file() else {}
@@ -404,6 +403,7 @@ def _workspace_relative(path: Path | None) -> str | None:
 
 
 def annotations(report: Report) -> list[str]:
+    # lazy: this module imports only the standard library at load (it runs before perfguard is installed)
     from perfguard.report.numbers import pct, seconds, threshold
     from perfguard.report.text import toolchain_headline
 
@@ -446,6 +446,7 @@ def markdown_for(report: Report, report_dir: Path) -> str:
     written = report_dir / "summary.md"
     if written.is_file():
         return written.read_text()
+    # lazy: this module imports only the standard library at load (it runs before perfguard is installed)
     from perfguard.report.markdown import render_markdown
 
     return render_markdown(report)
@@ -498,7 +499,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             cmd = check_command(report_dir, base_commit)
     print("perfguard: " + " ".join(cmd[1:]), flush=True)
     code = subprocess.run(cmd, check=False, env=gem5_environment(os.environ)).returncode
-    from perfguard.guard.report import read_report  # after the inputs and git are checked: those fail fast
+    from perfguard.document.report import read_report  # after the inputs and git are checked: those fail fast
 
     report = report_dir / "perfguard.json"
     data = read_report(report) if report.is_file() and code in (0, 1, 2, 3, 4) else None
@@ -534,6 +535,7 @@ def _perfguard(*args: str) -> int:
 
 def cmd_recalibrate(args: argparse.Namespace) -> int:
     """drift exit 1 -> collect every drifted family -> train; no model yet -> calibrate every family."""
+    # lazy: this module imports only the standard library at load (it runs before perfguard is installed)
     from perfguard.config import load_config
     from perfguard.kernels import FAMILY_NAMES
 

@@ -7,8 +7,10 @@ because a misspelt threshold that quietly falls back to the default is a gate th
 from __future__ import annotations
 
 import difflib
+import importlib
 import math
 import os
+import pkgutil
 import re
 import tomllib
 from dataclasses import dataclass, field, replace
@@ -42,6 +44,10 @@ _KERNEL_KEYS |= {"limits"}
 _TOP_KEYS |= {"require_reference"}  # every kernel must name a numpy reference (no self-consistency only)
 _KERNEL_KEYS |= {"flops"}  # "2 * M * N * K" over params, or "module:function" called with the params
 
+# -- the regression gate on a calibrated interval (issue 26) ----------------------------------------
+_TOP_KEYS |= {"gate"}  # estimate | lower | upper: what of a predicted change is compared with the threshold
+GATES = ("estimate", "lower", "upper")
+
 # The configuration reference: table -> key -> (type, default, meaning). docs/configuration.md is
 # generated from it (scripts/docs_reference.py), and tests/structure/test_docs.py keeps its keys
 # equal to the ones the parser accepts: a key cannot be added without its documentation.
@@ -52,6 +58,9 @@ KEY_DOCS: dict[str, dict[str, tuple[str, str, str]]] = {
         "simulator": ("string", '"qemu"', "`qemu` (perfguard's TCG plugin), `gem5` or `cachegrind` (x86_64 only)"),
         "threshold": ("number, percent", str(DEFAULT_THRESHOLD),
                       "a kernel whose predicted time grows by more than this is a regression (exit 1)"),
+        "gate": ("`estimate`, `lower` or `upper`", '"estimate"',
+                 "what of a predicted change must exceed the threshold: the estimate, or the lower or upper end "
+                 "of its calibrated 90 % interval (see Reports)"),
         "baseline_dir": ("path", '"baselines"', "the committed baselines (and calibrated models, datasets)"),
         "report_dir": ("path", '"reports"', "where perfguard.json, index.html and summary.md are written"),
         "cache_dir": ("path", "`$PERFGUARD_CACHE_DIR`, else `~/.cache/perfguard`",
@@ -171,7 +180,8 @@ class Config:
     require_reference: bool = False
     limits: dict[str, Limit] = field(default_factory=dict)  # per-metric limits (issue 14): global ones
     model: str = "auto"  # auto (calibrated, else pipeline, else analytical) | pipeline | analytical
-    models: tuple[ModelSpec, ...] = ()  # [[model]] entries; their kernels join `kernels` in guard.check.select
+    models: tuple[ModelSpec, ...] = ()  # [[model]] entries; their kernels join `kernels` in runs.check.select
+    gate: str = "estimate"  # estimate | lower | upper (the interval's end that must exceed a threshold)
 
     def model_threshold(self, spec: ModelSpec, override: float | None = None) -> float:
         if override is not None:
@@ -232,7 +242,7 @@ def _string_list(value: Any, where: str) -> tuple[str, ...]:
     return tuple(value)
 
 
-def _default_cache_dir() -> Path:
+def default_cache_dir() -> Path:
     env = os.environ.get("PERFGUARD_CACHE_DIR")
     if env:
         return Path(env)
@@ -322,14 +332,14 @@ def _build(path: Path, top: dict, kernels: Any, targets: Any, prefix: str) -> Co
     jobs = top.get("jobs")
     if jobs is not None:
         jobs = _number(jobs, f"{path}: {prefix}.jobs", 1, integer=True)
-    cache_dir = folder("cache_dir", ".") if "cache_dir" in top else _default_cache_dir()
+    cache_dir = folder("cache_dir", ".") if "cache_dir" in top else default_cache_dir()
 
     if not isinstance(kernels, list):
         raise InputError(f"{path}: 'kernel' must be an array of [[kernel]] tables")
     specs: list[KernelSpec] = []
     seen: set[str] = set()
     for i, table in enumerate(kernels):
-        spec = _kernel(path, i, table, profiles)
+        spec = parse_kernel(path, i, table, profiles)
         if spec.name in seen:
             raise InputError(f"{path}: kernel[{i}]: duplicate kernel name '{spec.name}'")
         seen.add(spec.name)
@@ -355,6 +365,7 @@ def _build(path: Path, top: dict, kernels: Any, targets: Any, prefix: str) -> Co
         require_reference=_flag(top.get("require_reference", False), f"{path}: {prefix}.require_reference"),
         limits=parse_limits(top["limits"], f"{path}: {prefix}.limits") if "limits" in top else {},
         model=_model_name(top.get("model", "auto"), f"{path}: {prefix}.model"),
+        gate=_gate(top.get("gate", "estimate"), f"{path}: {prefix}.gate"),
     )
 
 
@@ -365,6 +376,13 @@ def _flag(value: Any, where: str) -> bool:
 
 
 MODEL_NAMES = ("auto", "pipeline", "analytical")
+
+
+def _gate(value: Any, where: str) -> str:
+    if value not in GATES:
+        raise InputError(f"{where}: unknown gate {value!r} (one of {', '.join(GATES)}: the predicted change's "
+                         f"estimate, or its interval's lower or upper end)")
+    return value
 
 
 def _model_name(value: Any, where: str) -> str:
@@ -386,7 +404,7 @@ def _check_table(where: str, table: Any, keys: set[str], required: tuple[str, ..
             raise InputError(f"{where}: missing or empty '{key}'")
 
 
-def _kernel(path: Path, i: int, table: Any, profiles: dict) -> KernelSpec:
+def parse_kernel(path: Path, i: int, table: Any, profiles: dict) -> KernelSpec:
     _check_table(f"{path}: kernel[{i}]", table, _KERNEL_KEYS, ("name", "entry"))
     name = table["name"]
     where = f"{path}: kernel '{name}'"
@@ -462,9 +480,6 @@ def load_callable(ref: str, root: Path, where: str, key: str = "entry") -> Calla
 def _module_hint(exc: ModuleNotFoundError, root: Path) -> str:
     """The module nearest the missing one among its siblings (the modules of its package, or of the
     config's folder for a top-level one)."""
-    import importlib
-    import pkgutil
-
     missing = exc.name or ""
     parent, _, leaf = missing.rpartition(".")
     try:

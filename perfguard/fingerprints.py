@@ -100,15 +100,3 @@ def environment_digest(tools: Iterable[str] = ()) -> str:
         *(tool_identity(path) for path in gem5.values() if path),
         json.dumps(gem5, sort_keys=True), stat_identity(DPKG_STATUS),
     )
-
-
-def profile_tools(profiles: Iterable, simulator: str) -> list[str]:
-    """The programs a check of `profiles` under `simulator` runs (compilers and the simulator)."""
-    tools = []
-    for profile in profiles:
-        tools.append(profile.cc)
-        if simulator == "qemu":
-            tools.append(profile.qemu)
-    if simulator == "cachegrind":
-        tools.append("valgrind")
-    return tools

@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import ctypes
 import datetime as _dt
+import errno
 import hashlib
 import os
 import platform
+import resource
 import statistics
+import struct
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from perfguard import process
@@ -30,6 +33,10 @@ from perfguard.targets import TargetProfile
 
 DEFAULT_CV_BOUND = 0.03  # a batch whose spread is above 3 % is measured again
 BATCH_SECONDS = 0.15  # aim each batch at this much kernel time
+# Separate processes per timing (calibrate collect, the verdict benchmark): where the kernel's
+# pages land in physical memory (cache sets, huge pages) is fixed per process and moved medians by
+# up to 18 % between processes on a Zen 3 VM, so one process is one sample of that layout.
+PROCESSES = 3
 
 
 @dataclass(frozen=True)
@@ -41,6 +48,9 @@ class Machine:
     # Vendor, family, model, stepping and a digest of the ISA flags: the model name alone ("AMD
     # EPYC" in a VM) names both a Zen 3 and an AVX-512 Zen 4, whose timings must not be mixed.
     cpu_id: str = ""
+    # How the harness's calls are timed here: CLOCK_MONOTONIC per call; and whether this kernel
+    # exposes a hardware cycle counter to perf_event_open ("cycles" or why not).
+    cycle_counter: str = ""
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -73,7 +83,39 @@ def this_machine() -> Machine:
     except OSError:
         pass
     return Machine(cpu, platform.release(), platform.machine(),
-                   _dt.datetime.now(_dt.timezone.utc).date().isoformat(), cpu_id)
+                   _dt.datetime.now(_dt.timezone.utc).date().isoformat(), cpu_id, cycle_counter())
+
+
+# perf_event_open(2): the syscall number per host ISA, and the attribute struct's first 64 bytes
+# (PERF_ATTR_SIZE_VER0): type, size, config, sample period, sample type, read format, flags.
+_PERF_EVENT_OPEN = {"x86_64": 298, "aarch64": 241, "riscv64": 241}
+_PERF_TYPE_HARDWARE, _PERF_COUNT_HW_CPU_CYCLES = 0, 0
+_DISABLED, _EXCLUDE_KERNEL, _EXCLUDE_HV = 1 << 0, 1 << 5, 1 << 6
+
+
+def cycle_counter() -> str:
+    """"cycles" when this kernel lets a process count its own core cycles (perf_event_open with
+    PERF_COUNT_HW_CPU_CYCLES, user space only), else why not: VMs often expose no PMU (ENOENT),
+    and perf_event_paranoid may forbid it (EACCES)."""
+    number = _PERF_EVENT_OPEN.get(platform.machine())
+    if number is None:
+        return f"not probed: no perf_event_open number known for {platform.machine()}"
+    attr = struct.pack("=IIQQQQQ", _PERF_TYPE_HARDWARE, 64, _PERF_COUNT_HW_CPU_CYCLES, 0, 0, 0,
+                       _DISABLED | _EXCLUDE_KERNEL | _EXCLUDE_HV) + bytes(8)
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    buf = ctypes.create_string_buffer(attr, len(attr))
+    fd = libc.syscall(ctypes.c_long(number), buf, ctypes.c_int(0), ctypes.c_int(-1), ctypes.c_int(-1),
+                      ctypes.c_ulong(0))
+    if fd >= 0:
+        os.close(fd)
+        return "cycles"
+    code = ctypes.get_errno()
+    why = {errno.ENOENT: "the kernel exposes no hardware cycle event (no PMU: common in VMs)",
+           errno.EOPNOTSUPP: "the kernel exposes no hardware cycle event (no PMU: common in VMs)",
+           errno.EACCES: "forbidden by kernel.perf_event_paranoid", errno.EPERM: "forbidden by kernel.perf_event_paranoid",
+           errno.ENOSYS: "perf_event_open is not available"}.get(code, os.strerror(code))
+    return f"not exposed: {why} (errno {errno.errorcode.get(code, code)})"
 
 
 @dataclass(frozen=True)
@@ -84,6 +126,9 @@ class Timing:
     samples: int
     attempts: int  # batches measured (1 = the first batch was steady enough)
     steady: bool  # False: every attempt stayed above the CV bound
+    processes: int = 1  # separate processes per attempt (each one batch)
+    process_spread: float = 0.0  # (max - min) / median of their medians, in the accepted attempt
+    preempted: int = 0  # involuntary context switches during the accepted attempt
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -114,6 +159,36 @@ def time_calls(binary: Path, reps: int, warmup: int, cpu: int, timeout: float, w
     # Like the simulators, run the binary from a fixed-length path (see process.fixed_path).
     with process.fixed_path(binary, "native") as guest:
         return _run_batch(guest, reps, warmup, cpu, timeout, where)
+
+
+@dataclass(frozen=True)
+class ProcessRun:
+    """One harness process in timing mode: its calls, and how often other work took its core."""
+
+    calls: tuple[float, ...]  # seconds per call
+    preempted: int  # involuntary context switches of the process
+
+    @property
+    def min_s(self) -> float:
+        return min(self.calls)
+
+    @property
+    def median_s(self) -> float:
+        return statistics.median(self.calls)
+
+
+def time_process(binary: Path, reps: int, warmup: int, cpu: int, timeout: float, where: str) -> ProcessRun:
+    """`time_calls`, with the process's involuntary context switches (from the rusage of waited
+    children: the timing loops run one child at a time)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_nivcsw
+    calls = time_calls(binary, reps, warmup, cpu, timeout, where)
+    return ProcessRun(tuple(calls), resource.getrusage(resource.RUSAGE_CHILDREN).ru_nivcsw - before)
+
+
+def process_spread(medians: list[float]) -> float:
+    """(largest - smallest) / median of the per-process medians: how far apart the layouts put them."""
+    middle = statistics.median(medians)
+    return (max(medians) - min(medians)) / middle if middle > 0 else float("inf")
 
 
 def run_harness(binary: Path, args: list[str], timeout: float, where: str,
@@ -156,23 +231,48 @@ def check_native(profile: TargetProfile) -> None:
 
 
 def time_native(binary: Path, profile: TargetProfile, where: str, cv_bound: float = DEFAULT_CV_BOUND,
-                attempts: int = 5, timeout: float = 600.0, cpu: int | None = None) -> Timing:
-    """Median of a batch of single calls whose CV is below `cv_bound`, after warm-up."""
+                attempts: int = 5, timeout: float = 600.0, cpu: int | None = None, processes: int = 1) -> Timing:
+    """One binary's steady median call (`time_interleaved` of it alone)."""
+    return time_interleaved([binary], profile, [where], cv_bound, attempts, timeout, cpu, processes)[0]
+
+
+def time_interleaved(binaries: list[Path], profile: TargetProfile, where: list[str],
+                     cv_bound: float = DEFAULT_CV_BOUND, attempts: int = 5, timeout: float = 600.0,
+                     cpu: int | None = None, processes: int = 1) -> list[Timing]:
+    """Each binary's median call after warm-up, from `processes` separate harness runs per attempt,
+    interleaved: the first process of every binary, then the second of every binary in reverse
+    order, ... (a machine whose speed drifts slows them alike). An attempt is steady when every
+    process's batch has a robust CV within `cv_bound` and the processes' medians lie within
+    `cv_bound` of each other; its time is the median of their medians. Binaries not steady are
+    timed again (only they, interleaved again); after `attempts`, each keeps its steadiest attempt
+    with steady False."""
     check_native(profile)
     cpu = pick_cpu() if cpu is None else cpu
-    probe = time_calls(binary, 3, 1, cpu, timeout, where)
-    reps = int(min(2000, max(15, BATCH_SECONDS / max(min(probe), 1e-7))))
-    best: list[float] | None = None
-    best_cv = float("inf")
+    reps = []
+    for binary, label in zip(binaries, where):
+        probe = time_calls(binary, 3, 1, cpu, timeout, label)
+        reps.append(int(min(2000, max(15, BATCH_SECONDS / max(min(probe), 1e-7)))))
+    best: dict[int, Timing] = {}
+    pending = list(range(len(binaries)))
     for attempt in range(1, attempts + 1):
-        values = time_calls(binary, reps, 3, cpu, timeout, where)
-        cv = robust_cv(values)
-        if cv < best_cv:
-            best, best_cv = values, cv
-        if cv <= cv_bound:
-            return Timing(statistics.median(values), min(values), cv, len(values), attempt, True)
-    assert best is not None
-    return Timing(statistics.median(best), min(best), best_cv, len(best), attempts, False)
+        if not pending:
+            break
+        runs: dict[int, list[ProcessRun]] = {i: [] for i in pending}
+        for k in range(processes):
+            for i in (pending if k % 2 == 0 else pending[::-1]):
+                runs[i].append(time_process(binaries[i], reps[i], 3, cpu, timeout, where[i]))
+        for i in pending:
+            medians = [r.median_s for r in runs[i]]
+            cv = max(robust_cv(list(r.calls)) for r in runs[i])
+            spread = process_spread(medians) if processes > 1 else 0.0
+            timing = Timing(statistics.median(medians), min(r.min_s for r in runs[i]), cv,
+                            sum(len(r.calls) for r in runs[i]), attempt, cv <= cv_bound and spread <= cv_bound,
+                            processes, spread, sum(r.preempted for r in runs[i]))
+            old = best.get(i)
+            if timing.steady or old is None or max(timing.cv, timing.process_spread) < max(old.cv, old.process_spread):
+                best[i] = timing
+        pending = [i for i in pending if not best[i].steady]
+    return [best[i] if best[i].steady else replace(best[i], attempts=attempts) for i in range(len(binaries))]
 
 
 class NativeKernel:

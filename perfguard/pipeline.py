@@ -27,9 +27,12 @@ from perfguard.compile.toolchain import (
 )
 from perfguard.config import KernelSpec, load_callable
 from perfguard.errors import InfraError, InputError, PerfguardError
+from perfguard.kernels import FAMILY_NAMES, get_family
+from perfguard.kernels.base import check_params
 from perfguard.kernels.models import origin
 from perfguard.signals import interruptible
 from perfguard.sim.base import get_simulator
+from perfguard.sim.mca import LLVM_MCA, McaTarget, block_timings
 from perfguard.sim.stats import Stats
 from perfguard.targets import TargetProfile
 from perfguard.timings import Span, cpu_seconds, measured
@@ -130,9 +133,6 @@ def resolve_kernel(spec: KernelSpec, root: Path, where: str,
                    cache_dir: Path | None = None) -> tuple[LoweredKernel, dict[str, Any], Any]:
     """Call the kernel's entry and inspect the module; returns (lowered, full params, family). A
     kernel given as TVMScript (a [[model]]'s) is parsed once per text with a `cache_dir`."""
-    from perfguard.kernels import FAMILY_NAMES, get_family
-    from perfguard.kernels.base import check_params
-
     if spec.ir is not None:  # a kernel extracted from a [[model]]: its PrimFunc travels as TVMScript
         lowered = inspect_text(spec.ir, spec.outputs or 1, where, lambda text: _parse_ir(text, where), cache_dir)
         return lowered, dict(spec.params), None
@@ -287,8 +287,6 @@ def _warm_block_timings(job: Job, stats: Stats) -> None:
     """Schedule the blocks with llvm-mca here, in the worker, so that the pipeline model (run
     serially when verdicts are judged) finds them cached. Best effort: when it cannot, the
     model itself reports why, naming the block and the tool."""
-    from perfguard.predict.mca import LLVM_MCA, McaTarget, block_timings
-
     if shutil.which(LLVM_MCA) is None:
         return
     profile = job.profile

@@ -16,14 +16,21 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
 
-from perfguard.config import Config, KernelSpec
-from perfguard.config import _kernel as _kernel_table
-from perfguard.errors import InfraError, InputError
-from perfguard.guard.baselines import BaselineStore
-from perfguard.guard.compare import ERROR, IMPROVEMENT, NEW, REGRESSION, REMOVED, WRONG_RESULT
-from perfguard.guard.report import ModelTotal, Result, TargetSummary
+from perfguard.baselines.git_revision import GitBaselineStore
+from perfguard.baselines.store import BaselineStore
+from perfguard.config import Config, KernelSpec, parse_kernel
+from perfguard.document.report import ModelTotal, Result, TargetSummary
+from perfguard.document.verdicts import ERROR, IMPROVEMENT, NEW, REGRESSION, REMOVED, WRONG_RESULT
+from perfguard.errors import EXIT_USAGE, InfraError, InputError
+from perfguard.kernels.models import model_specs
+from perfguard.native import NativeKernel, check_native, this_machine
+from perfguard.pipeline import JobResult, build_kernel, run_job
 from perfguard.report.numbers import pct, seconds
-from perfguard.report.text import what_changed_most
+from perfguard.report.text import delta_with_interval, interval_note, what_changed_most
+from perfguard.runs.calibration import group_label
+from perfguard.runs.check import CheckRun, make_jobs, run_check, select, write_baselines
+from perfguard.runs.orphans import orphan_outcomes
+from perfguard.runs.report_build import build_report
 
 MAX_STATS_SHOWN = 8  # changed statistics listed in a failure, largest change first
 
@@ -41,9 +48,9 @@ class CaseResult:
     stat_deltas: dict[str, dict] = field(default_factory=dict)
     error: str | None = None
     updated: Path | None = None  # the baseline file written (--perfguard-update)
-    report: Result | None = None  # the report's result (guard.report)
+    report: Result | None = None  # the report's result (document.report)
     target_summary: TargetSummary | None = None  # the report's summary of the target (peaks, caches)
-    orphaned: bool = False  # `removed`: a committed baseline no configured kernel has (guard.orphans)
+    orphaned: bool = False  # `removed`: a committed baseline no configured kernel has (runs.orphans)
 
     @property
     def label(self) -> str:
@@ -67,8 +74,11 @@ class CaseResult:
         head = f"{self.label}: {self.verdict}"
         if self.verdict == NEW:
             return f"{head} (no baseline yet; predicted {seconds(self.current_time_s)})"
-        lines = [f"{head} {pct(self.delta_pct)} (threshold {self.threshold_pct:.2f} %): predicted "
+        delta = pct(self.delta_pct) if self.report is None else delta_with_interval(self.report)
+        lines = [f"{head} {delta} (threshold {self.threshold_pct:.2f} %): predicted "
                  f"{seconds(self.current_time_s)}, baseline {seconds(self.baseline_time_s)}"]
+        if self.report is not None and (note := interval_note(self.report)):
+            lines.append(note)
         if self.report is not None and self.verdict in (REGRESSION, IMPROVEMENT) \
                 and (self.report.attribution is not None or self.report.blocks):
             lines.append(f"where: {what_changed_most(self.report)}")  # as `perfguard check` says it
@@ -98,7 +108,7 @@ class ModelCaseResult:
     baseline_total_s: float | None
     changes: list[str]
     kernels: list[CaseResult]
-    total: ModelTotal  # the report's model view (guard.report)
+    total: ModelTotal  # the report's model view (document.report)
     updated: list[Path] = field(default_factory=list)  # baseline files written (--perfguard-update)
 
     @property
@@ -147,24 +157,15 @@ class CaseRunner:
         self.update = update
         self.store = BaselineStore(config.baseline_dir)
         if base:
-            from perfguard.guard.git_baselines import GitBaselineStore
-
             self.store = GitBaselineStore(config.baseline_dir, base)
 
     def pairs(self, kernels: list[str] | None = None, targets: list[str] | None = None) -> list[tuple[KernelSpec, str]]:
-        from perfguard.guard.check import select
-
         return select(self.config, kernels, targets, ("--perfguard-kernels", "--perfguard-targets"))
 
     def orphans(self, targets: list[str] | None = None) -> list[CaseResult]:
-        """A `removed` case per committed baseline no configured kernel has (guard.orphans): each
+        """A `removed` case per committed baseline no configured kernel has (runs.orphans): each
         fails, as in `perfguard check`, unless the baselines are another revision's and the working
         tree removed it too."""
-        from perfguard.errors import EXIT_USAGE
-        from perfguard.guard.check import CheckRun
-        from perfguard.guard.orphans import orphan_outcomes
-        from perfguard.guard.report_build import build_report
-
         cases = []
         for o in orphan_outcomes(self.config, self.store, targets, self.threshold):
             v = o.verdict
@@ -186,7 +187,7 @@ class CaseRunner:
         if not isinstance(kernel, Mapping):
             raise InputError(f"kernel must be a name, a KernelSpec or a mapping, got {type(kernel).__name__}")
         # Validated exactly like a [[kernel]] table of perfguard.toml (the config's own validator).
-        return _kernel_table(Path("perfguard_check()"), 0, dict(kernel), self.config.profiles)
+        return parse_kernel(Path("perfguard_check()"), 0, dict(kernel), self.config.profiles)
 
     def named(self, name: str, target: str | None) -> list[KernelSpec] | None:
         """The specs a name means on `target`: a configured kernel, one kernel of a [[model]] (named
@@ -201,7 +202,6 @@ class CaseRunner:
                                  f"(its targets: {', '.join(model.targets)})")
             if name == model.name:
                 return None
-            from perfguard.kernels.models import model_specs
 
             specs = model_specs(self.config, model, [target])
             found = [replace(s, model=None) for s in specs if s.name == name]  # one kernel: no model total
@@ -216,10 +216,6 @@ class CaseRunner:
 
     def run_model(self, name: str, target: str, threshold: float | None = None) -> ModelCaseResult:
         """Every kernel of the [[model]] `name` on `target`, judged, and the model's total (as check does)."""
-        from perfguard.guard.check import CheckRun, make_jobs, run_check, write_baselines
-        from perfguard.guard.report_build import build_report
-        from perfguard.kernels.models import model_specs
-
         if self.named(name, target) is not None:
             raise InputError(f"perfguard_check: '{name}' is not a [[model]]")
         model = next(m for m in self.config.models if m.name == name)
@@ -243,16 +239,11 @@ class CaseRunner:
                                updated)
 
     def _job(self, spec: KernelSpec, target: str):
-        from perfguard.guard.check import make_jobs
-
         return make_jobs(self.config, [(spec, target)], self.simulator)[0]
 
     def run(self, kernel: str | KernelSpec | Mapping[str, Any], target: str,
             threshold: float | None = None) -> CaseResult | ModelCaseResult:
         """One kernel; a [[model]]'s name gives its total and all its kernels (run_model)."""
-        from perfguard.guard.check import CheckRun, run_check, write_baselines
-        from perfguard.guard.report_build import build_report
-
         if isinstance(kernel, str) and any(m.name == kernel for m in self.config.models):
             return self.run_model(kernel, target, threshold)
         spec = self.spec(kernel, target)
@@ -272,10 +263,6 @@ class CaseRunner:
 
     def native(self, kernel: str | KernelSpec | Mapping[str, Any], target: str) -> NativeCase:
         """Simulate (for the statistics) and build a host library of the very same object code."""
-        from perfguard.pipeline import JobResult, build_kernel, run_job
-        from perfguard.predict.calibration import group_label
-        from perfguard.native import NativeKernel, check_native, this_machine
-
         spec = self.spec(kernel, target)
         job = self._job(spec, target)
         check_native(job.profile)

@@ -17,6 +17,9 @@ from typing import Any
 
 import pytest
 
+from perfguard.errors import InputError, PerfguardError
+from perfguard.jsonfile import now_iso
+
 _PROPERTY = "perfguard"  # user_properties key carrying a result to the controller
 _MODEL_PROPERTY = "perfguard-model"  # ... and a [[model]]'s total (perfguard_check("<model>", target))
 _MARKER_KEYS = {"threshold", "simulator"}
@@ -105,22 +108,22 @@ class PerfguardSession:
 
     def __init__(self, config: pytest.Config):
         self.config = config
-        self.results: list[Any] = []  # guard.report.Result (imported with the first result)
-        self.models: list[Any] = []  # guard.report.ModelTotal of each perfguard_check("<model>", target)
+        self.results: list[Any] = []  # document.report.Result (imported with the first result)
+        self.models: list[Any] = []  # document.report.ModelTotal of each perfguard_check("<model>", target)
         self.codes: list[int] = []
         self.updated = 0
         self.targets: dict[str, Any] = {}
         self.report_path: Path | None = None
         self.deselected = 0
-        self.orphans: list[Any] = []  # pytest_cases.CaseResult of each orphaned baseline (guard.orphans)
+        self.orphans: list[Any] = []  # pytest_cases.CaseResult of each orphaned baseline (runs.orphans)
         self._runners: dict[str | None, Any] = {}
         self._perfguard_config = None
 
     # -- perfguard objects, created on first use --------------------------------------------------
     def perfguard_config(self):
         if self._perfguard_config is None:
+            # lazy: pytest loads this plugin in every session; the rest of perfguard only with --perfguard
             from perfguard.config import load_config
-            from perfguard.errors import PerfguardError
 
             path = self.config.getoption("perfguard_config")
             here = self.config.invocation_params.dir
@@ -135,6 +138,7 @@ class PerfguardSession:
 
     def runner(self, simulator: str | None = None):
         if simulator not in self._runners:
+            # lazy: pytest loads this plugin in every session; the rest of perfguard only with --perfguard
             from perfguard.pytest_cases import CaseRunner
 
             self._runners[simulator] = CaseRunner(self.perfguard_config(), simulator=simulator,
@@ -154,8 +158,6 @@ class PerfguardSession:
     @pytest.hookimpl(tryfirst=True)  # before -k/-m deselection, so those select perfguard items too
     def pytest_collection_modifyitems(self, session: pytest.Session, config: pytest.Config,
                                       items: list[pytest.Item]) -> None:
-        from perfguard.errors import PerfguardError
-
         try:
             pairs = self.runner().pairs(_names(config.getoption("perfguard_kernels")),
                                         _names(config.getoption("perfguard_targets")))
@@ -179,7 +181,8 @@ class PerfguardSession:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         for name, value in report.user_properties:
             if name == _PROPERTY and report.when == "call":
-                from perfguard.guard.report import Result, TargetSummary, from_json
+                # lazy: pytest loads this plugin in every session; the rest of perfguard only with --perfguard
+                from perfguard.document.report import Result, TargetSummary, from_json
 
                 result = from_json(Result, value["result"], "pytest --perfguard result")
                 self.results.append(result)
@@ -188,7 +191,8 @@ class PerfguardSession:
                 if value["target"]:
                     self.targets[result.target] = from_json(TargetSummary, value["target"], "pytest --perfguard")
             elif name == _MODEL_PROPERTY and report.when == "call":
-                from perfguard.guard.report import ModelTotal, from_json
+                # lazy: pytest loads this plugin in every session; the rest of perfguard only with --perfguard
+                from perfguard.document.report import ModelTotal, from_json
 
                 self.models.append(from_json(ModelTotal, value["total"], "pytest --perfguard model"))
                 self.codes.append(value["exit_code"])
@@ -196,9 +200,9 @@ class PerfguardSession:
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if hasattr(self.config, "workerinput") or not self.results:
             return  # an xdist worker: the controller writes the one report
-        from perfguard.jsonfile import now_iso
-        from perfguard.guard.merge import assemble, combined_exit_code
-        from perfguard.guard.report import write_report
+        # lazy: pytest loads this plugin in every session; the rest of perfguard only with --perfguard
+        from perfguard.judge.merge import assemble, combined_exit_code
+        from perfguard.document.report import write_report
         from perfguard.report.pages import write_pages
 
         config = self.perfguard_config()
@@ -233,19 +237,22 @@ class PerfguardSession:
     def pytest_terminal_summary(self, terminalreporter) -> None:
         if not self.results or hasattr(self.config, "workerinput"):
             return
-        from perfguard.guard.compare import VERDICTS
-        from perfguard.guard.merge import summarize
+        # lazy: pytest loads this plugin in every session; the rest of perfguard only with --perfguard
+        from perfguard.document.verdicts import VERDICTS
+        from perfguard.judge.merge import summarize
 
         summary = summarize(self.results, 0)
         counts = ", ".join(f"{summary.count(name)} {name}" for name in VERDICTS if summary.count(name))
         terminalreporter.write_sep("-", "perfguard")
         terminalreporter.write_line(f"{len(self.results)} kernel check(s): {counts}")
         if self.models:
+            # lazy: pytest loads this plugin in every session; the rest of perfguard only with --perfguard
             from perfguard.report.model_view import terminal_lines
 
             for line in terminal_lines(self.models):
                 terminalreporter.write_line(line)
         if summary.toolchain_changed:
+            # lazy: pytest loads this plugin in every session; the rest of perfguard only with --perfguard
             from perfguard.report.text import toolchain_headline
 
             terminalreporter.write_line(toolchain_headline(summary.toolchain_changed, summary.toolchain))
@@ -260,7 +267,8 @@ class PerfguardSession:
 def _record(node: pytest.Item, result) -> None:
     """Attach a result to the test report (as JSON data: that is how it reaches the xdist controller);
     a model's: each of its kernels' results, and its total."""
-    from perfguard.guard.report import to_json
+    # lazy: pytest loads this plugin in every session; the rest of perfguard only with --perfguard
+    from perfguard.document.report import to_json
 
     model = getattr(result, "total", None)
     for one in result.kernels if model is not None else [result]:
@@ -274,8 +282,8 @@ def _record(node: pytest.Item, result) -> None:
 
 
 def _find_config_or_none(start: Path):
+    # lazy: pytest loads this plugin in every session; the rest of perfguard only with --perfguard
     from perfguard.config import find_config
-    from perfguard.errors import InputError
 
     try:
         return find_config(start)
@@ -318,8 +326,6 @@ class KernelItem(pytest.Function):
         super().setup()
 
     def runtest(self) -> None:
-        from perfguard.errors import PerfguardError
-
         runner = self.session_state.runner()
         try:
             if "benchmark" in self.fixturenames:

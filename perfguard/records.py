@@ -22,8 +22,9 @@ from pathlib import Path
 from perfguard.atomic import atomic_write_text
 from perfguard.compile.cache import digest
 from perfguard.errors import InfraError, InputError
-from perfguard.fingerprints import environment_digest, profile_tools
+from perfguard.fingerprints import environment_digest
 from perfguard.pipeline import Job, JobResult
+from perfguard.sim.base import profile_tools
 from perfguard.sim.stats import Stats
 from perfguard.user_code import unchanged
 

@@ -36,11 +36,13 @@ from typing import Callable
 import numpy as np
 
 from perfguard import __version__
+from perfguard.atomic import atomic_write_bytes
 from perfguard.compile.cache import digest
 from perfguard.compile.inputs import generate
 from perfguard.compile.lower import LoweredKernel, build_host
 from perfguard.config import KernelSpec, load_callable
 from perfguard.errors import InfraError, InputError, WrongResult
+from perfguard.fingerprints import code_digest
 
 # Part of every check key: bump when the comparison itself changes.
 CHECK_VERSION = 3
@@ -128,8 +130,6 @@ def _self_reference(ref: Reference, lowered: LoweredKernel, inputs: list[np.ndar
     is built for the host once, not once per target."""
     if cache_dir is None:
         return _tvm_host_reference(lowered, inputs, where)
-    from perfguard.atomic import atomic_write_bytes
-    from perfguard.fingerprints import code_digest
 
     layout = json.dumps([[t.name, list(t.shape), t.dtype, t.output] for t in lowered.tensors])
     key = digest("self reference", ref.identity, layout, code_digest())  # code: how inputs are generated

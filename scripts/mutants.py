@@ -42,29 +42,29 @@ class Mutant:
 
 
 MUTANTS = [
-    # the verdict rules (guard/compare.py), kernels and models alike
-    Mutant("regression rule > made >=", "perfguard/guard/compare.py",
-           "if delta_pct > threshold_pct:", "if delta_pct >= threshold_pct:", ("tests/guard",)),
-    Mutant("improvement rule < made <=", "perfguard/guard/compare.py",
-           "if delta_pct < -threshold_pct:", "if delta_pct <= -threshold_pct:", ("tests/guard",)),
-    Mutant("threshold doubled", "perfguard/guard/compare.py",
+    # the verdict rules (judge/verdicts.py), kernels and models alike
+    Mutant("regression rule > made >=", "perfguard/judge/verdicts.py",
+           "if delta_pct > threshold_pct:", "if delta_pct >= threshold_pct:", ("tests/judge", "tests/runs", "tests/baselines")),
+    Mutant("improvement rule < made <=", "perfguard/judge/verdicts.py",
+           "if delta_pct < -threshold_pct:", "if delta_pct <= -threshold_pct:", ("tests/judge", "tests/runs", "tests/baselines")),
+    Mutant("threshold doubled", "perfguard/judge/verdicts.py",
            "def classify(delta_pct: float, threshold_pct: float) -> str:\n",
-           "def classify(delta_pct: float, threshold_pct: float) -> str:\n    threshold_pct *= 2\n", ("tests/guard",)),
-    Mutant("model total's own percentage formula", "perfguard/guard/models.py",
+           "def classify(delta_pct: float, threshold_pct: float) -> str:\n    threshold_pct *= 2\n", ("tests/judge", "tests/runs", "tests/baselines")),
+    Mutant("model total's own percentage formula", "perfguard/judge/model_totals.py",
            "delta = change_pct(baseline, current) if current is not None and baseline else None",
            "delta = (current - baseline) / baseline * 100.0 if current is not None and baseline else None",
-           ("tests/guard",)),
+           ("tests/judge", "tests/runs", "tests/baselines")),
     Mutant("--threshold 0 taken as unset", "perfguard/config.py",
            "    def kernel_threshold(self, spec: KernelSpec, override: float | None = None) -> float:\n"
            "        if override is not None:",
            "    def kernel_threshold(self, spec: KernelSpec, override: float | None = None) -> float:\n"
-           "        if override:", ("tests/guard",)),
+           "        if override:", ("tests/judge", "tests/runs", "tests/baselines")),
     # per-metric limits (limits.py)
     Mutant("limit made exclusive (at the limit breaches)", "perfguard/limits.py",
            "if current <= baseline + self.allowance(baseline):", "if current < baseline + self.allowance(baseline):",
-           ("tests/guard",)),
+           ("tests/judge", "tests/runs", "tests/baselines")),
     Mutant("kernel limit no longer replaces the global one", "perfguard/config.py",
-           "return {**self.limits, **spec.limits}", "return {**spec.limits, **self.limits}", ("tests/guard",)),
+           "return {**self.limits, **spec.limits}", "return {**spec.limits, **self.limits}", ("tests/judge", "tests/runs", "tests/baselines")),
     # the output check (verify.py)
     Mutant("tolerance doubled", "perfguard/verify.py",
            "allowed = atol + rtol * np.abs(want)", "allowed = 2 * (atol + rtol * np.abs(want))",
@@ -80,21 +80,21 @@ MUTANTS = [
            "if not np.all(np.isfinite(want)):", "if False:", ("tests/compile",)),
     Mutant("shapes compared by size (broadcast)", "perfguard/verify.py",
            "if tuple(want.shape) != tuple(got.shape):", "if want.size != got.size:", ("tests/compile",)),
-    # block pairing and the differential view (guard/block_pairs.py, guard/attribution.py, guard/report.py)
-    Mutant("block shares not normalised", "perfguard/guard/report.py",
+    # block pairing and the differential view (judge/block_pairs.py, judge/attribution.py, document/report.py)
+    Mutant("block shares not normalised", "perfguard/document/report.py",
            "return 100.0 * cycles / change if change else None", "return cycles if change else None",
-           ("tests/guard/test_block_pairing.py",)),
-    Mutant("blocks ordered by signed change", "perfguard/guard/attribution.py",
+           ("tests/judge/test_block_pairing.py",)),
+    Mutant("blocks ordered by signed change", "perfguard/judge/attribution.py",
            "key=lambda i: (-abs(pairs[i].delta), pairs[i].start))[:MAX_BLOCKS]",
            "key=lambda i: (-pairs[i].delta, pairs[i].start))[:MAX_BLOCKS]",
-           ("tests/guard/test_block_pairing.py",)),
-    Mutant("blocks at one address: first one's executions only", "perfguard/guard/block_pairs.py",
+           ("tests/judge/test_block_pairing.py",)),
+    Mutant("blocks at one address: first one's executions only", "perfguard/judge/block_pairs.py",
            "return sum(c.block.count for c in self.costs)", "return self.costs[0].block.count",
-           ("tests/guard/test_block_pairing.py",)),
-    Mutant("no cap on the blocks kept", "perfguard/guard/attribution.py",
-           "pairs[i].start))[:MAX_BLOCKS]", "pairs[i].start))", ("tests/guard/test_block_pairing.py",)),
+           ("tests/judge/test_block_pairing.py",)),
+    Mutant("no cap on the blocks kept", "perfguard/judge/attribution.py",
+           "pairs[i].start))[:MAX_BLOCKS]", "pairs[i].start))", ("tests/judge/test_block_pairing.py",)),
     # the pipeline model against llvm-mca (predict/)
-    Mutant("llvm-mca's reciprocal throughput read as its cycles", "perfguard/predict/mca.py",
+    Mutant("llvm-mca's reciprocal throughput read as its cycles", "perfguard/sim/mca.py",
            "per_iter = int(cycles.group(1)) / int(iters.group(1))", "per_iter = float(rthru.group(1))",
            ("tests/predict/test_pipeline_against_mca.py",)),
     Mutant("loop scale inverted", "perfguard/predict/pipeline.py",
@@ -103,11 +103,11 @@ MUTANTS = [
     Mutant("loop body count spread 5 % -> 6 %", "perfguard/predict/pipeline.py",
            "LOOP_COUNT_SPREAD = 1.05", "LOOP_COUNT_SPREAD = 1.06", ("tests/predict/test_pipeline_model.py",)),
     # other limit rules
-    Mutant("drift: MAPE at the limit asks for retraining", "perfguard/predict/calibration.py",
+    Mutant("drift: MAPE at the limit asks for retraining", "perfguard/runs/calibration.py",
            "    if mape > max_mape:\n        reasons.append", "    if mape >= max_mape:\n        reasons.append",
            ("tests/predict/test_predict.py",)),
-    Mutant("change point: a step of exactly min_step dropped", "perfguard/guard/changepoint.py",
-           "if gaps[k] >= step:", "if gaps[k] > step:", ("tests/guard/test_history.py",)),
+    Mutant("change point: a step of exactly min_step dropped", "perfguard/judge/changepoint.py",
+           "if gaps[k] >= step:", "if gaps[k] > step:", ("tests/judge/test_history.py",)),
     # determinism across processes: a renderer iterating a set (its order follows the process's hash seed)
     Mutant("a report table in set order", "perfguard/report/html.py",
            "    for name in STAT_FIELDS:\n        d = r.stat_deltas.get(name)",
@@ -120,9 +120,9 @@ MUTANTS = [
            'if sha is None and _git("fetch", "--no-tags", "origin", ref).returncode == 0:', "if False:",
            ("tests/shells/test_action_base.py",)),
     # bisect (slow: real revisions)
-    Mutant("bisect: skipped commits ignored (never ambiguous)", "perfguard/guard/bisect.py",
+    Mutant("bisect: skipped commits ignored (never ambiguous)", "perfguard/runs/bisect.py",
            "out.outcome = AMBIGUOUS if between else FOUND", "out.outcome = FOUND",
-           ("tests/guard/test_compare.py::test_bisect_names_every_candidate_when_the_revision_before_the_first_bad_one"
+           ("tests/runs/test_compare.py::test_bisect_names_every_candidate_when_the_revision_before_the_first_bad_one"
             "_does_not_compile",), ""),
 ]
 

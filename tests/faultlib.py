@@ -443,7 +443,7 @@ _KERNELS = ("k0", "k1", "k2", "k3", "k4")
 
 
 def _tagged(kernel: str, tag: str):
-    from perfguard.guard.baselines import Baseline
+    from perfguard.baselines.store import Baseline
     from perfguard.sim.stats import Stats
 
     return Baseline(kernel=kernel, target="x86_64", family=None, params={"pad": "x" * 4000}, simulator="qemu",
@@ -452,7 +452,7 @@ def _tagged(kernel: str, tag: str):
 
 
 def _write_rounds(root: str, writer: int, rounds: int) -> None:
-    from perfguard.guard.baselines import BaselineStore
+    from perfguard.baselines.store import BaselineStore
 
     store = BaselineStore(Path(root))
     for r in range(rounds):
@@ -464,8 +464,8 @@ def _read_until(root: str, stop, results) -> None:
     """Read the five files, alternately without the lock (each file must be whole) and under it
     (the five must then come from one update: writers never interleave)."""
     from perfguard.errors import PerfguardError
-    from perfguard.guard.baselines import BaselineStore
-    from perfguard.guard.lock import baselines_lock
+    from perfguard.baselines.store import BaselineStore
+    from perfguard.baselines.lock import baselines_lock
 
     store, reads, unreadable, mixed, locked = BaselineStore(Path(root)), 0, 0, 0, False
     while not stop.is_set():

@@ -13,13 +13,14 @@ from perfguard.atomic import atomic_write_text
 from perfguard.commands.compare import check_numbers
 from perfguard.config import find_config, load_config
 from perfguard.errors import EXIT_OK, EXIT_REGRESSION
-from perfguard.guard.attribution import attribution_between
-from perfguard.guard.bisect import AMBIGUOUS, NO_CROSSING, Bisection, Bisector, Visit
-from perfguard.guard.revisions import Measurer, Project
+from perfguard.judge.attribution import attribution_between
 from perfguard.report import where
 from perfguard.report.numbers import pct, seconds, signed_count
 from perfguard.report.terminal import console
 from perfguard.report.text import block_line
+from perfguard.runs.bisect import AMBIGUOUS, NO_CROSSING, Bisection, Bisector, Visit
+from perfguard.runs.revisions import Measurer, Project
+from perfguard.sim.base import SIMULATOR_NAMES
 
 MOST = 5  # statistics shown for the first bad commit
 CHANGED_BLOCKS = 5  # changed blocks shown for it
@@ -37,7 +38,7 @@ def add_parser(subparsers) -> None:
                                                    "(default: the kernel's or model's threshold at --good)")
     p.add_argument("--config", type=Path, help="perfguard.toml in the working tree (default: found from here); "
                                                "each revision's own copy at the same path is used")
-    p.add_argument("--simulator", choices=("qemu", "gem5", "cachegrind"), help="override the configs' simulator")
+    p.add_argument("--simulator", choices=SIMULATOR_NAMES, help="override the configs' simulator")
     p.add_argument("-j", "--jobs", type=int, help="parallel jobs (default: CPU count)")
     p.add_argument("--json", type=Path, help="write every visited revision and the outcome here")
     p.add_argument("--allow-dirty", action="store_true",

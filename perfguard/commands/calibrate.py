@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import math
 from pathlib import Path
@@ -14,12 +15,14 @@ from perfguard.config import load_config
 from perfguard.errors import EXIT_OK, EXIT_REGRESSION, InputError
 from perfguard.executors import add_executor_options, executor_from_args
 from perfguard.kernels import FAMILY_NAMES
-from perfguard.predict import calibration
-from perfguard.predict.dataset import dataset_path, load_dataset
+from perfguard.native import PROCESSES
+from perfguard.predict.dataset import Dataset, dataset_path, load_dataset
 from perfguard.predict.features import FEATURE_SETS
 from perfguard.predict.registry import PREDICTORS
 from perfguard.predict.select import stored_model
+from perfguard.predict.store import model_path
 from perfguard.report.terminal import console, progress
+from perfguard.runs import calibration
 
 
 def add_parser(subparsers) -> None:
@@ -40,8 +43,11 @@ def add_parser(subparsers) -> None:
     q.add_argument("--output", type=Path, help="dataset file (default: baselines/datasets/T/F.json)")
     q.add_argument("-j", "--jobs", type=int)
     q.add_argument("--max-cv", type=float, default=3.0, metavar="PCT",
-                   help="reject a native timing whose robust spread stays above PCT %% after 5 batches "
-                        "(default 3; the spread is stored with every row)")
+                   help="reject a native timing whose robust spread (within each process, and between the "
+                        "processes' medians) stays above PCT %% after 5 attempts (default 3; stored with every row)")
+    q.add_argument("--processes", type=int, default=PROCESSES,
+                   help=f"separate harness processes per timing attempt, their medians' median kept "
+                        f"(default {PROCESSES})")
     add_executor_options(q)
     q.set_defaults(run=run_collect)
 
@@ -115,6 +121,8 @@ def run_collect(args) -> int:
     profile = config.profile(args.target, "--target")
     if args.variants < 2:
         raise InputError(f"--variants {args.variants}: need at least 2")
+    if args.processes < 1:
+        raise InputError(f"--processes {args.processes}: need at least 1")
     if args.groups:
         try:
             shapes = json.loads(args.groups.read_text())
@@ -128,7 +136,7 @@ def run_collect(args) -> int:
     with executor_from_args(args, args.jobs or config.jobs) as executor, progress(total, out) as advance:
         got = calibration.collect(config, profile, args.family, shapes, args.variants, args.seed, args.jobs,
                                   on_result=lambda i, r: advance(r.kernel), executor=executor,
-                                  max_cv=_max_cv(args))
+                                  max_cv=_max_cv(args), processes=args.processes)
     path = args.output or dataset_path(config.baseline_dir, profile.name, args.family)
     got.dataset.save(path)
     n = len(got.dataset.rows)
@@ -142,8 +150,6 @@ def run_collect(args) -> int:
 
 
 def run_ingest(args) -> int:
-    from perfguard.predict.dataset import Dataset
-
     out = console()
     config = load_config(args.config)
     profile = config.profile(args.target, "--target")
@@ -225,7 +231,6 @@ def run_train(args) -> int:
     profile = config.profile(args.target, "--target")
     for family in _families(config, profile.name, args.family, "datasets"):
         dataset = load_dataset(dataset_path(config.baseline_dir, profile.name, family))
-        from perfguard.predict.store import model_path
 
         name, evaluation, path = calibration.train(dataset, profile, model_path(config.baseline_dir, profile.name, family),
                                                    _names(args.predictors), features=args.features,
@@ -236,12 +241,21 @@ def run_train(args) -> int:
                   + (f" ({evaluation.left_out} without a block profile left out)" if evaluation.left_out else "")
                   + f" (hold-out Spearman {s['spearman']:.3f}, MAPE {s['mape']:.1f} %, "
                   f"true best within top {s['worst_best_rank_pct']:.1f} % in every group)")
+        auto = stored_model(config.baseline_dir, profile.name, family)
+        decision = (auto.meta.get("auto") or {}) if auto is not None else {}
+        if decision:
+            g = decision["summary"]
+            for row in decision["groups"]:
+                out.print(f"  held out {row['group']}: {row['chosen']} {row['model']['spearman']:.3f}, "
+                          f"pipeline {row['pipeline']['spearman']:.3f}")
+            out.print(f"auto {'uses' if decision['use'] else 'does not use'} it: on shapes it was not selected on, "
+                      f"Spearman {g['model_spearman']:.3f} against the pipeline model's {g['pipeline_spearman']:.3f} "
+                      f"(gain {g['gain']:+.3f}, worst shape {g['worst_group_gain']:+.3f}; needs +{g['margin']} and "
+                      f"no shape below -{g['margin']})")
     return EXIT_OK
 
 
 def run_drift(args) -> int:
-    import datetime
-
     out = console()
     config = load_config(args.config)
     profile = config.profile(args.target, "--target")

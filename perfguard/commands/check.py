@@ -9,18 +9,22 @@ from pathlib import Path
 
 from rich.markup import escape
 
+from perfguard.baselines.git_revision import GitBaselineStore
+from perfguard.baselines.store import BaselineStore
 from perfguard.config import MODEL_NAMES, load_config
+from perfguard.document.report import Report, Revision, Shard, write_report
 from perfguard.errors import InputError
 from perfguard.executors import add_executor_options, default_workers, executor_from_args
-from perfguard.guard import check_record, result_records
-from perfguard.guard.baselines import BaselineStore
-from perfguard.guard.check import (judge_results, make_jobs, measure_until_interrupted, recorded, select,
-                                   whole_models)
-from perfguard.guard.orphans import orphan_outcomes
-from perfguard.guard.report import Report, Revision, Shard, write_report
-from perfguard.guard.report_build import build_report, check_timings
+from perfguard.jsonfile import now_iso
+from perfguard.report.html import KERNEL_DIR
 from perfguard.report.pages import page_files, write_pages
 from perfguard.report.terminal import console, print_table, print_timings, progress
+from perfguard.runs import check_record
+from perfguard.runs import result_records
+from perfguard.runs.check import judge_results, make_jobs, measure_until_interrupted, recorded, select, whole_models
+from perfguard.runs.orphans import orphan_outcomes
+from perfguard.runs.report_build import build_report, check_timings
+from perfguard.sim.base import SIMULATOR_NAMES
 from perfguard.timings import StageClock
 from perfguard.user_code import recording
 
@@ -47,7 +51,7 @@ def add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--targets", type=names, help="comma-separated targets (default: the config's)")
     parser.add_argument("--kernels", type=names,
                         help="comma-separated kernel or [[model]] names (default: all, models included)")
-    parser.add_argument("--simulator", choices=("qemu", "gem5", "cachegrind"), help="override the config's simulator")
+    parser.add_argument("--simulator", choices=SIMULATOR_NAMES, help="override the config's simulator")
     parser.add_argument("-j", "--jobs", type=int,
                         help="parallel jobs (check: default one per 4 jobs to run, up to the CPU count)")
 
@@ -93,8 +97,6 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(f"--threshold {args.threshold}: must be a finite number >= 0")
         store = None
         if args.base:
-            from perfguard.guard.git_baselines import GitBaselineStore
-
             store = GitBaselineStore(config.baseline_dir, args.base)
             out.print(f"baselines from {escape(args.base)} ({store.sha[:12]})")
     report_dir = args.report_dir or config.report_dir
@@ -180,9 +182,6 @@ def pool_size(asked: int | None, todo: int) -> int:
 def _reused(args: argparse.Namespace, clock: StageClock, out, found: tuple[dict, dict[str, bytes]],
             report_dir: Path) -> int:
     """Write and show a recorded check (check_record): its report with this run's date and timings."""
-    from perfguard.jsonfile import now_iso
-    from perfguard.report.html import KERNEL_DIR
-
     recorded_json, pages = found
     report = Report.from_json(recorded_json, "check record")
     report.created = now_iso()

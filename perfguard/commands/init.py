@@ -17,6 +17,7 @@ from rich.markup import escape
 
 from perfguard.atomic import atomic_write_text
 from perfguard.errors import EXIT_OK, InputError
+from perfguard.report.terminal import console
 
 PACKAGE = "perfguard_kernels"
 PLACEHOLDER_ACTION = "OWNER/perfguard@SHA"
@@ -180,8 +181,6 @@ def files(branch: str, action: str) -> dict[str, str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from perfguard.report.terminal import console
-
     out = console()
     folder = args.dir.resolve()
     if not folder.is_dir():

@@ -6,8 +6,8 @@ import argparse
 from pathlib import Path
 
 from perfguard.config import find_config, load_config
+from perfguard.document.report import read_report, write_report
 from perfguard.errors import EXIT_OK, InputError
-from perfguard.guard.report import read_report, write_report
 from perfguard.report.pages import write_pages
 from perfguard.report.terminal import console
 from perfguard.report.text import headline

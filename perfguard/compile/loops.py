@@ -10,7 +10,7 @@ iterates; a serial or parallel loop of one iteration does not either. The nest i
 the module lowered by the very passes `tvm.tirx.build` runs (TVM decides unrolling and
 vectorisation there), after the object is built and outside its build key: recording it changes
 no byte of any build and no statistic. The location lists are kept too (`ranges`, as harness
-addresses): where several loops fit a count, they tell them apart (guard.attribution), and
+addresses): where several loops fit a count, they tell them apart (judge.attribution), and
 benchmarks/loop_names.py checks the names against them.
 
 Matching (`LoopLayout`, from one run's block counts): LLVM transforms loops on its own. A loop
@@ -142,7 +142,7 @@ class LoopNest:
     def before(self, a: int, b: int) -> bool:
         """Whether all of loop a's code comes before all of loop b's in the nest's order (neither
         inside the other). LLVM lays a function's loops out in that order, so a block of a lies
-        at a lower address than a block of b in the same function (guard.attribution)."""
+        at a lower address than a block of b in the same function (judge.attribution)."""
         return self.span(a)[1] < self.span(b)[0]
 
     def nest_index(self, i: int) -> int:
@@ -482,7 +482,7 @@ class LoopLayout:
         """Loop i's body rewritten some way no plain fit describes (a vector loop with an extra
         trip, a remainder of another size): the count is a whole number of runs per entry of the
         loop, 2 up to its extent. Only for a block the debug information places in loop i
-        (guard.attribution): the count alone says too little."""
+        (judge.attribution): the count alone says too little."""
         outer, extent = self.outer.get(i), self.nest.loops[i].extent or 0
         if outer is None or count % outer:  # a loop read as unrolled completely too: no plain count fit it
             return None

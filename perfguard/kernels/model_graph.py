@@ -26,6 +26,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from perfguard.errors import InputError
+
 # The suffixes that make a weight's name a layer's: conv1.weight, conv1_weight, conv_w -> conv1, conv1, conv.
 _WEIGHT_SUFFIX = re.compile(r"([._](weight|bias|w|b|kernel|gamma|beta|scale))$")
 # Relax operators that only move a weight into shape: their result still names the weight's layer.
@@ -84,7 +86,6 @@ def import_onnx(model, shapes: dict, dtypes: dict, where: str, source: str):
     from tvm import relax
     from tvm.relax.frontend.onnx import onnx_frontend
 
-    from perfguard.errors import InputError
 
     names = name_onnx_nodes(model)
 

@@ -35,6 +35,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from perfguard.atomic import atomic_write_text
 from perfguard.config import Config, KernelSpec, ModelSpec, load_callable
 from perfguard.errors import InfraError, InputError
@@ -234,7 +236,6 @@ def _entry_function(mod, where: str):
 def _bind_weights(mod, name: str, func):
     """nn.Module's export passes the weights as parameters after `num_input`: bind them (zeros) as
     a deployed model does, so FoldConstant folds their layout changes away as it would there."""
-    import numpy as np
     import tvm
     from tvm import relax
 

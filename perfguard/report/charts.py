@@ -21,8 +21,7 @@ from typing import Any, Sequence
 
 import jinja2
 
-from perfguard.guard.analysis import ROOF_FRACTION
-from perfguard.guard.report import ChangePoint, HistoryPoint, TargetSummary
+from perfguard.document.report import ChangePoint, HistoryPoint, ROOF_FRACTION, TargetSummary
 from perfguard.report.numbers import seconds
 from perfguard.report.scales import (Linear, Log, compact, labelled, linear_ticks, padded_log_limits, signed_pct,
                                      time_labels)

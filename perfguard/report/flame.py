@@ -14,7 +14,7 @@ from __future__ import annotations
 from html import escape
 from typing import Callable
 
-from perfguard.guard.report import Attribution, DiffNode
+from perfguard.document.report import Attribution, DiffNode
 from perfguard.report.numbers import signed_count
 
 WIDTH = 1100

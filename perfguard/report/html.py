@@ -19,10 +19,9 @@ import jinja2
 from markupsafe import Markup
 
 from perfguard.atomic import atomic_write_text
-from perfguard.guard import model_changes
-from perfguard.guard.analysis import ROOF_FRACTION
-from perfguard.guard.compare import VERDICTS
-from perfguard.guard.report import Metrics, Report, Result, TargetSummary, worst_first
+from perfguard.document import model_labels
+from perfguard.document.report import Metrics, ROOF_FRACTION, Report, Result, TargetSummary, worst_first
+from perfguard.document.verdicts import VERDICTS
 from perfguard.report import charts, flame, model_view, numbers, text, where
 from perfguard.sim.stats import STAT_FIELDS
 
@@ -83,8 +82,9 @@ def _row(r: Result) -> dict[str, Any]:
         "bound": cur.bound if cur else None,
         "peak_pct": cur.peak_pct if cur else None,
         "model": text.model_kind(r),
-        "what": model_changes.label(r.params) if model_view.is_model_kernel(r) else "",  # a model's kernel: its layer
-        "why": "" if r.orphaned else "; ".join(filter(None, [text.limit_note(r), r.note or "",
+        "interval_text": text.interval(r),
+        "what": model_labels.label(r.params) if model_view.is_model_kernel(r) else "",  # a model's kernel: its layer
+        "why": "" if r.orphaned else "; ".join(filter(None, [text.limit_note(r), r.note or "", text.interval_note(r),
                                        text.what_changed_most(r) if r.delta_pct else ""])),
     }
 
@@ -127,7 +127,7 @@ def _common(report: Report, results: list[Result]) -> dict[str, Any]:
         "title": text.headline(summary, toolchain=False),  # the page says the toolchain sentence once, below
         "status": status,
         "counts": {name: summary.count(name) for name in VERDICTS},
-        "changed": summary.changed,  # [[model]] kernels whose shapes changed (guard.model_changes)
+        "changed": summary.changed,  # [[model]] kernels whose shapes changed (judge.model_changes)
         "verdict_names": VERDICTS,
         "version": report.perfguard_version,
         "created": report.created,
@@ -239,6 +239,7 @@ def _section(r: Result, index: int, targets: dict[str, TargetSummary]) -> dict[s
     target = targets.get(r.target)
     out: dict[str, Any] = {**vars(r), "anchor": anchor(r.target), "findings": text.findings(r, most=5),
                            "model": text.model_kind(r), "reference_text": text.reference_kind(r),
+                           "interval_note": text.interval_note(r),
                            "in_model": model_view.is_model_kernel(r), "story": "",
                            "metrics": None, "stat_rows": _stat_rows(r), "roofline": None, "phases": None, "phase_note": "",
                            "history": None, "calibration": None, "energy": None, "target_info": target}
@@ -326,10 +327,10 @@ def render_kernel(report: Report, kernel: str, results: list[Result] | None = No
 
 def _model_params(params: dict[str, Any]) -> list[tuple[str, str]]:
     """A model kernel's header: model, what it is, calls per inference, schedule (plain text pairs)."""
-    names = model_changes.anchor_names(params.get("nodes"))
+    names = model_labels.anchor_names(params.get("nodes"))
     return [(key, value) for key, value in (
         ("model", str(params.get("model", ""))),
-        ("layer", model_changes.layer_text(params.get("layer"))),
+        ("layer", model_labels.layer_text(params.get("layer"))),
         ("graph nodes", ", ".join(names)),
         ("calls per inference", str(params.get("calls", ""))),
         ("shapes", str(params.get("shapes", ""))),

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from perfguard.atomic import atomic_write_text
-from perfguard.guard import model_changes
-from perfguard.guard.report import Metrics, Report, Result
+from perfguard.document import model_labels
+from perfguard.document.report import Metrics, Report, Result
 from perfguard.report import model_view, numbers, text, where
 
 MARKER = "<!-- perfguard-report -->"
@@ -50,20 +50,20 @@ def _current(r: Result) -> Metrics | None:
 
 
 def _changed_row(r: Result) -> str:
-    why = "; ".join(filter(None, [text.limit_note(r), text.what_changed_most(r)]))
+    why = "; ".join(filter(None, [text.limit_note(r), text.interval_note(r), text.what_changed_most(r)]))
     if r.error or r.orphaned:
         message = r.error or r.note
         why = message if len(message) <= _ERROR_CHARS else message[:_ERROR_CHARS] + "..."
     current = _current(r)
     return _cells([f"{_ICON[r.verdict]} {r.verdict}", _kernel(r), md(r.target),
-                   md(numbers.pct(r.delta_pct)), md(numbers.threshold(r.threshold_pct)),
+                   md(text.delta_with_interval(r)), md(numbers.threshold(r.threshold_pct)),
                    md(numbers.seconds(r.current_time_s)), md(numbers.seconds(r.baseline_time_s)),
                    md(text.bound(current.bound if current else None)), md(why)])
 
 
 def _rest_row(r: Result) -> str:
     current = _current(r)
-    return _cells([_ICON[r.verdict], _kernel(r), md(r.target), md(numbers.pct(r.delta_pct)),
+    return _cells([_ICON[r.verdict], _kernel(r), md(r.target), md(text.delta_with_interval(r)),
                    md(numbers.seconds(r.current_time_s)), md(text.bound(current.bound if current else None)),
                    md(numbers.share(current.peak_pct if current else None)), md(text.model_kind(r))])
 
@@ -103,7 +103,7 @@ def _verdict_line(report: Report, results: list[Result]) -> list[str]:
 
 def _kernel(r: Result) -> str:
     if model_view.is_model_kernel(r):  # what it is in its model beside its key; the model view says the rest
-        what = model_changes.label(r.params)
+        what = model_labels.label(r.params)
         return md(r.kernel) + (f" ({md(what)})" if what else "")
     return md(r.kernel) + (f" ({text.SELF_CONSISTENCY})" if r.reference == "self" else "")
 

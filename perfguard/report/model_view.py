@@ -3,7 +3,7 @@ kernels, its kernels by share of the total with what each is in the model (graph
 shapes) beside its key, and which kernel changed (changed shapes, new, removed, calls, slower,
 faster). Where a report has models, every format shows this view first.
 
-Input is the report's typed `models` (guard.report.ModelTotal); one small renderer per format,
+Input is the report's typed `models` (document.report.ModelTotal); one small renderer per format,
 nothing else.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from html import escape
 
-from perfguard.guard.report import ModelKernel, ModelPart, ModelTotal, Report, Result
+from perfguard.document.report import ModelKernel, ModelPart, ModelTotal, Report, Result
 from perfguard.report.numbers import pct, seconds
 
 TOP_KERNELS = 8  # rows per model in the terminal and the Markdown beyond every changed one; JSON and HTML keep all

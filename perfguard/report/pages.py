@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from perfguard.guard.report import Report
-from perfguard.report.html import write_html
+from perfguard.document.report import Report
+from perfguard.report.html import KERNEL_DIR, write_html
 from perfguard.report.markdown import write_markdown
 
 
@@ -16,8 +16,6 @@ def write_pages(report: Report, report_dir: Path) -> list[Path]:
 
 def page_files(report_dir: Path) -> list[Path]:
     """Every file write_pages leaves in `report_dir` (what a check record keeps of them)."""
-    from perfguard.report.html import KERNEL_DIR
-
     report_dir = Path(report_dir)
     found = [report_dir / "index.html", report_dir / "summary.md", *sorted((report_dir / KERNEL_DIR).glob("*.html"))]
     return [path for path in found if path.is_file()]

@@ -10,12 +10,13 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from perfguard.guard import model_changes
-from perfguard.guard.report import Report
+from perfguard.document import model_labels
+from perfguard.document.report import Report
 from perfguard.report import model_view
 from perfguard.report.numbers import pct, seconds, threshold
-from perfguard.report.text import (SELF_CONSISTENCY, headline, limit_note, model_kind, self_consistency_note,
-                                   what_changed_most)
+from perfguard.report.text import (SELF_CONSISTENCY, headline, interval, interval_note, limit_note, model_kind,
+                                   self_consistency_note, what_changed_most)
+from perfguard.timings import JOB_STAGES, STAGES
 
 _STYLE = {"regression": "bold red", "error": "bold yellow", "toolchain": "bold magenta", "improvement": "bold green",
           "new": "cyan", "removed": "magenta", "unchanged": "dim", "wrong result": "bold red"}
@@ -60,6 +61,8 @@ def print_table(report: Report, out: Console) -> None:
             if r.note:
                 out.print(f"[{_STYLE['removed'] if r.orphaned else 'bold'}]{'removed' if r.orphaned else 'note'}[/] "
                           f"{escape(label + r.note)}")
+            if note := interval_note(r):
+                out.print(f"[bold]note[/] {escape(label + note)}")
             if r.verdict in ("regression", "improvement") and (r.attribution is not None or r.blocks):
                 out.print(f"[bold]where[/] {escape(label + what_changed_most(r))}")
     note = self_consistency_note(report.results)
@@ -70,15 +73,17 @@ def print_table(report: Report, out: Console) -> None:
 
 def _print_results(results, out: Console) -> None:
     table = Table(show_edge=False, pad_edge=False)
+    level = next((r.interval.level for r in results if r.interval is not None), None)
     for name, justify in (("kernel", "left"), ("target", "left"), ("verdict", "left"), ("delta", "right"),
-                          ("threshold", "right"), ("predicted", "right"), ("baseline", "right"), ("model", "left")):
+                          (f"{100 * level:.0f} % interval" if level else "interval", "right"), ("threshold", "right"),
+                          ("predicted", "right"), ("baseline", "right"), ("model", "left")):
         table.add_column(name, justify=justify)
     for r in results:
-        what = model_changes.label(r.params) if model_view.is_model_kernel(r) else ""
+        what = model_labels.label(r.params) if model_view.is_model_kernel(r) else ""
         table.add_row(
             escape(r.kernel) + (f" [dim]{escape(what)}[/]" if what else ""), escape(r.target),
             f"[{_STYLE[r.verdict]}]{r.verdict}[/]" + (f" ({SELF_CONSISTENCY})" if r.reference == "self" else ""),
-            pct(r.delta_pct), threshold(r.threshold_pct),
+            pct(r.delta_pct), interval(r), threshold(r.threshold_pct),
             seconds(r.current_time_s), seconds(r.baseline_time_s),
             "" if not r.model_id else model_kind(r),
         )
@@ -91,7 +96,6 @@ def print_timings(report: Report, out: Console, slowest: int = 5) -> None:
     if timings is None:
         out.print("no timings in this report")
         return
-    from perfguard.timings import JOB_STAGES, STAGES
 
     what = dict(STAGES)
     table = Table(show_edge=False, pad_edge=False, title="where the time went", title_justify="left")

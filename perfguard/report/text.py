@@ -1,14 +1,14 @@
 """Verdict wording shared by every renderer (terminal, HTML, Markdown): headlines, notes, findings.
 
-Each function takes the typed report's parts (guard.report) and returns plain text: renderers
+Each function takes the typed report's parts (document.report) and returns plain text: renderers
 escape it for their medium.
 """
 
 from __future__ import annotations
 
-from perfguard.guard.report import BlockChange, BlockSide, Driver, Result, Summary, ToolchainSummary
+from perfguard.document.report import BlockChange, BlockSide, Driver, Result, Summary, ToolchainSummary
 from perfguard.report import where
-from perfguard.report.numbers import number, pct, signed_count, signed_seconds
+from perfguard.report.numbers import number, pct, pct_range, signed_count, signed_seconds, threshold
 
 
 def headline(summary: Summary, toolchain: bool = True) -> str:
@@ -123,6 +123,37 @@ def limit_note(result: Result) -> str:
         change = signed_count(b.delta) + (f" ({pct(b.delta_pct)})" if b.delta_pct is not None else "")
         parts.append(f"{metric} {change} over the limit {b.limit}")
     return "limit breached: " + "; ".join(parts)
+
+
+def interval(result: Result) -> str:
+    """`+1.2 .. +10.4 %`, or "-" without a calibrated interval."""
+    i = result.interval
+    return "-" if i is None else pct_range(i.low_pct, i.high_pct)
+
+
+def delta_with_interval(result: Result) -> str:
+    """`+5.70 % (90 %: +1.2 .. +10.4 %)`: the predicted change and its calibrated interval."""
+    i = result.interval
+    if i is None or result.delta_pct is None:
+        return pct(result.delta_pct)
+    return f"{pct(result.delta_pct)} ({100 * i.level:.0f} %: {pct_range(i.low_pct, i.high_pct)})"
+
+
+def interval_note(result: Result) -> str:
+    """What a result's interval says beyond its numbers: that it holds the threshold (the verdict
+    could go either way), which end gated, and when it was calibrated for another model."""
+    i = result.interval
+    if i is None or result.delta_pct is None:
+        return ""
+    parts = []
+    if i.straddles:
+        parts.append(f"the {100 * i.level:.0f} % interval {pct_range(i.low_pct, i.high_pct)} straddles the "
+                     f"{threshold(result.threshold_pct)} threshold: the native change may be on either side of it")
+    if result.gate != "estimate":
+        parts.append(f"gated on the interval's {result.gate} end")
+    if parts and not i.exact:
+        parts.append(f"interval calibrated for {i.basis}")
+    return "; ".join(parts)
 
 
 def bound(value: str | None) -> str:

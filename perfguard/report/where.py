@@ -1,7 +1,7 @@
 """The differential view in words: where a change of predicted cycles happened.
 
 Every output that explains a change says it this way, from the report's Attribution
-(guard.report, built by guard.differential): the terminal's `where` line, the Markdown top 3 (the
+(document.report, built by judge.differential): the terminal's `where` line, the Markdown top 3 (the
 pull-request comment), the pytest failure message, `perfguard bisect` and `compare`.
 
 A place is a loop of a kernel nest, kernel code not placed in a loop, or another function (the C
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from perfguard.guard.report import Attribution, BlockLoop, DiffNode
+from perfguard.document.report import Attribution, BlockLoop, DiffNode
 from perfguard.report.numbers import signed_count
 
 MOST = 3  # places in the Markdown and bisect's answer

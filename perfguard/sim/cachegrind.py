@@ -292,6 +292,10 @@ def _host_cpu_flags() -> str:
 class CachegrindSimulator(Simulator):
     name = "cachegrind"
 
+    @classmethod
+    def programs(cls, target: TargetProfile) -> list[str]:
+        return ["valgrind"]
+
     def __init__(self, cache_dir: Path):
         self.cache_dir = Path(cache_dir)
         self._version: str | None = None

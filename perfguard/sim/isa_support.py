@@ -8,6 +8,7 @@ it is an input error (exit 2) before any build or simulation, naming the profile
 
 from __future__ import annotations
 
+import hashlib
 import json
 from functools import lru_cache
 from pathlib import Path
@@ -26,8 +27,6 @@ X86_BEYOND_AVX2 = ("avx512f", "avxvnni", "avxvnniint8", "avxvnniint16", "avxifma
 def _x86_features(tvm_target_json: str, cache_dir: Path | None = None) -> tuple[str, ...]:
     """LLVM's answer for the target, remembered in the cache under TVM's identity: asking needs
     TVM imported (seconds of CPU), which a check whose kernels all come from records avoids."""
-    import hashlib
-
     memo = None
     if cache_dir is not None:
         key = hashlib.sha256(f"{tvm_target_json}\0{package_identity('tvm')}\0{X86_BEYOND_AVX2}".encode()).hexdigest()

@@ -100,6 +100,11 @@ RUN_RECIPE = 2
 
 class QemuSimulator(Simulator):
     name = "qemu"
+    records_blocks = True
+
+    @classmethod
+    def programs(cls, target: TargetProfile) -> list[str]:
+        return [target.qemu]
 
     def __init__(self, cache_dir: Path):
         self.cache_dir = Path(cache_dir)

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from perfguard.compile.cache import digest
+from perfguard.compile.cache import BuildCache, digest
 from perfguard.compile.inputs import decode_outputs
 from perfguard.config import Config, KernelSpec
 from perfguard.errors import EXIT_INFRA, InfraError, PerfguardError
@@ -166,8 +166,6 @@ class Measurer:
 
     def time(self, trial: Trial, result: JobResult) -> Trial:
         """Native mode: time a checked candidate's binary here, alone on a pinned core."""
-        from perfguard.compile.cache import BuildCache
-
         if not result.ok:
             return self.fail(trial, "run", result.error, result.seconds)
         started = time.monotonic()

@@ -16,8 +16,8 @@ import pytest
 
 from perfguard.cli import main
 from perfguard.config import load_config
-from perfguard.guard.check import make_jobs, select
 from perfguard.pipeline import run_job
+from perfguard.runs.check import make_jobs, select
 from perfguard.targets import BUILTIN
 
 # A user kernel B = 2 A (+ an ignored param), references to check it with, and a softmax.

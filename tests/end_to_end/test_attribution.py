@@ -12,7 +12,7 @@ import shutil
 import pytest
 
 from perfguard.cli import main
-from perfguard.guard.report import Report
+from perfguard.document.report import Report
 from perfguard.report import where
 from perfguard.report.text import what_changed_most
 from perfguard.targets import BUILTIN

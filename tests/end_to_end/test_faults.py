@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from perfguard.guard.baselines import BaselineStore
-from perfguard.guard.lock import LOCK_NAME, baselines_lock
+from perfguard.baselines.lock import LOCK_NAME, baselines_lock
+from perfguard.baselines.store import BaselineStore
 from tests import faultlib as F
 
 

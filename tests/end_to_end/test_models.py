@@ -199,7 +199,7 @@ def test_model_total_new_removed_renamed_end_to_end(project, capsys):
 def test_kernels_option_selects_a_model_or_one_kernel(project):
     path = project(TOML.format(widths=[16, 32, 8], repeat=2), {"mymodels.py": NET})
     config = load_config(path)
-    from perfguard.guard.check import select
+    from perfguard.runs.check import select
 
     whole = select(config, ["m"], None)
     assert len(whole) == 3 and all(spec.model == "m" for spec, _ in whole)

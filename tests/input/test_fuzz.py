@@ -25,10 +25,10 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from perfguard.baselines.store import Baseline, parse_baseline
 from perfguard.config import Config, load_config
 from perfguard.errors import PerfguardError
-from perfguard.guard.baselines import Baseline, parse_baseline
-from perfguard.guard.merge import load_report
+from perfguard.judge.merge import load_report
 from perfguard.predict.dataset import Dataset, Row, load_dataset
 from perfguard.predict.features import matrix
 from perfguard.predict.registry import PREDICTORS
@@ -465,7 +465,7 @@ BASELINE = json.loads(Baseline(
     toolchain={"cc": "gcc 12", "tvm": "0.27"}).to_json())
 
 
-@fuzz('baseline reader (perfguard.guard.baselines.parse_baseline)',
+@fuzz('baseline reader (perfguard.baselines.store.parse_baseline)',
       st.one_of(mutated_json(BASELINE), mutated_json(BASELINE).map(as_json_text),
                  raw_inputs(json.dumps(BASELINE, indent=1)),
                  st.sampled_from(["[" * 5000 + "]" * 5000, '{"schema": 1e999}', "NaN", '"\\ud800"'])))
@@ -572,7 +572,7 @@ REPORT = {"schema": 1, "perfguard_version": "0.1.0", "created": "2026-01-01T00:0
                        "threshold_pct": 2.0, "stats": {"insts": 1}, "error": None}]}
 
 
-@fuzz('report reader (perfguard.guard.report.read_report)',
+@fuzz('report reader (perfguard.document.report.read_report)',
       st.one_of(mutated_json(REPORT), raw_inputs(json.dumps(REPORT))))
 def test_report_reader(doc):
     text = as_json_text(doc) if isinstance(doc, dict) else doc

@@ -220,7 +220,7 @@ def _sdot_executions(blocks, profile) -> int:
 @pytest.fixture(scope="module")
 def simulated(tmp_path_factory):
     from perfguard.config import load_config
-    from perfguard.guard.check import make_jobs, measure, select
+    from perfguard.runs.check import make_jobs, measure, select
 
     for tool in ("qemu-aarch64", "aarch64-linux-gnu-gcc", "qemu-x86_64", "qemu-riscv64", "riscv64-linux-gnu-gcc",
                  "llvm-mc-19"):

@@ -14,10 +14,10 @@ import pytest
 from perfguard.config import KernelSpec
 from perfguard.errors import InfraError, InputError
 from perfguard.pipeline import Job, run_job
-from perfguard.predict.mca import LLVM_MC, LLVM_MCA, McaTarget, block_timings
 from perfguard.predict.pipeline import PipelineModel
 from perfguard.predict.select import predictor_for
 from perfguard.sim.blocks import Block
+from perfguard.sim.mca import LLVM_MC, LLVM_MCA, McaTarget, block_timings
 from perfguard.sim.qemu import QemuSimulator
 from perfguard.sim.stats import Stats
 from perfguard.targets import BUILTIN
@@ -125,7 +125,7 @@ def _mca_target() -> McaTarget:
 
 
 def test_block_timings_are_cached_so_a_warm_run_starts_no_llvm_tool(tmp_path, monkeypatch):
-    import perfguard.predict.mca as mca
+    import perfguard.sim.mca as mca
 
     mca._KNOWN.clear()  # what earlier tests in this process scheduled: this one must write its own cache files
     block = Block(0x401000, 9, 3, 5, "4801c84883e90175f7", "loop")  # add %rcx,%rax; sub $1,%rcx; jne
@@ -222,7 +222,7 @@ def test_check_uses_the_pipeline_model_attributes_blocks_and_notes_old_baselines
     assert top["current"]["symbol"] and top["current"]["bound"]
     assert sum(b["delta_cycles"] for b in result["blocks"]) > 0
     # where: the place of the differential view whose changed code moved most (a loop of gemv's nest)
-    from perfguard.guard.report import Result, from_json
+    from perfguard.document.report import Result, from_json
     from perfguard.report.text import what_changed_most
 
     line = what_changed_most(from_json(Result, result, "perfguard.json"))
@@ -240,7 +240,7 @@ def test_check_uses_the_pipeline_model_attributes_blocks_and_notes_old_baselines
     from dataclasses import replace
 
     from perfguard.config import load_config
-    from perfguard.guard.check import make_jobs, select
+    from perfguard.runs.check import make_jobs, select
 
     capsys.readouterr()
     # the count-weighted model sees the scalar code too (+131 %)
@@ -284,7 +284,7 @@ def test_an_x86_instruction_cut_at_a_page_end_is_left_out_only_there(tmp_path):
 
 
 def test_a_block_cut_at_a_page_end_does_not_unbatch_the_others(tmp_path, monkeypatch):
-    import perfguard.predict.mca as mca
+    import perfguard.sim.mca as mca
 
     mca._KNOWN.clear()  # what earlier tests in this process scheduled
     cut = Block(0x402ff4, 11, 3, 2, "4801c84883e901c5fc1081", "kernel")
@@ -303,6 +303,29 @@ def test_a_block_cut_at_a_page_end_does_not_unbatch_the_others(tmp_path, monkeyp
         [("addq %rcx, %rax", "subq $1, %rcx")] + [("addq %rcx, %rax", f"subq ${i}, %rcx", "jne -9") for i in range(2, 7)]
     # one llvm-mc run for the six whole blocks, one for the cut block (not one per block)
     assert started.count(Path(mca._tool(LLVM_MC)).name) == 2
+
+
+def test_many_blocks_are_scheduled_in_chunks_of_llvm_mca_runs(tmp_path, monkeypatch):
+    """A dataset's thousands of blocks go to llvm-mca in chunks (one run each), so no run nears the
+    tool's timeout on a loaded machine; the cycles are those of one run per block."""
+    import perfguard.sim.mca as mca
+
+    loops = [Block(0x401000 + 0x20 * i, 9, 3, 5, f"4801c84883e9{i + 1:02x}75f7", "loop") for i in range(5)]
+    mca._KNOWN.clear()
+    whole = block_timings(loops, _mca_target(), tmp_path / "whole")
+    started = []
+    real_run = mca.subprocess.run
+
+    def counting(cmd, *args, **kwargs):
+        started.append(Path(cmd[0]).name)
+        return real_run(cmd, *args, **kwargs)
+
+    mca._KNOWN.clear()
+    monkeypatch.setattr(mca, "SCHEDULE_CHUNK", 2)
+    monkeypatch.setattr(mca.subprocess, "run", counting)
+    chunked = block_timings(loops, _mca_target(), tmp_path / "chunked")
+    assert chunked == whole
+    assert started.count(Path(mca._tool(LLVM_MCA)).name) == 3  # 2 + 2 + 1 blocks
 
 
 def test_rep_string_blocks_cost_per_element_not_llvm_mca_flat_100_cycles(tmp_path):
@@ -393,3 +416,62 @@ def test_a_dependency_chain_through_a_loop_body_of_two_blocks_counts(tmp_path):
     assert loop_bodies(cost(1051), "x86_64-linux-gnu") == []
     # riscv64: a 4-byte addi and a compressed bnez; the branch starts 4 bytes in
     assert _last_insn_offset(Block(0x10000, 6, 2, 1, "130515007df5", "k"), "riscv64") == 4
+
+
+def test_a_back_branch_split_off_by_a_page_end_still_closes_its_loop(tmp_path):
+    """A page end can leave a loop's back branch in a block of its own, which other paths into the
+    same code reach too (it runs more often than the body): the body is still one loop."""
+    from perfguard.predict.pipeline import loop_bodies
+    from perfguard.sim.blocks import BlockProfile
+
+    first = _assemble(["vmulsd %xmm0, %xmm0, %xmm1"])
+    second = _assemble(["vmulsd %xmm1, %xmm1, %xmm0", "decq %rcx"])
+    model = PipelineModel(BUILTIN["x86_64"], tmp_path)
+
+    def bodies(count_branch: int, c: int = 0x403000) -> list:
+        """The branch's block at `c` (0x403000: the page end split it off, it starts the next page)."""
+        a = c - len(first) // 2 - len(second) // 2
+        b = a + len(first) // 2
+        branch = "75" + f"{(a - c - 2) & 0xff:02x}"  # jne back to the first block
+        blocks = (Block(a, len(first) // 2, 1, 1000, first, "k"), Block(b, len(second) // 2, 2, 1000, second, "k"),
+                  Block(c, 2, 1, count_branch, branch, "k"))
+        stats = Stats(insts=3000 + count_branch, l1d_misses=0, l1i_misses=0, l2_misses=0, blocks=BlockProfile(blocks))
+        return loop_bodies(model.block_costs(stats), "x86_64-linux-gnu")
+
+    assert bodies(1000) == [[0, 1, 2]]
+    assert bodies(1200) == [[0, 1, 2]]  # 200 more from another way in: still the loop's back branch
+    assert bodies(500) == []  # a branch taken half as often as its body runs closes no loop of it
+    # 16 bytes lower the branch's block starts no page: no page end split it off, so running more
+    # often than the body means it is entered from outside the body
+    assert bodies(1000, 0x402ff0) == [[0, 1, 2]] and bodies(1200, 0x402ff0) == []
+
+
+def test_l2_misses_that_fit_in_the_l3_cost_its_latency_the_rest_memory(tmp_path):
+    """The simulators stop at the L2; a profile's l3_size says how many missed lines a call can
+    find in a last-level cache (its L2-miss traffic bounds what it touches), charged at the L3
+    latency, the rest at the memory latency; a profile without an L3 charges memory for all."""
+    from dataclasses import replace
+
+    x86 = BUILTIN["x86_64"]
+    cost = x86.cost
+    assert x86.l3_size == 32 << 20 and cost.l3_latency > cost.l2_latency
+    model = PipelineModel(x86, tmp_path)
+    lines = x86.l3_size // x86.l2.line
+
+    def stalls(profile, l1, l2):
+        return PipelineModel(profile, tmp_path).stall_cycles(Stats(insts=1, l1d_misses=l1, l1i_misses=0, l2_misses=l2))
+
+    # a 4 MiB stream: every line missed in L1 and L2, all of them in the L3
+    assert stalls(x86, 65536, 65536) == pytest.approx(65536 * cost.l3_latency / x86.mlp)
+    # more missed lines than the L3 holds: the excess from memory
+    assert stalls(x86, lines + 1000, lines + 1000) == pytest.approx(
+        (lines * cost.l3_latency + 1000 * cost.mem_latency) / x86.mlp)
+    # L1 misses that hit the L2 are unchanged
+    assert stalls(x86, 5000, 0) == pytest.approx(5000 * cost.l2_latency / x86.mlp)
+    no_l3 = replace(x86, l3_size=0)
+    assert stalls(no_l3, 65536, 65536) == pytest.approx(65536 * cost.mem_latency / x86.mlp)
+    assert BUILTIN["aarch64"].l3_size == 0  # a Cortex-A72 system with no L3
+    # the L3 is part of the model's identity (stored baselines re-score under the new id), not of
+    # the profile's fingerprint (no statistic changes)
+    assert PipelineModel(no_l3, tmp_path).model_id != model.model_id
+    assert no_l3.fingerprint() == x86.fingerprint()

@@ -13,7 +13,8 @@ from perfguard.errors import InputError
 from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 
-from perfguard.predict.base import CalibratedModel, CalibratedPredictor
+from perfguard.predict.calibrated import CalibratedModel
+from perfguard.predict.estimator import CalibratedPredictor
 from perfguard.predict.dataset import Dataset, Row, dataset_path, load_dataset
 from perfguard.predict.evaluate import leave_one_group_out, metrics
 from perfguard.predict.features import matrix
@@ -312,6 +313,15 @@ def test_real_calibration_end_to_end(project, tmp_path, capsys):
         native = np.array([r.native_s for r in rows_of])
         assert m["mape"] == pytest.approx(100.0 * np.mean(np.abs(predicted - native) / native), rel=1e-12)
     assert main(["calibrate", "train", *base, "--predictors", "mlr,xgboost"]) == 0
+    # whether auto may use the model follows from this machine's timings, by the rule on its figures
+    path = model_path(config.parent / "baselines", "x86_64", "gemm")
+    data = json.loads(path.read_text())
+    decision = data["auto"]["summary"]
+    assert [g["group"] for g in data["auto"]["groups"]] == dataset.groups()  # every shape held out once
+    assert data["auto"]["use"] is (decision["gain"] >= decision["margin"]
+                                   and decision["worst_group_gain"] >= -decision["margin"])
+    data["auto"]["use"] = True  # as if it had won: the check below scores with the calibrated model
+    path.write_text(json.dumps(data))
     capsys.readouterr()
     assert main(["check", "--config", str(config)]) == 0
     assert json.loads((config.parent / "reports/perfguard.json").read_text())["results"][0]["calibrated"] is True
@@ -319,7 +329,7 @@ def test_real_calibration_end_to_end(project, tmp_path, capsys):
                  "--json", str(tmp_path / "drift.json"), "--max-cv", "100"])
     drift = json.loads((tmp_path / "drift.json").read_text())["gemm"]
     # its numbers come from this machine's timings; the verdict must follow from them by the rule
-    from perfguard.predict.calibration import drift_reasons
+    from perfguard.runs.calibration import drift_reasons
 
     reasons = drift_reasons(drift["mape"], drift["spearman"], 15.0, 0.9)
     assert drift["reasons"][:len(reasons)] == reasons and drift["needs_retraining"] is bool(reasons)
@@ -405,7 +415,7 @@ def test_dataset_stores_each_block_once_and_reads_profiles_back(tmp_path):
 
 def test_resimulated_rows_keep_their_native_time_only_when_nothing_changed():
     from perfguard.pipeline import JobResult
-    from perfguard.predict.calibration import merge_resimulated
+    from perfguard.runs.calibration import merge_resimulated
 
     import dataclasses
 
@@ -466,7 +476,7 @@ def test_pipeline_features_are_the_pipeline_models_cycles(tmp_path):
 
 
 def test_a_model_on_pipeline_features_scores_through_todays_pipeline_model(tmp_path):
-    from perfguard.predict.calibration import train
+    from perfguard.runs.calibration import train
     from perfguard.predict.select import predictor_for
 
     rng = np.random.default_rng(1)
@@ -476,6 +486,14 @@ def test_a_model_on_pipeline_features_scores_through_todays_pipeline_model(tmp_p
     path = model_path(tmp_path, "x86_64", "gemm")
     name, evaluation, _ = train(ds, X86, path, ["mlr"], cache_dir=tmp_path / "cache")
     assert evaluation.features == "pipeline" and name == "mlr"
+    # these times follow the pipeline model's cycles (both in proportion to n): on held-out shapes the
+    # model cannot beat it by the margin, so auto keeps the pipeline model and the file says why
+    decision = json.loads(path.read_text())["auto"]
+    assert decision["use"] is False and decision["summary"]["pipeline_spearman"] > 0.8
+    assert not predictor_for(X86, "gemm", "qemu", tmp_path, cache_dir=tmp_path / "cache").calibrated
+    data = json.loads(path.read_text())
+    data["auto"]["use"] = True  # as if it had won: from here on, the model as auto uses it
+    path.write_text(json.dumps(data))
     model = predictor_for(X86, "gemm", "qemu", tmp_path, cache_dir=tmp_path / "cache")
     assert model.calibrated and model.needs_blocks and model.model_id.startswith("mlr-")
     # seconds, near the row's own time (the rows follow 1e-9 s per loop run to +-10 %: not exact by design)
@@ -502,6 +520,6 @@ def test_a_model_on_pipeline_features_scores_through_todays_pipeline_model(tmp_p
     (0.0, 1.0, []),
 ])
 def test_drift_asks_for_retraining_only_beyond_its_limits(mape, spearman, reasons):
-    from perfguard.predict.calibration import drift_reasons
+    from perfguard.runs.calibration import drift_reasons
 
     assert drift_reasons(mape, spearman, 15.0, 0.9) == reasons

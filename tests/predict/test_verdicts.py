@@ -17,7 +17,7 @@ from benchmarks.verdict_pairs import PAIRS, Pair
 from perfguard.config import load_config
 from perfguard.errors import InfraError
 from perfguard.kernels import FAMILY_NAMES, get_family
-from perfguard.predict.calibration import DEFAULT_GROUPS
+from perfguard.runs.calibration import DEFAULT_GROUPS
 from perfguard.targets import BUILTIN
 from tests.conftest import REPO
 
@@ -38,9 +38,16 @@ def _shape(family: str, params: dict) -> tuple:
 
 
 def test_every_pair_is_a_valid_one_knob_edit():
-    assert len(PAIRS) >= 40
+    assert len(PAIRS) >= 80
     assert len({p.name for p in PAIRS}) == len(PAIRS)
     for pair in PAIRS:
+        if pair.entry:  # a user's or a model's kernel: its parameters, exactly one of them edited
+            before, after = pair.params("before"), pair.params("after")
+            assert [k for k in before if before[k] != after[k]] == [pair.knob], pair.name
+            assert all(k in before for k in pair.shape_keys) and pair.family not in FAMILY_NAMES, pair.name
+            a, b = pair.sides()
+            assert a.family is None and a.entry == pair.entry and a.reference == pair.reference, pair.name
+            continue
         before, after = (_resolve(pair.family, pair.params(side)) for side in ("before", "after"))
         # every knob explicit: resolving fills nothing in, so no default can move with the edit
         assert before == pair.params("before"), pair.name
@@ -49,7 +56,6 @@ def test_every_pair_is_a_valid_one_knob_edit():
         assert a.params == pair.params("before") and b.params == pair.params("after")
 
 
-# the float families; the quantized ones (qgemm, qconv2d) have no native-timed pairs yet
 FLOAT_FAMILIES = tuple(name for name in FAMILY_NAMES if "dtype" in get_family(name).knobs)
 
 
@@ -59,6 +65,13 @@ def test_every_family_and_knob_kind_is_covered():
     for family in FLOAT_FAMILIES:
         expected = {"vector width", "tile size", "loop order", "unroll"} | ({"packing"} if family == "gemm" else set())
         assert {k for f, k in kinds if f == family} == expected, family
+    for family in ("qgemm", "qconv2d"):  # the quantized families: tiles and int8 output (their unroll
+        # knob changes no byte of these kernels: LLVM unrolls the int8 dot products either way)
+        assert {k for f, k in kinds if f == family} == {"tile size", "output type"}, family
+    assert len([p for p in PAIRS if p.base.get("dtype") == "float16"]) >= 4
+    labels = {p.family for p in PAIRS if p.entry}
+    assert {"softmax", "layer_norm", "attention"} <= labels  # user-kernel-like code
+    assert len([label for label in labels if "." in label]) >= 3  # kernels extracted from whole models
 
 
 def test_no_pair_shape_is_in_a_dataset_the_defaults_or_the_config():
@@ -71,7 +84,7 @@ def test_no_pair_shape_is_in_a_dataset_the_defaults_or_the_config():
     for spec in load_config(REPO / "perfguard.toml").kernels:
         seen.add(_shape(spec.family, spec.params))
     assert len(seen) >= 20  # the datasets and groups were read
-    clashes = [p.name for p in PAIRS if _shape(p.family, p.base) in seen]
+    clashes = [p.name for p in PAIRS if not p.entry and _shape(p.family, p.base) in seen]
     assert clashes == []
 
 
@@ -113,6 +126,9 @@ def test_summary_counts_misses_false_alarms_and_signs():
     perfect = vd.summarize(native, {k: v * 2 for k, v in native.items()})
     assert perfect.spearman == pytest.approx(1.0)
     assert (perfect.missed, perfect.false_alarms, perfect.sign_agree, perfect.sign_total) == ([], [], 3, 3)
+    # large slowdowns: predicted time ratio over native time ratio, within x1.3 or not
+    big = vd.summarize({"x15": 14.0, "x2": 1.0, "small": 0.3}, {"x15": 8.0, "x2": 0.9, "small": 0.1})
+    assert big.large == pytest.approx({"x15": 9.0 / 15.0, "x2": 1.9 / 2.0}) and big.large_within == 1
 
 
 # ---------------------------------------------------------------------------------------------
@@ -128,7 +144,7 @@ def _fake_side(binary_hash: str):
 def test_stored_timings_are_reused_only_for_the_same_binaries(tmp_path, monkeypatch):
     timed = []  # the timing itself is replaced: this test is about when it happens, and what is kept
 
-    def time_pair(before, after, rounds, cpu, where, reps=None, first=0):
+    def time_pair(before, after, rounds, cpu, where, reps=None, first=0, processes=1):
         timed.append((rounds, first, reps))
         return {**_record([0.9] * rounds), "reps": reps or {"before": 7, "after": 8}, "loadavg": [1.0, 1.0]}
 
@@ -155,6 +171,42 @@ def test_stored_timings_are_reused_only_for_the_same_binaries(tmp_path, monkeypa
     sides = {pair.name: (_fake_side("aa"), _fake_side("cc"))}  # a binary changed
     assert (run(), timed[2:]) == (-0.1, [(5, 0, None)])
     assert set(vd.load_native(store)["pairs"]) == {"aa:bb", "aa:cc"}
+    # --no-timing: the stored record of these binaries, whatever its rounds; none stored, the pair is left out
+    left = []
+    assert set(vd.time_pairs([pair], sides, store, 50, False, 0, X86, log=left.append, timing=False)) == {pair.name}
+    sides = {pair.name: (_fake_side("aa"), _fake_side("dd"))}
+    assert vd.time_pairs([pair], sides, store, 5, False, 0, X86, log=left.append, timing=False) == {}
+    assert len(timed) == 3 and "no stored timing for these binaries (--no-timing): left out" in left[0]
+
+
+@pytest.mark.skipif(not X86.native() or shutil.which("gcc") is None, reason="native timing needs an x86_64 host")
+def test_each_side_runs_in_several_processes_and_a_spread_pair_is_timed_again(tmp_path):
+    """Real processes of small programs with the harness's timing contract (tests/sim/test_native_timing.py):
+    the sides alternate process by process, and a pair whose per-round ratios spread beyond the bound is
+    timed again, the steadiest attempt kept and flagged."""
+    from tests.sim.test_native_timing import _order, _program
+
+    before = _program(tmp_path, "A", 100_000, 0)
+    after = _program(tmp_path, "B", 200_000, 0)
+    record = vd.time_pair(before, after, 2, 0, "p", processes=3)
+    # probes A B; round 0: A B, B A, A B; round 1: B A, A B, B A
+    assert _order(tmp_path) == ["A", "B"] + ["A", "B", "B", "A", "A", "B"] + ["B", "A", "A", "B", "B", "A"]
+    assert record["processes"] == 3 and len(record["rounds"]) == 2
+    assert all(len(r["before"]["processes"]) == 3 and r["after"]["min_s"] == pytest.approx(2e-4)
+               for r in record["rounds"])
+    assert vd.native_delta(record).delta == pytest.approx(1.0) and vd.native_delta(record).spread == 0
+
+    logs = tmp_path / "shaky"
+    logs.mkdir()
+    steady = _program(logs, "S", 100_000, 0)
+    shaky = _program(logs, "U", 200_000, 40_000)  # each process of U 20 % slower than the one before
+    messages = []
+    got = vd.time_steadily(steady, shaky, 4, 0, "p", 1, 0.03, 2, messages.append)
+    assert len(got["spreads"]) == 2 and min(got["spreads"]) > 0.03 and got["steady"] is False
+    assert _order(logs).count("U") == 2 * (1 + 4)  # two attempts of a probe and four rounds
+    assert "timing it again" in messages[0] and "keeping the steadiest" in messages[1]
+    calm = vd.time_steadily(before, after, 3, 0, "p", 1, 0.03, 2, messages.append)
+    assert calm["spreads"] == [0.0] and calm["steady"] is True
 
 
 @pytest.mark.slow

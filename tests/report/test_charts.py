@@ -9,8 +9,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from perfguard.guard.analysis import target_summary
-from perfguard.guard.report import ChangePoint, HistoryPoint
+from perfguard.document.report import ChangePoint, HistoryPoint
+from perfguard.judge.analysis import target_summary
 from perfguard.report import charts
 from perfguard.targets import BUILTIN
 

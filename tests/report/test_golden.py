@@ -12,7 +12,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from perfguard.guard.report import REPORT_SCHEMA, Report, report_text
+from perfguard.document.report import REPORT_SCHEMA, Report, report_text
 from tests.conftest import REPO
 from tests.report import golden
 

@@ -11,8 +11,8 @@ import jsonschema
 import pytest
 from rich.console import Console
 
+from perfguard.document.report import Report, report_text
 from perfguard.errors import InputError
-from perfguard.guard.report import Report, report_text
 from perfguard.report import terminal, text
 from perfguard.report.html import kernel_file, write_html
 from perfguard.report.markdown import render_markdown

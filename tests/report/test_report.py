@@ -1,8 +1,8 @@
 """Reports rendered from a real check's report (tests/report/golden/tiny: gemm_16 made scalar, a
 regression, and gemv_16 unchanged, captured by golden/regenerate.py): perfguard.json (schema-valid,
 read and written byte for byte), the HTML pages, summary.md, `perfguard report`. No compiler or
-simulator runs here: guard/ rebuilding the report's analysis from the statistics is tested in
-tests/guard/test_report_build.py, the real check writing these pages in
+simulator runs here: runs/ rebuilding the report's analysis from the statistics is tested in
+tests/runs/test_report_build.py, the real check writing these pages in
 tests/end_to_end/test_report_pages.py."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import jsonschema
 import pytest
 
 from perfguard.cli import main
-from perfguard.guard import analysis
-from perfguard.guard.report import Report, Result, from_json
+from perfguard.document.report import Report, Result, from_json
+from perfguard.judge import analysis
 from perfguard.report import markdown, text
 from perfguard.report.html import kernel_file, render_index, write_html
 from perfguard.report.markdown import LIMIT, MARKER, md, render_markdown
@@ -271,7 +271,7 @@ def test_markdown_marker_is_stable():
 def test_calibration_comes_from_the_stored_model(monkeypatch):
     from types import SimpleNamespace
 
-    from perfguard.guard import report_build
+    from perfguard.runs import report_build
 
     meta = {"holdout": {"summary": {"mape": 6.5, "spearman": float("nan"), "groups": 4, "nested": {"x": 1}}},
             "scatter": [[1e-3, 1.1e-3], [2e-3, float("inf")], [3e-3, 2.9e-3]]}
@@ -285,7 +285,7 @@ def test_calibration_comes_from_the_stored_model(monkeypatch):
 
 
 def test_typed_report_reads_and_writes_perfguard_json_byte_for_byte(tiny):
-    from perfguard.guard.report import Analysis, History, HistoryPoint, Metrics, report_text
+    from perfguard.document.report import Analysis, History, HistoryPoint, Metrics, report_text
 
     written = (tiny["reports"] / "perfguard.json").read_text()
     report = Report.from_json(json.loads(written))
@@ -300,7 +300,7 @@ def test_typed_report_reads_and_writes_perfguard_json_byte_for_byte(tiny):
 
 def test_typed_report_keeps_what_it_does_not_know_and_names_a_wrong_type(tiny):
     from perfguard.errors import InputError
-    from perfguard.guard.report import report_text
+    from perfguard.document.report import report_text
 
     data = copy.deepcopy(tiny["data"])
     data["from_the_future"] = {"x": [1, 2]}
@@ -318,7 +318,7 @@ def test_typed_report_keeps_what_it_does_not_know_and_names_a_wrong_type(tiny):
 
 
 def test_typed_report_optional_additions_stay_absent_until_set():
-    from perfguard.guard.report import Summary, to_json
+    from perfguard.document.report import Summary, to_json
 
     plain = to_json(Summary(exit_code=0))
     assert "interrupted" not in plain and "errors_allowed" not in plain and "not_measured" not in plain
@@ -328,7 +328,7 @@ def test_typed_report_optional_additions_stay_absent_until_set():
 
 def test_report_schema_upgrades_run_before_reading(monkeypatch):
     from perfguard.errors import InputError
-    from perfguard.guard import report as report_module
+    from perfguard.document import report as report_module
 
     def from_zero(doc):  # a made-up schema 0 that called the verdict "outcome"
         return {**doc, "results": [{**{k: v for k, v in r.items() if k != "outcome"}, "verdict": r["outcome"]}

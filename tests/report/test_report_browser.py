@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from perfguard.guard.report import Report
+from perfguard.document.report import Report
 from perfguard.report.charts import VERDICT_COLOURS
 from perfguard.report.html import kernel_file, write_html
 from tests.report import golden

@@ -367,7 +367,7 @@ def test_action_compare_mode_measures_the_merge_base_instead_of_reading_baseline
 
 def test_the_action_writes_the_same_markdown_as_perfguard_when_summary_md_is_missing(tmp_path):
     from perfguard.action import markdown_for
-    from perfguard.guard.report import Report
+    from perfguard.document.report import Report
     from perfguard.report.markdown import MARKER
 
     report = Report.from_json({

@@ -10,7 +10,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from tests.guard.test_orphans import put
+from tests.runs.test_orphans import put
 
 pytest_plugins = ["pytester"]
 
@@ -52,7 +52,7 @@ import pytest
 
 def test_plain_test_does_not_pay_for_perfguard(request):
     if not any(request.config.getoption(o) for o in ("perfguard", "perfguard_update", "perfguard_native")):
-        assert "tvm" not in sys.modules and "perfguard.guard.check" not in sys.modules
+        assert "tvm" not in sys.modules and "perfguard.runs.check" not in sys.modules
 
 
 @pytest.mark.perfguard(threshold=10000.0)
@@ -149,7 +149,7 @@ def test_regression_fails_exactly_its_item(pytester, user_project):
     assert where and where.group(1).startswith("loop i of nest C in "), failure
     report = json.loads((pytester.path / "reports" / "perfguard.json").read_text())
     saxpy = next(r for r in report["results"] if r["kernel"] == "saxpy" and r["verdict"] == "regression")
-    from perfguard.guard.report import Result, from_json
+    from perfguard.document.report import Result, from_json
     from perfguard.report.text import what_changed_most
     assert where.group(1) == what_changed_most(from_json(Result, saxpy, "perfguard.json"))
     assert report["summary"]["exit_code"] == 2 and report["summary"]["regression"] == 1  # 2: the orphan beats 1

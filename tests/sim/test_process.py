@@ -107,6 +107,23 @@ def test_a_signal_inherited_ignored_still_interrupts_and_kills_the_group(tmp_pat
     assert _gone(int(pidfile.read_text()), within=max(0.5, sent + 3.0 - time.monotonic()))
 
 
+def test_a_signal_while_the_child_starts_still_kills_it(tmp_path):
+    """Issue 30: a Ctrl-C that lands while Popen returns (the child runs, its group not yet known
+    to perfguard) must not leave the child running: it is held until the group can be killed."""
+    from perfguard.signals import interruptible
+
+    pidfile = tmp_path / "pid"
+
+    def signal_the_parent() -> None:  # in the child, before its program starts: the parent is in Popen
+        pidfile.write_text(str(os.getpid()))
+        os.kill(os.getppid(), signal.SIGINT)
+        time.sleep(0.3)
+
+    with interruptible(), pytest.raises(KeyboardInterrupt):
+        process.run(["sleep", "60"], 60, in_child=signal_the_parent)
+    assert _gone(int(pidfile.read_text()), within=3.0)
+
+
 def test_a_signal_handled_by_another_thread_still_stops_the_wait(tmp_path):
     """The kernel may hand a process-wide signal to any thread that does not block it; its handler
     runs once the main thread is back in Python, which a wait in short slices guarantees."""

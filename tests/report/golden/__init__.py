@@ -1,5 +1,5 @@
 """Golden reports captured from real checks (see regenerate.py), for the tests of the layers that
-read a report: report/ renders them, guard/ rebuilds their analysis from their statistics."""
+read a report: report/ renders them, judge/ and runs/ rebuild their analysis from their statistics."""
 
 from __future__ import annotations
 

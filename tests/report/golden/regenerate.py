@@ -1,4 +1,4 @@
-"""Regenerate the golden reports that the report/ and guard/ tests read, from real checks.
+"""Regenerate the golden reports that the report/, judge/ and runs/ tests read, from real checks.
 
     cd <repository root>
     PERFGUARD_CACHE_DIR=/tmp/golden-cache python -m tests.report.golden.regenerate [--only tiny|repo] [-j 2]
@@ -12,7 +12,7 @@ review the diff and commit it. It writes, next to itself:
 - tiny/: a two-kernel project (gemm_16 and gemv_16 on x86_64, analytical model) whose baselines
   are committed to git, then checked after gemm_16's schedule went scalar: perfguard.json (one
   regression, one unchanged, a history of one commit) and baselines/ (the statistics
-  tests/guard/test_report_build.py rebuilds the report's analysis and history from; the project's
+  tests/runs/test_report_build.py rebuilds the report's analysis and history from; the project's
   perfguard.toml is TINY below).
 - repo/perfguard.json: this repository's own perfguard.toml, checked in a clone of HEAD after
   gemm_256's tile_k went from 4 to 8: every chart a report has (calibration scatters, histories
