@@ -307,7 +307,7 @@ def _build(path: Path, top: dict, kernels: Any, targets: Any, prefix: str) -> Co
         if not isinstance(table, dict):
             raise InputError(f"{path}: target.{name} must be a table")
         if not _NAME.fullmatch(name):
-            raise InputError(f"{path}: target name '{name}' has characters outside [A-Za-z0-9_.+-]")
+            raise InputError(f"{path}: target name {name!r} has characters outside [A-Za-z0-9_.+-]")
         profiles[name] = profile_from_config(name, table, f"{path}: target.{name}")
 
     target_names = _string_list(top.get("targets", ["x86_64", "aarch64", "riscv64"]), f"{path}: {prefix}.targets")
@@ -409,7 +409,7 @@ def parse_kernel(path: Path, i: int, table: Any, profiles: dict) -> KernelSpec:
     name = table["name"]
     where = f"{path}: kernel '{name}'"
     if not _NAME.fullmatch(name):
-        raise InputError(f"{where}: name has characters outside [A-Za-z0-9_.+-]")
+        raise InputError(f"{path}: kernel {name!r}: name has characters outside [A-Za-z0-9_.+-]")  # one line
     entry = table["entry"]
     if not _CALLABLE.fullmatch(entry):
         raise InputError(f"{where}: entry '{entry}' must be 'module:function'{_callable_hint(entry)}")
@@ -519,7 +519,7 @@ def _model(path: Path, i: int, table: Any, config: Config) -> ModelSpec:
     name = table["name"]
     where = f"{path}: model '{name}'"
     if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_-]*", name):  # no dot: it separates the model from its kernels
-        raise InputError(f"{where}: name has characters outside [A-Za-z0-9_-]")
+        raise InputError(f"{path}: model {name!r}: name has characters outside [A-Za-z0-9_-]")  # one line
     source = table["source"]
     if not _CALLABLE.fullmatch(source):
         if not source.endswith(".onnx"):

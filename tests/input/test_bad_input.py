@@ -5,6 +5,12 @@ baseline, a model, a dataset, a report, a simulator's statistics. The test runs 
 the exit code, that the message is one line holding the row's text, that every baseline is
 byte for byte what it was, and that no result claims a verdict it could not have. docs/bad-input.md
 holds the same table: `python -m tests.input.test_bad_input` prints it, and a test keeps the two equal.
+
+A row is tested at the layer that rejects it: a config `perfguard check` refuses before any work
+(CONFIG_ROWS) is handed to `perfguard.config.load_config` in a project with nothing measured, which
+must raise perfguard's error with the row's exit code and leave every file of the project as it was;
+a handful of them (CONFIG_ROWS_THROUGH_THE_CLI) also run through `perfguard check`, as every other
+row does, on a copy of a project whose baseline was measured for real.
 """
 
 from __future__ import annotations
@@ -950,13 +956,39 @@ def _models() -> None:
     PIPELINE_ID = on_pipeline.model_id
 
 
-def seed_project(root: Path, cache: Path) -> Path:
-    """A project with one small kernel, its baseline measured for real, and user kernel modules."""
+# Configs `perfguard check` refuses in load_config, before any work: tested there (test_config_row),
+# and those of CONFIG_ROWS_THROUGH_THE_CLI through `perfguard check` as well.
+CONFIG_ROWS = frozenset({
+    "toml-syntax", "not-utf8", "unknown-table", "unknown-key", "unknown-kernel-key", "misspelt-kernel-key",
+    "wrong-type-number", "wrong-type-list", "wrong-type-params", "nan-threshold", "inf-timeout", "negative-threshold",
+    "zero-jobs", "unknown-model", "date-param", "duplicate-kernel", "flops-param-misspelt", "entry-path",
+    "entry-relative", "reference-path", "entry-no-colon", "require-reference-type", "rtol-negative", "atol-nan",
+    "atol-inf", "rtol-one", "rtol-string", "outputs-zero", "flops-code", "flops-unknown-param", "flops-negative",
+    "flops-huge-power", "unknown-target", "unknown-kernel-target", "unknown-simulator", "bad-cache-geometry",
+    "nan-cost", "kernel-name-html", "kernel-name-shell", "kernel-name-newline", "target-name-shell",
+    "baseline-dir-escapes", "report-dir-escapes", "cache-dir-escapes", "missing-config", "limits-unknown-metric",
+    "limits-negative", "limits-nan", "limits-unit", "net-bad-shape", "net-schedule-unknown", "net-source-kind",
+    "net-unknown-key", "net-name-clash",
+})
+# ... a syntax error, a misspelt key, a wrong type, a value out of range, a name with HTML in it, no
+# file at all and a [[model]] table: what `perfguard check` makes of load_config's error
+CONFIG_ROWS_THROUGH_THE_CLI = frozenset({"toml-syntax", "unknown-key", "wrong-type-number", "negative-threshold",
+                                         "kernel-name-html", "missing-config", "net-name-clash"})
+
+
+def unmeasured_project(root: Path, cache: Path) -> Path:
+    """The project with its user kernel modules, nothing measured yet."""
     root.mkdir(parents=True)
     (root / "perfguard.toml").write_text(PROJECT.format(cache=cache))
     (root / "mykernels").mkdir()
     (root / "mykernels" / "__init__.py").write_text("")
     (root / "mykernels" / "ops.py").write_text(KERNELS)
+    return root
+
+
+def seed_project(root: Path, cache: Path) -> Path:
+    """A project with one small kernel, its baseline measured for real, and user kernel modules."""
+    unmeasured_project(root, cache)
     outcome = invoke(["baseline", "update", "-j", "1"], root)
     assert outcome.code == 0, outcome.out
     SEEDED_INSTS[:] = [json.loads((root / BASELINE).read_text())["stats"]["insts"]]
@@ -967,6 +999,11 @@ def seed_project(root: Path, cache: Path) -> Path:
 @pytest.fixture(scope="session")
 def seeded(tmp_path_factory, cache_dir) -> Path:
     return seed_project(tmp_path_factory.mktemp("bad-input-seed") / "proj", cache_dir)
+
+
+@pytest.fixture(scope="session")
+def unmeasured(tmp_path_factory, cache_dir) -> Path:
+    return unmeasured_project(tmp_path_factory.mktemp("bad-input-unmeasured") / "proj", cache_dir)
 
 
 def invoke(argv: list[str], project: Path) -> Invocation:
@@ -1015,13 +1052,47 @@ def wrong_verdicts(case: Case, trial: Trial) -> int:
     return wrong
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def try_config(case: Case, unmeasured: Path, work: Path) -> Trial:
+    """A config row: the config as the row leaves it, read by load_config (nothing is measured first)."""
+    from perfguard.config import load_config
+
+    project = work / "proj"
+    shutil.copytree(unmeasured, project)
+    assert case.setup(project) == ["check"], case.id  # a config that `perfguard check` itself reads
+    before = snapshot(project)
+    try:
+        load_config(project / "perfguard.toml")
+    except PerfguardError as exc:
+        return Trial(None, exc, before, snapshot(project))
+    return Trial(None, None, before, snapshot(project))
+
+
+def assert_raised(case: Case, trial: Trial) -> None:
+    """An API row: the reader raises perfguard's own error, naming the file, in one line."""
+    assert trial.error is not None and trial.error.exit_code == case.code
+    assert case.message in trial.error.message and "\n" not in trial.error.message, trial.error.message
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.id in CONFIG_ROWS], ids=lambda c: c.id)
+def test_config_row(case: Case, unmeasured: Path, tmp_path: Path):
+    trial = try_config(case, unmeasured, tmp_path)
+    assert trial.after == trial.before  # reading a bad config writes nothing, anywhere in the project
+    assert_raised(case, trial)
+
+
+def test_config_rows_are_rows():
+    ids = {c.id for c in CASES}
+    assert CONFIG_ROWS <= ids and CONFIG_ROWS_THROUGH_THE_CLI <= CONFIG_ROWS
+    assert all(c.via == "`perfguard check`" for c in CASES if c.id in CONFIG_ROWS)
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.id not in CONFIG_ROWS - CONFIG_ROWS_THROUGH_THE_CLI],
+                         ids=lambda c: c.id)
 def test_bad_input(case: Case, seeded: Path, tmp_path: Path):
     trial = try_case(case, seeded, tmp_path)
     assert trial.after == trial.before  # nothing a bad input does touches a baseline
-    if trial.outcome is None:  # an API row: the reader raises perfguard's own error, naming the file
-        assert trial.error is not None and trial.error.exit_code == case.code
-        assert case.message in trial.error.message and "\n" not in trial.error.message, trial.error.message
+    if trial.outcome is None:  # an API row
+        assert_raised(case, trial)
         return
     outcome = trial.outcome
     assert outcome.code == case.code, outcome.out
