@@ -96,11 +96,11 @@ def run(args: argparse.Namespace) -> int:
     name, model = (args.model, True) if args.model is not None else (args.kernel, False)
     out.print(f"bisect {'model ' if model else ''}{escape(name)}[{escape(args.target)}] between --good "
               f"{escape(args.good)} and --bad {escape(args.bad)}")
-    with Measurer(current.cache_dir, args.simulator, args.jobs or current.jobs) as measurer:
+    with Measurer(current.storage.cache_dir, args.simulator, args.jobs or current.jobs) as measurer:
         bisector = Bisector(project, name, args.target, args.threshold, measurer,
                             on_visit=lambda v: out.print(escape(_line(v))), model=model)
         b = bisector.run(args.good, args.bad)
-    data = report(b, current.profile(args.target, "--target"), current.cache_dir, model)
+    data = report(b, current.profile(args.target, "--target"), current.storage.cache_dir, model)
     if args.json:
         atomic_write_text(args.json, json.dumps(data, indent=2, sort_keys=True) + "\n")
     skipped = sum(1 for v in b.visits if v.skipped)

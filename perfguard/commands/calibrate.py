@@ -102,7 +102,7 @@ def _names(value: str) -> list[str]:
 def _families(config, target: str, family: str | None, need: str) -> list[str]:
     if family:
         return [family]
-    root = config.baseline_dir / need / target
+    root = config.storage.baseline_dir / need / target
     found = sorted(p.stem for p in root.glob("*.json")) if root.is_dir() else []
     if not found:
         raise InputError(f"{root}: no {need} for target {target}")
@@ -137,7 +137,7 @@ def run_collect(args) -> int:
         got = calibration.collect(config, profile, args.family, shapes, args.variants, args.seed, args.jobs,
                                   on_result=lambda i, r: advance(r.kernel), executor=executor,
                                   max_cv=_max_cv(args), processes=args.processes)
-    path = args.output or dataset_path(config.baseline_dir, profile.name, args.family)
+    path = args.output or dataset_path(config.storage.baseline_dir, profile.name, args.family)
     got.dataset.save(path)
     n = len(got.dataset.rows)
     out.print(f"wrote {path}: {n} variants in {len(got.dataset.groups())} groups "
@@ -154,7 +154,7 @@ def run_ingest(args) -> int:
     config = load_config(args.config)
     profile = config.profile(args.target, "--target")
     rows, simulator, fingerprint = calibration.ingest_benchmark_json(args.benchmark_json, profile.name, args.family)
-    path = args.output or dataset_path(config.baseline_dir, profile.name, args.family)
+    path = args.output or dataset_path(config.storage.baseline_dir, profile.name, args.family)
     dataset = load_dataset(path) if path.exists() else Dataset(profile.name, args.family, simulator, fingerprint)
     if dataset.simulator != simulator:
         raise InputError(f"{path}: dataset holds {dataset.simulator} statistics, the benchmarks {simulator}")
@@ -179,7 +179,7 @@ def run_resimulate(args) -> int:
     if args.output and len(families) > 1:
         raise InputError("--output: name one --family with it")
     for family in families:
-        path = dataset_path(config.baseline_dir, profile.name, family)
+        path = dataset_path(config.storage.baseline_dir, profile.name, family)
         dataset = load_dataset(path)
         with executor_from_args(args, args.jobs or config.jobs) as executor, \
                 progress(len(dataset.rows), out) as advance:
@@ -214,10 +214,10 @@ def run_evaluate(args) -> int:
     out = console()
     config = load_config(args.config)
     profile = config.profile(args.target, "--target")
-    dataset = load_dataset(dataset_path(config.baseline_dir, profile.name, args.family))
-    evaluation = calibration.evaluate(dataset, profile, _names(args.predictors), args.features, config.cache_dir)
+    dataset = load_dataset(dataset_path(config.storage.baseline_dir, profile.name, args.family))
+    evaluation = calibration.evaluate(dataset, profile, _names(args.predictors), args.features, config.storage.cache_dir)
     print_evaluation(evaluation, out)
-    path = args.json or config.report_dir / f"calibration-{profile.name}-{args.family}.json"
+    path = args.json or config.storage.report_dir / f"calibration-{profile.name}-{args.family}.json"
     atomic_write_text(path, json.dumps({"target": profile.name, "family": args.family,
                                         "dataset_hash": dataset.digest(), **evaluation.to_dict()},
                                        indent=2, sort_keys=True) + "\n")
@@ -230,18 +230,18 @@ def run_train(args) -> int:
     config = load_config(args.config)
     profile = config.profile(args.target, "--target")
     for family in _families(config, profile.name, args.family, "datasets"):
-        dataset = load_dataset(dataset_path(config.baseline_dir, profile.name, family))
+        dataset = load_dataset(dataset_path(config.storage.baseline_dir, profile.name, family))
 
-        name, evaluation, path = calibration.train(dataset, profile, model_path(config.baseline_dir, profile.name, family),
+        name, evaluation, path = calibration.train(dataset, profile, model_path(config.storage.baseline_dir, profile.name, family),
                                                    _names(args.predictors), features=args.features,
-                                                   cache_dir=config.cache_dir)
+                                                   cache_dir=config.storage.cache_dir)
         print_evaluation(evaluation, out)
         s = evaluation.summary[name]
         out.print(f"wrote {path}: {name} on the {evaluation.features} features of {evaluation.rows} variants"
                   + (f" ({evaluation.left_out} without a block profile left out)" if evaluation.left_out else "")
                   + f" (hold-out Spearman {s['spearman']:.3f}, MAPE {s['mape']:.1f} %, "
                   f"true best within top {s['worst_best_rank_pct']:.1f} % in every group)")
-        auto = stored_model(config.baseline_dir, profile.name, family)
+        auto = stored_model(config.storage.baseline_dir, profile.name, family)
         decision = (auto.meta.get("auto") or {}) if auto is not None else {}
         if decision:
             g = decision["summary"]
@@ -262,25 +262,24 @@ def run_drift(args) -> int:
     seed = args.seed or datetime.date.today().isoformat()
     verdicts = {}
     for family in _families(config, profile.name, args.family, "models"):
-        model = stored_model(config.baseline_dir, profile.name, family)
+        model = stored_model(config.storage.baseline_dir, profile.name, family)
         if model is None:
             raise InputError(f"no model for {family} on {profile.name} (run 'perfguard calibrate train')")
         # Fresh variants of the shapes the model was trained on, none of those it has seen.
         known, shapes = set(), calibration.DEFAULT_GROUPS[family]
         try:
-            dataset = load_dataset(dataset_path(config.baseline_dir, profile.name, family))
+            dataset = load_dataset(dataset_path(config.storage.baseline_dir, profile.name, family))
             known = {json.dumps(r.params, sort_keys=True) for r in dataset.rows}
             shapes = [calibration.parse_group(g) for g in dataset.groups()]
         except InputError:
             pass
         got = calibration.collect(config, profile, family, shapes, args.variants, f"drift-{seed}", exclude=known,
                                   max_cv=_max_cv(args))
-        result = calibration.drift(got.dataset, model, config.drift_mape, config.drift_spearman, profile,
-                                   config.cache_dir)
+        result = calibration.drift(got.dataset, model, config.drift, profile, config.storage.cache_dir)
         verdicts[family] = result.to_dict()
         state = "[bold red]retrain[/]" if result.needs_retraining else "[green]ok[/]"
-        out.print(f"{profile.name}/{family}: {state} MAPE {result.mape:.1f} % (limit {config.drift_mape:.1f}), "
-                  f"Spearman {result.spearman:.3f} (limit {config.drift_spearman:.3f}) on {result.rows} fresh variants"
+        out.print(f"{profile.name}/{family}: {state} MAPE {result.mape:.1f} % (limit {config.drift.mape:.1f}), "
+                  f"Spearman {result.spearman:.3f} (limit {config.drift.spearman:.3f}) on {result.rows} fresh variants"
                   + (f": {'; '.join(result.reasons)}" if result.reasons else ""))
     if args.json:
         atomic_write_text(args.json, json.dumps(verdicts, indent=2, sort_keys=True) + "\n")

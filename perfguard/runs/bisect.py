@@ -136,14 +136,14 @@ class Bisector:
         with self.project.worktree(visit.sha) as tree:
             side, spec, where = self._load(visit, ref, tree)
             # the caller's cache, not the revision's (its tree goes away after this visit)
-            side.config = dataclasses.replace(side.config, cache_dir=self.measurer.cache_dir)
+            side.config = side.config.with_cache_dir(self.measurer.cache_dir)
             self.measurer.expand(side, [self.target])
             pairs = list(catalogue(side, [self.kernel]))
             self.measurer.measure(side, pairs)
         visit.side = side
         if self.good is None:
             self.good = side
-            self.threshold_pct = side.config.model_threshold(spec, self.threshold)
+            self.threshold_pct = side.config.judging.threshold_for(spec.threshold, self.threshold)
         run, visit.verdict = self._model_total(self.good, side)
         if visit.verdict.verdict == ERROR:
             failed = [o.result for o in run.outcomes if o.verdict.verdict == ERROR]
@@ -167,9 +167,9 @@ class Bisector:
             if self.predictor is None:  # the good side: its model and threshold judge every revision
                 config = side.config
                 self.predictor = predictor_for(config.profiles[self.target], visit.result.family,
-                                               visit.result.simulator, config.baseline_dir,
+                                               visit.result.simulator, config.storage.baseline_dir,
                                                params=visit.result.params)
-                self.threshold_pct = config.kernel_threshold(spec, self.threshold)
+                self.threshold_pct = config.judging.threshold_for(spec.threshold, self.threshold)
         return side
 
     def _judge_kernel(self, visit: Visit, ref: str) -> None:

@@ -23,7 +23,7 @@ from typing import Callable
 import numpy as np
 
 from perfguard.compile.cache import BuildCache
-from perfguard.config import Config, KernelSpec, default_cache_dir
+from perfguard.config import Config, DriftLimits, KernelSpec, default_cache_dir
 from perfguard.errors import InfraError, InputError
 from perfguard.executors import Executor, LocalExecutor
 from perfguard.jsonfile import now_iso
@@ -108,15 +108,15 @@ def collect(config: Config, profile: TargetProfile, family_name: str, shapes: li
     for shape in shapes:
         for i, params in enumerate(sample_variants(family_name, shape, variants, seed, exclude)):
             labelled.append((group_label(shape), KernelSpec(f"{family_name}-{len(labelled)}", entry, family_name, params)))
-    jobs = [Job(spec, profile, config.root, config.cache_dir, config.simulator, config.timeout, 1, 1)
-            for _, spec in labelled]
+    sim, cache_dir = config.simulation, config.storage.cache_dir
+    jobs = [Job(spec, profile, config.root, cache_dir, sim.simulator, sim.timeout, 1, 1) for _, spec in labelled]
     started = time.monotonic()
     results = (executor or LocalExecutor(workers or config.jobs)).map(run_job, jobs, on_result)
     simulate_s = time.monotonic() - started
-    simulator = get_simulator(config.simulator, config.cache_dir)
-    dataset = Dataset(profile.name, family_name, config.simulator, simulator.fingerprint(profile))
+    simulator = get_simulator(sim.simulator, cache_dir)
+    dataset = Dataset(profile.name, family_name, sim.simulator, simulator.fingerprint(profile))
     machine = this_machine().to_dict()
-    cache = BuildCache(config.cache_dir)
+    cache = BuildCache(cache_dir)
     failed, unsteady = [], 0
     started = time.monotonic()
     timed: dict[str, list[tuple[KernelSpec, JobResult, Path]]] = {}  # group -> its variants to time
@@ -203,10 +203,11 @@ def resimulate(config: Config, profile: TargetProfile, dataset: Dataset, workers
     stores (the same instructions ran). The others are dropped and named."""
     family = get_family(dataset.family)
     entry = f"{family.entry.__module__}:{family.entry.__name__}"
+    sim, cache_dir = config.simulation, config.storage.cache_dir
     jobs = [Job(KernelSpec(f"{dataset.family}-{i}", entry, dataset.family, row.params), profile, config.root,
-                config.cache_dir, config.simulator, config.timeout, 1, 1) for i, row in enumerate(dataset.rows)]
+                cache_dir, sim.simulator, sim.timeout, 1, 1) for i, row in enumerate(dataset.rows)]
     results = (executor or LocalExecutor(workers or config.jobs)).map(run_job, jobs, on_result)
-    simulator = get_simulator(config.simulator, config.cache_dir)
+    simulator = get_simulator(sim.simulator, cache_dir)
     return merge_resimulated(dataset, results, simulator.fingerprint(profile))
 
 
@@ -431,9 +432,10 @@ def drift_reasons(mape: float, spearman: float, max_mape: float, min_spearman: f
     return reasons
 
 
-def drift(fresh: Dataset, model: StoredModel, max_mape: float, min_spearman: float, profile: TargetProfile,
+def drift(fresh: Dataset, model: StoredModel, limits: DriftLimits, profile: TargetProfile,
           cache_dir: Path | None = None) -> Drift:
-    """Compare a fresh native sample with the stored model's predictions."""
+    """Compare a fresh native sample with the stored model's predictions (drifted beyond `limits`,
+    the config's drift_mape and drift_spearman, it needs training again)."""
     if not fresh.rows:
         raise InfraError(f"drift check for {fresh.target}/{fresh.family}: no variant could be measured")
     stats, native, groups = fresh.arrays()
@@ -441,7 +443,7 @@ def drift(fresh: Dataset, model: StoredModel, max_mape: float, min_spearman: flo
     per_group = [metrics(g, predicted[groups == g], native[groups == g]) for g in sorted(set(groups.tolist()))]
     mape = float(np.mean(np.abs(predicted - native) / native) * 100.0)
     spearman = float(np.mean([m.spearman for m in per_group]))
-    reasons = drift_reasons(mape, spearman, max_mape, min_spearman)
+    reasons = drift_reasons(mape, spearman, limits.mape, limits.spearman)
     trained_on = {m["cpu_id"] for m in model.meta.get("machines", []) if isinstance(m, dict) and m.get("cpu_id")}
     now_on = fresh.cpu_ids()
     if reasons and trained_on and now_on and not now_on <= trained_on:

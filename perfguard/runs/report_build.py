@@ -42,7 +42,7 @@ def calibration(config: Config, result: Result, predictor: Predictor, models=Non
     if not predictor.calibrated:
         return None
     try:
-        stored = stored_model(config.baseline_dir, result.target, result.family, models)
+        stored = stored_model(config.storage.baseline_dir, result.target, result.family, models)
     except Exception:  # the check already loaded this model; a report never fails on it
         return None
     meta = stored.meta if stored is not None else {}
@@ -96,7 +96,7 @@ def build_report(run: CheckRun, config_path: Path | None = None, config: Config 
                     models=list(run.model_summaries), model_parts=list(run.model_parts))
     count_kernels(summary, results, report.models)  # a model's removed and changed kernels, as a reviewer counts
     if config is not None:
-        history = BaselineHistory(config.baseline_dir)
+        history = BaselineHistory(config.storage.baseline_dir)
         report.commit = history.head
         for r, o in entries:
             profile = config.profile(r.target)

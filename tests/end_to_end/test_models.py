@@ -111,7 +111,7 @@ def test_onnx_example_extraction_and_specs():
 
 def test_extraction_is_cached_by_content(project, monkeypatch):
     config, first = _kernels(project, (16, 32, 8), 2)
-    assert list((config.cache_dir / "models").rglob("*.json"))
+    assert list((config.storage.cache_dir / "models").rglob("*.json"))
 
     def refuse(*args, **kwargs):
         raise AssertionError("extracted again")

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -215,7 +214,7 @@ def test_each_side_runs_in_several_processes_and_a_spread_pair_is_timed_again(tm
 def test_two_real_pairs_build_simulate_and_score(cache_dir):
     by_name = {p.name: p for p in PAIRS}
     pairs = [by_name["conv2d/1x96x12x12x64x1x1x1x0/vector:4->1"], by_name["dense_relu/24x384x192/vector:4->8"]]
-    config = replace(load_config(REPO / "perfguard.toml"), cache_dir=cache_dir)
+    config = load_config(REPO / "perfguard.toml").with_cache_dir(cache_dir)
     sides = vd.build_sides(pairs, config, X86, workers=1)
     for pair in pairs:
         before, after = sides[pair.name]
