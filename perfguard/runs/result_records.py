@@ -42,8 +42,6 @@ def keys(config: Config, jobs: list[Job], results: list[JobResult], threshold: f
     """Each result's record key (None: not recordable, a failed job)."""
     judging = config.judging
     history = BaselineHistory(config.storage.baseline_dir)
-    log = history.log()
-    prefix = history._prefix() if history.repo is not None else None
     environment = environment_digest()
     out: list[str | None] = []
     for job, result in zip(jobs, results):
@@ -53,8 +51,7 @@ def keys(config: Config, jobs: list[Job], results: list[JobResult], threshold: f
         data = {k: v for k, v in result.to_dict().items() if k not in _NOT_INPUTS}
         data["stats"] = result.stats.to_record()
         target, kernel = job.profile.name, job.kernel.name
-        commits = [rev.commit for rev in log.get(f"{prefix}/{target}/{kernel}.json".lstrip("/"), [])] \
-            if prefix is not None else []
+        commits = [rev.commit for rev in history.changes(target, kernel)]
         out.append(digest(
             "result record", str(RECORD_VERSION), environment, str(config.path), judging.model, judging.gate,
             json.dumps(data, sort_keys=True, default=str), json.dumps(job.profile.to_dict(), sort_keys=True),
