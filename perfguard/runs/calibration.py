@@ -30,7 +30,7 @@ from perfguard.jsonfile import now_iso
 from perfguard.kernels import get_family
 from perfguard.pipeline import Job, JobResult, build_kernel, run_job
 from perfguard.predict.analytical import AnalyticalModel
-from perfguard.predict.dataset import Dataset, Row
+from perfguard.predict.dataset import Dataset, Row, dataset_path, load_dataset
 from perfguard.predict.evaluate import GroupMetrics, leave_one_group_out, metrics, summarize
 from perfguard.predict.calibrated import CalibratedModel
 from perfguard.predict.features import FEATURE_SETS, feature_names, matrix, pipeline_columns
@@ -64,6 +64,28 @@ DEFAULT_GROUPS: dict[str, list[dict]] = {
 # Half precision is a dtype of gemm, not a family: its shapes are groups of the gemm dataset, so one
 # model learns both (a model scores only the dtypes it was trained on: perfguard.predict.select).
 DEFAULT_GROUPS["gemm"] += [dict(M=64, N=128, K=128, dtype="float16"), dict(M=128, N=64, K=256, dtype="float16")]
+
+
+def stored_families(baseline_dir: Path, target: str, family: str | None, need: str) -> list[str]:
+    """`family`, else every family with a file under baselines/<need>/<target> (need: datasets or models)."""
+    if family:
+        return [family]
+    root = baseline_dir / need / target
+    found = sorted(p.stem for p in root.glob("*.json")) if root.is_dir() else []
+    if not found:
+        raise InputError(f"{root}: no {need} for target {target}")
+    return found
+
+
+def read_groups(path: Path) -> list[dict]:
+    """`calibrate collect --groups FILE`: a JSON list of shapes, one object each."""
+    try:
+        shapes = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise InputError(f"{path}: cannot read groups ({type(exc).__name__})") from None
+    if not isinstance(shapes, list) or not all(isinstance(s, dict) for s in shapes):
+        raise InputError(f"{path}: must be a JSON list of objects (one shape each)")
+    return shapes
 
 
 def group_label(shape: dict) -> str:
@@ -183,6 +205,24 @@ def ingest_benchmark_json(path: Path, target: str, family: str) -> tuple[list[Ro
         raise InputError(f"{path}: benchmarks were simulated with different simulators ({len(simulators)})")
     simulator, fingerprint = simulators.pop()
     return rows, simulator, fingerprint
+
+
+def merge_ingested(path: Path, rows: list[Row], simulator: str, fingerprint: str, target: str, family: str,
+                   source: Path) -> Dataset:
+    """The dataset at `path` (a new one if there is none) with `rows` ingested from `source`: a variant
+    timed again replaces its old row (the newest timing wins). Statistics of another simulator, or
+    times from another CPU, are refused: they do not mix."""
+    dataset = load_dataset(path) if path.exists() else Dataset(target, family, simulator, fingerprint)
+    if dataset.simulator != simulator:
+        raise InputError(f"{path}: dataset holds {dataset.simulator} statistics, the benchmarks {simulator}")
+    incoming = {r.machine["cpu_id"] for r in rows if r.machine.get("cpu_id")}
+    if dataset.cpu_ids() and incoming and incoming != dataset.cpu_ids():
+        raise InputError(f"{path}: dataset was timed on {', '.join(sorted(dataset.cpu_ids()))}, {source} "
+                         f"on {', '.join(sorted(incoming))}: times from different CPUs do not mix "
+                         f"(use --output for another dataset)")
+    fresh = {json.dumps(r.params, sort_keys=True) for r in rows}
+    dataset.rows = [r for r in dataset.rows if json.dumps(r.params, sort_keys=True) not in fresh] + rows
+    return dataset
 
 
 @dataclass
@@ -420,6 +460,19 @@ class Drift:
     def to_dict(self) -> dict:
         return {"mape": self.mape, "spearman": self.spearman, "rows": self.rows,
                 "needs_retraining": self.needs_retraining, "reasons": self.reasons}
+
+
+def drift_sample(baseline_dir: Path, target: str, family: str) -> tuple[set[str], list[dict]]:
+    """What a drift check samples: the shapes the model was trained on (the dataset's groups, else the
+    default ones) and the variants it has seen (JSON params), which the fresh sample leaves out."""
+    known, shapes = set(), DEFAULT_GROUPS[family]
+    try:
+        dataset = load_dataset(dataset_path(baseline_dir, target, family))
+        known = {json.dumps(r.params, sort_keys=True) for r in dataset.rows}
+        shapes = [parse_group(g) for g in dataset.groups()]
+    except InputError:
+        pass  # no dataset (or an unreadable one): the default shapes, nothing to leave out
+    return known, shapes
 
 
 def drift_reasons(mape: float, spearman: float, max_mape: float, min_spearman: float) -> list[str]:
