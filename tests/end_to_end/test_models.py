@@ -129,7 +129,7 @@ def _check(path: Path, *args: str) -> tuple[int, dict]:
 
 def _set(path: Path, widths, repeat) -> None:
     path.write_text(TOML.format(widths=list(widths), repeat=repeat).replace(
-        "[perfguard]\n", f"[perfguard]\ncache_dir = \"{load_config(path).cache_dir}\"\n", 1))
+        "[perfguard]\n", f"[perfguard]\ncache_dir = \"{load_config(path).storage.cache_dir}\"\n", 1))
 
 
 @pytest.mark.slow
