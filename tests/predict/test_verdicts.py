@@ -17,11 +17,13 @@ from benchmarks.verdict_pairs import PAIRS, Pair
 from perfguard.config import load_config
 from perfguard.errors import InfraError
 from perfguard.kernels import FAMILY_NAMES, get_family
+from perfguard.native import QuietPolicy
 from perfguard.runs.calibration import DEFAULT_GROUPS
 from perfguard.targets import BUILTIN
 from tests.conftest import REPO
 
 X86 = BUILTIN["x86_64"]
+ANY_LOAD = QuietPolicy(bound=None)  # tests of the order and the spread keep every round on the shared machine
 
 
 def _resolve(family: str, params: dict) -> dict:
@@ -144,9 +146,10 @@ def _fake_side(binary_hash: str):
 def test_stored_timings_are_reused_only_for_the_same_binaries(tmp_path, monkeypatch):
     timed = []  # the timing itself is replaced: this test is about when it happens, and what is kept
 
-    def time_pair(before, after, rounds, cpu, where, reps=None, first=0, processes=1):
+    def time_pair(before, after, rounds, cpu, where, reps=None, first=0, processes=1, quiet=None, budget=None):
         timed.append((rounds, first, reps))
-        return {**_record([0.9] * rounds), "reps": reps or {"before": 7, "after": 8}, "loadavg": [1.0, 1.0]}
+        return {**_record([0.9] * rounds), "reps": reps or {"before": 7, "after": 8}, "loadavg": [1.0, 1.0],
+                "rejected_rounds": []}
 
     monkeypatch.setattr(vd, "time_pair", time_pair)
     pair = PAIRS[0]
@@ -188,7 +191,7 @@ def test_each_side_runs_in_several_processes_and_a_spread_pair_is_timed_again(tm
 
     before = _program(tmp_path, "A", 100_000, 0)
     after = _program(tmp_path, "B", 200_000, 0)
-    record = vd.time_pair(before, after, 2, 0, "p", processes=3)
+    record = vd.time_pair(before, after, 2, 0, "p", processes=3, quiet=ANY_LOAD)
     # probes A B; round 0: A B, B A, A B; round 1: B A, A B, B A
     assert _order(tmp_path) == ["A", "B"] + ["A", "B", "B", "A", "A", "B"] + ["B", "A", "A", "B", "B", "A"]
     assert record["processes"] == 3 and len(record["rounds"]) == 2
@@ -201,11 +204,11 @@ def test_each_side_runs_in_several_processes_and_a_spread_pair_is_timed_again(tm
     steady = _program(logs, "S", 100_000, 0)
     shaky = _program(logs, "U", 200_000, 40_000)  # each process of U 20 % slower than the one before
     messages = []
-    got = vd.time_steadily(steady, shaky, 4, 0, "p", 1, 0.03, 2, messages.append)
+    got = vd.time_steadily(steady, shaky, 4, 0, "p", 1, 0.03, 2, messages.append, ANY_LOAD)
     assert len(got["spreads"]) == 2 and min(got["spreads"]) > 0.03 and got["steady"] is False
     assert _order(logs).count("U") == 2 * (1 + 4)  # two attempts of a probe and four rounds
     assert "timing it again" in messages[0] and "keeping the steadiest" in messages[1]
-    calm = vd.time_steadily(before, after, 3, 0, "p", 1, 0.03, 2, messages.append)
+    calm = vd.time_steadily(before, after, 3, 0, "p", 1, 0.03, 2, messages.append, ANY_LOAD)
     assert calm["spreads"] == [0.0] and calm["steady"] is True
 
 
