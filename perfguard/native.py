@@ -353,11 +353,11 @@ class QuietRound(Generic[T]):
 def time_quietly(run: Callable[[], T], cpu: int, policy: QuietPolicy, budget: QuietBudget) -> QuietRound[T]:
     """`run()` (one round pinned to `cpu`) until the other CPUs stayed within the policy's bound
     during it: a rejected try is followed by a pause and another try, at most `policy.retries`
-    tries and while `budget` lasts. Where /proc/stat cannot be read the load is unknown: the
+    tries and while `budget` has time for the pause. Where /proc/stat cannot be read the load is unknown: the
     round is kept with load None (the timing records it, the summaries count such rounds), as
     the timings before this check were."""
     out: QuietRound[T] = QuietRound(None, None)
-    for _ in range(max(1, policy.retries)):
+    while True:
         started = time.monotonic()
         watch = NeighbourWatch(cpu)
         result = run()
@@ -367,16 +367,15 @@ def time_quietly(run: Callable[[], T], cpu: int, policy: QuietPolicy, budget: Qu
             return out
         out.rejected.append((result, load))
         budget.spent += time.monotonic() - started
-        if budget.left <= 0:
-            break
-        pause = min(policy.wait_s, budget.left)
-        time.sleep(pause)
-        budget.spent += pause
+        if len(out.rejected) >= policy.retries or budget.left <= policy.wait_s:
+            break  # no time left to wait and try again
+        time.sleep(policy.wait_s)
+        budget.spent += policy.wait_s
     loads = [load for _, load in out.rejected]
     out.not_quiet = (f"the other CPUs stayed busy: {len(loads)} tries of a round rejected, their load "
                      f"{min(loads):.2f} .. {max(loads):.2f} CPUs above the bound {policy.bound:.2f}; "
-                     + (f"the {policy.budget_s:g} s budget for rejected rounds is spent" if budget.left <= 0
-                        else f"{policy.retries} tries at most"))
+                     + (f"{policy.retries} tries at most" if len(loads) >= policy.retries
+                        else f"the {budget.seconds:g} s budget for rejected rounds is spent"))
     return out
 
 
