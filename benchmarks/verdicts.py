@@ -5,7 +5,11 @@ itself (perfguard.pipeline.run_job: the build, cache and QEMU-plugin statistics 
 check` uses, for the x86_64 profile of perfguard.toml), and the very harness binaries are timed
 natively: pinned to one core, ASLR off, empty environment (perfguard.native), in
 interleaved rounds (before, after, after, before, ...) so that load from other processes hits
-both sides alike. Per pair: the native delta (median over rounds of the ratio of each side's
+both sides alike. A round during which the other CPUs were busy (perfguard.native.time_quietly:
+more than --max-neighbour-busy, default 25 % of one CPU, from /proc/stat) is timed again after a
+pause: a busy neighbour shifts the ratio itself, through the shared cache and memory, and
+interleaving does not cancel that. A pair that finds no quiet round within its budget is not
+scored and named. Per pair: the native delta (median over rounds of the ratio of each side's
 fastest call), a 95 % bootstrap interval of that median, and each model's predicted delta. Per model: Spearman of the
 deltas, missed regressions, false alarms, and sign agreement on clear changes.
 
@@ -19,6 +23,7 @@ perfguard's gem5 back end and is scored like a model by its cycle delta; gem5 re
 per binary in benchmarks/verdicts-gem5-PROFILE.json (--gem5-jobs 0 scores only what is stored).
 
     python benchmarks/verdicts.py [--profile P] [--pairs SUBSTR,..] [--rounds N] [--retime] [--stat min_s|median_s]
+                                  [--max-neighbour-busy PCT] [--quiet-budget SECONDS]
                                   [--models a,b] [--reference gem5-o3,gem5-minor] [--gem5-jobs N]
                                   [--json FILE] [-j N]
 """
