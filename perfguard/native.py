@@ -143,6 +143,7 @@ class Timing:
     preempted: int = 0  # involuntary context switches during the accepted attempt
     neighbour_load: float | None = None  # CPUs busy beside the pinned one during it (None: unknown)
     neighbour_rejected: int = 0  # attempts timed again because the other CPUs were busy
+    quiet: bool = True  # False: busy neighbours cut the timing short (unsteady says how)
     unsteady: str = ""  # why steady is False
 
     def to_dict(self) -> dict:
@@ -456,7 +457,7 @@ def time_interleaved(binaries: list[Path], profile: TargetProfile, where: list[s
     for i in range(len(binaries)):
         timing = replace(best[i], neighbour_rejected=rejected[i])
         if i in pending and not_quiet:
-            timing = replace(timing, steady=False, unsteady=not_quiet)
+            timing = replace(timing, steady=False, quiet=False, unsteady=not_quiet)
         elif not timing.steady:
             timing = replace(timing, attempts=attempts,
                              unsteady=f"spread {100 * max(timing.cv, timing.process_spread):.1f} % above the "

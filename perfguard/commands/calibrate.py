@@ -171,6 +171,8 @@ def run_collect(args) -> int:
               f"({100 * (got.simulate_s + got.native_s) / max(n, 1):.1f} s per 100 variants)")
     for line in got.failed[:10]:
         out.print(f"[yellow]failed[/] {line}")
+    for line in got.not_quiet[:10]:
+        out.print(f"[yellow]not quiet[/] {line}")
     return EXIT_OK
 
 

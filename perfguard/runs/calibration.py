@@ -96,6 +96,7 @@ class Collected:
     native_s: float
     neighbour_rejected: int = 0  # timing attempts done again because the other CPUs were busy
     neighbour_loads: list[float] = dataclasses.field(default_factory=list)  # of the kept rows' attempts
+    not_quiet: list[str] = dataclasses.field(default_factory=list)  # groups cut short by busy neighbours, and why
 
 
 def collect(config: Config, profile: TargetProfile, family_name: str, shapes: list[dict], variants: int,
@@ -119,7 +120,7 @@ def collect(config: Config, profile: TargetProfile, family_name: str, shapes: li
     dataset = Dataset(profile.name, family_name, config.simulator, simulator.fingerprint(profile))
     machine = this_machine().to_dict()
     cache = BuildCache(config.cache_dir)
-    failed, unsteady, rejected, loads = [], 0, 0, []
+    failed, unsteady, rejected, loads, not_quiet = [], 0, 0, [], []
     started = time.monotonic()
     timed: dict[str, list[tuple[KernelSpec, JobResult, Path]]] = {}  # group -> its variants to time
     for (label, spec), job, result in zip(labelled, jobs, results):
@@ -136,6 +137,8 @@ def collect(config: Config, profile: TargetProfile, family_name: str, shapes: li
         timings = time_interleaved([b for _, _, b in variants], profile, [f"{s.name} ({label})" for s, _, _ in variants],
                                    cv_bound=max_cv, processes=processes, quiet=quiet)
         rejected += max(t.neighbour_rejected for t in timings)  # the group's attempts: each covers all pending
+        reasons = {t.unsteady for t in timings if not t.quiet}
+        not_quiet += [f"{label}: {why}" for why in sorted(reasons)]
         for (spec, result, _), timing in zip(variants, timings):
             if not timing.steady:
                 unsteady += 1
@@ -144,7 +147,7 @@ def collect(config: Config, profile: TargetProfile, family_name: str, shapes: li
                 loads.append(timing.neighbour_load)
             dataset.rows.append(Row(label, result.params, result.stats, timing.median_s, timing.to_dict(), machine,
                                     result.binary_hash))
-    return Collected(dataset, failed, unsteady, simulate_s, time.monotonic() - started, rejected, loads)
+    return Collected(dataset, failed, unsteady, simulate_s, time.monotonic() - started, rejected, loads, not_quiet)
 
 
 def ingest_benchmark_json(path: Path, target: str, family: str) -> tuple[list[Row], str, str]:

@@ -226,4 +226,5 @@ def test_a_round_beside_a_real_busy_process_is_rejected(tmp_path):
         hog.wait()
     # the loop alone keeps its CPU busy through each 0.3 s try (whatever else runs there adds to it)
     assert timing.neighbour_rejected == 2 and timing.neighbour_load >= 0.8
-    assert not timing.steady and timing.unsteady.startswith("the other CPUs stayed busy: 2 tries of a round rejected")
+    assert not timing.steady and not timing.quiet
+    assert timing.unsteady.startswith("the other CPUs stayed busy: 2 tries of a round rejected")
