@@ -61,8 +61,8 @@ from perfguard.executors.local import LocalExecutor
 from perfguard.pipeline import Job, JobResult, run_job
 from perfguard.predict.analytical import AnalyticalModel
 from perfguard.predict.select import predictor_for, stored_model
-from perfguard.native import (NEIGHBOUR_BOUND, NEIGHBOUR_BUDGET_S, PROCESSES, ProcessRun, QuietBudget, QuietPolicy,
-                              check_native, pick_cpu, this_machine, time_calls, time_process, time_quietly)
+from perfguard.native import (PROCESSES, ProcessRun, QuietBudget, QuietPolicy, add_quiet_options, check_native,
+                              pick_cpu, this_machine, time_calls, time_process, time_quietly)
 from perfguard.sim.stats import Stats
 from perfguard.targets import TargetProfile
 
@@ -802,7 +802,8 @@ def neighbour_line(summary: dict) -> str:
             f"{summary['rounds_kept']} kept; their neighbour load median {cpus(summary['kept_load_median'])}, "
             f"max {cpus(summary['kept_load_max'])} CPUs")
     if summary["kept_without_load"]:
-        line += f"; {summary['kept_without_load']} kept rounds without a figure (timed before the check, or no /proc/stat)"
+        line += (f"; {summary['kept_without_load']} kept rounds without a figure (timed before the check, "
+                 "or no /proc/stat)")
     if summary["not_quiet"]:
         line += f"; {len(summary['not_quiet'])} pairs not quiet, left out of the scores: " + "; ".join(
             f"`{name}`: {why}" for name, why in summary["not_quiet"].items())
@@ -832,13 +833,7 @@ def main(argv: list[str] | None = None) -> int:
                              f"default {100 * MAX_SPREAD:g})")
     parser.add_argument("--attempts", type=int, default=ATTEMPTS,
                         help=f"timings of a pair at most, the steadiest kept (default {ATTEMPTS})")
-    parser.add_argument("--max-neighbour-busy", type=float, default=100 * NEIGHBOUR_BOUND, metavar="PCT",
-                        help=f"time a round again while the other CPUs were busier than PCT %% of one CPU during it "
-                             f"(from /proc/stat; default {100 * NEIGHBOUR_BOUND:g}; 0: keep every round, the load "
-                             f"still recorded)")
-    parser.add_argument("--quiet-budget", type=float, default=NEIGHBOUR_BUDGET_S, metavar="SECONDS",
-                        help=f"wall time a pair may spend on rejected rounds before it is given up as not quiet "
-                             f"(default {NEIGHBOUR_BUDGET_S:g})")
+    add_quiet_options(parser, "a round", "a pair", "it is given up as not quiet")
     parser.add_argument("--no-timing", action="store_true",
                         help="time nothing: score the stored timings only (pairs without one for their binaries "
                              "are left out and named)")
@@ -882,7 +877,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.no_timing and args.retime:
         raise SystemExit("verdicts: --no-timing and --retime contradict each other")
     try:
-        quiet = QuietPolicy.from_percent(args.max_neighbour_busy, args.quiet_budget)
+        quiet = QuietPolicy.from_args(args)
     except InputError as exc:
         raise SystemExit(f"verdicts: {exc.message}") from None
     records = time_pairs(pairs, sides, native_file, args.rounds, args.retime,
@@ -955,7 +950,8 @@ def main(argv: list[str] | None = None) -> int:
                           "insts": [s.stats.insts for s in sides[p.name]],
                           "predicted": {m: predicted[m][p.name] for m in predicted},
                           "gem5": {r: runs.get(p.name) for r, runs in gem5_runs.items()}} for p in pairs],
-               "summary": {m: s.to_dict() for m, s in summaries.items()}, "noise": noise, "neighbours": neighbours, "stat": args.stat, "errors": errors,
+               "summary": {m: s.to_dict() for m, s in summaries.items()}, "noise": noise, "neighbours": neighbours,
+               "stat": args.stat, "errors": errors,
                "by_family": {f: {m: s.to_dict() for m, s in per.items()} for f, per in families.items()},
                "interval_coverage": coverage, "level": args.level}
         atomic_write_text(args.json, json.dumps(doc, indent=1, sort_keys=True) + "\n")

@@ -324,8 +324,22 @@ class QuietPolicy:
             raise InputError(f"--quiet-budget {budget_s:g}: must be a finite number of seconds, 0 or above")
         return cls(bound=percent / 100 if percent > 0 else None, budget_s=budget_s)
 
-    def describe(self) -> str:
-        return "off" if self.bound is None else f"{self.bound:.2f} CPUs"
+    @classmethod
+    def from_args(cls, args) -> "QuietPolicy":
+        """The policy of the options `add_quiet_options` added."""
+        return cls.from_percent(args.max_neighbour_busy, args.quiet_budget)
+
+
+def add_quiet_options(parser, round_name: str, timing_name: str, given_up: str) -> None:
+    """--max-neighbour-busy and --quiet-budget, for every command that times natively; the names
+    say what a round and a timing are there (a pair's round; a group's attempt)."""
+    parser.add_argument("--max-neighbour-busy", type=float, default=100 * NEIGHBOUR_BOUND, metavar="PCT",
+                        help=f"time {round_name} again while the other CPUs were busier than PCT %% of one CPU "
+                             f"during it (from /proc/stat; default {100 * NEIGHBOUR_BOUND:g}; 0: keep every one, "
+                             f"the load still recorded)")
+    parser.add_argument("--quiet-budget", type=float, default=NEIGHBOUR_BUDGET_S, metavar="SECONDS",
+                        help=f"wall time {timing_name} may spend on rejected ones before {given_up} "
+                             f"(default {NEIGHBOUR_BUDGET_S:g})")
 
 
 @dataclass

@@ -16,7 +16,7 @@ from perfguard.config import load_config
 from perfguard.errors import EXIT_OK, EXIT_REGRESSION, InputError
 from perfguard.executors import add_executor_options, executor_from_args
 from perfguard.kernels import FAMILY_NAMES
-from perfguard.native import NEIGHBOUR_BOUND, NEIGHBOUR_BUDGET_S, PROCESSES, QuietPolicy
+from perfguard.native import PROCESSES, QuietPolicy, add_quiet_options
 from perfguard.predict.dataset import Dataset, dataset_path, load_dataset
 from perfguard.predict.features import FEATURE_SETS
 from perfguard.predict.registry import PREDICTORS
@@ -95,14 +95,7 @@ def add_parser(subparsers) -> None:
 
 
 def _quiet_options(q) -> None:
-    q.add_argument("--max-neighbour-busy", type=float, default=100 * NEIGHBOUR_BOUND, metavar="PCT",
-                   help=f"time an attempt again while the other CPUs were busier than PCT %% of one CPU during it "
-                        f"(from /proc/stat; default {100 * NEIGHBOUR_BOUND:g}; 0: keep every attempt, the load "
-                        f"still recorded)")
-    q.add_argument("--quiet-budget", type=float, default=NEIGHBOUR_BUDGET_S, metavar="SECONDS",
-                   help=f"wall time a group may spend on rejected attempts before its pending variants are "
-                        f"rejected as not quiet (default {NEIGHBOUR_BUDGET_S:g})")
-
+    add_quiet_options(q, "an attempt", "a group", "its pending variants are rejected as not quiet")
 
 def _names(value: str) -> list[str]:
     names = [v.strip() for v in value.split(",") if v.strip()]
@@ -126,10 +119,6 @@ def _max_cv(args) -> float:
     if not math.isfinite(args.max_cv) or args.max_cv <= 0:
         raise InputError(f"--max-cv {args.max_cv}: must be a finite percentage above 0")
     return args.max_cv / 100.0
-
-
-def _quiet(args) -> QuietPolicy:
-    return QuietPolicy.from_percent(args.max_neighbour_busy, args.quiet_budget)
 
 
 def _neighbours(got: calibration.Collected) -> str:
@@ -160,7 +149,7 @@ def run_collect(args) -> int:
     with executor_from_args(args, args.jobs or config.jobs) as executor, progress(total, out) as advance:
         got = calibration.collect(config, profile, args.family, shapes, args.variants, args.seed, args.jobs,
                                   on_result=lambda i, r: advance(r.kernel), executor=executor,
-                                  max_cv=_max_cv(args), processes=args.processes, quiet=_quiet(args))
+                                  max_cv=_max_cv(args), processes=args.processes, quiet=QuietPolicy.from_args(args))
     path = args.output or dataset_path(config.baseline_dir, profile.name, args.family)
     got.dataset.save(path)
     n = len(got.dataset.rows)
@@ -301,7 +290,7 @@ def run_drift(args) -> int:
         except InputError:
             pass
         got = calibration.collect(config, profile, family, shapes, args.variants, f"drift-{seed}", exclude=known,
-                                  max_cv=_max_cv(args), quiet=_quiet(args))
+                                  max_cv=_max_cv(args), quiet=QuietPolicy.from_args(args))
         out.print(f"{profile.name}/{family}: {_neighbours(got)}")
         result = calibration.drift(got.dataset, model, config.drift_mape, config.drift_spearman, profile,
                                    config.cache_dir)
