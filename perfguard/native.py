@@ -42,9 +42,10 @@ BATCH_SECONDS = 0.15  # aim each batch at this much kernel time
 PROCESSES = 3
 # A round (one process per binary per side, or one attempt of a group) is timed again when the
 # other CPUs did more than this much work during it, in CPUs (non-idle seconds per wall second,
-# summed over every CPU but the pinned one): a streaming neighbour on the other core of a Zen VM
-# moved verdict ratios by up to 40 points through the shared L3 and memory, with per-round spreads
-# under 3 %, while an idle machine's daemons keep the figure at a few hundredths.
+# summed over every CPU but the pinned one): beside a busy core of a 2-core EPYC VM (one shared
+# L3) verdict ratios moved by up to 43 points from their stored values with per-round spreads
+# under 3 %. One busy neighbour is 1.0; the bound leaves room for housekeeping and for the
+# jiffy resolution (0.02 CPUs on a 1 s round).
 NEIGHBOUR_BOUND = 0.25
 NEIGHBOUR_WAIT_S = 1.0  # pause before a rejected round is timed again: a burst of work may pass
 NEIGHBOUR_RETRIES = 10  # tries of one round at most before the timing gives up as not quiet
@@ -368,9 +369,9 @@ class QuietRound(Generic[T]):
 def time_quietly(run: Callable[[], T], cpu: int, policy: QuietPolicy, budget: QuietBudget) -> QuietRound[T]:
     """`run()` (one round pinned to `cpu`) until the other CPUs stayed within the policy's bound
     during it: a rejected try is followed by a pause and another try, at most `policy.retries`
-    tries and while `budget` has time for the pause. Where /proc/stat cannot be read the load is unknown: the
-    round is kept with load None (the timing records it, the summaries count such rounds), as
-    the timings before this check were."""
+    tries and while `budget` has time for the pause. Where /proc/stat cannot be read the load is
+    unknown: the round is kept with load None (the timing records it, the summaries count such
+    rounds), as the timings before this check were."""
     out: QuietRound[T] = QuietRound(None, None)
     while True:
         started = time.monotonic()
