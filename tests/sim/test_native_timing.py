@@ -194,6 +194,45 @@ def test_the_bound_comes_from_a_percentage():
             native.QuietPolicy.from_percent(bad)
 
 
+# PROGRAM, and from the FROM-th run on (counted over every binary) each run also moves the jiffies
+# of the CPU beside the pinned one in a fake /proc/stat by 100 s of work.
+RESTLESS = PROGRAM.replace("  for (long r = 0;", r"""  long n = 0;
+  FILE *count = fopen(COUNT, "r");
+  if (count) { if (fscanf(count, "%ld", &n) != 1) n = 0; fclose(count); }
+  count = fopen(COUNT, "w"); fprintf(count, "%ld\n", ++n); fclose(count);
+  FILE *stat = fopen(STAT, "w");
+  fprintf(stat, "cpu%d 0 0 0 500 0 0 0 0\ncpu%d %ld 0 0 500 0 0 0 0\n", PINNED, PINNED + 1,
+          (n > FROM ? n : FROM) * 10000L);
+  fclose(stat);
+  for (long r = 0;""", 1)
+
+
+def test_a_group_whose_neighbours_get_busy_keeps_its_steady_timings_and_flags_the_pending_one(tmp_path, monkeypatch):
+    cpu = native.pick_cpu()
+    monkeypatch.setattr(native, "PROC_STAT", tmp_path / "stat")
+
+    def program(name: str, step: int) -> Path:
+        src = tmp_path / f"{name}.c"
+        src.write_text(RESTLESS)
+        out = tmp_path / name
+        subprocess.run(["gcc", "-O1", f'-DLOG="{tmp_path / "order.log"}"', f'-DNAME="{name}"', "-DBASE=100000",
+                        f"-DSTEP={step}", f'-DCOUNT="{tmp_path / "count"}"', f'-DSTAT="{tmp_path / "stat"}"',
+                        f"-DPINNED={cpu}", "-DFROM=6", "-o", str(out), str(src)], check=True)
+        return out
+
+    # runs 1-2 the probes, 3-6 attempt 1 (S U U S: quiet; U's processes disagree), then U alone
+    # while the neighbour works: two tries of attempt 2, both rejected
+    steady, shaky = program("S", 0), program("U", 20_000)
+    policy = native.QuietPolicy(bound=0.25, wait_s=0.0, retries=2, budget_s=60)
+    good, bad = native.time_interleaved([steady, shaky], BUILTIN["x86_64"], ["s", "u"], attempts=3, processes=2,
+                                        cpu=cpu, quiet=policy)
+    assert _order(tmp_path) == ["S", "U", "S", "U", "U", "S", "U", "U", "U", "U"]
+    assert good.steady and good.quiet and good.neighbour_load == 0.0 and good.neighbour_rejected == 0
+    assert not bad.steady and not bad.quiet and bad.neighbour_rejected == 2
+    assert bad.unsteady.startswith("the other CPUs stayed busy: 2 tries of a round rejected")
+    assert bad.attempts == 1 and bad.neighbour_load == 0.0  # the quiet attempt it had is the one kept
+
+
 # A harness stand-in that sleeps: the round lasts long enough for /proc/stat's jiffies while the
 # pinned CPU itself stays idle.
 SLEEPER = r"""
