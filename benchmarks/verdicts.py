@@ -867,6 +867,10 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         raise SystemExit(f"verdicts: unknown reference '{unknown[0]}' (one of {', '.join(GEM5_REFERENCES)})")
 
+    try:
+        quiet = QuietPolicy.from_args(args)
+    except InputError as exc:
+        raise SystemExit(f"verdicts: {exc.message}") from None
     config = load_config(args.config)
     profile = config.profile(args.profile, "--profile")
     native_file = args.native_file or native_file_for(profile.name)
@@ -876,10 +880,6 @@ def main(argv: list[str] | None = None) -> int:
     sides = build_sides(pairs, config, profile, args.jobs)
     if args.no_timing and args.retime:
         raise SystemExit("verdicts: --no-timing and --retime contradict each other")
-    try:
-        quiet = QuietPolicy.from_args(args)
-    except InputError as exc:
-        raise SystemExit(f"verdicts: {exc.message}") from None
     records = time_pairs(pairs, sides, native_file, args.rounds, args.retime,
                          pick_cpu() if args.cpu is None else args.cpu, profile, log, timing=not args.no_timing,
                          processes=args.processes, max_spread=args.max_spread / 100, attempts=args.attempts,
