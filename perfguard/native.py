@@ -42,10 +42,11 @@ BATCH_SECONDS = 0.15  # aim each batch at this much kernel time
 PROCESSES = 3
 # A round (one process per binary per side, or one attempt of a group) is timed again when the
 # other CPUs did more than this much work during it, in CPUs (non-idle seconds per wall second,
-# summed over every CPU but the pinned one): beside a busy core of a 2-core EPYC VM (one shared
-# L3) verdict ratios moved by up to 43 points from their stored values with per-round spreads
-# under 3 %. One busy neighbour is 1.0; the bound leaves room for housekeeping and for the
-# jiffy resolution (0.02 CPUs on a 1 s round).
+# summed over every CPU but the pinned one): a neighbour sharing the L3 and memory shifts a
+# pair's ratio without widening its spread (re-timed beside a busy core of a 2-core EPYC VM,
+# verdict ratios sat up to 43 points from their stored values with spreads under 3 %). One busy
+# neighbour is 1.0; the bound leaves room for housekeeping and the jiffy resolution (0.02 CPUs
+# on a 1 s round).
 NEIGHBOUR_BOUND = 0.25
 NEIGHBOUR_WAIT_S = 1.0  # pause before a rejected round is timed again: a burst of work may pass
 NEIGHBOUR_RETRIES = 10  # tries of one round at most before the timing gives up as not quiet
