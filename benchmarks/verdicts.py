@@ -7,7 +7,7 @@ natively: pinned to one core, ASLR off, empty environment (perfguard.native), in
 interleaved rounds (before, after, after, before, ...) so that load from other processes hits
 both sides alike. A round during which the other CPUs were busy (perfguard.native.time_quietly:
 more than --max-neighbour-busy, default 25 % of one CPU, from /proc/stat) is timed again after a
-pause: a busy neighbour shifts the ratio itself, through the shared cache and memory, and
+pause: a busy neighbour can shift the ratio itself, through the shared cache and memory, and
 interleaving does not cancel that. A pair that finds no quiet round within its budget is not
 scored and named. Per pair: the native delta (median over rounds of the ratio of each side's
 fastest call), a 95 % bootstrap interval of that median, and each model's predicted delta. Per model: Spearman of the
