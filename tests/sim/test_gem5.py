@@ -477,7 +477,7 @@ def test_config_cpu_model_and_geometry(fixtures):
     assert (v24.cache_line_size, v24.full_system, v24.mem_mode) == (64, False, "atomic")
     assert v24.workload_cmd == ("harness_gemm128_x86_64", "1")
 
-    models = {name: [c.judging.model for c in read_config(fixtures / name).cpus] for name in ALL_FIXTURES}
+    models = {name: [c.model for c in read_config(fixtures / name).cpus] for name in ALL_FIXTURES}
     assert models["x86-o3-se-camel"] == ["o3"]
     assert models["riscv-timing-se-camel-2dumps"] == ["timing"]
     assert models["x86-timing-se-snake"] == ["timing"]
