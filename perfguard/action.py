@@ -541,6 +541,9 @@ def cmd_recalibrate(args: argparse.Namespace) -> int:
 
     config = load_config(args.config)
     common = ["--target", args.target] + (["--config", str(args.config)] if args.config else [])
+    timing = ["--max-cv", str(args.max_cv)]
+    if args.max_neighbour_busy is not None:
+        timing += ["--max-neighbour-busy", str(args.max_neighbour_busy)]
     models = config.storage.baseline_dir / "models" / args.target
     have = sorted(p.stem for p in models.glob("*.json")) if models.is_dir() else []
     if not have:
@@ -549,7 +552,7 @@ def cmd_recalibrate(args: argparse.Namespace) -> int:
     else:
         verdicts = Path(_env("RUNNER_TEMP") or ".") / f"perfguard-drift-{args.target}.json"
         code = _perfguard("calibrate", "drift", *common, "--json", str(verdicts), "--variants", str(args.drift_variants),
-                          "--max-cv", str(args.max_cv))
+                          *timing)
         if code == EXIT_OK:
             set_outputs({"drifted": "false", "families": ""})
             return EXIT_OK
@@ -558,7 +561,7 @@ def cmd_recalibrate(args: argparse.Namespace) -> int:
         drift = json.loads(verdicts.read_text())
         families = [f for f, v in sorted(drift.items()) if v.get("needs_retraining")]
     for family in families:
-        code = _perfguard("calibrate", "collect", *common, "--family", family, "--max-cv", str(args.max_cv))
+        code = _perfguard("calibrate", "collect", *common, "--family", family, *timing)
         if code != EXIT_OK:
             return code
     for family in families:
@@ -578,7 +581,10 @@ def main(argv: list[str] | None = None) -> int:
     recal.add_argument("--target", required=True)
     recal.add_argument("--config", type=Path)
     recal.add_argument("--drift-variants", type=int, default=10, help="fresh variants per group in the drift check")
-    recal.add_argument("--max-cv", type=float, default=3.0, metavar="PCT", help="passed to calibrate drift")
+    recal.add_argument("--max-cv", type=float, default=3.0, metavar="PCT", help="passed to calibrate drift and collect")
+    recal.add_argument("--max-neighbour-busy", type=float, metavar="PCT",
+                       help="passed to calibrate drift and collect (default: theirs; 0, off, for a runner whose "
+                            "other CPUs run other jobs)")
     recal.set_defaults(run=cmd_recalibrate)
     args = parser.parse_args(argv)
     try:
