@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from perfguard.cli import main
+from tests.projects import kernel_table, with_cache
 
 REAL = {name: shutil.which(name) for name in ("qemu-aarch64", "qemu-x86_64", "aarch64-linux-gnu-gcc")}
 
@@ -33,28 +34,16 @@ HEALTHY = ("gemv_h", "x86_64")  # measured by the real qemu-x86_64 in every scen
 FAULTY = ("gemm_f", "aarch64")  # its simulator (or compiler) is the faulty tool
 
 # A healthy kernel on x86_64 and one on aarch64, whose tools a scenario replaces.
-PROJECT = """\
-[perfguard]
-targets = ["x86_64", "aarch64"]
-cache_dir = "{cache}"
-timeout = {timeout}
+def project_text(cache: Path, timeout: float, faulty: str) -> str:
+    return with_cache(f'[perfguard]\ntargets = ["x86_64", "aarch64"]\ntimeout = {timeout}\n', cache) + \
+        kernel_table(HEALTHY[0], "perfguard.kernels.gemv:gemv", "M = 16, K = 16", "gemv", targets='["x86_64"]') + \
+        kernel_table(FAULTY[0], "perfguard.kernels.gemm:gemm", faulty, "gemm", targets='["aarch64"]')
 
-[[kernel]]
-name = "gemv_h"
-entry = "perfguard.kernels.gemv:gemv"
-family = "gemv"
-params = {{ M = 16, K = 16 }}
-targets = ["x86_64"]
 
-[[kernel]]
-name = "gemm_f"
-entry = "perfguard.kernels.gemm:gemm"
-family = "gemm"
-params = {{ {faulty} }}
-targets = ["aarch64"]
-"""
 SMALL = "M = 16, N = 16, K = 16"
-BIG = "M = 8192, N = 8192, K = 8192"  # 768 MiB of tensors: more than a 640 MiB address space
+# A's 1 GiB alone is more than a 640 MiB address space: the harness's first allocation fails, before
+# it fills any tensor (filling 512 MiB under QEMU first, as 8192^3 did, cost some 14 CPU-s a run).
+BIG = "M = 16384, N = 16384, K = 16384"
 
 _TOOL = '''\
 #!{python}
@@ -160,7 +149,7 @@ class Run:
 def make_project(root: Path, cache: Path, timeout: float = 120, faulty: str = SMALL) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     config = root / "perfguard.toml"
-    config.write_text(PROJECT.format(cache=cache, timeout=timeout, faulty=faulty))
+    config.write_text(project_text(cache, timeout, faulty))
     return config
 
 

@@ -17,21 +17,13 @@ from perfguard.report import where
 from perfguard.report.text import what_changed_most
 from perfguard.targets import BUILTIN
 from tests.conftest import REPO
+from tests.projects import kernel_table
 
 ISAS = ["x86_64", "aarch64", "riscv64"]
 
-TOML = """
-[perfguard]
-targets = ["x86_64", "aarch64", "riscv64"]
-threshold = 0.0
-
-[[kernel]]
-name = "attention"
-entry = "examples.kernels.attention:attention"
-reference = "examples.kernels.attention:reference"
-flops = "examples.kernels.attention:flops"
-params = { S = 32, D = 16, vector = 4, qk_order = "idj" }
-"""
+TOML = '[perfguard]\ntargets = ["x86_64", "aarch64", "riscv64"]\nthreshold = 0.0\n' + kernel_table(
+    "attention", "examples.kernels.attention:attention", 'S = 32, D = 16, vector = 4, qk_order = "idj"',
+    reference='"examples.kernels.attention:reference"', flops='"examples.kernels.attention:flops"')
 
 
 def _exp_blocks(stats: dict) -> set[int]:

@@ -17,7 +17,7 @@ import pytest
 from perfguard.cli import main
 from perfguard.runs.bisect import max_visits
 from tests.conftest import REPO
-from tests.projects import GOOD, WORSE, commit_all, git, init_repo
+from tests.projects import GOOD, WORSE, commit_all, git, kernel_table, project_repository, with_cache
 
 pytestmark = pytest.mark.slow  # every test measures real revisions
 
@@ -36,20 +36,15 @@ def scale(n=64):
 FAST, SLOW = "A[i] * 2.0", "A[i] * 2.0 + A[i] * A[i] * 3.0 + A[i] * A[i] * A[i]"
 
 
-def kernel(name: str, entry: str, params: str, family: str | None = None) -> str:
-    fam = f'family = "{family}"\n' if family else ""
-    return f'\n[[kernel]]\nname = "{name}"\nentry = "{entry}"\n{fam}params = {{ {params} }}\n'
-
-
 def toml(*kernels: str) -> str:
     return '[perfguard]\ntargets = ["x86_64"]\n' + "".join(kernels)
 
 
-GEMM_GOOD = kernel("gemm_a", "perfguard.kernels.gemm:gemm", GOOD, "gemm")
-GEMM_WORSE = kernel("gemm_a", "perfguard.kernels.gemm:gemm", WORSE, "gemm")
-USER = kernel("user", "mykernels.ops:scale", "n = 64")
-GONE = kernel("gone", "perfguard.kernels.gemv:gemv", "M = 16, K = 16", "gemv")
-ADDED = kernel("added", "perfguard.kernels.gemv:gemv", "M = 16, K = 32", "gemv")
+GEMM_GOOD = kernel_table("gemm_a", "perfguard.kernels.gemm:gemm", GOOD, "gemm")
+GEMM_WORSE = kernel_table("gemm_a", "perfguard.kernels.gemm:gemm", WORSE, "gemm")
+USER = kernel_table("user", "mykernels.ops:scale", "n = 64")
+GONE = kernel_table("gone", "perfguard.kernels.gemv:gemv", "M = 16, K = 16", "gemv")
+ADDED = kernel_table("added", "perfguard.kernels.gemv:gemv", "M = 16, K = 32", "gemv")
 
 
 def write(root: Path, files: dict[str, str]) -> None:
@@ -60,25 +55,21 @@ def write(root: Path, files: dict[str, str]) -> None:
 
 
 @pytest.fixture
-def repo(project, tmp_path):
+def repo(tmp_path, cache_dir):
     """An empty repository with the project in proj/; write(...) then commit_all(...) to add revisions."""
-    config = project(toml(), name="proj")
-    init_repo(tmp_path)
-    (tmp_path / ".gitignore").write_text("reports/\n__pycache__/\n")
-    return config
+    return project_repository(tmp_path, with_cache(toml(), cache_dir))
 
 
 def report(config: Path) -> dict:
     return json.loads((config.parent / "reports" / "perfguard.json").read_text())
 
 
-def test_compare_two_revisions_new_removed_and_user_modules_apart(repo, capsys):
+def test_compare_two_revisions_new_removed_and_user_modules_apart(repo, cache_dir, capsys):
     proj = repo.parent
-    cache = repo.read_text().split("\n")[1]  # the shared cache_dir line the fixture wrote
-    write(proj, {"perfguard.toml": toml(GEMM_GOOD, USER, GONE).replace("[perfguard]\n", f"[perfguard]\n{cache}\n"),
+    write(proj, {"perfguard.toml": with_cache(toml(GEMM_GOOD, USER, GONE), cache_dir),
                  "mykernels/__init__.py": "", "mykernels/ops.py": OPS.format(body=FAST)})
     base = commit_all(proj.parent, "base")
-    write(proj, {"perfguard.toml": toml(GEMM_WORSE, USER, ADDED).replace("[perfguard]\n", f"[perfguard]\n{cache}\n"),
+    write(proj, {"perfguard.toml": with_cache(toml(GEMM_WORSE, USER, ADDED), cache_dir),
                  "mykernels/ops.py": OPS.format(body=SLOW)})
     head = commit_all(proj.parent, "head")
 
@@ -119,7 +110,7 @@ def test_compare_with_a_base_that_has_no_config_reports_every_kernel_new(repo):
     repo.unlink()
     write(proj.parent, {"README": "kernels to come\n"})
     base = commit_all(proj.parent, "no perfguard yet")
-    repo.write_text(config_text + kernel("g", "perfguard.kernels.gemv:gemv", "M = 16, K = 16", "gemv"))
+    repo.write_text(config_text + kernel_table("g", "perfguard.kernels.gemv:gemv", "M = 16, K = 16", "gemv"))
     commit_all(proj.parent, "adopt perfguard")
     assert main(["compare", base, "--config", str(repo), "-j", "1"]) == 0
     data = report(repo)
@@ -133,14 +124,13 @@ COMMITS = 17  # after the good one
 REGRESSED_AT = 11  # the commit (1-based after good) that makes gemm_a slower
 
 
-@pytest.fixture
-def history(repo):
+@pytest.fixture(scope="module")
+def history(tmp_path_factory, cache_dir):
     """good, then COMMITS commits on main; the REGRESSED_AT-th swaps gemm_a's schedule for a slower one,
-    one commit in between breaks the kernel (does not build), the others touch an unrelated file."""
-    proj = repo.parent
-    cache = repo.read_text().split("\n")[1]
-    base = toml(GEMM_GOOD).replace("[perfguard]\n", f"[perfguard]\n{cache}\n")
-    write(proj, {"perfguard.toml": base})
+    one commit in between breaks the kernel (does not build), the others touch an unrelated file.
+    Read only (bisect measures in worktrees of its own): the tests below share it."""
+    config = project_repository(tmp_path_factory.mktemp("bisect"), with_cache(toml(GEMM_GOOD), cache_dir))
+    proj, base = config.parent, config.read_text()
     shas = [commit_all(proj.parent, "good")]
     for i in range(1, COMMITS + 1):
         text = base if i < REGRESSED_AT else base.replace(GOOD, WORSE)
@@ -148,7 +138,7 @@ def history(repo):
             text = text.replace("tile_n = 16", "tile_n = 7")
         write(proj, {"perfguard.toml": text, "notes.txt": f"change {i}\n"})
         shas.append(commit_all(proj.parent, f"change {i}" + (" (slower gemm)" if i == REGRESSED_AT else "")))
-    return repo, shas
+    return config, shas
 
 
 def test_bisect_finds_the_injected_regression_then_costs_nothing_the_second_time(history, tmp_path, capsys):
@@ -203,18 +193,17 @@ UNLINKABLE = 'tvm.tirx.call_extern("float32", "perfguard_undefined_helper", A[i]
 SLOWER = SLOW + " + A[i] * A[i] * A[i] * A[i] * 5.0 + A[i] * A[i] * 7.0"
 
 
-@pytest.fixture
-def unbuildable_history(repo):
-    """good, then: 1 does not link, 2 fast again, 3 slow, 4 does not link, 5 slower still."""
-    proj = repo.parent
-    cache = repo.read_text().split("\n")[1]
-    write(proj, {"perfguard.toml": toml(USER).replace("[perfguard]\n", f"[perfguard]\n{cache}\n"),
-                 "mykernels/__init__.py": ""})
+@pytest.fixture(scope="module")
+def unbuildable_history(tmp_path_factory, cache_dir):
+    """good, then: 1 does not link, 2 fast again, 3 slow, 4 does not link, 5 slower still (read only)."""
+    config = project_repository(tmp_path_factory.mktemp("bisect-unbuildable"), with_cache(toml(USER), cache_dir),
+                                {"mykernels/__init__.py": ""})
+    proj = config.parent
     shas = []
     for i, body in enumerate([FAST, UNLINKABLE, FAST, SLOW, UNLINKABLE, SLOWER]):
         write(proj, {"mykernels/ops.py": OPS.format(body=body), "notes.txt": f"change {i}\n"})
         shas.append(commit_all(proj.parent, "good" if i == 0 else f"change {i}"))
-    return repo, shas
+    return config, shas
 
 
 def bisect_json(config: Path, good: str, bad: str, out: Path) -> tuple[int, dict]:

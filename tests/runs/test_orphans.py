@@ -21,9 +21,8 @@ from perfguard.document.verdicts import REMOVED
 from perfguard.errors import EXIT_USAGE, InputError
 from perfguard.runs.check import CheckRun
 from perfguard.runs.orphans import find_orphans, orphan_outcomes, scanned_targets, way_out
-from tests.conftest import REPO
+from tests.projects import copy_baseline as put  # a committed baseline under another name
 
-SOURCE = REPO / "baselines" / "aarch64" / "gemv_1024.json"
 CONFIG = """\
 [perfguard]
 targets = ["aarch64", "x86_64"]
@@ -47,15 +46,6 @@ name = "mlp"
 source = "examples.relax_models:mlp"
 inputs = {{ x = [1, 64] }}
 """
-
-
-def put(root: Path, target: str, kernel: str) -> Path:
-    data = json.loads(SOURCE.read_text())
-    data.update(kernel=kernel, target=target)
-    path = root / "baselines" / target / f"{kernel}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    return path
 
 
 @pytest.fixture

@@ -18,9 +18,8 @@ import pytest
 import yaml
 
 from perfguard.action import os_release
-from perfguard.cli import main
 from tests.conftest import REPO
-from tests.projects import GOOD, WORSE, commit_all, config_text, git, init_repo, pr_event
+from tests.projects import commit_all, config_text, init_repo, pr_event
 from tests.shells.workflow_runner import STAND_INS, Runner, condition, evaluate, in_workspace, venv_of_this_interpreter
 
 WORKFLOWS = REPO / ".github" / "workflows"
@@ -235,19 +234,11 @@ def _no_apt(runner, env):
 
 
 @pytest.fixture
-def pr_repository(project, tmp_path):
-    """main holds the baselines; the pull request makes gemm_a slower and rewrites its baseline."""
-    config = project(config_text(["x86_64", "aarch64"]), name="ws")
-    workspace = config.parent
-    init_repo(workspace)
-    assert main(["baseline", "update", "--config", str(config), "-j", "1", "--targets", "x86_64"]) == 0
-    base = commit_all(workspace, "kernels")
-    git(workspace, "checkout", "-q", "-b", "faster-gemm")
-    config.write_text(config.read_text().replace(GOOD, WORSE))
-    assert main(["baseline", "update", "--config", str(config), "-j", "1", "--kernels", "gemm_a",
-                 "--targets", "x86_64"]) == 0
-    head = commit_all(workspace, "faster gemm")
-    return workspace, pr_event(17, "main", base, head), head
+def pr_repository(measured_pull_request, tmp_path):
+    """A copy of the session's pull request (tests/shells/conftest.py): main holds the baselines; the
+    pull request makes gemm_a slower and rewrites its baseline."""
+    pr = measured_pull_request.copy(tmp_path / "ws")
+    return pr.root, pr_event(17, "main", pr.base, pr.head), pr.head
 
 
 @pytest.mark.slow
