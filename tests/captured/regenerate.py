@@ -12,8 +12,8 @@ toolchain or the simulator changed), then review the diff and commit it. It writ
 - resnet.json: the kernels real TVM extracts from a small ResNet before and after each edit
   (tests/captured/resnet.py), for the model-change tests.
 - calibration/x86_64-gemm.json: `calibrate collect` of gemm on x86_64, three shapes of six
-  variants each, simulated and timed natively on this machine (--max-cv 100: on a busy machine no
-  timing is rejected; the tests recompute every figure from the rows, whatever the times are).
+  variants each, simulated and timed natively on this machine (no timing rejected as unsteady or
+  beside busy CPUs: the tests recompute every figure from the rows, whatever the times are).
 """
 
 from __future__ import annotations
@@ -44,12 +44,14 @@ def jobs(cache: Path) -> None:
 
 def dataset(cache: Path) -> None:
     from perfguard.config import load_config
+    from perfguard.native import QuietPolicy
     from perfguard.runs.calibration import collect
 
     with tempfile.TemporaryDirectory(prefix="captured-calibration-") as tmp:
         (Path(tmp) / "perfguard.toml").write_text(f'[perfguard]\ntargets = ["x86_64"]\ncache_dir = "{cache}"\n')
         config = load_config(Path(tmp) / "perfguard.toml")
-        collected = collect(config, config.profile("x86_64"), "gemm", GROUPS, VARIANTS, workers=2, max_cv=100.0)
+        collected = collect(config, config.profile("x86_64"), "gemm", GROUPS, VARIANTS, workers=2, max_cv=100.0,
+                            quiet=QuietPolicy(bound=None))
     if collected.failed or len(collected.dataset.rows) != len(GROUPS) * VARIANTS:
         raise SystemExit(f"the collection lost rows: {collected.failed}")
     DATASET.parent.mkdir(parents=True, exist_ok=True)
