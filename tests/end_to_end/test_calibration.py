@@ -13,18 +13,7 @@ from perfguard.cli import main
 from perfguard.predict.dataset import dataset_path, load_dataset
 from perfguard.predict.store import model_path
 from perfguard.runs.calibration import drift_reasons
-
-TOML = """
-[perfguard]
-targets = ["x86_64"]
-threshold = 1.0
-
-[[kernel]]
-name = "g"
-entry = "perfguard.kernels.gemm:gemm"
-family = "gemm"
-params = { M = 32, N = 32, K = 32, tile_m = 8, tile_n = 16, tile_k = 8, vector = 8 }
-"""
+from tests.projects import ONE_GEMM as TOML
 
 
 @pytest.mark.slow

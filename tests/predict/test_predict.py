@@ -24,6 +24,7 @@ from perfguard.predict.store import load_model, model_path, save_model
 from perfguard.sim.stats import STAT_FIELDS, Stats
 from perfguard.targets import BUILTIN
 from tests import captured
+from tests.projects import ONE_GEMM as TOML
 
 X86 = BUILTIN["x86_64"]
 
@@ -216,18 +217,6 @@ def test_corrupted_and_mismatched_model_files_name_the_file(tmp_path):
     with pytest.raises(InputError, match="does not match its model_id"):
         load_model(path)
 
-
-TOML = """
-[perfguard]
-targets = ["x86_64"]
-threshold = 1.0
-
-[[kernel]]
-name = "g"
-entry = "perfguard.kernels.gemm:gemm"
-family = "gemm"
-params = { M = 32, N = 32, K = 32, tile_m = 8, tile_n = 16, tile_k = 8, vector = 8 }
-"""
 
 
 def _write_dataset(config_dir, profile, stats, times, groups):
