@@ -96,6 +96,7 @@ def test_single_accumulator_chain_costs_more_cycles_than_independent_accumulator
     assert hot.block.symbol == "chain" and hot.timing.bound == "latency"
 
 
+@pytest.mark.slow  # llvm-mca schedules every block
 @pytest.mark.parametrize("family", ["dense_relu", "gemv"])
 def test_scalar_code_is_predicted_at_least_3x_slower_than_8_wide_vectors(family, cache_dir):
     # dense_relu 8x256x128 and gemv 256x256 on x86_64, vector 8 and 1, built and simulated for real

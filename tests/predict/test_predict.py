@@ -266,6 +266,7 @@ def test_dataset_reader_rejects_bad_rows(tmp_path):
         load_dataset(path)
 
 
+@pytest.mark.slow  # nested leave-one-group-out of XGBoost
 def test_evaluate_and_train_on_a_collected_dataset(project, capsys):
     """`calibrate evaluate` and `calibrate train` on a dataset collected for real (three gemm shapes
     of six variants, simulated and timed natively: tests/captured/); the collection itself runs in

@@ -19,6 +19,7 @@ from tests.conftest import REPO
 STALE = f"is stale: regenerate it ({captured.REGENERATE}) and commit the diff"
 
 
+@pytest.mark.slow  # TVM lowers each kernel
 @pytest.mark.parametrize("name", sorted(captured.CAPTURES))
 def test_captured_job_is_what_this_tree_builds_and_simulates(name, cache_dir):
     capture = captured.CAPTURES[name]
