@@ -215,8 +215,7 @@ def build_kernel(job: Job, result: JobResult) -> Built:
         family.extra["check_target"](profile.tvm_target, where, **spec.params)
     result.toolchain = build_toolchain(cc)
     cache = BuildCache(job.cache_dir)
-    key = digest(lowered.ir_hash, profile.fingerprint(), result.toolchain["cc"], result.toolchain["tvm"],
-                 result.toolchain["libc"], str(HARNESS_VERSION), template_digest(), str(BUILD_RECIPE), _layout(lowered))
+    key = build_key(lowered, profile, result.toolchain)
     result.content_hash = key
     build_dir = cache.lookup_build(key)
     with measured(result.timings, "compile"):
@@ -235,6 +234,13 @@ def build_kernel(job: Job, result: JobResult) -> Built:
         # beside the build, not in its key; the module is made only when the nest is not recorded yet
         result.loops = ensure_loops(build_dir, lambda: lowered.mod, profile.tvm_target)
     return Built(build_dir, lowered, params, family, where)
+
+
+def build_key(lowered: LoweredKernel, profile: TargetProfile, toolchain: dict[str, str]) -> str:
+    """The content hash a build is cached and recorded under: the lowered IR, the target, the
+    toolchain (build_toolchain's) and the harness."""
+    return digest(lowered.ir_hash, profile.fingerprint(), toolchain["cc"], toolchain["tvm"], toolchain["libc"],
+                  str(HARNESS_VERSION), template_digest(), str(BUILD_RECIPE), _layout(lowered))
 
 
 def kernel_flops(spec: KernelSpec, root: Path, where: str) -> int:

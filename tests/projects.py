@@ -31,6 +31,20 @@ params = {{ M = 16, N = 16, K = 16 }}
 """
 
 
+# One gemm on x86_64 at a 1 % threshold: the calibration tests' project (their dataset's family).
+ONE_GEMM = """
+[perfguard]
+targets = ["x86_64"]
+threshold = 1.0
+
+[[kernel]]
+name = "g"
+entry = "perfguard.kernels.gemm:gemm"
+family = "gemm"
+params = { M = 32, N = 32, K = 32, tile_m = 8, tile_n = 16, tile_k = 8, vector = 8 }
+"""
+
+
 def config_text(targets: list[str], more_kernels: str = "") -> str:
     return f"[perfguard]\ntargets = {json.dumps(targets)}\n{KERNELS}{more_kernels}"
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -11,24 +12,35 @@ from perfguard.baselines.git_revision import GitBaselineStore
 from perfguard.baselines.store import BaselineStore
 from perfguard.cli import main
 from perfguard.errors import InputError
+from tests.conftest import write_project
 from tests.projects import GOOD, WORSE, commit_all, config_text, git, init_repo
 
 TOML = config_text(["x86_64"])
 
 
-@pytest.fixture
-def pr_repo(project, tmp_path):
+@pytest.fixture(scope="module")
+def pr_repo_made(tmp_path_factory, cache_dir):
     """A repository whose project lives in a subfolder; main has baselines; branch 'pr' regresses
-    gemm_a and rewrites its baseline in the same commit."""
-    config = project(TOML, name="proj")
-    init_repo(tmp_path)
+    gemm_a and rewrites its baseline in the same commit. Made once: each test gets a copy."""
+    root = tmp_path_factory.mktemp("pr-repo")
+    config = write_project(root / "proj", TOML.replace("[perfguard]\n", f'[perfguard]\ncache_dir = "{cache_dir}"\n', 1))
+    init_repo(root)
     assert main(["baseline", "update", "--config", str(config), "-j", "1"]) == 0
-    base = commit_all(tmp_path, "kernels and baselines")
-    git(tmp_path, "checkout", "-q", "-b", "pr")
+    base = commit_all(root, "kernels and baselines")
+    git(root, "checkout", "-q", "-b", "pr")
     config.write_text(config.read_text().replace(GOOD, WORSE))
     assert main(["baseline", "update", "--config", str(config), "-j", "1", "--kernels", "gemm_a"]) == 0
-    head = commit_all(tmp_path, "faster gemm (honest)")
-    return config, base, head
+    head = commit_all(root, "faster gemm (honest)")
+    return root, base, head
+
+
+@pytest.fixture
+def pr_repo(pr_repo_made, tmp_path):
+    """A copy of the repository (its .git too) for one test to check, edit and commit in."""
+    made, base, head = pr_repo_made
+    root = tmp_path / "repo"
+    shutil.copytree(made, root, symlinks=True)
+    return root / "proj" / "perfguard.toml", base, head
 
 
 def report(config: Path) -> dict:

@@ -1,23 +1,21 @@
-"""Attribution names the TIR loop of each changed block (judge.attribution.LoopNamer): on real
-builds simulated under QEMU, through `perfguard check` to every output, and with baselines that
-carry no loop nest."""
+"""Attribution names the TIR loop of each changed block (judge.attribution.LoopNamer): on the
+statistics and loop nests of real builds simulated under QEMU (captured in tests/captured/),
+through `perfguard check` to every output, and with baselines that carry no loop nest."""
 
 from __future__ import annotations
 
 import json
 import shutil
-from pathlib import Path
 
 import pytest
 
 from perfguard.baselines.store import Baseline, parse_baseline
 from perfguard.compile.loops import Loop, LoopNest
-from perfguard.config import KernelSpec
 from perfguard.judge.attribution import LoopNamer
-from perfguard.pipeline import Job, run_job
 from perfguard.sim.blocks import Block, BlockProfile
 from perfguard.sim.stats import Stats
 from perfguard.targets import BUILTIN
+from tests import captured
 
 
 def _stats(*blocks: Block) -> Stats:
@@ -134,7 +132,7 @@ def test_a_baseline_written_before_loop_nests_reads_without_one(tmp_path):
     assert parse_baseline(json.dumps(old), "k.json").loops is None
 
 
-# -- real builds, real simulations --------------------------------------------------------------
+# -- real builds, real simulations (captured: tests/captured/regenerate.py) ---------------------
 
 def _need(profile) -> None:
     missing = [p for p in (profile.cc, profile.qemu, "llvm-mca-19", "llvm-mc-19") if shutil.which(p) is None]
@@ -150,22 +148,16 @@ def _hottest(result, most: int = 4) -> list[tuple[Block, object, list]]:
     return [(b, *namer.name(b.symbol, b.count)) for b in kernel[:most]]
 
 
-def _gemm(target: str, cache_dir: Path, tile_k: int):
-    profile = BUILTIN[target]
-    _need(profile)
-    spec = KernelSpec(f"gemm_k{tile_k}", "perfguard.kernels.gemm:gemm", "gemm",
-                      dict(M=64, N=64, K=256, tile_m=16, tile_n=32, tile_k=tile_k, vector=8, unroll=0))
-    result = run_job(Job(spec, profile, Path.cwd(), cache_dir, "qemu", 600, 1, 1))
-    assert result.ok, result.error
-    return result
+def _gemm(target: str, tile_k: int):
+    """gemm 64x64x256 (tile_m 16, tile_n 32, vector 8, no unroll knob) as built and simulated for real."""
+    return captured.job(f"gemm_k{tile_k}-{target}")
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("target", ["x86_64", "aarch64"])
-def test_the_hottest_gemm_blocks_are_named_by_the_k_loop_and_a_tile_k_edit_moves_them(target, cache_dir):
+def test_the_hottest_gemm_blocks_are_named_by_the_k_loop_and_a_tile_k_edit_moves_them(target):
     # tile_k = 64: the k_1 loop (64 iterations, the 4 column chunks j_1_0 unrolled into it by LLVM)
     # runs the products; LLVM peels its first iteration (and on x86_64 unrolls it by 2)
-    hot = _hottest(_gemm(target, cache_dir, 64))
+    hot = _hottest(_gemm(target, 64))
     named = [(b, loop) for b, loop, _ in hot if loop is not None]
     assert len(named) >= 3, hot
     for block, loop in named:
@@ -174,7 +166,7 @@ def test_the_hottest_gemm_blocks_are_named_by_the_k_loop_and_a_tile_k_edit_moves
         assert loop.unrolled == ["j_1_0"] and loop.peeled == 1
         assert block.count == 4 * 2 * 16 * ((64 - 1) // loop.per_execution)  # per copy of k_0 (LLVM unrolled it)
     # tile_k = 16: LLVM unrolls the 16 k_1 iterations completely: the hot blocks are i_1's, k_1 inside
-    hot = _hottest(_gemm(target, cache_dir, 16))
+    hot = _hottest(_gemm(target, 16))
     assert all(loop is not None and loop.var == "i_1" and loop.unrolled == ["k_1"] for _, loop, _ in hot), hot
 
 
@@ -242,16 +234,10 @@ def test_check_names_both_sides_loops_in_every_output_and_an_old_baseline_names_
     assert "i_1" in _named(result["blocks"], "current")
 
 
-@pytest.mark.slow
-def test_init_and_product_loops_of_one_count_are_ambiguous_until_the_layout_tells_them_apart(cache_dir):
-    profile = BUILTIN["x86_64"]
-    _need(profile)
-    if shutil.which("llvm-dwarfdump-19") is None:
-        pytest.skip("llvm-dwarfdump-19 not installed")
-    spec = KernelSpec("gemm_init", "perfguard.kernels.gemm:gemm", "gemm",
-                      dict(M=512, N=64, K=128, tile_m=16, tile_n=64, tile_k=32, vector=8, unroll=16))
-    result = run_job(Job(spec, profile, Path.cwd(), cache_dir, "qemu", 600, 1, 1))
-    assert result.ok, result.error
+def test_init_and_product_loops_of_one_count_are_ambiguous_until_the_layout_tells_them_apart():
+    # gemm 512x64x128, tile_m 16, tile_n 64, tile_k 32, vector 8, unroll 16 on x86_64, its debug
+    # information read by llvm-dwarfdump-19 when it was built
+    result = captured.job("gemm_init-x86_64")
     namer = LoopNamer(result.loops, result.stats, result.kernel)
     # i_1_init (zeroing C) and i_1 (the products) both run 32 x 16 times per call (each peeled)
     both = [b for b in result.stats.blocks.blocks if namer.in_kernel(b.symbol)

@@ -1,58 +1,24 @@
 """Model edits as a reviewer reads them: kernels matched by graph position, operator and shapes.
 
 A small ResNet (examples/make_resnet.py: three stages of two basic blocks, 8-16-32 channels,
-32x32 input) is extracted by real TVM before and after each edit; the model view is computed from
-its kernels as `check` computes it (the base's kernels as baselines with their call order, the
-edited model's as results; each call costs its flop count in nanoseconds, so totals move with the
-work). Nothing is built or simulated: the matching is what is tested.
+32x32 input) as real TVM extracts it before and after each edit (captured in tests/captured/ by
+tests/captured/regenerate.py; tests/runs/test_captured.py extracts the base model again and
+compares); the model view is computed from its kernels as `check` computes it (the base's kernels
+as baselines with their call order, the edited model's as results; each call costs its flop count
+in nanoseconds, so totals move with the work). Nothing is built or simulated: the matching is what
+is tested.
 """
 
 from __future__ import annotations
 
 import re
 
-import pytest
-
-from examples.make_resnet import write as write_resnet
 from perfguard.baselines.store import Baseline
-from perfguard.config import load_config
 from perfguard.document.model_labels import label
 from perfguard.judge.model_changes import Side, describe_change, pair
 from perfguard.judge.model_totals import ModelKernelResult, kernel_rows, total
-from perfguard.kernels.models import model_specs
 from perfguard.sim.stats import Stats
-
-SMALL = dict(widths=(8, 16, 32), depths=(2, 2, 2), size=32, classes=10, stem=8)
-TOML = """
-[perfguard]
-targets = ["x86_64"]
-
-[[model]]
-name = "r"
-source = "r.onnx"
-inputs = {{ input = [1, 3, 32, 32] }}
-schedule = "none"
-{extra}
-"""
-
-
-@pytest.fixture(scope="module")
-def extract(tmp_path_factory, cache_dir):
-    """edit -> the model's specs on x86_64 (schedule "none": the matching needs no code)."""
-    found = {}
-
-    def specs(extra: str = "", **edit):
-        key = (extra, tuple(sorted(edit.items())))
-        if key not in found:
-            root = tmp_path_factory.mktemp("resnet")
-            write_resnet(root / "r.onnx", **{**SMALL, **edit})
-            (root / "perfguard.toml").write_text(TOML.format(extra=extra).replace(
-                "[perfguard]\n", f'[perfguard]\ncache_dir = "{cache_dir}"\n', 1))
-            config = load_config(root / "perfguard.toml")
-            found[key] = model_specs(config, config.models[0], ["x86_64"])
-        return found[key]
-
-    return specs
+from tests.captured.resnet import specs as extract
 
 
 def _time(spec) -> float:
@@ -75,8 +41,8 @@ def _lines(view, kind: str) -> list[str]:
     return [line for line in view.changes if line.startswith(kind)]
 
 
-def test_kernels_carry_their_graph_nodes_layers_and_call_order(extract):
-    specs = {s.params["nodes"][0][0][0]: s for s in extract()}
+def test_kernels_carry_their_graph_nodes_layers_and_call_order():
+    specs = {s.params["nodes"][0][0][0]: s for s in extract("base")}
     conv = specs["layer3.0.conv1"]
     assert label(conv.params) == "layer3.0.conv1 conv2d 1x16x4x4 -> 1x32x2x2 3x3/2"
     assert conv.params["nodes"] == [[["layer3.0.conv1", "Conv"], ["layer3.0.relu1", "Relu"]]]
@@ -84,14 +50,14 @@ def test_kernels_carry_their_graph_nodes_layers_and_call_order(extract):
     assert twice.params["calls"] == 2 and [site[0][0] for site in twice.params["nodes"]] == \
         ["layer3.0.conv2", "layer3.1.conv2"]
     assert [n for n, _ in twice.params["nodes"][0]] == ["layer3.0.conv2", "layer3.0.add", "layer3.0.relu2"]
-    calls = sorted(p for s in extract() for p in s.positions)
+    calls = sorted(p for s in extract("base") for p in s.positions)
     assert calls == list(range(len(calls)))  # every call once, in model order
     assert specs["conv1"].positions == (0,) and specs["maxpool"].positions == (1,)
     assert label(specs["fc"].params) == "fc matmul 1x32 -> 1x10"
 
 
-def test_widening_a_stage_pairs_each_layer_with_itself(extract):
-    view = _view(extract(), extract(widths=(8, 16, 40)))
+def test_widening_a_stage_pairs_each_layer_with_itself():
+    view = _view(extract("base"), extract("widened"))
     changed = _lines(view, "changed: ")
     assert not _lines(view, "new: ") and not _lines(view, "removed: ")
     said = {re.split(r" (?:conv2d|matmul|mean) ", line.removeprefix("changed: "))[0]: line for line in changed}
@@ -111,8 +77,8 @@ def test_widening_a_stage_pairs_each_layer_with_itself(extract):
             assert old.baseline_calls == r.calls
 
 
-def test_deepening_a_stage_adds_calls_and_names_the_new_nodes(extract):
-    view = _view(extract(), extract(depths=(2, 3, 2)))
+def test_deepening_a_stage_adds_calls_and_names_the_new_nodes():
+    view = _view(extract("base"), extract("deepened"))
     assert not _lines(view, "changed: ") and not _lines(view, "new: ") and not _lines(view, "removed: ")
     calls = _lines(view, "calls ")
     assert any(line.startswith("calls 1 -> 2: +layer2.2.conv1: layer2.1.conv1, layer2.2.conv1 conv2d") for line in calls)
@@ -121,8 +87,8 @@ def test_deepening_a_stage_adds_calls_and_names_the_new_nodes(extract):
     assert len(calls) == 2 and view.verdict == "regression"
 
 
-def test_a_3x3_swapped_for_two_1x1_is_new_in_place_of_it_never_the_same_layer(extract):
-    view = _view(extract(), extract(split=("layer2.1.conv1",)))
+def test_a_3x3_swapped_for_two_1x1_is_new_in_place_of_it_never_the_same_layer():
+    view = _view(extract("base"), extract("split"))
     assert not _lines(view, "changed: ")  # 1x1 and 3x3: other layers, whatever their channels
     (new,) = _lines(view, "new: ")
     assert new.startswith("new: layer2.1.conv1a, layer2.1.conv1b conv2d 1x16x4x4 -> 1x16x4x4 1x1 (r.conv2d_add_relu.")
@@ -134,8 +100,8 @@ def test_a_3x3_swapped_for_two_1x1_is_new_in_place_of_it_never_the_same_layer(ex
     assert fresh.replaces == [r.kernel for r in rows.values() if r.verdict == "removed"]
 
 
-def test_removing_a_block_removes_its_kernels_and_calls(extract):
-    view = _view(extract(), extract(depths=(2, 1, 2)))
+def test_removing_a_block_removes_its_kernels_and_calls():
+    view = _view(extract("base"), extract("block removed"))
     assert not _lines(view, "changed: ") and not _lines(view, "new: ")
     (removed,) = _lines(view, "removed: ")
     assert removed.startswith("removed: layer2.1.conv1 conv2d 1x16x4x4 -> 1x16x4x4 3x3")
@@ -144,8 +110,8 @@ def test_removing_a_block_removes_its_kernels_and_calls(extract):
     assert view.verdict == "improvement"
 
 
-def test_unnamed_nodes_are_named_after_their_weights_or_operator(extract):
-    names = {s.params["nodes"][0][0][0] for s in extract(named=False)}
+def test_unnamed_nodes_are_named_after_their_weights_or_operator():
+    names = {s.params["nodes"][0][0][0] for s in extract("unnamed")}
     assert {"layer3.0.conv1", "conv1", "fc", "MaxPool_0", "GlobalAveragePool_0"} <= names
 
 

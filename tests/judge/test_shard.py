@@ -11,6 +11,7 @@ from perfguard.cli import main
 from perfguard.errors import EXIT_INFRA, EXIT_OK, EXIT_REGRESSION, EXIT_USAGE
 from perfguard.judge.merge import combined_exit_code
 
+from tests.conftest import write_project
 from tests.projects import GOOD, WORSE, config_text
 
 TOML = config_text(["x86_64", "aarch64"], """
@@ -30,10 +31,12 @@ def pairs(data: dict) -> dict[tuple[str, str], str]:
     return {(r["kernel"], r["target"]): r["verdict"] for r in data["results"]}
 
 
-@pytest.fixture
-def regressed(project):
-    """Baselines for every kernel, then gemm_a made slower: 6 pairs, some of them regressions."""
-    config = project(TOML)
+@pytest.fixture(scope="module")
+def regressed(tmp_path_factory, cache_dir):
+    """Baselines for every kernel, then gemm_a made slower: 6 pairs, some of them regressions.
+    Made once: the tests only check it (each into its own report folder or JSON file)."""
+    config = write_project(tmp_path_factory.mktemp("shard"),
+                           TOML.replace("[perfguard]\n", f'[perfguard]\ncache_dir = "{cache_dir}"\n', 1))
     assert main(["baseline", "update", "--config", str(config), "-j", "1"]) == 0
     config.write_text(config.read_text().replace(GOOD, WORSE))
     return config

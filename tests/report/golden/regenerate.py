@@ -1,7 +1,7 @@
 """Regenerate the golden reports that the report/, judge/ and runs/ tests read, from real checks.
 
     cd <repository root>
-    PERFGUARD_CACHE_DIR=/tmp/golden-cache python -m tests.report.golden.regenerate [--only tiny|repo] [-j 2]
+    PERFGUARD_CACHE_DIR=/tmp/golden-cache python -m tests.report.golden.regenerate [--only tiny|repo|captured] [-j 2]
 
 The report tests render pages from these files instead of running TVM, the cross compilers and
 QEMU themselves; tests/end_to_end/test_report_pages.py runs the tiny check for real once. Run
@@ -18,6 +18,9 @@ review the diff and commit it. It writes, next to itself:
   gemm_256's tile_k went from 4 to 8: every chart a report has (calibration scatters, histories
   over the baselines' commits, [[model]] totals, pipeline-model blocks) on real data, and the
   report benchmarks/report_time.py renders.
+
+With no --only it also writes tests/captured/ (tests/captured/regenerate.py: the statistics of
+real runs that the judge and calibration tests read).
 
 The config path each report records is written relative ("perfguard.toml"): it would otherwise
 name a temporary folder. Nothing else is edited.
@@ -137,7 +140,7 @@ def _env() -> dict[str, str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--only", choices=("tiny", "repo"))
+    parser.add_argument("--only", choices=("tiny", "repo", "captured"))
     parser.add_argument("-j", "--jobs", type=int, default=2)
     args = parser.parse_args(argv)
     cache = Path(os.environ.get("PERFGUARD_CACHE_DIR") or tempfile.mkdtemp(prefix="golden-cache-"))
@@ -145,6 +148,10 @@ def main(argv: list[str] | None = None) -> int:
         tiny(cache)
     if args.only in (None, "repo"):
         repo(cache, args.jobs)
+    if args.only in (None, "captured"):
+        from tests.captured import regenerate as captured
+
+        captured.main(cache)
     return 0
 
 
