@@ -5,7 +5,11 @@ itself (perfguard.pipeline.run_job: the build, cache and QEMU-plugin statistics 
 check` uses, for the x86_64 profile of perfguard.toml), and the very harness binaries are timed
 natively: pinned to one core, ASLR off, empty environment (perfguard.native), in
 interleaved rounds (before, after, after, before, ...) so that load from other processes hits
-both sides alike. Per pair: the native delta (median over rounds of the ratio of each side's
+both sides alike. A round during which the other CPUs were busy (perfguard.native.time_quietly:
+more than --max-neighbour-busy, default 25 % of one CPU, from /proc/stat) is timed again after a
+pause: a busy neighbour can shift the ratio itself, through the shared cache and memory, and
+interleaving does not cancel that. A pair that finds no quiet round within its budget is not
+scored and named. Per pair: the native delta (median over rounds of the ratio of each side's
 fastest call), a 95 % bootstrap interval of that median, and each model's predicted delta. Per model: Spearman of the
 deltas, missed regressions, false alarms, and sign agreement on clear changes.
 
@@ -19,6 +23,7 @@ perfguard's gem5 back end and is scored like a model by its cycle delta; gem5 re
 per binary in benchmarks/verdicts-gem5-PROFILE.json (--gem5-jobs 0 scores only what is stored).
 
     python benchmarks/verdicts.py [--profile P] [--pairs SUBSTR,..] [--rounds N] [--retime] [--stat min_s|median_s]
+                                  [--max-neighbour-busy PCT] [--quiet-budget SECONDS]
                                   [--models a,b] [--reference gem5-o3,gem5-minor] [--gem5-jobs N]
                                   [--json FILE] [-j N]
 """
@@ -56,7 +61,8 @@ from perfguard.executors.local import LocalExecutor
 from perfguard.pipeline import Job, JobResult, run_job
 from perfguard.predict.analytical import AnalyticalModel
 from perfguard.predict.select import predictor_for, stored_model, trained_dtypes
-from perfguard.native import PROCESSES, ProcessRun, check_native, pick_cpu, this_machine, time_calls, time_process
+from perfguard.native import (PROCESSES, ProcessRun, QuietBudget, QuietPolicy, add_quiet_options, check_native,
+                              pick_cpu, this_machine, time_calls, time_process, time_quietly)
 from perfguard.sim.stats import Stats
 from perfguard.targets import TargetProfile
 
@@ -127,7 +133,8 @@ def build_sides(pairs: list[Pair], config: Config, profile: TargetProfile, worke
 
 
 def time_pair(before: Path, after: Path, rounds: int, cpu: int, where: str, reps: dict[str, int] | None = None,
-              first: int = 0, timeout: float = 600.0, processes: int = 1) -> dict:
+              first: int = 0, timeout: float = 600.0, processes: int = 1, quiet: QuietPolicy = QuietPolicy(),
+              budget: QuietBudget | None = None) -> dict:
     """Per round and side, the fastest and the median call; the order alternates (AB, BA, AB, ...).
 
     With `processes` > 1 each side runs in that many separate harness processes per round, the
@@ -136,31 +143,56 @@ def time_pair(before: Path, after: Path, rounds: int, cpu: int, where: str, reps
     call, and the round keeps each process's figures and involuntary context switches.
     `reps` (calls per side per process) is probed when not given; `first` continues the
     alternation of rounds timed before.
+
+    Each round is a `perfguard.native.time_quietly` round: one during which the other CPUs were
+    busier than `quiet` allows is timed again after a pause and lands in "rejected_rounds" with
+    its load, never in the scores; a kept round records its "neighbour_load" (CPUs busy beside the
+    pinned one; None where /proc/stat is unreadable). When a round finds no quiet try within the
+    policy's limits (`budget`: shared by the pair's attempts), timing stops there: the record
+    keeps the rounds timed so far and the reason in "not_quiet".
     """
     if reps is None:
         reps = {}
         for side, binary in (("before", before), ("after", after)):
             probe = min(time_calls(binary, 3, 1, cpu, timeout, f"{where} ({side})"))
             reps[side] = int(min(2000, max(MIN_CALLS, BATCH_SECONDS / max(probe, 1e-7))))
+    budget = QuietBudget(quiet.budget_s) if budget is None else budget
     load = [os.getloadavg()[0]]
-    samples: dict[str, list[dict]] = {"before": [], "after": []}
+
+    def one_round(r: int) -> Callable[[], dict]:
+        def run() -> dict:
+            order = (("before", before), ("after", after))
+            runs: dict[str, list[ProcessRun]] = {"before": [], "after": []}
+            for k in range(processes):
+                for side, binary in (order if (r + k) % 2 == 0 else order[::-1]):
+                    runs[side].append(time_process(binary, reps[side], 2, cpu, timeout, f"{where} ({side})"))
+            out = {}
+            for side, got in runs.items():
+                record = {"median_s": statistics.median(p.median_s for p in got),
+                          "min_s": statistics.median(p.min_s for p in got)}
+                if processes > 1:
+                    record["processes"] = [[p.min_s, p.median_s, p.preempted] for p in got]
+                out[side] = record
+            return out
+        return run
+
+    kept: list[dict] = []
+    rejected: list[dict] = []
+    not_quiet = ""
     for r in range(first, first + rounds):
-        order = (("before", before), ("after", after))
-        runs: dict[str, list[ProcessRun]] = {"before": [], "after": []}
-        for k in range(processes):
-            for side, binary in (order if (r + k) % 2 == 0 else order[::-1]):
-                runs[side].append(time_process(binary, reps[side], 2, cpu, timeout, f"{where} ({side})"))
-        for side, got in runs.items():
-            record = {"median_s": statistics.median(p.median_s for p in got),
-                      "min_s": statistics.median(p.min_s for p in got)}
-            if processes > 1:
-                record["processes"] = [[p.min_s, p.median_s, p.preempted] for p in got]
-            samples[side].append(record)
+        got = time_quietly(one_round(r), cpu, quiet, budget)
+        rejected += [{**sides, "round": r, "neighbour_load": busy} for sides, busy in got.rejected]
+        if got.kept is None:
+            not_quiet = got.not_quiet
+            break
+        kept.append({**got.kept, "neighbour_load": got.load})
     load.append(os.getloadavg()[0])
-    out = {"reps": reps, "rounds": [{"before": b, "after": a} for b, a in zip(samples["before"], samples["after"])],
-           "loadavg": load, "cpu": cpu}
+    out = {"reps": reps, "rounds": kept, "loadavg": load, "cpu": cpu, "neighbour_bound": quiet.bound,
+           "rejected_rounds": rejected}
     if processes > 1:
         out["processes"] = processes
+    if not_quiet:
+        out["not_quiet"] = not_quiet
     return out
 
 
@@ -169,13 +201,24 @@ ATTEMPTS = 3  # timings of a pair at most; the steadiest is kept
 
 
 def time_steadily(before: Path, after: Path, rounds: int, cpu: int, where: str, processes: int, max_spread: float,
-                  attempts: int, log=print) -> dict:
+                  attempts: int, log=print, quiet: QuietPolicy = QuietPolicy()) -> dict:
     """`time_pair`, again while the per-round ratios spread more than `max_spread` (robust CV), at
     most `attempts` times; the steadiest timing is kept, with every attempt's spread and whether
-    the last one was within the bound (`steady`)."""
-    best, spreads = None, []
+    the last one was within the bound (`steady`). The attempts share one budget for rounds
+    rejected because the other CPUs were busy; an attempt that runs out of it ends the timing:
+    the pair is not steady, "not_quiet" says why, and the steadiest complete attempt is kept
+    (else the rounds of the cut one). Every attempt's rejected rounds are kept in the record."""
+    budget = QuietBudget(quiet.budget_s)
+    best, spreads, rejected, not_quiet = None, [], [], ""
     for attempt in range(1, attempts + 1):
-        record = time_pair(before, after, rounds, cpu, where, processes=processes)
+        record = time_pair(before, after, rounds, cpu, where, processes=processes, quiet=quiet, budget=budget)
+        rejected += record.pop("rejected_rounds")
+        not_quiet = record.pop("not_quiet", "")
+        if not_quiet:
+            log(f"{where}: {not_quiet}: " + ("keeping the steadiest earlier attempt" if best is not None else
+                                             f"{len(record['rounds'])} of {rounds} rounds kept, not scored"))
+            best = record if best is None else best
+            break
         spread = native_delta(record).spread
         spreads.append(round(spread, 6))
         if best is None or spread < native_delta(best).spread:
@@ -185,7 +228,10 @@ def time_steadily(before: Path, after: Path, rounds: int, cpu: int, where: str, 
         log(f"{where}: per-round spread {100 * spread:.1f} % > {100 * max_spread:.1f} %: "
             + ("timing it again" if attempt < attempts else "keeping the steadiest of the attempts"))
     assert best is not None
-    best.update(spreads=spreads, max_spread=max_spread, steady=min(spreads) <= max_spread)
+    best.update(spreads=spreads, max_spread=max_spread, steady=not not_quiet and min(spreads) <= max_spread,
+                rejected_rounds=rejected)
+    if not_quiet:
+        best["not_quiet"] = not_quiet
     return best
 
 
@@ -243,11 +289,13 @@ def save_native(path: Path, data: dict) -> None:
 
 def time_pairs(pairs: list[Pair], sides: dict[str, tuple[Side, Side]], path: Path, rounds: int, retime: bool,
                cpu: int, profile: TargetProfile, log=print, timing: bool = True, processes: int = PROCESSES,
-               max_spread: float = MAX_SPREAD, attempts: int = ATTEMPTS) -> dict[str, dict]:
+               max_spread: float = MAX_SPREAD, attempts: int = ATTEMPTS, quiet: QuietPolicy = QuietPolicy()
+               ) -> dict[str, dict]:
     """pair name -> its timing record: from the file when both binaries are unchanged (topped up to
     `rounds` rounds if it has fewer), else timed now. With `timing` False nothing is timed: a pair
     with no stored record for its binaries is left out (and named), one with fewer rounds is
-    scored on the rounds it has."""
+    scored on the rounds it has. A stored record that was not quiet ("not_quiet": a busy
+    neighbour cut it short) is timed anew."""
     data = load_native(path)
     if not timing:
         out = {}
@@ -269,20 +317,28 @@ def time_pairs(pairs: list[Pair], sides: dict[str, tuple[Side, Side]], path: Pat
         if stored is not None and stored_cpu and stored_cpu != machine["cpu_id"] and len(stored["rounds"]) < rounds:
             log(f"[{i}/{len(pairs)}] {pair.name} was timed on {stored_cpu}, this is {machine['cpu_id']}: timing it anew")
             stored = None  # rounds from two CPUs are not one measurement
+        if stored is not None and stored.get("not_quiet"):
+            log(f"[{i}/{len(pairs)}] {pair.name} was cut short by busy neighbours last time: timing it anew")
+            stored = None
         have = 0 if stored is None else len(stored["rounds"])
         if have < rounds:
             log(f"[{i}/{len(pairs)}] timing {pair.name} ({rounds - have} rounds)")
             now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
             if stored is None:
                 stored = time_steadily(before.binary, after.binary, rounds, cpu, pair.name, processes, max_spread,
-                                       attempts, log)
+                                       attempts, log, quiet)
                 stored.update(pair=pair.name, machine=machine, timed=[now])
             else:  # more rounds of the same binaries, same calls per round, alternation continued
                 more = time_pair(before.binary, after.binary, rounds - have, cpu, pair.name, stored["reps"], have,
-                                 processes=stored.get("processes", 1))
+                                 processes=stored.get("processes", 1), quiet=quiet)
                 stored["rounds"] += more["rounds"]
                 stored["loadavg"] += more["loadavg"]
                 stored["timed"].append(now)
+                stored["neighbour_bound"] = quiet.bound
+                stored["rejected_rounds"] = stored.get("rejected_rounds", []) + more["rejected_rounds"]
+                if more.get("not_quiet"):
+                    log(f"{pair.name}: {more['not_quiet']}: not scored")
+                    stored.update(steady=False, not_quiet=more["not_quiet"])
             data["pairs"][key] = stored
             save_native(path, data)  # after each pair: an interrupted run keeps what it measured
         out[pair.name] = data["pairs"][key]
@@ -729,6 +785,42 @@ def noise_summary(native: dict[str, NativeDelta], records: dict[str, dict]) -> d
             "loadavg_min": min(loads) if loads else None, "loadavg_max": max(loads) if loads else None}
 
 
+def neighbour_summary(records: dict[str, dict]) -> dict:
+    """Rounds kept and rejected for busy neighbours over the pairs' records, the neighbour load of
+    the kept rounds (CPUs busy beside the pinned one), and the pairs cut short (not scored)."""
+    loads = sorted(r["neighbour_load"] for rec in records.values() for r in rec["rounds"]
+                   if r.get("neighbour_load") is not None)
+    kept = sum(len(rec["rounds"]) for rec in records.values())
+    rejected = sum(len(rec.get("rejected_rounds", ())) for rec in records.values())
+    return {"rounds_kept": kept, "rounds_rejected": rejected,
+            "rejected_share": rejected / (kept + rejected) if kept + rejected else None,
+            "kept_load_median": statistics.median(loads) if loads else None,
+            "kept_load_max": loads[-1] if loads else None,
+            # timed before the check was made, or where /proc/stat could not be read
+            "kept_without_load": kept - len(loads),
+            "bounds": sorted({rec["neighbour_bound"] for rec in records.values() if "neighbour_bound" in rec},
+                             key=lambda b: float("inf") if b is None else b),
+            "not_quiet": {name: rec["not_quiet"] for name, rec in records.items() if rec.get("not_quiet")}}
+
+
+def neighbour_line(summary: dict) -> str:
+    def cpus(value: float | None) -> str:
+        return "n/a" if value is None else f"{value:.2f}"
+
+    bounds = ", ".join("off" if b is None else f"{b:.2f}" for b in summary["bounds"]) or "none recorded"
+    share = "" if summary["rejected_share"] is None else f" ({100 * summary['rejected_share']:.0f} % of the tries)"
+    line = (f"busy neighbours (bound in CPUs: {bounds}): {summary['rounds_rejected']} rounds rejected{share}, "
+            f"{summary['rounds_kept']} kept; their neighbour load median {cpus(summary['kept_load_median'])}, "
+            f"max {cpus(summary['kept_load_max'])} CPUs")
+    if summary["kept_without_load"]:
+        line += (f"; {summary['kept_without_load']} kept rounds without a figure (timed before the check, "
+                 "or no /proc/stat)")
+    if summary["not_quiet"]:
+        line += f"; {len(summary['not_quiet'])} pairs not quiet, left out of the scores: " + "; ".join(
+            f"`{name}`: {why}" for name, why in summary["not_quiet"].items())
+    return line
+
+
 def select_pairs(names: str | None) -> list[Pair]:
     if not names:
         return list(PAIRS)
@@ -752,6 +844,7 @@ def main(argv: list[str] | None = None) -> int:
                              f"default {100 * MAX_SPREAD:g})")
     parser.add_argument("--attempts", type=int, default=ATTEMPTS,
                         help=f"timings of a pair at most, the steadiest kept (default {ATTEMPTS})")
+    add_quiet_options(parser, "a round", "a pair", "it is given up as not quiet")
     parser.add_argument("--no-timing", action="store_true",
                         help="time nothing: score the stored timings only (pairs without one for their binaries "
                              "are left out and named)")
@@ -785,6 +878,10 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         raise SystemExit(f"verdicts: unknown reference '{unknown[0]}' (one of {', '.join(GEM5_REFERENCES)})")
 
+    try:
+        quiet = QuietPolicy.from_args(args)
+    except InputError as exc:
+        raise SystemExit(f"verdicts: {exc.message}") from None
     config = load_config(args.config)
     profile = config.profile(args.profile, "--profile")
     native_file = args.native_file or native_file_for(profile.name)
@@ -796,8 +893,13 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("verdicts: --no-timing and --retime contradict each other")
     records = time_pairs(pairs, sides, native_file, args.rounds, args.retime,
                          pick_cpu() if args.cpu is None else args.cpu, profile, log, timing=not args.no_timing,
-                         processes=args.processes, max_spread=args.max_spread / 100, attempts=args.attempts)
-    pairs = [p for p in pairs if p.name in records]
+                         processes=args.processes, max_spread=args.max_spread / 100, attempts=args.attempts,
+                         quiet=quiet)
+    neighbours = neighbour_summary(records)
+    pairs = [p for p in pairs if p.name in records and p.name not in neighbours["not_quiet"]]
+    if not pairs:
+        print(neighbour_line(neighbours))
+        raise SystemExit("verdicts: no pair has a quiet timing to score")
     native = {p.name: native_delta(records[p.name], args.stat) for p in pairs}
     errors: dict[str, dict[str, str]] = {}
     predicted = predicted_deltas(pairs, sides, profile, config, models, errors)
@@ -850,6 +952,7 @@ def main(argv: list[str] | None = None) -> int:
           f"max {100 * noise['max_spread']:.1f} %; timed again for spread: {noise['retimed']} pairs, "
           f"still above the bound: {noise['unsteady']}; "
           f"1-min load average while timing {noise['loadavg_min']:.2f} .. {noise['loadavg_max']:.2f}")
+    print(neighbour_line(neighbours))
     if args.json:
         doc = {"target": profile.name, "command": " ".join(["python", "benchmarks/verdicts.py", *(argv or sys.argv[1:])]),
                "pairs": [{"name": p.name, "family": p.family, "knob": p.knob, "kind": p.kind, "before": p.before,
@@ -858,7 +961,8 @@ def main(argv: list[str] | None = None) -> int:
                           "insts": [s.stats.insts for s in sides[p.name]],
                           "predicted": {m: predicted[m][p.name] for m in predicted},
                           "gem5": {r: runs.get(p.name) for r, runs in gem5_runs.items()}} for p in pairs],
-               "summary": {m: s.to_dict() for m, s in summaries.items()}, "noise": noise, "stat": args.stat, "errors": errors,
+               "summary": {m: s.to_dict() for m, s in summaries.items()}, "noise": noise, "neighbours": neighbours,
+               "stat": args.stat, "errors": errors,
                "by_family": {f: {m: s.to_dict() for m, s in per.items()} for f, per in families.items()},
                "interval_coverage": coverage, "level": args.level}
         atomic_write_text(args.json, json.dumps(doc, indent=1, sort_keys=True) + "\n")

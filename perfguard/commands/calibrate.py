@@ -6,6 +6,7 @@ import argparse
 import datetime
 import json
 import math
+import statistics
 from pathlib import Path
 
 from rich.table import Table
@@ -15,7 +16,7 @@ from perfguard.config import load_config
 from perfguard.errors import EXIT_OK, EXIT_REGRESSION, InputError
 from perfguard.executors import add_executor_options, executor_from_args
 from perfguard.kernels import FAMILY_NAMES
-from perfguard.native import PROCESSES
+from perfguard.native import PROCESSES, QuietPolicy, add_quiet_options
 from perfguard.predict.dataset import Dataset, dataset_path, load_dataset
 from perfguard.predict.features import FEATURE_SETS
 from perfguard.predict.registry import PREDICTORS
@@ -48,6 +49,7 @@ def add_parser(subparsers) -> None:
     q.add_argument("--processes", type=int, default=PROCESSES,
                    help=f"separate harness processes per timing attempt, their medians' median kept "
                         f"(default {PROCESSES})")
+    _quiet_options(q)
     add_executor_options(q)
     q.set_defaults(run=run_collect)
 
@@ -88,8 +90,12 @@ def add_parser(subparsers) -> None:
     q.add_argument("--max-cv", type=float, default=3.0, metavar="PCT",
                    help="reject a native timing whose robust spread stays above PCT %% after 5 batches "
                         "(default 3; the spread is stored with every row)")
+    _quiet_options(q)
     q.set_defaults(run=run_drift)
 
+
+def _quiet_options(q) -> None:
+    add_quiet_options(q, "an attempt", "a group", "its pending variants are rejected as not quiet")
 
 def _names(value: str) -> list[str]:
     names = [v.strip() for v in value.split(",") if v.strip()]
@@ -115,6 +121,13 @@ def _max_cv(args) -> float:
     return args.max_cv / 100.0
 
 
+def _neighbours(got: calibration.Collected) -> str:
+    loads = sorted(got.neighbour_loads)
+    kept = (f"neighbour load of the kept timings median {statistics.median(loads):.2f}, max {loads[-1]:.2f} CPUs"
+            if loads else "no neighbour load measured (no kept timing, or no /proc/stat)")
+    return f"busy neighbours: {got.neighbour_rejected} timing attempts done again; {kept}"
+
+
 def run_collect(args) -> int:
     out = console()
     config = load_config(args.config)
@@ -136,16 +149,19 @@ def run_collect(args) -> int:
     with executor_from_args(args, args.jobs or config.jobs) as executor, progress(total, out) as advance:
         got = calibration.collect(config, profile, args.family, shapes, args.variants, args.seed, args.jobs,
                                   on_result=lambda i, r: advance(r.kernel), executor=executor,
-                                  max_cv=_max_cv(args), processes=args.processes)
+                                  max_cv=_max_cv(args), processes=args.processes, quiet=QuietPolicy.from_args(args))
     path = args.output or dataset_path(config.baseline_dir, profile.name, args.family)
     got.dataset.save(path)
     n = len(got.dataset.rows)
     out.print(f"wrote {path}: {n} variants in {len(got.dataset.groups())} groups "
               f"({len(got.failed)} failed, {got.unsteady} unsteady timings rejected)")
+    out.print(_neighbours(got))
     out.print(f"simulate {got.simulate_s:.1f} s, native timing {got.native_s:.1f} s "
               f"({100 * (got.simulate_s + got.native_s) / max(n, 1):.1f} s per 100 variants)")
     for line in got.failed[:10]:
         out.print(f"[yellow]failed[/] {line}")
+    for line in got.not_quiet[:10]:
+        out.print(f"[yellow]not quiet[/] {line}")
     return EXIT_OK
 
 
@@ -274,7 +290,8 @@ def run_drift(args) -> int:
         except InputError:
             pass
         got = calibration.collect(config, profile, family, shapes, args.variants, f"drift-{seed}", exclude=known,
-                                  max_cv=_max_cv(args))
+                                  max_cv=_max_cv(args), quiet=QuietPolicy.from_args(args))
+        out.print(f"{profile.name}/{family}: {_neighbours(got)}")
         result = calibration.drift(got.dataset, model, config.drift_mape, config.drift_spearman, profile,
                                    config.cache_dir)
         verdicts[family] = result.to_dict()

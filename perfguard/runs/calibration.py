@@ -38,7 +38,7 @@ from perfguard.predict.pipeline import PipelineModel
 from perfguard.predict.registry import PREDICTORS
 from perfguard.predict.store import StoredModel, save_model
 from perfguard.sim.base import get_simulator
-from perfguard.native import DEFAULT_CV_BOUND, PROCESSES, check_native, this_machine, time_interleaved
+from perfguard.native import DEFAULT_CV_BOUND, PROCESSES, QuietPolicy, check_native, this_machine, time_interleaved
 from perfguard.sim.stats import Stats
 from perfguard.targets import TargetProfile
 
@@ -91,16 +91,19 @@ def sample_variants(family_name: str, shape: dict, count: int, seed: str, exclud
 class Collected:
     dataset: Dataset
     failed: list[str]  # variants that did not build, simulate or check
-    unsteady: int  # variants rejected because their timing never settled
+    unsteady: int  # variants rejected because their timing never settled (or busy neighbours cut it short)
     simulate_s: float
     native_s: float
+    neighbour_rejected: int = 0  # timing attempts done again because the other CPUs were busy
+    neighbour_loads: list[float] = dataclasses.field(default_factory=list)  # of the kept rows' attempts
+    not_quiet: list[str] = dataclasses.field(default_factory=list)  # groups cut short by busy neighbours, and why
 
 
 def collect(config: Config, profile: TargetProfile, family_name: str, shapes: list[dict], variants: int,
             seed: str = "perfguard", workers: int | None = None, exclude: set[str] = frozenset(),
             on_result: Callable[[int, JobResult], None] | None = None,
             executor: Executor | None = None, max_cv: float = DEFAULT_CV_BOUND,
-            processes: int = PROCESSES) -> Collected:
+            processes: int = PROCESSES, quiet: QuietPolicy = QuietPolicy()) -> Collected:
     check_native(profile)
     family = get_family(family_name)
     entry = f"{family.entry.__module__}:{family.entry.__name__}"
@@ -117,7 +120,7 @@ def collect(config: Config, profile: TargetProfile, family_name: str, shapes: li
     dataset = Dataset(profile.name, family_name, config.simulator, simulator.fingerprint(profile))
     machine = this_machine().to_dict()
     cache = BuildCache(config.cache_dir)
-    failed, unsteady = [], 0
+    failed, unsteady, rejected, loads, not_quiet = [], 0, 0, [], []
     started = time.monotonic()
     timed: dict[str, list[tuple[KernelSpec, JobResult, Path]]] = {}  # group -> its variants to time
     for (label, spec), job, result in zip(labelled, jobs, results):
@@ -129,17 +132,22 @@ def collect(config: Config, profile: TargetProfile, family_name: str, shapes: li
             build_dir = build_kernel(job, JobResult(spec.name, profile.name, family_name, {}, job.simulator, False)).build_dir
         timed.setdefault(label, []).append((spec, result, build_dir / "harness"))
     # One group at a time, its variants' processes interleaved (native.time_interleaved); one core,
-    # nothing else timed meanwhile.
+    # nothing else timed meanwhile, and attempts during which the other CPUs were busy done again.
     for label, variants in timed.items():
         timings = time_interleaved([b for _, _, b in variants], profile, [f"{s.name} ({label})" for s, _, _ in variants],
-                                   cv_bound=max_cv, processes=processes)
+                                   cv_bound=max_cv, processes=processes, quiet=quiet)
+        rejected += max(t.neighbour_rejected for t in timings)  # the group's attempts: each covers all pending
+        reasons = {t.unsteady for t in timings if not t.quiet}
+        not_quiet += [f"{label}: {why}" for why in sorted(reasons)]
         for (spec, result, _), timing in zip(variants, timings):
             if not timing.steady:
                 unsteady += 1
                 continue
+            if timing.neighbour_load is not None:
+                loads.append(timing.neighbour_load)
             dataset.rows.append(Row(label, result.params, result.stats, timing.median_s, timing.to_dict(), machine,
                                     result.binary_hash))
-    return Collected(dataset, failed, unsteady, simulate_s, time.monotonic() - started)
+    return Collected(dataset, failed, unsteady, simulate_s, time.monotonic() - started, rejected, loads, not_quiet)
 
 
 def ingest_benchmark_json(path: Path, target: str, family: str) -> tuple[list[Row], str, str]:

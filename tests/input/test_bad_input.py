@@ -753,6 +753,10 @@ CASES = [
     Case("max-cv-zero", "`calibrate collect --max-cv 0`", "--max-cv 0.0: must be a finite percentage above 0", 2,
          lambda project: ["calibrate", "collect", "--target", "x86_64", "--family", "gemm", "--max-cv", "0"],
          via="`perfguard calibrate collect`"),
+    Case("max-neighbour-busy-negative", "`calibrate collect --max-neighbour-busy -5`",
+         "--max-neighbour-busy -5: must be a finite percentage, 0 (off) or above", 2,
+         lambda project: ["calibrate", "collect", "--target", "x86_64", "--family", "gemm",
+                          "--max-neighbour-busy", "-5"], via="`perfguard calibrate collect`"),
     # reports
     Case("report-corrupted", "corrupted `perfguard.json`", "bad.json: not a perfguard report (invalid JSON", 2,
          report_file("{not json", ("report", "--from", "{project}/bad.json")), via="`perfguard report`"),

@@ -284,7 +284,7 @@ def test_real_calibration_end_to_end(project, tmp_path, capsys):
                                   {"M": 32, "N": 64, "K": 64}]))
     base = ["--config", str(config), "--target", "x86_64", "--family", "gemm"]
     assert main(["calibrate", "collect", *base, "--variants", "6", "--groups", str(groups), "-j", "2",
-                 "--max-cv", "100"]) == 0  # the plumbing, not the timer: no timing rejected on a busy machine
+                 "--max-cv", "100", "--max-neighbour-busy", "0"]) == 0  # the plumbing, not the timer: none rejected
     dataset = load_dataset(dataset_path(config.parent / "baselines", "x86_64", "gemm"))
     assert len(dataset.groups()) == 3 and len(dataset.rows) >= 12
     assert all(r.native_s > 0 and r.stats.insts > 0 for r in dataset.rows)
@@ -326,7 +326,7 @@ def test_real_calibration_end_to_end(project, tmp_path, capsys):
     assert main(["check", "--config", str(config)]) == 0
     assert json.loads((config.parent / "reports/perfguard.json").read_text())["results"][0]["calibrated"] is True
     code = main(["calibrate", "drift", "--config", str(config), "--target", "x86_64", "--variants", "2",
-                 "--json", str(tmp_path / "drift.json"), "--max-cv", "100"])
+                 "--json", str(tmp_path / "drift.json"), "--max-cv", "100", "--max-neighbour-busy", "0"])
     drift = json.loads((tmp_path / "drift.json").read_text())["gemm"]
     # its numbers come from this machine's timings; the verdict must follow from them by the rule
     from perfguard.runs.calibration import drift_reasons
