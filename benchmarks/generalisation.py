@@ -92,12 +92,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     config = load_config(args.config)
     profile = config.profile(args.target, "--target")
-    folder = config.baseline_dir / "datasets" / profile.name
+    folder = config.storage.baseline_dir / "datasets" / profile.name
     families = sorted(p.stem for p in folder.glob("*.json"))
     if not families:
         raise SystemExit(f"generalisation: no datasets in {folder}")
-    features = {f: calibration.DatasetFeatures(load_dataset(dataset_path(config.baseline_dir, profile.name, f)), profile,
-                                               "pipeline", config.cache_dir) for f in families}
+    baselines = config.storage.baseline_dir
+    features = {f: calibration.DatasetFeatures(load_dataset(dataset_path(baselines, profile.name, f)), profile,
+                                               "pipeline", config.storage.cache_dir) for f in families}
     doc: dict = {"target": profile.name, "families": families, "rows": {f: len(d.rows) for f, d in features.items()}}
 
     pipe_rows = {}
@@ -110,10 +111,10 @@ def main(argv: list[str] | None = None) -> int:
 
     nested = {}
     for f, data in features.items():
-        stored = stored_model(config.baseline_dir, profile.name, f)
+        stored = stored_model(config.storage.baseline_dir, profile.name, f)
         recorded = (stored.meta.get("auto") if stored is not None else None) if not args.recompute else None
         if recorded and stored.meta.get("dataset_hash") == load_dataset(
-                dataset_path(config.baseline_dir, profile.name, f)).digest():
+                dataset_path(config.storage.baseline_dir, profile.name, f)).digest():
             general = calibration.Generalisation(recorded["groups"], recorded["summary"], recorded["use"])
             print(f"\n{f}: as `calibrate train` recorded it in {stored.path} (--recompute to run it again)")
         else:

@@ -56,13 +56,13 @@ def main() -> None:
         layout = namer.layout
         tally["kernels"] += 1
         cycles: Counter = Counter()  # per site: its pipeline-model cycles (or instructions) per call
-        for cost in PipelineModel(job.profile, config.cache_dir).block_costs(result.stats, job.label):
+        for cost in PipelineModel(job.profile, config.storage.cache_dir).block_costs(result.stats, job.label):
             if cost.block.addr in namer.sites:
                 b = cost.block
                 cycles[b.addr] += cost.cycles if args.weight == "cycles" else b.insns * b.count
         blocks = sorted(namer.sites, key=lambda addr: (-cycles[addr], addr))
         total = sum(cycles.values()) or 1
-        build_dir = Path(config.cache_dir) / "builds" / result.content_hash[:2] / result.content_hash
+        build_dir = Path(config.storage.cache_dir) / "builds" / result.content_hash[:2] / result.content_hash
         in_obj, in_harness = elf_functions(build_dir / "kernel.o"), elf_functions(build_dir / "harness")
         shifts = {f: in_harness[f][0] - v[0] for f, v in in_obj.items() if f in in_harness}  # where each landed
         ranges = variable_ranges(build_dir / "kernel.o")

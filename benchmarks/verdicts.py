@@ -116,13 +116,14 @@ def build_sides(pairs: list[Pair], config: Config, profile: TargetProfile, worke
     for pair in pairs:
         for spec in pair.sides():
             unique.setdefault(_side_key(spec), spec)
-    jobs = [Job(spec, profile, config.root, config.cache_dir, simulator, config.timeout, config.reps, config.warmup)
+    sim = config.simulation
+    jobs = [Job(spec, profile, config.root, config.storage.cache_dir, simulator, sim.timeout, sim.reps, sim.warmup)
             for spec in unique.values()]
     results = LocalExecutor(workers).map(run_job, jobs)
     failed = [r.error for r in results if not r.ok]
     if failed:
         raise SystemExit(f"verdicts: {len(failed)} of {len(jobs)} kernels failed; first: {failed[0]}")
-    cache = BuildCache(config.cache_dir)
+    cache = BuildCache(config.storage.cache_dir)
     sides = {}
     for key, spec, result in zip(unique, unique.values(), results):
         sides[key] = Side(spec, result, cache.lookup_build(result.content_hash) / "harness")
@@ -420,7 +421,7 @@ def gem5_references(pairs: list[Pair], sides: dict[str, tuple[Side, Side]], prof
     data = load_gem5(path)
     todo: list[tuple[str, Side, Gem5Run]] = []
     keys: dict[tuple[str, str], str] = {}
-    fingerprints = {ref: Gem5Simulator(config.cache_dir, cpu_type=GEM5_REFERENCES[ref]).fingerprint(profile)
+    fingerprints = {ref: Gem5Simulator(config.storage.cache_dir, cpu_type=GEM5_REFERENCES[ref]).fingerprint(profile)
                     for ref in references}
     for pair in pairs:  # pair by pair, every reference: a run cut short still compares them on the same pairs
         for ref in references:
@@ -429,8 +430,8 @@ def gem5_references(pairs: list[Pair], sides: dict[str, tuple[Side, Side]], prof
                 key = gem5_key(cpu_type, side.result.binary_hash, fingerprint)
                 keys[(ref, side.result.binary_hash)] = key
                 if key not in data["runs"] and all(k != key for k, _, _ in todo):
-                    todo.append((key, side, Gem5Run(side.binary, profile, cpu_type, config.cache_dir / "gem5ref",
-                                                    config.reps, config.warmup, GEM5_TIMEOUT)))
+                    todo.append((key, side, Gem5Run(side.binary, profile, cpu_type, config.storage.cache_dir / "gem5ref",
+                                                    config.simulation.reps, config.simulation.warmup, GEM5_TIMEOUT)))
     if todo and jobs < 1:  # score what is stored: a long run in the background fills the file
         log(f"gem5: {len(todo)} simulations missing, not run (--gem5-jobs 0); their pairs are unscored")
         todo = []
@@ -483,10 +484,10 @@ def _stored_calibrated(profile: TargetProfile, family: str, config: Config, dtyp
     or it was not trained on this dtype, which perfguard would not score with it either)."""
     from perfguard.predict.calibrated import CalibratedModel
 
-    stored = stored_model(config.baseline_dir, profile.name, family)
+    stored = stored_model(config.storage.baseline_dir, profile.name, family)
     if stored is None or dtype not in trained_dtypes(stored.meta):
         return None
-    return CalibratedModel(stored.predictor, profile, config.cache_dir)
+    return CalibratedModel(stored.predictor, profile, config.storage.cache_dir)
 
 
 def _dtype(sides: list[Side]) -> str:
@@ -503,15 +504,15 @@ def _calibrated(profile: TargetProfile, family: str, sides: list[Side], config: 
 def _pipeline(profile: TargetProfile, family: str, sides: list[Side], config: Config) -> np.ndarray:
     from perfguard.predict.pipeline import PipelineModel
 
-    return PipelineModel(profile, config.cache_dir).predict_stats([s.stats for s in sides])
+    return PipelineModel(profile, config.storage.cache_dir).predict_stats([s.stats for s in sides])
 
 
 def _check(profile: TargetProfile, family: str, sides: list[Side], config: Config) -> np.ndarray:
     """What `perfguard check` scores with under the config's `model` setting (auto: the committed
     calibrated model of the family where there is one, else the pipeline model): the verdicts users get."""
     # with the kernel's params, as check passes them: a model scores only the dtypes it was trained on
-    predictor = predictor_for(profile, family, "qemu", config.baseline_dir, None, config.cache_dir, config.model,
-                              params=sides[0].spec.params)
+    predictor = predictor_for(profile, family, "qemu", config.storage.baseline_dir, None, config.storage.cache_dir,
+                              config.judging.model, params=sides[0].spec.params)
     return predictor.predict_stats([s.stats for s in sides])
 
 
@@ -564,7 +565,7 @@ def scoring_model(model: str, profile: TargetProfile, family: str, config: Confi
     if model == "pipeline":
         from perfguard.predict.pipeline import PipelineModel
 
-        return PipelineModel(profile, config.cache_dir).model_id, False
+        return PipelineModel(profile, config.storage.cache_dir).model_id, False
     if model == "calibrated":
         predictor = _stored_calibrated(profile, family, config, dtype)
         return None if predictor is None else (predictor.model_id, True)

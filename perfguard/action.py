@@ -541,7 +541,7 @@ def cmd_recalibrate(args: argparse.Namespace) -> int:
 
     config = load_config(args.config)
     common = ["--target", args.target] + (["--config", str(args.config)] if args.config else [])
-    models = config.baseline_dir / "models" / args.target
+    models = config.storage.baseline_dir / "models" / args.target
     have = sorted(p.stem for p in models.glob("*.json")) if models.is_dir() else []
     if not have:
         print(f"perfguard: no model for {args.target} yet: calibrating every built-in family", flush=True)

@@ -155,9 +155,9 @@ class CaseRunner:
         self.simulator = simulator
         self.threshold = threshold
         self.update = update
-        self.store = BaselineStore(config.baseline_dir)
+        self.store = BaselineStore(config.storage.baseline_dir)
         if base:
-            self.store = GitBaselineStore(config.baseline_dir, base)
+            self.store = GitBaselineStore(config.storage.baseline_dir, base)
 
     def pairs(self, kernels: list[str] | None = None, targets: list[str] | None = None) -> list[tuple[KernelSpec, str]]:
         return select(self.config, kernels, targets, ("--perfguard-kernels", "--perfguard-targets"))

@@ -216,7 +216,7 @@ class PerfguardSession:
                           models=self.models)
         report.summary.model_regressions = sum(m.verdict == "regression" for m in self.models)
         folder = self.config.getoption("perfguard_report_dir")
-        report_dir = Path(folder) if folder else config.report_dir
+        report_dir = Path(folder) if folder else config.storage.report_dir
         write_report(report, report_dir / "perfguard.json")
         write_pages(report, report_dir)
         self.report_path = report_dir / "perfguard.json"

@@ -29,14 +29,16 @@ ROOT = Path(__file__).resolve().parents[1] / "perfguard"
 # Bottom to top: each package imports only those before it. A tuple holds packages side by side.
 ORDER = (
     # shared modules: errors and atomic writes, processes and signals, the registry type, the
-    # job stage clock, fingerprints, user code imports, FLOP formulas, target profiles, executors
+    # job stage clock, fingerprints, user code imports, FLOP formulas, target profiles, executors,
+    # the typed reads a config section makes of its table (sections are owned by the layers above)
     "errors", "signals", "process", "atomic", "jsonfile", "registry", "timings", "fingerprints", "user_code",
-    "flopcount", "targets", "executors",
+    "flopcount", "targets", "executors", "sections",
     # measuring: lower a TVM module to an object and link it; run a binary in a simulator (or
     # llvm-mca on its blocks), natively, or check its outputs. None of them knows the config.
     "compile", ("sim", "native"),
-    # the config (perfguard.toml) names simulators and statistics, so it sits above sim/; the
-    # kernels it configures (families, user kernels, whole models) read it
+    # the config (perfguard.toml) composes the sections of the layers below it (sim/settings.py's
+    # Simulation, limits.py's Judging) with its own, so it sits above them; the kernels it configures
+    # (families, user kernels, whole models) read it
     "limits", "config", "kernels", "verify",
     # one job (build -> simulate -> check outputs) and its record; timing models
     "pipeline", "records", "predict",

@@ -54,17 +54,15 @@ MUTANTS = [
            "delta = change_pct(baseline, current) if current is not None and baseline else None",
            "delta = (current - baseline) / baseline * 100.0 if current is not None and baseline else None",
            ("tests/judge", "tests/runs", "tests/baselines")),
-    Mutant("--threshold 0 taken as unset", "perfguard/config.py",
-           "    def kernel_threshold(self, spec: KernelSpec, override: float | None = None) -> float:\n"
-           "        if override is not None:",
-           "    def kernel_threshold(self, spec: KernelSpec, override: float | None = None) -> float:\n"
-           "        if override:", ("tests/judge", "tests/runs", "tests/baselines")),
+    Mutant("--threshold 0 taken as unset", "perfguard/limits.py",
+           "        if override is not None:\n            return override",
+           "        if override:\n            return override", ("tests/judge", "tests/runs", "tests/baselines")),
     # per-metric limits (limits.py)
     Mutant("limit made exclusive (at the limit breaches)", "perfguard/limits.py",
            "if current <= baseline + self.allowance(baseline):", "if current < baseline + self.allowance(baseline):",
            ("tests/judge", "tests/runs", "tests/baselines")),
-    Mutant("kernel limit no longer replaces the global one", "perfguard/config.py",
-           "return {**self.limits, **spec.limits}", "return {**spec.limits, **self.limits}", ("tests/judge", "tests/runs", "tests/baselines")),
+    Mutant("kernel limit no longer replaces the global one", "perfguard/limits.py",
+           "return {**self.limits, **own}", "return {**own, **self.limits}", ("tests/judge", "tests/runs", "tests/baselines")),
     # the output check (verify.py)
     Mutant("tolerance doubled", "perfguard/verify.py",
            "allowed = atol + rtol * np.abs(want)", "allowed = 2 * (atol + rtol * np.abs(want))",

@@ -60,13 +60,14 @@ def run(args: argparse.Namespace) -> int:
 def run_prune(args: argparse.Namespace) -> int:
     out = console()
     config = load_config(args.config)
-    store = BaselineStore(config.baseline_dir)
+    store = BaselineStore(config.storage.baseline_dir)
     orphans = find_orphans(config, store, args.targets)
     # a [[model]]'s call order on a target it is not configured for goes with its kernels' baselines
     graphs = [path for target in scanned_targets(config, store, args.targets) for path in store.graph_files(target)
               if not any(m.name == path.stem and target in (m.targets or config.targets) for m in config.models)]
     if not orphans and not graphs:
-        out.print(f"no orphaned baselines in {shown(config, config.baseline_dir)}: every one has a configured kernel")
+        out.print(f"no orphaned baselines in {shown(config, config.storage.baseline_dir)}: every one has a configured "
+                  f"kernel")
         return EXIT_OK
     if not args.yes:
         for orphan in orphans:
@@ -79,7 +80,7 @@ def run_prune(args: argparse.Namespace) -> int:
         return EXIT_OK
     for path in store.remove_all([Path(o.path) for o in orphans] + graphs):
         out.print(escape(f"removed {shown(config, path)}"))
-    out.print(f"now commit {shown(config, config.baseline_dir)}")
+    out.print(f"now commit {shown(config, config.storage.baseline_dir)}")
     return EXIT_OK
 
 
@@ -93,8 +94,8 @@ def run_rename(args: argparse.Namespace) -> int:
         raise InputError(f"{config.path}: no kernel '{args.new}' is configured"
                          f"{f' (did you mean {near!r}?)' if near else ''}: rename the baselines to the kernel's "
                          f"name in the config")
-    store = BaselineStore(config.baseline_dir)
+    store = BaselineStore(config.storage.baseline_dir)
     for source, dest in store.rename(args.old, args.new, scanned_targets(config, store, args.targets)):
         out.print(escape(f"renamed {shown(config, source)} -> {shown(config, dest)}"))
-    out.print(f"now commit {shown(config, config.baseline_dir)}")
+    out.print(f"now commit {shown(config, config.storage.baseline_dir)}")
     return EXIT_OK

@@ -11,7 +11,8 @@ from rich.markup import escape
 
 from perfguard.baselines.git_revision import GitBaselineStore
 from perfguard.baselines.store import BaselineStore
-from perfguard.config import MODEL_NAMES, load_config
+from perfguard.config import load_config
+from perfguard.limits import MODEL_NAMES
 from perfguard.document.report import Report, Revision, Shard, write_report
 from perfguard.errors import InputError
 from perfguard.executors import add_executor_options, default_workers, executor_from_args
@@ -90,26 +91,27 @@ def run(args: argparse.Namespace) -> int:
     with clock.stage("config"):
         config = load_config(args.config)
         if args.model:
-            config = replace(config, model=args.model)
+            config = replace(config, judging=replace(config.judging, model=args.model))
         if args.jobs is not None and args.jobs < 1:
             raise InputError(f"-j {args.jobs}: must be at least 1")
         if args.threshold is not None and not 0 <= args.threshold < math.inf:  # a NaN threshold passes everything
             raise InputError(f"--threshold {args.threshold}: must be a finite number >= 0")
         store = None
         if args.base:
-            store = GitBaselineStore(config.baseline_dir, args.base)
+            store = GitBaselineStore(config.storage.baseline_dir, args.base)
             out.print(f"baselines from {escape(args.base)} ({store.sha[:12]})")
-    report_dir = args.report_dir or config.report_dir
-    simulator = args.simulator or config.simulator
+    report_dir = args.report_dir or config.storage.report_dir
+    simulator = args.simulator or config.simulation.simulator
     with clock.stage("reuse"):
         key = check_record.check_key(config, {
-            "targets": args.targets, "kernels": args.kernels, "threshold": args.threshold, "model": config.model,
-            "simulator": simulator, "shard": args.shard, "base": store.sha if store is not None else None,
+            "targets": args.targets, "kernels": args.kernels, "threshold": args.threshold,
+            "model": config.judging.model, "simulator": simulator, "shard": args.shard,
+            "base": store.sha if store is not None else None,
             "allow_errors": args.allow_errors, "fail_on_toolchain_change": args.fail_on_toolchain_change}, simulator)
         found = None if args.recompute else check_record.lookup(config, key)
     if found is not None:  # nothing the check depends on changed: its report and pages as they were
         return _reused(args, clock, out, found, report_dir)
-    with clock.stage("config"), recording(config.root, exclude=(config.cache_dir, report_dir)) as config_files:
+    with clock.stage("config"), recording(config.root, exclude=(config.storage.cache_dir, report_dir)) as config_files:
         pairs = select(config, args.kernels, args.targets)
         whole = None
         if args.shard:
@@ -136,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
         check = judge_results(config, jobs, results, args.threshold, store, interrupted, whole, known=entries)
         scan_orphans = not args.kernels and (not args.shard or args.shard[0] == 1)  # what a selection can orphan
         if scan_orphans:
-            check.outcomes += orphan_outcomes(config, store or BaselineStore(config.baseline_dir), args.targets,
+            check.outcomes += orphan_outcomes(config, store or BaselineStore(config.storage.baseline_dir), args.targets,
                                               args.threshold)
     check.allow_errors = args.allow_errors
     check.fail_on_toolchain_change = args.fail_on_toolchain_change
@@ -159,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
         if scan_orphans:  # every baseline of every target the orphan scan read, and which targets there are
             targets |= check_record.baseline_targets(config)
         depends = config_files.digests() + [d for r in results for d in r.depends or []] + \
-            check_record.folder_depends([Path(config.baseline_dir)] * scan_orphans +
+            check_record.folder_depends([Path(config.storage.baseline_dir)] * scan_orphans +
                                         check_record.baseline_files(config, sorted(targets)), config.root.resolve())
         recorded_json = report.to_json()
         recorded_json.pop("timings", None)

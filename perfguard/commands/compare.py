@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
         base = load_side(project, args.base, shas[args.base], base_tree)
         head = load_side(project, args.head, shas[args.head], head_tree)
         out.print(f"comparing {escape(head.label)} against {escape(base.label)}")
-        with Measurer(current.cache_dir, args.simulator, args.jobs or current.jobs) as measurer:
+        with Measurer(current.storage.cache_dir, args.simulator, args.jobs or current.jobs) as measurer:
             measurer.expand(base, args.targets)  # each revision's [[model]]s, extracted from its own sources
             measurer.expand(head, args.targets)
             base_pairs, head_pairs = plan(base, head, args.kernels, args.targets)
@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     report.commit = head.sha
     report.base = Revision(args.base, base.sha)
     report.compare = {"base": side_summary(base), "head": side_summary(head)}
-    report_dir = args.report_dir or current.report_dir
+    report_dir = args.report_dir or current.storage.report_dir
     try:
         write_report(report, report_dir / "perfguard.json")
         if args.json:

@@ -104,9 +104,10 @@ def _config_needs(path: Path | None, out) -> int:
             return 0
     config = load_config(path)  # a bad config is exit 2, as for every command
     targets = list(dict.fromkeys([*config.targets, *(t for k in config.kernels for t in (k.targets or ()))]))
-    out.print(f"{escape(str(config.path))} needs simulator {config.simulator} for "
+    simulator_name = config.simulation.simulator
+    out.print(f"{escape(str(config.path))} needs simulator {simulator_name} for "
               f"{len(targets)} target(s): {escape(', '.join(targets))}")
-    simulator = get_simulator(config.simulator, config.cache_dir)
+    simulator = get_simulator(simulator_name, config.storage.cache_dir)
     missing = 0
     for name in targets:
         profile = config.profile(name)
@@ -120,7 +121,7 @@ def _config_needs(path: Path | None, out) -> int:
             out.print(f"[red]missing[/] {escape(name)}: {escape('; '.join(problems))}")
             missing += 1
         else:
-            out.print(f"[green]ok[/]      {escape(name)}: {escape(profile.cc)} and {config.simulator} for {profile.isa}")
+            out.print(f"[green]ok[/]      {escape(name)}: {escape(profile.cc)} and {simulator_name} for {profile.isa}")
     return missing
 def fingerprint(toolchain: dict[str, str]) -> str:
     """A short hash of the compared parts of a toolchain: equal fingerprints, comparable statistics."""
@@ -137,12 +138,12 @@ def toolchain_fingerprint(out, config_path: Path | None) -> None:
     except PerfguardError as exc:
         out.print(f"[dim]toolchain[/] no baselines to compare with ({escape(exc.message)})")
         return
-    store = BaselineStore(config.baseline_dir)
+    store = BaselineStore(config.storage.baseline_dir)
     changes: list[tuple[str, dict]] = []
     unrecorded: set[str] = set()
     for target in config.targets:
         try:
-            current = run_toolchain(config.profile(target), config.simulator, config.cache_dir)
+            current = run_toolchain(config.profile(target), config.simulation.simulator, config.storage.cache_dir)
         except PerfguardError as exc:
             out.print(f"[red]toolchain[/] {target}: cannot be fingerprinted: {escape(exc.message)}")
             continue

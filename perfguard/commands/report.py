@@ -29,7 +29,7 @@ def default_source(config: Path | None) -> Path:
             config = find_config(Path.cwd())
         except InputError:  # no project here: the conventional place
             return Path("reports") / "perfguard.json"
-    return load_config(config).report_dir / "perfguard.json"
+    return load_config(config).storage.report_dir / "perfguard.json"
 
 
 def run(args: argparse.Namespace) -> int:

@@ -49,6 +49,16 @@ class BaselineHistory:
     def _prefix(self) -> str:
         return self.baseline_dir.relative_to(Path(self.repo.working_tree_dir).resolve()).as_posix()
 
+    def _path(self, target: str, kernel: str) -> str:
+        """The kernel's baseline file on the target, as a path in the repository (a key of `log`)."""
+        return f"{self._prefix()}/{target}/{kernel}.json".lstrip("/")
+
+    def changes(self, target: str, kernel: str) -> list[Revision]:
+        """The commits that changed the kernel's baseline file on the target, oldest first."""
+        if self.repo is None:
+            return []
+        return self.log().get(self._path(target, kernel), [])
+
     def log(self) -> dict[str, list[Revision]]:
         """Repository path -> the commits that changed it, oldest first."""
         if self._log is not None:
@@ -73,9 +83,9 @@ class BaselineHistory:
         """Every committed version of baselines/<target>/<kernel>.json, oldest first."""
         if self.repo is None:
             return []
-        path = f"{self._prefix()}/{target}/{kernel}.json".lstrip("/")
+        path = self._path(target, kernel)
         out = []
-        for rev in self.log().get(path, []):
+        for rev in self.changes(target, kernel):
             try:
                 blob = self.repo.commit(rev.commit).tree / path
                 text = blob.data_stream.read().decode("utf-8")

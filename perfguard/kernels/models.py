@@ -410,7 +410,7 @@ def model_kernels(config: Config, spec: ModelSpec, target: str) -> list[ModelKer
     found = _read_front(config, front)
     if found is not None:
         return found
-    with recording(config.root, exclude=(config.cache_dir,)) as read:
+    with recording(config.root, exclude=(config.storage.cache_dir,)) as read:
         kernels = _model_kernels(config, spec, target)
     if spec.is_file:  # outside the project folder too
         read.add(Path(spec.source) if os.path.isabs(spec.source) else config.root / spec.source)
@@ -418,7 +418,7 @@ def model_kernels(config: Config, spec: ModelSpec, target: str) -> list[ModelKer
         read.add(*(_database_folder(config, spec) / name
                    for name in ("database_workload.json", "database_tuning_record.json")))
     try:
-        atomic_write_text(_cache_file(config.cache_dir, front), json.dumps(
+        atomic_write_text(_cache_file(config.storage.cache_dir, front), json.dumps(
             {"depends": read.digests(), "kernels": [k.__dict__ for k in kernels]}, sort_keys=True))
     except (InfraError, OSError):
         pass  # a cache that cannot be written costs only the reuse
@@ -434,7 +434,7 @@ def _front_key(config: Config, spec: ModelSpec, target: str) -> str:
 
 def _read_front(config: Config, key: str) -> list[ModelKernel] | None:
     try:
-        record = json.loads(_cache_file(config.cache_dir, key).read_text())
+        record = json.loads(_cache_file(config.storage.cache_dir, key).read_text())
         if not unchanged(config.root.resolve(), record["depends"]):
             return None
         kernels = [ModelKernel(**k) for k in record["kernels"]]
@@ -462,7 +462,7 @@ def _model_kernels(config: Config, spec: ModelSpec, target: str) -> list[ModelKe
     profile = config.profile(target)
     key = _sha(content, json.dumps(profile.tvm_target, sort_keys=True), _tvm_version(), str(EXTRACT_RECIPE),
                spec.name, _database_digest(config, spec), spec.schedule, str(SCHEDULE_RECIPE))
-    path = _cache_file(config.cache_dir, key)
+    path = _cache_file(config.storage.cache_dir, key)
     try:
         records = json.loads(path.read_text())
         return [ModelKernel(**r) for r in records]

@@ -17,23 +17,31 @@ kernel got slower, a layer was added (a kernel called more often) or a kernel wa
 
 from __future__ import annotations
 
+import json
 import math
-import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Callable
 
 from perfguard.baselines.store import Baseline
 from perfguard.document.report import ModelTotal
 from perfguard.document.verdicts import ERROR, REGRESSION
 from perfguard.errors import InputError, PerfguardError
+from perfguard.judge.attribution import attribution_between
 from perfguard.judge.verdicts import Verdict, judge
 from perfguard.pipeline import JobResult
 from perfguard.predict.base import Predictor
 from perfguard.predict.select import predictor_for
+from perfguard.report.where import top_lines, where_line
+from perfguard.report.numbers import pct, signed_count
+from perfguard.report.text import block_line
 from perfguard.runs.revisions import Measurer, Project, Side, as_baseline, git, load_side
 from perfguard.runs.two_revisions import catalogue, judge_sides
+from perfguard.targets import TargetProfile
 
 FOUND, NO_CROSSING, AMBIGUOUS = "found", "no crossing", "ambiguous"
+MOST = 5  # statistics named for a kernel's first bad commit
+CHANGED_BLOCKS = 5  # changed blocks named for it
 
 
 @dataclass
@@ -136,14 +144,14 @@ class Bisector:
         with self.project.worktree(visit.sha) as tree:
             side, spec, where = self._load(visit, ref, tree)
             # the caller's cache, not the revision's (its tree goes away after this visit)
-            side.config = dataclasses.replace(side.config, cache_dir=self.measurer.cache_dir)
+            side.config = side.config.with_cache_dir(self.measurer.cache_dir)
             self.measurer.expand(side, [self.target])
             pairs = list(catalogue(side, [self.kernel]))
             self.measurer.measure(side, pairs)
         visit.side = side
         if self.good is None:
             self.good = side
-            self.threshold_pct = side.config.model_threshold(spec, self.threshold)
+            self.threshold_pct = side.config.judging.threshold_for(spec.threshold, self.threshold)
         run, visit.verdict = self._model_total(self.good, side)
         if visit.verdict.verdict == ERROR:
             failed = [o.result for o in run.outcomes if o.verdict.verdict == ERROR]
@@ -155,7 +163,7 @@ class Bisector:
         """(the check run, the model's total at `after` against `before`'s), scored and judged with --good's
         config, as `perfguard compare` does."""
         pairs = [list(catalogue(side, [self.kernel])) for side in (before, after)]
-        judging = dataclasses.replace(before, config=self.good.config)
+        judging = replace(before, config=self.good.config)
         run, _ = judge_sides(judging, after, pairs[1], pairs[0], self.threshold, None, [self.kernel])
         return run, next(m for m in run.model_summaries if m.model == self.kernel and m.target == self.target)
 
@@ -167,9 +175,9 @@ class Bisector:
             if self.predictor is None:  # the good side: its model and threshold judge every revision
                 config = side.config
                 self.predictor = predictor_for(config.profiles[self.target], visit.result.family,
-                                               visit.result.simulator, config.baseline_dir,
+                                               visit.result.simulator, config.storage.baseline_dir,
                                                params=visit.result.params)
-                self.threshold_pct = config.kernel_threshold(spec, self.threshold)
+                self.threshold_pct = config.judging.threshold_for(spec.threshold, self.threshold)
         return side
 
     def _judge_kernel(self, visit: Visit, ref: str) -> None:
@@ -235,6 +243,67 @@ class Bisector:
         out.outcome = AMBIGUOUS if between else FOUND
         out.candidates = between + [commits[hi]] if between else []
         return out
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """What changed from a kernel's last good revision to its first bad one."""
+
+    changed_stats: list[str]  # the statistics that moved most: "name +delta (+pct)"
+    where: str | None  # the loop whose cycles changed most, as `perfguard check` says it (None: no attribution)
+    where_top: list[str] | None  # the loops whose cycles changed most
+    changed_blocks: list[str] | None  # the blocks whose code changed most
+
+
+def explain(b: Bisection, profile: TargetProfile, cache_dir: Path) -> Explanation:
+    before, after = b.last_good.result.stats, b.first_bad.result.stats
+    rows = []
+    for name in before.to_dict():
+        x, y = getattr(before, name), getattr(after, name)
+        if x is None or y is None or x == y:
+            continue
+        rows.append((abs(y - x) / x if x else float("inf"), name, x, y))
+    rows.sort(key=lambda row: (-row[0], row[1]))
+    stats = [f"{name} {signed_count(y - x)}" + (f" ({pct(100.0 * (y - x) / x)})" if x else "")
+             for _, name, x, y in rows[:MOST]]
+    found = attribution_between(b.last_good.result, b.first_bad.result, profile, cache_dir)
+    if found is None:
+        return Explanation(stats, None, None, None)
+    return Explanation(stats, where_line(found.attribution), top_lines(found.attribution)[0],
+                       [block_line(c) for c in found.blocks[:CHANGED_BLOCKS]])
+
+
+@dataclass(frozen=True)
+class BisectReport:
+    """A bisection and what explains it: `perfguard bisect --json`'s document."""
+
+    bisection: Bisection
+    model: bool  # a [[model]]'s total was followed (the bisection's `kernel` is the model's name)
+    explanation: Explanation | None = None  # a kernel's first bad commit (a model's step says its changes)
+
+    @classmethod
+    def of(cls, b: Bisection, model: bool, profile: TargetProfile, cache_dir: Path) -> BisectReport:
+        explained = b.step is None and b.first_bad is not None
+        return cls(b, model, explain(b, profile, cache_dir) if explained else None)
+
+    def to_dict(self) -> dict:
+        b = self.bisection
+        data = {"model" if self.model else "kernel": b.kernel, "target": b.target, "threshold_pct": b.threshold_pct,
+                "outcome": b.outcome, "commits": len(b.commits), "good": b.good.to_dict(), "bad": b.bad.to_dict(),
+                "visits": [v.to_dict() for v in b.visits], "candidates": b.candidates,
+                "first_bad": b.first_bad.to_dict() if b.first_bad else None,
+                "last_good": b.last_good.to_dict() if b.last_good else None}
+        if b.step is not None:  # a model: what changed from the last good revision to the first bad one
+            data["changes"] = list(b.step.changes)
+            data["step_delta_pct"] = b.step.delta_pct
+        elif self.explanation is not None:
+            e = self.explanation
+            data.update(changed_stats=e.changed_stats, where=e.where, where_top=e.where_top,
+                        changed_blocks=e.changed_blocks)
+        return data
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
 
 
 def max_visits(commits: int) -> int:

@@ -23,14 +23,14 @@ from typing import Callable
 import numpy as np
 
 from perfguard.compile.cache import BuildCache
-from perfguard.config import Config, KernelSpec, default_cache_dir
+from perfguard.config import Config, DriftLimits, KernelSpec, default_cache_dir
 from perfguard.errors import InfraError, InputError
 from perfguard.executors import Executor, LocalExecutor
 from perfguard.jsonfile import now_iso
 from perfguard.kernels import get_family
 from perfguard.pipeline import Job, JobResult, build_kernel, run_job
 from perfguard.predict.analytical import AnalyticalModel
-from perfguard.predict.dataset import Dataset, Row
+from perfguard.predict.dataset import Dataset, Row, dataset_path, load_dataset
 from perfguard.predict.evaluate import GroupMetrics, leave_one_group_out, metrics, summarize
 from perfguard.predict.calibrated import CalibratedModel
 from perfguard.predict.features import FEATURE_SETS, feature_names, matrix, pipeline_columns
@@ -64,6 +64,28 @@ DEFAULT_GROUPS: dict[str, list[dict]] = {
 # Half precision is a dtype of gemm, not a family: its shapes are groups of the gemm dataset, so one
 # model learns both (a model scores only the dtypes it was trained on: perfguard.predict.select).
 DEFAULT_GROUPS["gemm"] += [dict(M=64, N=128, K=128, dtype="float16"), dict(M=128, N=64, K=256, dtype="float16")]
+
+
+def stored_families(baseline_dir: Path, target: str, family: str | None, need: str) -> list[str]:
+    """`family`, else every family with a file under baselines/<need>/<target> (need: datasets or models)."""
+    if family:
+        return [family]
+    root = baseline_dir / need / target
+    found = sorted(p.stem for p in root.glob("*.json")) if root.is_dir() else []
+    if not found:
+        raise InputError(f"{root}: no {need} for target {target}")
+    return found
+
+
+def read_groups(path: Path) -> list[dict]:
+    """`calibrate collect --groups FILE`: a JSON list of shapes, one object each."""
+    try:
+        shapes = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise InputError(f"{path}: cannot read groups ({type(exc).__name__})") from None
+    if not isinstance(shapes, list) or not all(isinstance(s, dict) for s in shapes):
+        raise InputError(f"{path}: must be a JSON list of objects (one shape each)")
+    return shapes
 
 
 def group_label(shape: dict) -> str:
@@ -111,15 +133,15 @@ def collect(config: Config, profile: TargetProfile, family_name: str, shapes: li
     for shape in shapes:
         for i, params in enumerate(sample_variants(family_name, shape, variants, seed, exclude)):
             labelled.append((group_label(shape), KernelSpec(f"{family_name}-{len(labelled)}", entry, family_name, params)))
-    jobs = [Job(spec, profile, config.root, config.cache_dir, config.simulator, config.timeout, 1, 1)
-            for _, spec in labelled]
+    sim, cache_dir = config.simulation, config.storage.cache_dir
+    jobs = [Job(spec, profile, config.root, cache_dir, sim.simulator, sim.timeout, 1, 1) for _, spec in labelled]
     started = time.monotonic()
     results = (executor or LocalExecutor(workers or config.jobs)).map(run_job, jobs, on_result)
     simulate_s = time.monotonic() - started
-    simulator = get_simulator(config.simulator, config.cache_dir)
-    dataset = Dataset(profile.name, family_name, config.simulator, simulator.fingerprint(profile))
+    simulator = get_simulator(sim.simulator, cache_dir)
+    dataset = Dataset(profile.name, family_name, sim.simulator, simulator.fingerprint(profile))
     machine = this_machine().to_dict()
-    cache = BuildCache(config.cache_dir)
+    cache = BuildCache(cache_dir)
     failed, unsteady, rejected, loads, not_quiet = [], 0, 0, [], []
     started = time.monotonic()
     timed: dict[str, list[tuple[KernelSpec, JobResult, Path]]] = {}  # group -> its variants to time
@@ -193,6 +215,24 @@ def ingest_benchmark_json(path: Path, target: str, family: str) -> tuple[list[Ro
     return rows, simulator, fingerprint
 
 
+def merge_ingested(path: Path, rows: list[Row], simulator: str, fingerprint: str, target: str, family: str,
+                   source: Path) -> Dataset:
+    """The dataset at `path` (a new one if there is none) with `rows` ingested from `source`: a variant
+    timed again replaces its old row (the newest timing wins). Statistics of another simulator, or
+    times from another CPU, are refused: they do not mix."""
+    dataset = load_dataset(path) if path.exists() else Dataset(target, family, simulator, fingerprint)
+    if dataset.simulator != simulator:
+        raise InputError(f"{path}: dataset holds {dataset.simulator} statistics, the benchmarks {simulator}")
+    incoming = {r.machine["cpu_id"] for r in rows if r.machine.get("cpu_id")}
+    if dataset.cpu_ids() and incoming and incoming != dataset.cpu_ids():
+        raise InputError(f"{path}: dataset was timed on {', '.join(sorted(dataset.cpu_ids()))}, {source} "
+                         f"on {', '.join(sorted(incoming))}: times from different CPUs do not mix "
+                         f"(use --output for another dataset)")
+    fresh = {json.dumps(r.params, sort_keys=True) for r in rows}
+    dataset.rows = [r for r in dataset.rows if json.dumps(r.params, sort_keys=True) not in fresh] + rows
+    return dataset
+
+
 @dataclass
 class Resimulated:
     dataset: Dataset
@@ -211,10 +251,11 @@ def resimulate(config: Config, profile: TargetProfile, dataset: Dataset, workers
     stores (the same instructions ran). The others are dropped and named."""
     family = get_family(dataset.family)
     entry = f"{family.entry.__module__}:{family.entry.__name__}"
+    sim, cache_dir = config.simulation, config.storage.cache_dir
     jobs = [Job(KernelSpec(f"{dataset.family}-{i}", entry, dataset.family, row.params), profile, config.root,
-                config.cache_dir, config.simulator, config.timeout, 1, 1) for i, row in enumerate(dataset.rows)]
+                cache_dir, sim.simulator, sim.timeout, 1, 1) for i, row in enumerate(dataset.rows)]
     results = (executor or LocalExecutor(workers or config.jobs)).map(run_job, jobs, on_result)
-    simulator = get_simulator(config.simulator, config.cache_dir)
+    simulator = get_simulator(sim.simulator, cache_dir)
     return merge_resimulated(dataset, results, simulator.fingerprint(profile))
 
 
@@ -429,6 +470,19 @@ class Drift:
                 "needs_retraining": self.needs_retraining, "reasons": self.reasons}
 
 
+def drift_sample(baseline_dir: Path, target: str, family: str) -> tuple[set[str], list[dict]]:
+    """What a drift check samples: the shapes the model was trained on (the dataset's groups, else the
+    default ones) and the variants it has seen (JSON params), which the fresh sample leaves out."""
+    known, shapes = set(), DEFAULT_GROUPS[family]
+    try:
+        dataset = load_dataset(dataset_path(baseline_dir, target, family))
+        known = {json.dumps(r.params, sort_keys=True) for r in dataset.rows}
+        shapes = [parse_group(g) for g in dataset.groups()]
+    except InputError:
+        pass  # no dataset (or an unreadable one): the default shapes, nothing to leave out
+    return known, shapes
+
+
 def drift_reasons(mape: float, spearman: float, max_mape: float, min_spearman: float) -> list[str]:
     """Why a model needs retraining: MAPE above its limit, Spearman below its; at a limit is fine."""
     reasons = []
@@ -439,9 +493,10 @@ def drift_reasons(mape: float, spearman: float, max_mape: float, min_spearman: f
     return reasons
 
 
-def drift(fresh: Dataset, model: StoredModel, max_mape: float, min_spearman: float, profile: TargetProfile,
+def drift(fresh: Dataset, model: StoredModel, limits: DriftLimits, profile: TargetProfile,
           cache_dir: Path | None = None) -> Drift:
-    """Compare a fresh native sample with the stored model's predictions."""
+    """Compare a fresh native sample with the stored model's predictions (drifted beyond `limits`,
+    the config's drift_mape and drift_spearman, it needs training again)."""
     if not fresh.rows:
         raise InfraError(f"drift check for {fresh.target}/{fresh.family}: no variant could be measured")
     stats, native, groups = fresh.arrays()
@@ -449,7 +504,7 @@ def drift(fresh: Dataset, model: StoredModel, max_mape: float, min_spearman: flo
     per_group = [metrics(g, predicted[groups == g], native[groups == g]) for g in sorted(set(groups.tolist()))]
     mape = float(np.mean(np.abs(predicted - native) / native) * 100.0)
     spearman = float(np.mean([m.spearman for m in per_group]))
-    reasons = drift_reasons(mape, spearman, max_mape, min_spearman)
+    reasons = drift_reasons(mape, spearman, limits.mape, limits.spearman)
     trained_on = {m["cpu_id"] for m in model.meta.get("machines", []) if isinstance(m, dict) and m.get("cpu_id")}
     now_on = fresh.cpu_ids()
     if reasons and trained_on and now_on and not now_on <= trained_on:

@@ -155,14 +155,14 @@ def _selected_specs(config: Config, names: list[str] | None, targets: list[str],
 
 def make_jobs(config: Config, pairs: list[tuple[KernelSpec, str]], simulator: str | None = None) -> list[Job]:
     """The jobs of the pairs; InputError first when the simulator cannot execute a target's code."""
-    name = simulator or config.simulator
-    backend = get_simulator(name, config.cache_dir)
+    sim, cache_dir = config.simulation, config.storage.cache_dir
+    name = simulator or sim.simulator
+    backend = get_simulator(name, cache_dir)
     for target in dict.fromkeys(target for _, target in pairs):
         backend.check_target(config.profile(target))
     return [
-        Job(spec, config.profile(target), config.root, config.cache_dir, name,
-            config.timeout, config.reps, config.warmup, config.require_reference,
-            warm_pipeline=config.model != "analytical")
+        Job(spec, config.profile(target), config.root, cache_dir, name, sim.timeout, sim.reps, sim.warmup,
+            config.require_reference, warm_pipeline=config.judging.model != "analytical")
         for spec, target in pairs
     ]
 
@@ -251,12 +251,13 @@ def judge_results(config: Config, jobs: list[Job], results: list[JobResult], thr
     `whole_models` (a shard), each model's part of its total instead of the total. `also_models`:
     model x target views wanted even without a current kernel (compare: a model only the base has).
     `known`: report entries from result records (runs.result_records), taken as judged."""
-    store = BaselineStore(config.baseline_dir) if store is None else store
+    storage, judging = config.storage, config.judging
+    store = BaselineStore(storage.baseline_dir) if store is None else store
     models = store.models()
     run = CheckRun(models=models, interrupted=interrupted)
     intervals = load_intervals()
     for i, (job, result) in enumerate(zip(jobs, results)):
-        limit = config.kernel_threshold(job.kernel, threshold)
+        limit = judging.threshold_for(job.kernel.threshold, threshold)
         entry = known[i] if known else None
         if entry is not None and result.ok:
             run.outcomes.append(JudgedResult(result, verdict_of(entry), entry.model_id, entry.calibrated,
@@ -270,8 +271,7 @@ def judge_results(config: Config, jobs: list[Job], results: list[JobResult], thr
             continue
         note, attributed, chosen = None, None, None
         try:
-            predictor = chosen = predictor_for(job.profile, result.family, result.simulator, config.baseline_dir,
-                                               models, config.cache_dir, config.model, result.params)
+            predictor = chosen = _predictor(config, job.profile, result, models)
             baseline = store.read(job.profile.name, job.kernel.name)
             if baseline is not None and baseline.simulator != result.simulator:
                 raise InputError(
@@ -280,16 +280,16 @@ def judge_results(config: Config, jobs: list[Job], results: list[JobResult], thr
                 )
             predictor, note = like_with_like(predictor, baseline, job.profile)
             verdict = judge(result.stats, baseline, predictor, limit, result.toolchain,
-                            str(store.path(job.profile.name, job.kernel.name)), config.kernel_limits(job.kernel),
-                            f"{config.path}: kernel '{job.kernel.name}'", intervals, job.profile.name, config.gate)
-            if baseline is not None and verdict.gate != config.gate:
-                note = "; ".join(filter(None, [note, NO_INTERVAL_NOTE.format(gate=config.gate)]))
+                            str(store.path(job.profile.name, job.kernel.name)), judging.limits_for(job.kernel.limits),
+                            f"{config.path}: kernel '{job.kernel.name}'", intervals, job.profile.name, judging.gate)
+            if baseline is not None and verdict.gate != judging.gate:
+                note = "; ".join(filter(None, [note, NO_INTERVAL_NOTE.format(gate=judging.gate)]))
             if baseline is None or not verdict.delta_pct:
                 pass  # nothing moved (a no-op check pays nothing for the view)
             elif isinstance(predictor, PipelineModel):
                 attributed = attribute(predictor, baseline.stats, result.stats, (baseline.loops, result.loops))
             else:
-                attributed = attribute_calibrated(predictor, job.profile, config.cache_dir, baseline, result)
+                attributed = attribute_calibrated(predictor, job.profile, storage.cache_dir, baseline, result)
         except (InputError, InfraError) as exc:
             result.exit_code = exc.exit_code
             run.outcomes.append(JudgedResult(result, Verdict(ERROR, limit), error=exc.message, predictor=chosen))
@@ -310,7 +310,8 @@ def model_summaries(config: Config, jobs: list[Job], outcomes: list[JudgedResult
                     models, also: set[tuple[str, str]] = frozenset()) -> list:
     """Each [[model]] x target whose kernels were all checked (and each in `also`): its total and
     verdict (judge.model_totals)."""
-    return [total(spec.name, target, config.model_threshold(spec, threshold), rows, spec.database, skipped)
+    threshold_for = config.judging.threshold_for
+    return [total(spec.name, target, threshold_for(spec.threshold, threshold), rows, spec.database, skipped)
             for spec, target, rows, skipped in _model_rows(config, jobs, outcomes, store, models, also=also)]
 
 
@@ -325,7 +326,7 @@ def model_parts(config: Config, jobs: list[Job], outcomes: list[JudgedResult], s
         for target in _targets(config, {t for _, t in whole}):
             if (spec.name, target) in whole:
                 rows, skipped = found.get((spec.name, target), ([], []))
-                parts.append(ModelPart(spec.name, target, config.model_threshold(spec, threshold),
+                parts.append(ModelPart(spec.name, target, config.judging.threshold_for(spec.threshold, threshold),
                                        sorted(whole[(spec.name, target)]), rows, spec.database, skipped))
     return parts
 
@@ -367,9 +368,7 @@ def _model_rows(config: Config, jobs: list[Job], outcomes: list[JudgedResult], s
             order = store.model_graph(target, spec.name)  # a damaged file is an input error naming it
 
             def score(baseline: Baseline, profile=profile) -> float:
-                predictor = predictor_for(profile, baseline.family, baseline.simulator, config.baseline_dir, models,
-                                          config.cache_dir, config.model, baseline.params)
-                predictor, _ = like_with_like(predictor, baseline, profile)
+                predictor, _ = like_with_like(_predictor(config, profile, baseline, models), baseline, profile)
                 return float(predictor.predict_stats([baseline.stats])[0])
 
             try:
@@ -384,10 +383,7 @@ def removed_outcome(config: Config, shown: JobResult, stats, threshold: float | 
     """A kernel with a baseline and no current run: `removed`, with the baseline's time under this
     run's model (None when it cannot be scored), never unchanged. `compare`: a kernel only the base
     revision has (`stats` its base run's); `check`: an orphaned baseline (runs.orphans)."""
-    if spec is not None:
-        limit = config.kernel_threshold(spec, threshold)
-    else:
-        limit = config.threshold if threshold is None else threshold
+    limit = config.judging.threshold_for(spec.threshold if spec is not None else None, threshold)
     time_s, model_id, calibrated = None, None, False
     profile = config.profiles.get(shown.target)
     predictor = None if profile is None else _predictor_or_none(config, profile, shown, models)
@@ -402,12 +398,18 @@ def removed_outcome(config: Config, shown: JobResult, stats, threshold: float | 
                         note=note, orphaned=orphaned, predictor=predictor)
 
 
+def _predictor(config: Config, profile, measured: JobResult | Baseline, models) -> Predictor:
+    """The model that scores a measured kernel (a result, or a baseline) on `profile`, as the config's
+    `model` key chooses it."""
+    return predictor_for(profile, measured.family, measured.simulator, config.storage.baseline_dir, models,
+                         config.storage.cache_dir, config.judging.model, measured.params)
+
+
 def _predictor_or_none(config: Config, profile, result: JobResult, models) -> Predictor | None:
     """The model that scores `result`'s kernel on `profile`, for a result with nothing to judge
     (its report still shows the baseline's history under it); None when it cannot be had."""
     try:
-        return predictor_for(profile, result.family, result.simulator, config.baseline_dir, models,
-                             config.cache_dir, config.model, result.params)
+        return _predictor(config, profile, result, models)
     except (InputError, InfraError):  # the model file (or llvm-mca) is at fault: the other results say so
         return None
 
@@ -460,7 +462,7 @@ def write_baselines(config: Config, jobs: list[Job], results: list[JobResult]) -
     the kernel is: a new commit alone is no change), and each [[model]] updated whole its call order,
     as one change under the folder's lock; a failed result keeps its old file untouched, and so does
     every result when any file cannot be written."""
-    store = BaselineStore(config.baseline_dir)
+    store = BaselineStore(config.storage.baseline_dir)
     commit = head_commit(config.root)
     created = now_iso()
     update = BaselineUpdate()
@@ -468,8 +470,7 @@ def write_baselines(config: Config, jobs: list[Job], results: list[JobResult]) -
     for job, r in zip(jobs, results):
         if not r.ok:
             continue
-        predictor = predictor_for(job.profile, r.family, r.simulator, config.baseline_dir, None, config.cache_dir,
-                                  config.model, r.params)
+        predictor = _predictor(config, job.profile, r, None)
         new = Baseline(
             kernel=r.kernel, target=r.target, family=r.family, params=r.params, simulator=r.simulator,
             content_hash=r.content_hash or "", stats=r.stats,

@@ -62,19 +62,19 @@ def check_key(config: Config, options: dict[str, Any], simulator: str) -> str:
     except OSError:
         config_bytes = "unreadable"
     return digest("check record", str(RECORD_VERSION), environment_digest(profile_tools(profiles, simulator)),
-                  str(config.path.resolve()), config_bytes, str(Path(config.cache_dir).resolve()),
-                  json.dumps(options, sort_keys=True, default=str), git_head(config.baseline_dir))
+                  str(config.path.resolve()), config_bytes, str(Path(config.storage.cache_dir).resolve()),
+                  json.dumps(options, sort_keys=True, default=str), git_head(config.storage.baseline_dir))
 
 
 def baseline_files(config: Config, targets: list[str]) -> list[Path]:
     """The baselines' and calibrated models' folders of `targets`: what a check reads of them."""
-    root = Path(config.baseline_dir)
+    root = Path(config.storage.baseline_dir)
     return [folder for t in targets for folder in (root / t, root / "models" / t)]
 
 
 def baseline_targets(config: Config) -> set[str]:
     """The known targets with a baseline folder: what the orphan scan (runs.orphans) may read."""
-    root = Path(config.baseline_dir)
+    root = Path(config.storage.baseline_dir)
     return {t for t in config.profiles if (root / t).is_dir()}
 
 
@@ -126,7 +126,7 @@ def record_dir(cache_dir: Path, key: str) -> Path:
 def lookup(config: Config, key: str) -> tuple[dict, dict[str, bytes]] | None:
     """(the recorded report's JSON, its pages by path relative to the report folder) when
     nothing the check depends on changed; None otherwise."""
-    folder = record_dir(config.cache_dir, key)
+    folder = record_dir(config.storage.cache_dir, key)
     try:
         record = json.loads((folder / "record.json").read_text())
         if not isinstance(record, dict) or record.get("version") != RECORD_VERSION or record.get("key") != key:
@@ -150,7 +150,7 @@ def lookup(config: Config, key: str) -> tuple[dict, dict[str, bytes]] | None:
 def store(config: Config, key: str, report_json: dict, depends: list[list[str]], report_dir: Path,
           pages: list[Path]) -> None:
     """Record a check (best effort: a cache that cannot be written costs only reuse)."""
-    final = record_dir(config.cache_dir, key)
+    final = record_dir(config.storage.cache_dir, key)
     try:
         final.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(dir=final.parent, prefix=".staging-"))

@@ -104,7 +104,7 @@ def orphan_outcomes(config: Config, store: BaselineSource, targets: list[str] | 
                     threshold: float | None = None) -> list:
     """A `removed` result for each orphan of `store` (runs.check.JudgedResult); each fails the check
     unless `store` is another revision's and the working tree removed the file too."""
-    working = store if isinstance(store, BaselineStore) else BaselineStore(config.baseline_dir)
+    working = store if isinstance(store, BaselineStore) else BaselineStore(config.storage.baseline_dir)
     out = []
     for orphan in find_orphans(config, store, targets):
         try:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from perfguard import __version__
-from perfguard.config import Config
+from perfguard.config import Config, Storage
 from perfguard.document.report import (Calibration, Interval, JobTimings, LimitBreach, Mismatch, Report, Result,
                                        Seconds, StatDelta, Summary, TargetSummary, Timings, ToolchainDifference,
                                        ToolchainSummary)
@@ -37,12 +37,13 @@ def _finite(value: Any) -> Any:
     return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
-def calibration(config: Config, result: Result, predictor: Predictor, models=None) -> Calibration | None:
-    """Hold-out metrics and the predicted-vs-native points stored with a calibrated model."""
+def calibration(storage: Storage, result: Result, predictor: Predictor, models=None) -> Calibration | None:
+    """Hold-out metrics and the predicted-vs-native points stored with a calibrated model (read from
+    the config's baseline folder)."""
     if not predictor.calibrated:
         return None
     try:
-        stored = stored_model(config.baseline_dir, result.target, result.family, models)
+        stored = stored_model(storage.baseline_dir, result.target, result.family, models)
     except Exception:  # the check already loaded this model; a report never fails on it
         return None
     meta = stored.meta if stored is not None else {}
@@ -96,7 +97,7 @@ def build_report(run: CheckRun, config_path: Path | None = None, config: Config 
                     models=list(run.model_summaries), model_parts=list(run.model_parts))
     count_kernels(summary, results, report.models)  # a model's removed and changed kernels, as a reviewer counts
     if config is not None:
-        history = BaselineHistory(config.baseline_dir)
+        history = BaselineHistory(config.storage.baseline_dir)
         report.commit = history.head
         for r, o in entries:
             profile = config.profile(r.target)
@@ -122,7 +123,7 @@ def explain_result(r: Result, predictor: Predictor | None, current: Stats | None
         usable=lambda b, p=predictor: b.stats.blocks is not None or not p.needs_blocks,
         min_step_pct=max(r.threshold_pct, MIN_STEP_FLOOR_PCT),
     )
-    r.calibration = calibration(config, r, predictor, models)
+    r.calibration = calibration(config.storage, r, predictor, models)
 
 
 def _seconds(span: Span) -> Seconds:

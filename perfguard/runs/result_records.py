@@ -40,9 +40,8 @@ _NOT_INPUTS = ("seconds", "cpu_seconds", "timings", "depends", "reused", "rebuil
 
 def keys(config: Config, jobs: list[Job], results: list[JobResult], threshold: float | None) -> list[str | None]:
     """Each result's record key (None: not recordable, a failed job)."""
-    history = BaselineHistory(config.baseline_dir)
-    log = history.log()
-    prefix = history._prefix() if history.repo is not None else None
+    judging = config.judging
+    history = BaselineHistory(config.storage.baseline_dir)
     environment = environment_digest()
     out: list[str | None] = []
     for job, result in zip(jobs, results):
@@ -52,14 +51,14 @@ def keys(config: Config, jobs: list[Job], results: list[JobResult], threshold: f
         data = {k: v for k, v in result.to_dict().items() if k not in _NOT_INPUTS}
         data["stats"] = result.stats.to_record()
         target, kernel = job.profile.name, job.kernel.name
-        commits = [rev.commit for rev in log.get(f"{prefix}/{target}/{kernel}.json".lstrip("/"), [])] \
-            if prefix is not None else []
+        commits = [rev.commit for rev in history.changes(target, kernel)]
         out.append(digest(
-            "result record", str(RECORD_VERSION), environment, str(config.path), config.model, config.gate,
+            "result record", str(RECORD_VERSION), environment, str(config.path), judging.model, judging.gate,
             json.dumps(data, sort_keys=True, default=str), json.dumps(job.profile.to_dict(), sort_keys=True),
-            repr(config.kernel_threshold(job.kernel, threshold)), repr(sorted(config.kernel_limits(job.kernel).items())),
-            file_sha256(BaselineStore(config.baseline_dir).path(target, kernel)) or "absent",
-            (file_sha256(model_path(config.baseline_dir, target, result.family)) or "absent") if result.family \
+            repr(judging.threshold_for(job.kernel.threshold, threshold)),
+            repr(sorted(judging.limits_for(job.kernel.limits).items())),
+            file_sha256(BaselineStore(config.storage.baseline_dir).path(target, kernel)) or "absent",
+            (file_sha256(model_path(config.storage.baseline_dir, target, result.family)) or "absent") if result.family \
             else "no family",
             json.dumps(commits), history.head or ""))
     return out
@@ -74,7 +73,7 @@ def lookup(config: Config, key: str | None, result: JobResult) -> Result | None:
     if key is None:
         return None
     try:
-        record = json.loads(_path(config.cache_dir, key).read_text())
+        record = json.loads(_path(config.storage.cache_dir, key).read_text())
         if not isinstance(record, dict) or record.get("version") != RECORD_VERSION or record.get("key") != key:
             return None
         entry = from_json(Result, record["result"], f"result record {key}")
@@ -92,7 +91,7 @@ def store(config: Config, key: str | None, entry: Result) -> None:
     for name in RUN_FIELDS:
         data.pop(name, None)
     try:
-        atomic_write_text(_path(config.cache_dir, key),
+        atomic_write_text(_path(config.storage.cache_dir, key),
                           json.dumps({"version": RECORD_VERSION, "key": key, "result": data}, sort_keys=True))
     except (InfraError, OSError):
         pass

@@ -261,7 +261,7 @@ def _serve() -> int:
             if previous is not None:
                 user_code.forget(previous)
             previous = config.root
-            config = dataclasses.replace(config, cache_dir=Path(request["cache_dir"]))
+            config = config.with_cache_dir(Path(request["cache_dir"]))
             if "expand" in request:
                 answer = {"specs": [spec_to_dict(s) for s in _model_specs(config, request["expand"])]}
             else:

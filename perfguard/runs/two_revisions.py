@@ -52,7 +52,7 @@ class SideStore(BaselineSource):
         """A file under the base revision's baseline folder (its calibrated models)."""
         if self.side.config is None:
             return None
-        path = self.side.config.baseline_dir / relative
+        path = self.side.config.storage.baseline_dir / relative
         if not path.is_file():
             return None
         label = f"{self.side.label}:{path.relative_to(self.side.tree).as_posix()}"
@@ -138,8 +138,9 @@ def judge_sides(base: Side, head: Side, head_pairs: list[tuple[str, str]], base_
     for kernel, target in head_pairs:
         spec = _judged_by(a.get((kernel, target)), b[(kernel, target)])
         profile = judging.profiles[target]
-        jobs.append(Job(spec, profile, head.config.root, judging.cache_dir, simulator or judging.simulator,
-                        judging.timeout, judging.reps, judging.warmup))
+        sim = judging.simulation
+        jobs.append(Job(spec, profile, head.config.root, judging.storage.cache_dir, simulator or sim.simulator,
+                        sim.timeout, sim.reps, sim.warmup))
         result = head.results[(kernel, target)]
         before = base.results.get((kernel, target))
         if result.ok and before is not None and not before.ok:  # nothing to compare with: the base failed

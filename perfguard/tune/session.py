@@ -149,7 +149,7 @@ def tune_kernel(config: Config, spec: KernelSpec, profile: TargetProfile, execut
         atomic_write_text(snippet, result.snippet)
         written.append(snippet)
     result.written = written
-    log = config.report_dir / f"tune-{stem}.json"
+    log = config.storage.report_dir / f"tune-{stem}.json"
     atomic_write_text(log, json.dumps(result.to_dict(), indent=1, sort_keys=True) + "\n")
     result.written.append(log)
     return result

@@ -111,7 +111,7 @@ def test_onnx_example_extraction_and_specs():
 
 def test_extraction_is_cached_by_content(project, monkeypatch):
     config, first = _kernels(project, (16, 32, 8), 2)
-    assert list((config.cache_dir / "models").rglob("*.json"))
+    assert list((config.storage.cache_dir / "models").rglob("*.json"))
 
     def refuse(*args, **kwargs):
         raise AssertionError("extracted again")
@@ -129,7 +129,7 @@ def _check(path: Path, *args: str) -> tuple[int, dict]:
 
 def _set(path: Path, widths, repeat) -> None:
     path.write_text(TOML.format(widths=list(widths), repeat=repeat).replace(
-        "[perfguard]\n", f"[perfguard]\ncache_dir = \"{load_config(path).cache_dir}\"\n", 1))
+        "[perfguard]\n", f"[perfguard]\ncache_dir = \"{load_config(path).storage.cache_dir}\"\n", 1))
 
 
 @pytest.mark.slow

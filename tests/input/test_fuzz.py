@@ -252,12 +252,13 @@ def config_documents() -> st.SearchStrategy:
 def check_config(config: Config) -> None:
     root = config.path.parent
     assert config.targets and all(t in config.profiles for t in config.targets)
-    assert math.isfinite(config.threshold) and config.threshold >= 0
-    assert math.isfinite(config.timeout) and config.timeout >= 1
-    assert type(config.reps) is int and config.reps >= 1 and type(config.warmup) is int and config.warmup >= 0
+    assert math.isfinite(config.judging.threshold) and config.judging.threshold >= 0
+    assert math.isfinite(config.simulation.timeout) and config.simulation.timeout >= 1
+    sim = config.simulation
+    assert type(sim.reps) is int and sim.reps >= 1 and type(sim.warmup) is int and sim.warmup >= 0
     assert config.jobs is None or (type(config.jobs) is int and config.jobs >= 1)
-    assert math.isfinite(config.drift_mape) and math.isfinite(config.drift_spearman)
-    for folder in (config.baseline_dir, config.report_dir):
+    assert math.isfinite(config.drift.mape) and math.isfinite(config.drift.spearman)
+    for folder in (config.storage.baseline_dir, config.storage.report_dir):
         assert folder.is_relative_to(root.resolve()), folder
     names = [k.name for k in config.kernels]
     assert len(names) == len(set(names))

@@ -149,11 +149,12 @@ def config(tmp_path):
 
 def test_a_kernels_threshold_replaces_the_configs_and_the_command_lines_replaces_both(config):
     a, b = config.kernels
-    assert (config.kernel_threshold(a), config.kernel_threshold(b)) == (2.0, 0.5)
-    assert (config.kernel_threshold(a, 7.0), config.kernel_threshold(b, 7.0)) == (7.0, 7.0)
-    assert config.kernel_threshold(b, 0.0) == 0.0  # --threshold 0 is a threshold, not "unset"
+    threshold_for = config.judging.threshold_for
+    assert (threshold_for(a.threshold), threshold_for(b.threshold)) == (2.0, 0.5)
+    assert (threshold_for(a.threshold, 7.0), threshold_for(b.threshold, 7.0)) == (7.0, 7.0)
+    assert threshold_for(b.threshold, 0.0) == 0.0  # --threshold 0 is a threshold, not "unset"
     # the same 0.5 % change: within a's 2 %, exactly at b's 0.5 %, over it by 0.1 %
-    verdicts = [judge(stats(current), baseline(1000), MODEL, config.kernel_threshold(k)).verdict
+    verdicts = [judge(stats(current), baseline(1000), MODEL, config.judging.threshold_for(k.threshold)).verdict
                 for k, current in ((a, 1005), (b, 1005), (b, 1006))]
     assert verdicts == [UNCHANGED, UNCHANGED, REGRESSION]
 
@@ -162,8 +163,9 @@ def test_a_kernels_threshold_replaces_the_configs_and_the_command_lines_replaces
 
 def test_a_kernels_limit_replaces_the_global_one_on_its_metric_only(config):
     a, b = config.kernels
-    assert config.kernel_limits(a) == {"insts": Limit("insts", 1.0, True), "loads": Limit("loads", 50.0, False)}
-    assert config.kernel_limits(b) == {"insts": Limit("insts", 3.0, True), "loads": Limit("loads", 50.0, False)}
+    limits_for = config.judging.limits_for
+    assert limits_for(a.limits) == {"insts": Limit("insts", 1.0, True), "loads": Limit("loads", 50.0, False)}
+    assert limits_for(b.limits) == {"insts": Limit("insts", 3.0, True), "loads": Limit("loads", 50.0, False)}
 
 
 @pytest.mark.parametrize("kernel, insts, loads, breached", [
@@ -178,7 +180,7 @@ def test_a_kernels_limit_replaces_the_global_one_on_its_metric_only(config):
 def test_a_limit_at_and_just_over_through_the_verdict(config, kernel, insts, loads, breached):
     spec = config.kernel(kernel)
     # a 1000 % time threshold: only a limit can fail these
-    v = judge(stats(insts, loads), baseline(1000), MODEL, 1000.0, limits=config.kernel_limits(spec))
+    v = judge(stats(insts, loads), baseline(1000), MODEL, 1000.0, limits=config.judging.limits_for(spec.limits))
     assert v.limit_breaches == breached  # delta_pct 1.1 is 100 x 11 / 1000 rounded once: equal to the literal
     assert v.verdict == (REGRESSION if breached else UNCHANGED)
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -292,7 +291,7 @@ def test_rounds_with_a_busy_neighbour_are_rejected_recorded_and_a_pair_that_stay
 def test_two_real_pairs_build_simulate_and_score(cache_dir):
     by_name = {p.name: p for p in PAIRS}
     pairs = [by_name["conv2d/1x96x12x12x64x1x1x1x0/vector:4->1"], by_name["dense_relu/24x384x192/vector:4->8"]]
-    config = replace(load_config(REPO / "perfguard.toml"), cache_dir=cache_dir)
+    config = load_config(REPO / "perfguard.toml").with_cache_dir(cache_dir)
     sides = vd.build_sides(pairs, config, X86, workers=1)
     for pair in pairs:
         before, after = sides[pair.name]
@@ -352,7 +351,7 @@ def test_the_check_column_scores_each_dtype_as_check_does(cache_dir):
     from perfguard.config import KernelSpec
     from perfguard.sim.stats import Stats
 
-    config = replace(load_config(REPO / "perfguard.toml"), cache_dir=cache_dir)
+    config = load_config(REPO / "perfguard.toml").with_cache_dir(cache_dir)
 
     def sides(name: str) -> list:
         stored = json.loads((REPO / "baselines/x86_64" / f"{name}.json").read_text())

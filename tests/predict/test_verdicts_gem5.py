@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -114,12 +113,12 @@ def test_stored_gem5_results_are_reused_per_binary_and_cpu(tmp_path, monkeypatch
     target = BUILTIN["x86_64v1"]
     if find_gem5(target.isa) is None:
         pytest.skip(f"no gem5 binary for {target.isa}: set {ENV_BY_ISA[target.isa]} to run this test")
-    config = replace(load_config(vd.REPO / "perfguard.toml"), cache_dir=tmp_path / "cache")
+    config = load_config(vd.REPO / "perfguard.toml").with_cache_dir(tmp_path / "cache")
     pair = PAIRS[0]
     sides = {pair.name: tuple(vd.Side(spec, JobResult(spec.name, target.name, pair.family, spec.params, "qemu", True,
                                                       stats=Stats(insts=1000), binary_hash=h), tmp_path / h)
                               for spec, h in zip(pair.sides(), ("b" * 64, "a" * 64)))}
-    fingerprint = Gem5Simulator(config.cache_dir, cpu_type="o3").fingerprint(target)
+    fingerprint = Gem5Simulator(config.storage.cache_dir, cpu_type="o3").fingerprint(target)
     stored = {vd.gem5_key("o3", h, fingerprint): {"cycles": c} for h, c in (("b" * 64, 1000.0), ("a" * 64, 1300.0))}
     path = tmp_path / "gem5.json"
     path.write_text(json.dumps({"schema": vd.GEM5_SCHEMA, "runs": stored}))

@@ -72,13 +72,13 @@ def proj(tmp_path, cache_dir) -> Path:
 
 def test_what_is_an_orphan_and_what_a_selection_can_orphan(proj):
     config = load_config(proj / "perfguard.toml")
-    store = BaselineStore(config.baseline_dir)
+    store = BaselineStore(config.storage.baseline_dir)
     assert scanned_targets(config, store) == ["aarch64", "x86_64", "riscv64"]
     assert [(o.target, o.kernel) for o in find_orphans(config, store)] == [
         ("aarch64", "attentoin"), ("aarch64", "layer_norm"), ("riscv64", "attention")]
     assert [(o.target, o.kernel) for o in find_orphans(config, store, ["x86_64"])] == []  # left out: not orphaned
 
-    (proj / "perfguard.toml").write_text(CONFIG.format(cache=config.cache_dir).split("[[model]]")[0])  # model dropped
+    (proj / "perfguard.toml").write_text(CONFIG.format(cache=config.storage.cache_dir).split("[[model]]")[0])  # model dropped
     config = load_config(proj / "perfguard.toml")
     dropped = [o for o in find_orphans(config, store) if o.kernel == "mlp.dense_0"]
     assert way_out(config, dropped[0]).startswith("no kernel 'mlp.dense_0' and no [[model]] 'mlp' is configured in "
@@ -87,7 +87,7 @@ def test_what_is_an_orphan_and_what_a_selection_can_orphan(proj):
 
 def test_each_orphan_is_removed_with_its_time_and_the_way_out_and_fails_the_check(proj):
     config = load_config(proj / "perfguard.toml")
-    outcomes = orphan_outcomes(config, BaselineStore(config.baseline_dir), ["aarch64"])
+    outcomes = orphan_outcomes(config, BaselineStore(config.storage.baseline_dir), ["aarch64"])
     notes = {o.result.kernel: o.note for o in outcomes}
     assert all(o.verdict.verdict == REMOVED and o.orphaned and o.verdict.baseline_time_s > 0 for o in outcomes)
     assert notes["attentoin"].startswith("no kernel or [[model]] named 'attentoin' is configured in perfguard.toml: "
@@ -110,7 +110,7 @@ def test_under_base_a_baseline_the_change_removed_too_is_reported_but_passes(pro
     git("commit", "-q", "-m", "base")
     (proj / "baselines" / "aarch64" / "attentoin.json").unlink()  # this change removed it
     config = load_config(proj / "perfguard.toml")
-    outcomes = {o.result.kernel: o for o in orphan_outcomes(config, GitBaselineStore(config.baseline_dir, "HEAD"),
+    outcomes = {o.result.kernel: o for o in orphan_outcomes(config, GitBaselineStore(config.storage.baseline_dir, "HEAD"),
                                                             ["aarch64"])}
     assert not outcomes["attentoin"].orphaned and "this change removed its baseline" in outcomes["attentoin"].note
     assert outcomes["layer_norm"].orphaned  # still in the working tree: fails

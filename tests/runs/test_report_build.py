@@ -39,7 +39,7 @@ def rebuilt(tmp_path_factory):
         r.analysis = r.history = r.calibration = None
     report.targets, report.commit = {}, None
     config = load_config(root / "perfguard.toml")
-    history = BaselineHistory(config.baseline_dir)
+    history = BaselineHistory(config.storage.baseline_dir)
     report.commit = history.head
     for r in report.results:
         profile = config.profile(r.target)

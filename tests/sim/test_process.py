@@ -288,9 +288,10 @@ def test_tune_checks_a_candidate_natively(project):
 
     config = load_config(project(NATIVE_TOML))
     spec, profile = config.kernel("gemm_small"), config.profile("x86_64")
-    result = native_check_job(Job(spec, profile, config.root, config.cache_dir, config.simulator, 60.0, 1, 1))
+    cache_dir, simulator = config.storage.cache_dir, config.simulation.simulator
+    result = native_check_job(Job(spec, profile, config.root, cache_dir, simulator, 60.0, 1, 1))
     assert result.ok and result.error is None and result.binary_hash
-    failed = native_check_job(Job(spec, profile, config.root, config.cache_dir, config.simulator, 0.0, 1, 1))
+    failed = native_check_job(Job(spec, profile, config.root, cache_dir, simulator, 0.0, 1, 1))
     assert not failed.ok and failed.error.endswith("native run timed out after 0 s")
 
 
