@@ -250,8 +250,8 @@ def test_check_uses_the_pipeline_model_attributes_blocks_and_notes_old_baselines
     assert result["model_id"].startswith("analytical-") and result["blocks"] is None
     loaded = load_config(config)
     assert all(job.warm_pipeline for job in make_jobs(loaded, select(loaded, None, None)))
-    assert not any(job.warm_pipeline for job in make_jobs(replace(loaded, model="analytical"),
-                                                           select(loaded, None, None)))
+    analytical = replace(loaded, judging=replace(loaded.judging, model="analytical"))
+    assert not any(job.warm_pipeline for job in make_jobs(analytical, select(loaded, None, None)))
 
     # a baseline recorded before block profiles: compared under the analytical model, and said so
     del stored["stats"]["blocks"]
