@@ -60,7 +60,7 @@ from perfguard.errors import InfraError, InputError, PerfguardError
 from perfguard.executors.local import LocalExecutor
 from perfguard.pipeline import Job, JobResult, run_job
 from perfguard.predict.analytical import AnalyticalModel
-from perfguard.predict.select import predictor_for, stored_model
+from perfguard.predict.select import predictor_for, stored_model, trained_dtypes
 from perfguard.native import (PROCESSES, ProcessRun, QuietBudget, QuietPolicy, add_quiet_options, check_native,
                               pick_cpu, this_machine, time_calls, time_process, time_quietly)
 from perfguard.sim.stats import Stats
@@ -479,18 +479,25 @@ def _analytical(profile: TargetProfile, family: str, sides: list[Side], config: 
     return AnalyticalModel(profile).predict_stats([s.stats for s in sides])
 
 
-def _stored_calibrated(profile: TargetProfile, family: str, config: Config):
-    """The family's committed calibrated model, whether or not `auto` uses it (None: there is none)."""
+def _stored_calibrated(profile: TargetProfile, family: str, config: Config, dtype: str):
+    """The family's committed calibrated model, whether or not `auto` uses it (None: there is none,
+    or it was not trained on this dtype, which perfguard would not score with it either)."""
     from perfguard.predict.calibrated import CalibratedModel
 
     stored = stored_model(config.storage.baseline_dir, profile.name, family)
-    return None if stored is None else CalibratedModel(stored.predictor, profile, config.storage.cache_dir)
+    if stored is None or dtype not in trained_dtypes(stored.meta):
+        return None
+    return CalibratedModel(stored.predictor, profile, config.storage.cache_dir)
+
+
+def _dtype(sides: list[Side]) -> str:
+    return str(sides[0].spec.params.get("dtype", "float32"))
 
 
 def _calibrated(profile: TargetProfile, family: str, sides: list[Side], config: Config) -> np.ndarray | None:
-    model = _stored_calibrated(profile, family, config)
+    model = _stored_calibrated(profile, family, config, _dtype(sides))
     if model is None:
-        return None  # n/a: no calibrated model for this family
+        return None  # n/a: no calibrated model for this family and dtype
     return model.predict_stats([s.stats for s in sides])
 
 
@@ -503,8 +510,9 @@ def _pipeline(profile: TargetProfile, family: str, sides: list[Side], config: Co
 def _check(profile: TargetProfile, family: str, sides: list[Side], config: Config) -> np.ndarray:
     """What `perfguard check` scores with under the config's `model` setting (auto: the committed
     calibrated model of the family where there is one, else the pipeline model): the verdicts users get."""
+    # with the kernel's params, as check passes them: a model scores only the dtypes it was trained on
     predictor = predictor_for(profile, family, "qemu", config.storage.baseline_dir, None, config.storage.cache_dir,
-                              config.judging.model)
+                              config.judging.model, params=sides[0].spec.params)
     return predictor.predict_stats([s.stats for s in sides])
 
 
@@ -549,7 +557,8 @@ def predicted_deltas(pairs: list[Pair], sides: dict[str, tuple[Side, Side]], pro
 INTERVAL_COLUMNS = ("pipeline", "analytical", "calibrated")
 
 
-def scoring_model(model: str, profile: TargetProfile, family: str, config: Config) -> tuple[str, bool] | None:
+def scoring_model(model: str, profile: TargetProfile, family: str, config: Config,
+                  dtype: str = "float32") -> tuple[str, bool] | None:
     """(model_id, calibrated) of the model a column scores a family with; None where it has none."""
     if model == "analytical":
         return AnalyticalModel(profile).model_id, False
@@ -558,7 +567,7 @@ def scoring_model(model: str, profile: TargetProfile, family: str, config: Confi
 
         return PipelineModel(profile, config.storage.cache_dir).model_id, False
     if model == "calibrated":
-        predictor = _stored_calibrated(profile, family, config)
+        predictor = _stored_calibrated(profile, family, config, dtype)
         return None if predictor is None else (predictor.model_id, True)
     return None
 
@@ -585,7 +594,8 @@ def interval_residuals(pairs: list[Pair], profile: TargetProfile, config: Config
             continue
         for pair in pairs:
             value = predicted[model].get(pair.name)
-            who = scoring_model(model, profile, pair.family, config) if value is not None else None
+            dtype = str(pair.sides()[0].params.get("dtype", "float32"))
+            who = scoring_model(model, profile, pair.family, config, dtype) if value is not None else None
             if who is None or not value > -1.0:
                 continue
             key = (profile.name, who[0], model_kind(*who))

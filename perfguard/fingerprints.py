@@ -14,6 +14,7 @@ such change; they never need to know which part mattered.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib.util
 import json
@@ -64,6 +65,41 @@ def code_digest() -> str:
         h.update(path.read_bytes())
         h.update(b"\0")
     return h.hexdigest()
+
+
+@lru_cache(maxsize=None)
+def logic_digest(*modules: str) -> str:
+    """What the code of `modules` (package-relative paths) computes, not how it reads: a digest of
+    their syntax trees without docstrings, comments or layout, so that a model whose id carries it
+    changes id when its arithmetic changes and keeps it when only its prose does. Serialised by a
+    walker of its own rather than ast.dump, whose output differs between Python versions for the
+    same code (empty fields shown or left out)."""
+    h = hashlib.sha256()
+    for module in modules:
+        tree = ast.parse((PACKAGE_DIR / module).read_text(), module)
+        h.update(module.encode() + b"\0" + _tree_text(tree).encode() + b"\0")
+    return h.hexdigest()
+
+
+def _tree_text(node: ast.AST) -> str:
+    body = getattr(node, "body", None)
+    if isinstance(body, list) and body and isinstance(body[0], ast.Expr) \
+            and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+        body = body[1:]  # a docstring
+    parts = [type(node).__name__]
+    for name, value in ast.iter_fields(node):
+        if name == "body" and body is not None:
+            value = body
+        if value is None or value == [] or name in ("ctx", "type_params", "type_comment", "kind"):
+            continue
+        if isinstance(value, list):
+            text = "[" + ",".join(_tree_text(v) if isinstance(v, ast.AST) else repr(v) for v in value) + "]"
+        elif isinstance(value, ast.AST):
+            text = _tree_text(value)
+        else:
+            text = repr(value)
+        parts.append(f"{name}={text}")
+    return "(" + " ".join(parts) + ")"
 
 
 @lru_cache(maxsize=None)

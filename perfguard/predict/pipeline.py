@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from perfguard.errors import InputError
+from perfguard.fingerprints import logic_digest
 from perfguard.predict.base import Predictor
 from perfguard.sim.mca import LATENCY_BOUND, BlockTiming, McaTarget, block_timings, llvm_version, loop_cycles
 from perfguard.predict.memdeps import ALIAS_PENALTY, aliased_loads
@@ -137,6 +138,11 @@ def loop_bodies(costs: list[BlockCost], triple: str) -> list[list[int]]:
 _aliased_loads = functools.lru_cache(maxsize=1 << 16)(aliased_loads)
 
 
+# The modules whose code turns a block profile into a time: an edit to their logic is a new model
+# (new id: stored intervals and calibrated models made with the old one are refused, not misused).
+MODEL_CODE = ("predict/pipeline.py", "predict/memdeps.py", "sim/mca.py")
+
+
 class PipelineModel(Predictor):
     name = "pipeline"
     calibrated = False
@@ -149,7 +155,8 @@ class PipelineModel(Predictor):
         constants = json.dumps({"cpu": self.mca.describe(), "llvm": llvm_version(self.cache_dir), "mlp": profile.mlp,
                                 "l2": profile.cost.l2_latency, "mem": profile.cost.mem_latency,
                                 "l3": [profile.l3_size, profile.cost.l3_latency],
-                                "clock_hz": profile.clock_hz, "alias_penalty": ALIAS_PENALTY},
+                                "clock_hz": profile.clock_hz, "alias_penalty": ALIAS_PENALTY,
+                                "code": logic_digest(*MODEL_CODE)},
                                sort_keys=True)
         self.model_id = "pipeline-v3-" + hashlib.sha256(constants.encode()).hexdigest()[:12]
 

@@ -467,3 +467,40 @@ def test_l2_misses_that_fit_in_the_l3_cost_its_latency_the_rest_memory(tmp_path)
     # the profile's fingerprint (no statistic changes)
     assert PipelineModel(no_l3, tmp_path).model_id != model.model_id
     assert no_l3.fingerprint() == x86.fingerprint()
+
+
+def test_the_model_id_follows_the_logic_of_its_code_not_its_prose(tmp_path, monkeypatch):
+    # The id carries a digest of the code that turns a profile into a time (issue 26: a change to
+    # the loop rule or the L3 term kept the old id, so stored intervals and calibrated models made
+    # for the old arithmetic were used with the new). Written on copies of a module in a temporary
+    # package folder, as the digest reads them.
+    from perfguard import fingerprints
+    source = (fingerprints.PACKAGE_DIR / "predict/memdeps.py").read_text()
+    assert "ALIAS_PENALTY = " in source
+
+    def digest_of(text: str) -> str:
+        (tmp_path / "predict").mkdir(exist_ok=True)
+        (tmp_path / "predict/memdeps.py").write_text(text)
+        monkeypatch.setattr(fingerprints, "PACKAGE_DIR", tmp_path)
+        fingerprints.logic_digest.cache_clear()
+        try:
+            return fingerprints.logic_digest("predict/memdeps.py")
+        finally:
+            fingerprints.logic_digest.cache_clear()
+
+    original = digest_of(source)
+    prose = source.replace('"""', '"""An edited docstring. ', 1).replace("\n", "  # a comment\n", 3)
+    layout = source.replace("ALIAS_PENALTY = ", "ALIAS_PENALTY  =  ")
+    assert digest_of(prose) == original
+    assert digest_of(layout) == original
+    value = source.split("ALIAS_PENALTY = ", 1)[1].split("\n", 1)[0].split("#")[0].strip()
+    logic = source.replace(f"ALIAS_PENALTY = {value}", f"ALIAS_PENALTY = {value} + 1", 1)
+    assert digest_of(logic) != original
+    monkeypatch.undo()
+    fingerprints.logic_digest.cache_clear()
+    # and the model's id is made from that digest of its own modules
+    import perfguard.predict.pipeline as pipeline
+    assert set(pipeline.MODEL_CODE) >= {"predict/pipeline.py", "predict/memdeps.py", "sim/mca.py"}
+    before = PipelineModel(BUILTIN["x86_64"], tmp_path / "cache").model_id
+    monkeypatch.setattr(pipeline, "logic_digest", lambda *modules: "another arithmetic")
+    assert PipelineModel(BUILTIN["x86_64"], tmp_path / "cache").model_id != before

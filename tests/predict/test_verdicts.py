@@ -339,3 +339,29 @@ def test_a_model_that_fails_on_a_pair_leaves_it_unscored_and_says_why(monkeypatc
     assert errors == {"picky": {gemv.name: "llvm-mca-19 failed on block 0x10"}}
     with pytest.raises(InfraError):  # without an errors dict (tests, other callers) it raises
         vd.predicted_deltas([gemm, gemv], sides, X86, None, ["picky"])
+
+
+def test_the_check_column_scores_each_dtype_as_check_does(cache_dir):
+    # `perfguard check` scores a kernel with a family's calibrated model only in a dtype the model
+    # was trained on; the benchmark's "check" column once scored half-precision gemm pairs with the
+    # float32 gemm model (two false alarms that check itself never raised). On the committed
+    # baselines' statistics of a float32 and a float16 gemm kernel:
+    from types import SimpleNamespace
+
+    from perfguard.config import KernelSpec
+    from perfguard.sim.stats import Stats
+
+    config = load_config(REPO / "perfguard.toml").with_cache_dir(cache_dir)
+
+    def sides(name: str) -> list:
+        stored = json.loads((REPO / "baselines/x86_64" / f"{name}.json").read_text())
+        spec = KernelSpec(name, "", "gemm", stored["params"])
+        return [vd.Side(spec, SimpleNamespace(stats=Stats.from_dict(stored["stats"])), REPO)] * 2
+
+    half, single = sides("gemm_fp16_64x64x128"), sides("gemm_256")
+    assert half[0].spec.params["dtype"] == "float16" and single[0].spec.params.get("dtype", "float32") == "float32"
+    assert vd._calibrated(X86, "gemm", half, config) is None  # the gemm model knows float32 only
+    assert list(vd._check(X86, "gemm", half, config)) == list(vd._pipeline(X86, "gemm", half, config))
+    calibrated = vd._calibrated(X86, "gemm", single, config)
+    assert calibrated is not None and list(vd._check(X86, "gemm", single, config)) == list(calibrated)
+    assert list(calibrated) != list(vd._pipeline(X86, "gemm", single, config))
