@@ -60,7 +60,7 @@ from perfguard.errors import InfraError, InputError, PerfguardError
 from perfguard.executors.local import LocalExecutor
 from perfguard.pipeline import Job, JobResult, run_job
 from perfguard.predict.analytical import AnalyticalModel
-from perfguard.predict.select import predictor_for, stored_model, trained_dtypes
+from perfguard.predict.select import kernel_dtype, predictor_for, stored_model, trained_dtypes
 from perfguard.native import (PROCESSES, ProcessRun, QuietBudget, QuietPolicy, add_quiet_options, check_native,
                               pick_cpu, this_machine, time_calls, time_process, time_quietly)
 from perfguard.sim.stats import Stats
@@ -490,12 +490,8 @@ def _stored_calibrated(profile: TargetProfile, family: str, config: Config, dtyp
     return CalibratedModel(stored.predictor, profile, config.storage.cache_dir)
 
 
-def _dtype(sides: list[Side]) -> str:
-    return str(sides[0].spec.params.get("dtype", "float32"))
-
-
 def _calibrated(profile: TargetProfile, family: str, sides: list[Side], config: Config) -> np.ndarray | None:
-    model = _stored_calibrated(profile, family, config, _dtype(sides))
+    model = _stored_calibrated(profile, family, config, kernel_dtype(sides[0].spec.params))
     if model is None:
         return None  # n/a: no calibrated model for this family and dtype
     return model.predict_stats([s.stats for s in sides])
@@ -594,7 +590,7 @@ def interval_residuals(pairs: list[Pair], profile: TargetProfile, config: Config
             continue
         for pair in pairs:
             value = predicted[model].get(pair.name)
-            dtype = str(pair.sides()[0].params.get("dtype", "float32"))
+            dtype = kernel_dtype(pair.sides()[0].params)
             who = scoring_model(model, profile, pair.family, config, dtype) if value is not None else None
             if who is None or not value > -1.0:
                 continue

@@ -66,7 +66,7 @@ def predictor_for(profile: TargetProfile, family: str | None, simulator: str = "
     if model != "auto":
         raise InputError(f"unknown model '{model}' (one of {', '.join(MODEL_NAMES)})")
     stored = None if baseline_dir is None else stored_model(baseline_dir, profile.name, family, source)
-    if stored is not None and params is not None and str(params.get("dtype", "float32")) not in trained_dtypes(stored.meta):
+    if stored is not None and params is not None and kernel_dtype(params) not in trained_dtypes(stored.meta):
         stored = None
     if stored is not None and not auto_uses(stored.meta):
         stored = None  # it did not beat the pipeline model on shapes it was not selected on
@@ -97,6 +97,11 @@ def auto_uses(meta: dict) -> bool:
     the pipeline model on held-out shapes (meta["auto"]); files written before that are used."""
     decision = meta.get("auto")
     return not isinstance(decision, dict) or decision.get("use") is not False
+
+
+def kernel_dtype(params: dict) -> str:
+    """The dtype a kernel computes in (its `dtype` parameter; the families' default is float32)."""
+    return str(params.get("dtype", "float32"))
 
 
 def trained_dtypes(meta: dict) -> list[str]:

@@ -36,6 +36,7 @@ from perfguard.predict.calibrated import CalibratedModel
 from perfguard.predict.features import FEATURE_SETS, feature_names, matrix, pipeline_columns
 from perfguard.predict.pipeline import PipelineModel
 from perfguard.predict.registry import PREDICTORS
+from perfguard.predict.select import kernel_dtype
 from perfguard.predict.store import StoredModel, save_model
 from perfguard.sim.base import get_simulator
 from perfguard.native import DEFAULT_CV_BOUND, PROCESSES, QuietPolicy, check_native, this_machine, time_interleaved
@@ -444,7 +445,7 @@ def train(dataset: Dataset, profile: TargetProfile, out: Path, names: list[str] 
         "simulator_fingerprint": dataset.simulator_fingerprint, "profile_fingerprint": profile.fingerprint(),
         "dataset_hash": dataset.digest(), "rows": len(data.rows), "rows_left_out": data.left_out,
         "groups": sorted(set(data.groups.tolist())),
-        "dtypes": sorted({str(r.params.get("dtype", "float32")) for r in data.rows}),
+        "dtypes": sorted({kernel_dtype(r.params) for r in data.rows}),
         "machines": dataset.machines(), "created": now_iso(),
         "feature_set": data.features, "features": list(feature_names(data.features, predictor.view)),
         "pipeline_model_id": data.pipeline_id,
