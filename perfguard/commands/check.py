@@ -15,7 +15,7 @@ from perfguard.config import load_config
 from perfguard.limits import MODEL_NAMES
 from perfguard.document.report import Report, Revision, Shard, write_report
 from perfguard.errors import InputError
-from perfguard.executors import add_executor_options, default_workers, executor_from_args
+from perfguard.executors import add_executor_options, executor_from_args, pool_size
 from perfguard.jsonfile import now_iso
 from perfguard.report.html import KERNEL_DIR
 from perfguard.report.pages import page_files, write_pages
@@ -54,7 +54,7 @@ def add_common(parser: argparse.ArgumentParser) -> None:
                         help="comma-separated kernel or [[model]] names (default: all, models included)")
     parser.add_argument("--simulator", choices=SIMULATOR_NAMES, help="override the config's simulator")
     parser.add_argument("-j", "--jobs", type=int,
-                        help="parallel jobs (check: default one per 4 jobs to run, up to the CPU count)")
+                        help="parallel jobs (default: one per 4 jobs to run, up to the CPU count)")
 
 
 def add_parser(subparsers) -> None:
@@ -168,17 +168,6 @@ def run(args: argparse.Namespace) -> int:
         check_record.store(config, key, recorded_json, [list(d) for d in dict.fromkeys(map(tuple, depends))],
                            report_dir, page_files(report_dir))
     return check.exit_code()
-
-
-JOBS_PER_WORKER = 4  # a worker imports TVM (one to three CPU-seconds): worth it for a few jobs, not for one
-
-
-def pool_size(asked: int | None, todo: int) -> int:
-    """Workers for `todo` jobs: what -j or the config's `jobs` asks (never more than the jobs), else
-    one per JOBS_PER_WORKER jobs up to the CPU count (one: the jobs run in this process, no pool)."""
-    if asked:
-        return max(1, min(asked, todo))
-    return max(1, min(default_workers(), -(-todo // JOBS_PER_WORKER)))
 
 
 def _reused(args: argparse.Namespace, clock: StageClock, out, found: tuple[dict, dict[str, bytes]],
