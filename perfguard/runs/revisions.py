@@ -31,7 +31,7 @@ from perfguard.config import Config, KernelSpec, load_config
 from perfguard.errors import EXIT_INFRA, InfraError, InputError, PerfguardError
 from perfguard.kernels.models import model_specs
 from perfguard.pipeline import JobResult
-from perfguard.runs.check import make_jobs, measure
+from perfguard.runs.check import make_jobs, measure, recorded
 from perfguard.sim.stats import Stats
 
 # -- git -------------------------------------------------------------------------------------------
@@ -268,8 +268,10 @@ def _serve() -> int:
                 models = {(s.name, t): s for s in map(spec_from_dict, request["specs"]) for t in s.targets}
                 pairs = [(models.get((kernel, target)) or config.kernel(kernel), target)
                          for kernel, target in request["pairs"]]
-                results = measure(config, make_jobs(config, pairs, request["simulator"]),
-                                  request["jobs"] or config.jobs)
+                jobs = make_jobs(config, pairs, request["simulator"])
+                # a job whose inputs are as recorded (by a check, an update or another revision) is not run
+                # again: a revision that leaves a kernel as it was costs no TVM, build or simulation for it
+                results = measure(config, jobs, request["jobs"] or config.jobs, known=recorded(jobs))
                 # to_record: the block profile travels too (compare's attribution, bisect's changed blocks)
                 answer = {"results": [dict(r.to_dict(), stats=None if r.stats is None else r.stats.to_record())
                                       for r in results]}
