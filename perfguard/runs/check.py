@@ -235,11 +235,12 @@ def run_check(
     executor: Executor | None = None,  # default: a local pool of `workers`
     partial: bool = False,  # on Ctrl-C, judge what finished (the rest are errors) instead of raising
     whole_models: dict[tuple[str, str], list[str]] | None = None,  # a shard: each model's kernels in the whole run
+    known: list[JobResult | None] | None = None,  # recorded results (`recorded`): those jobs are not run
 ) -> CheckRun:
     if partial:
-        results, interrupted = measure_until_interrupted(config, jobs, workers, on_result, executor)
+        results, interrupted = measure_until_interrupted(config, jobs, workers, on_result, executor, known)
     else:
-        results, interrupted = measure(config, jobs, workers, on_result, executor), False
+        results, interrupted = measure(config, jobs, workers, on_result, executor, known), False
     return judge_results(config, jobs, results, threshold, store, interrupted, whole_models)
 
 
