@@ -8,7 +8,9 @@ imported, stays in sys.modules, so a second revision's edit of `mykernels/ops.py
 measure the first revision's code again: before each revision the worker forgets every module
 imported from the previous revision's tree. The caller's process never imports a revision's code.
 Every side shares the caller's build and simulation cache, so a revision whose kernel IR did not
-change costs no build and no simulation.
+change costs no build and no simulation; and a job recorded with nothing it depends on changed
+(perfguard.records, as `perfguard check` reuses them) is answered without the worker: a revision
+whose every job is recorded starts no process and imports no TVM.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Iterator
 
-from perfguard import user_code
+from perfguard import records, user_code
 from perfguard.baselines.store import Baseline
 from perfguard.config import Config, KernelSpec, load_config
 from perfguard.errors import EXIT_INFRA, InfraError, InputError, PerfguardError
@@ -203,8 +205,16 @@ class Measurer:
         answer = self._ask(side, {"expand": [t for t in (targets or side.config.targets) if t in side.config.profiles]})
         side.model_specs = [spec_from_dict(d) for d in answer["specs"]]
 
+    @property
+    def started(self) -> bool:
+        """Whether the worker process was started (every result recorded: it never is)."""
+        return self._proc is not None
+
     def measure(self, side: Side, pairs: list[tuple[str, str]]) -> None:
-        """Measure `pairs` of `side` (configured kernels, or its model kernels: Measurer.expand); fills side.results."""
+        """Measure `pairs` of `side` (configured kernels, or its model kernels: Measurer.expand); fills side.results.
+        A job recorded with nothing it depends on changed (perfguard.records) is answered here, as
+        `perfguard check` answers it: no worker, no TVM; the worker measures the rest."""
+        pairs = [pair for pair in pairs if not self._recorded(side, pair)]
         if not pairs:
             return
         wanted = {name for name, _ in pairs}
@@ -213,6 +223,24 @@ class Measurer:
         for data in answer["results"]:
             result = result_from_dict(data)
             side.results[(result.kernel, result.target)] = result
+
+    def _recorded(self, side: Side, pair: tuple[str, str]) -> bool:
+        """Fill side.results with the pair's recorded result, if there is one. Reading a record
+        hashes the files the job read; it imports none of the revision's code. Anything the
+        worker would refuse (an unknown kernel or target) is left to it, to say so."""
+        kernel, target = pair
+        if side.config is None:
+            return False
+        config = side.config.with_cache_dir(self.cache_dir)
+        spec = next((s for s in side.model_specs if s.name == kernel and target in (s.targets or ())), None)
+        try:
+            job = make_jobs(config, [(spec or config.kernel(kernel), target)], self.simulator)[0]
+        except PerfguardError:
+            return False
+        result = records.lookup(job)
+        if result is not None:
+            side.results[pair] = result
+        return result is not None
 
     def _ask(self, side: Side, fields: dict) -> dict:
         proc = self._start()
