@@ -568,7 +568,8 @@ def test_report_reader(doc):
     ("[1" + "0" * 40 + "]", "has more than 40 digits"), ('"\\ud800"', "lone surrogate"),
     ('{"\\uDC00": 1}', "lone surrogate"), ('"\ud800"', "lone surrogate"), ("[NaN]", "non-finite number NaN"),
     ('{"a": [1, 2.5, "x", "\\ud83d\\ude00", 1e308, 1.5e-400, ' + "9" * 40 + "]}", None),
-])
+], ids=["exponent", "capital-exponent", "digits", "escaped-surrogate", "escaped-surrogate-key", "raw-surrogate",
+        "nan", "valid"])
 def test_strict_json_checks_every_text_the_same_way(text, message):
     """perfguard.jsonfile parses most texts with the json module alone and hands the rest to its
     checks: either way, what is out of range is refused and what is not reads as Python reads it."""
