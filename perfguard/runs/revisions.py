@@ -8,9 +8,8 @@ imported, stays in sys.modules, so a second revision's edit of `mykernels/ops.py
 measure the first revision's code again: before each revision the worker forgets every module
 imported from the previous revision's tree. The caller's process never imports a revision's code.
 Every side shares the caller's build and simulation cache, so a revision whose kernel IR did not
-change costs no build and no simulation; and a job recorded with nothing it depends on changed
-(perfguard.records, as `perfguard check` reuses them) is answered without the worker: a revision
-whose every job is recorded starts no process and imports no TVM.
+change costs no build and no simulation, and a job measured before with the same inputs (its
+record, perfguard.records) is not run at all, as in `check`.
 """
 
 from __future__ import annotations
@@ -27,13 +26,13 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Iterator
 
-from perfguard import records, user_code
+from perfguard import user_code
 from perfguard.baselines.store import Baseline
 from perfguard.config import Config, KernelSpec, load_config
 from perfguard.errors import EXIT_INFRA, InfraError, InputError, PerfguardError
 from perfguard.kernels.models import model_specs
 from perfguard.pipeline import JobResult
-from perfguard.runs.check import make_jobs, measure
+from perfguard.runs.check import make_jobs, measure, pool_size, recorded
 from perfguard.sim.stats import Stats
 
 # -- git -------------------------------------------------------------------------------------------
@@ -205,16 +204,8 @@ class Measurer:
         answer = self._ask(side, {"expand": [t for t in (targets or side.config.targets) if t in side.config.profiles]})
         side.model_specs = [spec_from_dict(d) for d in answer["specs"]]
 
-    @property
-    def started(self) -> bool:
-        """Whether the worker process was started (every result recorded: it never is)."""
-        return self._proc is not None
-
     def measure(self, side: Side, pairs: list[tuple[str, str]]) -> None:
-        """Measure `pairs` of `side` (configured kernels, or its model kernels: Measurer.expand); fills side.results.
-        A job recorded with nothing it depends on changed (perfguard.records) is answered here, as
-        `perfguard check` answers it: no worker, no TVM; the worker measures the rest."""
-        pairs = [pair for pair in pairs if not self._recorded(side, pair)]
+        """Measure `pairs` of `side` (configured kernels, or its model kernels: Measurer.expand); fills side.results."""
         if not pairs:
             return
         wanted = {name for name, _ in pairs}
@@ -223,24 +214,6 @@ class Measurer:
         for data in answer["results"]:
             result = result_from_dict(data)
             side.results[(result.kernel, result.target)] = result
-
-    def _recorded(self, side: Side, pair: tuple[str, str]) -> bool:
-        """Fill side.results with the pair's recorded result, if there is one. Reading a record
-        hashes the files the job read; it imports none of the revision's code. Anything the
-        worker would refuse (an unknown kernel or target) is left to it, to say so."""
-        kernel, target = pair
-        if side.config is None:
-            return False
-        config = side.config.with_cache_dir(self.cache_dir)
-        spec = next((s for s in side.model_specs if s.name == kernel and target in (s.targets or ())), None)
-        try:
-            job = make_jobs(config, [(spec or config.kernel(kernel), target)], self.simulator)[0]
-        except PerfguardError:
-            return False
-        result = records.lookup(job)
-        if result is not None:
-            side.results[pair] = result
-        return result is not None
 
     def _ask(self, side: Side, fields: dict) -> dict:
         proc = self._start()
@@ -296,8 +269,12 @@ def _serve() -> int:
                 models = {(s.name, t): s for s in map(spec_from_dict, request["specs"]) for t in s.targets}
                 pairs = [(models.get((kernel, target)) or config.kernel(kernel), target)
                          for kernel, target in request["pairs"]]
-                results = measure(config, make_jobs(config, pairs, request["simulator"]),
-                                  request["jobs"] or config.jobs)
+                jobs = make_jobs(config, pairs, request["simulator"])
+                # as `check`: a job whose inputs are as recorded is not run (no TVM, no pool), and the
+                # pool is sized to the jobs that are
+                known = recorded(jobs)
+                workers = pool_size(request["jobs"] or config.jobs, sum(r is None for r in known))
+                results = measure(config, jobs, workers, known=known)
                 # to_record: the block profile travels too (compare's attribution, bisect's changed blocks)
                 answer = {"results": [dict(r.to_dict(), stats=None if r.stats is None else r.stats.to_record())
                                       for r in results]}
