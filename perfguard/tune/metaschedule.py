@@ -15,6 +15,8 @@ the binaries stay in perfguard's content-addressed cache.
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import inspect
 import json
 import logging
@@ -69,9 +71,6 @@ def import_meta_schedule():
     perfguard never builds). The package is entered without running its __init__ and only the CPU
     modules are imported; any other module of it still imports on first use."""
     if "tvm.s_tir.tensor_intrin" not in sys.modules:
-        import importlib
-        import importlib.util
-
         import tvm.s_tir
 
         spec = importlib.util.find_spec("tvm.s_tir.tensor_intrin")
