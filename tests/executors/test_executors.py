@@ -85,10 +85,13 @@ def test_check_on_a_dask_cluster_reports_what_the_local_pool_reports(cluster, pr
         params = { M = 32, N = 32, K = 16, vector = 4 }
         """)
     reports = []
-    for extra in (["-j", "1"], ["--executor", "dask", "--scheduler", cluster.scheduler_address]):
+    # --recompute: the second check would otherwise take both results from the first's job records
+    # (perfguard.records) and start no executor at all
+    for extra in (["-j", "1"], ["--executor", "dask", "--scheduler", cluster.scheduler_address, "--recompute"]):
         assert main(["check", "--config", str(config), *extra]) == 0
         data = json.loads((config.parent / "reports" / "perfguard.json").read_text())
         reports.append([(r["kernel"], r["target"], r["stats"], r["current_time_s"]) for r in data["results"]])
+        assert not any(job.get("reused") for job in data["timings"]["jobs"]), data["timings"]  # every job ran
     assert reports[0] == reports[1] and len(reports[0]) == 2
 
 
