@@ -98,7 +98,7 @@ class DriftLimits:
 _OWN_KEYS: KeyDocs = {
     "targets": ("list of target names", '["x86_64", "aarch64", "riscv64"]',
                 "the target ISAs every kernel is built for and simulated on (built-in or `[target.NAME]`)"),
-    "jobs": ("integer >= 1", "the CPU count", "kernels built and simulated in parallel"),
+    "jobs": ("integer >= 1", "one per 4 jobs to run, up to the CPU count (tune: the CPU count)", "kernels built and simulated in parallel"),
     "require_reference": ("boolean", "false", "every kernel must name a numpy `reference` (no self-consistency "
                                               "check only)"),
 }

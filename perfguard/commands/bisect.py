@@ -31,7 +31,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--config", type=Path, help="perfguard.toml in the working tree (default: found from here); "
                                                "each revision's own copy at the same path is used")
     p.add_argument("--simulator", choices=SIMULATOR_NAMES, help="override the configs' simulator")
-    p.add_argument("-j", "--jobs", type=int, help="parallel jobs (default: CPU count)")
+    p.add_argument("-j", "--jobs", type=int, help="parallel jobs (default: one per 4 jobs to run, up to the CPU count)")
     p.add_argument("--json", type=Path, help="write every visited revision and the outcome here")
     p.add_argument("--allow-dirty", action="store_true",
                    help="measure HEAD as committed even when the working tree has uncommitted changes")

@@ -15,15 +15,14 @@ from perfguard.config import load_config
 from perfguard.limits import MODEL_NAMES
 from perfguard.document.report import Report, Revision, Shard, write_report
 from perfguard.errors import InputError
-from perfguard.executors import add_executor_options, executor_from_args
+from perfguard.executors import add_executor_options, executor_from_args, pool_size
 from perfguard.jsonfile import now_iso
 from perfguard.report.html import KERNEL_DIR
 from perfguard.report.pages import page_files, write_pages
 from perfguard.report.terminal import console, print_table, print_timings, progress
 from perfguard.runs import check_record
 from perfguard.runs import result_records
-from perfguard.runs.check import (judge_results, make_jobs, measure_until_interrupted, pool_size, recorded, select,
-                                  whole_models)
+from perfguard.runs.check import judge_results, make_jobs, measure_until_interrupted, recorded, select, whole_models
 from perfguard.runs.orphans import orphan_outcomes
 from perfguard.runs.report_build import build_report, check_timings
 from perfguard.sim.base import SIMULATOR_NAMES
@@ -55,7 +54,7 @@ def add_common(parser: argparse.ArgumentParser) -> None:
                         help="comma-separated kernel or [[model]] names (default: all, models included)")
     parser.add_argument("--simulator", choices=SIMULATOR_NAMES, help="override the config's simulator")
     parser.add_argument("-j", "--jobs", type=int,
-                        help="parallel jobs (check: default one per 4 jobs to run, up to the CPU count)")
+                        help="parallel jobs (default: one per 4 jobs to run, up to the CPU count)")
 
 
 def add_parser(subparsers) -> None:

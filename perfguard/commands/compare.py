@@ -29,7 +29,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--targets", type=names, help="comma-separated targets (default: each revision's config)")
     p.add_argument("--kernels", type=names, help="comma-separated kernel or [[model]] names (default: all, models included, on either side)")
     p.add_argument("--simulator", choices=SIMULATOR_NAMES, help="override the configs' simulator")
-    p.add_argument("-j", "--jobs", type=int, help="parallel jobs per revision (default: CPU count)")
+    p.add_argument("-j", "--jobs", type=int, help="parallel jobs per revision (default: one per 4 jobs to run, up to the CPU count)")
     p.add_argument("--threshold", type=float, help="regression threshold in percent (overrides the configs)")
     p.add_argument("--json", type=Path, help="also write the JSON report here")
     p.add_argument("--report-dir", type=Path, help="where reports go (default: the config's report_dir)")

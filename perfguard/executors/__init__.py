@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 
 from perfguard.errors import InputError
-from perfguard.executors.base import Executor, default_workers
+from perfguard.executors.base import Executor, default_workers, pool_size
 from perfguard.executors.local import LocalExecutor
 from perfguard.registry import Registry
 
@@ -22,7 +22,7 @@ EXECUTORS = Registry("executor", {  # dask imported only when asked for
 EXECUTOR_NAMES = EXECUTORS.names
 
 __all__ = ["EXECUTORS", "EXECUTOR_NAMES", "Executor", "LocalExecutor", "add_executor_options", "default_workers",
-           "executor_from_args", "make_executor"]
+           "executor_from_args", "make_executor", "pool_size"]
 
 
 def make_executor(name: str = "local", workers: int | None = None, scheduler: str | None = None) -> Executor:

@@ -32,6 +32,17 @@ def default_workers() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+JOBS_PER_WORKER = 4  # a worker imports TVM (one to three CPU-seconds): worth it for a few jobs, not for one
+
+
+def pool_size(asked: int | None, todo: int) -> int:
+    """Workers for `todo` jobs: what -j or the config's `jobs` asks (never more than the jobs), else
+    one per JOBS_PER_WORKER jobs up to the CPU count (one: the jobs run in this process, no pool)."""
+    if asked:
+        return max(1, min(asked, todo))
+    return max(1, min(default_workers(), -(-todo // JOBS_PER_WORKER)))
+
+
 def workers_text(n: int) -> str:
     return f"{n} worker" + ("" if n == 1 else "s")
 

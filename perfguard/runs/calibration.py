@@ -25,7 +25,7 @@ import numpy as np
 from perfguard.compile.cache import BuildCache
 from perfguard.config import Config, DriftLimits, KernelSpec, default_cache_dir
 from perfguard.errors import InfraError, InputError
-from perfguard.executors import Executor, LocalExecutor
+from perfguard.executors import Executor, LocalExecutor, pool_size
 from perfguard.jsonfile import now_iso
 from perfguard.kernels import get_family
 from perfguard.pipeline import Job, JobResult, build_kernel, run_job
@@ -137,7 +137,7 @@ def collect(config: Config, profile: TargetProfile, family_name: str, shapes: li
     sim, cache_dir = config.simulation, config.storage.cache_dir
     jobs = [Job(spec, profile, config.root, cache_dir, sim.simulator, sim.timeout, 1, 1) for _, spec in labelled]
     started = time.monotonic()
-    results = (executor or LocalExecutor(workers or config.jobs)).map(run_job, jobs, on_result)
+    results = (executor or LocalExecutor(pool_size(workers or config.jobs, len(jobs)))).map(run_job, jobs, on_result)
     simulate_s = time.monotonic() - started
     simulator = get_simulator(sim.simulator, cache_dir)
     dataset = Dataset(profile.name, family_name, sim.simulator, simulator.fingerprint(profile))
@@ -255,7 +255,7 @@ def resimulate(config: Config, profile: TargetProfile, dataset: Dataset, workers
     sim, cache_dir = config.simulation, config.storage.cache_dir
     jobs = [Job(KernelSpec(f"{dataset.family}-{i}", entry, dataset.family, row.params), profile, config.root,
                 cache_dir, sim.simulator, sim.timeout, 1, 1) for i, row in enumerate(dataset.rows)]
-    results = (executor or LocalExecutor(workers or config.jobs)).map(run_job, jobs, on_result)
+    results = (executor or LocalExecutor(pool_size(workers or config.jobs, len(jobs)))).map(run_job, jobs, on_result)
     simulator = get_simulator(sim.simulator, cache_dir)
     return merge_resimulated(dataset, results, simulator.fingerprint(profile))
 

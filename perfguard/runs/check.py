@@ -14,7 +14,7 @@ from perfguard.config import Config, KernelSpec
 from perfguard.document.report import Attribution, BlockChange, ModelPart, Result
 from perfguard.document.verdicts import ERROR, REGRESSION, REMOVED, WRONG_RESULT
 from perfguard.errors import EXIT_INFRA, EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, EXIT_WRONG_RESULT, InfraError, InputError
-from perfguard.executors import Executor, LocalExecutor, default_workers
+from perfguard.executors import Executor, LocalExecutor, pool_size
 from perfguard.jsonfile import now_iso
 from perfguard.judge.attribution import attribute
 from perfguard.judge.model_totals import ModelKernelResult, kernel_rows, skipped_line, total
@@ -172,22 +172,12 @@ def recorded(jobs: list[Job]) -> list[JobResult | None]:
     return [records.lookup(job) for job in jobs]
 
 
-JOBS_PER_WORKER = 4  # a worker imports TVM (one to three CPU-seconds): worth it for a few jobs, not for one
-
-
-def pool_size(asked: int | None, todo: int) -> int:
-    """Workers for `todo` jobs: what -j or the config's `jobs` asks (never more than the jobs), else
-    one per JOBS_PER_WORKER jobs up to the CPU count (one: the jobs run in this process, no pool)."""
-    if asked:
-        return max(1, min(asked, todo))
-    return max(1, min(default_workers(), -(-todo // JOBS_PER_WORKER)))
-
-
 def measure(config: Config, jobs: list[Job], workers: int | None = None,
             on_result: Callable[[int, JobResult], None] | None = None,
             executor: Executor | None = None, known: list[JobResult | None] | None = None) -> list[JobResult]:
     """Every job's result, in job order: those in `known` (recorded results, `recorded`) as they
-    are, the others run by the executor (started only when there is one to run) and recorded."""
+    are, the others run by the executor (started only when there is one to run; by default a local
+    pool of executors.pool_size workers) and recorded."""
     known = known if known is not None else [None] * len(jobs)
     results: list[JobResult | None] = list(known)
     for i, result in enumerate(known):
@@ -202,7 +192,8 @@ def measure(config: Config, jobs: list[Job], workers: int | None = None,
             on_result(todo[k], result)
 
     if todo:
-        (executor or LocalExecutor(workers or config.jobs)).map(run_job, [jobs[i] for i in todo], finished)
+        pool = executor or LocalExecutor(pool_size(workers or config.jobs, len(todo)))
+        pool.map(run_job, [jobs[i] for i in todo], finished)
     return results  # type: ignore[return-value]
 
 

@@ -30,9 +30,10 @@ from perfguard import user_code
 from perfguard.baselines.store import Baseline
 from perfguard.config import Config, KernelSpec, load_config
 from perfguard.errors import EXIT_INFRA, InfraError, InputError, PerfguardError
+from perfguard.executors import pool_size
 from perfguard.kernels.models import model_specs
 from perfguard.pipeline import JobResult
-from perfguard.runs.check import make_jobs, measure, pool_size, recorded
+from perfguard.runs.check import make_jobs, measure, recorded
 from perfguard.sim.stats import Stats
 
 # -- git -------------------------------------------------------------------------------------------

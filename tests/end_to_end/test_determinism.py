@@ -1,10 +1,11 @@
-"""Determinism across processes: two fresh perfguard processes, each on an empty cache, build,
-simulate, record baselines and check against them, and write byte-identical files, but for the
-time of day, the wall-clock seconds a result took and the check's stage timings (masked below,
-and nothing else).
+"""Determinism across processes: a fresh perfguard process and this test's own process, each on an
+empty cache, build, simulate, record baselines and check against them, and write byte-identical
+files, but for the time of day, the wall-clock seconds a result took and the check's stage timings
+(masked below, and nothing else).
 
 One tiny kernel on one target keeps it to one TVM build and one QEMU run per side; the two
-sides run at the same time.
+sides run at the same time. This process has imported TVM long before and run other tests: any
+state a warm process carries that changed a result would show here as a difference.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from perfguard.cli import main
 from tests.conftest import REPO, write_project
 
 TOML = """\
@@ -51,17 +53,21 @@ def outputs(root: Path) -> dict[str, str]:
     return files
 
 
-def test_two_cold_processes_write_byte_identical_baselines_and_reports(tmp_path):
-    roots = [write_project(tmp_path / side, TOML) .parent for side in ("a", "b")]
-    procs = []
-    for root in roots:
-        env = {**os.environ, "PERFGUARD_CACHE_DIR": str(root.parent / f"{root.name}-cache"),
-               "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-        procs.append(subprocess.Popen([sys.executable, "-c", SCRIPT], cwd=root, env=env, text=True,
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
-    for proc in procs:
-        out, _ = proc.communicate(timeout=600)
-        assert proc.returncode == 0, out
+def test_a_cold_process_and_this_one_write_byte_identical_baselines_and_reports(tmp_path, monkeypatch, capsys):
+    roots = [write_project(tmp_path / side, TOML).parent for side in ("a", "b")]
+    caches = [root.parent / f"{root.name}-cache" for root in roots]
+    env = {**os.environ, "PERFGUARD_CACHE_DIR": str(caches[0]),
+           "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen([sys.executable, "-c", SCRIPT], cwd=roots[0], env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    # meanwhile the same, as the script does it, in this process (a second cold process would only import TVM again)
+    monkeypatch.setenv("PERFGUARD_CACHE_DIR", str(caches[1]))
+    monkeypatch.chdir(roots[1])
+    codes = [main(["baseline", "update", "-j", "1"]), main(["check", "-j", "1"])]
+    assert codes == [0, 0], capsys.readouterr().out
+    out, _ = proc.communicate(timeout=600)
+    assert proc.returncode == 0, out
+    assert sorted(p.name for p in caches[1].iterdir()) == sorted(p.name for p in caches[0].iterdir())  # both built
     a, b = (outputs(root) for root in roots)
     assert sorted(a) == ["baselines/aarch64/v.json", "reports/index.html", "reports/kernels/v.html",
                          "reports/perfguard.json", "reports/summary.md"]

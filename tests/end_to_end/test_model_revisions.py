@@ -11,7 +11,7 @@ import pytest
 
 from perfguard.cli import main
 from tests.end_to_end.test_models import NET, TOML
-from tests.projects import commit_all, git, kernel_table, project_repository, with_cache
+from tests.projects import commit_all, git, project_repository, with_cache
 
 pytestmark = pytest.mark.slow  # every test measures real revisions
 
@@ -36,6 +36,15 @@ def _report(config) -> dict:
 
 def test_compare_states_the_model_total_of_base_and_head(revisions, cache_dir, capsys):
     config, base, head = revisions
+    # `check` at each revision first (no baselines: its current total is that revision's), in this process:
+    # compare's worker then finds every job recorded (measuring in the worker: tests/runs/test_compare.py)
+    alone = {}
+    for sha in (base, head):
+        git(config.parent.parent, "checkout", "-q", sha)
+        assert main(["check", "--config", str(config), "-j", "1"]) == 0
+        (alone[sha],) = _report(config)["models"]
+    git(config.parent.parent, "checkout", "-q", "main")
+
     assert main(["compare", base, "HEAD", "--config", str(config), "-j", "1"]) == 1
     data = _report(config)
     (view,) = data["models"]
@@ -64,13 +73,9 @@ def test_compare_states_the_model_total_of_base_and_head(revisions, cache_dir, c
     out = capsys.readouterr().out
     assert "model m [x86_64]: regression" in out and "1 model total(s) regressed" in out
 
-    # the same totals as `check` at each revision (no baselines: its current total is that revision's)
+    # the same totals as `check` at each revision
     for sha, key in ((base, "baseline_total_s"), (head, "current_total_s")):
-        git(config.parent.parent, "checkout", "-q", sha)
-        assert main(["check", "--config", str(config), "-j", "1"]) == 0
-        (alone,) = _report(config)["models"]
-        assert alone["verdict"] == "new" and alone["current_total_s"] == view[key]
-    git(config.parent.parent, "checkout", "-q", "main")
+        assert alone[sha]["verdict"] == "new" and alone[sha]["current_total_s"] == view[key]
 
     # --kernels takes the model's name: its kernels and its total; one of its kernels alone: no total
     assert main(["compare", base, "HEAD", "--config", str(config), "-j", "1", "--kernels", "m"]) == 1
@@ -79,9 +84,9 @@ def test_compare_states_the_model_total_of_base_and_head(revisions, cache_dir, c
     only = _report(config)
     assert [r["kernel"] for r in only["results"]] == [eight["kernel"]] and "models" not in only
 
-    # a revision without the [[model]]: its view says removed, with the old total as the baseline's
-    config.write_text(with_cache('[perfguard]\ntargets = ["x86_64"]\n', cache_dir) +
-                      kernel_table("g", "perfguard.kernels.gemv:gemv", "M = 16, K = 16", "gemv"))
+    # a revision without the [[model]]: its view says removed, with the old total as the baseline's (the
+    # revision configures nothing else, so that only the base side runs: from its job records)
+    config.write_text(with_cache('[perfguard]\ntargets = ["x86_64"]\n', cache_dir))
     commit_all(config.parent.parent, "drop the model")
     assert main(["compare", head, "HEAD", "--config", str(config), "-j", "1"]) == 0
     (gone,) = _report(config)["models"]
@@ -100,12 +105,19 @@ def test_bisect_a_model_total(tmp_path, cache_dir, capsys):
     (tmp_path / "NOTES").write_text("unrelated again\n")
     shas.append(commit_all(tmp_path, "c3 unrelated"))
 
+    # `check` of the bad end (HEAD) first, in this process: its total is the one bisect gives that revision
+    # (and bisect's worker finds those jobs recorded)
+    assert main(["check", "--config", str(config), "-j", "1"]) == 0
+    (at_bad,) = _report(config)["models"]
+
     out_json = tmp_path / "bisect.json"
     args = ["bisect", "--config", str(config), "--model", "m", "--target", "x86_64", "-j", "1"]
+    capsys.readouterr()
     assert main([*args, "--good", shas[0], "--bad", shas[3], "--json", str(out_json)]) == 1
     out = capsys.readouterr().out
     data = json.loads(out_json.read_text())
     assert data["model"] == "m" and data["outcome"] == "found"
+    assert data["bad"]["predicted_time_s"] == at_bad["current_total_s"]
     assert data["first_bad"]["commit"] == shas[2] and data["last_good"]["commit"] == shas[1]
     assert f"first bad commit: {shas[2]} c2 one more layer" in out
     (line,) = [c for c in data["changes"] if c.startswith("calls 2 -> 3: +more.2: ")]

@@ -11,7 +11,7 @@ import pytest
 from perfguard.cli import main
 from perfguard.config import KernelSpec
 from perfguard.errors import InfraError, InputError
-from perfguard.executors import LocalExecutor, make_executor
+from perfguard.executors import LocalExecutor, default_workers, make_executor, pool_size
 from perfguard.executors.dask import WORKER_CACHE_ENV, DaskExecutor, on_worker
 from perfguard.pipeline import Job, run_job
 from perfguard.targets import BUILTIN
@@ -104,6 +104,13 @@ def test_local_executor_submit_and_results_in_order():
     order: list[int] = []
     assert LocalExecutor(2).map(abs, [-1, -2, -3], on_result=lambda i, r: order.append(i)) == [1, 2, 3]
     assert sorted(order) == [0, 1, 2]
+
+
+def test_pool_size_is_one_worker_per_four_jobs_up_to_the_cpus_or_what_was_asked():
+    cpus = default_workers()
+    assert [pool_size(None, n) for n in (0, 1, 4)] == [1, 1, 1]  # a few jobs: in this process, no pool
+    assert pool_size(None, 5) == min(cpus, 2) and pool_size(None, 400) == cpus
+    assert pool_size(3, 2) == 2 and pool_size(3, 10) == 3 and pool_size(1, 400) == 1  # -j: never more than the jobs
 
 
 def test_worker_cache_override(tmp_path, monkeypatch):
