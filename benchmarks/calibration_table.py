@@ -21,10 +21,10 @@ import statistics
 import time
 from pathlib import Path
 
-from perfguard.config import _default_cache_dir
-from perfguard.predict.calibration import DatasetFeatures, evaluate
+from perfguard.config import default_cache_dir
 from perfguard.predict.dataset import load_dataset
 from perfguard.predict.registry import PREDICTORS
+from perfguard.runs.calibration import DatasetFeatures, evaluate
 from perfguard.targets import BUILTIN
 
 REPO = Path(__file__).resolve().parents[1]
@@ -55,7 +55,7 @@ def main() -> None:
         dataset = load_dataset(root / f"{family}.json")
         cpus = sorted({m["cpu"] for m in dataset.machines()})
         for features in [f for f in args.features.split(",") if f]:
-            data = DatasetFeatures(dataset, profile, features, _default_cache_dir(), profiled_only=args.same_rows)
+            data = DatasetFeatures(dataset, profile, features, default_cache_dir(), profiled_only=args.same_rows)
             evaluation = evaluate(dataset, profile, data=data)
             groups = sorted(set(data.groups.tolist()))
             print(f"\n### {args.target} / {family}, {features} features: {len(data.rows)} variants in {len(groups)} "

@@ -187,10 +187,11 @@ def main_gem5(config, specs: list[KernelSpec], targets: list[str], cache_dir: Pa
         chosen = [s for s in specs if s.targets is None or name in s.targets or profile.isa in s.targets]
         start = time.monotonic()
         # gem5 runs at 1-2 MIPS: the config's timeout (600 s) is too short for the larger kernels
-        pairs = run_pairs(chosen, config.root, cache_dir, profile, reps=config.reps, warmup=config.warmup,
-                          timeout=max(config.timeout, GEM5_TIMEOUT), workers=jobs, other="gem5")
-        print(f"{name}: {geometry(profile)}, {profile.l1d.line} B lines; per kernel call, REPS={config.reps} "
-              f"WARMUP={config.warmup}; bounds with an absolute floor of {FLOOR}; "
+        sim = config.simulation
+        pairs = run_pairs(chosen, config.root, cache_dir, profile, reps=sim.reps, warmup=sim.warmup,
+                          timeout=max(sim.timeout, GEM5_TIMEOUT), workers=jobs, other="gem5")
+        print(f"{name}: {geometry(profile)}, {profile.l1d.line} B lines; per kernel call, REPS={sim.reps} "
+              f"WARMUP={sim.warmup}; bounds with an absolute floor of {FLOOR}; "
               f"{time.monotonic() - start:.0f} s.\n")
         print(gem5_markdown(pairs) + "\n")
         ok = ok and gem5_passed(pairs)
@@ -222,10 +223,11 @@ def main(argv: list[str] | None = None) -> int:
         profiles.append(replace(BUILTIN[TARGET], l1d=replace(BUILTIN[TARGET].l1d, assoc=args.wide_l1d)))
     ok = True
     for profile in profiles:
-        pairs = run_pairs(specs, config.root, cache_dir, profile, reps=config.reps, warmup=config.warmup,
-                          timeout=config.timeout, workers=args.jobs)
-        print(f"{TARGET}: {geometry(profile)}, {profile.l1d.line} B lines; per kernel call, REPS={config.reps} "
-              f"WARMUP={config.warmup}; bounds with an absolute floor of {FLOOR}.\n")
+        sim = config.simulation
+        pairs = run_pairs(specs, config.root, cache_dir, profile, reps=sim.reps, warmup=sim.warmup,
+                          timeout=sim.timeout, workers=args.jobs)
+        print(f"{TARGET}: {geometry(profile)}, {profile.l1d.line} B lines; per kernel call, REPS={sim.reps} "
+              f"WARMUP={sim.warmup}; bounds with an absolute floor of {FLOOR}.\n")
         print(markdown(pairs) + "\n")
         ok = ok and passed(pairs)
     return 0 if ok else 1

@@ -94,7 +94,7 @@ def tvm_block() -> list[str]:
     profile = config.profile("x86_64", "--profile")
     pair = next(p for p in PAIRS if p.name == TVM_PAIR)
     before = build_sides([pair], config, profile, 1)[pair.name][0]
-    costs = PipelineModel(profile, config.cache_dir).block_costs(before.stats)
+    costs = PipelineModel(profile, config.storage.cache_dir).block_costs(before.stats)
     spills = [c for c in costs if any("(%rsp)" in a and "%ymm" in a for a in c.timing.asm)]
     hot = max(spills, key=lambda c: c.cycles)
     body = []

@@ -1,8 +1,9 @@
 """How often attribution names a block's TIR loop, and whether the name is right.
 
 For each kernel of a config x target: build and simulate it with perfguard (QEMU), take the
-kernel blocks that ran the most instructions (together at least --cover of the kernel's), and
-name each with guard.attribution.LoopNamer (block counts against the build's loop nest). An
+kernel's block sites (the blocks run from one address) that cost the most pipeline-model cycles
+(together at least --cover of the kernel's), and name each with judge.attribution.LoopNamer
+(execution counts against the build's loop nest, the nests' order, the debug information). An
 independent check of the names: the DWARF the build's own kernel.o carries (TVM 0.27 writes no
 line table worth the name, line 0 only, but it describes each loop variable by a location list:
 the address ranges where LLVM keeps its value, a constant in each copy of a loop it unrolled).
@@ -15,7 +16,7 @@ is too shallow or wrong); "not located" when neither (LLVM often rewrites an ind
 and keeps no location for it). A block no loop variable covers gets no verdict.
 
     python benchmarks/loop_names.py [--config perfguard.toml] [--targets x86_64,aarch64,riscv64]
-                                    [--kernels a,b] [--cover 0.9]
+                                    [--kernels a,b] [--cover 0.9] [--weight cycles|insts]
 """
 
 from __future__ import annotations
@@ -26,9 +27,10 @@ from pathlib import Path
 
 from perfguard.compile.loops import elf_functions, variable_ranges
 from perfguard.config import load_config
-from perfguard.guard.attribution import LoopNamer
-from perfguard.guard.check import make_jobs, select
+from perfguard.judge.attribution import LoopNamer
 from perfguard.pipeline import run_job
+from perfguard.predict.pipeline import PipelineModel
+from perfguard.runs.check import make_jobs, select
 
 
 def main() -> None:
@@ -37,11 +39,14 @@ def main() -> None:
     ap.add_argument("--targets", default="x86_64,aarch64,riscv64")
     ap.add_argument("--kernels", default=None)
     ap.add_argument("--cover", type=float, default=0.9)
+    ap.add_argument("--weight", choices=("cycles", "insts"), default="cycles",
+                    help="weigh sites by pipeline-model cycles (default) or by instructions run")
     args = ap.parse_args()
     config = load_config(Path(args.config))
     pairs = select(config, args.kernels.split(",") if args.kernels else None, args.targets.split(","))
     pairs = [(spec, t) for spec, t in pairs if spec.model is None]
     tally: Counter = Counter()
+    rows: list[tuple[str, Counter]] = []  # per kernel x target: shares of its instructions by outcome
     for job in make_jobs(config, pairs, "qemu"):
         result = run_job(job)
         if not result.ok:
@@ -50,24 +55,31 @@ def main() -> None:
         namer = LoopNamer(result.loops, result.stats, job.label)
         layout = namer.layout
         tally["kernels"] += 1
-        blocks = sorted((b for b in result.stats.blocks.blocks if namer.in_kernel(b.symbol)),
-                        key=lambda b: (-b.insns * b.count, b.addr))
-        total = sum(b.insns * b.count for b in blocks) or 1
-        build_dir = Path(config.cache_dir) / "builds" / result.content_hash[:2] / result.content_hash
+        cycles: Counter = Counter()  # per site: its pipeline-model cycles (or instructions) per call
+        for cost in PipelineModel(job.profile, config.storage.cache_dir).block_costs(result.stats, job.label):
+            if cost.block.addr in namer.sites:
+                b = cost.block
+                cycles[b.addr] += cost.cycles if args.weight == "cycles" else b.insns * b.count
+        blocks = sorted(namer.sites, key=lambda addr: (-cycles[addr], addr))
+        total = sum(cycles.values()) or 1
+        build_dir = Path(config.storage.cache_dir) / "builds" / result.content_hash[:2] / result.content_hash
         in_obj, in_harness = elf_functions(build_dir / "kernel.o"), elf_functions(build_dir / "harness")
         shifts = {f: in_harness[f][0] - v[0] for f, v in in_obj.items() if f in in_harness}  # where each landed
         ranges = variable_ranges(build_dir / "kernel.o")
         depth = {}
         for i, loop in enumerate(layout.nest.loops if layout else ()):
             depth.setdefault(loop.var, (len(layout.nest.path(i)), i))
+        row: Counter = Counter()
+        rows.append((job.label, row))
         print(f"\n{job.label}: {len(blocks)} kernel blocks; loop variables with locations: "
               f"{sorted(v for v in ranges if v in depth and ranges[v])}")
         covered = 0
-        for b in blocks:
+        for addr in blocks:
             if covered >= args.cover * total:
                 break
-            covered += b.insns * b.count
-            loop, candidates = namer.name(b.symbol, b.count, b.addr, b.end)
+            covered += cycles[addr]
+            symbol, runs, end = namer.sites[addr]
+            loop, candidates = namer.name(symbol, runs, addr, end)
             if loop is not None:
                 said, kind = loop.describe(), "named"
             elif candidates:
@@ -75,9 +87,9 @@ def main() -> None:
             else:
                 said, kind = "-", "unnamed"
             live = set()
-            shift = shifts.get(b.symbol)
+            shift = shifts.get(symbol)
             if shift is not None:
-                lo, hi = b.addr - shift, b.addr + b.size - shift
+                lo, hi = addr - shift, end - shift
                 live = {v for v in depth if any(a < hi and lo < e for a, e in ranges.get(v, ()))}
             verdict = ""
             if live:
@@ -98,17 +110,24 @@ def main() -> None:
                     else:
                         verdict, outcome = "not located", "unconfirmed"
                     tally[outcome] += 1
+                    row[outcome] += 100.0 * cycles[addr] / total
                 verdict += f" [DWARF: {', '.join(sorted(live, key=lambda v: depth[v]))}]"
-            share = 100.0 * b.insns * b.count / total
+            share = 100.0 * cycles[addr] / total
             tally[kind] += 1
             tally[kind + "_share"] += share
+            row[kind] += share
             tally["blocks"] += 1
-            print(f"  0x{b.addr:x} {share:5.1f} % x{b.count:<8} {kind:9} {said}{'  ' + verdict if verdict else ''}")
+            print(f"  0x{addr:x} {share:5.1f} % x{runs:<8} {kind:9} {said}{'  ' + verdict if verdict else ''}")
+    print("\n| kernel [target] | named | ambiguous | unnamed | named & confirmed | named, a deeper loop's variable live "
+          "| named, not located |\n|---|--:|--:|--:|--:|--:|--:|")
+    for label, row in rows:
+        print(f"| {label} | " + " | ".join(f"{row[k]:.0f} %" for k in ("named", "ambiguous", "unnamed", "confirmed",
+                                                                       "contradicted", "unconfirmed")) + " |")
     print(f"\nhot blocks: {tally['blocks']}: named {tally['named']}, ambiguous {tally['ambiguous']}, "
           f"unnamed {tally['unnamed']}; with a DWARF location {tally['with_dwarf']}; of the named: confirmed "
           f"{tally['confirmed']}, not located {tally['unconfirmed']}, a deeper loop's variable live "
           f"{tally['contradicted']}")
-    print(f"share of the hot blocks' instructions: named {tally['named_share'] / max(1, tally['kernels']):.1f} %, "
+    print(f"share of the kernel's {'pipeline-model cycles' if args.weight == 'cycles' else 'instructions'}: named {tally['named_share'] / max(1, tally['kernels']):.1f} %, "
           f"ambiguous {tally['ambiguous_share'] / max(1, tally['kernels']):.1f} %, unnamed "
           f"{tally['unnamed_share'] / max(1, tally['kernels']):.1f} % (mean per kernel x target)")
 

@@ -29,9 +29,9 @@ from perfguard.compile.cache import BuildCache  # noqa: E402
 from perfguard.compile.inputs import decode_outputs, generate  # noqa: E402
 from perfguard.config import KernelSpec, load_config  # noqa: E402
 from perfguard.executors import LocalExecutor  # noqa: E402
-from perfguard.guard.check import make_jobs  # noqa: E402
 from perfguard.kernels import get_family  # noqa: E402
 from perfguard.pipeline import resolve_kernel, run_job, simulation_key  # noqa: E402
+from perfguard.runs.check import make_jobs  # noqa: E402
 from perfguard.sim.base import get_simulator  # noqa: E402
 from perfguard.verify import DEFAULT_TOL, needed_tolerance, reference_outputs, resolve_reference  # noqa: E402
 

@@ -97,7 +97,7 @@ def native_vs_sim(args) -> dict:
             sim, nat = runs["sim"], runs["native"]
 
             def binary(measure, trial):
-                return BuildCache(configs[measure].cache_dir).build_dir(trial.content_hash) / "harness"
+                return BuildCache(configs[measure].storage.cache_dir).build_dir(trial.content_hash) / "harness"
 
             times = retime(configs["sim"].profile("x86_64"), {
                 "configured": binary("sim", sim.configured), "sim_best": binary("sim", sim.tuned),

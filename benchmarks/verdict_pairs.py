@@ -3,11 +3,18 @@
 Each pair is a kernel of a built-in family before and after changing exactly one knob. Every
 other knob is given explicitly, so a default that depends on another knob (`vector` on its
 tile) cannot change behind the edit's back. The shapes are in no calibration dataset
-(baselines/datasets/*), no default calibration group (perfguard.predict.calibration) and not
+(baselines/datasets/*), no default calibration group (perfguard.runs.calibration) and not
 in perfguard.toml: a calibrated model sees them for the first time.
 
 The list mixes clear regressions, clear improvements and edits expected to be about neutral
 (those test false alarms). Reuse it from another benchmark with `PAIRS` and `Pair.sides()`.
+
+Beside the float families: the quantized ones (qgemm, qconv2d), half-precision gemm, kernels as a
+user writes them (benchmarks/user_kernels.py: softmax, layer norm, attention; perfguard knows no
+family for them, so they are named by `entry` with a numpy `reference`) and kernels that perfguard
+extracts from whole models (benchmarks/model_kernels.py: the example MLP and conv block, the same
+fused kernel before and after a schedule edit). Their `family` is a label for the tables; only the
+built-in families' pairs are perfguard families.
 """
 
 from __future__ import annotations
@@ -26,6 +33,9 @@ KNOB_KINDS = {
     "order": "loop order",
     "inner": "loop order",
     "pack_b": "packing",
+    "requantize": "output type",
+    "inline_exp": "fusion",
+    "tile": "tile size",
 }
 
 
@@ -35,10 +45,13 @@ def knob_kind(knob: str) -> str:
 
 @dataclass(frozen=True)
 class Pair:
-    family: str
+    family: str  # a built-in family, or (with `entry`) a label: softmax, mlp.matmul_add, ...
     base: dict[str, Any]  # every knob, with the "before" value of the edited one
     knob: str
     after: Any
+    entry: str | None = None  # "module:function" of a kernel that is no family (a user's, a model's)
+    reference: str | None = None  # its numpy reference, "module:function"
+    shape_keys: tuple[str, ...] = ()  # its parameters that make the shape (the pair's name)
 
     @property
     def before(self) -> Any:
@@ -46,9 +59,11 @@ class Pair:
 
     @property
     def name(self) -> str:
-        shape = "x".join(str(self.base[k]) for k in get_family(self.family).shape_keys if k != "dtype"
-                         and k in self.base)
-        return f"{self.family}/{shape}/{self.knob}:{_show(self.before)}->{_show(self.after)}"
+        keys = self.shape_keys if self.entry else get_family(self.family).shape_keys
+        shape = "x".join(str(self.base[k]) for k in keys if k not in ("dtype", "a_dtype") and k in self.base
+                         and not isinstance(self.base[k], bool))
+        dtype = [str(self.base[k]) for k in ("dtype", "a_dtype") if k in self.base and self.base[k] != "float32"]
+        return f"{self.family}/{shape}{''.join('/' + d for d in dtype)}/{self.knob}:{_show(self.before)}->{_show(self.after)}"
 
     @property
     def kind(self) -> str:
@@ -59,6 +74,9 @@ class Pair:
         return dict(self.base) if side == "before" else {**self.base, self.knob: self.after}
 
     def sides(self) -> tuple[KernelSpec, KernelSpec]:
+        if self.entry:
+            return tuple(KernelSpec(f"{self.name}#{side}", self.entry, None, self.params(side),  # type: ignore[return-value]
+                                    reference=self.reference) for side in ("before", "after"))
         family = get_family(self.family)
         entry = f"{family.entry.__module__}:{family.entry.__name__}"
         return tuple(KernelSpec(f"{self.name}#{side}", entry, self.family, self.params(side))  # type: ignore[return-value]
@@ -71,6 +89,13 @@ def _show(value: Any) -> str:
 
 def _edits(family: str, base: dict[str, Any], *edits: tuple[str, Any]) -> list[Pair]:
     return [Pair(family, base, knob, after) for knob, after in edits]
+
+
+def _user(label: str, function: str, shape_keys: tuple[str, ...], base: dict[str, Any], *edits: tuple[str, Any],
+          reference: bool = True) -> list[Pair]:
+    module = "benchmarks.user_kernels" if reference else "benchmarks.model_kernels"
+    ref = f"{module}:{function}_ref" if reference else None
+    return [Pair(label, base, knob, after, f"{module}:{function}", ref, shape_keys) for knob, after in edits]
 
 
 def _with(base: dict[str, Any], **changes: Any) -> dict[str, Any]:
@@ -106,6 +131,26 @@ _DW_C = dict(N=1, C=96, H=20, W=20, R=3, S=3, stride=2, padding=1, dtype="float3
 _DENSE_A = dict(B=8, I=768, O=384, dtype="float32", tile_b=4, tile_o=8, tile_i=256, vector=8, unroll=16, order="bo")
 _DENSE_B = dict(B=24, I=384, O=192, dtype="float32", tile_b=8, tile_o=8, tile_i=128, vector=8, unroll=16, order="bo")
 
+# Quantized and half-precision (issue 26 item 6): shapes in no default calibration group.
+_QGEMM_A = dict(M=96, N=128, K=256, a_dtype="int8", tile_m=8, tile_n=16, unroll=16, dot="auto", requantize=False,
+                rq_multiplier=1, rq_shift=8)
+_QGEMM_B = dict(M=48, N=96, K=512, a_dtype="uint8", tile_m=4, tile_n=16, unroll=16, dot="auto", requantize=False,
+                rq_multiplier=1, rq_shift=8)
+_QCONV_A = dict(N=1, H=12, W=12, C=48, F=64, R=3, S=3, stride=1, padding=1, tile_f=16, tile_q=4, unroll=16,
+                requantize=False, rq_multiplier=1, rq_shift=8)
+_QCONV_B = dict(N=1, H=10, W=10, C=96, F=32, R=1, S=1, stride=1, padding=0, tile_f=16, tile_q=5, unroll=16,
+                requantize=False, rq_multiplier=1, rq_shift=8)
+_F16_A = dict(M=80, N=96, K=160, dtype="float16", tile_m=16, tile_n=32, tile_k=32, vector=16, unroll=16,
+              order="ijk", inner="ikj", pack_b=False)
+
+# Kernels as users write them, and kernels of whole models (see the module doc).
+_SOFTMAX = dict(rows=48, n=640, vector=1, unroll=0, inline_exp=False)
+_LAYER_NORM = dict(rows=40, n=384, vector=1, unroll=0)
+_ATTENTION = dict(seq=48, d=64, tile=8, vector=1, unroll=0)
+_MLP = dict(model="mlp", batch=8, features=96, hidden=192, classes=16, vector=1, unroll=0)
+_CONV_BLOCK = dict(model="conv_block", op="conv2d_add_relu", which=0, batch=1, channels=8, width=16, size=12,
+                   vector=1, unroll=0)
+
 PAIRS: list[Pair] = [
     *_edits("gemm", _GEMM_A, ("tile_k", 16), ("tile_n", 16), ("order", "kij"), ("inner", "kij"), ("pack_b", True)),
     *_edits("gemm", _GEMM_B, ("vector", 1), ("vector", 4), ("vector", 16), ("tile_m", 4), ("unroll", 0),
@@ -128,4 +173,18 @@ PAIRS: list[Pair] = [
             ("unroll", 0)),
     *_edits("dense_relu", _DENSE_B, ("vector", 16), ("tile_b", 2)),
     *_edits("dense_relu", _with(_DENSE_B, vector=4), ("vector", 8)),
+    *_edits("qgemm", _QGEMM_A, ("tile_m", 1), ("tile_n", 64), ("tile_n", 4), ("requantize", True)),
+    *_edits("qgemm", _QGEMM_B, ("tile_n", 4), ("tile_m", 16)),
+    *_edits("qconv2d", _QCONV_A, ("tile_f", 4), ("tile_q", 12), ("tile_q", 2), ("requantize", True)),
+    *_edits("qconv2d", _QCONV_B, ("tile_f", 32)),
+    *_edits("gemm", _F16_A, ("vector", 1), ("tile_k", 8), ("order", "kij"), ("pack_b", True)),
+    *_user("softmax", "softmax", ("rows", "n"), _SOFTMAX, ("vector", 8), ("inline_exp", True), ("vector", 4)),
+    *_user("layer_norm", "layer_norm", ("rows", "n"), _LAYER_NORM, ("vector", 8), ("vector", 16)),
+    *_user("attention", "attention", ("seq", "d"), _ATTENTION, ("vector", 8), ("tile", 2), ("tile", 16)),
+    *_user("mlp.matmul_add_relu", "model_kernel", ("batch", "features", "hidden"),
+           {**_MLP, "op": "matmul_add_relu"}, ("vector", 8), ("vector", 4), reference=False),
+    *_user("mlp.matmul_add", "model_kernel", ("batch", "hidden", "classes"), {**_MLP, "op": "matmul_add"},
+           ("vector", 8), ("vector", 2), reference=False),
+    *_user("conv_block.conv2d_add_relu", "model_kernel", ("channels", "width", "size"), _CONV_BLOCK, ("vector", 4),
+           ("unroll", 16), reference=False),
 ]

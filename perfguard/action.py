@@ -27,18 +27,20 @@ import platform
 import re
 import subprocess
 import sys
+import tomllib
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the module imports only the standard library at load (see above)
-    from perfguard.guard.report import Report
+    from perfguard.document.report import Report
 
 MAX_COMMENT_CHARS = 60000  # GitHub refuses comments above 65536 characters
 MAX_ANNOTATIONS = 10  # GitHub shows at most 10 error annotations per step
 PR_EVENTS = ("pull_request", "pull_request_target")
-EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, EXIT_INFRA = 0, 1, 2, 3  # mirrors perfguard.errors (not importable yet in `keys`)
+EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, EXIT_INFRA, EXIT_WRONG_RESULT = 0, 1, 2, 3, 4  # mirrors perfguard.errors
+# (not importable yet in `keys`)
 
 
 # -- the runner's files and context ---------------------------------------------------------------
@@ -163,8 +165,6 @@ def gem5_build_isas() -> list[str]:
     config's targets (standard library only: this runs before perfguard is installed)."""
     if _input("simulator") != "gem5":
         return []
-    import tomllib
-
     path = Path(_input("config") or "perfguard.toml")
     try:
         data = tomllib.loads(path.read_text()) if path.is_file() else {}
@@ -363,7 +363,7 @@ def merge_command(report_dir: Path) -> list[str]:
 @dataclass
 class ActionResult:
     """What the action reports as its outputs and exits with."""
-    verdict: str  # pass | regression | error
+    verdict: str  # pass | regression | wrong-result | error
     regressions: int
     exit_code: int
 
@@ -372,6 +372,8 @@ def action_result(report: Report | None, exit_code: int) -> ActionResult:
     if report is None:
         return ActionResult("error", 0, exit_code if exit_code in (EXIT_USAGE, EXIT_INFRA) else EXIT_INFRA)
     summary = report.summary
+    if exit_code == EXIT_WRONG_RESULT or summary.wrong_result:  # the code under test failed: always fails the step
+        return ActionResult("wrong-result", summary.regression, EXIT_WRONG_RESULT)
     if exit_code in (EXIT_USAGE, EXIT_INFRA) or summary.error:
         return ActionResult("error", summary.regression, exit_code if exit_code > 1 else EXIT_INFRA)
     regressions = summary.regression
@@ -401,6 +403,7 @@ def _workspace_relative(path: Path | None) -> str | None:
 
 
 def annotations(report: Report) -> list[str]:
+    # lazy: this module imports only the standard library at load (it runs before perfguard is installed)
     from perfguard.report.numbers import pct, seconds, threshold
     from perfguard.report.text import toolchain_headline
 
@@ -415,6 +418,11 @@ def annotations(report: Report) -> list[str]:
                        f"{threshold(r.threshold_pct)}): predicted {seconds(r.current_time_s)}, baseline "
                        f"{seconds(r.baseline_time_s)}")
             lines.append(annotation("error", message, f"perfguard regression: {label}", file, line))
+        elif r.verdict == "wrong result":
+            lines.append(annotation("error", f"{label}: {r.error or 'wrong result'}", f"perfguard wrong result: {label}",
+                                    file, line))
+        elif r.orphaned:
+            lines.append(annotation("error", f"{label}: {r.note}", f"perfguard removed: {label}", file, line))
         elif r.verdict == "error":
             lines.append(annotation("error", f"{label}: {r.error or 'failed'}", f"perfguard error: {label}",
                                     file, line))
@@ -438,6 +446,7 @@ def markdown_for(report: Report, report_dir: Path) -> str:
     written = report_dir / "summary.md"
     if written.is_file():
         return written.read_text()
+    # lazy: this module imports only the standard library at load (it runs before perfguard is installed)
     from perfguard.report.markdown import render_markdown
 
     return render_markdown(report)
@@ -490,10 +499,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             cmd = check_command(report_dir, base_commit)
     print("perfguard: " + " ".join(cmd[1:]), flush=True)
     code = subprocess.run(cmd, check=False, env=gem5_environment(os.environ)).returncode
-    from perfguard.guard.report import read_report  # after the inputs and git are checked: those fail fast
+    from perfguard.document.report import read_report  # after the inputs and git are checked: those fail fast
 
     report = report_dir / "perfguard.json"
-    data = read_report(report) if report.is_file() and code in (0, 1, 2, 3) else None
+    data = read_report(report) if report.is_file() and code in (0, 1, 2, 3, 4) else None
     if data is not None and code == EXIT_USAGE and not data.results:
         data = None  # stopped before checking anything (bad input): the error is in the log
     result = action_result(data, code)
@@ -510,7 +519,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         append_summary(f"### :x: perfguard could not run (exit code {code}): see the job log\n")
     set_outputs(outputs)
-    if result.verdict == "error":
+    if result.verdict in ("error", "wrong-result"):
         return result.exit_code
     if result.verdict == "regression" and fail_on_regression:
         return EXIT_REGRESSION
@@ -526,12 +535,16 @@ def _perfguard(*args: str) -> int:
 
 def cmd_recalibrate(args: argparse.Namespace) -> int:
     """drift exit 1 -> collect every drifted family -> train; no model yet -> calibrate every family."""
+    # lazy: this module imports only the standard library at load (it runs before perfguard is installed)
     from perfguard.config import load_config
     from perfguard.kernels import FAMILY_NAMES
 
     config = load_config(args.config)
     common = ["--target", args.target] + (["--config", str(args.config)] if args.config else [])
-    models = config.baseline_dir / "models" / args.target
+    timing = ["--max-cv", str(args.max_cv)]
+    if args.max_neighbour_busy is not None:
+        timing += ["--max-neighbour-busy", str(args.max_neighbour_busy)]
+    models = config.storage.baseline_dir / "models" / args.target
     have = sorted(p.stem for p in models.glob("*.json")) if models.is_dir() else []
     if not have:
         print(f"perfguard: no model for {args.target} yet: calibrating every built-in family", flush=True)
@@ -539,7 +552,7 @@ def cmd_recalibrate(args: argparse.Namespace) -> int:
     else:
         verdicts = Path(_env("RUNNER_TEMP") or ".") / f"perfguard-drift-{args.target}.json"
         code = _perfguard("calibrate", "drift", *common, "--json", str(verdicts), "--variants", str(args.drift_variants),
-                          "--max-cv", str(args.max_cv))
+                          *timing)
         if code == EXIT_OK:
             set_outputs({"drifted": "false", "families": ""})
             return EXIT_OK
@@ -548,7 +561,7 @@ def cmd_recalibrate(args: argparse.Namespace) -> int:
         drift = json.loads(verdicts.read_text())
         families = [f for f, v in sorted(drift.items()) if v.get("needs_retraining")]
     for family in families:
-        code = _perfguard("calibrate", "collect", *common, "--family", family, "--max-cv", str(args.max_cv))
+        code = _perfguard("calibrate", "collect", *common, "--family", family, *timing)
         if code != EXIT_OK:
             return code
     for family in families:
@@ -568,7 +581,10 @@ def main(argv: list[str] | None = None) -> int:
     recal.add_argument("--target", required=True)
     recal.add_argument("--config", type=Path)
     recal.add_argument("--drift-variants", type=int, default=10, help="fresh variants per group in the drift check")
-    recal.add_argument("--max-cv", type=float, default=3.0, metavar="PCT", help="passed to calibrate drift")
+    recal.add_argument("--max-cv", type=float, default=3.0, metavar="PCT", help="passed to calibrate drift and collect")
+    recal.add_argument("--max-neighbour-busy", type=float, metavar="PCT",
+                       help="passed to calibrate drift and collect (default: theirs; 0, off, for a runner whose "
+                            "other CPUs run other jobs)")
     recal.set_defaults(run=cmd_recalibrate)
     args = parser.parse_args(argv)
     try:

@@ -2,44 +2,154 @@
 
 Every error names the file and the key; unknown keys are errors, not silently ignored,
 because a misspelt threshold that quietly falls back to the default is a gate that lies.
+
+The [perfguard] table is read in sections (perfguard.sections), each a frozen dataclass owned by
+the layer that uses it: `Simulation` (sim/settings.py), `Judging` (limits.py), and here `Storage`
+(the folders, resolved against the config's) and `DriftLimits` (`calibrate drift`, runs/calibration.py,
+which sits above this module). `Config` keeps what every layer shares: the file, its targets and
+profiles, the kernels and models, `jobs` and `require_reference`.
 """
 
 from __future__ import annotations
 
-import math
+import difflib
+import importlib
 import os
+import pkgutil
 import re
 import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
 
 from perfguard import flopcount, jsonfile
-from perfguard.errors import InputError
-from perfguard.limits import Limit, parse_limits
-from perfguard.sim.base import SIMULATOR_NAMES
+from perfguard.errors import InputError, did_you_mean
+from perfguard.limits import Judging, Limit, parse_limits
+from perfguard.sections import KeyDocs, Table, flag, number, string_list
+from perfguard.sim.settings import Simulation
 from perfguard.targets import BUILTIN, TargetProfile, profile_from_config
 from perfguard.user_code import import_user_module
 
-DEFAULT_THRESHOLD = 2.0
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*$")
 # "package.module:function": importable names only, so an entry can never name a file path.
 _IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 _CALLABLE = re.compile(rf"^{_IDENT}(\.{_IDENT})*:{_IDENT}$")
 
-_TOP_KEYS = {
-    "targets", "simulator", "threshold", "baseline_dir", "report_dir", "cache_dir",
-    "jobs", "timeout", "reps", "warmup", "drift_mape", "drift_spearman", "model",
-}
-_KERNEL_KEYS = {"name", "entry", "family", "params", "threshold", "reference", "targets", "outputs", "rtol", "atol"}
-# -- per-metric limits (issue 14) ------------------------------------------------------------------
-_TOP_KEYS |= {"limits"}
-_KERNEL_KEYS |= {"limits"}
-# -- end of per-metric limits ----------------------------------------------------------------------
 
-# -- trusting a kernel's outputs and work (issue 17): keys kept apart from the ones above --------
-_TOP_KEYS |= {"require_reference"}  # every kernel must name a numpy reference (no self-consistency only)
-_KERNEL_KEYS |= {"flops"}  # "2 * M * N * K" over params, or "module:function" called with the params
+def default_cache_dir() -> Path:
+    env = os.environ.get("PERFGUARD_CACHE_DIR")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "perfguard"
+
+
+@dataclass(frozen=True)
+class Storage:
+    """The folders perfguard reads and writes, absolute (a relative path starts at the config's folder)."""
+
+    baseline_dir: Path
+    report_dir: Path
+    cache_dir: Path
+
+    KEYS: ClassVar[KeyDocs] = {
+        "baseline_dir": ("path", '"baselines"', "the committed baselines (and calibrated models, datasets)"),
+        "report_dir": ("path", '"reports"', "where perfguard.json, index.html and summary.md are written"),
+        "cache_dir": ("path", "`$PERFGUARD_CACHE_DIR`, else `~/.cache/perfguard`",
+                      "the content-addressed build and simulation cache"),
+    }
+
+    @classmethod
+    def parse(cls, table: Table) -> Storage:
+        def folder(key: str, default: str) -> Path:
+            value = table.get(key, default)
+            if not isinstance(value, str) or not value or "\x00" in value:
+                raise InputError(f"{table.where(key)}: must be a path string")
+            # A relative path may not climb out: a baseline folder elsewhere is written out in full.
+            if not os.path.isabs(value) and os.path.normpath(value).split(os.sep)[0] == os.pardir:
+                raise InputError(f"{table.where(key)}: '{value}' leads outside the config's folder {table.root} "
+                                 f"(write an absolute path to mean a folder elsewhere)")
+            return (table.root / value).resolve()
+
+        cache_dir = folder("cache_dir", ".") if "cache_dir" in table else default_cache_dir()
+        return cls(folder("baseline_dir", "baselines"), folder("report_dir", "reports"), cache_dir)
+
+
+@dataclass(frozen=True)
+class DriftLimits:
+    """When `calibrate drift` says a calibrated model must be trained again (runs/calibration.drift)."""
+
+    mape: float = 15.0  # percent: a model whose error on fresh native runs exceeds it has drifted
+    spearman: float = 0.9  # ... or whose rank correlation falls below it
+
+    KEYS: ClassVar[KeyDocs] = {
+        "drift_mape": ("number, percent", "15.0", "`calibrate drift`: a calibrated model whose error on fresh native "
+                                                  "runs exceeds this has drifted"),
+        "drift_spearman": ("number", "0.9", "`calibrate drift`: ... or whose rank correlation falls below this"),
+    }
+
+    @classmethod
+    def parse(cls, table: Table) -> DriftLimits:
+        return cls(number(table.get("drift_mape", cls.mape), table.where("drift_mape")),
+                   number(table.get("drift_spearman", cls.spearman), table.where("drift_spearman")))
+
+
+# The keys Config reads itself; each section declares its own. Together they are [perfguard]'s keys.
+_OWN_KEYS: KeyDocs = {
+    "targets": ("list of target names", '["x86_64", "aarch64", "riscv64"]',
+                "the target ISAs every kernel is built for and simulated on (built-in or `[target.NAME]`)"),
+    "jobs": ("integer >= 1", "the CPU count", "kernels built and simulated in parallel"),
+    "require_reference": ("boolean", "false", "every kernel must name a numpy `reference` (no self-consistency "
+                                              "check only)"),
+}
+SECTIONS = (Simulation, Judging, Storage, DriftLimits)  # in the order they are parsed and documented
+_TOP_KEYS = {*_OWN_KEYS, *(key for section in SECTIONS for key in section.KEYS)}
+_KERNEL_KEYS = {"name", "entry", "family", "params", "threshold", "reference", "targets", "outputs", "rtol", "atol",
+                "flops", "limits"}
+
+# The configuration reference: table -> key -> (type, default, meaning). docs/configuration.md is
+# generated from it (scripts/docs_reference.py), and tests/structure/test_docs.py keeps its keys
+# equal to the ones the parser accepts: a key cannot be added without its documentation.
+KEY_DOCS: dict[str, KeyDocs] = {
+    "perfguard": {"targets": _OWN_KEYS["targets"],
+                  **{key: doc for section in SECTIONS for key, doc in section.KEYS.items()}, **_OWN_KEYS},
+    "kernel": {
+        "name": ("string, required", "", "the kernel's name: its baseline file and report rows"),
+        "entry": ("`module:function`, required", "",
+                  "called with `params`, returns a TVM IRModule whose PrimFunc `main` takes the inputs, then the "
+                  "outputs; imported from the config's folder"),
+        "family": ("string", "none", "a built-in family (see Kernel families): its knobs, reference and flop count"),
+        "params": ("table", "{}", "the keywords `entry` is called with (a family's knobs)"),
+        "threshold": ("number, percent", "`[perfguard].threshold`", "this kernel's own threshold"),
+        "reference": ("`module:function`", "the family's, else the kernel built for the host",
+                      "numpy `reference(inputs, **params)` returning the outputs"),
+        "targets": ("list of target names", "every target", "only these of `[perfguard].targets`"),
+        "outputs": ("integer >= 1", "1 (a family's count)", "how many trailing arguments of `main` are outputs"),
+        "rtol": ("number in [0, 1)", "per dtype: 1e-5 float32, 1e-12 float64, exact integers",
+                 "the output check's relative tolerance"),
+        "atol": ("number >= 0", "rtol's default x max abs(reference)", "the output check's absolute tolerance"),
+        "flops": ("expression or `module:function`", "the family's count, else none",
+                  "floating-point operations per call, over params (`\"2 * M * N * K\"`): GFLOP/s, roofline"),
+        "limits": ("table metric -> limit", "`[perfguard].limits`", "this kernel's per-metric limits (replace the "
+                                                                    "global one per metric)"),
+    },
+    "model": {
+        "name": ("string, required", "", "the model's name; its kernels are `<name>.<operator>.<digest>`"),
+        "source": ("`module:function` or `.onnx` path, required", "",
+                   "a function returning a Relax IRModule (or `(IRModule, params)`), or an ONNX file"),
+        "inputs": ("table name -> shape or { shape, dtype }", "{}", "shapes of inputs the source leaves symbolic"),
+        "params": ("table", "{}", "keywords for a `module:function` source"),
+        "threshold": ("number, percent", "`[perfguard].threshold`", "the model total's threshold"),
+        "kernel_threshold": ("number, percent", "`[perfguard].threshold`", "each of its kernels' threshold"),
+        "targets": ("list of target names", "every target", "only these of `[perfguard].targets`"),
+        "database": ("path", "none", "a MetaSchedule JSON database folder: its tuned schedules are built"),
+        "schedule": ('`"default"` or `"none"`', '`"default"`',
+                     "a kernel without a database record: TVM's default CPU schedule rules, or TVM's unscheduled "
+                     "loops"),
+        "skip": ("list of graph node or kernel names", "none",
+                 "calls not guarded (not built, not simulated, in no total), each said so"),
+    },
+}
 
 
 @dataclass(frozen=True)
@@ -55,11 +165,12 @@ class KernelSpec:
     rtol: float | None = None
     atol: float | None = None
     flops: str | None = None  # an expression over params or "module:function" (perfguard.flopcount)
-    limits: dict[str, Limit] = field(default_factory=dict)  # per-metric limits (issue 14): metric -> Limit
-    # Whole models (issue 15): a kernel extracted from a [[model]] carries its PrimFunc as TVMScript
+    limits: dict[str, Limit] = field(default_factory=dict)  # its own per-metric limits: metric -> Limit
+    # A kernel extracted from a [[model]] carries its PrimFunc as TVMScript
     # (the job rebuilds the module from it) and the model's name (the model total groups by it).
     ir: str | None = None
     model: str | None = None
+    positions: tuple[int, ...] | None = None  # a model kernel: where its calls are in the model's call order
 
 
 @dataclass(frozen=True)
@@ -74,6 +185,8 @@ class ModelSpec:
     kernel_threshold: float | None = None  # each kernel's (default: the global one)
     targets: tuple[str, ...] | None = None
     database: str | None = None  # a MetaSchedule JSON database folder: its tuned schedules apply
+    skip: tuple[str, ...] = ()  # graph nodes or kernel names whose calls are not guarded (kernels.models)
+    schedule: str = "default"  # without a database record: "default" (kernels.model_schedule) | "none"
 
     @property
     def is_file(self) -> bool:
@@ -85,51 +198,34 @@ class Config:
     path: Path
     root: Path  # the config file's folder: relative paths and user modules start here
     targets: tuple[str, ...]
-    simulator: str
-    threshold: float
-    baseline_dir: Path
-    report_dir: Path
-    cache_dir: Path
-    jobs: int | None
-    timeout: float
-    reps: int
-    warmup: int
+    profiles: dict[str, TargetProfile]
     kernels: tuple[KernelSpec, ...]
-    drift_mape: float = 15.0  # percent: above it, `calibrate drift` says retrain
-    drift_spearman: float = 0.9  # below it, likewise
-    profiles: dict[str, TargetProfile] = field(default_factory=dict)
-    require_reference: bool = False
-    limits: dict[str, Limit] = field(default_factory=dict)  # per-metric limits (issue 14): global ones
-    model: str = "auto"  # auto (calibrated, else pipeline, else analytical) | pipeline | analytical
-    models: tuple[ModelSpec, ...] = ()  # [[model]] entries; their kernels join `kernels` in guard.check.select
-
-    def model_threshold(self, spec: ModelSpec, override: float | None = None) -> float:
-        if override is not None:
-            return override
-        return spec.threshold if spec.threshold is not None else self.threshold
+    simulation: Simulation
+    judging: Judging
+    storage: Storage
+    drift: DriftLimits = DriftLimits()
+    jobs: int | None = None
+    require_reference: bool = False  # every kernel must name a numpy reference (pipeline.py enforces it)
+    models: tuple[ModelSpec, ...] = ()  # [[model]] entries; their kernels join `kernels` in runs.check.select
 
     # A name from the command line is not the config's fault: `where` names the option instead.
     def kernel(self, name: str, where: str = "") -> KernelSpec:
         for spec in self.kernels:
             if spec.name == name:
                 return spec
-        raise InputError(f"{where + ': ' if where else ''}unknown kernel '{name}' "
+        raise InputError(f"{where + ': ' if where else ''}unknown kernel '{name}'"
+                         f"{did_you_mean(name, [k.name for k in self.kernels])} "
                          f"(configured in {self.path}: {', '.join(k.name for k in self.kernels)})")
 
     def profile(self, name: str, where: str = "") -> TargetProfile:
         if name not in self.profiles:
-            raise InputError(f"{where + ': ' if where else ''}unknown target '{name}' "
-                             f"(known: {', '.join(sorted(self.profiles))})")
+            raise InputError(f"{where + ': ' if where else ''}unknown target '{name}'"
+                             f"{did_you_mean(name, self.profiles)} (known: {', '.join(sorted(self.profiles))})")
         return self.profiles[name]
 
-    def kernel_threshold(self, spec: KernelSpec, override: float | None = None) -> float:
-        if override is not None:
-            return override
-        return spec.threshold if spec.threshold is not None else self.threshold
-
-    def kernel_limits(self, spec: KernelSpec) -> dict[str, Limit]:
-        """The global limits with the kernel's own on top (a kernel's limit on a metric replaces the global one)."""
-        return {**self.limits, **spec.limits}
+    def with_cache_dir(self, cache_dir: Path) -> Config:
+        """The same config over another cache (a revision's config measured into the caller's cache)."""
+        return replace(self, storage=replace(self.storage, cache_dir=Path(cache_dir)))
 
 
 def find_config(start: Path) -> Path:
@@ -142,31 +238,6 @@ def find_config(start: Path) -> Path:
         if pyproject.is_file() and "[tool.perfguard" in pyproject.read_text(errors="replace"):
             return pyproject
     raise InputError(f"no perfguard.toml found in {start} or its parents (use --config FILE)")
-
-
-def _number(value: Any, where: str, minimum: float = 0.0, integer: bool = False) -> Any:
-    kinds = (int,) if integer else (int, float)
-    if isinstance(value, bool) or not isinstance(value, kinds):
-        raise InputError(f"{where}: must be {'an integer' if integer else 'a number'}, got {value!r}")
-    if isinstance(value, float) and not math.isfinite(value):  # a NaN threshold passes everything
-        raise InputError(f"{where}: must be a finite number, got {value!r}")
-    if value < minimum:
-        raise InputError(f"{where}: must be >= {minimum}, got {value!r}")
-    return value if integer else float(value)
-
-
-def _string_list(value: Any, where: str) -> tuple[str, ...]:
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value) or not value:
-        raise InputError(f"{where}: must be a non-empty list of strings")
-    return tuple(value)
-
-
-def _default_cache_dir() -> Path:
-    env = os.environ.get("PERFGUARD_CACHE_DIR")
-    if env:
-        return Path(env)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "perfguard"
 
 
 def load_config(path: Path | None = None, cwd: Path | None = None) -> Config:
@@ -200,8 +271,9 @@ def load_config(path: Path | None = None, cwd: Path | None = None) -> Config:
     else:
         unknown = sorted(set(data) - {"perfguard", "kernel", "target", "model"})
         if unknown:
-            raise InputError(f"{path}: unknown key '{unknown[0]}' (expected [perfguard], [[kernel]], [[model]], "
-                             f"[target.NAME])")
+            raise InputError(f"{path}: unknown key '{unknown[0]}'"
+                             f"{did_you_mean(unknown[0], ('perfguard', 'kernel', 'target', 'model'))} (expected "
+                             f"[perfguard], [[kernel]], [[model]], [target.NAME])")
         top, kernels, targets = data.get("perfguard", {}), data.get("kernel", []), data.get("target", {})
         data = {"model": data.get("model", [])}
         prefix = "perfguard"
@@ -211,93 +283,49 @@ def load_config(path: Path | None = None, cwd: Path | None = None) -> Config:
 
 
 def _build(path: Path, top: dict, kernels: Any, targets: Any, prefix: str) -> Config:
-    root = path.parent
     if not isinstance(top, dict):
         raise InputError(f"{path}: [{prefix}] must be a table")
     unknown = sorted(set(top) - _TOP_KEYS)
     if unknown:
-        raise InputError(f"{path}: unknown key '{prefix}.{unknown[0]}'")
+        raise InputError(f"{path}: unknown key '{prefix}.{unknown[0]}'{did_you_mean(unknown[0], _TOP_KEYS)}")
+    table = Table(top, path, prefix)
 
     profiles = dict(BUILTIN)
     if not isinstance(targets, dict):
         raise InputError(f"{path}: 'target' must be a table of [target.NAME] tables")
-    for name, table in targets.items():
-        if not isinstance(table, dict):
+    for name, target in targets.items():
+        if not isinstance(target, dict):
             raise InputError(f"{path}: target.{name} must be a table")
         if not _NAME.fullmatch(name):
-            raise InputError(f"{path}: target name '{name}' has characters outside [A-Za-z0-9_.+-]")
-        profiles[name] = profile_from_config(name, table, f"{path}: target.{name}")
+            raise InputError(f"{path}: target name {name!r} has characters outside [A-Za-z0-9_.+-]")
+        profiles[name] = profile_from_config(name, target, f"{path}: target.{name}")
 
-    target_names = _string_list(top.get("targets", ["x86_64", "aarch64", "riscv64"]), f"{path}: {prefix}.targets")
+    target_names = string_list(top.get("targets", ["x86_64", "aarch64", "riscv64"]), table.where("targets"))
     for name in target_names:
         if name not in profiles:
-            raise InputError(f"{path}: {prefix}.targets: unknown target '{name}' (known: {', '.join(sorted(profiles))})")
-    simulator = top.get("simulator", "qemu")
-    if simulator not in SIMULATOR_NAMES:
-        raise InputError(f"{path}: {prefix}.simulator: unknown simulator {simulator!r} (one of {', '.join(SIMULATOR_NAMES)})")
-    threshold = _number(top.get("threshold", DEFAULT_THRESHOLD), f"{path}: {prefix}.threshold")
-
-    def folder(key: str, default: str) -> Path:
-        value = top.get(key, default)
-        if not isinstance(value, str) or not value or "\x00" in value:
-            raise InputError(f"{path}: {prefix}.{key}: must be a path string")
-        if not os.path.isabs(value) and os.path.normpath(value).split(os.sep)[0] == os.pardir:
-            raise InputError(f"{path}: {prefix}.{key}: '{value}' leads outside the config's folder {root} "
-                             f"(write an absolute path to mean a folder elsewhere)")
-        return (root / value).resolve()
-
+            raise InputError(f"{table.where('targets')}: unknown target '{name}'{did_you_mean(name, profiles)} "
+                             f"(known: {', '.join(sorted(profiles))})")
+    simulation, judging, storage, drift = (Simulation.parse(table), Judging.parse(table), Storage.parse(table),
+                                           DriftLimits.parse(table))
     jobs = top.get("jobs")
     if jobs is not None:
-        jobs = _number(jobs, f"{path}: {prefix}.jobs", 1, integer=True)
-    cache_dir = folder("cache_dir", ".") if "cache_dir" in top else _default_cache_dir()
+        jobs = number(jobs, table.where("jobs"), 1, integer=True)
+    require_reference = flag(top.get("require_reference", False), table.where("require_reference"))
 
     if not isinstance(kernels, list):
         raise InputError(f"{path}: 'kernel' must be an array of [[kernel]] tables")
     specs: list[KernelSpec] = []
     seen: set[str] = set()
-    for i, table in enumerate(kernels):
-        spec = _kernel(path, i, table, profiles)
+    for i, kernel in enumerate(kernels):
+        spec = parse_kernel(path, i, kernel, profiles)
         if spec.name in seen:
             raise InputError(f"{path}: kernel[{i}]: duplicate kernel name '{spec.name}'")
         seen.add(spec.name)
         specs.append(spec)
 
-    return Config(
-        path=path,
-        root=root,
-        targets=target_names,
-        simulator=simulator,
-        threshold=threshold,
-        baseline_dir=folder("baseline_dir", "baselines"),
-        report_dir=folder("report_dir", "reports"),
-        cache_dir=cache_dir,
-        jobs=jobs,
-        timeout=_number(top.get("timeout", 600.0), f"{path}: {prefix}.timeout", 1.0),
-        reps=_number(top.get("reps", 1), f"{path}: {prefix}.reps", 1, integer=True),
-        warmup=_number(top.get("warmup", 1), f"{path}: {prefix}.warmup", 0, integer=True),
-        kernels=tuple(specs),
-        drift_mape=_number(top.get("drift_mape", 15.0), f"{path}: {prefix}.drift_mape"),
-        drift_spearman=_number(top.get("drift_spearman", 0.9), f"{path}: {prefix}.drift_spearman"),
-        profiles=profiles,
-        require_reference=_flag(top.get("require_reference", False), f"{path}: {prefix}.require_reference"),
-        limits=parse_limits(top["limits"], f"{path}: {prefix}.limits") if "limits" in top else {},
-        model=_model_name(top.get("model", "auto"), f"{path}: {prefix}.model"),
-    )
-
-
-def _flag(value: Any, where: str) -> bool:
-    if not isinstance(value, bool):
-        raise InputError(f"{where}: must be true or false, got {value!r}")
-    return value
-
-
-MODEL_NAMES = ("auto", "pipeline", "analytical")
-
-
-def _model_name(value: Any, where: str) -> str:
-    if value not in MODEL_NAMES:
-        raise InputError(f"{where}: unknown model {value!r} (one of {', '.join(MODEL_NAMES)})")
-    return value
+    return Config(path=path, root=path.parent, targets=target_names, profiles=profiles, kernels=tuple(specs),
+                  simulation=simulation, judging=judging, storage=storage, drift=drift, jobs=jobs,
+                  require_reference=require_reference)
 
 
 def _check_table(where: str, table: Any, keys: set[str], required: tuple[str, ...]) -> None:
@@ -306,18 +334,19 @@ def _check_table(where: str, table: Any, keys: set[str], required: tuple[str, ..
         raise InputError(f"{where}: must be a table")
     unknown = sorted(set(table) - keys)
     if unknown:
-        raise InputError(f"{where}: unknown key '{unknown[0]}'")
+        raise InputError(f"{where}: unknown key '{unknown[0]}'"
+                         f"{did_you_mean(unknown[0], keys) or ' (known: ' + ', '.join(sorted(keys)) + ')'}")
     for key in required:
         if not isinstance(table.get(key), str) or not table[key]:
             raise InputError(f"{where}: missing or empty '{key}'")
 
 
-def _kernel(path: Path, i: int, table: Any, profiles: dict) -> KernelSpec:
+def parse_kernel(path: Path, i: int, table: Any, profiles: dict) -> KernelSpec:
     _check_table(f"{path}: kernel[{i}]", table, _KERNEL_KEYS, ("name", "entry"))
     name = table["name"]
     where = f"{path}: kernel '{name}'"
     if not _NAME.fullmatch(name):
-        raise InputError(f"{where}: name has characters outside [A-Za-z0-9_.+-]")
+        raise InputError(f"{path}: kernel {name!r}: name has characters outside [A-Za-z0-9_.+-]")  # one line
     entry = table["entry"]
     if not _CALLABLE.fullmatch(entry):
         raise InputError(f"{where}: entry '{entry}' must be 'module:function'{_callable_hint(entry)}")
@@ -334,21 +363,22 @@ def _kernel(path: Path, i: int, table: Any, profiles: dict) -> KernelSpec:
         raise InputError(f"{where}: reference must be 'module:function'{hint}, got {reference!r}")
     targets = table.get("targets")
     if targets is not None:
-        targets = _string_list(targets, f"{where}: targets")
+        targets = string_list(targets, f"{where}: targets")
         for t in targets:
             if t not in profiles:
-                raise InputError(f"{where}: targets: unknown target '{t}' (known: {', '.join(sorted(profiles))})")
+                raise InputError(f"{where}: targets: unknown target '{t}'{did_you_mean(t, profiles)} "
+                                 f"(known: {', '.join(sorted(profiles))})")
     outputs = table.get("outputs")
     if outputs is not None:
-        outputs = _number(outputs, f"{where}: outputs", 1, integer=True)
+        outputs = number(outputs, f"{where}: outputs", 1, integer=True)
     threshold = table.get("threshold")
     if threshold is not None:
-        threshold = _number(threshold, f"{where}: threshold")
+        threshold = number(threshold, f"{where}: threshold")
     rtol, atol = table.get("rtol"), table.get("atol")
-    rtol = None if rtol is None else _number(rtol, f"{where}: rtol")
+    rtol = None if rtol is None else number(rtol, f"{where}: rtol")
     if rtol is not None and rtol >= 1.0:  # 100 % off would pass: no check at all
         raise InputError(f"{where}: rtol: must be < 1 (a relative tolerance; 1e-5 is 0.001 %), got {rtol!r}")
-    atol = None if atol is None else _number(atol, f"{where}: atol")
+    atol = None if atol is None else number(atol, f"{where}: atol")
     flops = table.get("flops")
     if flops is not None:
         flops = flopcount.parse(flops, params, f"{where}: flops")
@@ -366,21 +396,41 @@ def _callable_hint(text: str) -> str:
     return " (dotted Python names)"
 
 
-def load_callable(ref: str, root: Path, where: str) -> Callable:
-    """Import "module:function" from the config's folder (perfguard.user_code isolates it)."""
+def load_callable(ref: str, root: Path, where: str, key: str = "entry") -> Callable:
+    """Import "module:function" from the config's folder (perfguard.user_code isolates it). An error
+    names the config `key` (entry, reference, flops, source) and the closest existing name."""
     module_name, _, attr = ref.partition(":")
     try:
         module = import_user_module(module_name, root)
     except Exception as exc:
-        raise InputError(f"{where}: cannot import '{module_name}': {type(exc).__name__}: {exc}".splitlines()[0]) from None
+        hint = _module_hint(exc, root) if isinstance(exc, ModuleNotFoundError) else ""
+        raise InputError(f"{where}: {key} '{ref}': cannot import '{module_name}': {type(exc).__name__}: "
+                         f"{exc}".splitlines()[0] + hint) from None
     func = getattr(module, attr, None)
     if not callable(func):
-        raise InputError(f"{where}: '{module_name}' has no function '{attr}'")
+        functions = [n for n in dir(module) if not n.startswith("_") and callable(getattr(module, n, None))]
+        raise InputError(f"{where}: {key} '{ref}': '{module_name}' has no function '{attr}'"
+                         f"{did_you_mean(attr, functions)}")
     return func
 
 
-# -- whole models (issue 15): [[model]] entries -----------------------------------------------------
-_MODEL_KEYS = {"name", "source", "inputs", "params", "threshold", "kernel_threshold", "targets", "database"}
+def _module_hint(exc: ModuleNotFoundError, root: Path) -> str:
+    """The module nearest the missing one among its siblings (the modules of its package, or of the
+    config's folder for a top-level one)."""
+    missing = exc.name or ""
+    parent, _, leaf = missing.rpartition(".")
+    try:
+        folders = list(importlib.import_module(parent).__path__) if parent else [str(root)]
+    except Exception:  # the parent is missing too, or not a package: nothing to compare with
+        return ""
+    found = difflib.get_close_matches(leaf, sorted(m.name for m in pkgutil.iter_modules(folders)), n=1, cutoff=0.6)
+    return f" (did you mean '{parent + '.' if parent else ''}{found[0]}'?)" if found else ""
+
+
+# -- [[model]] entries: whole models ----------------------------------------------------------------
+_MODEL_KEYS = {"name", "source", "inputs", "params", "threshold", "kernel_threshold", "targets", "database", "skip",
+               "schedule"}
+MODEL_SCHEDULES = ("default", "none")
 
 
 def _models(path: Path, tables: Any, config: Config) -> tuple[ModelSpec, ...]:
@@ -406,7 +456,7 @@ def _model(path: Path, i: int, table: Any, config: Config) -> ModelSpec:
     name = table["name"]
     where = f"{path}: model '{name}'"
     if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_-]*", name):  # no dot: it separates the model from its kernels
-        raise InputError(f"{where}: name has characters outside [A-Za-z0-9_-]")
+        raise InputError(f"{path}: model {name!r}: name has characters outside [A-Za-z0-9_-]")  # one line
     source = table["source"]
     if not _CALLABLE.fullmatch(source):
         if not source.endswith(".onnx"):
@@ -436,14 +486,18 @@ def _model(path: Path, i: int, table: Any, config: Config) -> ModelSpec:
         raise InputError(f"{where}: params are for a 'module:function' source, not an ONNX file")
     thresholds = {}
     for key in ("threshold", "kernel_threshold"):
-        thresholds[key] = None if table.get(key) is None else _number(table[key], f"{where}: {key}")
+        thresholds[key] = None if table.get(key) is None else number(table[key], f"{where}: {key}")
     targets = table.get("targets")
     if targets is not None:
-        targets = _string_list(targets, f"{where}: targets")
+        targets = string_list(targets, f"{where}: targets")
         for t in targets:
             config.profile(t, f"{where}: targets")
     database = table.get("database")
     if database is not None and (not isinstance(database, str) or not database):
         raise InputError(f"{where}: database must be the path of a MetaSchedule database folder")
+    skip = string_list(table["skip"], f"{where}: skip") if "skip" in table else ()  # checked against the graph
+    schedule = table.get("schedule", "default")
+    if schedule not in MODEL_SCHEDULES:
+        raise InputError(f"{where}: schedule {schedule!r} is not one of {', '.join(map(repr, MODEL_SCHEDULES))}")
     return ModelSpec(name, source, parsed, params, thresholds["threshold"], thresholds["kernel_threshold"],
-                     targets, database)
+                     targets, database, skip, schedule)

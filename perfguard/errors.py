@@ -1,9 +1,30 @@
-"""The error types every layer raises, each bound to one exit code of the CLI contract."""
+"""The error types every layer raises, each bound to one exit code of the CLI contract, and the
+"did you mean" every message about a misspelt name ends with."""
+
+import difflib
+from typing import Iterable
 
 EXIT_OK = 0
 EXIT_REGRESSION = 1
 EXIT_USAGE = 2
 EXIT_INFRA = 3
+EXIT_WRONG_RESULT = 4  # the code under test computes a wrong answer: never an infrastructure failure
+
+# Every exit code of the CLI contract, and what it means (docs: "Exit codes").
+EXIT_CODES = {
+    EXIT_OK: "ok: no regression, every kernel measured and checked (also when the toolchain differs from the "
+             "baselines': the headline says so and names the command that re-baselines)",
+    EXIT_REGRESSION: "a regression: a kernel (or a [[model]]'s total) got slower than its threshold, or went over "
+                     "a per-metric limit",
+    EXIT_USAGE: "usage or input error: bad config, bad file, unknown kernel or target, a misspelt name (the message "
+                "names the closest one); a committed baseline that no configured kernel has (`removed`: rename or "
+                "prune it)",
+    EXIT_INFRA: "infrastructure failure: toolchain missing, build failed, simulator crashed or timed out, a QEMU "
+                "whose plugin API perfguard's plugin does not support, the check interrupted; with "
+                "--fail-on-toolchain-change, a toolchain other than the baselines'",
+    EXIT_WRONG_RESULT: "wrong result: a kernel's output differs from its reference, so the code under test is wrong; "
+                       "it beats every other code, and --allow-errors does not hide it",
+}
 
 
 class PerfguardError(Exception):
@@ -26,6 +47,23 @@ class InputError(PerfguardError):
 
 
 class InfraError(PerfguardError):
-    """Toolchain missing, build failed, simulator crashed, wrong kernel output (exit 3)."""
+    """Toolchain missing, build failed, simulator crashed or timed out (exit 3)."""
 
     exit_code = EXIT_INFRA
+
+
+class WrongResult(PerfguardError):
+    """A kernel's output differs from its reference: the code under test failed (exit 4), which
+    neither a retry nor --allow-errors can make go away. `mismatch` says where and by how much."""
+
+    exit_code = EXIT_WRONG_RESULT
+
+    def __init__(self, message: str, mismatch: dict):
+        super().__init__(message)
+        self.mismatch = mismatch
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """' (did you mean 'x'?)' with the known name closest to a misspelt one, or '' when none is close."""
+    found = difflib.get_close_matches(name, sorted(set(known)), n=1, cutoff=0.6)
+    return f" (did you mean '{found[0]}'?)" if found else ""

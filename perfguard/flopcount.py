@@ -13,7 +13,7 @@ import operator
 import re
 from typing import Any
 
-from perfguard.errors import InputError
+from perfguard.errors import InputError, did_you_mean
 
 _CALLABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
 _BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
@@ -60,7 +60,8 @@ def _eval(node: ast.AST, params: dict[str, Any], where: str, text: str) -> float
         value = params.get(node.id)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             numeric = sorted(k for k, v in params.items() if isinstance(v, (int, float)) and not isinstance(v, bool))
-            raise InputError(f"{where}: '{node.id}' is not a numeric param (params: {', '.join(numeric) or 'none'})")
+            raise InputError(f"{where}: '{node.id}' is not a numeric param{did_you_mean(node.id, numeric)} "
+                             f"(params: {', '.join(numeric) or 'none'})")
         return value
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
         operand = _eval(node.operand, params, where, text)

@@ -1,4 +1,6 @@
-"""Per-metric limits: `limits = { insts = 1.0, l2_misses = "500 count" }` in perfguard.toml.
+"""How a change is judged: the [perfguard] keys judge/ applies (the `Judging` section: the timing
+model, the threshold on predicted time, the gate, per-metric limits) and the per-metric limits
+themselves, `limits = { insts = 1.0, l2_misses = "500 count" }`.
 
 Beside the threshold on predicted time, a kernel may fail on a single statistic growing too
 much. A limit is either relative or absolute:
@@ -16,10 +18,11 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 from perfguard.errors import InputError
+from perfguard.sections import KeyDocs, Table, number
 from perfguard.sim.stats import STAT_FIELDS
 
 _TEXT = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?)\s*(?:(%)|([kMG]?)\s*(counts?))\s*$")
@@ -94,3 +97,54 @@ def limit_breaches(limits: dict[str, Limit], baseline, current, where: str) -> d
         if breach is not None:
             out[metric] = breach
     return out
+
+
+DEFAULT_THRESHOLD = 2.0
+GATES = ("estimate", "lower", "upper")
+MODEL_NAMES = ("auto", "pipeline", "analytical")
+
+
+@dataclass(frozen=True)
+class Judging:
+    """The [perfguard] keys a verdict is made with (runs/check.py, compare and bisect hand them to judge/)."""
+
+    threshold: float = DEFAULT_THRESHOLD  # percent of predicted time
+    gate: str = "estimate"  # estimate | lower | upper: the interval's end that must exceed a threshold
+    limits: dict[str, Limit] = field(default_factory=dict)  # the global per-metric limits
+    model: str = "auto"  # auto (calibrated, else pipeline, else analytical) | pipeline | analytical
+
+    KEYS: ClassVar[KeyDocs] = {
+        "threshold": ("number, percent", str(DEFAULT_THRESHOLD),
+                      "a kernel whose predicted time grows by more than this is a regression (exit 1)"),
+        "gate": ("`estimate`, `lower` or `upper`", '"estimate"',
+                 "what of a predicted change must exceed the threshold: the estimate, or the lower or upper end "
+                 "of its calibrated 90 % interval (see Reports)"),
+        "model": ("string", '"auto"', "the timing model: `auto` (a calibrated model where one exists, else "
+                                      "`pipeline`), `pipeline` (llvm-mca on the executed blocks) or `analytical`"),
+        "limits": ("table metric -> limit", "none", "per-metric limits for every kernel: `{ insts = 1.0 }` (percent) "
+                                                    "or `{ l2_misses = \"500 count\" }`"),
+    }
+
+    @classmethod
+    def parse(cls, table: Table) -> Judging:
+        threshold = number(table.get("threshold", DEFAULT_THRESHOLD), table.where("threshold"))
+        limits = parse_limits(table.get("limits"), table.where("limits")) if "limits" in table else {}
+        model = table.get("model", "auto")
+        if model not in MODEL_NAMES:
+            raise InputError(f"{table.where('model')}: unknown model {model!r} (one of {', '.join(MODEL_NAMES)})")
+        gate = table.get("gate", "estimate")
+        if gate not in GATES:
+            raise InputError(f"{table.where('gate')}: unknown gate {gate!r} (one of {', '.join(GATES)}: the "
+                             f"predicted change's estimate, or its interval's lower or upper end)")
+        return cls(threshold, gate, limits, model)
+
+    def threshold_for(self, own: float | None, override: float | None = None) -> float:
+        """A kernel's or model's threshold: the command line's, else its own, else the global one
+        (`--threshold 0` is a threshold, not "unset")."""
+        if override is not None:
+            return override
+        return own if own is not None else self.threshold
+
+    def limits_for(self, own: dict[str, Limit]) -> dict[str, Limit]:
+        """The global limits with a kernel's own on top (a kernel's limit on a metric replaces the global one)."""
+        return {**self.limits, **own}

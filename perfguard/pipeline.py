@@ -21,16 +21,22 @@ from perfguard.compile.cache import BuildCache, digest, file_digest
 from perfguard.compile.harness import HARNESS_VERSION, render_harness, template_digest
 from perfguard.compile.inputs import decode_outputs
 from perfguard.compile.loops import ensure_loops
-from perfguard.compile.lower import LoweredKernel, build_object, inspect_module
+from perfguard.compile.lower import LoweredKernel, build_object, inspect_module, inspect_text
 from perfguard.compile.toolchain import (
     cc_version, check_tensor_types, find_cc, libc_version, link_harness, llvm_version,
 )
 from perfguard.config import KernelSpec, load_callable
 from perfguard.errors import InfraError, InputError, PerfguardError
+from perfguard.kernels import FAMILY_NAMES, get_family
+from perfguard.kernels.base import check_params
+from perfguard.kernels.models import origin
 from perfguard.signals import interruptible
 from perfguard.sim.base import get_simulator
+from perfguard.sim.mca import LLVM_MCA, McaTarget, block_timings
 from perfguard.sim.stats import Stats
 from perfguard.targets import TargetProfile
+from perfguard.timings import Span, cpu_seconds, measured
+from perfguard.user_code import recording
 from perfguard.verify import check_key, check_outputs, resolve_reference
 
 # Part of every build key: bump when the build recipe (flags, layout) changes.
@@ -78,6 +84,14 @@ class JobResult:
     flops: int | None = None  # floating-point operations of one call (a family's count or the kernel's `flops`)
     tensor_bytes: int | None = None  # bytes of all tensors: the compulsory memory traffic
     loops: dict | None = None  # the kernel's loop nest as compiled (compile.loops, plain JSON): names loops in attribution
+    mismatch: dict | None = None  # a wrong output: its worst element (errors.WrongResult, verify.mismatch_error)
+    # where the job's time went (perfguard.timings.JOB_STAGES -> wall and CPU seconds, children included)
+    timings: dict[str, Span] = field(default_factory=dict)
+    cpu_seconds: float = 0.0  # the whole job's CPU (this process and the programs it ran)
+    # the project's files that lowering and checking read, [[path, sha256], ...] (user_code.recording):
+    # what its record (perfguard.records) is reused under
+    depends: list[list[str]] | None = None
+    reused: bool = False  # taken from its record: nothing ran
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -87,15 +101,20 @@ class JobResult:
 
 def run_job(job: Job) -> JobResult:
     """Never raises: failures come back as a result with ok=False and the exit code class."""
-    started = time.monotonic()
+    started, started_cpu = time.monotonic(), cpu_seconds()
     spec = job.kernel
     result = JobResult(spec.name, job.profile.name, spec.family, dict(spec.params), job.simulator, ok=False)
     try:
         with interruptible():  # in a pool worker too: an interrupted worker kills its simulator first
-            _run(job, result)
+            with measured(result.timings, "imports"):  # once per process: the pool's cost, not the job's
+                import tvm  # noqa: F401
+            with recording(job.root, exclude=(job.cache_dir,)) as deps:
+                _run(job, result)
+            result.depends = deps.digests()
         result.ok = True
     except PerfguardError as exc:
         result.error, result.exit_code = exc.message, exc.exit_code
+        result.mismatch = getattr(exc, "mismatch", None)
     except OSError as exc:  # the cache's disk is full, a folder is not writable, ...
         where = f"{exc.filename}: " if exc.filename else ""
         result.error = f"{job.label}: {where}{exc.strerror or exc}"
@@ -106,16 +125,17 @@ def run_job(job: Job) -> JobResult:
         result.error = f"{job.label}: internal error {type(exc).__name__}: {message} (at {Path(last.filename).name}:{last.lineno})"
         result.exit_code = InfraError.exit_code
     result.seconds = time.monotonic() - started
+    result.cpu_seconds = cpu_seconds() - started_cpu
     return result
 
 
-def resolve_kernel(spec: KernelSpec, root: Path, where: str) -> tuple[LoweredKernel, dict[str, Any], Any]:
-    """Call the kernel's entry and inspect the module; returns (lowered, full params, family)."""
-    from perfguard.kernels import FAMILY_NAMES, get_family
-    from perfguard.kernels.base import check_params
-
+def resolve_kernel(spec: KernelSpec, root: Path, where: str,
+                   cache_dir: Path | None = None) -> tuple[LoweredKernel, dict[str, Any], Any]:
+    """Call the kernel's entry and inspect the module; returns (lowered, full params, family). A
+    kernel given as TVMScript (a [[model]]'s) is parsed once per text with a `cache_dir`."""
     if spec.ir is not None:  # a kernel extracted from a [[model]]: its PrimFunc travels as TVMScript
-        return inspect_module(_parse_ir(spec.ir, where), spec.outputs or 1, where), dict(spec.params), None
+        lowered = inspect_text(spec.ir, spec.outputs or 1, where, lambda text: _parse_ir(text, where), cache_dir)
+        return lowered, dict(spec.params), None
     entry = load_callable(spec.entry, root, where)
     family = get_family(spec.family) if spec.family in FAMILY_NAMES else None
     params = dict(spec.params)
@@ -180,45 +200,54 @@ def build_kernel(job: Job, result: JobResult) -> Built:
     import tvm
 
     spec, profile = job.kernel, job.profile
-    where = f"kernel '{spec.name}' on {profile.name}"
-    lowered, params, family = resolve_kernel(spec, job.root, where)
-    result.params = params
-    result.tensor_bytes = sum(t.nbytes for t in lowered.tensors)
-    if spec.flops is not None:
-        result.flops = kernel_flops(spec, job.root, where)
-    elif family is not None:
-        result.flops = int(family.flops(**spec.params))
+    where = f"kernel '{spec.name}'{origin(spec.params) if spec.ir is not None else ''} on {profile.name}"
+    with measured(result.timings, "lower"):
+        lowered, params, family = resolve_kernel(spec, job.root, where, job.cache_dir)
+        result.params = params
+        result.tensor_bytes = sum(t.nbytes for t in lowered.tensors)
+        if spec.flops is not None:
+            result.flops = kernel_flops(spec, job.root, where)
+        elif family is not None:
+            result.flops = int(family.flops(**spec.params))
     cc = find_cc(profile)
     check_tensor_types(profile, cc, lowered.tensors, where)
     if family is not None and "check_target" in family.extra:
         family.extra["check_target"](profile.tvm_target, where, **spec.params)
     result.toolchain = build_toolchain(cc)
     cache = BuildCache(job.cache_dir)
-    key = digest(lowered.ir_hash, profile.fingerprint(), result.toolchain["cc"], result.toolchain["tvm"],
-                 result.toolchain["libc"], str(HARNESS_VERSION), template_digest(), str(BUILD_RECIPE), _layout(lowered))
+    key = build_key(lowered, profile, result.toolchain)
     result.content_hash = key
     build_dir = cache.lookup_build(key)
-    if build_dir is None:
-        staging = cache.staging_dir()
-        try:
-            build_object(lowered, profile.tvm_target, staging / "kernel.o", where)
-            (staging / "harness.c").write_text(render_harness(lowered.symbol, lowered.tensors))
-            link_harness(profile, staging / "harness.c", staging / "kernel.o", staging / "harness", where)
-            build_dir = cache.publish_build(key, staging)
-        except BaseException:  # a failed build leaves nothing behind in the cache
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
-        result.rebuilt = True
-    result.binary_hash = file_digest(build_dir / "harness")
-    result.loops = ensure_loops(build_dir, lowered.mod, profile.tvm_target)  # beside the build, not in its key
+    with measured(result.timings, "compile"):
+        if build_dir is None:
+            staging = cache.staging_dir()
+            try:
+                build_object(lowered, profile.tvm_target, staging / "kernel.o", where)
+                (staging / "harness.c").write_text(render_harness(lowered.symbol, lowered.tensors))
+                link_harness(profile, staging / "harness.c", staging / "kernel.o", staging / "harness", where)
+                build_dir = cache.publish_build(key, staging)
+            except BaseException:  # a failed build leaves nothing behind in the cache
+                shutil.rmtree(staging, ignore_errors=True)
+                raise
+            result.rebuilt = True
+        result.binary_hash = file_digest(build_dir / "harness")
+        # beside the build, not in its key; the module is made only when the nest is not recorded yet
+        result.loops = ensure_loops(build_dir, lambda: lowered.mod, profile.tvm_target)
     return Built(build_dir, lowered, params, family, where)
+
+
+def build_key(lowered: LoweredKernel, profile: TargetProfile, toolchain: dict[str, str]) -> str:
+    """The content hash a build is cached and recorded under: the lowered IR, the target, the
+    toolchain (build_toolchain's) and the harness."""
+    return digest(lowered.ir_hash, profile.fingerprint(), toolchain["cc"], toolchain["tvm"], toolchain["libc"],
+                  str(HARNESS_VERSION), template_digest(), str(BUILD_RECIPE), _layout(lowered))
 
 
 def kernel_flops(spec: KernelSpec, root: Path, where: str) -> int:
     """A user kernel's `flops`: its expression over the params, or its function called with them."""
     if not flopcount.is_callable(spec.flops):
         return flopcount.evaluate(spec.flops, spec.params, f"{where}: flops")
-    func = load_callable(spec.flops, root, where)
+    func = load_callable(spec.flops, root, where, "flops")
     try:
         value = func(**spec.params)
     except Exception as exc:
@@ -244,25 +273,26 @@ def _run(job: Job, result: JobResult) -> None:
     if raw is not None and len(raw) != sum(t.nbytes for t in built.lowered.tensors if t.output):
         raw = None  # cut short or edited: simulate again, as for a damaged record
     if stats is None or raw is None:
-        sim = simulator.run(built.binary, job.profile, [str(job.reps), str(job.warmup)], job.timeout)
+        with measured(result.timings, "simulate"):
+            sim = simulator.run(built.binary, job.profile, [str(job.reps), str(job.warmup)], job.timeout)
         raw = sim.stdout
         record = {"stats": sim.stats.to_record(), "roi_count": sim.roi_count, "total_insts": sim.total_insts}
         _decode(raw, built, job.simulator)
         cache.store_sim(sim_key, record, raw)
         result.resimulated = True
         stats = Stats.from_dict(record["stats"], f"simulation cache entry {sim_key}")
-    check_built(job, result, built, _decode(raw, built, job.simulator), sim_key)
+    with measured(result.timings, "verify"):
+        check_built(job, result, built, _decode(raw, built, job.simulator), sim_key)
     result.stats = stats if job.reps == 1 else stats.scaled(1.0 / job.reps)  # a wrong kernel gets no score
     if stats.blocks is not None and result.resimulated and job.warm_pipeline:
-        _warm_block_timings(job, stats)
+        with measured(result.timings, "timing_model"):
+            _warm_block_timings(job, stats)
 
 
 def _warm_block_timings(job: Job, stats: Stats) -> None:
     """Schedule the blocks with llvm-mca here, in the worker, so that the pipeline model (run
     serially when verdicts are judged) finds them cached. Best effort: when it cannot, the
     model itself reports why, naming the block and the tool."""
-    from perfguard.predict.mca import LLVM_MCA, McaTarget, block_timings
-
     if shutil.which(LLVM_MCA) is None:
         return
     profile = job.profile
@@ -302,13 +332,16 @@ def check_built(job: Job, result: JobResult, built: Built, outputs: list[np.ndar
     ref = resolve_reference(spec, job.root, built.lowered, built.family, built.where)
     result.reference = ref.kind
     if ref.kind == "self" and job.require_reference:
+        if spec.model is not None or spec.ir is not None:  # a model gives no numpy reference per kernel
+            raise InputError(f"{built.where}: a [[model]]'s kernels have no numpy reference, and require_reference "
+                             f"= true refuses them: set require_reference = false to guard the model")
         raise InputError(f"{built.where}: no numpy reference, and require_reference = true: add "
-                         f"reference = \"module:function\" to the kernel (see the README's \"Output check\")")
+                         f"reference = \"module:function\" to the kernel (docs/kernels.md, \"Output check\")")
     cache = BuildCache(job.cache_dir)
     key = check_key(outputs_key, spec, ref, sum(t.output for t in built.lowered.tensors))
     checked = cache.lookup_check(key)
     if checked is None:
-        checked = {"max_error": check_outputs(spec, ref, built.lowered, outputs, built.where)}
+        checked = {"max_error": check_outputs(spec, ref, built.lowered, outputs, built.where, job.cache_dir)}
         cache.store_check(key, checked)
         result.rechecked = True
     result.max_error = checked["max_error"]

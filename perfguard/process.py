@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from perfguard.signals import die_with_parent, log
+from perfguard.signals import deferred, die_with_parent, log
 
 # SIGKILL is what the kernel's OOM killer sends: the likeliest cause when nobody else would.
 OOM_HINT = " (out of memory? the kernel's OOM killer sends SIGKILL)"
@@ -102,16 +102,22 @@ def run(
         if in_child is not None:
             in_child()
 
-    proc = subprocess.Popen(
-        list(command), stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE if stdout is None else stdout,
-        stderr=subprocess.PIPE if stderr is None else stderr,
-        cwd=cwd, env=dict(env) if env is not None else {}, start_new_session=True, preexec_fn=child_setup,
-    )
     name = Path(command[0]).name
-    log(f"started {name} as pid {proc.pid} (timeout {timeout:g} s)")
-    deadline = time.monotonic() + max(0.0, timeout)
+    proc = None
     try:
+        # A Ctrl-C while Popen returns (the child already runs, its group not yet known here)
+        # is held until the group can be killed below: raised then, it would orphan the child.
+        with deferred() as held:
+            proc = subprocess.Popen(
+                list(command), stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE if stdout is None else stdout,
+                stderr=subprocess.PIPE if stderr is None else stderr,
+                cwd=cwd, env=dict(env) if env is not None else {}, start_new_session=True, preexec_fn=child_setup,
+            )
+            log(f"started {name} as pid {proc.pid} (timeout {timeout:g} s)")
+        if held:
+            raise KeyboardInterrupt
+        deadline = time.monotonic() + max(0.0, timeout)
         while True:
             # Waited on in short slices: a signal the kernel hands to another thread of this
             # process (TVM's, a progress bar's) does not wake this one, and its handler runs
@@ -126,6 +132,8 @@ def run(
                     log(f"pid {proc.pid} ({name}) timed out: its group killed")
                     return Finished(None, out or b"", err or b"")
     except BaseException as exc:
+        if proc is None:  # not started (OSError), or interrupted before it was
+            raise
         _kill_group(proc)
         proc.wait()
         log(f"pid {proc.pid} ({name}) killed with its group: {type(exc).__name__}")

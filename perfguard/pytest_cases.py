@@ -16,13 +16,21 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
 
-from perfguard.config import Config, KernelSpec
-from perfguard.config import _kernel as _kernel_table
-from perfguard.errors import InfraError, InputError
-from perfguard.guard.baselines import BaselineStore
-from perfguard.guard.compare import ERROR, NEW, REGRESSION
-from perfguard.guard.report import ModelTotal, Result, TargetSummary
+from perfguard.baselines.git_revision import GitBaselineStore
+from perfguard.baselines.store import BaselineStore
+from perfguard.config import Config, KernelSpec, parse_kernel
+from perfguard.document.report import ModelTotal, Result, TargetSummary
+from perfguard.document.verdicts import ERROR, IMPROVEMENT, NEW, REGRESSION, REMOVED, WRONG_RESULT
+from perfguard.errors import EXIT_USAGE, InfraError, InputError
+from perfguard.kernels.models import model_specs
+from perfguard.native import NativeKernel, check_native, this_machine
+from perfguard.pipeline import JobResult, build_kernel, run_job
 from perfguard.report.numbers import pct, seconds
+from perfguard.report.text import delta_with_interval, interval_note, what_changed_most
+from perfguard.runs.calibration import group_label
+from perfguard.runs.check import CheckRun, make_jobs, run_check, select, write_baselines
+from perfguard.runs.orphans import orphan_outcomes
+from perfguard.runs.report_build import build_report
 
 MAX_STATS_SHOWN = 8  # changed statistics listed in a failure, largest change first
 
@@ -40,8 +48,9 @@ class CaseResult:
     stat_deltas: dict[str, dict] = field(default_factory=dict)
     error: str | None = None
     updated: Path | None = None  # the baseline file written (--perfguard-update)
-    report: Result | None = None  # the report's result (guard.report)
+    report: Result | None = None  # the report's result (document.report)
     target_summary: TargetSummary | None = None  # the report's summary of the target (peaks, caches)
+    orphaned: bool = False  # `removed`: a committed baseline no configured kernel has (runs.orphans)
 
     @property
     def label(self) -> str:
@@ -49,10 +58,10 @@ class CaseResult:
 
     @property
     def ok(self) -> bool:
-        """False for a regression or an error; a rewritten baseline is ok once measured."""
+        """False for a wrong result, a regression or an error; a rewritten baseline is ok once measured."""
         if self.updated is not None:
             return True
-        return self.verdict not in (REGRESSION, ERROR)
+        return self.verdict not in (WRONG_RESULT, REGRESSION, ERROR) and not self.orphaned
 
     def changed_stats(self) -> list[tuple[str, dict]]:
         changed = [(name, d) for name, d in self.stat_deltas.items() if d.get("baseline") != d.get("current")]
@@ -60,13 +69,19 @@ class CaseResult:
 
     def explain(self) -> str:
         """What a failed test shows: the verdict, the delta against the threshold, the stats that moved."""
-        if self.verdict == ERROR:
-            return f"{self.label}: error: {self.error}"
+        if self.verdict in (ERROR, WRONG_RESULT, REMOVED):
+            return f"{self.label}: {self.verdict}: {self.error}"
         head = f"{self.label}: {self.verdict}"
         if self.verdict == NEW:
             return f"{head} (no baseline yet; predicted {seconds(self.current_time_s)})"
-        lines = [f"{head} {pct(self.delta_pct)} (threshold {self.threshold_pct:.2f} %): predicted "
+        delta = pct(self.delta_pct) if self.report is None else delta_with_interval(self.report)
+        lines = [f"{head} {delta} (threshold {self.threshold_pct:.2f} %): predicted "
                  f"{seconds(self.current_time_s)}, baseline {seconds(self.baseline_time_s)}"]
+        if self.report is not None and (note := interval_note(self.report)):
+            lines.append(note)
+        if self.report is not None and self.verdict in (REGRESSION, IMPROVEMENT) \
+                and (self.report.attribution is not None or self.report.blocks):
+            lines.append(f"where: {what_changed_most(self.report)}")  # as `perfguard check` says it
         changed = self.changed_stats()
         if changed:
             lines.append("changed statistics (baseline -> current):")
@@ -93,7 +108,7 @@ class ModelCaseResult:
     baseline_total_s: float | None
     changes: list[str]
     kernels: list[CaseResult]
-    total: ModelTotal  # the report's model view (guard.report)
+    total: ModelTotal  # the report's model view (document.report)
     updated: list[Path] = field(default_factory=list)  # baseline files written (--perfguard-update)
 
     @property
@@ -140,16 +155,24 @@ class CaseRunner:
         self.simulator = simulator
         self.threshold = threshold
         self.update = update
-        self.store = BaselineStore(config.baseline_dir)
+        self.store = BaselineStore(config.storage.baseline_dir)
         if base:
-            from perfguard.guard.git_baselines import GitBaselineStore
-
-            self.store = GitBaselineStore(config.baseline_dir, base)
+            self.store = GitBaselineStore(config.storage.baseline_dir, base)
 
     def pairs(self, kernels: list[str] | None = None, targets: list[str] | None = None) -> list[tuple[KernelSpec, str]]:
-        from perfguard.guard.check import select
-
         return select(self.config, kernels, targets, ("--perfguard-kernels", "--perfguard-targets"))
+
+    def orphans(self, targets: list[str] | None = None) -> list[CaseResult]:
+        """A `removed` case per committed baseline no configured kernel has (runs.orphans): each
+        fails, as in `perfguard check`, unless the baselines are another revision's and the working
+        tree removed it too."""
+        cases = []
+        for o in orphan_outcomes(self.config, self.store, targets, self.threshold):
+            v = o.verdict
+            cases.append(CaseResult(o.result.kernel, o.result.target, v.verdict, v.threshold_pct,
+                                    EXIT_USAGE if o.orphaned else 0, baseline_time_s=v.baseline_time_s, error=o.note,
+                                    report=build_report(CheckRun([o])).results[0], orphaned=o.orphaned))
+        return cases
 
     def spec(self, kernel: str | KernelSpec | Mapping[str, Any], target: str | None = None) -> KernelSpec:
         """A configured kernel or a [[model]]'s kernel by name, a KernelSpec, or a [[kernel]]-like mapping."""
@@ -164,7 +187,7 @@ class CaseRunner:
         if not isinstance(kernel, Mapping):
             raise InputError(f"kernel must be a name, a KernelSpec or a mapping, got {type(kernel).__name__}")
         # Validated exactly like a [[kernel]] table of perfguard.toml (the config's own validator).
-        return _kernel_table(Path("perfguard_check()"), 0, dict(kernel), self.config.profiles)
+        return parse_kernel(Path("perfguard_check()"), 0, dict(kernel), self.config.profiles)
 
     def named(self, name: str, target: str | None) -> list[KernelSpec] | None:
         """The specs a name means on `target`: a configured kernel, one kernel of a [[model]] (named
@@ -179,7 +202,6 @@ class CaseRunner:
                                  f"(its targets: {', '.join(model.targets)})")
             if name == model.name:
                 return None
-            from perfguard.kernels.models import model_specs
 
             specs = model_specs(self.config, model, [target])
             found = [replace(s, model=None) for s in specs if s.name == name]  # one kernel: no model total
@@ -194,10 +216,6 @@ class CaseRunner:
 
     def run_model(self, name: str, target: str, threshold: float | None = None) -> ModelCaseResult:
         """Every kernel of the [[model]] `name` on `target`, judged, and the model's total (as check does)."""
-        from perfguard.guard.check import CheckRun, make_jobs, run_check, write_baselines
-        from perfguard.guard.report_build import build_report
-        from perfguard.kernels.models import model_specs
-
         if self.named(name, target) is not None:
             raise InputError(f"perfguard_check: '{name}' is not a [[model]]")
         model = next(m for m in self.config.models if m.name == name)
@@ -208,7 +226,8 @@ class CaseRunner:
         (total,) = check.model_summaries
         updated = []
         if self.update and all(o.result.ok for o in check.outcomes):
-            updated = write_baselines(self.config, jobs, [o.result for o in check.outcomes])
+            done = write_baselines(self.config, jobs, [o.result for o in check.outcomes])
+            updated = done.written + done.removed
         report = build_report(CheckRun(check.outcomes), self.config.path, self.config)
         by_name = {r.kernel: r for r in report.results}
         kernels = [CaseResult(o.result.kernel, target, o.verdict.verdict, o.verdict.threshold_pct,
@@ -220,16 +239,11 @@ class CaseRunner:
                                updated)
 
     def _job(self, spec: KernelSpec, target: str):
-        from perfguard.guard.check import make_jobs
-
         return make_jobs(self.config, [(spec, target)], self.simulator)[0]
 
     def run(self, kernel: str | KernelSpec | Mapping[str, Any], target: str,
             threshold: float | None = None) -> CaseResult | ModelCaseResult:
         """One kernel; a [[model]]'s name gives its total and all its kernels (run_model)."""
-        from perfguard.guard.check import CheckRun, run_check, write_baselines
-        from perfguard.guard.report_build import build_report
-
         if isinstance(kernel, str) and any(m.name == kernel for m in self.config.models):
             return self.run_model(kernel, target, threshold)
         spec = self.spec(kernel, target)
@@ -239,7 +253,8 @@ class CaseRunner:
         outcome = check.outcomes[0]
         updated = None
         if self.update and outcome.result.ok:
-            updated = write_baselines(self.config, [job], [outcome.result])[0]
+            written = write_baselines(self.config, [job], [outcome.result]).written
+            updated = written[0] if written else None  # unchanged: not rewritten
         report = build_report(CheckRun([outcome]), self.config.path, self.config)
         v = outcome.verdict
         return CaseResult(spec.name, target, v.verdict, v.threshold_pct, check.exit_code(), v.delta_pct,
@@ -248,10 +263,6 @@ class CaseRunner:
 
     def native(self, kernel: str | KernelSpec | Mapping[str, Any], target: str) -> NativeCase:
         """Simulate (for the statistics) and build a host library of the very same object code."""
-        from perfguard.pipeline import JobResult, build_kernel, run_job
-        from perfguard.predict.calibration import group_label
-        from perfguard.native import NativeKernel, check_native, this_machine
-
         spec = self.spec(kernel, target)
         job = self._job(spec, target)
         check_native(job.profile)

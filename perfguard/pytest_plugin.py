@@ -17,6 +17,9 @@ from typing import Any
 
 import pytest
 
+from perfguard.errors import InputError, PerfguardError
+from perfguard.jsonfile import now_iso
+
 _PROPERTY = "perfguard"  # user_properties key carrying a result to the controller
 _MODEL_PROPERTY = "perfguard-model"  # ... and a [[model]]'s total (perfguard_check("<model>", target))
 _MARKER_KEYS = {"threshold", "simulator"}
@@ -105,20 +108,22 @@ class PerfguardSession:
 
     def __init__(self, config: pytest.Config):
         self.config = config
-        self.results: list[Any] = []  # guard.report.Result (imported with the first result)
-        self.models: list[Any] = []  # guard.report.ModelTotal of each perfguard_check("<model>", target)
+        self.results: list[Any] = []  # document.report.Result (imported with the first result)
+        self.models: list[Any] = []  # document.report.ModelTotal of each perfguard_check("<model>", target)
         self.codes: list[int] = []
         self.updated = 0
         self.targets: dict[str, Any] = {}
         self.report_path: Path | None = None
+        self.deselected = 0
+        self.orphans: list[Any] = []  # pytest_cases.CaseResult of each orphaned baseline (runs.orphans)
         self._runners: dict[str | None, Any] = {}
         self._perfguard_config = None
 
     # -- perfguard objects, created on first use --------------------------------------------------
     def perfguard_config(self):
         if self._perfguard_config is None:
+            # lazy: pytest loads this plugin in every session; the rest of perfguard only with --perfguard
             from perfguard.config import load_config
-            from perfguard.errors import PerfguardError
 
             path = self.config.getoption("perfguard_config")
             here = self.config.invocation_params.dir
@@ -133,6 +138,7 @@ class PerfguardSession:
 
     def runner(self, simulator: str | None = None):
         if simulator not in self._runners:
+            # lazy: pytest loads this plugin in every session; the rest of perfguard only with --perfguard
             from perfguard.pytest_cases import CaseRunner
 
             self._runners[simulator] = CaseRunner(self.perfguard_config(), simulator=simulator,
@@ -152,8 +158,6 @@ class PerfguardSession:
     @pytest.hookimpl(tryfirst=True)  # before -k/-m deselection, so those select perfguard items too
     def pytest_collection_modifyitems(self, session: pytest.Session, config: pytest.Config,
                                       items: list[pytest.Item]) -> None:
-        from perfguard.errors import PerfguardError
-
         try:
             pairs = self.runner().pairs(_names(config.getoption("perfguard_kernels")),
                                         _names(config.getoption("perfguard_targets")))
@@ -164,16 +168,21 @@ class PerfguardSession:
         kernel_items = [KernelItem.from_parent(collector, name=f"{spec.name}[{target}]",
                                                callobj=_native_case if native else _simulated_case,
                                                spec=spec, target=target) for spec, target in pairs]
+
         items.extend(kernel_items)
         # Report them as collected, as a collector would: the terminal counts items from collect
         # reports, and would otherwise say "collected 0 items" before running them.
         config.hook.pytest_collectreport(report=pytest.CollectReport(collector.nodeid, "passed", None, kernel_items))
 
+    def pytest_deselected(self, items) -> None:
+        self.deselected += len(items)
+
     # -- results ----------------------------------------------------------------------------------
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         for name, value in report.user_properties:
             if name == _PROPERTY and report.when == "call":
-                from perfguard.guard.report import Result, TargetSummary, from_json
+                # lazy: pytest loads this plugin in every session; the rest of perfguard only with --perfguard
+                from perfguard.document.report import Result, TargetSummary, from_json
 
                 result = from_json(Result, value["result"], "pytest --perfguard result")
                 self.results.append(result)
@@ -182,7 +191,8 @@ class PerfguardSession:
                 if value["target"]:
                     self.targets[result.target] = from_json(TargetSummary, value["target"], "pytest --perfguard")
             elif name == _MODEL_PROPERTY and report.when == "call":
-                from perfguard.guard.report import ModelTotal, from_json
+                # lazy: pytest loads this plugin in every session; the rest of perfguard only with --perfguard
+                from perfguard.document.report import ModelTotal, from_json
 
                 self.models.append(from_json(ModelTotal, value["total"], "pytest --perfguard model"))
                 self.codes.append(value["exit_code"])
@@ -190,42 +200,66 @@ class PerfguardSession:
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if hasattr(self.config, "workerinput") or not self.results:
             return  # an xdist worker: the controller writes the one report
-        from perfguard.jsonfile import now_iso
-        from perfguard.guard.merge import assemble, combined_exit_code
-        from perfguard.guard.report import write_report
+        # lazy: pytest loads this plugin in every session; the rest of perfguard only with --perfguard
+        from perfguard.judge.merge import assemble, combined_exit_code
+        from perfguard.document.report import write_report
         from perfguard.report.pages import write_pages
 
         config = self.perfguard_config()
+        self.orphans = self._orphans()
+        for case in self.orphans:
+            self.results.append(case.report)
+            self.codes.append(case.exit_code)
+        if any(not case.ok for case in self.orphans) and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED  # a guard lost fails the run, as `check` does
         report = assemble(self.results, combined_exit_code(self.codes), now_iso(), str(config.path), self.targets,
                           models=self.models)
         report.summary.model_regressions = sum(m.verdict == "regression" for m in self.models)
         folder = self.config.getoption("perfguard_report_dir")
-        report_dir = Path(folder) if folder else config.report_dir
+        report_dir = Path(folder) if folder else config.storage.report_dir
         write_report(report, report_dir / "perfguard.json")
         write_pages(report, report_dir)
         self.report_path = report_dir / "perfguard.json"
 
+    def _orphans(self) -> list[Any]:
+        """After the run, the baselines no configured kernel has and no test of this session checked
+        (a test's own kernel, perfguard_check with a KernelSpec or a mapping, has a baseline that
+        perfguard.toml does not name). None when the run was a selection (-k, -m, --perfguard-kernels):
+        a kernel left out of it is not orphaned."""
+        option = self.config.getoption
+        if self.deselected or option("keyword") or option("markexpr") or option("perfguard_kernels") \
+                or option("perfguard_native"):  # (under xdist only the workers see what -k deselected)
+            return []
+        checked = {(r.kernel, r.target) for r in self.results}
+        return [case for case in self.runner().orphans(_names(self.config.getoption("perfguard_targets")))
+                if (case.kernel, case.target) not in checked]
+
     def pytest_terminal_summary(self, terminalreporter) -> None:
         if not self.results or hasattr(self.config, "workerinput"):
             return
-        from perfguard.guard.compare import VERDICTS
-        from perfguard.guard.merge import summarize
+        # lazy: pytest loads this plugin in every session; the rest of perfguard only with --perfguard
+        from perfguard.document.verdicts import VERDICTS
+        from perfguard.judge.merge import summarize
 
         summary = summarize(self.results, 0)
         counts = ", ".join(f"{summary.count(name)} {name}" for name in VERDICTS if summary.count(name))
         terminalreporter.write_sep("-", "perfguard")
         terminalreporter.write_line(f"{len(self.results)} kernel check(s): {counts}")
         if self.models:
+            # lazy: pytest loads this plugin in every session; the rest of perfguard only with --perfguard
             from perfguard.report.model_view import terminal_lines
 
             for line in terminal_lines(self.models):
                 terminalreporter.write_line(line)
         if summary.toolchain_changed:
+            # lazy: pytest loads this plugin in every session; the rest of perfguard only with --perfguard
             from perfguard.report.text import toolchain_headline
 
             terminalreporter.write_line(toolchain_headline(summary.toolchain_changed, summary.toolchain))
         if self.updated:
             terminalreporter.write_line(f"rewrote {self.updated} baseline(s)")
+        for case in self.orphans:
+            terminalreporter.write_line(case.explain(), red=not case.ok)
         if self.report_path is not None:
             terminalreporter.write_line(f"report: {self.report_path}")
 
@@ -233,7 +267,8 @@ class PerfguardSession:
 def _record(node: pytest.Item, result) -> None:
     """Attach a result to the test report (as JSON data: that is how it reaches the xdist controller);
     a model's: each of its kernels' results, and its total."""
-    from perfguard.guard.report import to_json
+    # lazy: pytest loads this plugin in every session; the rest of perfguard only with --perfguard
+    from perfguard.document.report import to_json
 
     model = getattr(result, "total", None)
     for one in result.kernels if model is not None else [result]:
@@ -247,8 +282,8 @@ def _record(node: pytest.Item, result) -> None:
 
 
 def _find_config_or_none(start: Path):
+    # lazy: pytest loads this plugin in every session; the rest of perfguard only with --perfguard
     from perfguard.config import find_config
-    from perfguard.errors import InputError
 
     try:
         return find_config(start)
@@ -291,8 +326,6 @@ class KernelItem(pytest.Function):
         super().setup()
 
     def runtest(self) -> None:
-        from perfguard.errors import PerfguardError
-
         runner = self.session_state.runner()
         try:
             if "benchmark" in self.fixturenames:
@@ -316,3 +349,6 @@ class KernelItem(pytest.Function):
     def reportinfo(self):
         path = self.session_state.perfguard_config().path
         return path, None, f"perfguard::{self.name}"
+
+
+

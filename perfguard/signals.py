@@ -19,6 +19,7 @@ signal it turns into an interruption, are logged on stderr (`log`), pool workers
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import sys
@@ -41,9 +42,33 @@ def log(message: str) -> None:
         sys.stderr.flush()
 
 
+_deferring: list[list[int]] = []  # the main thread's open `deferred()` blocks, each its held signals
+
+
 def _interrupt(signum, frame) -> None:
+    if _deferring:
+        log(f"got {signal.Signals(signum).name}: held until the child it interrupts can be stopped")
+        _deferring[-1].append(signum)
+        return
     log(f"got {signal.Signals(signum).name}: interrupting")
     raise KeyboardInterrupt
+
+
+@contextmanager
+def deferred() -> Iterator[list[int]]:
+    """Within the block an interruption is held, not raised: the list it yields holds the signals
+    that came, for the caller to raise once it can clean up (a child started in the block but
+    not yet known to the caller would otherwise outlive the interruption). Main thread only,
+    as signal handlers are; elsewhere the list stays empty."""
+    held: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield held
+        return
+    _deferring.append(held)
+    try:
+        yield held
+    finally:
+        _deferring.remove(held)
 
 
 @contextmanager
@@ -79,8 +104,6 @@ def die_with_parent(parent_pid: int | None = None) -> None:
     is caught by comparing the parent pid afterwards.
     """
     try:
-        import ctypes
-
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     except (OSError, AttributeError):  # not Linux: no such request; orphans stay possible there

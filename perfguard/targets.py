@@ -52,6 +52,7 @@ class CostModel:
     vec_fp: float = 1.0
     l2_latency: float = 12.0  # paid per L1 miss
     mem_latency: float = 80.0  # paid per L2 miss
+    l3_latency: float = 0.0  # paid per L2 miss the last-level cache serves (the pipeline model; see l3_size)
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,11 @@ class TargetProfile:
     # overlap (memory-level parallelism: miss stall cycles are divided by it).
     pipeline_cpu: str = "generic"
     mlp: float = 1.0
+    # A last-level cache behind the simulated L2 that the simulators do not model, in bytes (0: none).
+    # The pipeline model charges the L2 misses of a call whose missed lines fit in it at
+    # cost.l3_latency instead of the memory latency: data a kernel streams from one call to the
+    # next stays there (see perfguard.predict.pipeline).
+    l3_size: int = 0
 
     @property
     def triple(self) -> str:
@@ -101,7 +107,8 @@ class TargetProfile:
     def fingerprint(self) -> str:
         """Everything that changes the generated code or the simulated statistics."""
         data = self.to_dict()
-        for key in ("clock_hz", "peak_gflops", "peak_bandwidth_gbs", "cost", "energy", "name", "pipeline_cpu", "mlp"):
+        for key in ("clock_hz", "peak_gflops", "peak_bandwidth_gbs", "cost", "energy", "name", "pipeline_cpu", "mlp",
+                    "l3_size"):
             data.pop(key)
         return json.dumps(data, sort_keys=True)
 
@@ -129,13 +136,14 @@ BUILTIN: dict[str, TargetProfile] = {
         peak_gflops=96.0,  # 2 FMA ports x 8 lanes x 2 flops x 3 GHz
         peak_bandwidth_gbs=20.0,
         cost=CostModel(inst=0.25, load=0.25, store=0.5, branch=0.25, fp=0.5, vec=0.25, vec_fp=0.5,
-                       l2_latency=12.0, mem_latency=150.0),
+                       l2_latency=12.0, mem_latency=150.0, l3_latency=50.0),
         pipeline_cpu="znver4",  # the calibration machine (AMD EPYC, Zen 4); skylake, znver3, ... also work
-        # Zen 4 keeps dozens of misses in flight and prefetches streams, and what misses the
-        # simulated 1 MiB L2 mostly hits its 32 MiB L3: 150 / 16 = 9.4 cycles per missed line is
-        # the profile's 20 GB/s at 3 GHz. Chosen on benchmarks/verdicts.py (4: Spearman 0.93,
-        # 8: 0.95, 16: 0.96, no stalls at all: 0.84); see benchmarks/RESULTS.md.
+        # Zen 4 keeps dozens of misses in flight and prefetches streams: 150 / 16 = 9.4 cycles per
+        # line missed to memory is the profile's 20 GB/s at 3 GHz. Chosen on benchmarks/verdicts.py
+        # (4: Spearman 0.93, 8: 0.95, 16: 0.96, no stalls at all: 0.84); see benchmarks/RESULTS.md.
         mlp=16.0,
+        # Zen 3 and Zen 4 EPYC: 32 MiB of L3 per CCD, about 46 and 50 cycles load to use.
+        l3_size=32 * 1024 * 1024,
     ),
     "aarch64": TargetProfile(
         name="aarch64",
@@ -284,6 +292,10 @@ def profile_from_config(name: str, table: dict[str, Any], where: str) -> TargetP
             if not isinstance(value, dict) or "kind" not in value:
                 raise InputError(f"{where}.tvm_target: must be a table with 'kind'")
             check_plain(value, f"{where}.tvm_target")
+            changes[key] = value
+        elif key == "l3_size":
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise InputError(f"{where}.l3_size: must be an integer >= 0 (bytes; 0: no L3), got {value!r}")
             changes[key] = value
         elif key in ("clock_hz", "peak_gflops", "peak_bandwidth_gbs", "mlp"):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:

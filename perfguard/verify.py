@@ -1,6 +1,8 @@
 """The output check: a kernel's outputs against its reference, and the key that caches its answer.
 
-A wrong kernel is an infrastructure error (exit 3), never a score. The check's answer is cached
+A wrong kernel is a verdict of its own, `wrong result` (exit 4: the code under test failed), never
+a score; the error names the worst element (the one furthest over its tolerance), its value, the
+reference's and the tolerance there. The check's answer is cached
 under a key that holds everything deciding it (the outputs through the simulation's key, the
 reference's identity and source, the params it is called with, rtol, atol, outputs and
 CHECK_VERSION), so a warm cache can never pass a check that an empty one would fail.
@@ -22,7 +24,9 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import io
 import json
+import math
 import sys
 from dataclasses import dataclass
 from functools import lru_cache
@@ -32,14 +36,16 @@ from typing import Callable
 import numpy as np
 
 from perfguard import __version__
+from perfguard.atomic import atomic_write_bytes
 from perfguard.compile.cache import digest
 from perfguard.compile.inputs import generate
 from perfguard.compile.lower import LoweredKernel, build_host
 from perfguard.config import KernelSpec, load_callable
-from perfguard.errors import InfraError, InputError
+from perfguard.errors import InfraError, InputError, WrongResult
+from perfguard.fingerprints import code_digest
 
 # Part of every check key: bump when the comparison itself changes.
-CHECK_VERSION = 2
+CHECK_VERSION = 3
 
 DEFAULT_TOL = {"float32": 1e-5, "float64": 1e-12, "float16": 2e-2}  # other dtypes (integers): exact
 
@@ -83,7 +89,7 @@ def _kernels_digest() -> str:
 
 def resolve_reference(spec: KernelSpec, root: Path, lowered: LoweredKernel, family, where: str) -> Reference:
     if spec.reference:
-        func = load_callable(spec.reference, root, where)
+        func = load_callable(spec.reference, root, where, "reference")
         return Reference("numpy", func, _source_identity(func, spec.reference))
     if family is not None:
         named = f"{family.reference.__module__}:{family.reference.__name__}"
@@ -100,7 +106,8 @@ def check_key(sim_key: str, spec: KernelSpec, ref: Reference, num_outputs: int) 
                   str(CHECK_VERSION))
 
 
-def reference_outputs(spec: KernelSpec, ref: Reference, lowered: LoweredKernel, inputs, where) -> list[np.ndarray]:
+def reference_outputs(spec: KernelSpec, ref: Reference, lowered: LoweredKernel, inputs, where,
+                      cache_dir: Path | None = None) -> list[np.ndarray]:
     if ref.func is not None:
         try:
             outputs = ref.func(inputs, **spec.params)
@@ -108,12 +115,40 @@ def reference_outputs(spec: KernelSpec, ref: Reference, lowered: LoweredKernel, 
             name = spec.reference or "the family's reference"
             raise InputError(f"{where}: reference '{name}' raised {type(exc).__name__}: {exc}".splitlines()[0]) from None
     else:
-        outputs = _tvm_host_reference(lowered, inputs, where)
+        outputs = _self_reference(ref, lowered, inputs, where, cache_dir)
     if isinstance(outputs, np.ndarray):
         outputs = [outputs]
     if not isinstance(outputs, (list, tuple)):
         raise InputError(f"{where}: reference returned {type(outputs).__name__}, expected a list of numpy arrays")
     return [np.asarray(o) for o in outputs]
+
+
+def _self_reference(ref: Reference, lowered: LoweredKernel, inputs: list[np.ndarray], where: str,
+                    cache_dir: Path | None) -> list[np.ndarray]:
+    """The kernel built for the host, run on the inputs: remembered in the cache by the kernel's code
+    and tensors, so that a kernel whose code is the same on several targets (a [[model]]'s, often)
+    is built for the host once, not once per target."""
+    if cache_dir is None:
+        return _tvm_host_reference(lowered, inputs, where)
+
+    layout = json.dumps([[t.name, list(t.shape), t.dtype, t.output] for t in lowered.tensors])
+    key = digest("self reference", ref.identity, layout, code_digest())  # code: how inputs are generated
+    path = Path(cache_dir) / "references" / key[:2] / f"{key}.npz"
+    try:
+        with np.load(path, allow_pickle=False) as saved:
+            found = [saved[f"out{i}"] for i in range(len(saved.files))]
+        if [tuple(a.shape) for a in found] == [t.shape for t in lowered.tensors if t.output]:
+            return found
+    except (OSError, ValueError, KeyError):
+        pass  # absent or damaged: build it
+    outputs = _tvm_host_reference(lowered, inputs, where)
+    buffer = io.BytesIO()
+    np.savez(buffer, **{f"out{i}": o for i, o in enumerate(outputs)})
+    try:
+        atomic_write_bytes(path, buffer.getvalue())
+    except (InfraError, OSError):
+        pass  # a cache that cannot be written costs a host build next time
+    return outputs
 
 
 def _tvm_host_reference(lowered: LoweredKernel, inputs: list[np.ndarray], where: str) -> list[np.ndarray]:
@@ -144,30 +179,64 @@ def needed_tolerance(got: np.ndarray, want: np.ndarray) -> float:
     return float(np.max(np.abs(got - want) / denominator)) if want.size else 0.0
 
 
+def check_output(spec: KernelSpec, name: str, dtype: str, got: np.ndarray, want: np.ndarray, where: str) -> float:
+    """One output against its reference: the worst difference; WrongResult for a wrong output,
+    InputError for a reference of another shape or with a non-finite value."""
+    if tuple(want.shape) != tuple(got.shape):
+        raise InputError(f"{where}: reference output '{name}' has shape {want.shape}, kernel {got.shape}")
+    want = want.astype(np.float64)
+    got64 = got.astype(np.float64)
+    if not np.all(np.isfinite(want)):  # NaN compares false, inf makes atol infinite: any output would pass
+        idx = tuple(int(i) for i in np.argwhere(~np.isfinite(want))[0])
+        raise InputError(f"{where}: reference output '{name}' has a non-finite value at "
+                         f"[{', '.join(map(str, idx))}]: {want[idx]}")
+    rtol, atol = tolerances(spec, dtype, want)
+    with np.errstate(invalid="ignore"):
+        diff = np.abs(got64 - want)
+        allowed = atol + rtol * np.abs(want)
+        bad = ~(diff <= allowed)  # a NaN or infinite output is off whatever the tolerance
+    if np.any(bad):
+        raise mismatch_error(where, name, got64, want, diff, allowed, bad, rtol, atol)
+    return float(diff.max()) if diff.size else 0.0
+
+
 def check_outputs(spec: KernelSpec, ref: Reference, lowered: LoweredKernel, outputs: list[np.ndarray],
-                  where: str) -> float:
-    """The worst difference; raises InfraError for a wrong output, InputError for a broken reference."""
+                  where: str, cache_dir: Path | None = None) -> float:
+    """The worst difference; raises WrongResult for a wrong output, InputError for a broken reference."""
     inputs = [generate(t) for t in lowered.tensors if not t.output]
-    expected = reference_outputs(spec, ref, lowered, inputs, where)
+    expected = reference_outputs(spec, ref, lowered, inputs, where, cache_dir)
     if len(expected) != len(outputs):
         raise InputError(f"{where}: reference returned {len(expected)} outputs, the kernel has {len(outputs)}")
     worst = 0.0
     for got, want, t in zip(outputs, expected, [t for t in lowered.tensors if t.output]):
-        if tuple(want.shape) != tuple(got.shape):
-            raise InputError(f"{where}: reference output '{t.name}' has shape {want.shape}, kernel {got.shape}")
-        want = want.astype(np.float64)
-        got64 = got.astype(np.float64)
-        rtol, atol = tolerances(spec, t.dtype, want)
-        if not np.all(np.isfinite(got64)):
-            raise InfraError(f"{where}: wrong result: output '{t.name}' has non-finite values")
-        diff = np.abs(got64 - want)
-        bad = diff > atol + rtol * np.abs(want)
-        if np.any(bad):
-            idx = tuple(int(i) for i in np.unravel_index(int(np.argmax(diff)), diff.shape))
-            raise InfraError(
-                f"{where}: wrong result: output '{t.name}'[{', '.join(map(str, idx))}] = {got64[idx]:.6g}, "
-                f"reference {want[idx]:.6g} ({int(bad.sum())} of {bad.size} elements off; "
-                f"rtol {rtol:.3g}, atol {atol:.3g})"
-            )
-        worst = max(worst, float(diff.max()) if diff.size else 0.0)
+        worst = max(worst, check_output(spec, t.name, t.dtype, got, want, where))
     return worst
+
+
+def mismatch_error(where: str, output: str, got: np.ndarray, want: np.ndarray, diff: np.ndarray,
+                   allowed: np.ndarray, bad: np.ndarray, rtol: float, atol: float) -> WrongResult:
+    """The error of a wrong output, at its worst element: the first non-finite one, else the one
+    furthest over its tolerance (difference / tolerance)."""
+    finite = np.isfinite(got)
+    if not finite.all():
+        flat = int(np.argmin(finite.reshape(-1)))
+    else:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            over = np.where(bad, diff / np.maximum(allowed, np.finfo(np.float64).tiny), -np.inf)
+        flat = int(np.argmax(over.reshape(-1)))
+    idx = tuple(int(i) for i in np.unravel_index(flat, got.shape)) if got.ndim else ()
+    value, expected, tolerance = float(got[idx]), float(want[idx]), float(allowed[idx])
+    off, total = int(bad.sum()), int(bad.size)
+    mismatch = {"output": output, "index": list(idx), "value": value if math.isfinite(value) else None,
+                "expected": expected, "tolerance": tolerance, "rtol": rtol, "atol": atol,
+                "elements_off": off, "elements": total}
+    at = f"'{output}'[{', '.join(map(str, idx))}]"
+    if math.isfinite(value):
+        difference = abs(value - expected)
+        by = f"off by {difference:.3g}" + (f", {difference / tolerance:.3g}x the tolerance {tolerance:.3g}"
+                                          if tolerance > 0 else " (tolerance 0: exact)")
+    else:
+        mismatch["nonfinite"] = repr(value)
+        by = "not a finite number"
+    return WrongResult(f"{where}: wrong result: output {at} = {value:.6g}, expected {expected:.6g}: {by} "
+                       f"({off} of {total} elements off; rtol {rtol:.3g}, atol {atol:.3g})", mismatch)

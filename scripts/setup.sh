@@ -42,7 +42,7 @@ refuse() {
     echo "setup.sh: warning: $1 (proceeding: PERFGUARD_UNVALIDATED_TOOLCHAIN=1)" >&2
     return 0
   fi
-  echo "setup.sh: $1, not the validated toolchain (scripts/toolchain.lock): use the perfguard image (README, 'One pinned toolchain') or set PERFGUARD_UNVALIDATED_TOOLCHAIN=1 to proceed anyway" >&2
+  echo "setup.sh: $1, not the validated toolchain (scripts/toolchain.lock): use the perfguard image (docs/toolchain.md, 'One pinned toolchain') or set PERFGUARD_UNVALIDATED_TOOLCHAIN=1 to proceed anyway" >&2
   exit 3
 }
 
@@ -145,7 +145,7 @@ if [ ${#wanted[@]} -gt 0 ]; then
       wanted=("${available[@]}")
     fi
     if [ ${#wanted[@]} -gt 0 ] && ! apt_get install -y --no-install-recommends "${wanted[@]}"; then
-      echo "setup.sh: apt-get could not install ${wanted[*]} (README, 'One pinned toolchain')" >&2
+      echo "setup.sh: apt-get could not install ${wanted[*]} (docs/toolchain.md, 'One pinned toolchain')" >&2
       exit 3
     fi
   fi

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Sets up (Debian packages, perfguard with its test extras) and runs the test suite.
+# Sets up (Debian packages, perfguard with its test and docs extras) and runs the test suite (which
+# also builds the documentation site with `mkdocs build --strict`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PERFGUARD_EXTRAS=test bash scripts/setup.sh
+PERFGUARD_EXTRAS=test,docs bash scripts/setup.sh
 export PERFGUARD_CACHE_DIR="${PERFGUARD_CACHE_DIR:-$(mktemp -d)}"
 # Real gem5 builds (../shared beside the clone in CI): the gem5 tests run on them, else skip.
 for isa in X86 RISCV ARM; do

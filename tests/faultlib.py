@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from perfguard.cli import main
+from tests.projects import kernel_table, with_cache
 
 REAL = {name: shutil.which(name) for name in ("qemu-aarch64", "qemu-x86_64", "aarch64-linux-gnu-gcc")}
 
@@ -33,28 +34,16 @@ HEALTHY = ("gemv_h", "x86_64")  # measured by the real qemu-x86_64 in every scen
 FAULTY = ("gemm_f", "aarch64")  # its simulator (or compiler) is the faulty tool
 
 # A healthy kernel on x86_64 and one on aarch64, whose tools a scenario replaces.
-PROJECT = """\
-[perfguard]
-targets = ["x86_64", "aarch64"]
-cache_dir = "{cache}"
-timeout = {timeout}
+def project_text(cache: Path, timeout: float, faulty: str) -> str:
+    return with_cache(f'[perfguard]\ntargets = ["x86_64", "aarch64"]\ntimeout = {timeout}\n', cache) + \
+        kernel_table(HEALTHY[0], "perfguard.kernels.gemv:gemv", "M = 16, K = 16", "gemv", targets='["x86_64"]') + \
+        kernel_table(FAULTY[0], "perfguard.kernels.gemm:gemm", faulty, "gemm", targets='["aarch64"]')
 
-[[kernel]]
-name = "gemv_h"
-entry = "perfguard.kernels.gemv:gemv"
-family = "gemv"
-params = {{ M = 16, K = 16 }}
-targets = ["x86_64"]
 
-[[kernel]]
-name = "gemm_f"
-entry = "perfguard.kernels.gemm:gemm"
-family = "gemm"
-params = {{ {faulty} }}
-targets = ["aarch64"]
-"""
 SMALL = "M = 16, N = 16, K = 16"
-BIG = "M = 8192, N = 8192, K = 8192"  # 768 MiB of tensors: more than a 640 MiB address space
+# A's 1 GiB alone is more than a 640 MiB address space: the harness's first allocation fails, before
+# it fills any tensor (filling 512 MiB under QEMU first, as 8192^3 did, cost some 14 CPU-s a run).
+BIG = "M = 16384, N = 16384, K = 16384"
 
 _TOOL = '''\
 #!{python}
@@ -70,7 +59,9 @@ if args[:1] in (["--version"], ["-h"]):
     proc = subprocess.run([REAL, *args], capture_output=True, text=True)
     lines = proc.stdout.splitlines() or [""]
     if args[0] == "--version":
-        lines[0] += " [fault: " + MODE + "]"
+        # the fault (and its marker's path, unique to the test) in the version: simulations
+        # cached by an earlier run of the same fault on a shared cache are never reused
+        lines[0] += " [fault: " + MODE + " " + str(ARG) + "]"
     sys.stdout.write("\\n".join(lines) + "\\n")
     sys.stderr.write(proc.stderr)
     sys.exit(proc.returncode)
@@ -158,7 +149,7 @@ class Run:
 def make_project(root: Path, cache: Path, timeout: float = 120, faulty: str = SMALL) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     config = root / "perfguard.toml"
-    config.write_text(PROJECT.format(cache=cache, timeout=timeout, faulty=faulty))
+    config.write_text(project_text(cache, timeout, faulty))
     return config
 
 
@@ -349,6 +340,10 @@ def full_disk_baselines(work: Path, cache: Path) -> Run:
     """`baseline update` of two kernels when only one baseline fits: all or nothing."""
     config = seed(work / "proj", cache)
     baselines = config.parent / "baselines"
+    for path in sorted(baselines.rglob("*.json")):  # measured before a change: update must rewrite both
+        data = json.loads(path.read_text())
+        data["stats"]["insts"] += 1
+        path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
     with tmpfs(baselines):
         fill(baselines, leave=4096)
         run = cli(["baseline", "update", "-j", "1"], config)
@@ -437,7 +432,7 @@ _KERNELS = ("k0", "k1", "k2", "k3", "k4")
 
 
 def _tagged(kernel: str, tag: str):
-    from perfguard.guard.baselines import Baseline
+    from perfguard.baselines.store import Baseline
     from perfguard.sim.stats import Stats
 
     return Baseline(kernel=kernel, target="x86_64", family=None, params={"pad": "x" * 4000}, simulator="qemu",
@@ -446,7 +441,7 @@ def _tagged(kernel: str, tag: str):
 
 
 def _write_rounds(root: str, writer: int, rounds: int) -> None:
-    from perfguard.guard.baselines import BaselineStore
+    from perfguard.baselines.store import BaselineStore
 
     store = BaselineStore(Path(root))
     for r in range(rounds):
@@ -458,8 +453,8 @@ def _read_until(root: str, stop, results) -> None:
     """Read the five files, alternately without the lock (each file must be whole) and under it
     (the five must then come from one update: writers never interleave)."""
     from perfguard.errors import PerfguardError
-    from perfguard.guard.baselines import BaselineStore
-    from perfguard.guard.lock import baselines_lock
+    from perfguard.baselines.store import BaselineStore
+    from perfguard.baselines.lock import baselines_lock
 
     store, reads, unreadable, mixed, locked = BaselineStore(Path(root)), 0, 0, 0, False
     while not stop.is_set():

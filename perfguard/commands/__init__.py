@@ -1,3 +1,3 @@
 """One module per subcommand; each exposes add_parser(subparsers) and run(args) -> exit code."""
 
-COMMANDS = ("check", "baseline", "compare", "bisect", "calibrate", "doctor", "merge", "report", "tune")
+COMMANDS = ("init", "check", "baseline", "compare", "bisect", "calibrate", "doctor", "merge", "report", "tune")

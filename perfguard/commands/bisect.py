@@ -4,7 +4,6 @@ made a kernel (or a [[model]]'s total) slower."""
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from rich.markup import escape
@@ -13,14 +12,11 @@ from perfguard.atomic import atomic_write_text
 from perfguard.commands.compare import check_numbers
 from perfguard.config import find_config, load_config
 from perfguard.errors import EXIT_OK, EXIT_REGRESSION
-from perfguard.guard.attribution import changed_blocks
-from perfguard.guard.bisect import AMBIGUOUS, NO_CROSSING, Bisection, Bisector, Visit
-from perfguard.guard.revisions import Measurer, Project
-from perfguard.report.numbers import pct, seconds, signed_count
+from perfguard.report.numbers import pct, seconds
 from perfguard.report.terminal import console
-
-MOST = 5  # statistics shown for the first bad commit
-
+from perfguard.runs.bisect import AMBIGUOUS, NO_CROSSING, BisectReport, Bisector, Visit
+from perfguard.runs.revisions import Measurer, Project
+from perfguard.sim.base import SIMULATOR_NAMES
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser("bisect", help="find the first commit whose predicted time crossed the threshold")
@@ -34,7 +30,7 @@ def add_parser(subparsers) -> None:
                                                    "(default: the kernel's or model's threshold at --good)")
     p.add_argument("--config", type=Path, help="perfguard.toml in the working tree (default: found from here); "
                                                "each revision's own copy at the same path is used")
-    p.add_argument("--simulator", choices=("qemu", "gem5", "cachegrind"), help="override the configs' simulator")
+    p.add_argument("--simulator", choices=SIMULATOR_NAMES, help="override the configs' simulator")
     p.add_argument("-j", "--jobs", type=int, help="parallel jobs (default: CPU count)")
     p.add_argument("--json", type=Path, help="write every visited revision and the outcome here")
     p.add_argument("--allow-dirty", action="store_true",
@@ -49,34 +45,6 @@ def _line(visit: Visit) -> str:
     return f"  {mark}  {visit.sha[:12]}  {seconds(visit.time_s)}  {pct(visit.verdict.delta_pct)}  {visit.subject[:50]}"
 
 
-def _changed_stats(before: Visit, after: Visit) -> list[str]:
-    b, a = before.result.stats, after.result.stats
-    rows = []
-    for name in b.to_dict():
-        x, y = getattr(b, name), getattr(a, name)
-        if x is None or y is None or x == y:
-            continue
-        rows.append((abs(y - x) / x if x else float("inf"), name, x, y))
-    rows.sort(key=lambda row: (-row[0], row[1]))
-    return [f"{name} {signed_count(y - x)}" + (f" ({pct(100.0 * (y - x) / x)})" if x else "")
-            for _, name, x, y in rows[:MOST]]
-
-
-def report(b: Bisection, profile, cache_dir, model: bool = False) -> dict:
-    data = {"model" if model else "kernel": b.kernel, "target": b.target, "threshold_pct": b.threshold_pct, "outcome": b.outcome,
-            "commits": len(b.commits), "good": b.good.to_dict(), "bad": b.bad.to_dict(),
-            "visits": [v.to_dict() for v in b.visits], "candidates": b.candidates,
-            "first_bad": b.first_bad.to_dict() if b.first_bad else None,
-            "last_good": b.last_good.to_dict() if b.last_good else None}
-    if b.step is not None:  # a model: what changed from the last good revision to the first bad one
-        data["changes"] = list(b.step.changes)
-        data["step_delta_pct"] = b.step.delta_pct
-    elif b.first_bad is not None:
-        data["changed_stats"] = _changed_stats(b.last_good, b.first_bad)
-        data["changed_blocks"] = changed_blocks(b.last_good.result, b.first_bad.result, profile, cache_dir)
-    return data
-
-
 def run(args: argparse.Namespace) -> int:
     out = console()
     check_numbers(args)
@@ -89,13 +57,13 @@ def run(args: argparse.Namespace) -> int:
     name, model = (args.model, True) if args.model is not None else (args.kernel, False)
     out.print(f"bisect {'model ' if model else ''}{escape(name)}[{escape(args.target)}] between --good "
               f"{escape(args.good)} and --bad {escape(args.bad)}")
-    with Measurer(current.cache_dir, args.simulator, args.jobs or current.jobs) as measurer:
+    with Measurer(current.storage.cache_dir, args.simulator, args.jobs or current.jobs) as measurer:
         bisector = Bisector(project, name, args.target, args.threshold, measurer,
                             on_visit=lambda v: out.print(escape(_line(v))), model=model)
         b = bisector.run(args.good, args.bad)
-    data = report(b, current.profile(args.target, "--target"), current.cache_dir, model)
+    found = BisectReport.of(b, model, current.profile(args.target, "--target"), current.storage.cache_dir)
     if args.json:
-        atomic_write_text(args.json, json.dumps(data, indent=2, sort_keys=True) + "\n")
+        atomic_write_text(args.json, found.to_json())
     skipped = sum(1 for v in b.visits if v.skipped)
     visited = f"{len(b.visits)} revision(s) measured of {len(b.commits) + 1}" + (f", {skipped} skipped" if skipped else "")
     if b.outcome == NO_CROSSING:
@@ -116,9 +84,12 @@ def run(args: argparse.Namespace) -> int:
             out.print(f"    {escape(line)}")
         out.print(visited)
         return EXIT_REGRESSION
+    explained = found.explanation
     out.print(f"  last good {last.sha[:12]}: {pct(last.verdict.delta_pct)}; statistics that changed most: "
-              + escape(", ".join(data["changed_stats"]) or "none"))
-    for line in data["changed_blocks"] or []:
+              + escape(", ".join(explained.changed_stats) or "none"))
+    if explained.where:
+        out.print(f"  where {escape(explained.where)}")
+    for line in explained.changed_blocks or []:
         out.print(f"  block {escape(line)}")
     out.print(visited)
     return EXIT_REGRESSION

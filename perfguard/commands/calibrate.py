@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import argparse
+import datetime
 import json
 import math
+import statistics
 from pathlib import Path
 
 from rich.table import Table
@@ -14,12 +15,14 @@ from perfguard.config import load_config
 from perfguard.errors import EXIT_OK, EXIT_REGRESSION, InputError
 from perfguard.executors import add_executor_options, executor_from_args
 from perfguard.kernels import FAMILY_NAMES
-from perfguard.predict import calibration
+from perfguard.native import PROCESSES, QuietPolicy, add_quiet_options
 from perfguard.predict.dataset import dataset_path, load_dataset
 from perfguard.predict.features import FEATURE_SETS
 from perfguard.predict.registry import PREDICTORS
 from perfguard.predict.select import stored_model
+from perfguard.predict.store import model_path
 from perfguard.report.terminal import console, progress
+from perfguard.runs import calibration
 
 
 def add_parser(subparsers) -> None:
@@ -40,8 +43,12 @@ def add_parser(subparsers) -> None:
     q.add_argument("--output", type=Path, help="dataset file (default: baselines/datasets/T/F.json)")
     q.add_argument("-j", "--jobs", type=int)
     q.add_argument("--max-cv", type=float, default=3.0, metavar="PCT",
-                   help="reject a native timing whose robust spread stays above PCT %% after 5 batches "
-                        "(default 3; the spread is stored with every row)")
+                   help="reject a native timing whose robust spread (within each process, and between the "
+                        "processes' medians) stays above PCT %% after 5 attempts (default 3; stored with every row)")
+    q.add_argument("--processes", type=int, default=PROCESSES,
+                   help=f"separate harness processes per timing attempt, their medians' median kept "
+                        f"(default {PROCESSES})")
+    _quiet_options(q)
     add_executor_options(q)
     q.set_defaults(run=run_collect)
 
@@ -82,8 +89,12 @@ def add_parser(subparsers) -> None:
     q.add_argument("--max-cv", type=float, default=3.0, metavar="PCT",
                    help="reject a native timing whose robust spread stays above PCT %% after 5 batches "
                         "(default 3; the spread is stored with every row)")
+    _quiet_options(q)
     q.set_defaults(run=run_drift)
 
+
+def _quiet_options(q) -> None:
+    add_quiet_options(q, "an attempt", "a group", "its pending variants are rejected as not quiet")
 
 def _names(value: str) -> list[str]:
     names = [v.strip() for v in value.split(",") if v.strip()]
@@ -93,20 +104,17 @@ def _names(value: str) -> list[str]:
     return names
 
 
-def _families(config, target: str, family: str | None, need: str) -> list[str]:
-    if family:
-        return [family]
-    root = config.baseline_dir / need / target
-    found = sorted(p.stem for p in root.glob("*.json")) if root.is_dir() else []
-    if not found:
-        raise InputError(f"{root}: no {need} for target {target}")
-    return found
-
-
 def _max_cv(args) -> float:
     if not math.isfinite(args.max_cv) or args.max_cv <= 0:
         raise InputError(f"--max-cv {args.max_cv}: must be a finite percentage above 0")
     return args.max_cv / 100.0
+
+
+def _neighbours(got: calibration.Collected) -> str:
+    loads = sorted(got.neighbour_loads)
+    kept = (f"neighbour load of the kept timings median {statistics.median(loads):.2f}, max {loads[-1]:.2f} CPUs"
+            if loads else "no neighbour load measured (no kept timing, or no /proc/stat)")
+    return f"busy neighbours: {got.neighbour_rejected} timing attempts done again; {kept}"
 
 
 def run_collect(args) -> int:
@@ -115,51 +123,37 @@ def run_collect(args) -> int:
     profile = config.profile(args.target, "--target")
     if args.variants < 2:
         raise InputError(f"--variants {args.variants}: need at least 2")
-    if args.groups:
-        try:
-            shapes = json.loads(args.groups.read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise InputError(f"{args.groups}: cannot read groups ({type(exc).__name__})") from None
-        if not isinstance(shapes, list) or not all(isinstance(s, dict) for s in shapes):
-            raise InputError(f"{args.groups}: must be a JSON list of objects (one shape each)")
-    else:
-        shapes = calibration.DEFAULT_GROUPS[args.family]
+    if args.processes < 1:
+        raise InputError(f"--processes {args.processes}: need at least 1")
+    shapes = calibration.read_groups(args.groups) if args.groups else calibration.DEFAULT_GROUPS[args.family]
     total = sum(len(calibration.sample_variants(args.family, s, args.variants, args.seed)) for s in shapes)
     with executor_from_args(args, args.jobs or config.jobs) as executor, progress(total, out) as advance:
         got = calibration.collect(config, profile, args.family, shapes, args.variants, args.seed, args.jobs,
                                   on_result=lambda i, r: advance(r.kernel), executor=executor,
-                                  max_cv=_max_cv(args))
-    path = args.output or dataset_path(config.baseline_dir, profile.name, args.family)
+                                  max_cv=_max_cv(args), processes=args.processes, quiet=QuietPolicy.from_args(args))
+    path = args.output or dataset_path(config.storage.baseline_dir, profile.name, args.family)
     got.dataset.save(path)
     n = len(got.dataset.rows)
     out.print(f"wrote {path}: {n} variants in {len(got.dataset.groups())} groups "
               f"({len(got.failed)} failed, {got.unsteady} unsteady timings rejected)")
+    out.print(_neighbours(got))
     out.print(f"simulate {got.simulate_s:.1f} s, native timing {got.native_s:.1f} s "
               f"({100 * (got.simulate_s + got.native_s) / max(n, 1):.1f} s per 100 variants)")
     for line in got.failed[:10]:
         out.print(f"[yellow]failed[/] {line}")
+    for line in got.not_quiet[:10]:
+        out.print(f"[yellow]not quiet[/] {line}")
     return EXIT_OK
 
 
 def run_ingest(args) -> int:
-    from perfguard.predict.dataset import Dataset
-
     out = console()
     config = load_config(args.config)
     profile = config.profile(args.target, "--target")
     rows, simulator, fingerprint = calibration.ingest_benchmark_json(args.benchmark_json, profile.name, args.family)
-    path = args.output or dataset_path(config.baseline_dir, profile.name, args.family)
-    dataset = load_dataset(path) if path.exists() else Dataset(profile.name, args.family, simulator, fingerprint)
-    if dataset.simulator != simulator:
-        raise InputError(f"{path}: dataset holds {dataset.simulator} statistics, the benchmarks {simulator}")
-    incoming = {r.machine["cpu_id"] for r in rows if r.machine.get("cpu_id")}
-    if dataset.cpu_ids() and incoming and incoming != dataset.cpu_ids():
-        raise InputError(f"{path}: dataset was timed on {', '.join(sorted(dataset.cpu_ids()))}, {args.benchmark_json} "
-                         f"on {', '.join(sorted(incoming))}: times from different CPUs do not mix "
-                         f"(use --output for another dataset)")
-    # A variant timed again replaces its old row: the newest timing wins.
-    fresh = {json.dumps(r.params, sort_keys=True) for r in rows}
-    dataset.rows = [r for r in dataset.rows if json.dumps(r.params, sort_keys=True) not in fresh] + rows
+    path = args.output or dataset_path(config.storage.baseline_dir, profile.name, args.family)
+    dataset = calibration.merge_ingested(path, rows, simulator, fingerprint, profile.name, args.family,
+                                         args.benchmark_json)
     dataset.save(path)
     out.print(f"wrote {path}: {len(rows)} variants from {args.benchmark_json}, {len(dataset.rows)} in all")
     return EXIT_OK
@@ -169,11 +163,11 @@ def run_resimulate(args) -> int:
     out = console()
     config = load_config(args.config)
     profile = config.profile(args.target, "--target")
-    families = _families(config, profile.name, args.family, "datasets")
+    families = calibration.stored_families(config.storage.baseline_dir, profile.name, args.family, "datasets")
     if args.output and len(families) > 1:
         raise InputError("--output: name one --family with it")
     for family in families:
-        path = dataset_path(config.baseline_dir, profile.name, family)
+        path = dataset_path(config.storage.baseline_dir, profile.name, family)
         dataset = load_dataset(path)
         with executor_from_args(args, args.jobs or config.jobs) as executor, \
                 progress(len(dataset.rows), out) as advance:
@@ -208,10 +202,11 @@ def run_evaluate(args) -> int:
     out = console()
     config = load_config(args.config)
     profile = config.profile(args.target, "--target")
-    dataset = load_dataset(dataset_path(config.baseline_dir, profile.name, args.family))
-    evaluation = calibration.evaluate(dataset, profile, _names(args.predictors), args.features, config.cache_dir)
+    dataset = load_dataset(dataset_path(config.storage.baseline_dir, profile.name, args.family))
+    evaluation = calibration.evaluate(dataset, profile, _names(args.predictors), args.features,
+                                      config.storage.cache_dir)
     print_evaluation(evaluation, out)
-    path = args.json or config.report_dir / f"calibration-{profile.name}-{args.family}.json"
+    path = args.json or config.storage.report_dir / f"calibration-{profile.name}-{args.family}.json"
     atomic_write_text(path, json.dumps({"target": profile.name, "family": args.family,
                                         "dataset_hash": dataset.digest(), **evaluation.to_dict()},
                                        indent=2, sort_keys=True) + "\n")
@@ -223,50 +218,54 @@ def run_train(args) -> int:
     out = console()
     config = load_config(args.config)
     profile = config.profile(args.target, "--target")
-    for family in _families(config, profile.name, args.family, "datasets"):
-        dataset = load_dataset(dataset_path(config.baseline_dir, profile.name, family))
-        from perfguard.predict.store import model_path
+    baselines = config.storage.baseline_dir
+    for family in calibration.stored_families(baselines, profile.name, args.family, "datasets"):
+        dataset = load_dataset(dataset_path(baselines, profile.name, family))
 
-        name, evaluation, path = calibration.train(dataset, profile, model_path(config.baseline_dir, profile.name, family),
+        name, evaluation, path = calibration.train(dataset, profile, model_path(baselines, profile.name, family),
                                                    _names(args.predictors), features=args.features,
-                                                   cache_dir=config.cache_dir)
+                                                   cache_dir=config.storage.cache_dir)
         print_evaluation(evaluation, out)
         s = evaluation.summary[name]
         out.print(f"wrote {path}: {name} on the {evaluation.features} features of {evaluation.rows} variants"
                   + (f" ({evaluation.left_out} without a block profile left out)" if evaluation.left_out else "")
                   + f" (hold-out Spearman {s['spearman']:.3f}, MAPE {s['mape']:.1f} %, "
                   f"true best within top {s['worst_best_rank_pct']:.1f} % in every group)")
+        auto = stored_model(baselines, profile.name, family)
+        decision = (auto.meta.get("auto") or {}) if auto is not None else {}
+        if decision:
+            g = decision["summary"]
+            for row in decision["groups"]:
+                out.print(f"  held out {row['group']}: {row['chosen']} {row['model']['spearman']:.3f}, "
+                          f"pipeline {row['pipeline']['spearman']:.3f}")
+            out.print(f"auto {'uses' if decision['use'] else 'does not use'} it: on shapes it was not selected on, "
+                      f"Spearman {g['model_spearman']:.3f} against the pipeline model's {g['pipeline_spearman']:.3f} "
+                      f"(gain {g['gain']:+.3f}, worst shape {g['worst_group_gain']:+.3f}; needs +{g['margin']} and "
+                      f"no shape below -{g['margin']})")
     return EXIT_OK
 
 
 def run_drift(args) -> int:
-    import datetime
-
     out = console()
     config = load_config(args.config)
     profile = config.profile(args.target, "--target")
     seed = args.seed or datetime.date.today().isoformat()
     verdicts = {}
-    for family in _families(config, profile.name, args.family, "models"):
-        model = stored_model(config.baseline_dir, profile.name, family)
+    baselines = config.storage.baseline_dir
+    for family in calibration.stored_families(baselines, profile.name, args.family, "models"):
+        model = stored_model(baselines, profile.name, family)
         if model is None:
             raise InputError(f"no model for {family} on {profile.name} (run 'perfguard calibrate train')")
         # Fresh variants of the shapes the model was trained on, none of those it has seen.
-        known, shapes = set(), calibration.DEFAULT_GROUPS[family]
-        try:
-            dataset = load_dataset(dataset_path(config.baseline_dir, profile.name, family))
-            known = {json.dumps(r.params, sort_keys=True) for r in dataset.rows}
-            shapes = [calibration.parse_group(g) for g in dataset.groups()]
-        except InputError:
-            pass
+        known, shapes = calibration.drift_sample(baselines, profile.name, family)
         got = calibration.collect(config, profile, family, shapes, args.variants, f"drift-{seed}", exclude=known,
-                                  max_cv=_max_cv(args))
-        result = calibration.drift(got.dataset, model, config.drift_mape, config.drift_spearman, profile,
-                                   config.cache_dir)
+                                  max_cv=_max_cv(args), quiet=QuietPolicy.from_args(args))
+        out.print(f"{profile.name}/{family}: {_neighbours(got)}")
+        result = calibration.drift(got.dataset, model, config.drift, profile, config.storage.cache_dir)
         verdicts[family] = result.to_dict()
         state = "[bold red]retrain[/]" if result.needs_retraining else "[green]ok[/]"
-        out.print(f"{profile.name}/{family}: {state} MAPE {result.mape:.1f} % (limit {config.drift_mape:.1f}), "
-                  f"Spearman {result.spearman:.3f} (limit {config.drift_spearman:.3f}) on {result.rows} fresh variants"
+        out.print(f"{profile.name}/{family}: {state} MAPE {result.mape:.1f} % (limit {config.drift.mape:.1f}), "
+                  f"Spearman {result.spearman:.3f} (limit {config.drift.spearman:.3f}) on {result.rows} fresh variants"
                   + (f": {'; '.join(result.reasons)}" if result.reasons else ""))
     if args.json:
         atomic_write_text(args.json, json.dumps(verdicts, indent=2, sort_keys=True) + "\n")

@@ -9,14 +9,25 @@ from pathlib import Path
 
 from rich.markup import escape
 
-from perfguard.config import MODEL_NAMES, load_config
+from perfguard.baselines.git_revision import GitBaselineStore
+from perfguard.baselines.store import BaselineStore
+from perfguard.config import load_config
+from perfguard.limits import MODEL_NAMES
+from perfguard.document.report import Report, Revision, Shard, write_report
 from perfguard.errors import InputError
-from perfguard.executors import add_executor_options, executor_from_args
-from perfguard.guard.check import make_jobs, run_check, select, whole_models
-from perfguard.guard.report import Revision, Shard, write_report
-from perfguard.guard.report_build import build_report
-from perfguard.report.pages import write_pages
-from perfguard.report.terminal import console, print_table, progress
+from perfguard.executors import add_executor_options, default_workers, executor_from_args
+from perfguard.jsonfile import now_iso
+from perfguard.report.html import KERNEL_DIR
+from perfguard.report.pages import page_files, write_pages
+from perfguard.report.terminal import console, print_table, print_timings, progress
+from perfguard.runs import check_record
+from perfguard.runs import result_records
+from perfguard.runs.check import judge_results, make_jobs, measure_until_interrupted, recorded, select, whole_models
+from perfguard.runs.orphans import orphan_outcomes
+from perfguard.runs.report_build import build_report, check_timings
+from perfguard.sim.base import SIMULATOR_NAMES
+from perfguard.timings import StageClock
+from perfguard.user_code import recording
 
 
 def names(value: str) -> list[str]:
@@ -41,8 +52,9 @@ def add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--targets", type=names, help="comma-separated targets (default: the config's)")
     parser.add_argument("--kernels", type=names,
                         help="comma-separated kernel or [[model]] names (default: all, models included)")
-    parser.add_argument("--simulator", choices=("qemu", "gem5", "cachegrind"), help="override the config's simulator")
-    parser.add_argument("-j", "--jobs", type=int, help="parallel jobs (default: CPU count)")
+    parser.add_argument("--simulator", choices=SIMULATOR_NAMES, help="override the config's simulator")
+    parser.add_argument("-j", "--jobs", type=int,
+                        help="parallel jobs (check: default one per 4 jobs to run, up to the CPU count)")
 
 
 def add_parser(subparsers) -> None:
@@ -62,50 +74,150 @@ def add_parser(subparsers) -> None:
     p.add_argument("--fail-on-toolchain-change", action="store_true",
                    help="exit 3 when this run's toolchain differs from its baselines' (default: exit 0; the "
                         "headline names what differs and the command that re-baselines)")
+    p.add_argument("--recompute", action="store_true",
+                   help="ignore what earlier checks recorded (job results, the whole check): lower, judge and "
+                        "render everything again (the build and simulation caches are still used)")
+    p.add_argument("--timings", action="store_true",
+                   help="print where the time went: wall and CPU seconds per stage (config, lowering, compile, "
+                        "simulation, timing model, judging, rendering) and the costliest jobs; the JSON report "
+                        "always has them")
     add_executor_options(p)
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    clock = StageClock()
     out = console()
-    config = load_config(args.config)
-    if args.model:
-        config = replace(config, model=args.model)
-    if args.jobs is not None and args.jobs < 1:
-        raise InputError(f"-j {args.jobs}: must be at least 1")
-    if args.threshold is not None and not 0 <= args.threshold < math.inf:  # a NaN threshold passes everything
-        raise InputError(f"--threshold {args.threshold}: must be a finite number >= 0")
-    pairs = select(config, args.kernels, args.targets)
-    whole = None
-    if args.shard:
-        i, n = args.shard
-        # a shard holds part of a model: it reports its part, `perfguard merge` the total (README, [[model]])
-        whole = whole_models(pairs)
-        pairs = pairs[i - 1::n]
-    jobs = make_jobs(config, pairs, args.simulator)
-    store = None
-    if args.base:
-        from perfguard.guard.git_baselines import GitBaselineStore
-
-        store = GitBaselineStore(config.baseline_dir, args.base)
-        out.print(f"baselines from {escape(args.base)} ({store.sha[:12]})")
-    with executor_from_args(args, args.jobs or config.jobs) as executor, progress(len(jobs), out) as advance:
-        check = run_check(config, jobs, args.jobs, args.threshold,
-                          on_result=lambda i, r: advance(f"{r.kernel}[{r.target}]"), store=store,
-                          executor=executor, partial=True, whole_models=whole)
+    with clock.stage("config"):
+        config = load_config(args.config)
+        if args.model:
+            config = replace(config, judging=replace(config.judging, model=args.model))
+        if args.jobs is not None and args.jobs < 1:
+            raise InputError(f"-j {args.jobs}: must be at least 1")
+        if args.threshold is not None and not 0 <= args.threshold < math.inf:  # a NaN threshold passes everything
+            raise InputError(f"--threshold {args.threshold}: must be a finite number >= 0")
+        store = None
+        if args.base:
+            store = GitBaselineStore(config.storage.baseline_dir, args.base)
+            out.print(f"baselines from {escape(args.base)} ({store.sha[:12]})")
+    report_dir = args.report_dir or config.storage.report_dir
+    simulator = args.simulator or config.simulation.simulator
+    with clock.stage("reuse"):
+        key = check_record.check_key(config, {
+            "targets": args.targets, "kernels": args.kernels, "threshold": args.threshold,
+            "model": config.judging.model, "simulator": simulator, "shard": args.shard,
+            "base": store.sha if store is not None else None,
+            "allow_errors": args.allow_errors, "fail_on_toolchain_change": args.fail_on_toolchain_change}, simulator)
+        found = None if args.recompute else check_record.lookup(config, key)
+    if found is not None:  # nothing the check depends on changed: its report and pages as they were
+        return _reused(args, clock, out, found, report_dir)
+    with clock.stage("config"), recording(config.root, exclude=(config.storage.cache_dir, report_dir)) as config_files:
+        pairs = select(config, args.kernels, args.targets)
+        whole = None
+        if args.shard:
+            i, n = args.shard
+            # a shard holds part of a model: it reports its part, `perfguard merge` the total (docs/models.md)
+            whole = whole_models(pairs)
+            pairs = pairs[i - 1::n]
+        jobs = make_jobs(config, pairs, args.simulator)
+    with clock.stage("reuse"):
+        known = [None] * len(jobs) if args.recompute else recorded(jobs)
+    todo = sum(r is None for r in known)
+    with clock.stage("jobs"):  # the pool is shut down inside: its workers' CPU is counted here
+        workers = pool_size(args.jobs or config.jobs, todo)
+        with executor_from_args(args, workers) as executor, progress(len(jobs), out) as advance:
+            results, interrupted = measure_until_interrupted(
+                config, jobs, args.jobs, on_result=lambda i, r: advance(f"{r.kernel}[{r.target}]"), executor=executor,
+                known=known)
+            workers = executor.workers if todo > 1 else 0
+    with clock.stage("reuse"):  # report entries of results whose inputs are as recorded (not under --base)
+        entry_keys = result_records.keys(config, jobs, results, args.threshold) if store is None else []
+        entries = [None if args.recompute else result_records.lookup(config, key, r)
+                   for key, r in zip(entry_keys, results)]
+    with clock.stage("judge"):
+        check = judge_results(config, jobs, results, args.threshold, store, interrupted, whole, known=entries)
+        scan_orphans = not args.kernels and (not args.shard or args.shard[0] == 1)  # what a selection can orphan
+        if scan_orphans:
+            check.outcomes += orphan_outcomes(config, store or BaselineStore(config.storage.baseline_dir), args.targets,
+                                              args.threshold)
     check.allow_errors = args.allow_errors
     check.fail_on_toolchain_change = args.fail_on_toolchain_change
-    report = build_report(check, config.path, config)
+    with clock.stage("explain"):
+        report = build_report(check, config.path, config)
     if args.shard:
         report.shard = Shard(*args.shard)
     if store is not None:
         report.base = Revision(args.base, store.sha)
-    report_dir = args.report_dir or config.report_dir
-    try:  # what was measured is reported even when the run was cut short
-        write_report(report, report_dir / "perfguard.json")
-        if args.json:
-            write_report(report, args.json)
-        write_pages(report, report_dir)
-    finally:  # and shown, even when a report cannot be written (a full disk: exit 3)
-        print_table(report, out)
+    _write_and_show(args, report, report_dir, out, clock, lambda: write_pages(report, report_dir),
+                    lambda: check_timings(clock, results, [r.reused for r in results], workers=workers))
+    for entry_key, outcome in zip(entry_keys, check.outcomes):
+        if outcome.explained is None:
+            entry = next((e for e in report.results if e.kernel == outcome.result.kernel
+                          and e.target == outcome.result.target), None)
+            if entry is not None:
+                result_records.store(config, entry_key, entry)
+    if not interrupted and all(r.ok and r.depends is not None for r in results) and not check.count("error"):
+        targets = {j.profile.name for j in jobs}
+        if scan_orphans:  # every baseline of every target the orphan scan read, and which targets there are
+            targets |= check_record.baseline_targets(config)
+        depends = config_files.digests() + [d for r in results for d in r.depends or []] + \
+            check_record.folder_depends([Path(config.storage.baseline_dir)] * scan_orphans +
+                                        check_record.baseline_files(config, sorted(targets)), config.root.resolve())
+        recorded_json = report.to_json()
+        recorded_json.pop("timings", None)
+        check_record.store(config, key, recorded_json, [list(d) for d in dict.fromkeys(map(tuple, depends))],
+                           report_dir, page_files(report_dir))
     return check.exit_code()
+
+
+JOBS_PER_WORKER = 4  # a worker imports TVM (one to three CPU-seconds): worth it for a few jobs, not for one
+
+
+def pool_size(asked: int | None, todo: int) -> int:
+    """Workers for `todo` jobs: what -j or the config's `jobs` asks (never more than the jobs), else
+    one per JOBS_PER_WORKER jobs up to the CPU count (one: the jobs run in this process, no pool)."""
+    if asked:
+        return max(1, min(asked, todo))
+    return max(1, min(default_workers(), -(-todo // JOBS_PER_WORKER)))
+
+
+def _reused(args: argparse.Namespace, clock: StageClock, out, found: tuple[dict, dict[str, bytes]],
+            report_dir: Path) -> int:
+    """Write and show a recorded check (check_record): its report with this run's date and timings."""
+    recorded_json, pages = found
+    report = Report.from_json(recorded_json, "check record")
+    report.created = now_iso()
+    _write_and_show(args, report, report_dir, out, clock,
+                    lambda: check_record.restore_pages(report_dir, pages, KERNEL_DIR),
+                    lambda: check_timings(clock, [], whole_check_reused=True))
+    return report.summary.exit_code
+
+
+def _write_and_show(args: argparse.Namespace, report: Report, report_dir: Path, out, clock: StageClock,
+                    render, timings) -> None:
+    """perfguard.json first (what was measured is reported even when the run was cut short, and a
+    folder that cannot take it gets no pages either), then the pages, then the JSON again with the
+    time they took; the table is shown even when a file cannot be written (exit 3)."""
+    try:
+        for first in (True, False):
+            report.timings = timings()
+            write_report(report, report_dir / "perfguard.json")
+            if args.json:
+                write_report(report, args.json)
+            if first:
+                with clock.stage("render"):
+                    render()
+    finally:
+        print_table(report, out)
+        if args.timings:
+            print_timings(report, out)
+        index, summary = report_dir / "index.html", report_dir / "summary.md"
+        if index.is_file() and summary.is_file():
+            out.print(escape(f"report: {shown_path(index)} (summary: {shown_path(summary)})"))
+
+
+def shown_path(path: Path) -> str:
+    """A path as a user types it: relative to the current folder when under it."""
+    path = Path(path).resolve()
+    here = Path.cwd().resolve()
+    return str(path.relative_to(here)) if path.is_relative_to(here) else str(path)

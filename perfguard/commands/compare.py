@@ -10,13 +10,14 @@ from rich.markup import escape
 
 from perfguard.commands.check import names
 from perfguard.config import find_config, load_config
+from perfguard.document.report import Revision, write_report
 from perfguard.errors import InputError
-from perfguard.guard.revisions import Measurer, Project, load_side
-from perfguard.guard.two_revisions import judge_sides, plan, side_summary
-from perfguard.guard.report import Revision, write_report
-from perfguard.guard.report_build import build_report
 from perfguard.report.pages import write_pages
 from perfguard.report.terminal import console, print_table
+from perfguard.runs.report_build import build_report
+from perfguard.runs.revisions import Measurer, Project, load_side
+from perfguard.runs.two_revisions import judge_sides, plan, side_summary
+from perfguard.sim.base import SIMULATOR_NAMES
 
 
 def add_parser(subparsers) -> None:
@@ -27,7 +28,7 @@ def add_parser(subparsers) -> None:
                                                "each revision's own copy at the same path is used")
     p.add_argument("--targets", type=names, help="comma-separated targets (default: each revision's config)")
     p.add_argument("--kernels", type=names, help="comma-separated kernel or [[model]] names (default: all, models included, on either side)")
-    p.add_argument("--simulator", choices=("qemu", "gem5", "cachegrind"), help="override the configs' simulator")
+    p.add_argument("--simulator", choices=SIMULATOR_NAMES, help="override the configs' simulator")
     p.add_argument("-j", "--jobs", type=int, help="parallel jobs per revision (default: CPU count)")
     p.add_argument("--threshold", type=float, help="regression threshold in percent (overrides the configs)")
     p.add_argument("--json", type=Path, help="also write the JSON report here")
@@ -58,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
         base = load_side(project, args.base, shas[args.base], base_tree)
         head = load_side(project, args.head, shas[args.head], head_tree)
         out.print(f"comparing {escape(head.label)} against {escape(base.label)}")
-        with Measurer(current.cache_dir, args.simulator, args.jobs or current.jobs) as measurer:
+        with Measurer(current.storage.cache_dir, args.simulator, args.jobs or current.jobs) as measurer:
             measurer.expand(base, args.targets)  # each revision's [[model]]s, extracted from its own sources
             measurer.expand(head, args.targets)
             base_pairs, head_pairs = plan(base, head, args.kernels, args.targets)
@@ -70,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     report.commit = head.sha
     report.base = Revision(args.base, base.sha)
     report.compare = {"base": side_summary(base), "head": side_summary(head)}
-    report_dir = args.report_dir or current.report_dir
+    report_dir = args.report_dir or current.storage.report_dir
     try:
         write_report(report, report_dir / "perfguard.json")
         if args.json:

@@ -12,11 +12,19 @@ from pathlib import Path
 
 from rich.markup import escape
 
+from perfguard.baselines.store import BaselineStore
 from perfguard.compile.loops import LLVM_DWARFDUMP
-from perfguard.compile.toolchain import CC_PACKAGES
+from perfguard.compile.toolchain import CC_PACKAGES, find_cc
+from perfguard.config import find_config, load_config
+from perfguard.document.report import ToolchainSummary
 from perfguard.errors import EXIT_INFRA, EXIT_OK, InputError, PerfguardError
-from perfguard.predict.mca import LLVM_MC, LLVM_MCA
+from perfguard.judge.verdicts import NOT_COMPARED, toolchain_changes, toolchain_summary
+from perfguard.pipeline import run_toolchain
 from perfguard.report.terminal import console
+from perfguard.report.text import toolchain_differences
+from perfguard.sim.base import get_simulator
+from perfguard.sim.gem5 import ENV_BY_ISA, find_gem5
+from perfguard.sim.mca import LLVM_MC, LLVM_MCA
 from perfguard.targets import BUILTIN
 
 _PYTHON = {"apache-tvm": "0.27.0.post1", "apache-tvm-ffi": "0.1.14.post1"}
@@ -75,15 +83,10 @@ def run(args: argparse.Namespace) -> int:
         else:
             out.print(f"[red]missing[/] {tool} (apt-get install {package}; {note})")
             missing += tool in required
-    try:
-        from perfguard.sim.gem5 import find_gem5
-    except ImportError:
-        find_gem5 = None
-    if find_gem5 is not None:
-        for isa in ("x86_64", "aarch64", "riscv64"):
-            path = find_gem5(isa)
-            state = f"[green]ok[/]      gem5 for {isa}: {path}" if path else f"[dim]absent[/]  gem5 for {isa} (optional)"
-            out.print(state)
+    for isa in ENV_BY_ISA:  # the ISAs gem5 is built for
+        path = find_gem5(isa)
+        state = f"[green]ok[/]      gem5 for {isa}: {path}" if path else f"[dim]absent[/]  gem5 for {isa} (optional)"
+        out.print(state)
     missing += _config_needs(args.config, out)
     out.print("all required tools found" if not missing else f"{missing} required tool(s) missing")
     toolchain_fingerprint(out, getattr(args, "config", None))
@@ -93,10 +96,6 @@ def run(args: argparse.Namespace) -> int:
 def _config_needs(path: Path | None, out) -> int:
     """What the config's targets and simulator need, and whether each is here; the count missing.
     Without a config (none given, none found) nothing more is checked."""
-    from perfguard.compile.toolchain import find_cc
-    from perfguard.config import find_config, load_config
-    from perfguard.sim.base import get_simulator
-
     if path is None:
         try:
             path = find_config(Path.cwd())
@@ -105,9 +104,10 @@ def _config_needs(path: Path | None, out) -> int:
             return 0
     config = load_config(path)  # a bad config is exit 2, as for every command
     targets = list(dict.fromkeys([*config.targets, *(t for k in config.kernels for t in (k.targets or ()))]))
-    out.print(f"{escape(str(config.path))} needs simulator {config.simulator} for "
+    simulator_name = config.simulation.simulator
+    out.print(f"{escape(str(config.path))} needs simulator {simulator_name} for "
               f"{len(targets)} target(s): {escape(', '.join(targets))}")
-    simulator = get_simulator(config.simulator, config.cache_dir)
+    simulator = get_simulator(simulator_name, config.storage.cache_dir)
     missing = 0
     for name in targets:
         profile = config.profile(name)
@@ -121,12 +121,10 @@ def _config_needs(path: Path | None, out) -> int:
             out.print(f"[red]missing[/] {escape(name)}: {escape('; '.join(problems))}")
             missing += 1
         else:
-            out.print(f"[green]ok[/]      {escape(name)}: {escape(profile.cc)} and {config.simulator} for {profile.isa}")
+            out.print(f"[green]ok[/]      {escape(name)}: {escape(profile.cc)} and {simulator_name} for {profile.isa}")
     return missing
 def fingerprint(toolchain: dict[str, str]) -> str:
     """A short hash of the compared parts of a toolchain: equal fingerprints, comparable statistics."""
-    from perfguard.guard.compare import NOT_COMPARED
-
     text = "\n".join(f"{k}={v}" for k, v in sorted(toolchain.items()) if k not in NOT_COMPARED)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -135,24 +133,17 @@ def toolchain_fingerprint(out, config_path: Path | None) -> None:
     """Each configured target's toolchain (what a run would record) against its committed
     baselines': match, or what differs and the command that re-baselines. Informational: the exit
     code stays about missing tools (`perfguard check --fail-on-toolchain-change` is the gate)."""
-    from perfguard.config import load_config
-    from perfguard.guard.baselines import BaselineStore
-    from perfguard.guard.compare import toolchain_changes, toolchain_summary
-    from perfguard.pipeline import run_toolchain
-    from perfguard.guard.report import ToolchainSummary
-    from perfguard.report.text import toolchain_differences
-
     try:
         config = load_config(config_path)
     except PerfguardError as exc:
         out.print(f"[dim]toolchain[/] no baselines to compare with ({escape(exc.message)})")
         return
-    store = BaselineStore(config.baseline_dir)
+    store = BaselineStore(config.storage.baseline_dir)
     changes: list[tuple[str, dict]] = []
     unrecorded: set[str] = set()
     for target in config.targets:
         try:
-            current = run_toolchain(config.profile(target), config.simulator, config.cache_dir)
+            current = run_toolchain(config.profile(target), config.simulation.simulator, config.storage.cache_dir)
         except PerfguardError as exc:
             out.print(f"[red]toolchain[/] {target}: cannot be fingerprinted: {escape(exc.message)}")
             continue

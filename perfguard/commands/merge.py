@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from perfguard.document.report import read_report, write_report
 from perfguard.jsonfile import now_iso
-from perfguard.guard.merge import merge_reports
-from perfguard.guard.report import read_report, write_report
+from perfguard.judge.merge import merge_reports
 from perfguard.report.pages import write_pages
 from perfguard.report.terminal import console, print_table
 

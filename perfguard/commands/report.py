@@ -6,8 +6,8 @@ import argparse
 from pathlib import Path
 
 from perfguard.config import find_config, load_config
+from perfguard.document.report import read_report, write_report
 from perfguard.errors import EXIT_OK, InputError
-from perfguard.guard.report import read_report, write_report
 from perfguard.report.pages import write_pages
 from perfguard.report.terminal import console
 from perfguard.report.text import headline
@@ -29,7 +29,7 @@ def default_source(config: Path | None) -> Path:
             config = find_config(Path.cwd())
         except InputError:  # no project here: the conventional place
             return Path("reports") / "perfguard.json"
-    return load_config(config).report_dir / "perfguard.json"
+    return load_config(config).storage.report_dir / "perfguard.json"
 
 
 def run(args: argparse.Namespace) -> int:

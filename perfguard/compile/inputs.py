@@ -19,8 +19,13 @@ _DTYPES = {
     "float32": ("float", 2, 32),
     "float64": ("double", 2, 64),
     "float16": ("_Float16", 2, 16),  # needs a C compiler with _Float16 (GCC 12 has it on x86_64 and aarch64)
+    "int64": ("int64_t", 0, 64),  # what ArgMax and other index-valued operators give
     "int32": ("int32_t", 0, 32),
+    "int16": ("int16_t", 0, 16),
     "int8": ("int8_t", 0, 8),
+    "uint64": ("uint64_t", 1, 64),
+    "uint32": ("uint32_t", 1, 32),
+    "uint16": ("uint16_t", 1, 16),
     "uint8": ("uint8_t", 1, 8),
 }
 

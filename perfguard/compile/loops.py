@@ -10,7 +10,7 @@ iterates; a serial or parallel loop of one iteration does not either. The nest i
 the module lowered by the very passes `tvm.tirx.build` runs (TVM decides unrolling and
 vectorisation there), after the object is built and outside its build key: recording it changes
 no byte of any build and no statistic. The location lists are kept too (`ranges`, as harness
-addresses): where several loops fit a count, they tell them apart (guard.attribution), and
+addresses): where several loops fit a count, they tell them apart (judge.attribution), and
 benchmarks/loop_names.py checks the names against them.
 
 Matching (`LoopLayout`, from one run's block counts): LLVM transforms loops on its own. A loop
@@ -24,19 +24,21 @@ ambiguous: the caller shows the candidates, never one of them as the answer.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import shutil
 import struct
 import subprocess
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from perfguard.atomic import atomic_write_text
 from perfguard.errors import InputError
 
 LOOPS_FILE = "loops.json"
-LOOPS_VERSION = 1
+LOOPS_VERSION = 2  # 2: each loop's "stores" and the "code" ranges; version 1 (older baselines) still reads
+READABLE_VERSIONS = (1, 2)
 KINDS = ("serial", "parallel", "vectorized", "unrolled", "thread_binding")  # tvm.tirx.ForKind order
 _ITERATING = ("serial", "parallel")
 
@@ -48,6 +50,7 @@ class Loop:
     kind: str  # one of KINDS
     parent: int | None  # index of the enclosing loop in LoopNest.loops
     copy_of: int | None = None  # the loop this is a copy of (the same TIR loop: TVM unrolled a loop around it)
+    stores: tuple[str, ...] = ()  # an outermost loop: the buffers its nest writes (the nest's name; () before version 2)
 
 
 @dataclass(frozen=True)
@@ -56,6 +59,7 @@ class LoopMatch:
     executions: int  # how often the block runs per call when it is this loop's (one copy of its) body
     per_execution: int = 1  # loop iterations per block execution (> 1: LLVM unrolled or vectorised it by this)
     peeled: int = 0  # iterations LLVM peeled off the loop (they run elsewhere)
+    approximate: bool = False  # no plain way fits: per_execution is the count's average (LoopLayout.rewritten)
 
 
 @dataclass(frozen=True)
@@ -65,6 +69,9 @@ class LoopNest:
     error: str | None = None  # why no nest was recorded
     # loop variable -> [start, end) harness addresses where the object's DWARF locates its value
     ranges: dict[str, list[list[int]]] = field(default_factory=dict)
+    # [start, end) harness addresses of the kernel object's functions (version 2; [] before): a
+    # block QEMU knows no symbol for is the kernel's only there (elsewhere: a C library stub)
+    code: list[list[int]] = field(default_factory=list)
 
     def located(self, var: str, start: int, end: int) -> bool:
         """Whether the debug information places variable `var` somewhere in [start, end)."""
@@ -106,13 +113,59 @@ class LoopNest:
         first = self.loops[i].copy_of
         return i if first is None else first
 
+    def subtree_end(self, i: int) -> int:
+        """One past the last loop inside loop i (pre-order: its subtree is [i, subtree_end(i)))."""
+        return self._ends[i]
+
+    def span(self, i: int) -> tuple[int, int]:
+        """[first, last] pre-order index of the code of loop i's origin: every copy of it and what
+        is inside them."""
+        return self._spans[self.origin(i)]
+
+    @functools.cached_property
+    def _ends(self) -> list[int]:
+        ends = list(range(1, len(self.loops) + 1))
+        for i in reversed(range(len(self.loops))):  # children after parents: fold each end upward
+            parent = self.loops[i].parent
+            if parent is not None:
+                ends[parent] = max(ends[parent], ends[i])
+        return ends
+
+    @functools.cached_property
+    def _spans(self) -> dict[int, tuple[int, int]]:
+        spans: dict[int, tuple[int, int]] = {}
+        for j in range(len(self.loops)):
+            first, last = spans.get(self.origin(j), (j, j))
+            spans[self.origin(j)] = (min(first, j), max(last, self._ends[j] - 1))
+        return spans
+
+    def before(self, a: int, b: int) -> bool:
+        """Whether all of loop a's code comes before all of loop b's in the nest's order (neither
+        inside the other). LLVM lays a function's loops out in that order, so a block of a lies
+        at a lower address than a block of b in the same function (judge.attribution)."""
+        return self.span(a)[1] < self.span(b)[0]
+
+    def nest_index(self, i: int) -> int:
+        """Which nest of the kernel loop i is in: 1 for the first outermost loop, and so on."""
+        root = self.path(i)[0]
+        return sum(1 for j in range(root + 1) if self.loops[j].parent is None)
+
+    def nest_name(self, i: int) -> str:
+        """The buffers the nest around loop i stores to, in order (`scores`, `e, row_sum`): what
+        identifies the nest across builds; "" where the nest recorded no stores (version 1)."""
+        root = self.path(i)[0]
+        names: list[str] = []
+        for j in range(root, self.subtree_end(root)):
+            names.extend(b for b in self.loops[j].stores if b not in names)
+        return ", ".join(names)
+
     # -- the file -------------------------------------------------------------------------------
 
     def to_dict(self) -> dict:
         data: dict = {"version": LOOPS_VERSION, "functions": list(self.functions),
                       "loops": [{"var": x.var, "extent": x.extent, "kind": x.kind, "parent": x.parent,
-                                 "copy_of": x.copy_of} for x in self.loops],
-                      "ranges": self.ranges}
+                                 "copy_of": x.copy_of, "stores": list(x.stores)} for x in self.loops],
+                      "ranges": self.ranges, "code": self.code}
         if self.error is not None:
             data["error"] = self.error
         return data
@@ -121,10 +174,12 @@ class LoopNest:
     def from_dict(cls, data: object, source: str) -> "LoopNest":
         where = f"{source}: loop nest"
         if not isinstance(data, dict) or not {"version", "functions", "loops"} <= set(data) \
-                or not set(data) <= {"version", "functions", "loops", "error", "ranges"}:
+                or not set(data) <= {"version", "functions", "loops", "error", "ranges", "code"}:
             raise InputError(f"{where} must be an object with 'version', 'functions' and 'loops'")
-        if data["version"] != LOOPS_VERSION:
-            raise InputError(f"{where} version {data['version']!r} is not {LOOPS_VERSION}")
+        if data["version"] not in READABLE_VERSIONS:
+            raise InputError(f"{where} version {data['version']!r} is not one of {list(READABLE_VERSIONS)}")
+        names = ["var", "extent", "kind", "parent", "copy_of"] + (["stores"] if data["version"] >= 2 else [])
+        keys = set(names)
         functions, rows, error = data["functions"], data["loops"], data.get("error")
         if not isinstance(functions, list) or not all(isinstance(f, str) for f in functions):
             raise InputError(f"{where}: 'functions' must be a list of strings")
@@ -134,20 +189,27 @@ class LoopNest:
             raise InputError(f"{where}: 'loops' must be a list")
         loops = []
         for i, row in enumerate(rows):
-            ok = isinstance(row, dict) and set(row) == {"var", "extent", "kind", "parent", "copy_of"} \
+            ok = isinstance(row, dict) and set(row) == keys \
                 and isinstance(row["var"], str) and row["kind"] in KINDS \
+                and isinstance(row.get("stores", []), list) and all(isinstance(b, str) for b in row.get("stores", [])) \
                 and (row["extent"] is None or _count(row["extent"])) \
                 and all(row[k] is None or (_count(row[k]) and row[k] < i) for k in ("parent", "copy_of"))
             if not ok:
-                raise InputError(f"{where}: loop {i} must be {{var, extent, kind, parent, copy_of}} with a known "
-                                 "kind and earlier loops (or null) as parent and copy_of")
-            loops.append(Loop(row["var"], row["extent"], row["kind"], row["parent"], row["copy_of"]))
+                raise InputError(f"{where}: loop {i} must be {{{', '.join(names)}}} with a known kind, "
+                                 "earlier loops (or null) as parent and copy_of" + (" and buffer names as stores"
+                                                                                    if "stores" in keys else ""))
+            loops.append(Loop(row["var"], row["extent"], row["kind"], row["parent"], row["copy_of"],
+                              tuple(row.get("stores", ()))))
         ranges = data.get("ranges", {})
         if not isinstance(ranges, dict) or not all(
                 isinstance(spans, list) and all(isinstance(r, list) and len(r) == 2 and all(_count(v) for v in r)
                                                 for r in spans) for spans in ranges.values()):
             raise InputError(f"{where}: 'ranges' must map variables to lists of [start, end] addresses")
-        return cls(tuple(loops), tuple(functions), error, ranges)
+        code = data.get("code", [])
+        if not isinstance(code, list) or not all(isinstance(r, list) and len(r) == 2 and all(_count(v) for v in r)
+                                                 for r in code):
+            raise InputError(f"{where}: 'code' must be a list of [start, end] addresses")
+        return cls(tuple(loops), tuple(functions), error, ranges, code)
 
 
 def _count(value: object) -> bool:
@@ -163,6 +225,7 @@ def record_loops(mod: object, tvm_target: dict, obj: Path, harness: Path | None 
     cannot be recorded is one with no loops and the reason (attribution then names no loop)."""
     try:
         import tvm
+        import tvm.s_tir
 
         target = tvm.target.Target(tvm_target)
         target = target.with_host(target)  # as tvm.tirx.build binds a CPU target
@@ -174,8 +237,10 @@ def record_loops(mod: object, tvm_target: dict, obj: Path, harness: Path | None 
         for _, func in sorted(lowered.functions.items(), key=lambda item: item[0].name_hint):
             if isinstance(func, tvm.tirx.PrimFunc):
                 _walk(tvm, func.body, loops, seen)
+        loops = _name_nests(loops, scheduled_nests(mod))
         ranges = harness_ranges(obj, harness, {x.var for x in loops}) if harness is not None else {}
-        return LoopNest(tuple(loops), object_functions(obj), ranges=ranges)
+        return LoopNest(tuple(loops), object_functions(obj), ranges=ranges,
+                        code=placed_code(obj, harness) if harness is not None else [])
     except Exception as exc:  # TVM raises many types; the build itself already succeeded
         lines = str(exc).strip().splitlines()
         return LoopNest((), (), f"{type(exc).__name__}: {lines[-1] if lines else ''}")
@@ -197,6 +262,66 @@ def _walk(tvm, stmt, out: list[Loop], seen: list) -> None:
             stack.extend((s, up) for s in (node.else_case, node.then_case) if s is not None)
         elif isinstance(getattr(node, "body", None), tvm.tirx.Stmt):  # AttrStmt, While, ...
             stack.append((node.body, up))
+
+
+def scheduled_nests(mod) -> list[tuple[set[str], list[str]]]:
+    """Each outermost loop of the scheduled module (before lowering): the variables of the loops
+    in it and the buffers its blocks write, in order. Lowering merges the storage of buffers whose
+    lives do not overlap under one name (an attention's exponentials reuse its scores), so what a
+    nest stores is read here, where every buffer still has its own name."""
+    import tvm
+    import tvm.s_tir
+
+    nests: list[tuple[set[str], list[str]]] = []
+    for _, func in sorted(mod.functions.items(), key=lambda item: item[0].name_hint):
+        if not isinstance(func, tvm.tirx.PrimFunc):
+            continue
+        stack: list = [(func.body, None)]
+        while stack:
+            node, nest = stack.pop()
+            if isinstance(node, tvm.tirx.For):
+                if nest is None:
+                    nests.append((set(), []))
+                    nest = len(nests) - 1
+                nests[nest][0].add(str(node.loop_var.name))
+                stack.append((node.body, nest))
+            elif isinstance(node, tvm.tirx.SeqStmt):
+                stack.extend((s, nest) for s in reversed(list(node.seq)))
+            elif isinstance(node, tvm.s_tir.SBlockRealize):
+                block = node.block
+                if nest is not None:
+                    for written in block.writes:  # TensorRegion: the written tensor is its source
+                        name = str(getattr(written, "source", getattr(written, "buffer", None)).name)
+                        if name not in nests[nest][1]:
+                            nests[nest][1].append(name)
+                stack.extend((s, nest) for s in (block.body, block.init) if s is not None)
+            elif isinstance(node, tvm.tirx.IfThenElse):
+                stack.extend((s, nest) for s in (node.else_case, node.then_case) if s is not None)
+            elif isinstance(getattr(node, "body", None), tvm.tirx.Stmt):
+                stack.append((node.body, nest))
+    return nests
+
+
+def _name_nests(loops: list[Loop], scheduled: list[tuple[set[str], list[str]]]) -> list[Loop]:
+    """`loops` with each outermost loop storing what the scheduled nest it came from writes. The
+    scheduled nests are taken in order: an outermost loop is the previous one's nest again when
+    its variable is there and not in the next (lowering drops loops of one iteration, so one nest
+    may come out as several), else the next nest that has its variable."""
+    out, previous = list(loops), None
+    for i, loop in enumerate(loops):
+        if loop.parent is not None:
+            continue
+        start = 0 if previous is None else previous + 1
+        if previous is not None and loop.var in scheduled[previous][0] \
+                and not (start < len(scheduled) and loop.var in scheduled[start][0]):
+            match: int | None = previous
+        else:
+            match = next((k for k in range(start, len(scheduled)) if loop.var in scheduled[k][0]), None)
+        if match is None:
+            continue
+        out[i] = replace(loop, stores=tuple(scheduled[match][1]))
+        previous = match
+    return out
 
 
 def _iterations(tvm, loop) -> int | None:
@@ -258,6 +383,16 @@ def variable_ranges(obj: Path) -> dict[str, list[tuple[int, int]]]:
     return out
 
 
+def placed_code(obj: Path, harness: Path) -> list[list[int]]:
+    """[start, end) of each function of the object where the harness placed it, sorted (a
+    function the harness took from elsewhere, e.g. a C library's copy of a helper, left out)."""
+    if not harness.is_file():
+        return []
+    inside, placed = elf_functions(obj), elf_functions(harness)
+    return sorted([placed[f][0], placed[f][0] + size] for f, (_, size) in inside.items()
+                  if size and f in placed and placed[f][1] == size)
+
+
 def harness_ranges(obj: Path, harness: Path, names: set[str]) -> dict[str, list[list[int]]]:
     """The location ranges of the variables `names`, as addresses in the linked harness: each
     range placed by the kernel function it lies in (one the harness took from elsewhere, e.g. a
@@ -279,15 +414,21 @@ def harness_ranges(obj: Path, harness: Path, names: set[str]) -> dict[str, list[
 
 def ensure_loops(build_dir: Path, mod: object, tvm_target: dict) -> dict | None:
     """The build's recorded nest (plain JSON), recorded on first use: once per build, so a warm
-    check only reads it (a build cached before nests were recorded gets one then). None when the
-    file is damaged: that build names no loop."""
+    check only reads it (a build cached before nests were recorded, or recorded by an older
+    version, gets one then). None when the file is damaged: that build names no loop. `mod` may
+    be a function making the module (called only to record the nest)."""
     path = Path(build_dir) / LOOPS_FILE
     try:
-        return LoopNest.from_dict(json.loads(path.read_text()), str(path)).to_dict()
+        data = json.loads(path.read_text())
+        nest = LoopNest.from_dict(data, str(path)).to_dict()
+        if data["version"] == LOOPS_VERSION:
+            return nest
     except FileNotFoundError:
         pass
     except (OSError, ValueError, InputError):
         return None
+    if callable(mod):
+        mod = mod()
     nest = record_loops(mod, tvm_target, Path(build_dir) / "kernel.o", Path(build_dir) / "harness").to_dict()
     atomic_write_text(path, json.dumps(nest, sort_keys=True) + "\n")
     return nest
@@ -337,22 +478,42 @@ class LoopLayout:
                 return LoopMatch(i, count, per_execution=f, peeled=p)
         return None
 
-    def matches(self, count: int) -> list[LoopMatch]:
-        """The loops (LLVM kept) that a block run `count` times per call fits, one per distinct
-        loop (copies merged), those of the plainest kind only (exact, else peeled, else unrolled
-        by a factor); empty when none fits or the count is 1 (outside every loop)."""
+    def rewritten(self, i: int, count: int) -> LoopMatch | None:
+        """Loop i's body rewritten some way no plain fit describes (a vector loop with an extra
+        trip, a remainder of another size): the count is a whole number of runs per entry of the
+        loop, 2 up to its extent. Only for a block the debug information places in loop i
+        (judge.attribution): the count alone says too little."""
+        outer, extent = self.outer.get(i), self.nest.loops[i].extent or 0
+        if outer is None or count % outer:  # a loop read as unrolled completely too: no plain count fit it
+            return None
+        runs = count // outer
+        if not 2 <= runs <= extent:
+            return None
+        return LoopMatch(i, count, per_execution=max(1, round(extent / runs)), approximate=True)
+
+    def fits(self, count: int) -> list[LoopMatch]:
+        """Every loop (LLVM kept) that a block run `count` times per call fits, each the plainest
+        way it fits, one per distinct loop (copies merged); empty when the count is 1 (outside
+        every loop)."""
         if count < 2:
             return []
-        found = [m for i in self.outer if i not in self.flat and (m := self.fit(i, count)) is not None]
-        for plain in (lambda m: m.per_execution == 1 and not m.peeled, lambda m: m.per_execution == 1,
-                      lambda m: True):
-            tier = [m for m in found if plain(m)]
-            if tier:
-                distinct: dict[int, LoopMatch] = {}
-                for m in tier:
-                    distinct.setdefault(self.nest.origin(m.loop), m)
-                return list(distinct.values())
-        return []
+        distinct: dict[int, LoopMatch] = {}
+        for i in self.outer:
+            if i not in self.flat and (m := self.fit(i, count)) is not None:
+                distinct.setdefault(self.nest.origin(i), m)
+        return list(distinct.values())
+
+    @staticmethod
+    def plainness(match: LoopMatch) -> int:
+        """0: the count as it is, 1: with iterations peeled off, 2: unrolled by a factor."""
+        return 0 if match.per_execution == 1 and not match.peeled else 1 if match.per_execution == 1 else 2
+
+    def matches(self, count: int) -> list[LoopMatch]:
+        """The loops a block run `count` times per call fits (fits), those of the plainest kind
+        only (exact, else peeled, else unrolled by a factor); empty when none fits."""
+        found = self.fits(count)
+        plainest = min((self.plainness(m) for m in found), default=0)
+        return [m for m in found if self.plainness(m) == plainest]
 
     def unrolled_inside(self, i: int) -> list[int]:
         """The loops directly inside loop i that LLVM unrolled completely into its blocks."""

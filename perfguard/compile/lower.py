@@ -3,20 +3,36 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import shutil
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
+from perfguard.atomic import atomic_write_text
 from perfguard.compile.inputs import TensorSpec, check_dtype
 from perfguard.errors import InfraError, InputError
 
+LOWERED_RECIPE = 1  # part of the key of the record of a kernel's TVMScript (inspect_text)
 
-@dataclass(frozen=True)
+
 class LoweredKernel:
-    mod: object  # tvm.IRModule, scheduled
-    symbol: str  # the exported safe-call symbol, e.g. __tvm_ffi_main
-    tensors: list[TensorSpec]
-    ir_hash: str  # sha256 of the scheduled module's TVMScript text
+    """A kernel's module with what a build and its harness need of it: the exported symbol, the
+    tensors and a hash of its TVMScript. `mod` may be made on first use (`load`): a kernel whose
+    build, loop nest and output check are all cached never needs it (inspect_text)."""
+
+    def __init__(self, mod: object, symbol: str, tensors: list[TensorSpec], ir_hash: str,
+                 load: Callable[[], object] | None = None):
+        self._mod, self._load = mod, load
+        self.symbol = symbol  # the exported safe-call symbol, e.g. __tvm_ffi_main
+        self.tensors = tensors
+        self.ir_hash = ir_hash  # sha256 of the scheduled module's TVMScript text
+
+    @property
+    def mod(self) -> object:
+        """The tvm.IRModule, scheduled."""
+        if self._mod is None and self._load is not None:
+            self._mod = self._load()
+        return self._mod
 
 
 def inspect_module(mod: object, num_outputs: int, where: str) -> LoweredKernel:
@@ -53,6 +69,37 @@ def inspect_module(mod: object, num_outputs: int, where: str) -> LoweredKernel:
         tensors.append(TensorSpec(buf.name, tuple(shape), dtype, index >= len(params) - num_outputs, index))
     text = mod.script()
     return LoweredKernel(mod, f"__tvm_ffi_{name}", tensors, hashlib.sha256(text.encode()).hexdigest())
+
+
+def inspect_text(text: str, num_outputs: int, where: str, parse: Callable[[str], object],
+                 cache_dir: Path | None = None) -> LoweredKernel:
+    """inspect_module of a kernel given as TVMScript (a [[model]]'s), parsed once per text: its
+    symbol, tensors and hash are recorded under the text's digest in `cache_dir`, and the module
+    itself is parsed (`parse`) only when something needs it (a build, a loop nest, a host
+    reference). Parsing a large kernel's TVMScript costs about a second; a warm check skips it."""
+    import tvm
+
+    if cache_dir is None:
+        return inspect_module(parse(text), num_outputs, where)
+    key = hashlib.sha256(f"{LOWERED_RECIPE}\0{tvm.__version__}\0{num_outputs}\0{text}".encode()).hexdigest()
+    path = Path(cache_dir) / "lowered" / key[:2] / f"{key}.json"
+    try:
+        record = json.loads(path.read_text())
+        tensors = [TensorSpec(name, tuple(shape), dtype, output, index)
+                   for name, shape, dtype, output, index in record["tensors"]]
+        for t in tensors:
+            check_dtype(t.dtype, f"{where}: tensor '{t.name}'")
+        return LoweredKernel(None, record["symbol"], tensors, record["ir_hash"], load=lambda: parse(text))
+    except (OSError, ValueError, KeyError, TypeError):
+        pass  # absent or damaged: parse it
+    lowered = inspect_module(parse(text), num_outputs, where)
+    record = {"symbol": lowered.symbol, "ir_hash": lowered.ir_hash,
+              "tensors": [[t.name, list(t.shape), t.dtype, t.output, t.index] for t in lowered.tensors]}
+    try:
+        atomic_write_text(path, json.dumps(record, sort_keys=True))
+    except (InfraError, OSError):
+        pass  # a cache that cannot be written costs only the next parse
+    return lowered
 
 
 # TVM's LLVM back end writes the object itself and, on a write error, ends the process with

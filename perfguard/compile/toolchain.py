@@ -120,5 +120,14 @@ def link_harness(target: TargetProfile, harness_c: Path, kernel_o: Path, out: Pa
     if done.timed_out:
         raise InfraError(f"{where}: linking the harness timed out after {LINK_TIMEOUT} s")
     if done.status != 0:
-        last = process.last_lines(done.stderr) or (done.signal_name or str(done.status))
+        last = link_error(done.stderr) or (done.signal_name or str(done.status))
         raise InfraError(f"{where}: linking the harness failed: {last}")
+
+
+def link_error(stderr: bytes | str) -> str:
+    """The linker's first error (an undefined symbol, say), not collect2's closing 'ld returned 1 exit status'."""
+    text = stderr.decode("utf-8", "replace") if isinstance(stderr, bytes) else stderr
+    lines = [" ".join(line.split()) for line in text.splitlines() if line.strip()]
+    errors = [line for line in lines if not line.startswith("collect2") and
+              ("undefined reference" in line or "error" in line.lower() or "multiple definition" in line)]
+    return process.one_line((errors or lines or [""])[0], 400)

@@ -12,7 +12,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from perfguard.errors import InputError
+from perfguard.errors import InputError, did_you_mean
 
 DTYPES = ("float32", "float64")
 HALF = "float16"  # gemm only: half-precision inputs, products and sums (see perfguard/kernels/gemm.py)
@@ -53,7 +53,8 @@ def check_params(family: str, knobs: dict[str, Knob], params: dict[str, Any]) ->
     """Fill defaults and validate; the error names the family and the offending key."""
     unknown = sorted(set(params) - set(knobs))
     if unknown:
-        raise InputError(f"{family}: unknown parameter '{unknown[0]}' (known: {', '.join(sorted(knobs))})")
+        raise InputError(f"{family}: unknown parameter '{unknown[0]}'{did_you_mean(unknown[0], knobs)} "
+                         f"(known: {', '.join(sorted(knobs))})")
     values: dict[str, Any] = {}
     for key, knob in knobs.items():
         if key not in params:

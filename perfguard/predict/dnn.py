@@ -8,7 +8,8 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.neural_network import MLPRegressor
 
-from perfguard.predict.base import CalibratedPredictor, log_ratio, time_from_log_ratio, to_list
+from perfguard.predict.calibrated import log_ratio, time_from_log_ratio, to_list
+from perfguard.predict.estimator import CalibratedPredictor
 
 
 class NeuralNetwork(CalibratedPredictor):

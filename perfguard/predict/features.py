@@ -32,7 +32,10 @@ from pathlib import Path
 
 import numpy as np
 
+from perfguard.config import default_cache_dir
 from perfguard.errors import InputError
+from perfguard.predict.pipeline import PipelineModel
+from perfguard.sim.mca import block_timings
 from perfguard.sim.stats import STAT_FIELDS, Stats
 
 FEATURE_SETS = ("counts", "pipeline")
@@ -59,7 +62,7 @@ DERIVED_FEATURES = tuple(f"log_{name}" for name in STAT_FIELDS) + tuple(r[0] for
     "log_l1_misses",
 ) + tuple(f"{name}_per_fp_inst" for name in _PER_FLOP_INST) + ("writebacks_per_l1d_miss", "accesses_per_mem_inst")
 
-# The bound of a block (perfguard.predict.mca): "latency", "dispatch", "rep string" or a
+# The bound of a block (perfguard.sim.mca): "latency", "dispatch", "rep string" or a
 # scheduling-model resource, whose names differ per CPU model (Zn4FP45, Zn4ALU0, A57UnitL,
 # SiFive7PipeA, ...): grouped into classes by what the resource does.
 BOUND_CLASSES = ("latency", "fp", "memory", "integer", "other")
@@ -142,8 +145,6 @@ def pipeline_columns(stats: list[Stats], model) -> np.ndarray:
     All blocks of all the statistics go to the model's cache in one batch first (one llvm-mc and
     one llvm-mca run for a whole dataset, not one per row); then every row reads its blocks back.
     """
-    from perfguard.predict.mca import block_timings
-
     unique = {}
     for s in stats:
         if s.blocks is None:
@@ -198,10 +199,7 @@ class Featurizer:
         self.needs_blocks = features == "pipeline"
         self._pipeline = None
         if self.needs_blocks:
-            from perfguard.config import _default_cache_dir
-            from perfguard.predict.pipeline import PipelineModel
-
-            self._pipeline = PipelineModel(profile, _default_cache_dir() if cache_dir is None else cache_dir)
+            self._pipeline = PipelineModel(profile, default_cache_dir() if cache_dir is None else cache_dir)
 
     @property
     def pipeline_id(self) -> str | None:

@@ -20,7 +20,8 @@ from sklearn.gaussian_process import GaussianProcessRegressor
 from sklearn.gaussian_process.kernels import Matern
 from sklearn.model_selection import KFold, LeaveOneGroupOut
 
-from perfguard.predict.base import CalibratedPredictor, log_ratio, time_from_log_ratio, to_list
+from perfguard.predict.calibrated import log_ratio, time_from_log_ratio, to_list
+from perfguard.predict.estimator import CalibratedPredictor
 
 # log10 bounds of (amplitude, length-scale, noise) for standardised inputs and outputs
 _BOUNDS = np.array([[-1.0, 1.0], [-1.0, 2.0], [-6.0, -0.5]])

@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 from sklearn.linear_model import LinearRegression
 
-from perfguard.predict.base import CalibratedPredictor, to_list
+from perfguard.predict.calibrated import to_list
+from perfguard.predict.estimator import CalibratedPredictor
 
 _SCALE = 1e-6  # counts in millions keep the solver well conditioned
 

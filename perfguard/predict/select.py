@@ -1,6 +1,7 @@
 """Which predictor scores a target and kernel family.
 
-The calibrated model in baselines/models/<target>/<family>.json when there is one; otherwise
+The calibrated model in baselines/models/<target>/<family>.json when there is one and `calibrate
+train` found it better than the pipeline model on shapes it was not selected on (auto_uses); otherwise
 the pipeline model (llvm-mca cycles per executed block) for simulators that record a block
 profile (QEMU), the count-based analytical model for the others. `model` (perfguard.toml's
 `model`) names one instead: "pipeline" or "analytical" ("auto" is the rule above). A model file that exists but cannot be used (corrupted, another
@@ -14,11 +15,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from perfguard.config import MODEL_NAMES, _default_cache_dir
+from perfguard.config import default_cache_dir
+from perfguard.limits import MODEL_NAMES
 from perfguard.errors import InputError
 from perfguard.predict.analytical import AnalyticalModel
-from perfguard.predict.base import CalibratedModel, Predictor
+from perfguard.predict.base import Predictor
+from perfguard.predict.calibrated import CalibratedModel
+from perfguard.predict.pipeline import PipelineModel
 from perfguard.predict.store import ModelFiles, StoredModel, load_model, model_path
+from perfguard.sim.base import block_profile_simulators, records_blocks
 from perfguard.targets import TargetProfile
 
 _LOADED: dict[tuple[str, float], StoredModel] = {}
@@ -43,30 +48,30 @@ def stored_model(baseline_dir: Path, target: str, family: str | None,
     return _LOADED[key]
 
 
-BLOCK_PROFILE_SIMULATORS = ("qemu",)
-
-
 def predictor_for(profile: TargetProfile, family: str | None, simulator: str = "qemu",
                   baseline_dir: Path | None = None, source: ModelFiles | None = None, cache_dir: Path | None = None,
                   model: str = "auto", params: dict | None = None) -> Predictor:
     """The predictor that scores a kernel of `family` on `profile`. With the kernel's `params`, a
     calibrated model is used only for a dtype it was trained on (a float32 model says nothing
     about float16 code): other kernels get what a target without a model gets."""
-    cache_dir = _default_cache_dir() if cache_dir is None else cache_dir
+    cache_dir = default_cache_dir() if cache_dir is None else cache_dir
     if model == "analytical":
         return AnalyticalModel(profile)
     if model == "pipeline":
-        if simulator not in BLOCK_PROFILE_SIMULATORS:
+        if not records_blocks(simulator):
+            use = " or ".join(f"simulator = \"{name}\"" for name in block_profile_simulators())
             raise InputError(f"model = \"pipeline\" needs a block profile, which the {simulator} simulator "
-                             f"does not record (use simulator = \"qemu\" or model = \"analytical\")")
+                             f"does not record (use {use} or model = \"analytical\")")
         return _pipeline(profile, cache_dir)
     if model != "auto":
         raise InputError(f"unknown model '{model}' (one of {', '.join(MODEL_NAMES)})")
     stored = None if baseline_dir is None else stored_model(baseline_dir, profile.name, family, source)
-    if stored is not None and params is not None and str(params.get("dtype", "float32")) not in trained_dtypes(stored.meta):
+    if stored is not None and params is not None and kernel_dtype(params) not in trained_dtypes(stored.meta):
         stored = None
+    if stored is not None and not auto_uses(stored.meta):
+        stored = None  # it did not beat the pipeline model on shapes it was not selected on
     if stored is None:
-        if simulator in BLOCK_PROFILE_SIMULATORS:
+        if records_blocks(simulator):
             return _pipeline(profile, cache_dir)
         return AnalyticalModel(profile)
     meta = stored.meta
@@ -87,6 +92,18 @@ def predictor_for(profile: TargetProfile, family: str | None, simulator: str = "
     return calibrated
 
 
+def auto_uses(meta: dict) -> bool:
+    """Whether `model = "auto"` scores with a stored model: `calibrate train` records whether it beat
+    the pipeline model on held-out shapes (meta["auto"]); files written before that are used."""
+    decision = meta.get("auto")
+    return not isinstance(decision, dict) or decision.get("use") is not False
+
+
+def kernel_dtype(params: dict) -> str:
+    """The dtype a kernel computes in (its `dtype` parameter; the families' default is float32)."""
+    return str(params.get("dtype", "float32"))
+
+
 def trained_dtypes(meta: dict) -> list[str]:
     """The dtypes of the rows a model was trained on; files written before models recorded them
     come from float32 datasets (the only dtype `calibrate collect` sampled then)."""
@@ -94,6 +111,4 @@ def trained_dtypes(meta: dict) -> list[str]:
 
 
 def _pipeline(profile: TargetProfile, cache_dir: Path) -> Predictor:
-    from perfguard.predict.pipeline import PipelineModel
-
     return PipelineModel(profile, cache_dir)

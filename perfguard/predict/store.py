@@ -20,16 +20,19 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from perfguard import __version__, jsonfile
 from perfguard.atomic import atomic_write_text
 from perfguard.errors import InputError
-from perfguard.predict.base import CalibratedPredictor
+from perfguard.predict.features import DERIVED_FEATURES, matrix
 from perfguard.predict.registry import PREDICTOR_NAMES, predictor_class
 from perfguard.sim.stats import Stats
+
+if TYPE_CHECKING:  # scikit-learn is imported with the first model read, not with this module
+    from perfguard.predict.estimator import CalibratedPredictor
 
 MODEL_SCHEMA = 2
 
@@ -50,8 +53,6 @@ _V1_PARAMS = {
 
 def upgrade_v1(data: dict, source: str) -> dict:
     """A schema-1 model document as schema 2 (the one place old model files are upgraded)."""
-    from perfguard.predict.features import DERIVED_FEATURES
-
     name, payload = data.get("predictor"), data.get("payload")
     if name not in _V1_PARAMS or not isinstance(payload, dict):
         return data  # the checks below name what is wrong
@@ -141,8 +142,6 @@ _PROBE_PIPELINE = np.array([[500_000.0, 10_000.0, 200_000.0, 200_000.0, 50_000.0
 
 
 def _scores(predictor: CalibratedPredictor) -> bool:
-    from perfguard.predict.features import matrix
-
     try:
         with np.errstate(all="ignore"):
             X = matrix([_PROBE], predictor.features, predictor.view, pipe=_PROBE_PIPELINE)

@@ -16,7 +16,8 @@ from scipy.stats import spearmanr
 from sklearn.isotonic import IsotonicRegression
 from sklearn.model_selection import LeaveOneGroupOut
 
-from perfguard.predict.base import CalibratedPredictor, as_log_time, log_ratio, time_from_log_ratio, to_list
+from perfguard.predict.calibrated import as_log_time, log_ratio, time_from_log_ratio, to_list
+from perfguard.predict.estimator import CalibratedPredictor
 
 _PARAMS = {"n_estimators": 300, "max_depth": 5, "learning_rate": 0.05, "subsample": 0.8,
            "colsample_bytree": 0.8, "n_jobs": 1, "tree_method": "hist"}

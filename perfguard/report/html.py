@@ -19,10 +19,10 @@ import jinja2
 from markupsafe import Markup
 
 from perfguard.atomic import atomic_write_text
-from perfguard.guard.analysis import ROOF_FRACTION
-from perfguard.guard.compare import VERDICTS
-from perfguard.guard.report import Metrics, Report, Result, TargetSummary, worst_first
-from perfguard.report import model_view, numbers, text
+from perfguard.document import model_labels
+from perfguard.document.report import Metrics, ROOF_FRACTION, Report, Result, TargetSummary, worst_first
+from perfguard.document.verdicts import VERDICTS
+from perfguard.report import charts, flame, model_view, numbers, text, where
 from perfguard.sim.stats import STAT_FIELDS
 
 KERNEL_DIR = "kernels"
@@ -65,7 +65,7 @@ def anchor(target: str) -> str:
 
 
 def _svg(markup: str) -> Markup:
-    """matplotlib's SVG output: trusted markup (it escapes every text it draws)."""
+    """A chart of perfguard.report.charts: trusted markup (its templates escape every text they draw)."""
     return Markup(markup)
 
 
@@ -82,15 +82,15 @@ def _row(r: Result) -> dict[str, Any]:
         "bound": cur.bound if cur else None,
         "peak_pct": cur.peak_pct if cur else None,
         "model": text.model_kind(r),
-        "why": "; ".join(filter(None, [text.limit_note(r), r.note or "",
+        "interval_text": text.interval(r),
+        "what": model_labels.label(r.params) if model_view.is_model_kernel(r) else "",  # a model's kernel: its layer
+        "why": "" if r.orphaned else "; ".join(filter(None, [text.limit_note(r), r.note or "", text.interval_note(r),
                                        text.what_changed_most(r) if r.delta_pct else ""])),
     }
 
 
 def _overview_charts(report: Report, results: list[Result]) -> tuple[list[dict[str, Any]], Markup | None]:
     """Per target, a roofline of every kernel's current point; and the delta bars."""
-    from perfguard.report import charts  # matplotlib: imported when a page is drawn, not with the CLI
-
     rooflines = []
     for t_index, (name, target) in enumerate(sorted(report.targets.items())):
         rows = [r for r in results if r.target == name and (cur := _current(r)) and cur.gflops]
@@ -120,12 +120,14 @@ def _overview_charts(report: Report, results: list[Result]) -> tuple[list[dict[s
 
 def _common(report: Report, results: list[Result]) -> dict[str, Any]:
     summary = report.summary
-    status = "error" if summary.error else "fail" if summary.regression else "ok"
+    status = ("fail" if summary.wrong_result else "error" if summary.error or summary.orphaned
+              else "fail" if summary.regression or summary.model_regressions else "ok")
     return {
         "headline": text.headline(summary),
         "title": text.headline(summary, toolchain=False),  # the page says the toolchain sentence once, below
         "status": status,
         "counts": {name: summary.count(name) for name in VERDICTS},
+        "changed": summary.changed,  # [[model]] kernels whose shapes changed (judge.model_changes)
         "verdict_names": VERDICTS,
         "version": report.perfguard_version,
         "created": report.created,
@@ -135,7 +137,8 @@ def _common(report: Report, results: list[Result]) -> dict[str, Any]:
         "models": sorted({text.model_kind(r) for r in results if r.model_id}),
         "roof_fraction_pct": round(ROOF_FRACTION * 100),
         "self_consistency_note": text.self_consistency_note(results),
-        "no_flops": sum(1 for r in results if r.measured and not r.flops),
+        # a [[model]]'s kernels carry TVM's flop estimate; one without it has no [[kernel]] table to add it to
+        "no_flops": sum(1 for r in results if r.measured and not r.flops and not model_view.is_model_kernel(r)),
         "flops_hint": text.FLOPS_HINT,
     }
 
@@ -143,13 +146,16 @@ def _common(report: Report, results: list[Result]) -> dict[str, Any]:
 def render_index(report: Report) -> str:
     results = report.worst_first()
     rooflines, deltas = _overview_charts(report, results)
+    in_models = model_view.covered(report)  # a model's kernels are listed in its view, first
     return _env().get_template("index.html.j2").render(
         **_common(report, results),
         root="",
-        results=[_row(r) for r in results],
+        results=[_row(r) for r in results if (r.kernel, r.target) not in in_models],
+        in_models=len([r for r in results if (r.kernel, r.target) in in_models]),
         rooflines=rooflines,
         deltas=deltas,
-        model_view=Markup(model_view.html(report.models)),  # escaped by model_view.html
+        model_view=Markup(model_view.html(  # escaped by model_view.html
+            report.models, lambda kernel, target: _href(kernel_file(kernel)) + "#" + anchor(target))),
     )
 
 
@@ -190,6 +196,21 @@ def _metric_rows(before: Metrics | None, after: Metrics, target: TargetSummary |
     return rows
 
 
+def phase_note(after: Metrics) -> str:
+    """Whether the phase split adds up to the predicted time, and why not when it does not: the split
+    is the analytical model's, the predicted time may be another model's (pipeline, calibrated)."""
+    split = after.compute_s + after.memory_s
+    if after.time_s is None or not split:
+        return ""
+    if abs(split - after.time_s) <= 1e-3 * after.time_s:
+        return f"The phases add up to the predicted time ({numbers.seconds(after.time_s)})."
+    return (f"The phases add up to {numbers.seconds(split)}, the analytical model's time; the predicted time "
+            f"({numbers.seconds(after.time_s)}) is the scoring model's, which counts the same instructions with "
+            f"another cost (the pipeline model schedules each block, a calibrated model weighs the counters): "
+            f"read the split as shares, {100 * after.compute_s / split:.0f} % compute and "
+            f"{100 * after.memory_s / split:.0f} % memory.")
+
+
 def _stat_rows(r: Result) -> list[dict[str, Any]]:
     impact = {d.stat: d for d in (r.analysis.drivers if r.analysis else [])}
     stats = r.stats or {}
@@ -213,20 +234,22 @@ def _stat_rows(r: Result) -> list[dict[str, Any]]:
 
 def _section(r: Result, index: int, targets: dict[str, TargetSummary]) -> dict[str, Any]:
     """Everything one kernel x target section of a kernel page shows."""
-    from perfguard.report import charts
-
     before = r.analysis.baseline if r.analysis else None
     after = r.analysis.current if r.analysis else None
     target = targets.get(r.target)
     out: dict[str, Any] = {**vars(r), "anchor": anchor(r.target), "findings": text.findings(r, most=5),
                            "model": text.model_kind(r), "reference_text": text.reference_kind(r),
-                           "metrics": None, "stat_rows": _stat_rows(r), "roofline": None, "phases": None,
+                           "interval_note": text.interval_note(r),
+                           "in_model": model_view.is_model_kernel(r), "story": "",
+                           "metrics": None, "stat_rows": _stat_rows(r), "roofline": None, "phases": None, "phase_note": "",
                            "history": None, "calibration": None, "energy": None, "target_info": target}
+    out.update(_where(r, index))
     if after:
         out["metrics"] = _metric_rows(before, after, target)
         out["energy"] = after.energy
         rows = ([{"label": "baseline", **vars(before)}] if before else []) + [{"label": "current", **vars(after)}]
         out["phases"] = _svg(charts.phases(rows, f"s{index}-phases", "predicted time split (analytical model)"))
+        out["phase_note"] = phase_note(after)
         if target and after.gflops:
             series = []
             if before and before.gflops:
@@ -260,20 +283,59 @@ def _section(r: Result, index: int, targets: dict[str, TargetSummary]) -> dict[s
     return out
 
 
+OPEN_BLOCKS = 3  # changed blocks shown open on a kernel page; the rest are folded
+
+
+def block_anchor(index: int, block: int) -> str:
+    """The id of a changed block's disassembly in section `index` of a kernel page."""
+    return f"s{index}-b{block}"
+
+
+def _where(r: Result, index: int) -> dict[str, Any]:
+    """The differential icicle, the top places of the change and the changed blocks' lines."""
+    out: dict[str, Any] = {"flame": None, "where_lines": [], "where_rest": "", "ledger": "", "open_blocks": OPEN_BLOCKS,
+                           "block_rows": [{"change": c, "line": text.block_line(c), "anchor": block_anchor(index, i),
+                                           "open": i < OPEN_BLOCKS} for i, c in enumerate(r.blocks or [])]}
+    if r.attribution is not None:
+        out["flame"] = Markup(flame.icicle(r.attribution, f"s{index}-flame",
+                                           lambda i: block_anchor(index, i)))  # escaped by flame.icicle
+        out["where_lines"], out["where_rest"] = where.top_lines(r.attribution)
+        out["ledger"] = where.ledger(r.attribution)
+    return out
+
+
 def render_kernel(report: Report, kernel: str, results: list[Result] | None = None) -> str:
     """The page of one kernel: its results in `report`, or `results` (one per target) when given."""
     shown = report.worst_first() if results is None else worst_first(results)
     results = [r for r in shown if r.kernel == kernel]
     sections = [_section(r, i, report.targets) for i, r in enumerate(results)]
+    for section in sections:
+        section["story"] = model_view.kernel_story(report, kernel, section["target"])
     head = results[0]
+    in_model = model_view.is_model_kernel(head)
     return _env().get_template("kernel.html.j2").render(
         **_common(report, shown),
         root="../",
         kernel=kernel,
         family=head.family,
-        params=sorted(head.params.items()),
+        # a model's kernel: what it is in the model (its layer, nodes, calls) instead of its raw params
+        params=[] if in_model else sorted(head.params.items()),
+        model_params=_model_params(head.params) if in_model else [],
         sections=sections,
     )
+
+
+def _model_params(params: dict[str, Any]) -> list[tuple[str, str]]:
+    """A model kernel's header: model, what it is, calls per inference, schedule (plain text pairs)."""
+    names = model_labels.anchor_names(params.get("nodes"))
+    return [(key, value) for key, value in (
+        ("model", str(params.get("model", ""))),
+        ("layer", model_labels.layer_text(params.get("layer"))),
+        ("graph nodes", ", ".join(names)),
+        ("calls per inference", str(params.get("calls", ""))),
+        ("shapes", str(params.get("shapes", ""))),
+        ("schedule", str(params.get("schedule", ""))),
+    ) if value]
 
 
 def by_kernel(results: list[Result]) -> "OrderedDict[str, list[Result]]":

@@ -13,15 +13,16 @@ from pathlib import Path
 from typing import Any
 
 from perfguard.atomic import atomic_write_text
-from perfguard.guard.report import Metrics, Report, Result
-from perfguard.report import model_view, numbers, text
+from perfguard.document import model_labels
+from perfguard.document.report import Metrics, Report, Result
+from perfguard.report import model_view, numbers, text, where
 
 MARKER = "<!-- perfguard-report -->"
 LIMIT = 60_000
 _ERROR_CHARS = 300
-_ICON = {"regression": "\u274c", "error": "\u26a0\ufe0f", "toolchain": "\U0001f527", "improvement": "\u2705",
+_ICON = {"wrong result": "\U0001f6ab", "regression": "\u274c", "error": "\u26a0\ufe0f", "toolchain": "\U0001f527", "improvement": "\u2705",
          "new": "\U0001f195", "removed": "\U0001f5d1\ufe0f", "unchanged": "\u2796"}
-_CHANGED = ("regression", "error", "improvement")
+_CHANGED = ("wrong result", "regression", "error", "improvement")
 _SPECIAL = re.compile(r"([\\`*_\[\]|~])")
 
 
@@ -49,29 +50,32 @@ def _current(r: Result) -> Metrics | None:
 
 
 def _changed_row(r: Result) -> str:
-    why = "; ".join(filter(None, [text.limit_note(r), text.what_changed_most(r)]))
-    if r.error:
-        message = r.error
+    why = "; ".join(filter(None, [text.limit_note(r), text.interval_note(r), text.what_changed_most(r)]))
+    if r.error or r.orphaned:
+        message = r.error or r.note
         why = message if len(message) <= _ERROR_CHARS else message[:_ERROR_CHARS] + "..."
     current = _current(r)
     return _cells([f"{_ICON[r.verdict]} {r.verdict}", _kernel(r), md(r.target),
-                   md(numbers.pct(r.delta_pct)), md(numbers.threshold(r.threshold_pct)),
+                   md(text.delta_with_interval(r)), md(numbers.threshold(r.threshold_pct)),
                    md(numbers.seconds(r.current_time_s)), md(numbers.seconds(r.baseline_time_s)),
                    md(text.bound(current.bound if current else None)), md(why)])
 
 
 def _rest_row(r: Result) -> str:
     current = _current(r)
-    return _cells([_ICON[r.verdict], _kernel(r), md(r.target), md(numbers.pct(r.delta_pct)),
+    return _cells([_ICON[r.verdict], _kernel(r), md(r.target), md(text.delta_with_interval(r)),
                    md(numbers.seconds(r.current_time_s)), md(text.bound(current.bound if current else None)),
                    md(numbers.share(current.peak_pct if current else None)), md(text.model_kind(r))])
 
 
 def _verdict_line(report: Report, results: list[Result]) -> list[str]:
     summary = report.summary
-    icon = (_ICON["error"] if summary.error else _ICON["regression"] if summary.regression
+    icon = (_ICON["wrong result"] if summary.wrong_result else _ICON["error"] if summary.error or summary.orphaned
+            else _ICON["regression"] if summary.regression or summary.model_regressions
             else _ICON["toolchain"] if summary.toolchain_changed else _ICON["improvement"])
     counts = " \u00b7 ".join(f"**{summary.count(name)}** {name}" for name in _ICON)
+    if summary.changed:  # [[model]] kernels whose shapes changed (one new kernel paired with a removed one)
+        counts += f" \u00b7 **{summary.changed}** changed"
     models = sorted({text.model_kind(r) for r in results if r.model_id})
     simulators = sorted({r.simulator for r in results if r.simulator})
     context = [f"{len(results)} kernel \u00d7 target results"]
@@ -87,16 +91,20 @@ def _verdict_line(report: Report, results: list[Result]) -> list[str]:
     elif report.commit:
         context.append(f"commit `{md(report.commit[:10])}`")
     out = [MARKER, f"### {icon} perfguard: {md(text.headline(summary))}", "", f"{counts} ({', '.join(context)})"]
+    out += model_view.markdown_lines(report.models, md)  # the models first, where the run has them
     note = text.self_consistency_note(results)
     if note:
         out += ["", f"\u26a0\ufe0f {md(note)}"]
-    noted = [r for r in results if r.note]
+    noted = [r for r in results if r.note and not r.orphaned]
     if noted:
         out += ["", f"\u26a0\ufe0f {len(noted)} result{'s' if len(noted) != 1 else ''}: {md(noted[0].note)}"]
     return out
 
 
 def _kernel(r: Result) -> str:
+    if model_view.is_model_kernel(r):  # what it is in its model beside its key; the model view says the rest
+        what = model_labels.label(r.params)
+        return md(r.kernel) + (f" ({md(what)})" if what else "")
     return md(r.kernel) + (f" ({text.SELF_CONSISTENCY})" if r.reference == "self" else "")
 
 
@@ -104,18 +112,25 @@ TOP_BLOCKS = 3  # per changed result in the comment; the kernel page lists them 
 
 
 def _block_section(r: Result) -> list[str]:
-    """The blocks whose cycles moved most, with the top one's disassembly side by side."""
+    """Where the cycles moved (the top places of the differential view, adding up to 100 % of
+    the change), then the changed blocks with their disassembly side by side, folded."""
     changes = (r.blocks or [])[:TOP_BLOCKS]
-    if not changes:
+    if not changes and r.attribution is None:
         return []
     out = ["", f"**{md(r.kernel)} [{md(r.target)}]** {md(numbers.pct(r.delta_pct))}: where the cycles moved", ""]
-    out += [f"{i}. {md(text.block_line(c))}" for i, c in enumerate(changes, 1)]
+    if r.attribution is not None:
+        lines, rest = where.top_lines(r.attribution)
+        out += [f"{i}. {md(line)}" for i, line in enumerate(lines, 1)]
+        out += ["", md(rest)] if rest else []
+        out += ["", f"<sub>{md(where.ledger(r.attribution))}</sub>"]
+    else:
+        out += [f"{i}. {md(text.block_line(c))}" for i, c in enumerate(changes, 1)]
     for c in changes:
         before = c.baseline.asm if c.baseline else []
         after = c.current.asm if c.current else []
         rows = [_cells([f"`{md(a)}`" if a else "", f"`{md(b)}`" if b else ""])
                 for a, b in zip(before + [""] * (len(after) - len(before)), after + [""] * (len(before) - len(after)))]
-        out += ["", f"<details><summary>0x{c.start:x}: baseline | current</summary>", "",
+        out += ["", f"<details><summary>{md(text.block_line(c))}</summary>", "",
                 _cells(["baseline", "current"]), "|---|---|", *rows[:40], "", "</details>"]
     return out
 
@@ -123,11 +138,12 @@ def _block_section(r: Result) -> list[str]:
 def render_markdown(report: Report, limit: int = LIMIT) -> str:
     """summary.md; always shorter than `limit` characters."""
     results = report.worst_first()
-    changed = [r for r in results if r.verdict in _CHANGED]
-    rest = [r for r in results if r.verdict not in _CHANGED]
+    in_models = model_view.covered(report)  # listed in their model's table, first; changed ones again below
+    changed = [r for r in results if r.verdict in _CHANGED or r.orphaned]
+    rest = [r for r in results if not (r.verdict in _CHANGED or r.orphaned) and (r.kernel, r.target) not in in_models]
     footer = ["", f"<sub>perfguard {md(report.perfguard_version)} \u00b7 per-kernel pages, roofline, "
                   "history and statistics: <code>index.html</code> in the report folder</sub>", ""]
-    head = _verdict_line(report, results) + model_view.markdown_lines(report.models, md)
+    head = _verdict_line(report, results)
     budget = limit - sum(len(line) + 1 for line in head + footer) - 600  # 600: headings and omission notes
     blocks: list[list[str]] = []
     for rows, heading, make, fold in (

@@ -13,6 +13,13 @@ def pct(value: float | None) -> str:
     return f"{value:+.2f} %"
 
 
+def pct_range(low: float | None, high: float | None) -> str:
+    """An interval of percentages: `+1.2 .. +10.4 %` (one decimal: its ends are estimates)."""
+    if low is None or high is None:
+        return "-"
+    return f"{low:+.1f} .. {high:+.1f} %"
+
+
 def _in_units(value: float | None, units: tuple[tuple[str, float], ...], fmt: str, last: str) -> str:
     """`value` in the first of `units` (largest first) it reaches, else the last one (format `last`)."""
     if value is None:

@@ -10,14 +10,16 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from perfguard.guard.report import Report
+from perfguard.document import model_labels
+from perfguard.document.report import Report
 from perfguard.report import model_view
 from perfguard.report.numbers import pct, seconds, threshold
-from perfguard.report.text import (SELF_CONSISTENCY, block_line, headline, limit_note, model_kind,
-                                   self_consistency_note, top_block)
+from perfguard.report.text import (SELF_CONSISTENCY, headline, interval, interval_note, limit_note, model_kind,
+                                   self_consistency_note, what_changed_most)
+from perfguard.timings import JOB_STAGES, STAGES
 
 _STYLE = {"regression": "bold red", "error": "bold yellow", "toolchain": "bold magenta", "improvement": "bold green",
-          "new": "cyan", "removed": "magenta", "unchanged": "dim"}
+          "new": "cyan", "removed": "magenta", "unchanged": "dim", "wrong result": "bold red"}
 
 
 def console(stderr: bool = False) -> Console:
@@ -41,33 +43,78 @@ def progress(total: int, out: Console) -> Iterator[Any]:
 
 
 def print_table(report: Report, out: Console) -> None:
-    table = Table(show_edge=False, pad_edge=False)
-    for name, justify in (("kernel", "left"), ("target", "left"), ("verdict", "left"), ("delta", "right"),
-                          ("threshold", "right"), ("predicted", "right"), ("baseline", "right"), ("model", "left")):
-        table.add_column(name, justify=justify)
-    for r in report.results:
-        table.add_row(
-            escape(r.kernel), escape(r.target),
-            f"[{_STYLE[r.verdict]}]{r.verdict}[/]" + (f" ({SELF_CONSISTENCY})" if r.reference == "self" else ""),
-            pct(r.delta_pct), threshold(r.threshold_pct),
-            seconds(r.current_time_s), seconds(r.baseline_time_s),
-            "" if not r.model_id else model_kind(r),
-        )
-    out.print(table)
+    """The model view first (where the run has models), then a table of the other results (a model's
+    kernels are in its view), their notes, and the headline."""
+    for line in model_view.terminal_lines(report.models) + model_view.parts_lines(report.model_parts):
+        out.print(escape(line))
+    in_models = model_view.covered(report)
+    rows = [r for r in report.results if (r.kernel, r.target) not in in_models]
+    if rows or not report.models:
+        _print_results(rows, out)
     for r in report.results:
         if r.error:
-            out.print(f"[bold yellow]error[/] {escape(r.error)}")
+            out.print(f"[{_STYLE.get(r.verdict, 'bold yellow')}]{r.verdict}[/] {escape(r.error)}")
         else:
             label = r.label + ": "
             if note := limit_note(r):
                 out.print(f"[bold]note[/] {escape(label + note)}")
             if r.note:
-                out.print(f"[bold]note[/] {escape(label + r.note)}")
-            if r.verdict in ("regression", "improvement") and r.blocks:
-                out.print(f"[bold]where[/] {escape(label + block_line(top_block(r)))}")
+                out.print(f"[{_STYLE['removed'] if r.orphaned else 'bold'}]{'removed' if r.orphaned else 'note'}[/] "
+                          f"{escape(label + r.note)}")
+            if note := interval_note(r):
+                out.print(f"[bold]note[/] {escape(label + note)}")
+            if r.verdict in ("regression", "improvement") and (r.attribution is not None or r.blocks):
+                out.print(f"[bold]where[/] {escape(label + what_changed_most(r))}")
     note = self_consistency_note(report.results)
     if note:
         out.print(f"[bold]note[/] {escape(note)}")
-    for line in model_view.terminal_lines(report.models) + model_view.parts_lines(report.model_parts):
-        out.print(escape(line))
     out.print(f"[bold]{escape(headline(report.summary))}[/]")
+
+
+def _print_results(results, out: Console) -> None:
+    table = Table(show_edge=False, pad_edge=False)
+    level = next((r.interval.level for r in results if r.interval is not None), None)
+    for name, justify in (("kernel", "left"), ("target", "left"), ("verdict", "left"), ("delta", "right"),
+                          (f"{100 * level:.0f} % interval" if level else "interval", "right"), ("threshold", "right"),
+                          ("predicted", "right"), ("baseline", "right"), ("model", "left")):
+        table.add_column(name, justify=justify)
+    for r in results:
+        what = model_labels.label(r.params) if model_view.is_model_kernel(r) else ""
+        table.add_row(
+            escape(r.kernel) + (f" [dim]{escape(what)}[/]" if what else ""), escape(r.target),
+            f"[{_STYLE[r.verdict]}]{r.verdict}[/]" + (f" ({SELF_CONSISTENCY})" if r.reference == "self" else ""),
+            pct(r.delta_pct), interval(r), threshold(r.threshold_pct),
+            seconds(r.current_time_s), seconds(r.baseline_time_s),
+            "" if not r.model_id else model_kind(r),
+        )
+    out.print(table)
+
+
+def print_timings(report: Report, out: Console, slowest: int = 5) -> None:
+    """`check --timings`: wall and CPU seconds per stage, then the jobs that cost the most CPU."""
+    timings = report.timings
+    if timings is None:
+        out.print("no timings in this report")
+        return
+
+    what = dict(STAGES)
+    table = Table(show_edge=False, pad_edge=False, title="where the time went", title_justify="left")
+    for name, justify in (("stage", "left"), ("wall s", "right"), ("CPU s", "right"), ("what", "left")):
+        table.add_column(name, justify=justify)
+    for name, span in timings.stages.items():
+        wall = "-" if name == "workers" else f"{span.wall_s:.2f}"
+        label = f"  {name}" if name in JOB_STAGES or name == "workers" else name
+        table.add_row(label, wall, f"{span.cpu_s:.2f}", escape(what.get(name, "")))
+    table.add_row("[bold]total[/]", f"[bold]{timings.total.wall_s:.2f}[/]", f"[bold]{timings.total.cpu_s:.2f}[/]",
+                  "the whole command")
+    out.print(table)
+    reused = sum(j.reused for j in timings.jobs)
+    if timings.reused:
+        out.print(f"the whole check was reused from its record: nothing it depends on changed "
+                  f"({len(report.results)} results)")
+    else:
+        out.print(f"{len(timings.jobs)} jobs: {len(timings.jobs) - reused} ran, {reused} reused from their records; "
+                  f"{timings.workers} pool worker{'' if timings.workers == 1 else 's'}")
+    ran = sorted((j for j in timings.jobs if not j.reused), key=lambda j: -j.total.cpu_s)[:slowest]
+    if ran:
+        out.print("most CPU: " + ", ".join(escape(f"{j.kernel}[{j.target}] {j.total.cpu_s:.2f} s") for j in ran))

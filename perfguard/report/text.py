@@ -1,19 +1,22 @@
 """Verdict wording shared by every renderer (terminal, HTML, Markdown): headlines, notes, findings.
 
-Each function takes the typed report's parts (guard.report) and returns plain text: renderers
+Each function takes the typed report's parts (document.report) and returns plain text: renderers
 escape it for their medium.
 """
 
 from __future__ import annotations
 
-from perfguard.guard.report import BlockChange, BlockSide, Driver, Result, Summary, ToolchainSummary
-from perfguard.report.numbers import number, pct, signed_count, signed_seconds
+from perfguard.document.report import BlockChange, BlockSide, Driver, Result, Summary, ToolchainSummary
+from perfguard.report import where
+from perfguard.report.numbers import number, pct, pct_range, signed_count, signed_seconds, threshold
 
 
 def headline(summary: Summary, toolchain: bool = True) -> str:
     """One line: what could not be measured (no statistics) or checked (measured, but no verdict:
     an unreadable baseline or model, a refused comparison), then the regressions."""
     parts = []
+    if summary.wrong_result:
+        parts.append(f"{summary.wrong_result} wrong result(s): output differs from the reference")
     errors = summary.error
     unmeasured = summary.not_measured
     if errors and unmeasured is not None and 0 <= unmeasured <= errors:
@@ -27,6 +30,8 @@ def headline(summary: Summary, toolchain: bool = True) -> str:
         parts.append(f"{summary.regression} regression(s) found")
     if summary.model_regressions:
         parts.append(f"{summary.model_regressions} model total(s) regressed")
+    if summary.orphaned:
+        parts.append(f"{summary.orphaned} baseline(s) without a configured kernel (perfguard baseline prune or rename)")
     line = ", ".join(parts) or "no regressions"
     if summary.interrupted:
         line = f"interrupted: {line}"
@@ -90,14 +95,23 @@ def reference_kind(result: Result) -> str:
 
 
 def self_consistency_note(results: list[Result]) -> str:
-    """One line for the results whose outputs only met the same kernel built for the host."""
-    names = [r.label for r in results if r.reference == "self"]
-    if not names:
-        return ""
-    shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
-    return (f"{len(names)} result(s) {SELF_CONSISTENCY} ({shown}): no numpy reference, so the outputs were "
-            "compared with the same kernel built for the host; a wrong kernel passes that. "
-            'Add reference = "module:function" to check against numpy')
+    """One line for the results whose outputs only met the same kernel built for the host. A
+    [[model]]'s kernels are said apart, without the hint: a model has no numpy reference per kernel."""
+    def is_model(r: Result) -> bool:
+        return isinstance(r.params, dict) and "model" in r.params and "shapes" in r.params
+
+    names = [r.label for r in results if r.reference == "self" and not is_model(r)]
+    in_models = sum(1 for r in results if r.reference == "self" and is_model(r))
+    parts = []
+    if names:
+        shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+        parts.append(f"{len(names)} result(s) {SELF_CONSISTENCY} ({shown}): no numpy reference, so the outputs were "
+                     "compared with the same kernel built for the host; a wrong kernel passes that. "
+                     'Add reference = "module:function" to check against numpy')
+    if in_models:
+        parts.append(f"{in_models} [[model]] kernel result(s) checked against the same kernel built for the host "
+                     f"({SELF_CONSISTENCY}: a model gives no numpy reference per kernel)")
+    return "; ".join(parts)
 
 
 def limit_note(result: Result) -> str:
@@ -109,6 +123,37 @@ def limit_note(result: Result) -> str:
         change = signed_count(b.delta) + (f" ({pct(b.delta_pct)})" if b.delta_pct is not None else "")
         parts.append(f"{metric} {change} over the limit {b.limit}")
     return "limit breached: " + "; ".join(parts)
+
+
+def interval(result: Result) -> str:
+    """`+1.2 .. +10.4 %`, or "-" without a calibrated interval."""
+    i = result.interval
+    return "-" if i is None else pct_range(i.low_pct, i.high_pct)
+
+
+def delta_with_interval(result: Result) -> str:
+    """`+5.70 % (90 %: +1.2 .. +10.4 %)`: the predicted change and its calibrated interval."""
+    i = result.interval
+    if i is None or result.delta_pct is None:
+        return pct(result.delta_pct)
+    return f"{pct(result.delta_pct)} ({100 * i.level:.0f} %: {pct_range(i.low_pct, i.high_pct)})"
+
+
+def interval_note(result: Result) -> str:
+    """What a result's interval says beyond its numbers: that it holds the threshold (the verdict
+    could go either way), which end gated, and when it was calibrated for another model."""
+    i = result.interval
+    if i is None or result.delta_pct is None:
+        return ""
+    parts = []
+    if i.straddles:
+        parts.append(f"the {100 * i.level:.0f} % interval {pct_range(i.low_pct, i.high_pct)} straddles the "
+                     f"{threshold(result.threshold_pct)} threshold: the native change may be on either side of it")
+    if result.gate != "estimate":
+        parts.append(f"gated on the interval's {result.gate} end")
+    if parts and not i.exact:
+        parts.append(f"interval calibrated for {i.basis}")
+    return "; ".join(parts)
 
 
 def bound(value: str | None) -> str:
@@ -135,6 +180,38 @@ def moved_drivers(result: Result) -> list[Driver]:
     return [d for d in (result.analysis.drivers if result.analysis else []) if d.time_s]
 
 
+def _verdict_model(result: Result, model: str) -> str:
+    """`; the verdict's calibrated model: +1.500 ms` when another model than `model` gave the verdict."""
+    kind = model_kind(result)
+    if kind in (model, "-") or result.current_time_s is None or result.baseline_time_s is None:
+        return ""
+    return f" (the verdict's {kind} model: {signed_seconds(result.current_time_s - result.baseline_time_s)})"
+
+
+def phase_split(result: Result) -> str:
+    """How the change splits, said by the model that split it, adding up to that model's change:
+    the pipeline model's changed code and cache-miss stalls (its change is the delta when it gave
+    the verdict), else the analytical model's compute and memory phases, named as another
+    model's when a calibrated one gave the verdict."""
+    a = result.attribution
+    if a is not None:
+        clock = a.clock_hz
+        parts = [f"changed code {signed_seconds(a.code_cycles / clock)}",
+                 f"cache-miss stalls {signed_seconds(a.stall_cycles / clock)}"]
+        if round(a.moved_cycles):
+            parts.append(f"code that only moved {signed_seconds(a.moved_cycles / clock)}")
+        return (f"{a.model} model: {' + '.join(parts)} = {signed_seconds(a.change_cycles / clock)}"
+                + _verdict_model(result, a.model))
+    before = result.analysis.baseline if result.analysis else None
+    after = result.analysis.current if result.analysis else None
+    if before is None or after is None:
+        return ""
+    compute, memory = after.compute_s - before.compute_s, after.memory_s - before.memory_s
+    text = (f"analytical model: compute phase {signed_seconds(compute)} + memory phase "
+            f"{signed_seconds(memory)} = {signed_seconds(compute + memory)}")
+    return text + _verdict_model(result, "analytical")
+
+
 LANE_LOSS = 1.5  # flops per FP instruction falling by this factor (or more): lost vectorisation
 
 
@@ -144,11 +221,8 @@ def findings(result: Result, most: int = 3) -> list[str]:
     after = result.analysis.current if result.analysis else None
     out = [limit_note(result)] if result.limit_breaches else []
     out += [note] if (note := toolchain_note(result)) else []
-    if before and after and result.delta_pct:
-        phases = [f"{name} phase {signed_seconds(a - b) if a != b else 'unchanged'}"
-                  for name, b, a in (("compute", before.compute_s, after.compute_s),
-                                     ("memory", before.memory_s, after.memory_s))]
-        out.append(", ".join(phases))
+    if result.delta_pct and (split := phase_split(result)):
+        out.append(split)
     out.extend(driver(d) for d in moved_drivers(result)[:most])
     if before and after:
         lb, la = before.flops_per_fp_inst, after.flops_per_fp_inst
@@ -165,7 +239,7 @@ def block_side(side: BlockSide | None) -> str:
     """One side of a changed block: `main_compute_ 0x402e00-0x402e9c in loop k_1 (i_0[8] > k_1[64]),
     44 insns x 3,584, 38.7 cyc (latency)` (the loop where its build recorded the nest)."""
     if side is None:
-        return "not executed"
+        return "not run"
     where = f"{side.symbol} " if side.symbol else ""
     loop = f" in {side.loop_text}" if side.loop_text else ""
     return (f"{where}0x{side.start:x}-0x{side.end:x}{loop}, {side.insns} insns x {side.executions:,}, "
@@ -184,14 +258,17 @@ def block_line(change: BlockChange) -> str:
     """The block whose cycles changed most, in one line: baseline → current, and its share."""
     # a share only when it reads as one: blocks moving both ways can exceed the net change
     share_pct = change.share_pct
-    share = f", {share_pct:.0f} % of the change in block cycles" if share_pct is not None and 0 < share_pct <= 100 else ""
+    share = f", {share_pct:.0f} % of the change" if share_pct is not None and 0 < share_pct <= 100 else ""
     return (f"{change.delta_cycles:+,.0f} cycles{share}: {block_side(change.baseline)} → "
             f"{block_side(change.current)}")
 
 
 def what_changed_most(result: Result) -> str:
-    """The one thing a table row says about a change: the top block (pipeline model), else the
-    counter that moved the predicted time most."""
+    """The one thing a table row says about a change: where (the differential view of the
+    pipeline model), else the top block of a report written before it, else the counter that
+    moved the predicted time most."""
+    if result.attribution is not None:
+        return where.where_line(result.attribution) + _verdict_model(result, result.attribution.model)
     if result.blocks:
         return block_line(top_block(result))
     moved = moved_drivers(result)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +24,7 @@ class Simulator(abc.ABC):
     """Runs a statically linked harness binary for a target and returns kernel-only Stats."""
 
     name: str = ""
+    records_blocks: bool = False  # a run gives the block profile (what the pipeline model scores)
 
     @abc.abstractmethod
     def check_available(self, target: TargetProfile) -> None:
@@ -31,6 +33,12 @@ class Simulator(abc.ABC):
     def check_target(self, target: TargetProfile) -> None:
         """Raise InputError when this simulator cannot execute the code the profile produces
         (checked for every job before anything is built or simulated)."""
+
+    @classmethod
+    def programs(cls, target: TargetProfile) -> list[str]:
+        """The programs a run for `target` executes besides the binary (their versions change what
+        a recorded result depends on: perfguard.records)."""
+        return []
 
     @abc.abstractmethod
     def fingerprint(self, target: TargetProfile) -> str:
@@ -52,3 +60,19 @@ SIMULATOR_NAMES = SIMULATORS.names
 
 def get_simulator(name: str, cache_dir: Path) -> Simulator:
     return SIMULATORS.load(name)(cache_dir=cache_dir)
+
+
+def records_blocks(name: str) -> bool:
+    """Whether the simulator called `name` records the block profile (imports its module)."""
+    return SIMULATORS.load(name).records_blocks
+
+
+def profile_tools(profiles: Iterable[TargetProfile], simulator: str) -> list[str]:
+    """The programs a check of `profiles` under `simulator` runs (compilers and the simulator's)."""
+    runs = SIMULATORS.load(simulator)
+    return [tool for profile in profiles for tool in (profile.cc, *runs.programs(profile))]
+
+
+def block_profile_simulators() -> tuple[str, ...]:
+    """The simulators that record a block profile (imports every simulator's module)."""
+    return tuple(name for name in SIMULATORS.names if records_blocks(name))

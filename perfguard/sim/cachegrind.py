@@ -292,6 +292,10 @@ def _host_cpu_flags() -> str:
 class CachegrindSimulator(Simulator):
     name = "cachegrind"
 
+    @classmethod
+    def programs(cls, target: TargetProfile) -> list[str]:
+        return ["valgrind"]
+
     def __init__(self, cache_dir: Path):
         self.cache_dir = Path(cache_dir)
         self._version: str | None = None
@@ -306,7 +310,7 @@ class CachegrindSimulator(Simulator):
         return path
 
     def check_target(self, target: TargetProfile) -> None:
-        check_emulated(target, "valgrind 3.19")
+        check_emulated(target, "valgrind 3.19", self.cache_dir)
 
     def check_available(self, target: TargetProfile) -> None:
         self.check_target(target)

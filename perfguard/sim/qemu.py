@@ -100,6 +100,11 @@ RUN_RECIPE = 2
 
 class QemuSimulator(Simulator):
     name = "qemu"
+    records_blocks = True
+
+    @classmethod
+    def programs(cls, target: TargetProfile) -> list[str]:
+        return [target.qemu]
 
     def __init__(self, cache_dir: Path):
         self.cache_dir = Path(cache_dir)
@@ -118,7 +123,7 @@ class QemuSimulator(Simulator):
         return path
 
     def check_target(self, target: TargetProfile) -> None:
-        check_emulated(target, f"QEMU {VALIDATED_QEMU} ({target.qemu})")
+        check_emulated(target, f"QEMU {VALIDATED_QEMU} ({target.qemu})", self.cache_dir)
 
     def check_available(self, target: TargetProfile) -> None:
         self.check_target(target)

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from perfguard.errors import InputError
+from perfguard.kernels import get_family
 
 FORMAT = "perfguard-tuned-schedule/1"
 _RECORD_KEYS = ("format", "kernel", "target", "family", "shape", "workload", "trace")
@@ -34,8 +35,6 @@ _RECORD_KEYS = ("format", "kernel", "target", "family", "shape", "workload", "tr
 
 def compute_module(family_name: str, shape: dict[str, Any]):
     """The family's unscheduled computation for one problem shape."""
-    from perfguard.kernels import get_family
-
     family = get_family(family_name)
     compute = family.extra.get("compute")
     if compute is None:
@@ -128,8 +127,6 @@ def candidate(ir: str, family: str, shape: dict[str, Any]):
 
 def reference(inputs, **params):
     """The family's numpy reference for a tuned kernel (`schedule`) or a candidate (`family`, `shape`)."""
-    from perfguard.kernels import get_family
-
     if "schedule" in params:
         record = load_record(params["schedule"])
         family, shape = record["family"], record["shape"]

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from perfguard.compile.cache import digest
+from perfguard.compile.cache import BuildCache, digest
 from perfguard.compile.inputs import decode_outputs
 from perfguard.config import Config, KernelSpec
 from perfguard.errors import EXIT_INFRA, InfraError, PerfguardError
@@ -101,8 +101,8 @@ class Measurer:
         self.config, self.profile, self.family, self.executor = config, profile, family, executor
         self.measure_kind = measure
         self.on_trial = on_trial
-        self.predictor = predictor_for(profile, family, config.simulator, config.baseline_dir, None,
-                                       config.cache_dir, config.model)
+        self.predictor = predictor_for(profile, family, config.simulation.simulator, config.storage.baseline_dir, None,
+                                       config.storage.cache_dir, config.judging.model)
         self.trials: list[Trial] = []
 
     @property
@@ -114,7 +114,7 @@ class Measurer:
 
     def job(self, spec: KernelSpec) -> Job:
         c = self.config
-        return Job(spec, self.profile, c.root, c.cache_dir, c.simulator, c.timeout, 1, 1)
+        return Job(spec, self.profile, c.root, c.storage.cache_dir, c.simulation.simulator, c.simulation.timeout, 1, 1)
 
     def new_trial(self, label: str, params: dict | None = None) -> Trial:
         trial = Trial(len(self.trials), label, ok=False, params=params)
@@ -166,12 +166,10 @@ class Measurer:
 
     def time(self, trial: Trial, result: JobResult) -> Trial:
         """Native mode: time a checked candidate's binary here, alone on a pinned core."""
-        from perfguard.compile.cache import BuildCache
-
         if not result.ok:
             return self.fail(trial, "run", result.error, result.seconds)
         started = time.monotonic()
-        binary = BuildCache(self.config.cache_dir).build_dir(result.content_hash) / "harness"
+        binary = BuildCache(self.config.storage.cache_dir).build_dir(result.content_hash) / "harness"
         try:
             timing = time_native(binary, self.profile, trial.label)
         except InfraError as exc:

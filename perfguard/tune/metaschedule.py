@@ -25,8 +25,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
+import numpy as np
+
 from perfguard.config import KernelSpec
-from perfguard.tune.measure import Measurer, Trial, build_job
+from perfguard.pipeline import run_job
+from perfguard.tune.apply import compute_module, plain
+from perfguard.tune.measure import Measurer, Trial, build_job, native_check_job
 
 STRATEGIES = {"evolutionary": "evolutionary", "replay": "replay-trace"}
 _LOGGER = "tvm.s_tir.meta_schedule"
@@ -71,8 +75,6 @@ def quiet_and_seeded(seed: int) -> Iterator[None]:
     """MetaSchedule logs every iteration to stdout (perfguard shows its own progress), and its
     XGBoost cost model scores candidates with numpy's global generator until it has data: seed
     that too, or the same --seed would not give the same trials."""
-    import numpy as np
-
     logger = logging.getLogger(_LOGGER)
     saved_level, saved_state = logger.level, np.random.get_state()
     logger.setLevel(logging.ERROR)
@@ -186,14 +188,10 @@ class CandidateSession:
         trial = self.measurer.new_trial(spec.name)
         pending = {"trial": trial, "spec": spec, "handle": None, "finished": False}
         if self.measurer.measure_kind == "sim":
-            from perfguard.pipeline import run_job
-
             pending["handle"] = self.measurer.executor.submit(run_job, self.measurer.job(spec))
         return pending
 
     def measure_native(self, pendings: list[dict]) -> None:
-        from perfguard.tune.measure import native_check_job
-
         m = self.measurer
         results = m.executor.map(native_check_job, [m.job(p["spec"]) for p in pendings])
         for pending, result in zip(pendings, results):
@@ -220,8 +218,6 @@ def target_for(profile) -> Any:
 def tune(measurer: Measurer, base: KernelSpec, shape: dict[str, Any], strategy: str, trials: int, batch: int,
          seed: int = 0, work_dir: Path | None = None) -> tuple[list[Trial], list | None]:
     """MetaSchedule over the family's unscheduled compute; (trials, best trace as JSON or None)."""
-    from perfguard.tune.apply import compute_module, plain
-
     ms, SimBuilder, SimRunner = _classes()
     mod = compute_module(measurer.family, shape)
     target = target_for(measurer.profile)

@@ -21,7 +21,8 @@ from perfguard.errors import InfraError, InputError
 from perfguard.executors.base import Executor
 from perfguard.kernels import FAMILY_NAMES, get_family
 from perfguard.targets import TargetProfile
-from perfguard.tune import apply
+from perfguard.tune import apply, metaschedule
+from perfguard.tune.knobs import search
 from perfguard.tune.measure import Measurer, Trial
 from perfguard.tune.output import dump_record, kernel_snippet
 
@@ -107,16 +108,12 @@ def tune_kernel(config: Config, spec: KernelSpec, profile: TargetProfile, execut
     name = f"{spec.name}-tuned-{profile.name}"
     written: list[Path] = []
     if strategy == "knobs":
-        from perfguard.tune.knobs import search
-
         search(family, default, spec, measurer, trials, batch, seed)
         best = measurer.best()
         tuned_spec = None if best is None else dataclasses.replace(
             spec, name=name, params=best.params, targets=(profile.name,))
         check_spec = tuned_spec
     else:
-        from perfguard.tune import metaschedule
-
         _, trace = metaschedule.tune(measurer, spec, shape, strategy, trials, batch, seed)
         best = measurer.best()
         tuned_spec = check_spec = None
@@ -152,7 +149,7 @@ def tune_kernel(config: Config, spec: KernelSpec, profile: TargetProfile, execut
         atomic_write_text(snippet, result.snippet)
         written.append(snippet)
     result.written = written
-    log = config.report_dir / f"tune-{stem}.json"
+    log = config.storage.report_dir / f"tune-{stem}.json"
     atomic_write_text(log, json.dumps(result.to_dict(), indent=1, sort_keys=True) + "\n")
     result.written.append(log)
     return result

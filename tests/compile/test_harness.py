@@ -77,11 +77,34 @@ def test_input_generator_matches_known_values():
 
 @pytest.mark.slow
 def test_wrong_kernel_is_an_error_not_a_score(tmp_path):
-    # A reference that disagrees with the kernel: exit code 3, no stats.
+    # A reference that disagrees with the kernel: exit code 4 (the code under test failed), no stats,
+    # and where: the worst element, its value, the reference's and the tolerance there.
     mod = tmp_path / "wrongref.py"
     mod.write_text("def ref(inputs, **params):\n    return [inputs[0] @ inputs[1] + 1.0]\n")
     spec = KernelSpec("g", "perfguard.kernels.gemm:gemm", None, {"M": 16, "N": 16, "K": 16},
                       reference="wrongref:ref")
     result = run_job(Job(spec, BUILTIN["riscv64"], tmp_path, tmp_path / "cache", "qemu", 300, 1, 1))
-    assert not result.ok and result.exit_code == 3
+    assert not result.ok and result.exit_code == 4
     assert "wrong result" in result.error and result.stats is None
+    m = result.mismatch
+    assert m["output"] == "C" and len(m["index"]) == 2 and m["elements_off"] == m["elements"] == 256
+    assert m["expected"] - m["value"] == pytest.approx(1.0) and 0 < m["tolerance"] < 1e-3
+
+
+@pytest.mark.parametrize("isa", ["x86_64", "aarch64"])
+def test_a_link_failure_names_the_linkers_first_error_not_collect2s_summary(tmp_path, isa):
+    import shutil
+    import subprocess
+
+    from perfguard.compile.toolchain import link_error
+
+    cc = BUILTIN[isa].cc
+    if shutil.which(cc) is None:
+        pytest.skip(f"{cc} not installed")
+    source = tmp_path / "k.c"
+    source.write_text("float perfguard_missing_helper(float);\nint main(void) { return (int)perfguard_missing_helper(1); }\n")
+    proc = subprocess.run([cc, "-static", "-no-pie", str(source), "-o", str(tmp_path / "k")], capture_output=True, text=True)
+    assert proc.returncode != 0 and proc.stderr.rstrip().endswith("collect2: error: ld returned 1 exit status")
+    line = link_error(proc.stderr)
+    assert line.endswith("undefined reference to `perfguard_missing_helper'"), line
+    assert link_error("") == ""

@@ -97,8 +97,13 @@ def test_the_nest_round_trips_and_bad_files_are_input_errors_naming_the_source()
     again = LoopNest.from_dict(json.loads(json.dumps(GEMM.to_dict())), "loops.json")
     assert again == GEMM
     good = GEMM.to_dict()
+    # a version 1 nest (a baseline recorded before loops named what they store) reads without stores
+    old = {**good, "version": 1, "loops": [{k: v for k, v in row.items() if k != "stores"} for row in good["loops"]]}
+    assert LoopNest.from_dict(old, "old.json") == GEMM
     for bad, message in [
-        ({**good, "version": 2}, "version 2 is not 1"),
+        ({**good, "version": 3}, r"version 3 is not one of \[1, 2\]"),
+        ({**good, "version": 1}, "loop 0 must be"),  # version 1 rows have no stores
+        ({**good, "loops": [dict(good["loops"][0], stores="C")]}, "loop 0 must be"),
         ({**good, "loops": [dict(good["loops"][0], kind="diagonal")]}, "loop 0 must be"),
         ({**good, "loops": [dict(good["loops"][0], parent=0)]}, "loop 0 must be"),  # itself as parent
         ({**good, "loops": [dict(good["loops"][0], extent=True)]}, "loop 0 must be"),
@@ -133,6 +138,9 @@ def test_a_real_gemm_nest_is_the_schedule_as_lowered(tmp_path, target):
     assert [nest.loops[i].extent for i in nest.path(k_1)] == [4, 2, 8, 16, 8]
     assert nest.trips(k_1) == 64 * 64 * (64 // 32)  # every (i, k) pair once per j tile
     assert "j_1_1" not in by_var  # vectorized away
+    # the nest's name: what its blocks write (the zeroing and the product both write C)
+    assert {nest.loops[i].var: nest.loops[i].stores for i in range(len(nest.loops)) if nest.loops[i].stores} \
+        == {"i_0": ("C",)} and nest.nest_name(k_1) == "C" and nest.nest_index(k_1) == 1
     assert any(f.startswith("__tvm_ffi_") for f in nest.functions)
     assert set(nest.functions) == set(object_functions(tmp_path / "kernel.o"))
 
@@ -144,5 +152,29 @@ def test_the_nest_is_written_once_beside_the_build_and_read_back(tmp_path):
     assert first == nest.to_dict() and (tmp_path / LOOPS_FILE).is_file()
     assert (tmp_path / "kernel.o").read_bytes() == obj  # recording it changes no byte of the build
     assert ensure_loops(tmp_path, None, {}) == first  # read, not recorded again (mod None would fail)
+    # a file of an older version (no stores) is recorded again, not read as it is
+    old = dict(first, version=1, loops=[{k: v for k, v in row.items() if k != "stores"} for row in first["loops"]])
+    (tmp_path / LOOPS_FILE).write_text(json.dumps(old))
+    assert ensure_loops(tmp_path, lowered.mod, BUILTIN["x86_64"].tvm_target) == first
+    assert json.loads((tmp_path / LOOPS_FILE).read_text())["version"] == 2
     (tmp_path / LOOPS_FILE).write_text("{cut")
     assert ensure_loops(tmp_path, None, {}) is None  # a damaged file names no loop, never an error
+
+
+def test_nests_are_named_by_what_they_write_before_lowering_merges_buffers(tmp_path):
+    """Lowering lets an attention's exponentials and probabilities reuse the scores' storage (one
+    buffer name for three nests); the names come from the scheduled module, where each is its own."""
+    from examples.kernels.attention import attention
+
+    target = BUILTIN["x86_64"].tvm_target
+    lowered = inspect_module(attention(S=16, D=16, vector=4), 1, "attention")
+    build_object(lowered, target, tmp_path / "kernel.o", "attention")
+    nest = record_loops(lowered.mod, target, tmp_path / "kernel.o")
+    roots = [i for i, loop in enumerate(nest.loops) if loop.parent is None]
+    assert [nest.nest_name(i) for i in roots] == ["scores", "row_max", "e", "row_sum", "p", "out"]
+    assert [nest.nest_index(i) for i in roots] == [1, 2, 3, 4, 5, 6]
+    # every loop of a nest carries its nest's name; the order of nests is the order of their code
+    inner = [i for i in range(len(nest.loops)) if nest.loops[i].parent is not None]
+    assert all(nest.nest_name(i) == nest.nest_name(nest.path(i)[0]) for i in inner)
+    assert nest.before(roots[0], roots[1]) and not nest.before(roots[1], roots[0])
+    assert not nest.before(roots[0], inner[0]) and not nest.before(inner[0], roots[0])  # inside it: neither

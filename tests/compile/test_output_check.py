@@ -16,8 +16,8 @@ import pytest
 
 from perfguard.cli import main
 from perfguard.config import load_config
-from perfguard.guard.check import make_jobs, select
 from perfguard.pipeline import run_job
+from perfguard.runs.check import make_jobs, select
 from perfguard.targets import BUILTIN
 
 # A user kernel B = 2 A (+ an ignored param), references to check it with, and a softmax.
@@ -125,15 +125,15 @@ def run(root: Path, cache: Path, entry: str, params: str, extra: str, capsys) ->
 # (what changes, warm config, changed config): entry, params, extra lines, and the expected answer
 CHANGES = [
     ("reference function", ("double", "{ n = 64 }", 'reference = "mykernels.refs:ref"'),
-     ("double", "{ n = 64 }", 'reference = "mykernels.refs:twice"'), 3, "wrong result"),
+     ("double", "{ n = 64 }", 'reference = "mykernels.refs:twice"'), 4, "wrong result"),
     ("reference signature", ("double", "{ n = 64 }", 'reference = "mykernels.refs:ref"'),
      ("double", "{ n = 64 }", 'reference = "mykernels.refs:no_args"'), 2, "reference 'mykernels.refs:no_args' raised TypeError"),
     ("reference params", ("double", "{ n = 64, bias = 0.0 }", 'reference = "mykernels.refs:ref"'),
-     ("double", "{ n = 64, bias = 1.0 }", 'reference = "mykernels.refs:ref"'), 3, "wrong result"),
+     ("double", "{ n = 64, bias = 1.0 }", 'reference = "mykernels.refs:ref"'), 4, "wrong result"),
     ("rtol", ("nearly_double", "{ n = 64 }", 'reference = "mykernels.refs:ref"\nrtol = 1e-3\natol = 0.0'),
-     ("nearly_double", "{ n = 64 }", 'reference = "mykernels.refs:ref"\nrtol = 1e-6\natol = 0.0'), 3, "rtol 1e-06, atol 0"),
+     ("nearly_double", "{ n = 64 }", 'reference = "mykernels.refs:ref"\nrtol = 1e-6\natol = 0.0'), 4, "rtol 1e-06, atol 0"),
     ("atol", ("nearly_double", "{ n = 64 }", 'reference = "mykernels.refs:ref"\nrtol = 0.0\natol = 1e-3'),
-     ("nearly_double", "{ n = 64 }", 'reference = "mykernels.refs:ref"\nrtol = 0.0\natol = 1e-7'), 3, "rtol 0, atol 1e-07"),
+     ("nearly_double", "{ n = 64 }", 'reference = "mykernels.refs:ref"\nrtol = 0.0\natol = 1e-7'), 4, "rtol 0, atol 1e-07"),
     ("outputs", ("double", "{ n = 64 }", 'reference = "mykernels.refs:ref"'),
      ("double", "{ n = 64 }", 'reference = "mykernels.refs:ref"\noutputs = 2'), 2, "reference 'mykernels.refs:ref' raised IndexError"),
 ]
@@ -160,7 +160,8 @@ def test_an_edited_reference_module_is_checked_again(tmp_path, capsys):
     refs = tmp_path / "p" / "mykernels" / "refs.py"
     refs.write_text(REFS.replace("return [inputs[0] * factor + bias]", "return [inputs[0] * factor * 1.5]"))
     code, out, result = run(tmp_path / "p", cache, "double", "{ n = 64 }", 'reference = "mykernels.refs:ref"', capsys)
-    assert code == 3 and "wrong result: output 'B'[" in out and result["resimulated"] is False
+    assert code == 4 and "wrong result: output 'B'[" in out and result["resimulated"] is False
+    assert result["verdict"] == "wrong result" and result["mismatch"]["output"] == "B"
 
 
 @pytest.mark.slow
@@ -192,7 +193,7 @@ def test_default_tolerances_catch_a_softmax_off_by_0_6_percent(tmp_path, cache_d
     code, out, result = run(tmp_path / "p", cache_dir, entry, "{ rows = 4, n = 512 }",
                             'reference = "mykernels.ops:softmax_ref"', capsys)
     if caught:
-        assert code == 3 and "wrong result: output 'B'[" in out, out
+        assert code == 4 and "wrong result: output 'B'[" in out, out
         assert "np.int64" not in out and "rtol 1e-05" in out  # plain indices, the defaults it used
     else:
         assert code == 0 and result["max_error"] < 1e-6, out
@@ -272,7 +273,7 @@ def test_messages(tmp_path, capsys):
     assert "--kernels: unknown kernel 'nope'" in line and "perfguard.toml: " not in line.split("unknown kernel")[0]
     line = _config_error(tmp_path, capsys, GEMV + 'targets = ["riscv"]\n')
     known = ", ".join(sorted(BUILTIN))  # every built-in profile, whichever were added since
-    assert f"targets: unknown target 'riscv' (known: {known})" in line
+    assert f"targets: unknown target 'riscv' (did you mean 'riscv64'?) (known: {known})" in line
     line = _config_error(tmp_path, capsys, GEMV.replace("perfguard.kernels.gemv:gemv", "mykernels.softmax.softmax"))
     assert "did you mean 'mykernels.softmax:softmax'?" in line and "not a path" not in line
 

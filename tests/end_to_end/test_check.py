@@ -3,53 +3,24 @@
 from __future__ import annotations
 
 import json
-import shutil
-import textwrap
 from pathlib import Path
 
 import pytest
 
 from perfguard.cli import main
-from tests.conftest import REPO
+from tests.projects import kernel_table, repository_project
 
 ISAS = ["x86_64", "aarch64", "riscv64"]
 
 # One small kernel per built-in family: every output is checked against numpy on every ISA.
-FAMILIES_TOML = """
-[perfguard]
-targets = ["x86_64", "aarch64", "riscv64"]
-threshold = 1.0
-
-[[kernel]]
-name = "gemm_s"
-entry = "perfguard.kernels.gemm:gemm"
-family = "gemm"
-params = { M = 32, N = 32, K = 32, tile_m = 8, tile_n = 16, tile_k = 8, vector = 8 }
-
-[[kernel]]
-name = "gemv_s"
-entry = "perfguard.kernels.gemv:gemv"
-family = "gemv"
-params = { M = 64, K = 128 }
-
-[[kernel]]
-name = "conv_s"
-entry = "perfguard.kernels.conv2d:conv2d"
-family = "conv2d"
-params = { C = 8, H = 8, W = 8, F = 8 }
-
-[[kernel]]
-name = "dw_s"
-entry = "perfguard.kernels.depthwise:depthwise_conv2d"
-family = "depthwise_conv2d"
-params = { C = 8, H = 10, W = 10 }
-
-[[kernel]]
-name = "dense_s"
-entry = "perfguard.kernels.dense_relu:dense_relu"
-family = "dense_relu"
-params = { B = 4, I = 64, O = 32 }
-"""
+FAMILIES_TOML = '[perfguard]\ntargets = ["x86_64", "aarch64", "riscv64"]\nthreshold = 1.0\n' + "".join([
+    kernel_table("gemm_s", "perfguard.kernels.gemm:gemm", "M = 32, N = 32, K = 32, tile_m = 8, tile_n = 16, "
+                 "tile_k = 8, vector = 8", "gemm"),
+    kernel_table("gemv_s", "perfguard.kernels.gemv:gemv", "M = 64, K = 128", "gemv"),
+    kernel_table("conv_s", "perfguard.kernels.conv2d:conv2d", "C = 8, H = 8, W = 8, F = 8", "conv2d"),
+    kernel_table("dw_s", "perfguard.kernels.depthwise:depthwise_conv2d", "C = 8, H = 10, W = 10", "depthwise_conv2d"),
+    kernel_table("dense_s", "perfguard.kernels.dense_relu:dense_relu", "B = 4, I = 64, O = 32", "dense_relu"),
+])
 
 
 def report(config: Path) -> dict:
@@ -84,19 +55,6 @@ def test_every_family_on_every_isa_then_unchanged_and_cached(project, capsys):
     assert (config.parent / "reports" / "index.html").read_text().count("unchanged") >= 15
 
 
-def _copy_repo_config(tmp_path: Path, cache_dir: Path, replace: tuple[str, str] | None) -> Path:
-    work = tmp_path / "repo"
-    work.mkdir()
-    text = (REPO / "perfguard.toml").read_text()
-    text = text.replace("[perfguard]\n", f'[perfguard]\ncache_dir = "{cache_dir}"\n', 1)
-    if replace:
-        assert replace[0] in text
-        text = text.replace(*replace)
-    (work / "perfguard.toml").write_text(text)
-    shutil.copytree(REPO / "baselines", work / "baselines")
-    return work / "perfguard.toml"
-
-
 GEMM_LINE = 'params = { M = 256, N = 256, K = 256, dtype = "float32", tile_m = 32, tile_n = 32, tile_k = 4, vector = 8, unroll = 4 }'
 
 
@@ -104,7 +62,7 @@ GEMM_LINE = 'params = { M = 256, N = 256, K = 256, dtype = "float32", tile_m = 3
 def test_injected_regression_is_caught(tmp_path, cache_dir, capsys):
     # tile_n = 256 with tile_k = 256: each tile streams a 256 KiB panel of B, thrashing L1D.
     worse = GEMM_LINE.replace("tile_n = 32, tile_k = 4", "tile_n = 256, tile_k = 256").replace("vector = 8", "vector = 1")
-    config = _copy_repo_config(tmp_path, cache_dir, (GEMM_LINE, worse))
+    config = repository_project(tmp_path / "repo", cache_dir, (GEMM_LINE, worse))
     code = main(["check", "--config", str(config), "--kernels", "gemm_256,gemv_1024", "--targets", "aarch64,x86_64"])
     out = capsys.readouterr().out
     assert code == 1, out
@@ -122,7 +80,7 @@ def test_real_improvement_is_reported(tmp_path, cache_dir, capsys):
     # tile_m = 16, tile_k = 8: an improvement under the analytical model (-40 %: a quarter of the
     # loop overhead) and under the pipeline model (-1.8 %), whichever the committed baseline allows.
     better = GEMM_LINE.replace("tile_m = 32", "tile_m = 16").replace("tile_k = 4", "tile_k = 8")
-    config = _copy_repo_config(tmp_path, cache_dir, (GEMM_LINE, better))
+    config = repository_project(tmp_path / "repo", cache_dir, (GEMM_LINE, better))
     code = main(["check", "--config", str(config), "--kernels", "gemm_256", "--targets", "x86_64"])
     assert code == 0, capsys.readouterr().out
     result = by_key(report(config))[("gemm_256", "x86_64")]
@@ -158,19 +116,9 @@ def not_a_module(n=1):
 
 @pytest.mark.slow
 def test_user_kernel_with_tvm_host_reference(project, capsys):
-    config = project(
-        """
-        [perfguard]
-        targets = ["riscv64"]
-
-        [[kernel]]
-        name = "saxpy"
-        entry = "mykernels.ops:scale_add"
-        family = "elementwise"
-        params = { n = 512 }
-        """,
-        {"mykernels/__init__.py": "", "mykernels/ops.py": USER_KERNEL},
-    )
+    config = project('[perfguard]\ntargets = ["riscv64"]\n' +
+                     kernel_table("saxpy", "mykernels.ops:scale_add", "n = 512", "elementwise"),
+                     {"mykernels/__init__.py": "", "mykernels/ops.py": USER_KERNEL})
     assert main(["check", "--config", str(config)]) == 0
     result = by_key(report(config))[("saxpy", "riscv64")]
     assert result["verdict"] == "new"
@@ -186,7 +134,7 @@ def test_user_kernel_with_tvm_host_reference(project, capsys):
          "'tile_m' = 48 does not divide 'M' = 64"),
         ('entry = "perfguard.kernels.gemm:gemm"\nfamily = "gemm"\nparams = { M = 64, tile_z = 4 }', 2,
          "unknown parameter 'tile_z'"),
-        ('entry = "mykernels.ops:broken"\nreference = "mykernels.ops:wrong_reference"', 3, "wrong result"),
+        ('entry = "mykernels.ops:broken"\nreference = "mykernels.ops:wrong_reference"', 4, "wrong result"),
     ],
 )
 def test_bad_kernels(project, capsys, kernel_toml, code, needle):
@@ -198,7 +146,7 @@ def test_bad_kernels(project, capsys, kernel_toml, code, needle):
     out = capsys.readouterr().out
     assert needle in " ".join(out.split()), out
     result = report(config)["results"][0]
-    assert result["verdict"] == "error" and needle in result["error"]
+    assert result["verdict"] == ("wrong result" if code == 4 else "error") and needle in result["error"]
 
 
 @pytest.mark.parametrize("field, value, needle", [
@@ -206,40 +154,16 @@ def test_bad_kernels(project, capsys, kernel_toml, code, needle):
     ("qemu", "qemu-no-such-arch", "qemu-no-such-arch"),
 ])
 def test_missing_toolchain_is_exit_3(project, capsys, field, value, needle):
-    config = project(
-        f"""
-        [perfguard]
-        targets = ["odd"]
-
-        [target.odd]
-        base = "aarch64"
-        {field} = "{value}"
-
-        [[kernel]]
-        name = "g"
-        entry = "perfguard.kernels.gemm:gemm"
-        family = "gemm"
-        params = {{ M = 16, N = 16, K = 16 }}
-        """
-    )
+    config = project(f'[perfguard]\ntargets = ["odd"]\n\n[target.odd]\nbase = "aarch64"\n{field} = "{value}"\n' +
+                     kernel_table("g", "perfguard.kernels.gemm:gemm", "M = 16, N = 16, K = 16", "gemm"))
     assert main(["check", "--config", str(config)]) == 3
     assert needle in capsys.readouterr().out
 
 
 @pytest.mark.slow
 def test_corrupted_baseline_is_exit_2_and_untouched(project, capsys):
-    config = project(
-        """
-        [perfguard]
-        targets = ["aarch64"]
-
-        [[kernel]]
-        name = "g"
-        entry = "perfguard.kernels.gemm:gemm"
-        family = "gemm"
-        params = { M = 16, N = 16, K = 16 }
-        """
-    )
+    config = project('[perfguard]\ntargets = ["aarch64"]\n' +
+                     kernel_table("g", "perfguard.kernels.gemm:gemm", "M = 16, N = 16, K = 16", "gemm"))
     path = config.parent / "baselines" / "aarch64" / "g.json"
     path.parent.mkdir(parents=True)
     damaged = b'{"schema": 1, "kernel": "g", "stats": {"insts": 12'

@@ -5,7 +5,7 @@ For each: exit code 3, a report that says what was measured and what was not (wh
 can be written at all), no result of a kernel that was not measured passing as anything but an
 error, and every baseline byte for byte what it was. Real TVM builds, cross compilers and QEMU
 throughout; only the faulty tool is replaced (tests/faultlib.py). Failures are not retried
-(README, "Faults"): the transient-crash scenario shows the error, then a clean next run.
+(docs/troubleshooting.md, "When something fails"): the transient-crash scenario shows the error, then a clean next run.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from perfguard.guard.baselines import BaselineStore
-from perfguard.guard.lock import LOCK_NAME, baselines_lock
+from perfguard.baselines.lock import LOCK_NAME, baselines_lock
+from perfguard.baselines.store import BaselineStore
 from tests import faultlib as F
 
 

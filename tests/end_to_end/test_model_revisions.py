@@ -5,30 +5,27 @@ repository with real TVM extraction, builds and QEMU runs."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from perfguard.cli import main
 from tests.end_to_end.test_models import NET, TOML
-from tests.projects import commit_all, git, init_repo
+from tests.projects import commit_all, git, kernel_table, project_repository, with_cache
 
 pytestmark = pytest.mark.slow  # every test measures real revisions
 
 
-def _toml(cache: str, widths, repeat) -> str:
-    return TOML.format(widths=list(widths), repeat=repeat).replace("[perfguard]\n", f"[perfguard]\n{cache}\n", 1)
+def _toml(cache_dir: Path, widths, repeat) -> str:
+    return with_cache(TOML.format(widths=list(widths), repeat=repeat), cache_dir)
 
 
 @pytest.fixture
-def revisions(project, tmp_path):
+def revisions(tmp_path, cache_dir):
     """proj/ in a repository: base has the net 16-32-8 with two 8x8 layers, head 16-24-8 with three."""
-    config = project(TOML.format(widths=[16, 32, 8], repeat=2), {"mymodels.py": NET}, name="proj")
-    cache = next(line for line in config.read_text().splitlines() if line.startswith("cache_dir"))
-    init_repo(tmp_path)
-    (tmp_path / ".gitignore").write_text("reports/\n__pycache__/\n")
-    config.write_text(_toml(cache, [16, 32, 8], 2))
+    config = project_repository(tmp_path, _toml(cache_dir, [16, 32, 8], 2), {"mymodels.py": NET})
     base = commit_all(tmp_path, "base")
-    config.write_text(_toml(cache, [16, 24, 8], 3))
+    config.write_text(_toml(cache_dir, [16, 24, 8], 3))
     head = commit_all(tmp_path, "head: 32 -> 24, one more 8x8 layer")
     return config, base, head
 
@@ -37,7 +34,7 @@ def _report(config) -> dict:
     return json.loads((config.parent / "reports" / "perfguard.json").read_text())
 
 
-def test_compare_states_the_model_total_of_base_and_head(revisions, capsys):
+def test_compare_states_the_model_total_of_base_and_head(revisions, cache_dir, capsys):
     config, base, head = revisions
     assert main(["compare", base, "HEAD", "--config", str(config), "-j", "1"]) == 1
     data = _report(config)
@@ -59,9 +56,11 @@ def test_compare_states_the_model_total_of_base_and_head(revisions, capsys):
     assert view["current_total_s"] == pytest.approx(head_total, rel=1e-12)
     assert view["baseline_total_s"] == pytest.approx(base_total, rel=1e-12)
     assert view["delta_pct"] == pytest.approx((head_total - base_total) / base_total * 100, rel=1e-9)
-    renamed = [line for line in view["changes"] if line.startswith("renamed: ")]
-    assert len(renamed) == 2 and all("matmul_add_relu" in line for line in renamed)
-    assert f"calls per inference: {eight['kernel']} 2 -> 3" in view["changes"]
+    changed = [line for line in view["changes"] if line.startswith("changed: ")]
+    assert len(changed) == 2 and all("(m.matmul_add_relu." in line for line in changed)
+    assert any("narrowed 32 -> 24 output features" in line for line in changed)
+    assert any("narrowed 32 -> 24 input features" in line for line in changed)
+    assert any(line.startswith("calls 2 -> 3: +more.2: ") and f"({eight['kernel']})" in line for line in view["changes"])
     out = capsys.readouterr().out
     assert "model m [x86_64]: regression" in out and "1 model total(s) regressed" in out
 
@@ -81,9 +80,8 @@ def test_compare_states_the_model_total_of_base_and_head(revisions, capsys):
     assert [r["kernel"] for r in only["results"]] == [eight["kernel"]] and "models" not in only
 
     # a revision without the [[model]]: its view says removed, with the old total as the baseline's
-    cache = next(line for line in config.read_text().splitlines() if line.startswith("cache_dir"))
-    config.write_text(f'[perfguard]\n{cache}\ntargets = ["x86_64"]\n\n[[kernel]]\nname = "g"\n'
-                      f'entry = "perfguard.kernels.gemv:gemv"\nfamily = "gemv"\nparams = {{ M = 16, K = 16 }}\n')
+    config.write_text(with_cache('[perfguard]\ntargets = ["x86_64"]\n', cache_dir) +
+                      kernel_table("g", "perfguard.kernels.gemv:gemv", "M = 16, K = 16", "gemv"))
     commit_all(config.parent.parent, "drop the model")
     assert main(["compare", head, "HEAD", "--config", str(config), "-j", "1"]) == 0
     (gone,) = _report(config)["models"]
@@ -91,17 +89,13 @@ def test_compare_states_the_model_total_of_base_and_head(revisions, capsys):
     assert gone["baseline_total_s"] == view["current_total_s"] and len(gone["kernels"]) == 3
 
 
-def test_bisect_a_model_total(project, tmp_path, capsys):
+def test_bisect_a_model_total(tmp_path, cache_dir, capsys):
     """Four commits: the third adds an 8x8 layer (no kernel slower, the total is): bisect finds it."""
-    config = project(TOML.format(widths=[16, 32, 8], repeat=2), {"mymodels.py": NET}, name="proj")
-    cache = next(line for line in config.read_text().splitlines() if line.startswith("cache_dir"))
-    init_repo(tmp_path)
-    (tmp_path / ".gitignore").write_text("reports/\n__pycache__/\n")
-    config.write_text(_toml(cache, [16, 32, 8], 2))
+    config = project_repository(tmp_path, _toml(cache_dir, [16, 32, 8], 2), {"mymodels.py": NET})
     shas = [commit_all(tmp_path, "c0")]
     (tmp_path / "NOTES").write_text("unrelated\n")
     shas.append(commit_all(tmp_path, "c1 unrelated"))
-    config.write_text(_toml(cache, [16, 32, 8], 3))
+    config.write_text(_toml(cache_dir, [16, 32, 8], 3))
     shas.append(commit_all(tmp_path, "c2 one more layer"))
     (tmp_path / "NOTES").write_text("unrelated again\n")
     shas.append(commit_all(tmp_path, "c3 unrelated"))
@@ -114,8 +108,8 @@ def test_bisect_a_model_total(project, tmp_path, capsys):
     assert data["model"] == "m" and data["outcome"] == "found"
     assert data["first_bad"]["commit"] == shas[2] and data["last_good"]["commit"] == shas[1]
     assert f"first bad commit: {shas[2]} c2 one more layer" in out
-    (line,) = [c for c in data["changes"] if c.startswith("calls per inference: m.matmul_add_relu.")]
-    assert line.endswith(" 2 -> 3")
+    (line,) = [c for c in data["changes"] if c.startswith("calls 2 -> 3: +more.2: ")]
+    assert "(m.matmul_add_relu." in line
     # the visits' totals: equal at good and last good (nothing changed), one 8x8 call more at the first bad
     assert data["last_good"]["predicted_time_s"] == data["good"]["predicted_time_s"]
     assert data["first_bad"]["delta_pct"] == pytest.approx(data["step_delta_pct"], rel=1e-9)

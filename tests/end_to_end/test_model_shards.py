@@ -25,7 +25,7 @@ def test_merged_shards_give_the_unsharded_model_totals(project, tmp_path, capsys
     whole = json.loads(whole_json.read_text())
     (view,) = whole["models"]
     assert view["verdict"] == "regression" and len(view["kernels"]) == 5  # 3 now, 2 removed (renamed)
-    assert sum(line.startswith("renamed: ") for line in view["changes"]) == 2
+    assert sum(line.startswith("changed: ") for line in view["changes"]) == 2
     assert "model_parts" not in whole
 
     schema = json.loads((REPO / "docs" / "report.schema.json").read_text())

@@ -102,13 +102,16 @@ def test_onnx_example_extraction_and_specs():
     conv = next(k for k in kernels if k.op == "conv2d_add_relu")
     assert conv.signature == "float32[1,4,12,12],float32[8,4,3,3],float32[1,8,1,1]->float32[1,8,12,12]"
     specs = model_specs(config, spec, ["x86_64", "aarch64"])
-    assert len(specs) == 4 and all(s.targets == ("x86_64", "aarch64") and s.model == "tiny_cnn" for s in specs)
+    # one spec per kernel and code: a kernel whose scheduled code differs between targets (vector widths) gets two
+    pairs = sorted((s.name, t) for s in specs for t in s.targets)
+    assert pairs == sorted((k.name, t) for k in kernels for t in ("x86_64", "aarch64"))
+    assert all(s.model == "tiny_cnn" and s.params["schedule"] == "default" for s in specs)
     assert {s.name for s in specs} == {k.name for k in kernels}
 
 
 def test_extraction_is_cached_by_content(project, monkeypatch):
     config, first = _kernels(project, (16, 32, 8), 2)
-    assert list((config.cache_dir / "models").rglob("*.json"))
+    assert list((config.storage.cache_dir / "models").rglob("*.json"))
 
     def refuse(*args, **kwargs):
         raise AssertionError("extracted again")
@@ -126,7 +129,7 @@ def _check(path: Path, *args: str) -> tuple[int, dict]:
 
 def _set(path: Path, widths, repeat) -> None:
     path.write_text(TOML.format(widths=list(widths), repeat=repeat).replace(
-        "[perfguard]\n", f"[perfguard]\ncache_dir = \"{load_config(path).cache_dir}\"\n", 1))
+        "[perfguard]\n", f"[perfguard]\ncache_dir = \"{load_config(path).storage.cache_dir}\"\n", 1))
 
 
 @pytest.mark.slow
@@ -161,7 +164,8 @@ def test_model_total_new_removed_renamed_end_to_end(project, capsys):
     assert view["verdict"] == "regression" and code == 1
     eight = next(k for k in view["kernels"] if k["calls"] == 3)
     assert view["current_total_s"] - view["baseline_total_s"] == pytest.approx(eight["current_time_s"], rel=1e-9)
-    assert any(line.startswith(f"calls per inference: {eight['kernel']} 2 -> 3") for line in view["changes"])
+    (line,) = [line for line in view["changes"] if line.startswith("calls 2 -> 3: +more.2: ")]
+    assert f"({eight['kernel']})" in line  # the new layer named from the graph, the kernel by its key
     assert "1 model total(s) regressed" in capsys.readouterr().out
 
     # 16 -> 8 in one layer: the two kernels of 16x32 and 32x8 become one of 16x8: one renamed, one removed
@@ -170,17 +174,24 @@ def test_model_total_new_removed_renamed_end_to_end(project, capsys):
     (view,) = report["models"]
     verdicts = sorted((k["verdict"], k["kernel"] in files) for k in view["kernels"])
     assert verdicts == [("new", False), ("removed", True), ("removed", True), ("unchanged", True)]
-    renamed = [line for line in view["changes"] if line.startswith("renamed: ")]
-    removed = [line for line in view["changes"] if line.startswith("removed kernel: ")]
-    assert len(renamed) == 1 and len(removed) == 1
+    # the 16 -> 8 layer is the 16 -> 32 one (first in the model, same operator, same input): changed;
+    # the 32 -> 8 layer is gone
+    (changed,) = [line for line in view["changes"] if line.startswith("changed: ")]
+    assert changed.startswith("changed: layers.0 matmul 2x16 -> 2x8 (m.matmul_add_relu.")
+    assert ": narrowed 32 -> 8 output features (was m.matmul_add_relu." in changed
+    (removed,) = [line for line in view["changes"] if line.startswith("removed: ")]
+    assert removed.startswith("removed: layers.1 matmul 2x32 -> 2x8 (m.matmul_add_relu.")
+    assert report["summary"]["changed"] == 1 and report["summary"]["removed"] == 1 and report["summary"]["new"] == 0
     baseline_rows = [k for k in view["kernels"] if k["baseline_total_s"] is not None]
     assert view["baseline_total_s"] == pytest.approx(sum(k["baseline_total_s"] for k in baseline_rows), rel=1e-12)
     assert len(baseline_rows) == 3  # the removed kernels still count on the baseline's side
 
-    # re-baselining drops the baselines of kernels the model no longer has
+    # re-baselining drops the baselines of kernels the model no longer has, and rewrites the model's call order
     assert main(["baseline", "update", "--config", str(path), "-j", "1"]) == 0
     now = sorted(p.stem for p in (path.parent / "baselines" / "x86_64").glob("*.json"))
     assert len(now) == 2 and len(set(now) & set(files)) == 1
+    graph = json.loads((path.parent / "baselines" / "x86_64" / "graphs" / "m.json").read_text())
+    assert [node for _, node in graph["calls"]] == ["layers.0", "more.0", "more.1"]
     code, report = _check(path)
     assert code == 0 and report["models"][0]["verdict"] == "unchanged" and not report["models"][0]["changes"]
 
@@ -188,7 +199,7 @@ def test_model_total_new_removed_renamed_end_to_end(project, capsys):
 def test_kernels_option_selects_a_model_or_one_kernel(project):
     path = project(TOML.format(widths=[16, 32, 8], repeat=2), {"mymodels.py": NET})
     config = load_config(path)
-    from perfguard.guard.check import select
+    from perfguard.runs.check import select
 
     whole = select(config, ["m"], None)
     assert len(whole) == 3 and all(spec.model == "m" for spec, _ in whole)
@@ -228,15 +239,57 @@ def _database(folder: Path, ir: str, target: dict) -> str:
 
 @pytest.mark.slow
 def test_tuned_schedules_from_a_database_apply(project):
-    config, kernels = _kernels(project, (16, 32, 8), 2)
-    tuned = _database(config.root / "db", kernels[0].ir, config.profile("x86_64").tvm_target)
-    config.path.write_text(config.path.read_text().replace('threshold = 1.0\n', 'threshold = 1.0\ndatabase = "db"\n'))
+    config, kernels = _kernels(project, (16, 32, 8), 2)  # the default schedule
+    assert {k.schedule for k in kernels} == {"default"}
+    config.path.write_text(config.path.read_text().replace('threshold = 1.0\n', 'threshold = 1.0\nschedule = "none"\n'))
+    unscheduled = load_config(config.path)
+    plain = model_kernels(unscheduled, unscheduled.models[0], "x86_64")  # TVM's loops: the workloads
+    assert {k.schedule for k in plain} == {"none"} and [k.name for k in plain] == [k.name for k in kernels]
+    tuned = _database(config.root / "db", plain[0].ir, config.profile("x86_64").tvm_target)
+    config.path.write_text(config.path.read_text().replace('schedule = "none"\n', 'database = "db"\n'))
     config = load_config(config.path)
     with_db = model_kernels(config, config.models[0], "x86_64")
     assert [k.name for k in with_db] == [k.name for k in kernels]  # a schedule renames nothing
-    assert with_db[0].ir == tuned and with_db[0].ir != kernels[0].ir and "T.unroll" in with_db[0].ir
-    assert [k.ir for k in with_db[1:]] == [k.ir for k in kernels[1:]]  # no record: as extracted
+    assert with_db[0].ir == tuned and with_db[0].schedule == "database" and "T.unroll" in with_db[0].ir
+    assert [k.ir for k in with_db[1:]] == [k.ir for k in kernels[1:]]  # no record: the default schedule
+    assert {k.schedule for k in with_db[1:]} == {"default"}
     (config.root / "db" / "database_tuning_record.json").unlink()
     with pytest.raises(InputError, match="database 'db': expected database_workload.json and "
                                          "database_tuning_record.json"):
         model_kernels(load_config(config.path), config.models[0], "aarch64")
+
+
+def _argmax_onnx(path: Path) -> None:
+    """A dense layer and an ArgMax over its 10 classes: the label is an int64 tensor."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(7)
+    weights = [numpy_helper.from_array(rng.standard_normal((16, 10)).astype(np.float32), "fc.weight"),
+               numpy_helper.from_array(rng.standard_normal(10).astype(np.float32), "fc.bias")]
+    nodes = [helper.make_node("Gemm", ["x", "fc.weight", "fc.bias"], ["logits"], name="fc"),
+             helper.make_node("ArgMax", ["logits"], ["label"], name="head.argmax", axis=1, keepdims=0)]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16])],
+                              [helper.make_tensor_value_info("label", TensorProto.INT64, [1])], weights)
+    path.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString())
+
+
+@pytest.mark.slow
+def test_an_int64_argmax_head_is_measured_and_skip_leaves_it_out(project):
+    path = project('[perfguard]\ntargets = ["x86_64"]\n\n[[model]]\nname = "a"\nsource = "a.onnx"\n')
+    _argmax_onnx(path.parent / "a.onnx")
+    code, report = _check(path)
+    assert code == 0, report
+    argmax = next(r for r in report["results"] if r["params"]["op"] == "argmax")
+    assert argmax["verdict"] == "new" and argmax["max_error"] == 0.0 and argmax["reference"] == "self"
+    assert argmax["params"]["nodes"] == [[["head.argmax", "ArgMax"]]]
+    (view,) = report["models"]
+    assert len(view["kernels"]) == 2 and not view.get("skipped")
+
+    path.write_text(path.read_text() + 'skip = ["head.argmax"]\n')
+    code, report = _check(path)
+    assert code == 0 and [r["params"]["op"] for r in report["results"]] == ["matmul_add"]
+    (view,) = report["models"]
+    assert [k["kernel"] for k in view["kernels"]] == [r["kernel"] for r in report["results"]]
+    (line,) = view["skipped"]
+    assert line.startswith(f"skipped (skip = [...]): head.argmax argmax 1x10 -> 1 ({argmax['kernel']}) x1: ")

@@ -29,8 +29,12 @@ def cluster():
 
 
 def _jobs(cache: Path) -> list[Job]:
-    shapes = [dict(M=32, N=32, K=32, tile_m=t, vector=v) for t, v in ((4, 1), (8, 4), (16, 8))]
-    return [Job(KernelSpec(f"g{i}", GEMM, "gemm", params), BUILTIN[target], Path("."), cache, "qemu", 300.0, 1, 1)
+    # two schedules on two ISAs: four jobs, two per worker, their results out of order in time
+    shapes = [dict(M=32, N=32, K=32, tile_m=t, vector=v) for t, v in ((4, 1), (16, 8))]
+    # warm_pipeline off (as for model = "analytical"): what is compared is the jobs' results, not
+    # llvm-mca's schedules of their blocks, which a job only writes to its cache
+    return [Job(KernelSpec(f"g{i}", GEMM, "gemm", params), BUILTIN[target], Path("."), cache, "qemu", 300.0, 1, 1,
+                warm_pipeline=False)
             for i, params in enumerate(shapes) for target in ("aarch64", "riscv64")]
 
 
@@ -122,9 +126,9 @@ def test_tuning_runs_the_same_trials_on_either_executor(cluster, project):
     for executor in (LocalExecutor(2), make_executor("dask", scheduler=cluster.scheduler_address)):
         with executor:
             result = tune_kernel(config, config.kernel("gemm_tiny"), config.profile("riscv64"), executor,
-                                 strategy="knobs", trials=5, batch=2)
+                                 strategy="knobs", trials=4, batch=3)  # 3 at random, then 1 the model proposes
         runs.append([(t.params, t.ok, t.predicted_s, t.stats) for t in result.trials])
-    assert runs[0] == runs[1] and len(runs[0]) == 5
+    assert runs[0] == runs[1] and len(runs[0]) == 4
 
 
 @pytest.mark.slow
@@ -139,11 +143,11 @@ def test_calibration_on_workers_with_their_own_cache(tmp_path, project, monkeypa
             targets = ["x86_64"]
             """)
         groups = tmp_path / "groups.json"
-        groups.write_text(json.dumps([{"M": 64, "N": 64, "K": 64}, {"M": 64, "N": 32, "K": 64}]))
+        groups.write_text(json.dumps([{"M": 64, "N": 32, "K": 64}]))  # one shape of two variants
         assert main(["calibrate", "collect", "--config", str(config), "--target", "x86_64", "--family", "gemm",
                      "--variants", "2", "--groups", str(groups), "--executor", "dask",
-                     "--scheduler", remote.scheduler_address, "--max-cv", "100"]) == 0
+                     "--scheduler", remote.scheduler_address, "--max-cv", "100", "--max-neighbour-busy", "0"]) == 0
     rows = json.loads((config.parent / "baselines/datasets/x86_64/gemm.json").read_text())["rows"]
     # Every variant was timed here (--max-cv 100: no timing rejected as unsteady, however busy the machine).
-    assert len({r["group"] for r in rows}) == 2 and all(r["native_s"] > 0 for r in rows)
+    assert [r["group"] for r in rows] == ["K=64,M=64,N=32"] * 2 and all(r["native_s"] > 0 for r in rows)
     assert any((tmp_path / "worker-cache" / "builds").rglob("harness"))  # simulated remotely

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -40,6 +41,22 @@ params = {{ M = 384, N = 384, K = 320, vector = 1, tile_n = 8 }}
 """
 
 
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> Path:
+    """A cache holding both kernels' builds (not their simulations): each run below goes straight
+    from its cache hits to QEMU, where the kill lands; no run ever stores a simulation."""
+    from perfguard.config import load_config
+    from perfguard.pipeline import JobResult, build_kernel
+    from perfguard.runs.check import make_jobs, select
+
+    root = tmp_path_factory.mktemp("orphans-build")
+    (root / "perfguard.toml").write_text(PROJECT.format(cache=root / "cache"))
+    config = load_config(root / "perfguard.toml")
+    for job in make_jobs(config, select(config, None, None)):
+        build_kernel(job, JobResult(job.kernel.name, job.profile.name, job.kernel.family, {}, job.simulator, False))
+    return root / "cache"
+
+
 def _name(p: psutil.Process) -> str:
     try:
         return p.name()
@@ -65,10 +82,10 @@ def _alive(procs: list[psutil.Process]) -> list[str]:
     # parent closes (distributed's own watch), and take their simulators with them.
     (2, ["check", "--executor", "dask", "-j", "2"]),
 ], ids=["inline", "pool", "dask"])
-def test_sigkill_of_the_main_process_leaves_no_worker_or_simulator(tmp_path, jobs, command):
+def test_sigkill_of_the_main_process_leaves_no_worker_or_simulator(tmp_path, built, jobs, command):
     if "dask" in command:
         pytest.importorskip("distributed", reason="--executor dask needs Dask distributed")
-    (tmp_path / "perfguard.toml").write_text(PROJECT.format(cache=tmp_path / "cache"))
+    (tmp_path / "perfguard.toml").write_text(PROJECT.format(cache=built))
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     main = subprocess.Popen([sys.executable, "-m", "perfguard.cli", *command],
                             cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

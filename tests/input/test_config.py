@@ -34,16 +34,16 @@ def test_good_config_loads(project):
     path = project(GOOD)
     config = load_config(path)
     assert config.targets == ("x86_64", "aarch64")
-    assert config.threshold == 1.5
+    assert config.judging.threshold == 1.5
     assert config.kernel("g").params == {"M": 64, "N": 64, "K": 64}
-    assert config.kernel_threshold(config.kernel("g")) == 0.5
-    assert config.kernel_threshold(config.kernel("g"), 3.0) == 3.0
+    assert config.judging.threshold_for(config.kernel("g").threshold) == 0.5
+    assert config.judging.threshold_for(config.kernel("g").threshold, 3.0) == 3.0
     assert config.profile("aarch64").l1d.size == 65536
     assert config.profile("aarch64").l1d.assoc == 2  # untouched fields keep the built-in value
     assert config.profile("aarch64").clock_hz == 2.0e9
     assert config.profile("myrv").isa == "riscv64"
     assert config.profile("myrv").l2.size == 524288 and config.profile("myrv").l2.assoc == 8
-    assert config.baseline_dir == path.parent / "baselines"
+    assert config.storage.baseline_dir == path.parent / "baselines"
 
 
 def test_pyproject_table(tmp_path):
@@ -105,8 +105,11 @@ def test_bad_cli_usage_exit_2(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["check", "--shard", "3/2"])
     assert exc.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1] == "perfguard: error: argument --shard: --shard 3/2: need 1 <= i <= n"
 
 
 def test_load_config_raises_input_error(project):
-    with pytest.raises(InputError):
-        load_config(project("[perfguard]\njobs = 0\n"))
+    path = project("[perfguard]\njobs = 0\n")
+    with pytest.raises(InputError) as info:
+        load_config(path)
+    assert info.value.message == f"{path}: perfguard.jobs: must be >= 1, got 0" and info.value.exit_code == 2

@@ -25,10 +25,10 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from perfguard.baselines.store import Baseline, parse_baseline
 from perfguard.config import Config, load_config
 from perfguard.errors import PerfguardError
-from perfguard.guard.baselines import Baseline, parse_baseline
-from perfguard.guard.merge import load_report
+from perfguard.judge.merge import load_report
 from perfguard.predict.dataset import Dataset, Row, load_dataset
 from perfguard.predict.features import matrix
 from perfguard.predict.registry import PREDICTORS
@@ -252,12 +252,13 @@ def config_documents() -> st.SearchStrategy:
 def check_config(config: Config) -> None:
     root = config.path.parent
     assert config.targets and all(t in config.profiles for t in config.targets)
-    assert math.isfinite(config.threshold) and config.threshold >= 0
-    assert math.isfinite(config.timeout) and config.timeout >= 1
-    assert type(config.reps) is int and config.reps >= 1 and type(config.warmup) is int and config.warmup >= 0
+    assert math.isfinite(config.judging.threshold) and config.judging.threshold >= 0
+    assert math.isfinite(config.simulation.timeout) and config.simulation.timeout >= 1
+    sim = config.simulation
+    assert type(sim.reps) is int and sim.reps >= 1 and type(sim.warmup) is int and sim.warmup >= 0
     assert config.jobs is None or (type(config.jobs) is int and config.jobs >= 1)
-    assert math.isfinite(config.drift_mape) and math.isfinite(config.drift_spearman)
-    for folder in (config.baseline_dir, config.report_dir):
+    assert math.isfinite(config.drift.mape) and math.isfinite(config.drift.spearman)
+    for folder in (config.storage.baseline_dir, config.storage.report_dir):
         assert folder.is_relative_to(root.resolve()), folder
     names = [k.name for k in config.kernels]
     assert len(names) == len(set(names))
@@ -465,7 +466,7 @@ BASELINE = json.loads(Baseline(
     toolchain={"cc": "gcc 12", "tvm": "0.27"}).to_json())
 
 
-@fuzz('baseline reader (perfguard.guard.baselines.parse_baseline)',
+@fuzz('baseline reader (perfguard.baselines.store.parse_baseline)',
       st.one_of(mutated_json(BASELINE), mutated_json(BASELINE).map(as_json_text),
                  raw_inputs(json.dumps(BASELINE, indent=1)),
                  st.sampled_from(["[" * 5000 + "]" * 5000, '{"schema": 1e999}', "NaN", '"\\ud800"'])))
@@ -572,7 +573,7 @@ REPORT = {"schema": 1, "perfguard_version": "0.1.0", "created": "2026-01-01T00:0
                        "threshold_pct": 2.0, "stats": {"insts": 1}, "error": None}]}
 
 
-@fuzz('report reader (perfguard.guard.report.read_report)',
+@fuzz('report reader (perfguard.document.report.read_report)',
       st.one_of(mutated_json(REPORT), raw_inputs(json.dumps(REPORT))))
 def test_report_reader(doc):
     text = as_json_text(doc) if isinstance(doc, dict) else doc

@@ -172,10 +172,12 @@ def test_vnni_and_avx512_profiles_are_refused_before_simulating(tmp_path):
 
 # -- simulated: the harness under QEMU, through perfguard's pipeline ---------------------------------
 
+# model = "analytical": the jobs do not schedule their blocks with llvm-mca (no verdict is judged here)
 PROJECT = """\
 [perfguard]
 targets = ["aarch64dot", "x86_64", "riscv64v"]
 cache_dir = "{cache}"
+model = "analytical"
 
 [[kernel]]
 name = "q8"
@@ -220,7 +222,7 @@ def _sdot_executions(blocks, profile) -> int:
 @pytest.fixture(scope="module")
 def simulated(tmp_path_factory):
     from perfguard.config import load_config
-    from perfguard.guard.check import make_jobs, measure, select
+    from perfguard.runs.check import make_jobs, measure, select
 
     for tool in ("qemu-aarch64", "aarch64-linux-gnu-gcc", "qemu-x86_64", "qemu-riscv64", "riscv64-linux-gnu-gcc",
                  "llvm-mc-19"):

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -71,6 +70,9 @@ int main(int argc, char **argv) {
 """
 
 
+CPI = {"o3": (0.5, 1.2), "minor": (2.0, 5.0)}
+
+
 @pytest.mark.slow  # two real gem5 timing-CPU runs
 @pytest.mark.parametrize("cpu_type", ["o3", "minor"])
 def test_real_gem5_timing_cpu_counts_the_kernel_cycles(cpu_type, tmp_path):
@@ -91,9 +93,12 @@ def test_real_gem5_timing_cpu_counts_the_kernel_cycles(cpu_type, tmp_path):
     for n, run in got.items():
         assert run["cycles"] == run["cycles_runs"][0] - run["cycles_runs"][1] > 0, got
         assert n * 4 <= run["insts"] <= n * 12, got  # a handful of instructions per element
-        assert run["insts"] / 8 <= run["cycles"] <= run["insts"] * 20, got  # a plausible CPI, however slow
+        # cycles depend on gem5's build and CPU parameters as well as the binary, so not exact: a window per
+        # CPU type around what gem5 24.0.0.1 gives (O3 CPI 0.75-0.81, in-order Minor 3.28-3.40)
+        low, high = CPI[cpu_type]
+        assert low * run["insts"] <= run["cycles"] <= high * run["insts"], (cpu_type, n, run["cycles"] / run["insts"])
     assert 1.7 <= big["cycles"] / small["cycles"] <= 2.3, got  # the kernel alone, not the whole run
-    assert 1.9 <= big["insts"] / small["insts"] <= 2.1, got
+    assert 8 * 2048 <= big["insts"] - small["insts"] <= 8 * 2048 + 64, got  # the loop: 8 per element (gcc -O2)
     assert not list((tmp_path / "cache" / "gem5").iterdir())  # the run directories are removed
 
 
@@ -108,12 +113,12 @@ def test_stored_gem5_results_are_reused_per_binary_and_cpu(tmp_path, monkeypatch
     target = BUILTIN["x86_64v1"]
     if find_gem5(target.isa) is None:
         pytest.skip(f"no gem5 binary for {target.isa}: set {ENV_BY_ISA[target.isa]} to run this test")
-    config = replace(load_config(vd.REPO / "perfguard.toml"), cache_dir=tmp_path / "cache")
+    config = load_config(vd.REPO / "perfguard.toml").with_cache_dir(tmp_path / "cache")
     pair = PAIRS[0]
     sides = {pair.name: tuple(vd.Side(spec, JobResult(spec.name, target.name, pair.family, spec.params, "qemu", True,
                                                       stats=Stats(insts=1000), binary_hash=h), tmp_path / h)
                               for spec, h in zip(pair.sides(), ("b" * 64, "a" * 64)))}
-    fingerprint = Gem5Simulator(config.cache_dir, cpu_type="o3").fingerprint(target)
+    fingerprint = Gem5Simulator(config.storage.cache_dir, cpu_type="o3").fingerprint(target)
     stored = {vd.gem5_key("o3", h, fingerprint): {"cycles": c} for h, c in (("b" * 64, 1000.0), ("a" * 64, 1300.0))}
     path = tmp_path / "gem5.json"
     path.write_text(json.dumps({"schema": vd.GEM5_SCHEMA, "runs": stored}))

@@ -11,14 +11,14 @@ import jsonschema
 import pytest
 from rich.console import Console
 
+from perfguard.document.report import Report, report_text
 from perfguard.errors import InputError
-from perfguard.guard.report import Report, report_text
 from perfguard.report import terminal, text
 from perfguard.report.html import kernel_file, write_html
 from perfguard.report.markdown import render_markdown
 from tests.conftest import REPO
 
-# the schema of a result's "blocks" (the rest of a result is tested on real runs in test_report.py)
+# the schema of a result's "blocks" (the rest of a result is tested on a real run's golden report in test_report.py)
 BLOCKS = json.loads((REPO / "docs" / "report.schema.json").read_text())["properties"]["results"]["items"][
     "properties"]["blocks"]
 

@@ -1,4 +1,9 @@
-"""Reports from a real check: perfguard.json (schema-valid), HTML pages, summary.md, `perfguard report`."""
+"""Reports rendered from a real check's report (tests/report/golden/tiny: gemm_16 made scalar, a
+regression, and gemv_16 unchanged, captured by golden/regenerate.py): perfguard.json (schema-valid,
+read and written byte for byte), the HTML pages, summary.md, `perfguard report`. No compiler or
+simulator runs here: runs/ rebuilding the report's analysis from the statistics is tested in
+tests/runs/test_report_build.py, the real check writing these pages in
+tests/end_to_end/test_report_pages.py."""
 
 from __future__ import annotations
 
@@ -7,108 +12,48 @@ import json
 import re
 from pathlib import Path
 
-import git
 import jsonschema
 import pytest
 
 from perfguard.cli import main
-from perfguard.guard import analysis
-from perfguard.guard.report import Report, Result, from_json
+from perfguard.document.report import Report, Result, from_json
+from perfguard.judge import analysis
 from perfguard.report import markdown, text
 from perfguard.report.html import kernel_file, render_index, write_html
 from perfguard.report.markdown import LIMIT, MARKER, md, render_markdown
-from tests.conftest import REPO, write_project
+from perfguard.report.pages import write_pages
+from tests.conftest import REPO
+from tests.report import golden
 
 SCHEMA = json.loads((REPO / "docs" / "report.schema.json").read_text())
 
-# The analytical model by name: these tests check its phase split and driver attribution (the
-# pipeline model's block attribution is tested in test_pipeline_model.py).
-TINY = """
-[perfguard]
-targets = ["x86_64"]
-cache_dir = "{cache}"
-model = "analytical"
 
-[[kernel]]
-name = "gemm_16"
-entry = "perfguard.kernels.gemm:gemm"
-family = "gemm"
-params = {{ M = 16, N = 16, K = 16, tile_m = 8, tile_n = 16, tile_k = 8, vector = 8 }}
-
-[[kernel]]
-name = "gemv_16"
-entry = "perfguard.kernels.gemv:gemv"
-family = "gemv"
-params = {{ M = 16, K = 32 }}
-"""
-SLOWER = ("tile_k = 8, vector = 8", "tile_k = 1, vector = 1")  # scalar, and a loop per k: a real regression
-
-
-@pytest.fixture(scope="session")
-def real_run(tmp_path_factory, cache_dir):
-    """A git project with committed baselines, then a check after a schedule change: one
-    regression (gemm_16) and one unchanged kernel (gemv_16), reports and all."""
-    root = tmp_path_factory.mktemp("report-project")
-    config = write_project(root, TINY.format(cache=cache_dir))
-    repo = git.Repo.init(root)
-    with repo.config_writer() as cw:
-        cw.set_value("user", "name", "perfguard tests")
-        cw.set_value("user", "email", "tests@perfguard.invalid")
-    assert main(["baseline", "update", "--config", str(config), "-j", "1"]) == 0
-    repo.index.add(["perfguard.toml", "baselines"])
-    repo.index.commit("baselines for the tiny kernels")
-    config.write_text(config.read_text().replace(*SLOWER))
-    assert main(["check", "--config", str(config), "-j", "1"]) == 1
-    reports = root / "reports"
-    return {"root": root, "config": config, "reports": reports,
-            "data": json.loads((reports / "perfguard.json").read_text())}
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """The golden report of a real check and its pages as the check writes them: one regression
+    (gemm_16) and one unchanged kernel (gemv_16)."""
+    reports = tmp_path_factory.mktemp("report-pages")
+    data = golden.load(golden.TINY)
+    (reports / "perfguard.json").write_text(golden.TINY.read_text())
+    write_pages(Report.from_json(copy.deepcopy(data)), reports)
+    return {"reports": reports, "data": data}
 
 
 def results(data):
     return {r["kernel"]: r for r in data["results"]}
 
 
-def test_report_json_follows_its_schema(real_run):
+def test_report_json_follows_its_schema(tiny):
     jsonschema.Draft202012Validator.check_schema(SCHEMA)
-    jsonschema.validate(real_run["data"], SCHEMA, cls=jsonschema.Draft202012Validator)
-    broken = copy.deepcopy(real_run["data"])
+    jsonschema.validate(tiny["data"], SCHEMA, cls=jsonschema.Draft202012Validator)
+    broken = copy.deepcopy(tiny["data"])
     broken["results"][0]["analysis"]["current"]["bound"] = "cache-bound"
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(broken, SCHEMA, cls=jsonschema.Draft202012Validator)
 
 
-def test_analysis_explains_the_real_regression(real_run):
-    data = real_run["data"]
-    gemm, gemv = results(data)["gemm_16"], results(data)["gemv_16"]
-    assert gemm["verdict"] == "regression" and gemv["verdict"] == "unchanged"
-    target = data["targets"]["x86_64"]
-    assert target["peak_gflops"] == 96.0 and target["dram_line_bytes"] == 64
-    cur, base = gemm["analysis"]["current"], gemm["analysis"]["baseline"]
-    # The analytical model scores: its phases add up to the predicted time.
-    assert cur["compute_s"] + cur["memory_s"] == pytest.approx(gemm["current_time_s"], rel=1e-9)
-    assert base["compute_s"] + base["memory_s"] == pytest.approx(gemm["baseline_time_s"], rel=1e-9)
-    assert cur["gflops"] == pytest.approx(2 * 16**3 / gemm["current_time_s"] / 1e9)
-    assert cur["peak_pct"] == pytest.approx(100 * cur["gflops"] / 96.0)
-    assert cur["bound"] in analysis.BOUNDS and cur["energy"]["total_j"] > 0
-    stats = gemm["stats"]
-    assert cur["dram_bytes"] == (stats["l2_misses"] + stats["l2_writebacks"]) * 64
-    # AVX2 FMAs on 8 lanes: 16 flops per FP instruction.
-    assert base["flops_per_fp_inst"] == 16.0 and base["vector_fp_share_pct"] == 100.0
-    # The counters' parts add up to the whole change (the model is linear).
-    drivers = gemm["analysis"]["drivers"]
-    assert sum(d["time_s"] for d in drivers) == pytest.approx(gemm["current_time_s"] - gemm["baseline_time_s"])
-    assert abs(drivers[0]["time_s"]) == max(abs(d["time_s"]) for d in drivers)
-    assert gemv["analysis"]["drivers"] == []
-    # History: the one committed version, re-scored with this run's model.
-    history = gemm["history"]
-    assert len(history["points"]) == 1 and history["change_points"] == []
-    assert history["points"][0]["subject"] == "baselines for the tiny kernels"
-    assert history["points"][0]["time_s"] == pytest.approx(gemm["baseline_time_s"])
-    assert data["commit"] == history["points"][0]["commit"]
-
-
-def test_every_page_is_written_and_shows_the_result(real_run):
-    reports, data = real_run["reports"], real_run["data"]
+def test_every_page_is_written_and_shows_the_result(tiny):
+    reports, data = tiny["reports"], tiny["data"]
     index = (reports / "index.html").read_text()
     for name in ("gemm_16", "gemv_16"):
         assert f'href="{kernel_file(name)}#t-x86_64"' in index
@@ -130,22 +75,30 @@ def test_every_page_is_written_and_shows_the_result(real_run):
     assert data["summary"]["regression"] == 1
 
 
-def test_report_command_re_renders_the_same_pages(real_run, tmp_path, capsys):
+def test_report_command_re_renders_the_same_pages(tiny, tmp_path, capsys):
     out = tmp_path / "again"
-    assert main(["report", "--from", str(real_run["reports"] / "perfguard.json"), "--report-dir", str(out)]) == 0
+    assert main(["report", "--from", str(tiny["reports"] / "perfguard.json"), "--report-dir", str(out)]) == 0
     for name in ("index.html", "summary.md", kernel_file("gemm_16"), kernel_file("gemv_16")):
-        assert (out / name).read_bytes() == (real_run["reports"] / name).read_bytes(), name
-    assert json.loads((out / "perfguard.json").read_text()) == real_run["data"]
+        assert (out / name).read_bytes() == (tiny["reports"] / name).read_bytes(), name
+    assert json.loads((out / "perfguard.json").read_text()) == tiny["data"]
     assert "1 regression(s) found" in capsys.readouterr().out
 
 
-def test_report_command_defaults_to_the_config_report_dir(real_run, monkeypatch, capsys):
-    monkeypatch.chdir(real_run["root"])
-    stale = real_run["reports"] / "kernels" / "gone_kernel.html"
+def test_report_command_defaults_to_the_config_report_dir(tiny, tmp_path, monkeypatch, capsys):
+    from tests.report.golden.regenerate import tiny_toml
+
+    (tmp_path / "perfguard.toml").write_text(tiny_toml(tmp_path / "cache"))
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    (reports / "perfguard.json").write_text(golden.TINY.read_text())
+    stale = reports / "kernels" / "gone_kernel.html"
+    stale.parent.mkdir()
     stale.write_text("old page")
+    monkeypatch.chdir(tmp_path)
     assert main(["report"]) == 0
     assert not stale.exists()  # a page of a kernel no longer reported is removed
-    assert (real_run["reports"] / kernel_file("gemm_16")).is_file()
+    assert (reports / kernel_file("gemm_16")).is_file()
+    assert (reports / kernel_file("gemm_16")).read_bytes() == (tiny["reports"] / kernel_file("gemm_16")).read_bytes()
 
 
 @pytest.mark.parametrize("content, message", [
@@ -165,14 +118,15 @@ def test_report_command_rejects_bad_input(tmp_path, capsys, content, message):
 EVIL = "<script>alert(1)</script>"
 
 
-def evil_report(real_run) -> dict:
+def evil_report(tiny) -> dict:
     """The real report with HTML in every untrusted string: names, params, errors, commit messages."""
-    data = copy.deepcopy(real_run["data"])
+    data = copy.deepcopy(tiny["data"])
     gemm = results(data)["gemm_16"]
     gemm["kernel"] = EVIL
     gemm["target"] = 'x86"><img src=x onerror=alert(2)>'
     gemm["params"]["tile_m"] = "<b onmouseover=alert(3)>8</b>"
     gemm["history"]["points"][0]["subject"] = "fix <img src=x onerror=alert(4)> & [link](javascript:alert(5)) @team"
+    gemm["history"]["points"][0]["commit"] = "<svg onload=alert(7)>"  # a chart's tick label
     data["targets"][gemm["target"]] = data["targets"]["x86_64"]
     err = copy.deepcopy(results(data)["gemv_16"])
     err.update(kernel="<i>err</i>|pipe", verdict="error", error="<script>alert(6)</script> *boom* `x`",
@@ -182,10 +136,10 @@ def evil_report(real_run) -> dict:
     return data
 
 
-def test_injection_is_escaped_in_html_and_markdown(real_run, tmp_path, capsys):
+def test_injection_is_escaped_in_html_and_markdown(tiny, tmp_path, capsys):
     source = tmp_path / "in" / "perfguard.json"
     source.parent.mkdir()
-    source.write_text(json.dumps(evil_report(real_run)))
+    source.write_text(json.dumps(evil_report(tiny)))
     out = tmp_path / "out"
     assert main(["report", "--from", str(source), "--report-dir", str(out)]) == 0
     pages = [out / "index.html", *sorted((out / "kernels").glob("*.html"))]
@@ -196,12 +150,14 @@ def test_injection_is_escaped_in_html_and_markdown(real_run, tmp_path, capsys):
         html = page.read_text()
         assert "<script" not in html and "<img" not in html and "<b onmouseover" not in html and "<i>" not in html
         assert 'x86">' not in html  # no attribute was broken out of
+        assert "<svg on" not in html  # nor a chart's text
     index = (out / "index.html").read_text()
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in index and "&lt;script&gt;alert(6)&lt;/script&gt;" in index
     evil_page = (out / kernel_file(EVIL)).read_text()
     assert "x86&#34;&gt;&lt;img src=x onerror=alert(2)&gt;" in evil_page
     assert "fix &lt;img src=x onerror=alert(4)&gt; &amp; [link](javascript:alert(5))" in evil_page
     assert "&lt;b onmouseover=alert(3)&gt;8&lt;/b&gt;" in evil_page
+    assert ">&lt;svg on</text>" in evil_page  # the commit under the history chart, escaped
     summary = (out / "summary.md").read_text()
     assert "<script" not in summary and "<i>" not in summary
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in summary
@@ -216,7 +172,12 @@ def test_findings_name_lost_vectorisation_and_a_new_bound_class():
         "current": {**side, "time_s": None, "compute_s": 2e-3, "flops_per_fp_inst": 2.0, "bound": "latency"},
         "drivers": [{"stat": "fp_insts", "baseline": 0, "current": 4096, "delta_pct": None, "time_s": 1e-3}]}}
     found = text.findings(from_json(Result, result, "test"))
-    assert found[0] == "compute phase +1.000 ms, memory phase unchanged"
+    # the phases say which model split the change, and add up to that model's change
+    assert found[0] == "analytical model: compute phase +1.000 ms + memory phase 0.0 ns = +1.000 ms"
+    calibrated = {**result, "model_id": "xgb-1", "calibrated": True, "current_time_s": 2.5e-3, "baseline_time_s": 1e-3}
+    assert text.findings(from_json(Result, calibrated, "test"))[0] == (
+        "analytical model: compute phase +1.000 ms + memory phase 0.0 ns = +1.000 ms "
+        "(the verdict's calibrated model: +1.500 ms)")
     assert found[1] == "fp_insts +4,096 \u2192 +1.000 ms"
     assert "vectorisation lost: flops per FP instruction 16 \u2192 2" in found
     assert "bound class compute-bound \u2192 latency-bound" in found
@@ -255,8 +216,8 @@ def test_markdown_stays_under_the_limit_with_a_count_of_what_was_cut():
     assert len(render_markdown(Report.from_json(synthetic(200)), limit=5000)) < 5000
 
 
-def test_calibration_section_shows_only_with_data(real_run, tmp_path):
-    data = copy.deepcopy(real_run["data"])
+def test_calibration_section_shows_only_with_data(tiny, tmp_path):
+    data = copy.deepcopy(tiny["data"])
     gemm = results(data)["gemm_16"]
     gemm["calibration"] = {"metrics": {"mape_pct": 7.25, "spearman": 0.97, "model": "xgboost"},
                            "points": [[1e-6 * (1 + i), 1.1e-6 * (1 + i)] for i in range(25)]}
@@ -265,7 +226,7 @@ def test_calibration_section_shows_only_with_data(real_run, tmp_path):
     assert "<h3>Calibration</h3>" in page and "mape_pct" in page and "xgboost" in page and "7.25" in page
     scatter = page[page.index('id="s0-cal"'):]
     scatter = scatter[:scatter.index("</svg>")]
-    assert scatter.count("<use ") >= 25  # one marker per hold-out point
+    assert scatter.count('<circle class="mark"') == 25  # one marker per hold-out point
     assert "<h3>Calibration</h3>" not in (tmp_path / kernel_file("gemv_16")).read_text()
 
 
@@ -310,7 +271,7 @@ def test_markdown_marker_is_stable():
 def test_calibration_comes_from_the_stored_model(monkeypatch):
     from types import SimpleNamespace
 
-    from perfguard.guard import report_build
+    from perfguard.runs import report_build
 
     meta = {"holdout": {"summary": {"mape": 6.5, "spearman": float("nan"), "groups": 4, "nested": {"x": 1}}},
             "scatter": [[1e-3, 1.1e-3], [2e-3, float("inf")], [3e-3, 2.9e-3]]}
@@ -323,10 +284,10 @@ def test_calibration_comes_from_the_stored_model(monkeypatch):
     assert report_build.calibration(config, result, SimpleNamespace(calibrated=False)) is None
 
 
-def test_typed_report_reads_and_writes_perfguard_json_byte_for_byte(real_run):
-    from perfguard.guard.report import Analysis, History, HistoryPoint, Metrics, report_text
+def test_typed_report_reads_and_writes_perfguard_json_byte_for_byte(tiny):
+    from perfguard.document.report import Analysis, History, HistoryPoint, Metrics, report_text
 
-    written = (real_run["reports"] / "perfguard.json").read_text()
+    written = (tiny["reports"] / "perfguard.json").read_text()
     report = Report.from_json(json.loads(written))
     assert report_text(report) == written
     gemm = next(r for r in report.results if r.kernel == "gemm_16")
@@ -337,11 +298,11 @@ def test_typed_report_reads_and_writes_perfguard_json_byte_for_byte(real_run):
     assert report.targets["x86_64"].peak_gflops == 96.0 and report.summary.regression == 1
 
 
-def test_typed_report_keeps_what_it_does_not_know_and_names_a_wrong_type(real_run):
+def test_typed_report_keeps_what_it_does_not_know_and_names_a_wrong_type(tiny):
     from perfguard.errors import InputError
-    from perfguard.guard.report import report_text
+    from perfguard.document.report import report_text
 
-    data = copy.deepcopy(real_run["data"])
+    data = copy.deepcopy(tiny["data"])
     data["from_the_future"] = {"x": [1, 2]}
     data["results"][0]["loop_names"] = ["i", "j"]
     again = json.loads(report_text(Report.from_json(data)))
@@ -350,14 +311,14 @@ def test_typed_report_keeps_what_it_does_not_know_and_names_a_wrong_type(real_ru
     with pytest.raises(InputError, match=r"^r\.json: results\[0\]\.analysis\.current\.gflops: must be a number or "
                                          r"null, got 'fast'$"):
         Report.from_json(data, "r.json")
-    data = copy.deepcopy(real_run["data"])
+    data = copy.deepcopy(tiny["data"])
     data["results"][1]["history"]["points"][0]["time_s"] = None
     with pytest.raises(InputError, match=r"results\[1\]\.history\.points\[0\]\.time_s: must be a number, got None"):
         Report.from_json(data, "r.json")
 
 
 def test_typed_report_optional_additions_stay_absent_until_set():
-    from perfguard.guard.report import Summary, to_json
+    from perfguard.document.report import Summary, to_json
 
     plain = to_json(Summary(exit_code=0))
     assert "interrupted" not in plain and "errors_allowed" not in plain and "not_measured" not in plain
@@ -367,7 +328,7 @@ def test_typed_report_optional_additions_stay_absent_until_set():
 
 def test_report_schema_upgrades_run_before_reading(monkeypatch):
     from perfguard.errors import InputError
-    from perfguard.guard import report as report_module
+    from perfguard.document import report as report_module
 
     def from_zero(doc):  # a made-up schema 0 that called the verdict "outcome"
         return {**doc, "results": [{**{k: v for k, v in r.items() if k != "outcome"}, "verdict": r["outcome"]}

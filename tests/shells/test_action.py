@@ -16,15 +16,14 @@ import pytest
 import yaml
 
 from perfguard.action import annotation
-from perfguard.cli import main
 from tests.conftest import REPO
-from tests.projects import GOOD, WORSE, commit_all, config_text, git, init_repo, pr_event
+from tests.projects import commit_all, config_text, init_repo, pr_event
 from tests.shells.workflow_runner import Runner, read_file_commands, venv_of_this_interpreter
 
 WORKFLOWS = sorted((REPO / ".github" / "workflows").glob("*.yml"))
 ACTION = REPO / "action.yml"
 
-TOML = config_text(["x86_64", "aarch64"])
+TOML = config_text(["x86_64"])
 
 
 # -- linters --------------------------------------------------------------------------------------
@@ -100,6 +99,54 @@ def test_schemas_validate(schema, files):
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+# Negative controls: the same linters, same options, on files with the defects they are run to
+# catch, so that a clean answer above means clean files and not a linter that saw nothing.
+INSECURE_WORKFLOW = """\
+name: insecure
+on: pull_request_target
+jobs:
+  build:
+    runs-on: ubuntu-latest
+    steps:
+      - uses: actions/checkout@v4
+        with:
+          ref: ${{ github.event.pull_request.head.sha }}
+      - run: echo "${{ github.event.pull_request.title }}"
+"""
+
+
+def test_actionlint_catches_an_untrusted_expression_in_a_script(tmp_path):
+    path = tmp_path / "insecure.yml"
+    path.write_text(INSECURE_WORKFLOW.replace("    runs-on:", "    needs: missing\n    runs-on:"))
+    proc = run_tool(tool("actionlint"), "-color=false", str(path))
+    assert proc.returncode == 1
+    assert '"github.event.pull_request.title" is potentially untrusted' in proc.stdout
+    assert 'job "build" needs job "missing" which does not exist' in proc.stdout
+
+
+@pytest.mark.parametrize("persona", ["regular", "pedantic"])
+def test_zizmor_catches_template_injection_an_unpinned_action_and_a_dangerous_trigger(tmp_path, persona):
+    path = tmp_path / "insecure.yml"
+    path.write_text(INSECURE_WORKFLOW)
+    proc = run_tool(tool("zizmor"), "--offline", "--no-progress", f"--persona={persona}", "--format=plain", str(path))
+    assert proc.returncode != 0
+    for audit in ("template-injection", "unpinned-uses", "dangerous-triggers"):
+        assert f"error[{audit}]" in proc.stdout, audit
+
+
+@pytest.mark.parametrize("schema, text, message", [
+    ("vendor.github-workflows", INSECURE_WORKFLOW.replace("    runs-on:", "    timeout-minutes: soon\n    runs-on:"),
+     "'soon' is not of type 'number'"),
+    ("vendor.github-actions", "name: x\ndescription: y\nruns:\n  using: composite\n  step: []\n",
+     "'steps' is a required property"),
+])
+def test_the_schemas_catch_a_file_out_of_shape(tmp_path, schema, text, message):
+    path = tmp_path / "bad.yml"
+    path.write_text(text)
+    proc = run_tool(tool("check-jsonschema"), "--verbose", "--builtin-schema", schema, str(path))
+    assert proc.returncode == 1 and message in proc.stdout, proc.stdout
+
+
 def test_every_action_is_pinned_to_a_full_commit_sha():
     for path in [ACTION, *WORKFLOWS]:
         for ref in re.findall(r"uses:\s*([^\s#]+)", path.read_text()):
@@ -138,20 +185,13 @@ class LocalRunner:
 
 
 @pytest.fixture
-def pr_workspace(project, tmp_path):
-    """main holds the baselines; the PR branch makes gemm_a slower and rewrites its baselines."""
-    config = project(TOML, name="ws")
-    workspace = config.parent
-    init_repo(workspace)
-    assert main(["baseline", "update", "--config", str(config), "-j", "1"]) == 0
-    base = commit_all(workspace, "kernels")
-    git(workspace, "checkout", "-q", "-b", "faster-gemm")
-    config.write_text(config.read_text().replace(GOOD, WORSE))
-    assert main(["baseline", "update", "--config", str(config), "-j", "1", "--kernels", "gemm_a"]) == 0
-    head = commit_all(workspace, "faster gemm")
+def pr_workspace(measured_pull_request, tmp_path):
+    """A copy of the session's pull request (tests/shells/conftest.py): main holds the baselines; the
+    PR branch makes gemm_a slower and rewrites its baseline."""
+    pr = measured_pull_request.copy(tmp_path / "ws")
     temp = tmp_path / "runner"
     temp.mkdir()
-    return workspace, temp, pr_event(17, "main", base, head)
+    return pr.root, temp, pr_event(17, "main", pr.base, pr.head)
 
 
 @pytest.mark.slow
@@ -210,7 +250,7 @@ def test_action_shards_then_merge_give_one_verdict(pr_workspace):
     code, outputs, used = runner.run_action({"merge": str(temp / "runner-temp" / "perfguard")})
     assert code == 1, "\n".join(runner.log)
     merged = json.loads((Path(outputs["report"]) / "perfguard.json").read_text())
-    assert len(merged["results"]) == 4 and len(merged["merged_from"]) == 2
+    assert len(merged["results"]) == 2 and len(merged["merged_from"]) == 2  # one kernel from each shard
     verdicts = {(r["kernel"], r["target"]): r["verdict"] for r in merged["results"]}
     assert verdicts[("gemm_a", "x86_64")] == "regression" and verdicts[("gemm_b", "x86_64")] == "unchanged"
     assert outputs["verdict"] == "regression"
@@ -319,7 +359,7 @@ def test_action_compare_mode_measures_the_merge_base_instead_of_reading_baseline
 
 def test_the_action_writes_the_same_markdown_as_perfguard_when_summary_md_is_missing(tmp_path):
     from perfguard.action import markdown_for
-    from perfguard.guard.report import Report
+    from perfguard.document.report import Report
     from perfguard.report.markdown import MARKER
 
     report = Report.from_json({

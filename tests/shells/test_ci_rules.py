@@ -207,8 +207,11 @@ def test_the_snapshot_is_one_timestamp_everywhere():
     assert {p.name for p in users} >= {"perfguard.yml", "tests.yml", "recalibrate.yml", "gem5-crosscheck.yml"}
     for path in users:
         assert load(path)["env"]["DEBIAN_SNAPSHOT"] == stamp, path.name
-    readme = (REPO / "README.md").read_text()  # its workflow example and the toolchain section
-    assert set(re.findall(r"\b\d{8}T\d{6}Z\b", readme)) == {stamp}
+    docs = (REPO / "docs" / "ci.md").read_text() + (REPO / "docs" / "toolchain.md").read_text()  # workflow example,
+    assert set(re.findall(r"\b\d{8}T\d{6}Z\b", docs)) == {stamp}  # the toolchain page
+    from perfguard.commands.init import DEBIAN_SNAPSHOT  # the workflow `perfguard init` writes
+
+    assert DEBIAN_SNAPSHOT == stamp
     dockerfile = (REPO / "Dockerfile").read_text()
     assert "scripts/debian-snapshot" in dockerfile and SNAPSHOT_SWITCH.search(dockerfile.replace("$stamp", "$DEBIAN_SNAPSHOT"))
 

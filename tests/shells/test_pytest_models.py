@@ -1,17 +1,17 @@
 """pytest --perfguard and whole models: perfguard_check("<model>", target) gives the model's total and
 its kernels' results, a model kernel's name works like a configured kernel's, an unknown name is an
-error naming it (pytester in a subprocess, real TVM extraction, builds and QEMU runs)."""
+error naming it (pytest in a subprocess, real TVM extraction, builds and QEMU runs)."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from tests.end_to_end.test_models import NET, TOML
+from tests.projects import with_cache
 from tests.shells.test_pytest_plugin import run
-
-pytest_plugins = ["pytester"]
 
 MODEL_TESTS = '''
 import pytest
@@ -45,36 +45,31 @@ def test_model_unknown_names(perfguard_check):
 '''
 
 
-@pytest.fixture
-def model_project(pytester, cache_dir, monkeypatch):
-    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID", "PYTEST_ADDOPTS"):
-        monkeypatch.delenv(name, raising=False)  # the inner pytest must not think it is an xdist worker
-
-    def write(repeat: int) -> None:
-        toml = TOML.format(widths=[16, 32, 8], repeat=repeat)
-        pytester.path.joinpath("perfguard.toml").write_text(toml.replace("[perfguard]\n", f'[perfguard]\ncache_dir = "{cache_dir}"\n', 1))
-        pytester.makepyfile(test_models=MODEL_TESTS.replace("{repeat}", str(repeat)))
-
-    pytester.path.joinpath("mymodels.py").write_text(NET)
-    write(2)
-    return write
+def write_model_project(root: Path, cache_dir: Path, repeat: int) -> None:
+    toml = TOML.format(widths=[16, 32, 8], repeat=repeat)
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "perfguard.toml").write_text(with_cache(toml, cache_dir))
+    (root / "test_models.py").write_text(MODEL_TESTS.replace("{repeat}", str(repeat)))
+    (root / "mymodels.py").write_text(NET)
 
 
 @pytest.mark.slow
-def test_model_totals_and_kernels_from_pytest(pytester, model_project):
-    result = run(pytester, "--perfguard-update", "-k", "test_model")
-    assert result.ret == 0, result.stdout.str()
-    assert len(list((pytester.path / "baselines" / "x86_64").glob("m.*.json"))) == 3
-    report = json.loads((pytester.path / "reports" / "perfguard.json").read_text())
+def test_model_totals_and_kernels_from_pytest(tmp_path, cache_dir):
+    root = tmp_path / "project"
+    write_model_project(root, cache_dir, 2)
+    result = run(root, "--perfguard-update", "-k", "test_model")
+    assert result.ret == 0, result.out
+    assert len(list((root / "baselines" / "x86_64").glob("m.*.json"))) == 3
+    report = json.loads((root / "reports" / "perfguard.json").read_text())
     assert [m["verdict"] for m in report["models"]] == ["new", "unchanged"]  # the first test wrote the baselines
 
-    model_project(3)  # one more 8x8 layer: no kernel is slower, the model is (one kernel called once more)
-    result = run(pytester, "--perfguard", "-k", "test_model_total")
-    text = result.stdout.str()
+    write_model_project(root, cache_dir, 3)  # one more 8x8 layer: no kernel is slower, the model is (one kernel called once more)
+    result = run(root, "--perfguard", "-k", "test_model_total")
+    text = result.out
     assert result.ret == 1, text
     failure = text[text.index("_ test_model_total _"):]
-    assert "model m[x86_64]: regression +" in failure and "calls per inference: m.matmul_add_relu." in failure
-    report = json.loads((pytester.path / "reports" / "perfguard.json").read_text())
+    assert "model m[x86_64]: regression +" in failure and "calls 2 -> 3" in failure and "(m.matmul_add_relu." in failure
+    report = json.loads((root / "reports" / "perfguard.json").read_text())
     (view,) = report["models"]
     assert view["verdict"] == "regression" and report["summary"]["model_regressions"] == 1
     assert report["summary"]["exit_code"] == 1 and {r["verdict"] for r in report["results"]} == {"unchanged"}

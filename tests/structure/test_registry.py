@@ -66,3 +66,22 @@ def test_a_missing_part_and_a_missing_dependency_are_told_apart(tmp_path, monkey
     assert info.value.message == "widget 'gone' is not available in this perfguard version"
     with pytest.raises(ModuleNotFoundError, match="dependency_nobody_installed"):
         registry.load("needy")
+
+
+def test_the_simulator_registry_feeds_the_commands_and_the_model_choice():
+    import argparse
+
+    from perfguard.commands import bisect, check, compare
+    from perfguard.sim.base import SIMULATORS, block_profile_simulators, profile_tools
+    from perfguard.targets import BUILTIN
+
+    for command in (check, compare, bisect):
+        parser = argparse.ArgumentParser()
+        command.add_parser(parser.add_subparsers())
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        option = next(a for p in sub.choices.values() for a in p._actions if "--simulator" in a.option_strings)
+        assert tuple(option.choices) == SIMULATORS.names == ("qemu", "gem5", "cachegrind"), command.__name__
+    assert block_profile_simulators() == ("qemu",)
+    x86, rv = BUILTIN["x86_64"], BUILTIN["riscv64"]
+    assert profile_tools([x86, rv], "qemu") == [x86.cc, x86.qemu, rv.cc, rv.qemu]
+    assert profile_tools([x86], "cachegrind") == [x86.cc, "valgrind"] and profile_tools([x86], "gem5") == [x86.cc]

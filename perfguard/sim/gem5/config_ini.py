@@ -9,7 +9,7 @@ from pathlib import Path
 
 from perfguard import jsonfile
 from perfguard.errors import InputError
-from perfguard.sim.gem5.stats_txt import _read_source
+from perfguard.sim.gem5.stats_txt import read_source
 
 
 @dataclass(frozen=True)
@@ -265,7 +265,7 @@ def read_config(path: str | Path) -> Gem5Config | None:
             if (path / candidate).is_file():
                 return read_config(path / candidate)
         return None
-    text, name = _read_source(path, "config")
+    text, name = read_source(path, "config")
     if path.suffix == ".json":
         sections = _flatten_json(jsonfile.loads(text, name, "not valid JSON"), name)
     else:

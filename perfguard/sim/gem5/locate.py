@@ -25,7 +25,7 @@ def _normalise_isa(name: str) -> str | None:
     return _ISA_ALIASES.get(key)
 
 
-def _candidates(
+def gem5_candidates(
     isa: str, paths: Mapping[str, str | Path] | None, environ: Mapping[str, str]
 ) -> list[tuple[str, str]]:
     """(path, where it came from), in order of precedence."""
@@ -47,7 +47,7 @@ def _candidates(
     return found
 
 
-def _usable(path: str) -> Path | None:
+def usable_binary(path: str) -> Path | None:
     candidate = Path(path).expanduser()
     if candidate.is_file() and os.access(candidate, os.X_OK):
         return candidate.resolve()
@@ -65,8 +65,8 @@ def find_gem5(
     norm = _normalise_isa(isa)
     if norm not in ENV_BY_ISA:
         return None
-    found = _candidates(norm, paths, os.environ if environ is None else environ)
-    return _usable(found[0][0]) if found else None
+    found = gem5_candidates(norm, paths, os.environ if environ is None else environ)
+    return usable_binary(found[0][0]) if found else None
 
 
 def gem5_hint(isa: str) -> str:

@@ -18,7 +18,7 @@ from perfguard.errors import InfraError, InputError
 from perfguard.process import last_lines
 from perfguard.sim.base import SimResult, Simulator
 from perfguard.sim.gem5.config_ini import read_config
-from perfguard.sim.gem5.locate import ENV_BY_ISA, _candidates, _usable, gem5_hint
+from perfguard.sim.gem5.locate import ENV_BY_ISA, gem5_candidates, gem5_hint, usable_binary
 from perfguard.sim.gem5.mapping import (
     MAPPING_VERSION,
     fp_arith_insts,
@@ -139,11 +139,11 @@ class Gem5Simulator(Simulator):
     def gem5_binary(self, target: TargetProfile) -> Path:
         if target.isa not in ENV_BY_ISA:
             raise InputError(f"target '{target.name}': gem5 back end does not support ISA '{target.isa}'")
-        found = _candidates(target.isa, self.gem5_paths, os.environ)
+        found = gem5_candidates(target.isa, self.gem5_paths, os.environ)
         if not found:
             raise InfraError(f"gem5 for {target.isa} not found: {gem5_hint(target.isa)}")
         path, where = found[0]
-        usable = _usable(path)
+        usable = usable_binary(path)
         if usable is None:
             raise InfraError(
                 f"gem5 for {target.isa}: {where}={path} is not an executable file; {gem5_hint(target.isa)}"

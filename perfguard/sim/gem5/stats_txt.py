@@ -17,7 +17,7 @@ _MARK_RE = re.compile(r"^-+\s*(Begin|End) Simulation Statistics\s*-+$")
 _INT_RE = re.compile(r"^[+-]?\d+$")
 
 
-def _read_source(source: str | Path | bytes, what: str) -> tuple[str, str]:
+def read_source(source: str | Path | bytes, what: str) -> tuple[str, str]:
     """(text, name for messages) from a path, a text or bytes."""
     if isinstance(source, bytes):
         data, name = source, f"<{what}>"
@@ -53,7 +53,7 @@ def parse_stats(text_or_path: str | Path | bytes) -> list[Dump]:
     (truncated), a line that is not `NAME VALUE [...]`, a name twice in one dump, text outside
     a dump.
     """
-    text, name = _read_source(text_or_path, "stats text")
+    text, name = read_source(text_or_path, "stats text")
     dumps: list[Dump] = []
     current: Dump | None = None
     begin_line = 0

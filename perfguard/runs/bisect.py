@@ -1,0 +1,311 @@
+"""`perfguard bisect`: the first commit on the first-parent line whose predicted time crossed a threshold.
+
+Binary search between a good and a bad revision, as `git bisect --first-parent` would walk it,
+measuring only the revisions it visits (each in its own worktree and process, through the shared
+content-addressed cache: a revision whose kernel IR did not change costs no build and no
+simulation). Every revision is scored by the good revision's model and compared with the good
+revision's predicted time. A revision that cannot be measured (it does not build, its config is
+broken, it does not configure the kernel) is skipped, as `git bisect skip` would, and the search
+tries its neighbours; when skips leave several candidates, all of them are named.
+
+A [[model]] is bisected on its total (`--model NAME`): each visited revision's model is extracted
+from that revision's sources, all its kernels on the target are measured, and the revision is
+judged against --good as `perfguard compare` judges two revisions (runs.two_revisions): it
+crossed when the model's total regressed beyond the threshold (the model's at --good), whether a
+kernel got slower, a layer was added (a kernel called more often) or a kernel was replaced.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Callable
+
+from perfguard.baselines.store import Baseline
+from perfguard.document.report import ModelTotal
+from perfguard.document.verdicts import ERROR, REGRESSION
+from perfguard.errors import InputError, PerfguardError
+from perfguard.judge.attribution import attribution_between
+from perfguard.judge.verdicts import Verdict, judge
+from perfguard.pipeline import JobResult
+from perfguard.predict.base import Predictor
+from perfguard.predict.select import predictor_for
+from perfguard.report.where import top_lines, where_line
+from perfguard.report.numbers import pct, signed_count
+from perfguard.report.text import block_line
+from perfguard.runs.revisions import Measurer, Project, Side, as_baseline, git, load_side
+from perfguard.runs.two_revisions import catalogue, judge_sides
+from perfguard.targets import TargetProfile
+
+FOUND, NO_CROSSING, AMBIGUOUS = "found", "no crossing", "ambiguous"
+MOST = 5  # statistics named for a kernel's first bad commit
+CHANGED_BLOCKS = 5  # changed blocks named for it
+
+
+@dataclass
+class Visit:
+    sha: str
+    subject: str
+    index: int  # position in the range: -1 is --good, the last one --bad
+    result: JobResult | None = None
+    verdict: Verdict | ModelTotal | None = None  # a model's: its total against --good's
+    skipped: str | None = None  # why it could not be measured
+    side: Side | None = None  # a model's visit: every kernel's result (to explain the first bad commit)
+
+    @property
+    def crossed(self) -> bool:
+        return self.verdict is not None and self.verdict.verdict == REGRESSION
+
+    @property
+    def time_s(self) -> float | None:
+        """Predicted time: the kernel's per call, or the model's total per inference."""
+        v = self.verdict
+        return None if v is None else v.current_total_s if isinstance(v, ModelTotal) else v.current_time_s
+
+    @property
+    def reference_s(self) -> float | None:
+        v = self.verdict
+        return None if v is None else v.baseline_total_s if isinstance(v, ModelTotal) else v.baseline_time_s
+
+    def to_dict(self) -> dict:
+        v, r = self.verdict, self.result
+        results = list(self.side.results.values()) if self.side is not None else [r] if r else []
+        return {"commit": self.sha, "subject": self.subject, "index": self.index, "skipped": self.skipped,
+                "crossed": self.crossed if v else None,
+                "predicted_time_s": self.time_s, "delta_pct": v.delta_pct if v else None,
+                "content_hash": r.content_hash if r else None,
+                "rebuilt": any(x.rebuilt for x in results) if results else None,
+                "resimulated": any(x.resimulated for x in results) if results else None}
+
+
+@dataclass
+class Bisection:
+    kernel: str
+    target: str
+    good: Visit
+    bad: Visit
+    commits: list[str]  # the range after --good, oldest first; the last one is --bad
+    threshold_pct: float
+    outcome: str = NO_CROSSING
+    first_bad: Visit | None = None
+    last_good: Visit | None = None  # the measured revision just before first_bad
+    candidates: list[str] = field(default_factory=list)  # AMBIGUOUS: skipped commits and the first bad one
+    visits: list[Visit] = field(default_factory=list)  # in the order they were measured
+    step: ModelTotal | None = None  # a model: first_bad's total judged against last_good's (what changed)
+
+
+def first_parent_range(project: Project, good: str, bad: str, good_ref: str, bad_ref: str) -> list[str]:
+    """The commits after `good` up to `bad` on bad's first-parent line, oldest first."""
+    if good == bad:
+        raise InputError(f"bisect: --good {good_ref} and --bad {bad_ref} are the same commit")
+    if git(project.repo, "merge-base", "--is-ancestor", good, bad, check=False).returncode != 0:
+        if git(project.repo, "merge-base", "--is-ancestor", bad, good, check=False).returncode == 0:
+            raise InputError(f"bisect: --good {good_ref} is newer than --bad {bad_ref} (good and bad swapped?)")
+        raise InputError(f"bisect: --good {good_ref} is not an ancestor of --bad {bad_ref}")
+    commits = git(project.repo, "rev-list", "--first-parent", "--reverse", f"{good}..{bad}").stdout.split()
+    first_parent = git(project.repo, "rev-parse", f"{commits[0]}^1", check=False).stdout.strip()
+    if first_parent != good:
+        raise InputError(f"bisect: --good {good_ref} is not on the first-parent history of --bad {bad_ref} "
+                         f"(it was merged in from a side branch)")
+    return commits
+
+
+class Bisector:
+    def __init__(self, project: Project, kernel: str, target: str, threshold: float | None, measurer: Measurer,
+                 on_visit: Callable[[Visit], None] | None = None, model: bool = False):
+        self.project, self.kernel, self.target = project, kernel, target  # kernel: the model's name when `model`
+        self.threshold, self.measurer = threshold, measurer
+        self.on_visit = on_visit
+        self.model = model
+        self.reference: Baseline | None = None
+        self.good: Side | None = None  # a model's bisection: --good's measurements judge every revision
+        self.predictor: Predictor | None = None
+        self.threshold_pct = 0.0
+
+    def _load(self, visit: Visit, ref: str, tree):
+        """(the revision's side, the followed kernel's or model's spec, how to name the revision)."""
+        side = load_side(self.project, ref, visit.sha, tree)
+        where = f"{ref} ({visit.sha[:12]})"
+        if side.config is None:
+            raise InputError(f"bisect: {where} has no {self.project.relative}")
+        what = "model" if self.model else "kernel"
+        specs = side.config.models if self.model else side.config.kernels
+        spec = next((s for s in specs if s.name == self.kernel), None)
+        if spec is None:
+            raise InputError(f"bisect: {where} does not configure {what} '{self.kernel}'")
+        if self.target not in side.config.profiles or (spec.targets is not None and self.target not in spec.targets):
+            raise InputError(f"bisect: {where} does not run {what} '{self.kernel}' on target '{self.target}'")
+        return side, spec, where
+
+    def _measure_model(self, visit: Visit, ref: str) -> None:
+        """Every kernel of the model on the target at `visit`, and its total judged against --good's."""
+        with self.project.worktree(visit.sha) as tree:
+            side, spec, where = self._load(visit, ref, tree)
+            # the caller's cache, not the revision's (its tree goes away after this visit)
+            side.config = side.config.with_cache_dir(self.measurer.cache_dir)
+            self.measurer.expand(side, [self.target])
+            pairs = list(catalogue(side, [self.kernel]))
+            self.measurer.measure(side, pairs)
+        visit.side = side
+        if self.good is None:
+            self.good = side
+            self.threshold_pct = side.config.judging.threshold_for(spec.threshold, self.threshold)
+        run, visit.verdict = self._model_total(self.good, side)
+        if visit.verdict.verdict == ERROR:
+            failed = [o.result for o in run.outcomes if o.verdict.verdict == ERROR]
+            exc = PerfguardError(f"{where}: {failed[0].error if failed else visit.verdict.changes[0]}")
+            exc.exit_code = max((r.exit_code for r in failed), default=exc.exit_code)
+            raise exc
+
+    def _model_total(self, before: Side, after: Side):
+        """(the check run, the model's total at `after` against `before`'s), scored and judged with --good's
+        config, as `perfguard compare` does."""
+        pairs = [list(catalogue(side, [self.kernel])) for side in (before, after)]
+        judging = replace(before, config=self.good.config)
+        run, _ = judge_sides(judging, after, pairs[1], pairs[0], self.threshold, None, [self.kernel])
+        return run, next(m for m in run.model_summaries if m.model == self.kernel and m.target == self.target)
+
+    def _measure(self, visit: Visit, ref: str) -> Side:
+        with self.project.worktree(visit.sha) as tree:
+            side, spec, where = self._load(visit, ref, tree)
+            self.measurer.measure(side, [(self.kernel, self.target)])
+            visit.result = side.results[(self.kernel, self.target)]
+            if self.predictor is None:  # the good side: its model and threshold judge every revision
+                config = side.config
+                self.predictor = predictor_for(config.profiles[self.target], visit.result.family,
+                                               visit.result.simulator, config.storage.baseline_dir,
+                                               params=visit.result.params)
+                self.threshold_pct = config.judging.threshold_for(spec.threshold, self.threshold)
+        return side
+
+    def _judge_kernel(self, visit: Visit, ref: str) -> None:
+        side = self._measure(visit, ref)
+        result = visit.result
+        if not result.ok:
+            raise PerfguardError(result.error or "failed")
+        if self.reference is None:
+            self.reference = as_baseline(result, side, 0.0, "")
+        visit.verdict = judge(result.stats, self.reference, self.predictor, self.threshold_pct,
+                              result.toolchain, f"--good {self.reference.commit[:12]}")
+
+    def visit(self, visit: Visit, ref: str, end: bool) -> Visit:
+        """Measure and judge one revision; at an end of the range a failure is an error, elsewhere a skip."""
+        try:
+            if self.model:
+                self._measure_model(visit, ref)
+            else:
+                self._judge_kernel(visit, ref)
+        except PerfguardError as exc:
+            if end:
+                if visit.result is not None and not visit.result.ok:
+                    exc.exit_code = visit.result.exit_code
+                raise
+            visit.skipped = exc.message
+        if self.on_visit:
+            self.on_visit(visit)
+        return visit
+
+    def run(self, good_ref: str, bad_ref: str) -> Bisection:
+        good_sha = self.project.resolve(good_ref, "bisect: --good")
+        bad_sha = self.project.resolve(bad_ref, "bisect: --bad")
+        commits = first_parent_range(self.project, good_sha, bad_sha, good_ref, bad_ref)
+        subject = self.project.subject
+        good = self.visit(Visit(good_sha, subject(good_sha), -1), f"--good {good_ref}", end=True)
+        bad = self.visit(Visit(bad_sha, subject(bad_sha), len(commits) - 1), f"--bad {bad_ref}", end=True)
+        out = Bisection(self.kernel, self.target, good, bad, commits, self.threshold_pct, visits=[good, bad])
+        if not bad.crossed:
+            return out
+        measured = {-1: good, len(commits) - 1: bad}
+        lo, hi, skipped = -1, len(commits) - 1, set()
+        while True:
+            left = [i for i in range(lo + 1, hi) if i not in skipped]
+            if not left:
+                break
+            middle = (lo + hi) / 2
+            pick = min(left, key=lambda i: (abs(i - middle), i))
+            sha = commits[pick]
+            visit = self.visit(Visit(sha, subject(sha), pick), sha[:12], end=False)
+            out.visits.append(visit)
+            if visit.skipped:
+                skipped.add(pick)
+                continue
+            measured[pick] = visit
+            if visit.crossed:
+                hi = pick
+            else:
+                lo = pick
+        out.first_bad, out.last_good = measured[hi], measured[lo]
+        if self.model:
+            out.step = self._model_total(out.last_good.side, out.first_bad.side)[1]
+        between = [commits[i] for i in range(lo + 1, hi) if i in skipped]
+        out.outcome = AMBIGUOUS if between else FOUND
+        out.candidates = between + [commits[hi]] if between else []
+        return out
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """What changed from a kernel's last good revision to its first bad one."""
+
+    changed_stats: list[str]  # the statistics that moved most: "name +delta (+pct)"
+    where: str | None  # the loop whose cycles changed most, as `perfguard check` says it (None: no attribution)
+    where_top: list[str] | None  # the loops whose cycles changed most
+    changed_blocks: list[str] | None  # the blocks whose code changed most
+
+
+def explain(b: Bisection, profile: TargetProfile, cache_dir: Path) -> Explanation:
+    before, after = b.last_good.result.stats, b.first_bad.result.stats
+    rows = []
+    for name in before.to_dict():
+        x, y = getattr(before, name), getattr(after, name)
+        if x is None or y is None or x == y:
+            continue
+        rows.append((abs(y - x) / x if x else float("inf"), name, x, y))
+    rows.sort(key=lambda row: (-row[0], row[1]))
+    stats = [f"{name} {signed_count(y - x)}" + (f" ({pct(100.0 * (y - x) / x)})" if x else "")
+             for _, name, x, y in rows[:MOST]]
+    found = attribution_between(b.last_good.result, b.first_bad.result, profile, cache_dir)
+    if found is None:
+        return Explanation(stats, None, None, None)
+    return Explanation(stats, where_line(found.attribution), top_lines(found.attribution)[0],
+                       [block_line(c) for c in found.blocks[:CHANGED_BLOCKS]])
+
+
+@dataclass(frozen=True)
+class BisectReport:
+    """A bisection and what explains it: `perfguard bisect --json`'s document."""
+
+    bisection: Bisection
+    model: bool  # a [[model]]'s total was followed (the bisection's `kernel` is the model's name)
+    explanation: Explanation | None = None  # a kernel's first bad commit (a model's step says its changes)
+
+    @classmethod
+    def of(cls, b: Bisection, model: bool, profile: TargetProfile, cache_dir: Path) -> BisectReport:
+        explained = b.step is None and b.first_bad is not None
+        return cls(b, model, explain(b, profile, cache_dir) if explained else None)
+
+    def to_dict(self) -> dict:
+        b = self.bisection
+        data = {"model" if self.model else "kernel": b.kernel, "target": b.target, "threshold_pct": b.threshold_pct,
+                "outcome": b.outcome, "commits": len(b.commits), "good": b.good.to_dict(), "bad": b.bad.to_dict(),
+                "visits": [v.to_dict() for v in b.visits], "candidates": b.candidates,
+                "first_bad": b.first_bad.to_dict() if b.first_bad else None,
+                "last_good": b.last_good.to_dict() if b.last_good else None}
+        if b.step is not None:  # a model: what changed from the last good revision to the first bad one
+            data["changes"] = list(b.step.changes)
+            data["step_delta_pct"] = b.step.delta_pct
+        elif self.explanation is not None:
+            e = self.explanation
+            data.update(changed_stats=e.changed_stats, where=e.where, where_top=e.where_top,
+                        changed_blocks=e.changed_blocks)
+        return data
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
+
+
+def max_visits(commits: int) -> int:
+    """The visits a search without skips needs at most: both ends, then ceil(log2(n)) halvings."""
+    return math.ceil(math.log2(commits)) + 2 if commits > 1 else 2

@@ -1,0 +1,156 @@
+"""The Report of a check: every judged result, its target's numbers, its analysis, the baseline's
+history and the calibrated model's metrics.
+
+Built once, when the check has the config at hand, so `perfguard report` re-renders from the
+JSON alone. Every number comes from the model that scored the result (calibrated, pipeline or
+analytical), like its verdict.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from perfguard import __version__
+from perfguard.config import Config, Storage
+from perfguard.document.report import (Calibration, Interval, JobTimings, LimitBreach, Mismatch, Report, Result,
+                                       Seconds, StatDelta, Summary, TargetSummary, Timings, ToolchainDifference,
+                                       ToolchainSummary)
+from perfguard.document.verdicts import VERDICTS, summary_key
+from perfguard.jsonfile import now_iso
+from perfguard.judge.analysis import analyse, target_summary
+from perfguard.judge.history import BaselineHistory, kernel_history
+from perfguard.judge.model_totals import count_kernels
+from perfguard.predict.base import Predictor
+from perfguard.predict.select import stored_model
+from perfguard.runs.check import CheckRun, JudgedResult
+from perfguard.sim.stats import Stats
+from perfguard.targets import TargetProfile
+from perfguard.timings import JOB_STAGES, STAGE_NAMES, Span, StageClock
+
+MIN_STEP_FLOOR_PCT = 0.1  # a zero threshold still needs a step size for change points
+
+
+def _finite(value: Any) -> Any:
+    """JSON has no NaN or infinity: such a metric is written as null."""
+    return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
+def calibration(storage: Storage, result: Result, predictor: Predictor, models=None) -> Calibration | None:
+    """Hold-out metrics and the predicted-vs-native points stored with a calibrated model (read from
+    the config's baseline folder)."""
+    if not predictor.calibrated:
+        return None
+    try:
+        stored = stored_model(storage.baseline_dir, result.target, result.family, models)
+    except Exception:  # the check already loaded this model; a report never fails on it
+        return None
+    meta = stored.meta if stored is not None else {}
+    summary = (meta.get("holdout") or {}).get("summary")
+    if not isinstance(summary, dict):
+        return None
+    out = Calibration({k: _finite(v) for k, v in summary.items() if v is None or isinstance(v, (int, float, str))})
+    points = meta.get("scatter")
+    if isinstance(points, list):
+        out.points = [[float(p), float(n)] for p, n in points if math.isfinite(p) and math.isfinite(n)]
+        out.points_label = "the stored model on its training variants (in-sample)"
+    return out
+
+
+def result_of(o: JudgedResult) -> Result:
+    """One judged result as the report holds it (before its analysis, history and calibration)."""
+    r, v = o.result, o.verdict
+    return Result(
+        kernel=r.kernel, target=r.target, family=r.family, params=r.params, simulator=r.simulator,
+        verdict=v.verdict, delta_pct=v.delta_pct, threshold_pct=v.threshold_pct,
+        current_time_s=v.current_time_s, baseline_time_s=v.baseline_time_s, baseline_commit=o.baseline_commit,
+        model_id=o.model_id, calibrated=o.calibrated, stats=None if r.stats is None else r.stats.to_dict(),
+        stat_deltas={k: StatDelta(**d) for k, d in v.stat_deltas.items()},
+        error=o.error, measured=r.ok,
+        toolchain_changed={k: ToolchainDifference(**d) for k, d in v.toolchain_changed.items()},
+        limit_breaches={k: LimitBreach(**d) for k, d in v.limit_breaches.items()},
+        note=o.note, blocks=o.blocks, attribution=o.attribution, flops=r.flops, reference=r.reference, max_error=r.max_error,
+        tensor_bytes=r.tensor_bytes, content_hash=r.content_hash, toolchain=r.toolchain, rebuilt=r.rebuilt,
+        resimulated=r.resimulated, seconds=round(r.seconds, 3),
+        interval=None if v.interval is None else Interval(v.interval.low_pct, v.interval.high_pct, v.interval.level,
+                                                          v.interval.basis, v.interval.exact, v.straddles),
+        gate=v.gate,
+        mismatch=None if r.mismatch is None else Mismatch(**r.mismatch), orphaned=o.orphaned,
+    )
+
+
+def build_report(run: CheckRun, config_path: Path | None = None, config: Config | None = None) -> Report:
+    """The run's Report; with `config`, also target summaries, per-result analysis and baseline
+    history, each from the model that judged the result and the baseline it was judged against."""
+    order = {name: i for i, name in enumerate(VERDICTS)}
+    entries = sorted(((o.explained or result_of(o), o) for o in run.outcomes),
+                     key=lambda e: (order[e[0].verdict], e[0].kernel, e[0].target))
+    results = [r for r, _ in entries]
+    summary = Summary(exit_code=run.exit_code(), **{summary_key(name): run.count(name) for name in VERDICTS},
+                      not_measured=run.not_measured(), toolchain_changed=ToolchainSummary.of(run.toolchain_summary()),
+                      model_regressions=sum(m.verdict == "regression" for m in run.model_summaries),
+                      interrupted=run.interrupted, errors_allowed=run.allow_errors,
+                      orphaned=sum(o.orphaned for o in run.outcomes))
+    report = Report(summary=summary, results=results, perfguard_version=__version__, created=now_iso(),
+                    config=None if config_path is None else str(config_path),
+                    models=list(run.model_summaries), model_parts=list(run.model_parts))
+    count_kernels(summary, results, report.models)  # a model's removed and changed kernels, as a reviewer counts
+    if config is not None:
+        history = BaselineHistory(config.storage.baseline_dir)
+        report.commit = history.head
+        for r, o in entries:
+            profile = config.profile(r.target)
+            target = report.targets.setdefault(r.target, target_summary(profile))
+            if o.explained is None:  # a result record's entry is explained already
+                explain_result(r, o.predictor, o.result.stats, None if o.baseline is None else o.baseline.stats,
+                               profile, target, history, config, run.models)
+    return report
+
+
+def explain_result(r: Result, predictor: Predictor | None, current: Stats | None, baseline: Stats | None,
+                   profile: TargetProfile, target: TargetSummary, history: BaselineHistory, config: Config,
+                   models=None) -> None:
+    """One result's analysis, baseline history and calibration, under `predictor` (None: the model
+    could not be had, and the result says why)."""
+    if predictor is None:
+        r.analysis, r.history = None, None
+        return
+    r.analysis = analyse(r, current, baseline, profile, predictor, target)
+    r.history = kernel_history(
+        history, r.target, r.kernel, r.simulator,
+        score=lambda b, p=predictor: float(p.predict_stats([b.stats])[0]),
+        usable=lambda b, p=predictor: b.stats.blocks is not None or not p.needs_blocks,
+        min_step_pct=max(r.threshold_pct, MIN_STEP_FLOOR_PCT),
+    )
+    r.calibration = calibration(config.storage, r, predictor, models)
+
+
+def _seconds(span: Span) -> Seconds:
+    return Seconds(round(span.wall_s, 3), round(span.cpu_s, 3))
+
+
+def check_timings(clock: StageClock, results: list, reused: list[bool] | None = None, workers: int = 0,
+                  whole_check_reused: bool = False) -> Timings:
+    """The check's Timings: its clock's stages, each job's (pipeline.JobResult.timings), their sums
+    per job stage, and "workers", what the job stage cost beyond the jobs it ran."""
+    reused = reused or [False] * len(results)
+    stages = dict(clock.stages)
+    jobs = []
+    ran_cpu = 0.0
+    for result, was_reused in zip(results, reused):
+        job_stages = {name: result.timings[name] for name in JOB_STAGES if name in result.timings}
+        for name, span in job_stages.items():
+            stages.setdefault(name, Span()).add(span)
+        imports = result.timings.get("imports", Span())  # TVM's, in each worker's first job: the pool's cost
+        whole = Span() if was_reused else Span(max(0.0, result.seconds - imports.wall_s),
+                                                max(0.0, result.cpu_seconds - imports.cpu_s))
+        ran_cpu += whole.cpu_s
+        jobs.append(JobTimings(result.kernel, result.target, _seconds(whole),
+                               {name: _seconds(span) for name, span in job_stages.items()}, reused=was_reused))
+    if "jobs" in stages and workers:  # the pool's own cost; its wall time is not apart from the jobs'
+        stages["workers"] = Span(0.0, max(0.0, stages["jobs"].cpu_s - ran_cpu))
+    order = {name: i for i, name in enumerate(STAGE_NAMES)}
+    return Timings(_seconds(clock.total()),
+                   {name: _seconds(stages[name]) for name in sorted(stages, key=lambda n: order.get(n, len(order)))},
+                   jobs, workers, reused=whole_check_reused)

@@ -1,0 +1,109 @@
+"""Result records: one kernel x target's judged and explained report entry, reused when its inputs are.
+
+A check in which some kernels changed (or whose baselines' commit moved: every CI run) judges
+and explains only the results whose inputs changed. A result's report entry (its verdict, stat
+deltas, limit breaches, block attribution, analysis, history and calibration) is decided by the
+job's result (statistics, toolchain, build facts), its baseline file's bytes, the calibrated
+model file of its target and family, the config's `model`, the kernel's threshold and limits,
+the target profile, the commits that changed its baseline (its history), perfguard and the
+environment (perfguard.fingerprints). A record is keyed on all of them; the entry's run facts
+(seconds, rebuilt, resimulated) are this run's. Only the working tree's baselines are recorded
+(not `--base`), and only results that are not errors.
+
+Records live in <cache>/results/; anything that does not read back whole means: judge again.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from perfguard.atomic import atomic_write_text
+from perfguard.baselines.store import BaselineStore
+from perfguard.compile.cache import digest
+from perfguard.config import Config
+from perfguard.document.report import Result, from_json, to_json
+from perfguard.errors import InfraError, InputError
+from perfguard.fingerprints import environment_digest
+from perfguard.judge.history import BaselineHistory
+from perfguard.judge.verdicts import Verdict
+from perfguard.pipeline import Job, JobResult
+from perfguard.predict.intervals import DeltaInterval
+from perfguard.predict.store import model_path
+from perfguard.user_code import file_sha256
+
+RECORD_VERSION = 1
+# What a result's entry says about this run rather than about the result: never recorded.
+RUN_FIELDS = ("seconds", "rebuilt", "resimulated")
+_NOT_INPUTS = ("seconds", "cpu_seconds", "timings", "depends", "reused", "rebuilt", "resimulated", "rechecked")
+
+
+def keys(config: Config, jobs: list[Job], results: list[JobResult], threshold: float | None) -> list[str | None]:
+    """Each result's record key (None: not recordable, a failed job)."""
+    judging = config.judging
+    history = BaselineHistory(config.storage.baseline_dir)
+    environment = environment_digest()
+    out: list[str | None] = []
+    for job, result in zip(jobs, results):
+        if not result.ok or result.stats is None:
+            out.append(None)
+            continue
+        data = {k: v for k, v in result.to_dict().items() if k not in _NOT_INPUTS}
+        data["stats"] = result.stats.to_record()
+        target, kernel = job.profile.name, job.kernel.name
+        commits = [rev.commit for rev in history.changes(target, kernel)]
+        out.append(digest(
+            "result record", str(RECORD_VERSION), environment, str(config.path), judging.model, judging.gate,
+            json.dumps(data, sort_keys=True, default=str), json.dumps(job.profile.to_dict(), sort_keys=True),
+            repr(judging.threshold_for(job.kernel.threshold, threshold)),
+            repr(sorted(judging.limits_for(job.kernel.limits).items())),
+            file_sha256(BaselineStore(config.storage.baseline_dir).path(target, kernel)) or "absent",
+            (file_sha256(model_path(config.storage.baseline_dir, target, result.family)) or "absent") if result.family \
+            else "no family",
+            json.dumps(commits), history.head or ""))
+    return out
+
+
+def _path(cache_dir: Path, key: str) -> Path:
+    return Path(cache_dir) / "results" / key[:2] / f"{key}.json"
+
+
+def lookup(config: Config, key: str | None, result: JobResult) -> Result | None:
+    """The recorded entry with this run's facts, or None (none, damaged, another key)."""
+    if key is None:
+        return None
+    try:
+        record = json.loads(_path(config.storage.cache_dir, key).read_text())
+        if not isinstance(record, dict) or record.get("version") != RECORD_VERSION or record.get("key") != key:
+            return None
+        entry = from_json(Result, record["result"], f"result record {key}")
+    except (OSError, ValueError, TypeError, KeyError, InputError):
+        return None
+    entry.seconds, entry.rebuilt, entry.resimulated = round(result.seconds, 3), result.rebuilt, result.resimulated
+    return entry
+
+
+def store(config: Config, key: str | None, entry: Result) -> None:
+    """Record an explained entry (best effort)."""
+    if key is None or entry.verdict == "error":
+        return
+    data = to_json(entry)
+    for name in RUN_FIELDS:
+        data.pop(name, None)
+    try:
+        atomic_write_text(_path(config.storage.cache_dir, key),
+                          json.dumps({"version": RECORD_VERSION, "key": key, "result": data}, sort_keys=True))
+    except (InfraError, OSError):
+        pass
+
+
+def verdict_of(entry: Result) -> Verdict:
+    """The Verdict a recorded entry was made from (runs.report_build.result_of, backwards)."""
+    return Verdict(entry.verdict, entry.threshold_pct, entry.current_time_s, entry.baseline_time_s, entry.delta_pct,
+                   {k: vars(d) for k, d in entry.stat_deltas.items()},
+                   {k: vars(d) for k, d in entry.toolchain_changed.items()},
+                   {k: vars(d) for k, d in entry.limit_breaches.items()},
+                   None if entry.interval is None else DeltaInterval(
+                       entry.interval.low_pct, entry.interval.high_pct, entry.interval.level, entry.interval.basis,
+                       entry.interval.exact),
+                   entry.gate)

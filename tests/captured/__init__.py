@@ -1,0 +1,72 @@
+"""Statistics captured from real runs (see regenerate.py), for the tests of the layers that read
+them: the judge names loops from a job's block profile and loop nest, calibration evaluates and
+trains on a collected dataset. Each file records what it was made with (the build key, the
+simulator's fingerprint), so tests/runs/test_captured.py says when one is stale."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from perfguard.config import KernelSpec
+from perfguard.pipeline import JobResult
+from perfguard.sim.stats import Stats
+
+HERE = Path(__file__).resolve().parent
+JOBS = HERE / "jobs"
+DATASET = HERE / "calibration" / "x86_64-gemm.json"  # gemm on x86_64: 3 shapes x 6 variants, timed natively
+REGENERATE = "PERFGUARD_CACHE_DIR=/tmp/golden-cache python -m tests.report.golden.regenerate --only captured"
+
+@dataclass(frozen=True)
+class Capture:
+    """One kernel on one target, built and simulated under QEMU by regenerate.py."""
+
+    name: str  # <kernel>-<target>
+    target: str
+    params: dict
+    family: str = "gemm"
+
+    @property
+    def spec(self) -> KernelSpec:
+        return KernelSpec(self.name.rsplit("-", 1)[0], f"perfguard.kernels.{self.family}:{self.family}", self.family,
+                          dict(self.params))
+
+    @property
+    def path(self) -> Path:
+        return JOBS / f"{self.name}.json"
+
+
+_ATTRIBUTION = dict(M=64, N=64, K=256, tile_m=16, tile_n=32, vector=8, unroll=0)
+CAPTURES = {c.name: c for c in (
+    # tests/judge/test_loop_attribution.py: the k_1 loop of tile_k 64, unrolled away at tile_k 16
+    *(Capture(f"gemm_k{k}-{t}", t, {**_ATTRIBUTION, "tile_k": k}) for t in ("x86_64", "aarch64") for k in (64, 16)),
+    # the zeroing and the product loops of one count (i_1_init and i_1)
+    Capture("gemm_init-x86_64", "x86_64",
+            dict(M=512, N=64, K=128, tile_m=16, tile_n=64, tile_k=32, vector=8, unroll=16)),
+    # tests/predict/test_pipeline_model.py: scalar against 8-wide vector code
+    *(Capture(f"{family}_v{v}-x86_64", "x86_64", {**shape, "vector": v}, family)
+      for family, shape in (("dense_relu", dict(B=8, I=256, O=128)), ("gemv", dict(M=256, K=256))) for v in (8, 1)),
+)}
+
+
+@cache
+def _document(name: str) -> dict:
+    return json.loads(CAPTURES[name].path.read_text())
+
+
+def job(name: str) -> JobResult:
+    """The captured result of a real run: its statistics with their block profile and its loop nest."""
+    data = _document(name)
+    return JobResult(data["kernel"], data["target"], data["family"], dict(data["params"]), data["simulator"], True,
+                     stats=Stats.from_dict(data["stats"], str(CAPTURES[name].path)), content_hash=data["content_hash"],
+                     binary_hash=data["binary_hash"], toolchain=dict(data["toolchain"]), loops=data["loops"])
+
+
+def record(result: JobResult) -> str:
+    """What a capture file holds: the result's identity, its build and simulator, its statistics and loops."""
+    data = {"kernel": result.kernel, "target": result.target, "family": result.family, "params": result.params,
+            "simulator": result.simulator, "content_hash": result.content_hash, "binary_hash": result.binary_hash,
+            "toolchain": result.toolchain, "stats": result.stats.to_record(), "loops": result.loops}
+    return json.dumps(data, indent=1, sort_keys=True) + "\n"

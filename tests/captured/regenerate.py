@@ -1,0 +1,73 @@
+"""Capture, from real runs, the statistics the judge and calibration tests read (tests/captured/).
+
+    cd <repository root>
+    PERFGUARD_CACHE_DIR=/tmp/golden-cache python -m tests.report.golden.regenerate --only captured
+
+(`python -m tests.report.golden.regenerate` with no --only writes these and the golden reports.)
+Run it when tests/runs/test_captured.py says a file is stale (a kernel, the harness, the
+toolchain or the simulator changed), then review the diff and commit it. It writes:
+
+- jobs/<name>.json: each of CAPTURES built by TVM, cross-compiled and simulated under QEMU
+  (perfguard.pipeline.run_job): statistics with the block profile, the loop nest, the build key.
+- resnet.json: the kernels real TVM extracts from a small ResNet before and after each edit
+  (tests/captured/resnet.py), for the model-change tests.
+- calibration/x86_64-gemm.json: `calibrate collect` of gemm on x86_64, three shapes of six
+  variants each, simulated and timed natively on this machine (no timing rejected as unsteady or
+  beside busy CPUs: the tests recompute every figure from the rows, whatever the times are).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from perfguard.atomic import atomic_write_text
+from tests.captured import CAPTURES, DATASET, record
+
+GROUPS = [{"M": 32, "N": 32, "K": 32}, {"M": 64, "N": 32, "K": 32}, {"M": 32, "N": 64, "K": 64}]
+VARIANTS = 6
+
+
+def jobs(cache: Path) -> None:
+    from perfguard.pipeline import Job, run_job
+    from perfguard.targets import BUILTIN
+
+    root = Path(__file__).resolve().parents[2]
+    for capture in CAPTURES.values():
+        result = run_job(Job(capture.spec, BUILTIN[capture.target], root, cache, "qemu", 600, 1, 1))
+        if not result.ok:
+            raise SystemExit(f"{capture.name}: {result.error}")
+        capture.path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(capture.path, record(result))
+        print(f"wrote {capture.path}")
+
+
+def dataset(cache: Path) -> None:
+    from perfguard.config import load_config
+    from perfguard.native import QuietPolicy
+    from perfguard.runs.calibration import collect
+
+    with tempfile.TemporaryDirectory(prefix="captured-calibration-") as tmp:
+        (Path(tmp) / "perfguard.toml").write_text(f'[perfguard]\ntargets = ["x86_64"]\ncache_dir = "{cache}"\n')
+        config = load_config(Path(tmp) / "perfguard.toml")
+        collected = collect(config, config.profile("x86_64"), "gemm", GROUPS, VARIANTS, workers=2, max_cv=100.0,
+                            quiet=QuietPolicy(bound=None))
+    if collected.failed or len(collected.dataset.rows) != len(GROUPS) * VARIANTS:
+        raise SystemExit(f"the collection lost rows: {collected.failed}")
+    DATASET.parent.mkdir(parents=True, exist_ok=True)
+    collected.dataset.save(DATASET)
+    print(f"wrote {DATASET}")
+
+
+def models(cache: Path) -> None:
+    from tests.captured import resnet
+
+    atomic_write_text(resnet.CAPTURE, resnet.text({name: resnet.extract(edit, cache)
+                                                   for name, edit in resnet.EDITS.items()}))
+    print(f"wrote {resnet.CAPTURE}")
+
+
+def main(cache: Path) -> None:
+    jobs(cache)
+    models(cache)
+    dataset(cache)

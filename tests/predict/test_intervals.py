@@ -1,0 +1,117 @@
+"""Calibrated intervals on predicted changes (perfguard.predict.intervals): the conformal quantile,
+the interval's arithmetic, the file (deterministic bytes, strict reading), which entry a result
+gets, and the packaged calibration itself."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from perfguard.errors import InputError
+from perfguard.predict import intervals as iv
+
+
+def test_conformal_quantile_is_the_ceil_n_plus_1_level_th_smallest():
+    scores = [0.5, 0.1, 0.4, 0.2, 0.3, 0.9, 0.8, 0.7, 0.6]  # n = 9: ceil(10 x 0.9) = 9th smallest
+    assert iv.conformal_quantile(scores, 0.9) == 0.9
+    assert iv.conformal_quantile(scores, 0.5) == 0.5  # ceil(10 x 0.5) = 5th
+    assert iv.conformal_quantile(scores[:8], 0.9) == math.inf  # ceil(9 x 0.9) = 9 > 8: no finite interval
+    assert iv.conformal_quantile([], 0.9) == math.inf
+
+
+def test_score_and_bounds_are_in_log_ratio_relative_to_the_predicted_change():
+    # predicted 2x, native 3x: off by ln 1.5, relative to SCALE + ln 2
+    assert iv.score(2.0, 3.0) == pytest.approx(math.log(1.5) / (iv.SCALE + math.log(2.0)))
+    low, high = iv.ratio_bounds(2.0, 0.5)
+    half = 0.5 * (iv.SCALE + math.log(2.0))
+    assert (low, high) == pytest.approx((2.0 * math.exp(-half), 2.0 * math.exp(half)))
+    # a pair scored at exactly q lies on the bound: covered
+    q = iv.score(2.0, 3.0)
+    assert iv.coverage([(2.0, 3.0), (2.0, 3.01), (2.0, 1.0)], q) == (1, 3)
+
+
+def test_a_split_conformal_interval_covers_exchangeable_pairs_at_its_level():
+    """On synthetic residuals drawn from one distribution, calibrating on one half and scoring the
+    other covers about the nominal level (the property the verdict benchmark measures)."""
+    import numpy as np
+
+    rng = np.random.default_rng(7)
+    predicted = np.exp(rng.normal(0.0, 0.8, 4000))
+    native = predicted * np.exp(rng.standard_t(3, 4000) * 0.1 * (iv.SCALE + np.abs(np.log(predicted))))
+    pairs = list(zip(predicted.tolist(), native.tolist()))
+    q = iv.conformal_quantile([iv.score(p, n) for p, n in pairs[:2000]], 0.9)
+    covered, total = iv.coverage(pairs[2000:], q)
+    assert 0.88 <= covered / total <= 0.92
+
+
+def _calibration() -> iv.IntervalCalibration:
+    residuals = {("x86_64", "pipeline-v2-aaa", "pipeline"): [(1.0 + d / 100, 1.0 + d / 100 * 1.2) for d in range(1, 20)],
+                 ("x86_64", "xgboost-bbb", "calibrated"): [(1.1, 1.0)] * 9,
+                 ("x86_64", "gp-ccc", "calibrated"): [(1.1, 1.0)] * 5}  # too few for 90 %: no entry
+    return iv.calibrate(residuals, {"command": "test"})
+
+
+def test_the_file_round_trips_byte_for_byte_and_entries_need_enough_pairs(tmp_path):
+    cal = _calibration()
+    assert [e.model_id for e in cal.entries] == ["pipeline-v2-aaa", "xgboost-bbb"]
+    path = cal.save(tmp_path / "intervals.json")
+    again = iv.load_intervals(path)
+    assert again.to_json() == path.read_text() == cal.to_json()
+    assert again.save(tmp_path / "b.json").read_bytes() == path.read_bytes()
+
+
+def test_a_result_gets_its_own_model_then_the_same_kind_then_another_target():
+    cal = _calibration()
+    assert cal.find("x86_64", "pipeline-v2-aaa", "pipeline")[1] is True
+    entry, exact = cal.find("x86_64", "pipeline-v2-new", "pipeline")  # the pipeline model changed since
+    assert entry.model_id == "pipeline-v2-aaa" and not exact
+    entry, exact = cal.find("aarch64", "pipeline-v2-zzz", "pipeline")  # no native truth on aarch64
+    assert entry.target == "x86_64" and not exact
+    assert cal.find("x86_64", "analytical-v1-x", "analytical") is None
+    # a calibrated model's column scored by the pipeline model shares its id, not its errors
+    mixed = iv.calibrate({("x86_64", "pipeline-v2-aaa", "calibrated"): [(1.1, 2.0)] * 9,
+                          ("x86_64", "pipeline-v2-aaa", "pipeline"): [(1.1, 1.1)] * 9}, {})
+    own, exact = mixed.find("x86_64", "pipeline-v2-aaa", "pipeline")
+    assert exact and own.kind == "pipeline" and own.quantile == 0.0
+
+    got = iv.delta_interval(cal, "aarch64", "pipeline-v2-zzz", False, 1.0, 1.5)
+    low, high = iv.ratio_bounds(1.5, entry.quantile)
+    assert (got.low_pct, got.high_pct) == (round(100 * (low - 1), 6), round(100 * (high - 1), 6))
+    assert got.low_pct < 50.0 < got.high_pct and got.basis == "pipeline-v2-aaa on x86_64, 19 verdict pairs"
+    assert iv.delta_interval(cal, "x86_64", "pipeline-v2-aaa", False, 1.0, 1.5, same_statistics=True).high_pct == 0.0
+    assert iv.delta_interval(cal, "x86_64", "analytical-v1-x", False, 1.0, 1.5) is None
+    assert iv.delta_interval(None, "x86_64", "pipeline-v2-aaa", False, 1.0, 1.5) is None
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda d: d.update(schema=2), "interval calibration schema 2 is not 1"),
+    (lambda d: d.update(level=1.5), "'level' must be in (0, 1)"),
+    (lambda d: d["entries"][0].update(kind="oracle"), "entries[0]: needs target, model_id, kind"),
+    (lambda d: d["entries"][0].update(quantile=-1), "entries[0]: needs target"),
+    (lambda d: d["entries"][0].pop("pairs"), "entries[0]: needs target"),
+])
+def test_a_damaged_calibration_is_an_input_error_naming_the_file(tmp_path, change, message):
+    data = json.loads(_calibration().to_json())
+    change(data)
+    path = tmp_path / "intervals.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(InputError, match="intervals.json: ") as err:
+        iv.load_intervals(path)
+    assert message in err.value.message
+
+
+def test_the_packaged_calibration_covers_the_default_models_of_x86_64():
+    """perfguard/predict/intervals.json, written by benchmarks/verdicts.py --intervals: the pipeline
+    and analytical models of x86_64 and each committed calibrated model have an entry with enough
+    pairs, and the quantiles are finite and positive (a zero-width interval would claim certainty)."""
+    cal = iv.load_intervals()
+    assert cal.level == 0.9 and cal.scale == iv.SCALE
+    kinds = {e.kind for e in cal.entries if e.target == "x86_64"}
+    assert kinds == {"pipeline", "analytical", "calibrated"}
+    for e in cal.entries:
+        assert e.pairs >= 9 and 0 < e.quantile < 10
+        assert (e.kind == "pipeline") == e.model_id.startswith("pipeline-")  # each entry of the model it names
+        assert (e.kind == "analytical") == e.model_id.startswith("analytical-")
+    assert cal.source.get("native_file") == "benchmarks/verdicts-native.json"
