@@ -3,9 +3,10 @@
 A shell beside pytest_plugin.py, above guard/ and report/: it judges with guard/ and words
 its failures with report/'s formatting and report data.
 
-`CaseRunner.run(spec, target)` builds, simulates and scores one kernel on one target, judges it
-against its baseline exactly as `perfguard check` does (the same run_check), optionally rewrites
-the baseline, and returns a `CaseResult` that says what happened in words a test failure can
+`CaseRunner.run(spec, target)` builds, simulates and scores one kernel on one target (or takes its
+job record when nothing it depends on changed: no TVM, no simulator), judges it against its
+baseline exactly as `perfguard check` does (the same run_check), optionally rewrites the
+baseline, and returns a `CaseResult` that says what happened in words a test failure can
 show. `CaseRunner.native(spec, target)` prepares the same object code for in-process native
 timing and the metadata that lets `perfguard calibrate` reuse the timing later.
 """
@@ -28,7 +29,7 @@ from perfguard.pipeline import JobResult, build_kernel, run_job
 from perfguard.report.numbers import pct, seconds
 from perfguard.report.text import delta_with_interval, interval_note, what_changed_most
 from perfguard.runs.calibration import group_label
-from perfguard.runs.check import CheckRun, make_jobs, run_check, select, write_baselines
+from perfguard.runs.check import CheckRun, make_jobs, recorded, run_check, select, write_baselines
 from perfguard.runs.orphans import orphan_outcomes
 from perfguard.runs.report_build import build_report
 
@@ -222,7 +223,7 @@ class CaseRunner:
         jobs = make_jobs(self.config, [(spec, target) for spec in model_specs(self.config, model, [target])],
                          self.simulator)
         limit = self.threshold if threshold is None else threshold
-        check = run_check(self.config, jobs, 1, limit, store=self.store)
+        check = run_check(self.config, jobs, 1, limit, store=self.store, known=recorded(jobs))
         (total,) = check.model_summaries
         updated = []
         if self.update and all(o.result.ok for o in check.outcomes):
@@ -249,7 +250,7 @@ class CaseRunner:
         spec = self.spec(kernel, target)
         job = self._job(spec, target)
         limit = self.threshold if threshold is None else threshold
-        check = run_check(self.config, [job], 1, limit, store=self.store)
+        check = run_check(self.config, [job], 1, limit, store=self.store, known=recorded([job]))
         outcome = check.outcomes[0]
         updated = None
         if self.update and outcome.result.ok:

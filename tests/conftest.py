@@ -11,6 +11,8 @@ from pathlib import Path
 import numpy  # noqa: F401  imported before any test: pytester's sys.modules snapshot would otherwise
 import pytest  # drop numpy after a pytester test that first imported it, and numpy cannot load twice
 
+from tests.projects import PullRequest, config_text, pull_request, with_cache
+
 REPO = Path(__file__).resolve().parents[1]
 DURATIONS = Path(__file__).resolve().parent / "durations.json"
 
@@ -96,3 +98,15 @@ def project(tmp_path, cache_dir):
         return write_project(tmp_path / name, toml, files)
 
     return make
+
+
+@pytest.fixture(scope="session")
+def measured_pull_request(tmp_path_factory, cache_dir) -> PullRequest:
+    """The pull request the Action, workflow and compare-worker tests run on, measured once per
+    session: gemm_a and gemm_b on x86_64, main's baselines committed, branch faster-gemm regressing
+    gemm_a (tests/projects.py). Read only: a test that changes it works on `.copy(tmp_path / ...)`."""
+    root = tmp_path_factory.mktemp("pull-request") / "ws"
+    root.mkdir()
+    config = root / "perfguard.toml"
+    config.write_text(with_cache(config_text(["x86_64"]), cache_dir))
+    return pull_request(root, config)

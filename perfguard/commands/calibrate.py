@@ -125,12 +125,13 @@ def run_collect(args) -> int:
         raise InputError(f"--variants {args.variants}: need at least 2")
     if args.processes < 1:
         raise InputError(f"--processes {args.processes}: need at least 1")
+    max_cv, quiet = _max_cv(args), QuietPolicy.from_args(args)  # refused before the variants are sampled
     shapes = calibration.read_groups(args.groups) if args.groups else calibration.DEFAULT_GROUPS[args.family]
     total = sum(len(calibration.sample_variants(args.family, s, args.variants, args.seed)) for s in shapes)
     with executor_from_args(args, args.jobs or config.jobs) as executor, progress(total, out) as advance:
         got = calibration.collect(config, profile, args.family, shapes, args.variants, args.seed, args.jobs,
                                   on_result=lambda i, r: advance(r.kernel), executor=executor,
-                                  max_cv=_max_cv(args), processes=args.processes, quiet=QuietPolicy.from_args(args))
+                                  max_cv=max_cv, processes=args.processes, quiet=quiet)
     path = args.output or dataset_path(config.storage.baseline_dir, profile.name, args.family)
     got.dataset.save(path)
     n = len(got.dataset.rows)

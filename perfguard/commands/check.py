@@ -15,14 +15,15 @@ from perfguard.config import load_config
 from perfguard.limits import MODEL_NAMES
 from perfguard.document.report import Report, Revision, Shard, write_report
 from perfguard.errors import InputError
-from perfguard.executors import add_executor_options, default_workers, executor_from_args
+from perfguard.executors import add_executor_options, executor_from_args
 from perfguard.jsonfile import now_iso
 from perfguard.report.html import KERNEL_DIR
 from perfguard.report.pages import page_files, write_pages
 from perfguard.report.terminal import console, print_table, print_timings, progress
 from perfguard.runs import check_record
 from perfguard.runs import result_records
-from perfguard.runs.check import judge_results, make_jobs, measure_until_interrupted, recorded, select, whole_models
+from perfguard.runs.check import (judge_results, make_jobs, measure_until_interrupted, pool_size, recorded, select,
+                                  whole_models)
 from perfguard.runs.orphans import orphan_outcomes
 from perfguard.runs.report_build import build_report, check_timings
 from perfguard.sim.base import SIMULATOR_NAMES
@@ -168,17 +169,6 @@ def run(args: argparse.Namespace) -> int:
         check_record.store(config, key, recorded_json, [list(d) for d in dict.fromkeys(map(tuple, depends))],
                            report_dir, page_files(report_dir))
     return check.exit_code()
-
-
-JOBS_PER_WORKER = 4  # a worker imports TVM (one to three CPU-seconds): worth it for a few jobs, not for one
-
-
-def pool_size(asked: int | None, todo: int) -> int:
-    """Workers for `todo` jobs: what -j or the config's `jobs` asks (never more than the jobs), else
-    one per JOBS_PER_WORKER jobs up to the CPU count (one: the jobs run in this process, no pool)."""
-    if asked:
-        return max(1, min(asked, todo))
-    return max(1, min(default_workers(), -(-todo // JOBS_PER_WORKER)))
 
 
 def _reused(args: argparse.Namespace, clock: StageClock, out, found: tuple[dict, dict[str, bytes]],

@@ -14,7 +14,7 @@ from perfguard.config import Config, KernelSpec
 from perfguard.document.report import Attribution, BlockChange, ModelPart, Result
 from perfguard.document.verdicts import ERROR, REGRESSION, REMOVED, WRONG_RESULT
 from perfguard.errors import EXIT_INFRA, EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, EXIT_WRONG_RESULT, InfraError, InputError
-from perfguard.executors import Executor, LocalExecutor
+from perfguard.executors import Executor, LocalExecutor, default_workers
 from perfguard.jsonfile import now_iso
 from perfguard.judge.attribution import attribute
 from perfguard.judge.model_totals import ModelKernelResult, kernel_rows, skipped_line, total
@@ -172,6 +172,17 @@ def recorded(jobs: list[Job]) -> list[JobResult | None]:
     return [records.lookup(job) for job in jobs]
 
 
+JOBS_PER_WORKER = 4  # a worker imports TVM (one to three CPU-seconds): worth it for a few jobs, not for one
+
+
+def pool_size(asked: int | None, todo: int) -> int:
+    """Workers for `todo` jobs: what -j or the config's `jobs` asks (never more than the jobs), else
+    one per JOBS_PER_WORKER jobs up to the CPU count (one: the jobs run in this process, no pool)."""
+    if asked:
+        return max(1, min(asked, todo))
+    return max(1, min(default_workers(), -(-todo // JOBS_PER_WORKER)))
+
+
 def measure(config: Config, jobs: list[Job], workers: int | None = None,
             on_result: Callable[[int, JobResult], None] | None = None,
             executor: Executor | None = None, known: list[JobResult | None] | None = None) -> list[JobResult]:
@@ -233,11 +244,12 @@ def run_check(
     executor: Executor | None = None,  # default: a local pool of `workers`
     partial: bool = False,  # on Ctrl-C, judge what finished (the rest are errors) instead of raising
     whole_models: dict[tuple[str, str], list[str]] | None = None,  # a shard: each model's kernels in the whole run
+    known: list[JobResult | None] | None = None,  # recorded results (`recorded`): those jobs are not run
 ) -> CheckRun:
     if partial:
-        results, interrupted = measure_until_interrupted(config, jobs, workers, on_result, executor)
+        results, interrupted = measure_until_interrupted(config, jobs, workers, on_result, executor, known)
     else:
-        results, interrupted = measure(config, jobs, workers, on_result, executor), False
+        results, interrupted = measure(config, jobs, workers, on_result, executor, known), False
     return judge_results(config, jobs, results, threshold, store, interrupted, whole_models)
 
 

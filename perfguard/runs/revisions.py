@@ -8,7 +8,8 @@ imported, stays in sys.modules, so a second revision's edit of `mykernels/ops.py
 measure the first revision's code again: before each revision the worker forgets every module
 imported from the previous revision's tree. The caller's process never imports a revision's code.
 Every side shares the caller's build and simulation cache, so a revision whose kernel IR did not
-change costs no build and no simulation.
+change costs no build and no simulation, and a job measured before with the same inputs (its
+record, perfguard.records) is not run at all, as in `check`.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from perfguard.config import Config, KernelSpec, load_config
 from perfguard.errors import EXIT_INFRA, InfraError, InputError, PerfguardError
 from perfguard.kernels.models import model_specs
 from perfguard.pipeline import JobResult
-from perfguard.runs.check import make_jobs, measure
+from perfguard.runs.check import make_jobs, measure, pool_size, recorded
 from perfguard.sim.stats import Stats
 
 # -- git -------------------------------------------------------------------------------------------
@@ -268,8 +269,12 @@ def _serve() -> int:
                 models = {(s.name, t): s for s in map(spec_from_dict, request["specs"]) for t in s.targets}
                 pairs = [(models.get((kernel, target)) or config.kernel(kernel), target)
                          for kernel, target in request["pairs"]]
-                results = measure(config, make_jobs(config, pairs, request["simulator"]),
-                                  request["jobs"] or config.jobs)
+                jobs = make_jobs(config, pairs, request["simulator"])
+                # as `check`: a job whose inputs are as recorded is not run (no TVM, no pool), and the
+                # pool is sized to the jobs that are
+                known = recorded(jobs)
+                workers = pool_size(request["jobs"] or config.jobs, sum(r is None for r in known))
+                results = measure(config, jobs, workers, known=known)
                 # to_record: the block profile travels too (compare's attribution, bisect's changed blocks)
                 answer = {"results": [dict(r.to_dict(), stats=None if r.stats is None else r.stats.to_record())
                                       for r in results]}

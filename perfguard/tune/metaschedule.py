@@ -15,6 +15,8 @@ the binaries stay in perfguard's content-addressed cache.
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import inspect
 import json
 import logging
@@ -56,15 +58,35 @@ def _fast_stack(context: int = 1) -> list:
     return frames
 
 
+# The tensor intrinsics of the CPUs perfguard targets: what MetaSchedule's schedule rules for an
+# llvm target can tensorize with.
+CPU_INTRINSICS = ("x86", "arm_cpu", "riscv_cpu")
+
+
 def import_meta_schedule():
-    """tvm.s_tir.meta_schedule with its tensor intrinsics loaded (quickly, see _fast_stack)."""
+    """tvm.s_tir.meta_schedule with the CPU tensor intrinsics loaded (quickly, see _fast_stack).
+
+    TuneContext imports the package tvm.s_tir.tensor_intrin, whose __init__ also parses the GPU,
+    ROCm and Hexagon intrinsics (most of its ~250 TVMScript functions: ~7 CPU-s, for targets
+    perfguard never builds). The package is entered without running its __init__ and only the CPU
+    modules are imported; any other module of it still imports on first use."""
     if "tvm.s_tir.tensor_intrin" not in sys.modules:
+        import tvm.s_tir
+
+        spec = importlib.util.find_spec("tvm.s_tir.tensor_intrin")
+        package = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = package
         saved = inspect.stack
         inspect.stack = _fast_stack
         try:
-            import tvm.s_tir.tensor_intrin  # noqa: F401  (TuneContext imports it)
+            for name in CPU_INTRINSICS:
+                importlib.import_module(f"{spec.name}.{name}")
+        except BaseException:
+            del sys.modules[spec.name]
+            raise
         finally:
             inspect.stack = saved
+        tvm.s_tir.tensor_intrin = package
     from tvm.s_tir import meta_schedule
 
     return meta_schedule

@@ -1,7 +1,8 @@
 """Statistics captured from real runs (see regenerate.py), for the tests of the layers that read
 them: the judge names loops from a job's block profile and loop nest, calibration evaluates and
 trains on a collected dataset. Each file records what it was made with (the build key, the
-simulator's fingerprint), so tests/runs/test_captured.py says when one is stale."""
+simulator's fingerprint), so tests/runs/test_captured.py says when one is stale. Beside them, one
+fitted model file per predictor (models/), which the model reader's property tests start from."""
 
 from __future__ import annotations
 
@@ -10,13 +11,16 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+import numpy as np
+
 from perfguard.config import KernelSpec
 from perfguard.pipeline import JobResult
-from perfguard.sim.stats import Stats
+from perfguard.sim.stats import STAT_FIELDS, Stats
 
 HERE = Path(__file__).resolve().parent
 JOBS = HERE / "jobs"
 DATASET = HERE / "calibration" / "x86_64-gemm.json"  # gemm on x86_64: 3 shapes x 6 variants, timed natively
+MODELS = HERE / "models"  # <predictor>.json: each predictor fitted on synthetic_stats(24), as save_model writes it
 REGENERATE = "PERFGUARD_CACHE_DIR=/tmp/golden-cache python -m tests.report.golden.regenerate --only captured"
 
 @dataclass(frozen=True)
@@ -70,3 +74,20 @@ def record(result: JobResult) -> str:
             "simulator": result.simulator, "content_hash": result.content_hash, "binary_hash": result.binary_hash,
             "toolchain": result.toolchain, "stats": result.stats.to_record(), "loops": result.loops}
     return json.dumps(data, indent=1, sort_keys=True) + "\n"
+
+
+def synthetic_stats(n: int) -> tuple[list[Stats], np.ndarray, np.ndarray]:
+    """n statistics whose time follows a known law (instructions and L1 misses), in three groups."""
+    rng = np.random.default_rng(1)
+    stats, times = [], []
+    for _ in range(n):
+        insts = int(rng.uniform(1e5, 1e6))
+        misses = int(insts * rng.uniform(0.001, 0.05))
+        stats.append(Stats(**{**{k: insts // 4 for k in STAT_FIELDS}, "insts": insts, "l1d_misses": misses,
+                               "l2_misses": misses // 4}))
+        times.append(1e-9 * (0.3 * insts + 15 * misses))
+    return stats, np.array(times), np.array([f"g{i % 3}" for i in range(n)])
+
+
+def model_file(name: str) -> Path:
+    return MODELS / f"{name}.json"

@@ -11,6 +11,8 @@ toolchain or the simulator changed), then review the diff and commit it. It writ
   (perfguard.pipeline.run_job): statistics with the block profile, the loop nest, the build key.
 - resnet.json: the kernels real TVM extracts from a small ResNet before and after each edit
   (tests/captured/resnet.py), for the model-change tests.
+- models/<predictor>.json: each predictor fitted on synthetic statistics (captured.synthetic_stats),
+  the documents the model reader's property tests (tests/input/test_fuzz.py) edit.
 - calibration/x86_64-gemm.json: `calibrate collect` of gemm on x86_64, three shapes of six
   variants each, simulated and timed natively on this machine (no timing rejected as unsteady or
   beside busy CPUs: the tests recompute every figure from the rows, whatever the times are).
@@ -22,7 +24,7 @@ import tempfile
 from pathlib import Path
 
 from perfguard.atomic import atomic_write_text
-from tests.captured import CAPTURES, DATASET, record
+from tests.captured import CAPTURES, DATASET, model_file, record, synthetic_stats
 
 GROUPS = [{"M": 32, "N": 32, "K": 32}, {"M": 64, "N": 32, "K": 32}, {"M": 32, "N": 64, "K": 64}]
 VARIANTS = 6
@@ -67,7 +69,23 @@ def models(cache: Path) -> None:
     print(f"wrote {resnet.CAPTURE}")
 
 
+def fitted() -> None:
+    from perfguard.predict.features import matrix
+    from perfguard.predict.registry import PREDICTORS
+    from perfguard.predict.store import save_model
+
+    stats, times, groups = synthetic_stats(24)
+    for name in sorted(PREDICTORS):
+        predictor = PREDICTORS[name]()
+        predictor.fit(matrix(stats, "counts", predictor.view), times, groups)
+        path = model_file(name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        save_model(path, predictor, {"target": "x86_64", "family": "gemm", "simulator": "qemu", "features": []})
+        print(f"wrote {path}")
+
+
 def main(cache: Path) -> None:
     jobs(cache)
     models(cache)
+    fitted()
     dataset(cache)

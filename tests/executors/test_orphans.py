@@ -20,8 +20,9 @@ from tests.conftest import REPO
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(shutil.which("qemu-aarch64") is None, reason="needs qemu-aarch64 (scripts/setup.sh)")]
 
-# Two kernels that each simulate for several seconds, so every pool worker (or, with -j 1, the
-# main process itself) is busy in QEMU when the main process is killed.
+# Two kernels that each simulate for several seconds, so each of the JOBS workers is busy in QEMU
+# when the main process is killed.
+JOBS = 2
 PROJECT = """\
 [perfguard]
 targets = ["aarch64"]
@@ -75,14 +76,17 @@ def _alive(procs: list[psutil.Process]) -> list[str]:
     return left
 
 
-@pytest.mark.parametrize("jobs, command", [
-    (1, ["baseline", "update", "-j", "1"]),  # the main process simulates itself
-    (2, ["baseline", "update", "-j", "2"]),  # a local process pool
+# One run per executor with its own process tree: a local pool (workers that die with the main
+# process, each taking its simulator with it) and a Dask cluster. `-j 1`, where the main process
+# runs the simulator itself, has no tree of its own: its simulator dies with the process that
+# started it, as every pool worker's does here.
+@pytest.mark.parametrize("command", [
+    ["baseline", "update", "-j", str(JOBS)],  # a local process pool
     # A Dask LocalCluster started for the run: its worker processes exit when the pipe from their
     # parent closes (distributed's own watch), and take their simulators with them.
-    (2, ["check", "--executor", "dask", "-j", "2"]),
-], ids=["inline", "pool", "dask"])
-def test_sigkill_of_the_main_process_leaves_no_worker_or_simulator(tmp_path, built, jobs, command):
+    ["check", "--executor", "dask", "-j", str(JOBS)],
+], ids=["pool", "dask"])
+def test_sigkill_of_the_main_process_leaves_no_worker_or_simulator(tmp_path, built, command):
     if "dask" in command:
         pytest.importorskip("distributed", reason="--executor dask needs Dask distributed")
     (tmp_path / "perfguard.toml").write_text(PROJECT.format(cache=built))
@@ -96,13 +100,13 @@ def test_sigkill_of_the_main_process_leaves_no_worker_or_simulator(tmp_path, bui
         # Wait until every worker runs a simulator: the moment a kill hurts most.
         while time.monotonic() < deadline and main.poll() is None:
             descendants = parent.children(recursive=True)
-            if sum("qemu-aarch64" in _name(p) for p in descendants) >= jobs:
+            if sum("qemu-aarch64" in _name(p) for p in descendants) >= JOBS:
                 break
             time.sleep(0.2)
         assert main.poll() is None, "the update ended before its simulations started"
-        assert sum("qemu" in _name(p) for p in descendants) >= jobs
+        assert sum("qemu" in _name(p) for p in descendants) >= JOBS
         workers = [p for p in descendants if "python" in _name(p)]
-        assert len(workers) >= (jobs if jobs > 1 else 0), [p.cmdline() for p in descendants]
+        assert len(workers) >= JOBS, [p.cmdline() for p in descendants]
         main.send_signal(signal.SIGKILL)
         main.wait()
         end = time.monotonic() + 10

@@ -32,10 +32,12 @@ from perfguard.judge.merge import load_report
 from perfguard.predict.dataset import Dataset, Row, load_dataset
 from perfguard.predict.features import matrix
 from perfguard.predict.registry import PREDICTORS
-from perfguard.predict.store import load_model, save_model
+from perfguard.predict.store import load_model
 from perfguard.sim import cachegrind, gem5
 from perfguard.sim.qemu import OUTPUT_HEADER, parse_plugin_output
 from perfguard.sim.stats import STAT_FIELDS, Stats
+from tests import captured
+from tests.captured import synthetic_stats
 
 pytestmark = pytest.mark.slow  # hundreds of examples per reader; tests/input/test_bad_input.py is the quick pass
 
@@ -484,37 +486,15 @@ def test_baseline_reader(doc):
     json.dumps(baseline.params, allow_nan=False)
 
 
-def _synthetic_stats(n: int) -> tuple[list[Stats], np.ndarray, np.ndarray]:
-    rng = np.random.default_rng(1)
-    stats, times = [], []
-    for _ in range(n):
-        insts = int(rng.uniform(1e5, 1e6))
-        misses = int(insts * rng.uniform(0.001, 0.05))
-        stats.append(Stats(**{**{k: insts // 4 for k in STAT_FIELDS}, "insts": insts, "l1d_misses": misses,
-                               "l2_misses": misses // 4}))
-        times.append(1e-9 * (0.3 * insts + 15 * misses))
-    return stats, np.array(times), np.array([f"g{i % 3}" for i in range(n)])
-
-
-def _model_documents() -> dict[str, dict]:
-    stats, times, groups = _synthetic_stats(24)
-    docs = {}
-    for name in sorted(PREDICTORS):
-        predictor = PREDICTORS[name]()
-        predictor.fit(matrix(stats, "counts", predictor.view), times, groups)
-        path = save_model(_WORK / "models" / f"{name}.json", predictor,
-                          {"target": "x86_64", "family": "gemm", "simulator": "qemu", "features": []})
-        docs[name] = json.loads(path.read_text())
-    return docs
-
-
+# Each predictor fitted on synthetic statistics, as save_model wrote it (tests/captured/models/: fitted
+# once by tests/captured/regenerate.py, checked current by tests/runs/test_captured.py)
 MODELS: dict[str, dict] = {}
-PROBE = _synthetic_stats(3)[0]
+PROBE = synthetic_stats(3)[0]
 
 
 def model_cases() -> st.SearchStrategy:
     if not MODELS:
-        MODELS.update(_model_documents())
+        MODELS.update({name: json.loads(captured.model_file(name).read_text()) for name in sorted(PREDICTORS)})
     return st.sampled_from(sorted(MODELS)).flatmap(lambda name: st.tuples(
         st.just(name), mutated_json(MODELS[name]), st.booleans()))
 
@@ -547,7 +527,7 @@ def test_model_reader(case):
 
 DATASET = json.loads(Dataset("x86_64", "gemm", "qemu", "qemu 7.2", rows=[
     Row("M=16", {"M": 16, "tile_m": 4}, s, float(t), {"min_s": float(t), "cv": 0.01}, {"cpu": "test"})
-    for s, t in zip(*_synthetic_stats(2)[:2])]).to_json())
+    for s, t in zip(*synthetic_stats(2)[:2])]).to_json())
 
 
 @fuzz('dataset reader (perfguard.predict.dataset.load_dataset)',
@@ -581,3 +561,22 @@ def test_report_reader(doc):
     if data is not None:
         assert isinstance(data.results, list) and data.summary.exit_code in (0, 1, 2, 3)
         assert type(data).from_json(data.to_json()) == data  # what was read writes back to the same report
+
+
+@pytest.mark.parametrize("text, message", [
+    ("1e999", "number 1e999 is out of range"), ("[-1E+400]", "number -1E+400 is out of range"),
+    ("[1" + "0" * 40 + "]", "has more than 40 digits"), ('"\\ud800"', "lone surrogate"),
+    ('{"\\uDC00": 1}', "lone surrogate"), ('"\ud800"', "lone surrogate"), ("[NaN]", "non-finite number NaN"),
+    ('{"a": [1, 2.5, "x", "\\ud83d\\ude00", 1e308, 1.5e-400, ' + "9" * 40 + "]}", None),
+], ids=["exponent", "capital-exponent", "digits", "escaped-surrogate", "escaped-surrogate-key", "raw-surrogate",
+        "nan", "valid"])
+def test_strict_json_checks_every_text_the_same_way(text, message):
+    """perfguard.jsonfile parses most texts with the json module alone and hands the rest to its
+    checks: either way, what is out of range is refused and what is not reads as Python reads it."""
+    from perfguard import jsonfile
+
+    if message is None:
+        assert jsonfile.loads(text, "f.json", "label") == json.loads(text)
+        return
+    with pytest.raises(PerfguardError, match=re.escape(message)):
+        jsonfile.loads(text, "f.json", "label")

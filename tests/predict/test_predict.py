@@ -116,6 +116,11 @@ def test_leave_one_group_out_folds_are_the_groups():
     assert folds == [{1, 3}, {0, 4}, {2, 5, 6}]  # one fold per group, in sorted group order
 
 
+# The contract and the model file hold for any fit: the neural network's and the GP's searches cut short
+# (the learning itself is test_each_predictor_learns_a_known_relation's)
+SHORT_FIT = {"dnn": {"max_iter": 100}, "gp": {"iterations": 2, "initial": 2}}
+
+
 @pytest.mark.parametrize("name", sorted(PREDICTORS))
 def test_predictors_follow_the_estimator_contract(name):
     cls = PREDICTORS[name]
@@ -132,6 +137,7 @@ def test_predictors_follow_the_estimator_contract(name):
     with pytest.raises(NotFittedError, match="not fitted"):
         twin.model_id
     stats, times, groups = synthetic(n_groups=3, per_group=10)
+    twin.set_params(**SHORT_FIT.get(name, {}))
     twin.fit(counts(stats, twin), times, groups)
     assert twin.model_id.startswith(f"{name}-") and twin.n_features_in_ == counts(stats, twin).shape[1]
     fresh = clone(twin)  # a clone of a fitted estimator is unfitted, with the same parameters
@@ -158,7 +164,7 @@ def test_metrics_values():
 @pytest.mark.parametrize("name", sorted(PREDICTORS))
 def test_model_file_round_trip(tmp_path, name):
     stats, times, groups = synthetic(n_groups=3, per_group=15)
-    predictor = PREDICTORS[name]()
+    predictor = PREDICTORS[name](**SHORT_FIT.get(name, {}))
     predictor.fit(counts(stats, predictor), times, groups)
     path = save_model(tmp_path / "m.json", predictor, {"target": "x86_64", "family": "gemm", "simulator": "qemu",
                                                        "features": []})

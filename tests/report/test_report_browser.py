@@ -83,16 +83,14 @@ def chart_marks(dom: str) -> dict[str, int]:
 
 
 def check_page(page: Path, work: Path, expect_charts: int) -> Path:
-    dom, requests = browse(page, work / "dom", "--dump-dom")
+    shot = work / "screenshot.png"
+    dom, requests = browse(page, work / "page", "--dump-dom", f"--screenshot={shot}")  # one launch: both
     assert requests == []
     assert not re.search(r'(?:src|href)\s*=\s*"(?:https?:)?//', dom), "a link or source off the page"
     assert "<script" not in dom
     marks = chart_marks(dom)
     assert len(marks) == expect_charts, marks
     assert all(n > 0 for n in marks.values()), marks  # every chart drew its data
-    shot = work / "screenshot.png"
-    _, requests = browse(page, work / "shot", f"--screenshot={shot}")
-    assert requests == []
     with Image.open(shot) as img:
         img = img.convert("RGB")
         assert img.size == (1400, 1800)

@@ -1,7 +1,8 @@
 """The statistics captured from real runs (tests/captured/, written by its regenerate.py) are
 current: each job's build key is the one this tree would build it under (the kernel's lowered IR,
 the target, the toolchain, the harness), its simulator the one this tree would run, and its file
-reads and writes back byte for byte; the calibration dataset was simulated by today's simulator;
+reads and writes back byte for byte; each fitted model file loads and writes back byte for byte as
+today's predictors save it; the calibration dataset was simulated by today's simulator;
 the ResNet's base model still extracts to the captured kernels. A stale file fails here: regenerate."""
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import pytest
 
 from perfguard.pipeline import build_key, resolve_kernel, run_toolchain
 from perfguard.predict.dataset import load_dataset
+from perfguard.predict.registry import PREDICTORS
+from perfguard.predict.store import load_model, save_model
 from perfguard.sim.qemu import QemuSimulator
 from perfguard.targets import BUILTIN
 from tests import captured
@@ -47,3 +50,12 @@ def test_captured_dataset_is_current(cache_dir):
 def test_captured_resnet_is_what_tvm_extracts(cache_dir):
     assert set(resnet.EDITS) == set(resnet.kernels()), f"{resnet.CAPTURE} {STALE}"
     assert resnet.extract(resnet.EDITS["base"], cache_dir) == resnet.kernels()["base"], f"{resnet.CAPTURE} {STALE}"
+
+
+@pytest.mark.parametrize("name", sorted(PREDICTORS))
+def test_captured_model_reads_and_writes_back_as_saved(name, tmp_path):
+    path = captured.model_file(name)
+    stored = load_model(path)  # its model_id checked against its payload, and it scores statistics
+    assert stored.predictor.name == name
+    again = save_model(tmp_path / "m.json", stored.predictor, stored.meta)
+    assert again.read_text() == path.read_text(), f"{path} {STALE}"

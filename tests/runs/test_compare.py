@@ -16,6 +16,7 @@ import pytest
 
 from perfguard.cli import main
 from perfguard.runs.bisect import max_visits
+from perfguard.runs.revisions import Measurer, Project, load_side
 from tests.conftest import REPO
 from tests.projects import GOOD, WORSE, commit_all, git, kernel_table, project_repository, with_cache
 
@@ -141,7 +142,7 @@ def history(tmp_path_factory, cache_dir):
     return config, shas
 
 
-def test_bisect_finds_the_injected_regression_then_costs_nothing_the_second_time(history, tmp_path, capsys):
+def test_bisect_finds_the_injected_regression_then_costs_nothing_the_second_time(history, cache_dir, tmp_path, capsys):
     config, shas = history
     argv = ["bisect", "--good", shas[0], "--bad", "HEAD", "--kernel", "gemm_a", "--target", "x86_64",
             "--config", str(config), "-j", "1", "--json"]
@@ -165,6 +166,13 @@ def test_bisect_finds_the_injected_regression_then_costs_nothing_the_second_time
     assert second["first_bad"] == first["first_bad"]
     assert [v["commit"] for v in second["visits"]] == [v["commit"] for v in first["visits"]]
     assert not any(v["resimulated"] or v["rebuilt"] for v in second["visits"])  # the cache answered everything
+    # ... from the job records: the first bad revision's job is taken from its record, nothing run
+    project = Project.of(config, "test")
+    with Measurer(cache_dir, None, 1) as measurer, project.worktree(shas[REGRESSED_AT]) as tree:
+        side = load_side(project, "first bad", shas[REGRESSED_AT], tree)
+        measurer.measure(side, [("gemm_a", "x86_64")])
+    assert side.results[("gemm_a", "x86_64")].reused
+    assert side.results[("gemm_a", "x86_64")].content_hash == first["first_bad"]["content_hash"]
 
 
 def test_bisect_skips_a_revision_that_does_not_build(history, tmp_path, capsys):

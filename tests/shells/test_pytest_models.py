@@ -1,6 +1,7 @@
 """pytest --perfguard and whole models: perfguard_check("<model>", target) gives the model's total and
 its kernels' results, a model kernel's name works like a configured kernel's, an unknown name is an
-error naming it (pytest in a subprocess, real TVM extraction, builds and QEMU runs)."""
+error naming it (the user's pytest in this process, tests/shells/user_pytest.py: what crosses a
+process boundary is test_pytest_plugin's; real TVM extraction, builds and QEMU runs)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import pytest
 
 from tests.end_to_end.test_models import NET, TOML
 from tests.projects import with_cache
-from tests.shells.test_pytest_plugin import run
+
+pytest_plugins = ["pytester"]
 
 MODEL_TESTS = '''
 import pytest
@@ -54,17 +56,17 @@ def write_model_project(root: Path, cache_dir: Path, repeat: int) -> None:
 
 
 @pytest.mark.slow
-def test_model_totals_and_kernels_from_pytest(tmp_path, cache_dir):
-    root = tmp_path / "project"
+def test_model_totals_and_kernels_from_pytest(in_process, cache_dir):
+    root = in_process.root
     write_model_project(root, cache_dir, 2)
-    result = run(root, "--perfguard-update", "-k", "test_model")
+    result = in_process.run("--perfguard-update", "-k", "test_model")
     assert result.ret == 0, result.out
     assert len(list((root / "baselines" / "x86_64").glob("m.*.json"))) == 3
     report = json.loads((root / "reports" / "perfguard.json").read_text())
     assert [m["verdict"] for m in report["models"]] == ["new", "unchanged"]  # the first test wrote the baselines
 
     write_model_project(root, cache_dir, 3)  # one more 8x8 layer: no kernel is slower, the model is (one kernel called once more)
-    result = run(root, "--perfguard", "-k", "test_model_total")
+    result = in_process.run("--perfguard", "-k", "test_model_total")
     text = result.out
     assert result.ret == 1, text
     failure = text[text.index("_ test_model_total _"):]

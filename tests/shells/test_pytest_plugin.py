@@ -1,28 +1,25 @@
-"""pytest --perfguard in a project of its own, run in subprocesses as a user would run it.
+"""pytest --perfguard in a project of its own, as a user runs it.
 
-The project is measured once per module (`pytest --perfguard-update`, the `measured` fixture); each
-test that needs baselines works on a copy of it. The usage errors, raised before any kernel is
-looked at, run pytest in this process (pytester)."""
+What crosses a process boundary runs as `python -m pytest` (pytest-xdist's controller and workers,
+what a plain run imports); the plugin's own logic (writing baselines, a regression's failure,
+native timing, usage errors) runs pytest in this process (pytester), where TVM is loaded once. The
+update, the regression and the xdist run share one project: each run starts where the last left it."""
 
 from __future__ import annotations
 
-import itertools
 import json
-import os
 import re
 import shutil
-import subprocess
-import sys
 import textwrap
-import xml.etree.ElementTree as ET
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from tests.projects import GOOD, copy_baseline, kernel_table, with_cache
+from tests.shells.user_pytest import outcomes, run
 
 pytest_plugins = ["pytester"]
+
 
 def config_text(cache_dir: Path, n: int) -> str:
     """gemm_a (tests/projects.py's GOOD schedule) on x86_64 and aarch64, the user's saxpy of size n on aarch64."""
@@ -72,23 +69,6 @@ USER = {"test_user.py::test_plain_test_does_not_pay_for_perfguard", "test_user.p
         "test_user.py::test_an_ad_hoc_kernel"}
 
 
-_RUNS = itertools.count()
-
-
-def outcomes(result) -> dict[str, str]:
-    """node id -> PASSED/FAILED/SKIPPED/ERROR, from the run's JUnit XML (the same with or without xdist)."""
-    found = {}
-    for case in ET.parse(result.junitxml).iter("testcase"):
-        module = case.get("classname").replace(".", "/")
-        nodeid = f"{module}::{case.get('name')}" if module == "perfguard" else f"{module}.py::{case.get('name')}"
-        kinds = {child.tag for child in case}
-        state = ("FAILED" if "failure" in kinds else "ERROR" if "error" in kinds
-                 else "SKIPPED" if "skipped" in kinds else "PASSED")
-        assert nodeid not in found, f"{nodeid} reported twice"
-        found[nodeid] = state
-    return found
-
-
 def write_user_project(root: Path, cache_dir: Path, n: int = 512) -> Path:
     """The user's project in `root`: perfguard.toml (saxpy of size n), mykernels/ops.py, test_user.py."""
     root.mkdir(parents=True, exist_ok=True)
@@ -104,40 +84,16 @@ def set_saxpy(root: Path, cache_dir: Path, n: int) -> None:
     (root / "perfguard.toml").write_text(config_text(cache_dir, n))
 
 
-@dataclass
-class Run:
-    """One `python -m pytest` in a user's project: its exit code, output and JUnit XML."""
-    ret: int
-    out: str
-    err: str
-    junitxml: Path
+# Which processes of a run imported TVM: a file per process (the xdist controller and each worker).
+TVM_PROBE = """
+import os
+import sys
+from pathlib import Path
 
 
-def run(root: Path, *args: str) -> Run:
-    """pytest in `root` as the user runs it (a subprocess, `root` importable, a HOME of its own,
-    none of this session's pytest or xdist variables)."""
-    junitxml = root / f"junit-{next(_RUNS)}.xml"
-    env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS" and not k.startswith("PYTEST_XDIST_")}
-    env.update(PYTHONPATH=os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")])),
-               HOME=str(root), PY_COLORS="0")
-    proc = subprocess.run([sys.executable, "-m", "pytest", f"--basetemp={root / f'basetemp-{next(_RUNS)}'}",
-                           "-p", "no:cacheprovider", "-rA", f"--junitxml={junitxml}", *args],
-                          cwd=root, env=env, capture_output=True, text=True, timeout=600)
-    return Run(proc.returncode, proc.stdout, proc.stderr, junitxml)
-
-
-@pytest.fixture(scope="module")
-def measured(tmp_path_factory, cache_dir) -> tuple[Path, Run]:
-    """The user's project after `pytest --perfguard-update`, and that run."""
-    root = write_user_project(tmp_path_factory.mktemp("plugin") / "measured", cache_dir)
-    return root, run(root, "--perfguard-update")
-
-
-def copy_of(measured, tmp_path: Path) -> Path:
-    """A copy of the measured project (its baselines, no reports) for one test to change."""
-    root = tmp_path / "project"
-    shutil.copytree(measured[0], root, ignore=shutil.ignore_patterns("reports", "basetemp-*", "junit-*"))
-    return root
+def pytest_sessionfinish(session):
+    Path(str(session.config.rootpath), f"tvm-{os.getpid()}.txt").write_text(str("tvm" in sys.modules))
+"""
 
 
 # After saxpy's work grows fourfold: its item fails, everything else passes.
@@ -145,8 +101,10 @@ REGRESSED = {k: "PASSED" for k in ITEMS | USER} | {"perfguard::saxpy[aarch64]": 
 
 
 @pytest.mark.slow
-def test_update_writes_the_baselines_and_passes(measured):
-    root, update = measured
+def test_update_then_a_regression_fails_exactly_its_item_in_one_process_and_under_xdist(in_process, cache_dir):
+    pytest.importorskip("xdist", reason="runs the project's pytest with -n 2, which needs pytest-xdist")
+    root = write_user_project(in_process.root, cache_dir)
+    update = in_process.run("--perfguard-update")
     assert update.ret == 0, update.out
     assert "collected 6 items" in update.out  # 3 kernel items + 3 user tests, counted before running
     assert outcomes(update) == {k: "PASSED" for k in ITEMS | USER}
@@ -156,13 +114,10 @@ def test_update_writes_the_baselines_and_passes(measured):
     assert "rewrote 4 baseline(s)" in update.out
     assert (root / "baselines" / "aarch64" / "saxpy.json").is_file()
 
-
-@pytest.mark.slow
-def test_regression_fails_exactly_its_item(measured, tmp_path, cache_dir):
-    root = copy_of(measured, tmp_path)
+    shutil.rmtree(root / "reports")
     set_saxpy(root, cache_dir, 2048)  # four times the work for saxpy only
     copy_baseline(root, "aarch64", "sxapy")  # and a baseline no kernel is configured for (nor checked by a test)
-    result = run(root, "--perfguard")
+    result = in_process.run("--perfguard")
     text = result.out
     assert result.ret == 1, text
     assert outcomes(result) == REGRESSED  # the test's own kernel (adhoc_gemm) has a baseline too: not orphaned
@@ -191,20 +146,21 @@ def test_regression_fails_exactly_its_item(measured, tmp_path, cache_dir):
     # The same slowdown passes the user's test, whose marker allows 10000 %.
     assert sorted(r["verdict"] for r in report["results"] if r["kernel"] == "saxpy") == ["regression", "unchanged"]
 
-
-@pytest.mark.slow
-def test_regression_fails_exactly_its_item_under_xdist(measured, tmp_path, cache_dir):
-    pytest.importorskip("xdist", reason="runs the project's pytest with -n 2, which needs pytest-xdist")
-    assert measured[1].ret == 0
-    root = copy_of(measured, tmp_path)
-    set_saxpy(root, cache_dir, 2048)
+    # The same project under pytest-xdist (a real `python -m pytest -n 2`): each item on one worker,
+    # every result once in the controller's one report, the orphan found by the controller. Every
+    # job is recorded now (the update, the run above): no process of the run imports TVM.
+    shutil.rmtree(root / "reports")
+    (root / "conftest.py").write_text(TVM_PROBE)
     xdist = run(root, "--perfguard", "-n", "2")
     assert xdist.ret == 1 and outcomes(xdist) == REGRESSED, xdist.out
     report = json.loads((root / "reports" / "perfguard.json").read_text())
     pairs = sorted((r["kernel"], r["target"]) for r in report["results"])
     # 3 items + 2 checks from user tests, each once: nothing lost, nothing duplicated across workers.
     assert pairs == sorted([("gemm_a", "x86_64"), ("gemm_a", "aarch64"), ("saxpy", "aarch64"),
-                            ("saxpy", "aarch64"), ("adhoc_gemm", "x86_64")])
+                            ("saxpy", "aarch64"), ("adhoc_gemm", "x86_64"), ("sxapy", "aarch64")])
+    assert report["summary"]["orphaned"] == 1 and report["summary"]["regression"] == 1
+    probes = {p.name: p.read_text() for p in root.glob("tvm-*.txt")}
+    assert len(probes) == 3 and set(probes.values()) == {"False"}, (probes, xdist.out)  # the controller, 2 workers
 
 
 @pytest.mark.slow
@@ -222,11 +178,11 @@ def test_without_perfguard_nothing_is_collected_or_imported(tmp_path, cache_dir)
 
 
 @pytest.mark.slow
-def test_filters_and_native_timing_with_pytest_benchmark(tmp_path, cache_dir, capsys):
-    root = write_user_project(tmp_path / "project", cache_dir)
+def test_filters_and_native_timing_with_pytest_benchmark(in_process, cache_dir, capsys):
+    root = write_user_project(in_process.root, cache_dir)
     out = root / "bench.json"
-    result = run(root, "--perfguard-native", "--perfguard-kernels", "gemm_a", "-k", "gemm_a",
-                 f"--benchmark-json={out}", "--benchmark-max-time=0.02", "--benchmark-min-rounds=3")
+    result = in_process.run("--perfguard-native", "--perfguard-kernels", "gemm_a", "-k", "gemm_a",
+                            f"--benchmark-json={out}", "--benchmark-max-time=0.02", "--benchmark-min-rounds=3")
     text = result.out
     assert result.ret == 0, text
     assert outcomes(result) == {"perfguard::gemm_a[x86_64]": "PASSED", "perfguard::gemm_a[aarch64]": "SKIPPED"}

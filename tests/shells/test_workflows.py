@@ -108,7 +108,8 @@ class FakeGitHub(BaseHTTPRequestHandler):
 def github_api():
     FakeGitHub.pulls, FakeGitHub.seen, FakeGitHub.status = {17: HEAD_SHA}, [], 200
     server = ThreadingHTTPServer(("127.0.0.1", 0), FakeGitHub)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # polled every 20 ms instead of serve_forever's 0.5 s: shutdown() waits for the next poll
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}", FakeGitHub
     server.shutdown()

@@ -870,7 +870,9 @@ def _real_gem5(target_name: str, *tools: str):
 
 
 @pytest.mark.slow  # a real gem5 run: the quick pass keeps test_real_gem5_wrong_isa_binary
-@pytest.mark.parametrize("target_name", ["x86_64v1", "aarch64", "riscv64"])
+# riscv64's gem5 runs for real in the agreement test below, and how REPS scales the counts does not
+# depend on the ISA; aarch64 (no agreement test) where an ARM build is configured
+@pytest.mark.parametrize("target_name", ["x86_64v1", "aarch64"])
 def test_real_gem5(target_name, tmp_path):
     target = _real_gem5(target_name)
     source = tmp_path / "harness.c"
@@ -902,20 +904,20 @@ def test_real_gem5_wrong_isa_binary(tmp_path):
     assert info.value.exit_code == EXIT_INFRA and "\n" not in str(info.value)
 
 
-# Small kernels, one per shape of access (streaming tiles, a sliding window), so the two
-# simulators of both ISAs take well under a minute together.
+# One small kernel (~175 thousand instructions a call on x86_64v1, a third of the two kernels it
+# replaces): 121 KiB of operands streamed through the 32 KiB L1D (~1,900 misses a call), and each call
+# zeroes C's rows (a whole tile, 8 x 32) with glibc's memset. Its counts are large enough for the
+# bounds, not the floor, to judge them (asserted below).
 AGREEMENT_KERNELS = [
-    ("gemm_g5", "perfguard.kernels.gemm:gemm", "gemm",  # 80 KiB of operands: L1D misses
-     {"M": 64, "N": 64, "K": 128, "tile_m": 8, "tile_n": 32, "tile_k": 8, "vector": 8}),
-    ("gemm_memset_g5", "perfguard.kernels.gemm:gemm", "gemm",  # zeroes C rows with glibc's memset
-     {"M": 32, "N": 32, "K": 64, "tile_m": 8, "tile_n": 32, "tile_k": 8, "vector": 8}),
+    ("gemm_g5", "perfguard.kernels.gemm:gemm", "gemm",
+     {"M": 8, "N": 32, "K": 768, "tile_m": 8, "tile_n": 32, "tile_k": 8, "vector": 8}),
 ]
 
 
 @pytest.mark.slow  # a real gem5 run: the quick pass keeps test_real_gem5_wrong_isa_binary
 @pytest.mark.parametrize("target_name", ["x86_64v1", "riscv64"])
 def test_real_gem5_agrees_with_the_qemu_plugin(target_name, cache_dir):
-    from benchmarks.crosscheck import gem5_markdown, gem5_rows, run_pairs
+    from benchmarks.crosscheck import FLOOR, GEM5_BOUNDS, gem5_markdown, gem5_rows, run_pairs
     from perfguard.config import KernelSpec
     from tests.conftest import REPO
 
@@ -940,7 +942,8 @@ def test_real_gem5_agrees_with_the_qemu_plugin(target_name, cache_dir):
             assert {"loads", "stores", "fp_insts", "l1d_accesses"} <= compared, table
             assert gem5.stats.fp_insts >= qemu.flops // 2  # one fused multiply-add per two flops, by op class
     big = pairs[0][1].stats
-    assert big.insts > 400000 and big.l1d_misses > 4000 and big.l2_accesses > 4000, table
+    assert big.insts * GEM5_BOUNDS["insts"] > FLOOR and big.l1d_misses * GEM5_BOUNDS["l1d_misses"] > FLOOR \
+        and big.l2_accesses * GEM5_BOUNDS["l2_accesses"] > FLOOR, table
 
 
 SSE41_C = r"""
