@@ -10,7 +10,7 @@ import jinja2
 from perfguard.compile.inputs import TensorSpec
 
 # Bump when the generated C changes; the template's own digest is in the build key too.
-HARNESS_VERSION = 3
+HARNESS_VERSION = 4
 
 
 @lru_cache(maxsize=1)

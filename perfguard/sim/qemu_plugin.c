@@ -34,6 +34,15 @@
  * (inclusive: its body, i.e. its return) up to the first instruction of the end function
  * (exclusive: the call to it is included). Nested begins are ignored; an end without a begin
  * is ignored; a region still open at exit is dropped. roi_count counts completed regions.
+ *
+ * Marginal regions: a guest that defines the symbol perfguard_roi_marginal (perfguard's harness)
+ * runs its region twice, first with no kernel call, then with REPS calls. The first region is
+ * the region's fixed code (the marker's return, the loop guard, the call to the end marker); the
+ * statistics are the second minus the first for every count of executed instructions and
+ * accesses (and the block profile), and the second alone for the cache misses and write-backs
+ * (whose fixed code is warm by then): R trips of the loop, what the two-run back ends (gem5,
+ * cachegrind: REPS=R minus REPS=0 of the same harness) measure too. Such a guest must complete
+ * exactly two regions; otherwise no statistics are written and stderr says why.
  * If the binary is not a non-PIE ELF64 with a symbol table, the plugin falls back to
  * comparing qemu_plugin_insn_symbol() of each block's first instruction with the names.
  *
@@ -187,10 +196,20 @@ enum {
 #define N_CLASSES 8
 
 static uint64_t ctr[N_COUNTERS];
+
+/* Cache misses and write-backs (and L2 accesses, which are L1 misses): in a marginal guest they come
+ * from the second region alone, the others are the second region minus the first. */
+static bool is_miss(int k)
+{
+    return k == K_L1I_MISS || k == K_L1D_MISS || k == K_L1D_WB || k == K_L2_ACC || k == K_L2_MISS || k == K_L2_WB;
+}
 static uint64_t roi_total[N_COUNTERS];
 static uint64_t roi_snap[N_COUNTERS];
 static uint64_t roi_count;
 static bool in_roi;
+static bool marginal;                 /* the guest defines perfguard_roi_marginal */
+static uint64_t fixed[N_COUNTERS];    /* marginal: the first region's counts */
+static bool fixed_done;
 static uint64_t exec_seq; /* incremented at every translation-block execution */
 static bool multithreaded; /* the guest started a second thread (vCPU): counts are unusable */
 
@@ -204,6 +223,7 @@ static const char *dump_path;
 static FILE *dump_file;
 static const char *roi_begin_name = "perfguard_roi_begin";
 static const char *roi_end_name = "perfguard_roi_end";
+static const char *marginal_name = "perfguard_roi_marginal";
 static uint64_t roi_begin_addr, roi_end_addr;
 static bool syms_resolved, roi_by_name;
 
@@ -333,7 +353,7 @@ enum { MARK_NONE, MARK_BEGIN, MARK_END };
  * A marker costs one pass over the records (a few thousand), once per region. */
 struct block_rec {
     uint64_t execs; /* every execution (hot: next to the counters the callback reads) */
-    uint64_t snap, done;
+    uint64_t snap, done, fixed; /* fixed: executions in a marginal guest's first region */
     uint64_t addr;
     uint32_t size, n_insns;
     unsigned char *code; /* the block's bytes, for a pipeline model that has no binary */
@@ -349,10 +369,14 @@ static void blocks_region_begin(void)
         b->snap = b->execs;
 }
 
-static void blocks_region_end(void)
+static void blocks_region_end(bool first_of_marginal)
 {
-    for (struct block_rec *b = blocks; b; b = b->next)
-        b->done += b->execs - b->snap;
+    for (struct block_rec *b = blocks; b; b = b->next) {
+        if (first_of_marginal)
+            b->fixed = b->execs - b->snap;
+        else
+            b->done += b->execs - b->snap;
+    }
 }
 
 /* Records live inside their tb_rec / tail_rec, after the fields the execution callback reads,
@@ -409,10 +433,18 @@ static void roi_marker(uint32_t marker)
             blocks_region_begin();
         }
     } else if (in_roi) {
-        for (int k = 0; k < N_COUNTERS; k++)
-            roi_total[k] += ctr[k] - roi_snap[k];
-        blocks_region_end();
-        roi_count++;
+        bool first = marginal && !fixed_done;
+        for (int k = 0; k < N_COUNTERS; k++) {
+            if (first)
+                fixed[k] = ctr[k] - roi_snap[k];
+            else
+                roi_total[k] += ctr[k] - roi_snap[k];
+        }
+        blocks_region_end(first);
+        if (first)
+            fixed_done = true;
+        else
+            roi_count++;
         in_roi = false;
     }
 }
@@ -780,6 +812,8 @@ static void resolve_roi_symbols(void)
                     if (sym[j].st_name >= strsh->sh_size || sym[j].st_shndx == SHN_UNDEF)
                         continue;
                     const char *name = strtab + sym[j].st_name;
+                    if (strcmp(name, marginal_name) == 0)
+                        marginal = true;
                     if (!found_begin && strcmp(name, roi_begin_name) == 0) {
                         roi_begin_addr = sym[j].st_value;
                         found_begin = true;
@@ -961,6 +995,27 @@ static void write_stats(qemu_plugin_id_t id, void *userdata)
                 "statistics need a single-threaded guest (none written)\n");
         return;
     }
+    if (marginal && (!fixed_done || roi_count != 1)) {
+        fprintf(stderr, "perfguard plugin: the guest defines %s but completed %" PRIu64 " region(s), not two "
+                "(one with no kernel call, then one with the calls); statistics need both (none written)\n",
+                marginal_name, roi_count + fixed_done);
+        return;
+    }
+    for (int k = 0; k < N_COUNTERS; k++) {
+        if (!is_miss(k) && fixed[k] > roi_total[k]) {
+            fprintf(stderr, "perfguard plugin: %s: the region without kernel calls counted more (%" PRIu64
+                    ") than the one with them (%" PRIu64 ") (none written)\n", counter_names[k], fixed[k], roi_total[k]);
+            return;
+        }
+    }
+    for (struct block_rec *b = blocks; b; b = b->next) {
+        if (b->fixed > b->done) {
+            fprintf(stderr, "perfguard plugin: block 0x%" PRIx64 " ran %" PRIu64 " times without kernel calls and %"
+                    PRIu64 " with them: the two regions do not share their fixed code (none written)\n",
+                    b->addr, b->fixed, b->done);
+            return;
+        }
+    }
     size_t len = strlen(out_path) + 32;
     char *tmp = malloc(len);
     if (!tmp)
@@ -974,15 +1029,15 @@ static void write_stats(qemu_plugin_id_t id, void *userdata)
     }
     fprintf(f, "perfguard_qemu_plugin 2\n");
     for (int k = 0; k < N_COUNTERS; k++)
-        fprintf(f, "%s %" PRIu64 "\n", counter_names[k], roi_total[k]);
+        fprintf(f, "%s %" PRIu64 "\n", counter_names[k], roi_total[k] - (is_miss(k) ? 0 : fixed[k]));
     fprintf(f, "roi_count %" PRIu64 "\n", roi_count);
     fprintf(f, "total_insts %" PRIu64 "\n", ctr[K_INSTS]);
     uint64_t n_blocks = 0;
     for (struct block_rec *b = blocks; b; b = b->next)
-        n_blocks += b->done != 0;
+        n_blocks += b->done != b->fixed;
     fprintf(f, "blocks %" PRIu64 "\n", n_blocks);
     for (struct block_rec *b = blocks; b; b = b->next) {
-        uint64_t count = b->done;
+        uint64_t count = b->done - b->fixed;
         if (!count)
             continue;
         fprintf(f, "%" PRIx64 " %" PRIu32 " %" PRIu32 " %" PRIu64 " ", b->addr, b->size, b->n_insns, count);

@@ -48,7 +48,9 @@ class TwoRuns:
         return cls(reps, warmup, tuple(rest), timeout, time.monotonic() + timeout)
 
     def argv(self, reps: int) -> list[str]:
-        return [str(reps), str(self.warmup), *self.rest]
+        """The harness arguments of one run; REPS with as many digits as the measured run's (REPS=0 as
+        "000" against REPS=100), so that parsing it costs both runs the same instructions."""
+        return [str(reps).zfill(len(str(self.reps))), str(self.warmup), *self.rest]
 
     def time_left(self) -> float:
         return max(0.0, self.deadline - time.monotonic())

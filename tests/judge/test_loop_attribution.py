@@ -203,8 +203,9 @@ def test_check_names_both_sides_loops_in_every_output_and_an_old_baseline_names_
 
     config.write_text(config.read_text().replace("tile_k = 64", "tile_k = 16"))
     capsys.readouterr()
-    # the pipeline model predicts the k-tile of 16 faster (-16 % on LLVM 19's znver4 model): exit 0. What this
-    # test checks is the loop naming; natively the edit measured +7 % (CPU time, a loaded Zen 1 host, issue 28)
+    # the pipeline model predicts the k-tile of 16 faster (-9.7 % on LLVM 19's znver4 model since harness 4
+    # moved the kernel 128 bytes and a page end with it; -16 % before): exit 0. What this test checks is the
+    # loop naming; natively the edit measured +7 % (CPU time, a loaded Zen 1 host, issue 28)
     assert main(["check", "--config", str(config)]) == 0
     out = capsys.readouterr().out
     reports = config.parent / "reports"
@@ -212,7 +213,7 @@ def test_check_names_both_sides_loops_in_every_output_and_an_old_baseline_names_
     jsonschema.validate(data, json.loads((REPO / "docs" / "report.schema.json").read_text()),
                         cls=jsonschema.Draft202012Validator)
     result = data["results"][0]
-    assert result["verdict"] == "improvement" and result["delta_pct"] < -10.0 and result["blocks"]
+    assert result["verdict"] == "improvement" and result["delta_pct"] < -5.0 and result["blocks"]
     # and the blocks listed moved the same way in all
     assert sum(b["delta_cycles"] for b in result["blocks"]) < 0
     # the products ran in k_1 (tile_k 64) and now in i_1, with k_1 unrolled into it by LLVM

@@ -248,6 +248,17 @@ __attribute__((noinline, noipa)) static void kernel(void)
     }
 }
 
+#ifdef MARGINAL
+/* perfguard's harness since version 4: the region twice, with no call and with REPS calls */
+__attribute__((used)) const char perfguard_roi_marginal[] = "no calls, then REPS calls";
+__attribute__((noinline, noipa)) static void region(long reps)
+{
+    perfguard_roi_begin();
+    for (long r = 0; r < reps; ++r) kernel();
+    perfguard_roi_end();
+}
+#endif
+
 int main(int argc, char **argv)
 {
     if (argc != 3) return 64;
@@ -261,9 +272,16 @@ int main(int argc, char **argv)
     if (reps > 0) for (;;) __asm__ volatile("");
 #endif
     for (long w = 0; w < warmup; ++w) kernel();
+#if defined(MARGINAL) && defined(ONE_REGION)
+    region(reps);
+#elif defined(MARGINAL)
+    region(0);
+    region(reps);
+#else
     perfguard_roi_begin();
     for (long r = 0; r < reps; ++r) kernel();
     perfguard_roi_end();
+#endif
     fputs("done\n", stdout);
     return 0;
 }
@@ -282,7 +300,9 @@ def guests(tmp_path_factory):
     source = root / "guest.c"
     source.write_text(GUEST_C)
     variants = {"aligned": ["-DOFFSET=0", "-DSTRIDE=64"], "straddling": ["-DOFFSET=60", "-DSTRIDE=128"],
-                "failing": ["-DOFFSET=0", "-DSTRIDE=64", "-DFAIL"], "hanging": ["-DOFFSET=0", "-DSTRIDE=64", "-DHANG"]}
+                "failing": ["-DOFFSET=0", "-DSTRIDE=64", "-DFAIL"], "hanging": ["-DOFFSET=0", "-DSTRIDE=64", "-DHANG"],
+                "marginal": ["-DOFFSET=0", "-DSTRIDE=64", "-DMARGINAL"],
+                "one_region": ["-DOFFSET=0", "-DSTRIDE=64", "-DMARGINAL", "-DONE_REGION"]}
     built = {}
     for name, flags in variants.items():
         built[name] = root / name
@@ -291,6 +311,32 @@ def guests(tmp_path_factory):
     shutil.copy(built["aligned"], built["stripped"])
     subprocess.run(["strip", str(built["stripped"])], check=True)
     return built
+
+
+@needs_valgrind
+def test_marginal_regions_count_exactly_what_the_two_run_difference_counts(guests, tmp_path):
+    """A guest that runs its region with no call and then with REPS calls (perfguard's harness) is
+    counted by the plugin as the second region minus the first: the same instructions, branches,
+    calls and returns as cachegrind's REPS=R minus REPS=0 runs, to the count. A guest with one
+    region (the old harness) counts the region's fixed code too (the marker's return, the loop
+    guard, the call to the end marker), which the two-run difference cancels in part."""
+    from perfguard.errors import InfraError
+    from perfguard.sim.qemu import QemuSimulator
+
+    qemu, grind = QemuSimulator(tmp_path / "qemu"), CachegrindSimulator(tmp_path / "grind")
+    for reps in (1, 3):
+        plugin = qemu.run(guests["marginal"], X86, [str(reps), "1"], 120)
+        valgrind = grind.run(guests["marginal"], X86, [str(reps), "1"], 120)
+        assert plugin.roi_count == 1 and plugin.stdout == b"done\n"
+        assert plugin.stats.insts == valgrind.stats.insts, reps  # to the instruction
+        assert plugin.stats.l1i_accesses == valgrind.stats.l1i_accesses, reps
+        assert sum(b.insns * b.count for b in plugin.stats.blocks.blocks) == plugin.stats.insts
+        assert abs(plugin.stats.l1d_misses - reps * LINES) <= FLOOR  # misses: the second region's
+    old_plugin = qemu.run(guests["aligned"], X86, ["1", "1"], 120).stats.insts
+    old_grind = grind.run(guests["aligned"], X86, ["1", "1"], 120).stats.insts
+    assert 0 < old_plugin - old_grind <= 8
+    with pytest.raises(InfraError, match="plugin wrote no statistics file.*completed 1 region"):
+        qemu.run(guests["one_region"], X86, ["2", "1"], 120)
 
 
 @needs_valgrind
@@ -435,6 +481,8 @@ def test_crosscheck_every_family(cache_dir):
         assert qemu.ok and grind.ok, table
         assert grind.simulator == "cachegrind" and grind.max_error is not None
         assert all(row.ok for row in agreements(qemu.stats, grind.stats)), table
+        # the harness's marginal region: the same instructions, to the count (issue 26 item 5)
+        assert qemu.stats.insts == grind.stats.insts, table
     gemv = next(g for q, g in pairs if q.kernel == "gemv_x")
     assert gemv.stats.l2_misses > 60000  # the matrix does not fit in L2: the L2 bound was tested
 
