@@ -30,7 +30,6 @@ from perfguard import user_code
 from perfguard.baselines.store import Baseline
 from perfguard.config import Config, KernelSpec, load_config
 from perfguard.errors import EXIT_INFRA, InfraError, InputError, PerfguardError
-from perfguard.executors import pool_size
 from perfguard.kernels.models import model_specs
 from perfguard.pipeline import JobResult
 from perfguard.runs.check import make_jobs, measure, recorded
@@ -271,11 +270,9 @@ def _serve() -> int:
                 pairs = [(models.get((kernel, target)) or config.kernel(kernel), target)
                          for kernel, target in request["pairs"]]
                 jobs = make_jobs(config, pairs, request["simulator"])
-                # as `check`: a job whose inputs are as recorded is not run (no TVM, no pool), and the
-                # pool is sized to the jobs that are
-                known = recorded(jobs)
-                workers = pool_size(request["jobs"] or config.jobs, sum(r is None for r in known))
-                results = measure(config, jobs, workers, known=known)
+                # as `check`: a job whose inputs are as recorded is not run (no TVM, no pool), and
+                # measure sizes the pool to the jobs that are
+                results = measure(config, jobs, request["jobs"] or config.jobs, known=recorded(jobs))
                 # to_record: the block profile travels too (compare's attribution, bisect's changed blocks)
                 answer = {"results": [dict(r.to_dict(), stats=None if r.stats is None else r.stats.to_record())
                                       for r in results]}
