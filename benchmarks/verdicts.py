@@ -110,15 +110,16 @@ def _side_key(spec: KernelSpec) -> str:
 
 
 def build_sides(pairs: list[Pair], config: Config, profile: TargetProfile, workers: int | None = None,
-                simulator: str = "qemu") -> dict[str, tuple[Side, Side]]:
-    """pair name -> (before, after); each distinct kernel is built and simulated once."""
+                simulator: str = "qemu", code_offset: int = 0) -> dict[str, tuple[Side, Side]]:
+    """pair name -> (before, after); each distinct kernel is built and simulated once (`code_offset`:
+    bytes of padding linked before the kernel's code, perfguard.pipeline.Job's)."""
     unique: dict[str, KernelSpec] = {}
     for pair in pairs:
         for spec in pair.sides():
             unique.setdefault(_side_key(spec), spec)
     sim = config.simulation
-    jobs = [Job(spec, profile, config.root, config.storage.cache_dir, simulator, sim.timeout, sim.reps, sim.warmup)
-            for spec in unique.values()]
+    jobs = [Job(spec, profile, config.root, config.storage.cache_dir, simulator, sim.timeout, sim.reps, sim.warmup,
+                code_offset=code_offset) for spec in unique.values()]
     results = LocalExecutor(workers).map(run_job, jobs)
     failed = [r.error for r in results if not r.ok]
     if failed:

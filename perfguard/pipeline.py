@@ -55,6 +55,9 @@ class Job:
     warmup: int
     require_reference: bool = False
     warm_pipeline: bool = True  # schedule the blocks with llvm-mca after simulating (not for model = "analytical")
+    # bytes of padding linked before the kernel's code: the same code at another address (how far
+    # code placement alone moves native time and the models: benchmarks/layout.py)
+    code_offset: int = 0
 
     @property
     def label(self) -> str:
@@ -215,7 +218,7 @@ def build_kernel(job: Job, result: JobResult) -> Built:
         family.extra["check_target"](profile.tvm_target, where, **spec.params)
     result.toolchain = build_toolchain(cc)
     cache = BuildCache(job.cache_dir)
-    key = build_key(lowered, profile, result.toolchain)
+    key = build_key(lowered, profile, result.toolchain, job.code_offset)
     result.content_hash = key
     build_dir = cache.lookup_build(key)
     with measured(result.timings, "compile"):
@@ -224,7 +227,8 @@ def build_kernel(job: Job, result: JobResult) -> Built:
             try:
                 build_object(lowered, profile.tvm_target, staging / "kernel.o", where)
                 (staging / "harness.c").write_text(render_harness(lowered.symbol, lowered.tensors))
-                link_harness(profile, staging / "harness.c", staging / "kernel.o", staging / "harness", where)
+                link_harness(profile, staging / "harness.c", staging / "kernel.o", staging / "harness", where,
+                             job.code_offset)
                 build_dir = cache.publish_build(key, staging)
             except BaseException:  # a failed build leaves nothing behind in the cache
                 shutil.rmtree(staging, ignore_errors=True)
@@ -236,11 +240,12 @@ def build_kernel(job: Job, result: JobResult) -> Built:
     return Built(build_dir, lowered, params, family, where)
 
 
-def build_key(lowered: LoweredKernel, profile: TargetProfile, toolchain: dict[str, str]) -> str:
+def build_key(lowered: LoweredKernel, profile: TargetProfile, toolchain: dict[str, str], code_offset: int = 0) -> str:
     """The content hash a build is cached and recorded under: the lowered IR, the target, the
-    toolchain (build_toolchain's) and the harness."""
+    toolchain (build_toolchain's) and the harness (with its code offset, where there is one)."""
+    offset = (f"code offset {code_offset}",) if code_offset else ()
     return digest(lowered.ir_hash, profile.fingerprint(), toolchain["cc"], toolchain["tvm"], toolchain["libc"],
-                  str(HARNESS_VERSION), template_digest(), str(BUILD_RECIPE), _layout(lowered))
+                  str(HARNESS_VERSION), template_digest(), str(BUILD_RECIPE), _layout(lowered), *offset)
 
 
 def kernel_flops(spec: KernelSpec, root: Path, where: str) -> int:

@@ -110,11 +110,20 @@ def ffi_include_dir() -> Path:
     return include
 
 
-def link_harness(target: TargetProfile, harness_c: Path, kernel_o: Path, out: Path, where: str) -> None:
-    """Statically link (non-PIE: simulators and region-of-interest symbols want fixed addresses)."""
+def link_harness(target: TargetProfile, harness_c: Path, kernel_o: Path, out: Path, where: str,
+                 code_offset: int = 0) -> None:
+    """Statically link (non-PIE: simulators and region-of-interest symbols want fixed addresses).
+    `code_offset` bytes of padding linked between the harness and the kernel put the same kernel
+    code that much further on (rounded up to the kernel object's section alignment)."""
     cc = find_cc(target)
+    pad = []
+    if code_offset:
+        pad_s = out.parent / "code-offset.s"
+        pad_s.write_text(f"\t.text\n\t.globl perfguard_code_offset\nperfguard_code_offset:\n\t.skip {code_offset}\n"
+                         "\t.section .note.GNU-stack,\"\",@progbits\n")
+        pad = [str(pad_s)]
     cmd = [cc, *target.cflags, "-static", "-no-pie", "-I", str(ffi_include_dir()),
-           str(harness_c), str(kernel_o), "-o", str(out), "-lm"]
+           str(harness_c), *pad, str(kernel_o), "-o", str(out), "-lm"]
     # process.run: killed with its group (cc1, as, ld) on Ctrl-C, like a simulator
     done = process.run(cmd, LINK_TIMEOUT, env=os.environ)
     if done.timed_out:

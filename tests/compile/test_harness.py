@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+
 import numpy as np
 import pytest
 
@@ -68,6 +70,36 @@ def test_identical_inputs_give_byte_identical_stats(built_twice, isa):
     assert first.rebuilt and second.rebuilt and first.resimulated and second.resimulated
     assert first.binary_hash == second.binary_hash
     assert first.stats.canonical_json() == second.stats.canonical_json()
+
+
+def _symbols(path) -> dict[str, int]:
+    out = subprocess.run(["llvm-nm-19", "--defined-only", str(path)], capture_output=True, text=True, check=True).stdout
+    return {name: int(addr, 16) for addr, kind, name in (line.split() for line in out.splitlines()) if kind in "Tt"}
+
+
+@pytest.mark.slow
+def test_a_code_offset_moves_the_kernels_code_and_nothing_it_counts(built_twice):
+    """Job.code_offset links padding before the kernel object: every code symbol of the kernel
+    lands that many bytes further on, the harness's stay, and the counts are the same code's."""
+    first, _, cache = built_twice("x86_64")
+    shifted = run_job(Job(CONV, BUILTIN["x86_64"], REPO, cache, "qemu", 300, 1, 1, warm_pipeline=False, code_offset=192))
+    assert shifted.ok, shifted.error
+    assert shifted.content_hash != first.content_hash and shifted.binary_hash != first.binary_hash
+    build = {r.content_hash: BuildCache(cache).lookup_build(r.content_hash) for r in (first, shifted)}
+    kernel = _symbols(build[first.content_hash] / "kernel.o")
+    at, moved = (_symbols(build[r.content_hash] / "harness") for r in (first, shifted))
+    assert kernel and all(moved[name] - at[name] == 192 for name in kernel), {n: moved[n] - at[n] for n in kernel}
+    assert moved["perfguard_roi_begin"] == at["perfguard_roi_begin"]
+    assert shifted.stats.insts == first.stats.insts and shifted.stats.loads == first.stats.loads
+    # per function the same instructions ran (the blocks themselves may differ: QEMU ends blocks at
+    # page ends, which now fall elsewhere in the kernel's code, and cuts long straight runs from there)
+    def executed(stats) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for b in stats.blocks.blocks:
+            out[b.symbol] = out.get(b.symbol, 0) + b.insns * b.count
+        return out
+
+    assert set(kernel) & set(executed(first.stats)) and executed(shifted.stats) == executed(first.stats)
 
 
 @pytest.mark.slow
