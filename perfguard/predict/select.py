@@ -84,7 +84,7 @@ def predictor_for(profile: TargetProfile, family: str | None, simulator: str = "
     if meta.get("profile_fingerprint") != profile.fingerprint():
         raise InputError(f"{stored.path}: model was trained for a different '{profile.name}' profile "
                          f"(codegen or cache geometry changed); retrain with 'perfguard calibrate train'")
-    calibrated = CalibratedModel(stored.predictor, profile, cache_dir)
+    calibrated = CalibratedModel(stored.predictor, profile, cache_dir, meta)
     if calibrated.needs_blocks and meta.get("pipeline_model_id") != calibrated.featurizer.pipeline_id:
         raise InputError(f"{stored.path}: model's pipeline features came from {meta.get('pipeline_model_id')}, this "
                          f"perfguard's pipeline model is {calibrated.featurizer.pipeline_id}; retrain with "

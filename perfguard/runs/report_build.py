@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from perfguard import __version__
-from perfguard.config import Config, Storage
+from perfguard.config import Config
 from perfguard.document.report import (Calibration, Interval, JobTimings, LimitBreach, Mismatch, Report, Result,
                                        Seconds, StatDelta, Summary, TargetSummary, Timings, ToolchainDifference,
                                        ToolchainSummary)
@@ -23,7 +23,6 @@ from perfguard.judge.analysis import analyse, target_summary
 from perfguard.judge.history import BaselineHistory, kernel_history
 from perfguard.judge.model_totals import count_kernels
 from perfguard.predict.base import Predictor
-from perfguard.predict.select import stored_model
 from perfguard.runs.check import CheckRun, JudgedResult
 from perfguard.sim.stats import Stats
 from perfguard.targets import TargetProfile
@@ -37,16 +36,12 @@ def _finite(value: Any) -> Any:
     return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
-def calibration(storage: Storage, result: Result, predictor: Predictor, models=None) -> Calibration | None:
-    """Hold-out metrics and the predicted-vs-native points stored with a calibrated model (read from
-    the config's baseline folder)."""
-    if not predictor.calibrated:
+def calibration(predictor: Predictor) -> Calibration | None:
+    """Hold-out metrics and the predicted-vs-native points stored with the calibrated model that
+    scored the result (the predictor carries its file's metadata: no second lookup)."""
+    meta = getattr(predictor, "meta", None) if predictor.calibrated else None
+    if not meta:
         return None
-    try:
-        stored = stored_model(storage.baseline_dir, result.target, result.family, models)
-    except Exception:  # the check already loaded this model; a report never fails on it
-        return None
-    meta = stored.meta if stored is not None else {}
     summary = (meta.get("holdout") or {}).get("summary")
     if not isinstance(summary, dict):
         return None
@@ -104,13 +99,12 @@ def build_report(run: CheckRun, config_path: Path | None = None, config: Config 
             target = report.targets.setdefault(r.target, target_summary(profile))
             if o.explained is None:  # a result record's entry is explained already
                 explain_result(r, o.predictor, o.result.stats, None if o.baseline is None else o.baseline.stats,
-                               profile, target, history, config, run.models)
+                               profile, target, history)
     return report
 
 
 def explain_result(r: Result, predictor: Predictor | None, current: Stats | None, baseline: Stats | None,
-                   profile: TargetProfile, target: TargetSummary, history: BaselineHistory, config: Config,
-                   models=None) -> None:
+                   profile: TargetProfile, target: TargetSummary, history: BaselineHistory) -> None:
     """One result's analysis, baseline history and calibration, under `predictor` (None: the model
     could not be had, and the result says why)."""
     if predictor is None:
@@ -123,7 +117,7 @@ def explain_result(r: Result, predictor: Predictor | None, current: Stats | None
         usable=lambda b, p=predictor: b.stats.blocks is not None or not p.needs_blocks,
         min_step_pct=max(r.threshold_pct, MIN_STEP_FLOOR_PCT),
     )
-    r.calibration = calibration(config.storage, r, predictor, models)
+    r.calibration = calibration(predictor)
 
 
 def _seconds(span: Span) -> Seconds:

@@ -268,20 +268,27 @@ def test_markdown_marker_is_stable():
     assert markdown.MARKER == "<!-- perfguard-report -->"  # CI finds its comment by it: never change it
 
 
-def test_calibration_comes_from_the_stored_model(monkeypatch):
+def test_calibration_comes_from_the_model_that_scored_the_result(tmp_path):
+    import json
     from types import SimpleNamespace
 
+    from perfguard.predict.select import predictor_for
     from perfguard.runs import report_build
+    from perfguard.targets import BUILTIN
+    from tests.conftest import REPO
 
     meta = {"holdout": {"summary": {"mape": 6.5, "spearman": float("nan"), "groups": 4, "nested": {"x": 1}}},
             "scatter": [[1e-3, 1.1e-3], [2e-3, float("inf")], [3e-3, 2.9e-3]]}
-    monkeypatch.setattr(report_build, "stored_model", lambda *a: SimpleNamespace(meta=meta))
-    config = SimpleNamespace(baseline_dir=Path("baselines"))
-    result = Result(kernel="g", target="x86_64", verdict="unchanged", family="gemm")
-    cal = report_build.calibration(config, result, SimpleNamespace(calibrated=True))
+    cal = report_build.calibration(SimpleNamespace(calibrated=True, meta=meta))
     assert cal.metrics == {"mape": 6.5, "spearman": None, "groups": 4}  # JSON-safe, flat
     assert cal.points == [[1e-3, 1.1e-3], [3e-3, 2.9e-3]] and "in-sample" in cal.points_label
-    assert report_build.calibration(config, result, SimpleNamespace(calibrated=False)) is None
+    assert report_build.calibration(SimpleNamespace(calibrated=False, meta=meta)) is None
+    # the calibrated model `auto` scores gemm with carries its own file's metadata: nothing looks it up again
+    scored = predictor_for(BUILTIN["x86_64"], "gemm", "qemu", REPO / "baselines", cache_dir=tmp_path,
+                           params={"dtype": "float32"})
+    stored = json.loads((REPO / "baselines" / "models" / "x86_64" / "gemm.json").read_text())
+    assert scored.calibrated and scored.meta["model_id"] == stored["model_id"]
+    assert report_build.calibration(scored).metrics["spearman"] == stored["holdout"]["summary"]["spearman"]
 
 
 def test_typed_report_reads_and_writes_perfguard_json_byte_for_byte(tiny):
