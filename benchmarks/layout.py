@@ -8,7 +8,7 @@ several processes per attempt), so that a pair's native delta can be taken at on
 averaged over all of them.
 
 It reports, per kernel ("side"), the spread of the predicted cycles and of the native time over
-the offsets, and, per pair, how far the delta moves from the first offset's; and the pipeline
+the offsets, and, per pair, how far its time ratio moves from the first offset's; and the pipeline
 model's agreement with the native deltas at the first offset and averaged over the offsets.
 
     python benchmarks/layout.py [--offsets 0,64,128,192] [--pairs SUBSTR,..] [--native] [--json FILE] [-j N]
@@ -135,11 +135,12 @@ def main(argv: list[str] | None = None) -> int:
             row["native_mean"] = delta(pair, "native_s", "mean")
         rows.append(row)
     for what in ("pipeline", "native") if args.native else ("pipeline",):
-        moves = [max(abs(r[what][o] - r[what][offsets[0]]) for o in offsets) for r in rows]
+        # how far a pair's time ratio (after / before) moves from the first offset's, as a fraction
+        moves = [max(abs((1 + r[what][o]) / (1 + r[what][offsets[0]]) - 1) for o in offsets) for r in rows]
         worst = rows[max(range(len(rows)), key=moves.__getitem__)]["pair"]
-        lines.append(f"{what} deltas, largest move from offset {offsets[0]}'s: median {100 * statistics.median(moves):.1f} "
-                     f"points, above 5 points on {sum(m > 0.05 for m in moves)} of {len(rows)}, "
-                     f"above 10 on {sum(m > 0.10 for m in moves)}; max {100 * max(moves):.1f} ({worst})")
+        lines.append(f"{what}: pair ratios (after / before), largest move from offset {offsets[0]}'s: median "
+                     f"{100 * statistics.median(moves):.1f} %, above 5 % on {sum(m > 0.05 for m in moves)} of "
+                     f"{len(rows)}, above 10 % on {sum(m > 0.10 for m in moves)}; max {100 * max(moves):.1f} % ({worst})")
     if args.native:
         at_first = [r["native"][offsets[0]] for r in rows]
         mean = [r["native_mean"] for r in rows]

@@ -15,7 +15,10 @@ deltas, missed regressions, false alarms, and sign agreement on clear changes.
 
 Native timings are kept in benchmarks/verdicts-native.json, keyed by the two binaries' hashes:
 a pair is timed again only when one of its binaries changed, or with --retime (asking for more
---rounds than are stored times only the missing rounds).
+--rounds than are stored times only the missing rounds). A file holds one CPU's timings (the
+same binaries' deltas differ between CPUs: a pair timed on another CPU is timed anew): the
+committed ones are verdicts-native.json (AMD EPYC, Zen 1, family 23 model 1) and
+verdicts-native-intel-6-167.json (an Intel Xeon, family 6 model 167), chosen with --native-file.
 
 With --reference gem5-o3,gem5-minor (on a profile gem5 decodes: --profile x86_64v1, whose
 binaries and native timings are its own), gem5's O3 or Minor core runs each side through

@@ -119,19 +119,28 @@ def loop_bodies(costs: list[BlockCost], triple: str) -> list[list[int]]:
             j = max(fits, key=lambda k: (costs[k].block.count, -k))
             body.append(j)
             at = costs[j].block.end
-        counts = [costs[j].block.count for j in body]
-        # The body's blocks ran (about) equally often. The back branch's block may run more where a
-        # page end split it off (it starts a page): other paths into the same code, QEMU blocks that
-        # enter it at other addresses, end at that page end too and go on into it. Anywhere else a
-        # block that ran more often than the body is entered from outside it: not one body.
-        head = counts[:-1] or counts
-        split_off = len(body) > 1 and c.block.addr % QEMU_PAGE == 0
-        if body and at == c.block.end and body[-1] == i and max(head) <= LOOP_COUNT_SPREAD * min(head) \
-                and counts[-1] * LOOP_COUNT_SPREAD >= min(head) \
-                and (split_off or counts[-1] <= LOOP_COUNT_SPREAD * min(head)) \
+        if body and at == c.block.end and body[-1] == i and _runs_as_one_body(body, costs) \
                 and all(costs[j].timing.bound != "rep string" for j in body):
             bodies.append(body)
     return bodies
+
+
+def _reaches_a_page(block: Block) -> bool:
+    """Whether the block starts a page or runs into the next one (an x86 instruction straddling a
+    page end: QEMU gives it a block of its own)."""
+    return block.addr % QEMU_PAGE == 0 or block.addr // QEMU_PAGE != (block.end - 1) // QEMU_PAGE
+
+
+def _runs_as_one_body(body: list[int], costs: list[BlockCost]) -> bool:
+    """Whether the blocks of a would-be loop body ran (about) equally often, as one straight-line
+    body does. A page end inside the body lets the blocks from it on run more: other paths into
+    the same code (QEMU blocks that enter it at other addresses) end at that page end too and go
+    on into them. Before the first page end, a block that ran more often than the rest is entered
+    from outside the body: not one body."""
+    counts = [costs[j].block.count for j in body]
+    split = next((k for k in range(1, len(body)) if _reaches_a_page(costs[body[k]].block)), len(body))
+    head, tail = counts[:split], counts[split:]
+    return max(head) <= LOOP_COUNT_SPREAD * min(head) and all(n * LOOP_COUNT_SPREAD >= min(head) for n in tail)
 
 
 # The same block is analysed for every result, baseline and report that holds it.

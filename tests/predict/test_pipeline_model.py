@@ -438,6 +438,35 @@ def test_a_back_branch_split_off_by_a_page_end_still_closes_its_loop(tmp_path):
     assert bodies(1000, 0x402ff0) == [[0, 1, 2]] and bodies(1200, 0x402ff0) == []
 
 
+def test_a_page_end_inside_a_loop_body_lets_the_blocks_after_it_run_more(tmp_path):
+    """The page end falls between the body's first and second block: the blocks on the next page
+    (the second and the back branch's) are reached by other paths too and run more often; the
+    body is still one loop. Before the page end, running more means entered from outside."""
+    from perfguard.predict.pipeline import loop_bodies
+    from perfguard.sim.blocks import BlockProfile
+
+    first = _assemble(["vmulsd %xmm0, %xmm0, %xmm1"])
+    second = _assemble(["vmulsd %xmm1, %xmm1, %xmm0", "decq %rcx"])
+    model = PipelineModel(BUILTIN["x86_64"], tmp_path)
+
+    def bodies(counts: tuple[int, int, int], b: int = 0x403000) -> list:
+        """The second block at `b` (0x403000: it starts a page), the branch's block right after it."""
+        a = b - len(first) // 2
+        c = b + len(second) // 2
+        branch = "75" + f"{(a - c - 2) & 0xff:02x}"  # jne back to the first block
+        blocks = (Block(a, len(first) // 2, 1, counts[0], first, "k"), Block(b, len(second) // 2, 2, counts[1], second, "k"),
+                  Block(c, 2, 1, counts[2], branch, "k"))
+        stats = Stats(insts=counts[0] + 2 * counts[1] + counts[2], l1d_misses=0, l1i_misses=0, l2_misses=0,
+                      blocks=BlockProfile(blocks))
+        return loop_bodies(model.block_costs(stats), "x86_64-linux-gnu")
+
+    assert bodies((1000, 1000, 1000)) == [[0, 1, 2]]
+    assert bodies((1000, 1300, 1300)) == [[0, 1, 2]]  # 300 more entered at the page start
+    assert bodies((1000, 900, 1000)) == []  # a block after the page end that ran less leaves the body early
+    # 16 bytes lower no page end falls inside the body: blocks that ran more are entered from outside
+    assert bodies((1000, 1000, 1000), 0x402ff0) == [[0, 1, 2]] and bodies((1000, 1300, 1300), 0x402ff0) == []
+
+
 def test_l2_misses_that_fit_in_the_l3_cost_its_latency_the_rest_memory(tmp_path):
     """The simulators stop at the L2; a profile's l3_size says how many missed lines a call can
     find in a last-level cache (its L2-miss traffic bounds what it touches), charged at the L3
