@@ -49,7 +49,7 @@ def rebuilt(tmp_path_factory):
         current = Stats.from_dict(r.stats, r.label)
         baseline = Stats(**{name: d.baseline if (d := r.stat_deltas.get(name)) else None for name in STAT_FIELDS}) \
             if r.stat_deltas else None
-        explain_result(r, predictor, current, baseline, profile, target, history, config)
+        explain_result(r, predictor, current, baseline, profile, target, history)
     return data, to_json(report)
 
 
