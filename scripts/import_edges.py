@@ -11,7 +11,9 @@ The script fails (exit status 1) on any of:
 - an edge against the order: a package importing one at its own level or above it (a tuple in
   ORDER holds packages side by side: neither may import the other);
 - a cycle between modules (files), lazy imports included;
-- a private name (`_x`) of one module used in another;
+- a private name (`_x`) of one module used in another: imported, read off the module
+  (`module._x`), or read off an object (`obj._x`, obj not `self` or `cls`) where `_x` is a
+  private member of a class in another module and no class of the reading module has one;
 - an import inside a function that is neither of a heavy optional dependency (HEAVY, with the
   reason) nor explained by a comment on its line or on the line above its group of imports.
 """
@@ -106,8 +108,13 @@ class Tree:
         self.module_edges: dict[str, set[str]] = {m: set() for m in self.files}
         self.unexplained: list[str] = []
         self.private: list[str] = []
+        self.members: dict[str, set[str]] = {}  # module -> private members of its classes
+        self.reads: dict[str, list[tuple[int, str]]] = {}  # module -> (line, `_x` read off an object)
+        self.classes: dict[str, set[str]] = {}  # module -> names of its classes
+        self.bases: dict[str, set[str]] = {}  # module -> names its classes derive from
         for module, path in self.files.items():
             self._read(module, path)
+        self._private_members()
 
     def _read(self, module: str, path: Path) -> None:
         text = path.read_text()
@@ -134,11 +141,49 @@ class Tree:
                 aliases.update({(a.asname or a.name): f"{node.module}.{a.name}" for a in node.names})
             if in_function and names[0].split(".")[0] not in HEAVY and not _explained(lines, node.lineno):
                 self.unexplained.append(f"{module}:{node.lineno} imports {names[0]} inside a function")
+        self._scan_members(module, tree)
         for node in ast.walk(tree):  # perfguard_module._private
             if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases
                     and node.attr.startswith("_") and not node.attr.startswith("__")
                     and aliases[node.value.id] in self.files):
                 self.private.append(f"{module} uses {aliases[node.value.id]}.{node.attr}")
+
+    def _scan_members(self, module: str, tree: ast.AST) -> None:
+        members, reads = set(), []
+        self.classes[module], self.bases[module] = set(), set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ClassDef):
+                self.classes[module].add(node.name)
+                self.bases[module].update(b.id if isinstance(b, ast.Name) else b.attr for b in node.bases
+                                          if isinstance(b, (ast.Name, ast.Attribute)))
+                for item in ast.walk(node):
+                    name = None
+                    if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item is not node:
+                        name = item.name
+                    elif isinstance(item, ast.Attribute) and isinstance(item.ctx, ast.Store):
+                        name = item.attr
+                    elif isinstance(item, ast.Name) and isinstance(item.ctx, ast.Store):
+                        name = item.id
+                    if name and name.startswith("_") and not name.startswith("__"):
+                        members.add(name)
+            if (isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load) and node.attr.startswith("_")
+                    and not node.attr.startswith("__")
+                    and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))):
+                reads.append((node.lineno, node.attr))
+        self.members[module], self.reads[module] = members, reads
+
+    def _private_members(self) -> None:
+        owners: dict[str, set[str]] = {}
+        for module, names in self.members.items():
+            for name in names:
+                owners.setdefault(name, set()).add(module)
+        for module, reads in self.reads.items():
+            for line, name in reads:
+                others = owners.get(name, set()) - {module}
+                # a subclass may use what its base class keeps for its subclasses
+                others = {o for o in others if not self.classes[o] & self.bases[module]}
+                if others and name not in self.members[module]:
+                    self.private.append(f"{module}:{line} reads ._{name[1:]} of {', '.join(sorted(others))}")
 
     def cycles(self) -> list[list[str]]:
         """Strongly connected groups of more than one module (Tarjan)."""

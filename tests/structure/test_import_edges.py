@@ -96,3 +96,26 @@ def test_a_clean_tree_passes(tmp_path, monkeypatch, capsys):
     found, _ = _run(script, monkeypatch, capsys, root)
     assert found["private names used outside their module"] == ["perfguard.judge.verdicts uses perfguard.sim.run._x"]
     assert not any(v for k, v in found.items() if k != "private names used outside their module")
+
+
+def test_a_private_member_read_off_an_object_of_another_module_is_found(tmp_path, monkeypatch, capsys):
+    script = _script()
+    root = _tree(tmp_path, {
+        "errors.py": "",
+        "sim/__init__.py": "",
+        "sim/run.py": ("class History:\n    def _prefix(self):\n        return self._cut\n\n"
+                       "    def __init__(self):\n        self._cut = 1\n\n\nclass Base:\n    def _finish(self):\n"
+                       "        return self\n"),
+        "judge/__init__.py": "",
+        # reads another module's private method and attribute off objects it was handed
+        "judge/verdicts.py": "def g(history, other):\n    return history._prefix(), other._cut\n",
+        # a subclass using what its base keeps for subclasses, and a private name of its own class
+        "judge/models.py": ("from perfguard.sim.run import Base\n\n\nclass Model(Base):\n    _own = 1\n\n"
+                            "    @classmethod\n    def load(cls, m):\n        return m._finish(), m._own\n"),
+    })
+    monkeypatch.setattr(script, "ORDER", ("errors", "sim", "judge"))
+    monkeypatch.setattr(script, "LEVEL", {"errors": 0, "sim": 1, "judge": 2})
+    found, _ = _run(script, monkeypatch, capsys, root)
+    assert found["private names used outside their module"] == [
+        "perfguard.judge.verdicts:2 reads ._cut of perfguard.sim.run",
+        "perfguard.judge.verdicts:2 reads ._prefix of perfguard.sim.run"]
