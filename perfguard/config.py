@@ -28,7 +28,7 @@ from perfguard.limits import Judging, Limit, parse_limits
 from perfguard.sections import KeyDocs, Table, flag, number, string_list
 from perfguard.sim.settings import Simulation
 from perfguard.targets import BUILTIN, TargetProfile, profile_from_config
-from perfguard.user_code import import_user_module
+from perfguard.user_code import import_user_module, user_code
 
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*$")
 # "package.module:function": importable names only, so an entry can never name a file path.
@@ -401,7 +401,8 @@ def load_callable(ref: str, root: Path, where: str, key: str = "entry") -> Calla
     names the config `key` (entry, reference, flops, source) and the closest existing name."""
     module_name, _, attr = ref.partition(":")
     try:
-        module = import_user_module(module_name, root)
+        with user_code():  # a module's body is user code: what it reads is an input
+            module = import_user_module(module_name, root)
     except Exception as exc:
         hint = _module_hint(exc, root) if isinstance(exc, ModuleNotFoundError) else ""
         raise InputError(f"{where}: {key} '{ref}': cannot import '{module_name}': {type(exc).__name__}: "

@@ -2,11 +2,14 @@
 
 perfguard's own code (every file of the package), the Python packages that compute or render
 (TVM, numpy, scikit-learn, ...), the tools it runs (cross compilers, simulators, llvm-mca) and
-the Debian package database. Digests come from file contents (perfguard's code) and file
-metadata (installed packages and tools: path, size, modification time, as ccache's "mtime"
-compiler check does), never from importing a package or running a tool, so that a check can
-tell "nothing changed" in milliseconds. An upgraded package or tool rewrites its files, and apt
-rewrites /var/lib/dpkg/status on every install, so either changes the environment's digest.
+the Debian package database, and the environment variables that change what a tool does.
+Digests come from file contents (perfguard's code; the tools, by the bytes of the program found
+on PATH, so a wrapper script with the same `--version` is another tool, re-hashed only when the
+file's path, size, modification time, inode or change time differ, as ccache's "content"
+compiler check does) and file metadata (installed packages: their files' path, size and
+modification time), never from importing a package or running a tool, so that a check can tell
+"nothing changed" in milliseconds. An upgraded package rewrites its files, and apt rewrites
+/var/lib/dpkg/status on every install, so either changes the environment's digest.
 
 Records keyed on these digests (pipeline job records, check records) are invalidated by any
 such change; they never need to know which part mattered.
@@ -31,7 +34,11 @@ PACKAGES = ("tvm", "tvm_ffi", "ml_dtypes", "numpy", "scipy", "sklearn", "xgboost
             "matplotlib", "git", "onnx")
 LLVM_TOOLS = ("llvm-mca-19", "llvm-mc-19", "llvm-objdump-19", "llvm-dwarfdump-19")
 DPKG_STATUS = Path("/var/lib/dpkg/status")
-GEM5_VARIABLES = ("PERFGUARD_GEM5_X86", "PERFGUARD_GEM5_RISCV", "PERFGUARD_GEM5_ARM")
+GEM5_VARIABLES = ("PERFGUARD_GEM5", "PERFGUARD_GEM5_X86", "PERFGUARD_GEM5_RISCV", "PERFGUARD_GEM5_ARM")
+# Environment variables that change what a compiler, the dynamic loader, QEMU or TVM does: part
+# of the build and simulation keys and of every record's (a name ending in "*" is a prefix).
+TOOL_VARIABLES = ("CPATH", "C_INCLUDE_PATH", "LIBRARY_PATH", "GCC_EXEC_PREFIX", "COMPILER_PATH", "GCC_COMPARE_DEBUG",
+                  "SOURCE_DATE_EPOCH", "LD_PRELOAD", "LD_LIBRARY_PATH", "QEMU_*", "TVM_*", "OMP_*")
 
 
 def _sha(*parts: str) -> str:
@@ -119,11 +126,43 @@ def package_identity(name: str) -> str:
     return _sha(name, *parts)
 
 
+_CONTENT: dict[tuple, str] = {}  # a file's (real path, size, mtime, inode, ctime) -> sha256 of its bytes
+
+
+def content_identity(path: str | os.PathLike) -> str:
+    """A file by its real path and the sha256 of its bytes, hashed again only when its metadata
+    changed ("absent" when there is none)."""
+    try:
+        real = os.path.realpath(path)
+        st = os.stat(real)
+    except OSError:
+        return f"absent:{path}"
+    state = (real, st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
+    sha = _CONTENT.get(state)
+    if sha is None:
+        try:
+            with open(real, "rb") as handle:
+                sha = hashlib.file_digest(handle, "sha256").hexdigest()
+        except OSError:
+            return f"unreadable:{real}"
+        _CONTENT[state] = sha
+    return f"{real}:{sha}"
+
+
 def tool_identity(name: str) -> str:
-    """A program on PATH (or a path), by its metadata (asked afresh each time: a tool replaced
-    takes effect at once, in a long-lived process too)."""
+    """A program on PATH (or a path), by what it is: its content (looked up afresh each time: a
+    tool replaced or wrapped takes effect at once, in a long-lived process too)."""
     found = name if os.path.sep in name else shutil.which(name)
-    return f"{name}={stat_identity(found) if found else 'absent'}"
+    return f"{name}={content_identity(found) if found else 'absent'}"
+
+
+def tool_environment() -> str:
+    """The TOOL_VARIABLES set now, by name and the sha256 of their values."""
+    found = []
+    for name in sorted(os.environ):
+        if any(name == v or (v.endswith("*") and name.startswith(v[:-1])) for v in TOOL_VARIABLES):
+            found.append(f"{name}={hashlib.sha256(os.environ[name].encode('utf-8', 'surrogateescape')).hexdigest()}")
+    return ";".join(found)
 
 
 def environment_digest(tools: Iterable[str] = ()) -> str:
@@ -134,5 +173,5 @@ def environment_digest(tools: Iterable[str] = ()) -> str:
         *(package_identity(name) for name in PACKAGES),
         *(tool_identity(name) for name in sorted({*LLVM_TOOLS, *tools})),
         *(tool_identity(path) for path in gem5.values() if path),
-        json.dumps(gem5, sort_keys=True), stat_identity(DPKG_STATUS),
+        json.dumps(gem5, sort_keys=True), stat_identity(DPKG_STATUS), tool_environment(),
     )

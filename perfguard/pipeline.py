@@ -27,16 +27,17 @@ from perfguard.compile.toolchain import (
 )
 from perfguard.config import KernelSpec, load_callable
 from perfguard.errors import InfraError, InputError, PerfguardError
+from perfguard.fingerprints import tool_environment, tool_identity
 from perfguard.kernels import FAMILY_NAMES, get_family
 from perfguard.kernels.base import check_params
 from perfguard.kernels.models import origin
-from perfguard.signals import interruptible
+from perfguard.signals import interruptible, log
 from perfguard.sim.base import get_simulator
 from perfguard.sim.mca import LLVM_MCA, McaTarget, block_timings
 from perfguard.sim.stats import Stats
 from perfguard.targets import TargetProfile
 from perfguard.timings import Span, cpu_seconds, measured
-from perfguard.user_code import recording
+from perfguard.user_code import depend_on, recording, unchanged, user_code
 from perfguard.verify import check_key, check_outputs, resolve_reference
 
 # Part of every build key: bump when the build recipe (flags, layout) changes.
@@ -58,6 +59,9 @@ class Job:
     # bytes of padding linked before the kernel's code: the same code at another address (how far
     # code placement alone moves native time and the models: benchmarks/layout.py)
     code_offset: int = 0
+    # ignore every cache (build, simulation, output check, llvm-mca) and write each anew: what
+    # `--recompute` and the reuse canary (`--verify-reuse`) run
+    recompute: bool = False
 
     @property
     def label(self) -> str:
@@ -111,9 +115,13 @@ def run_job(job: Job) -> JobResult:
         with interruptible():  # in a pool worker too: an interrupted worker kills its simulator first
             with measured(result.timings, "imports"):  # once per process: the pool's cost, not the job's
                 import tvm  # noqa: F401
-            with recording(job.root, exclude=(job.cache_dir,)) as deps:
+            with recording(job.root, exclude=(job.cache_dir,), whole=False) as deps:
                 _run(job, result)
-            result.depends = deps.digests()
+            moved = deps.changed_since_read()
+            if moved is None:
+                result.depends = deps.digests()
+            else:  # ccache's "too new": what was read is not what is there now, so nothing is recorded
+                log(f"{job.label}: {moved} changed while the job ran: its result is not recorded")
         result.ok = True
     except PerfguardError as exc:
         result.error, result.exit_code = exc.message, exc.exit_code
@@ -148,7 +156,8 @@ def resolve_kernel(spec: KernelSpec, root: Path, where: str,
         except InputError as exc:
             raise InputError(f"{where}: {exc.message}") from None
     try:
-        mod = entry(**spec.params)
+        with user_code():
+            mod = entry(**spec.params)
     except InputError as exc:
         raise InputError(f"{where}: {exc.message}") from None
     except Exception as exc:
@@ -220,7 +229,8 @@ def build_kernel(job: Job, result: JobResult) -> Built:
     cache = BuildCache(job.cache_dir)
     key = build_key(lowered, profile, result.toolchain, job.code_offset)
     result.content_hash = key
-    build_dir = cache.lookup_build(key)
+    tools = build_tools(profile)
+    build_dir = None if job.recompute else cache.lookup_build(key, tools)
     with measured(result.timings, "compile"):
         if build_dir is None:
             staging = cache.staging_dir()
@@ -229,12 +239,14 @@ def build_kernel(job: Job, result: JobResult) -> Built:
                 (staging / "harness.c").write_text(render_harness(lowered.symbol, lowered.tensors))
                 link_harness(profile, staging / "harness.c", staging / "kernel.o", staging / "harness", where,
                              job.code_offset)
-                build_dir = cache.publish_build(key, staging)
+                result.binary_hash = file_digest(staging / "harness")  # this build's, whichever folder is kept
+                build_dir = cache.publish_build(key, staging, tools)
             except BaseException:  # a failed build leaves nothing behind in the cache
                 shutil.rmtree(staging, ignore_errors=True)
                 raise
             result.rebuilt = True
-        result.binary_hash = file_digest(build_dir / "harness")
+        else:
+            result.binary_hash = cache.built_file_sha(key, "harness")
         # beside the build, not in its key; the module is made only when the nest is not recorded yet
         result.loops = ensure_loops(build_dir, lambda: lowered.mod, profile.tvm_target)
     return Built(build_dir, lowered, params, family, where)
@@ -248,13 +260,20 @@ def build_key(lowered: LoweredKernel, profile: TargetProfile, toolchain: dict[st
                   str(HARNESS_VERSION), template_digest(), str(BUILD_RECIPE), _layout(lowered), *offset)
 
 
+def build_tools(profile: TargetProfile) -> str:
+    """The compiler by its bytes (not its --version: a wrapper adding flags is another compiler)
+    and the variables that change what it does: what a build's marker must also hold to be reused."""
+    return f"{tool_identity(profile.cc)};{tool_environment()}"
+
+
 def kernel_flops(spec: KernelSpec, root: Path, where: str) -> int:
     """A user kernel's `flops`: its expression over the params, or its function called with them."""
     if not flopcount.is_callable(spec.flops):
         return flopcount.evaluate(spec.flops, spec.params, f"{where}: flops")
     func = load_callable(spec.flops, root, where, "flops")
     try:
-        value = func(**spec.params)
+        with user_code():
+            value = func(**spec.params)
     except Exception as exc:
         raise InputError(f"{where}: flops '{spec.flops}' raised {type(exc).__name__}: {exc}".splitlines()[0]) from None
     return flopcount.count(value, f"{where}: flops '{spec.flops}'")
@@ -272,11 +291,12 @@ def _run(job: Job, result: JobResult) -> None:
     fingerprint = simulator.fingerprint(job.profile)
     result.toolchain["simulator"] = fingerprint
     cache = BuildCache(job.cache_dir)
-    sim_key = simulation_key(job, result.binary_hash, fingerprint)
-    stats = _cached_stats(cache.lookup_sim(sim_key), sim_key)
-    raw = None if stats is None else cache.lookup_outputs(sim_key)
+    sim_key = simulation_key(job, result.binary_hash, fingerprint, simulator.programs(job.profile))
+    found = None if job.recompute else cache.lookup_sim(sim_key)
+    stats = None if found is None else _cached_stats(found[0], sim_key)
+    raw = None if found is None else found[1]
     if raw is not None and len(raw) != sum(t.nbytes for t in built.lowered.tensors if t.output):
-        raw = None  # cut short or edited: simulate again, as for a damaged record
+        raw = None  # not the outputs of these tensors: simulate again, as for a damaged record
     if stats is None or raw is None:
         with measured(result.timings, "simulate"):
             sim = simulator.run(built.binary, job.profile, [str(job.reps), str(job.warmup)], job.timeout)
@@ -302,7 +322,8 @@ def _warm_block_timings(job: Job, stats: Stats) -> None:
         return
     profile = job.profile
     try:
-        block_timings(stats.blocks.blocks, McaTarget(profile.triple, profile.pipeline_cpu, profile.mattr), job.cache_dir)
+        block_timings(stats.blocks.blocks, McaTarget(profile.triple, profile.pipeline_cpu, profile.mattr), job.cache_dir,
+                      refresh=job.recompute)
     except PerfguardError:
         pass
 
@@ -318,9 +339,11 @@ def _cached_stats(record: dict | None, sim_key: str) -> Stats | None:
         return None
 
 
-def simulation_key(job: Job, binary_hash: str, fingerprint: str) -> str:
-    """Everything that decides a simulation's statistics and outputs."""
-    return digest(binary_hash, job.simulator, fingerprint, str(job.reps), str(job.warmup))
+def simulation_key(job: Job, binary_hash: str, fingerprint: str, programs: list[str] = ()) -> str:
+    """Everything that decides a simulation's statistics and outputs: the simulator's programs by
+    their bytes (not only the version text in its fingerprint) and the variables they read."""
+    return digest(binary_hash, job.simulator, fingerprint, str(job.reps), str(job.warmup),
+                  *(tool_identity(p) for p in programs), tool_environment())
 
 
 def _decode(raw: bytes, built: Built, simulator: str) -> list[np.ndarray]:
@@ -332,23 +355,32 @@ def _decode(raw: bytes, built: Built, simulator: str) -> list[np.ndarray]:
 
 def check_built(job: Job, result: JobResult, built: Built, outputs: list[np.ndarray], outputs_key: str) -> None:
     """The output check, or its cached answer under a key holding everything that decides it
-    (`outputs_key` stands for the outputs: the simulation's key, or the binary's hash natively)."""
+    (`outputs_key` stands for the outputs: the simulation's key, or the binary's hash natively)
+    and reused only while what the reference read (the modules it and its module import, the
+    files it loads, the variables it reads: recorded with the answer) is as it was."""
     spec = job.kernel
-    ref = resolve_reference(spec, job.root, built.lowered, built.family, built.where)
-    result.reference = ref.kind
-    if ref.kind == "self" and job.require_reference:
-        if spec.model is not None or spec.ir is not None:  # a model gives no numpy reference per kernel
-            raise InputError(f"{built.where}: a [[model]]'s kernels have no numpy reference, and require_reference "
-                             f"= true refuses them: set require_reference = false to guard the model")
-        raise InputError(f"{built.where}: no numpy reference, and require_reference = true: add "
-                         f"reference = \"module:function\" to the kernel (docs/kernels.md, \"Output check\")")
-    cache = BuildCache(job.cache_dir)
-    key = check_key(outputs_key, spec, ref, sum(t.output for t in built.lowered.tensors))
-    checked = cache.lookup_check(key)
-    if checked is None:
-        checked = {"max_error": check_outputs(spec, ref, built.lowered, outputs, built.where, job.cache_dir)}
-        cache.store_check(key, checked)
-        result.rechecked = True
+    with recording(job.root, exclude=(job.cache_dir,), whole=False) as read:
+        ref = resolve_reference(spec, job.root, built.lowered, built.family, built.where)
+        result.reference = ref.kind
+        if ref.kind == "self" and job.require_reference:
+            if spec.model is not None or spec.ir is not None:  # a model gives no numpy reference per kernel
+                raise InputError(f"{built.where}: a [[model]]'s kernels have no numpy reference, and "
+                                 f"require_reference = true refuses them: set require_reference = false to guard "
+                                 f"the model")
+            raise InputError(f"{built.where}: no numpy reference, and require_reference = true: add "
+                             f"reference = \"module:function\" to the kernel (docs/kernels.md, \"Output check\")")
+        cache = BuildCache(job.cache_dir)
+        key = check_key(outputs_key, spec, ref, sum(t.output for t in built.lowered.tensors))
+        checked = None if job.recompute else cache.lookup_check(key)
+        if checked is not None and unchanged(job.root, checked.get("depends")):
+            depend_on(job.root, checked["depends"])  # what the reference read is this job's input too
+        else:
+            checked = {"max_error": check_outputs(spec, ref, built.lowered, outputs, built.where, job.cache_dir)}
+            result.rechecked = True
+    if result.rechecked:
+        checked["depends"] = read.digests()
+        if read.changed_since_read() is None:
+            cache.store_check(key, checked)
     result.max_error = checked["max_error"]
 
 

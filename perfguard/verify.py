@@ -43,6 +43,7 @@ from perfguard.compile.lower import LoweredKernel, build_host
 from perfguard.config import KernelSpec, load_callable
 from perfguard.errors import InfraError, InputError, WrongResult
 from perfguard.fingerprints import code_digest
+from perfguard.user_code import user_code
 
 # Part of every check key: bump when the comparison itself changes.
 CHECK_VERSION = 3
@@ -110,7 +111,8 @@ def reference_outputs(spec: KernelSpec, ref: Reference, lowered: LoweredKernel, 
                       cache_dir: Path | None = None) -> list[np.ndarray]:
     if ref.func is not None:
         try:
-            outputs = ref.func(inputs, **spec.params)
+            with user_code():
+                outputs = ref.func(inputs, **spec.params)
         except Exception as exc:
             name = spec.reference or "the family's reference"
             raise InputError(f"{where}: reference '{name}' raised {type(exc).__name__}: {exc}".splitlines()[0]) from None

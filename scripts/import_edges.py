@@ -30,10 +30,10 @@ ROOT = Path(__file__).resolve().parents[1] / "perfguard"
 
 # Bottom to top: each package imports only those before it. A tuple holds packages side by side.
 ORDER = (
-    # shared modules: errors and atomic writes, processes and signals, the registry type, the
+    # shared modules: errors and atomic writes, records that carry their digest, processes and signals, the registry type, the
     # job stage clock, fingerprints, user code imports, FLOP formulas, target profiles, executors,
     # the typed reads a config section makes of its table (sections are owned by the layers above)
-    "errors", "signals", "process", "atomic", "jsonfile", "registry", "timings", "fingerprints", "user_code",
+    "errors", "signals", "process", "atomic", "jsonfile", "sealed", "registry", "timings", "fingerprints", "user_code",
     "flopcount", "targets", "executors", "sections",
     # measuring: lower a TVM module to an object and link it; run a binary in a simulator (or
     # llvm-mca on its blocks), natively, or check its outputs. None of them knows the config.

@@ -14,18 +14,19 @@ from perfguard.baselines.store import BaselineStore
 from perfguard.config import load_config
 from perfguard.limits import MODEL_NAMES
 from perfguard.document.report import Report, Revision, Shard, write_report
-from perfguard.errors import InputError
+from perfguard.errors import InfraError, InputError
 from perfguard.executors import add_executor_options, executor_from_args, pool_size
 from perfguard.jsonfile import now_iso
 from perfguard.report.html import KERNEL_DIR
 from perfguard.report.pages import page_files, write_pages
 from perfguard.report.terminal import console, print_table, print_timings, progress
 from perfguard.runs import check_record
-from perfguard.runs import result_records
+from perfguard.runs import result_records, reuse_canary
 from perfguard.runs.check import judge_results, make_jobs, measure_until_interrupted, recorded, select, whole_models
 from perfguard.runs.orphans import orphan_outcomes
 from perfguard.runs.report_build import build_report, check_timings
 from perfguard.sim.base import SIMULATOR_NAMES
+from perfguard.pipeline import JobResult
 from perfguard.timings import StageClock
 from perfguard.user_code import recording
 
@@ -75,8 +76,12 @@ def add_parser(subparsers) -> None:
                    help="exit 3 when this run's toolchain differs from its baselines' (default: exit 0; the "
                         "headline names what differs and the command that re-baselines)")
     p.add_argument("--recompute", action="store_true",
-                   help="ignore what earlier checks recorded (job results, the whole check): lower, judge and "
-                        "render everything again (the build and simulation caches are still used)")
+                   help="ignore every cache and record (builds, simulations, output checks, llvm-mca timings, job "
+                        "results, the whole check): build, simulate, check, judge and render everything again, "
+                        "writing each anew")
+    p.add_argument("--verify-reuse", nargs="?", const=0, type=int, metavar="N",
+                   help="the reuse canary: run N of the job results this check would reuse (all when N is not "
+                        "given) again from scratch and exit 3, naming the job and the input, if any answer differs")
     p.add_argument("--timings", action="store_true",
                    help="print where the time went: wall and CPU seconds per stage (config, lowering, compile, "
                         "simulation, timing model, judging, rendering) and the costliest jobs; the JSON report "
@@ -108,7 +113,9 @@ def run(args: argparse.Namespace) -> int:
             "model": config.judging.model, "simulator": simulator, "shard": args.shard,
             "base": store.sha if store is not None else None,
             "allow_errors": args.allow_errors, "fail_on_toolchain_change": args.fail_on_toolchain_change}, simulator)
-        found = None if args.recompute else check_record.lookup(config, key)
+        if args.verify_reuse is not None and args.verify_reuse < 0:
+            raise InputError(f"--verify-reuse {args.verify_reuse}: must be a count of jobs >= 0 (0: all)")
+        found = None if args.recompute or args.verify_reuse is not None else check_record.lookup(config, key)
     if found is not None:  # nothing the check depends on changed: its report and pages as they were
         return _reused(args, clock, out, found, report_dir)
     with clock.stage("config"), recording(config.root, exclude=(config.storage.cache_dir, report_dir)) as config_files:
@@ -120,8 +127,17 @@ def run(args: argparse.Namespace) -> int:
             whole = whole_models(pairs)
             pairs = pairs[i - 1::n]
         jobs = make_jobs(config, pairs, args.simulator)
+        if args.recompute:
+            jobs = [replace(job, recompute=True) for job in jobs]
     with clock.stage("reuse"):
         known = [None] * len(jobs) if args.recompute else recorded(jobs)
+        canary: dict[int, JobResult] = {}
+        if args.verify_reuse is not None:  # these reused results are run again from scratch, then compared
+            chosen = reuse_canary.pick([(i, j.label) for i, (j, r) in enumerate(zip(jobs, known)) if r is not None],
+                                       args.verify_reuse)
+            canary = {i: known[i] for i in chosen}  # type: ignore[misc]
+            known = [None if i in canary else r for i, r in enumerate(known)]
+            jobs = [replace(j, recompute=True) if i in canary else j for i, j in enumerate(jobs)]
     todo = sum(r is None for r in known)
     with clock.stage("jobs"):  # the pool is shut down inside: its workers' CPU is counted here
         workers = pool_size(args.jobs or config.jobs, todo)
@@ -130,6 +146,11 @@ def run(args: argparse.Namespace) -> int:
                 config, jobs, args.jobs, on_result=lambda i, r: advance(f"{r.kernel}[{r.target}]"), executor=executor,
                 known=known)
             workers = executor.workers if todo > 1 else 0
+    mismatches = [m for i, old in canary.items() if (m := reuse_canary.compare(old, results[i])) is not None]
+    for mismatch in mismatches:
+        out.print(escape(f"reuse canary: {mismatch.message()}"), style="bold red")
+    if canary and not mismatches:
+        out.print(f"reuse canary: {len(canary)} reused result(s) run again from scratch: each the same")
     with clock.stage("reuse"):  # report entries of results whose inputs are as recorded (not under --base)
         entry_keys = result_records.keys(config, jobs, results, args.threshold) if store is None else []
         entries = [None if args.recompute else result_records.lookup(config, key, r)
@@ -167,7 +188,7 @@ def run(args: argparse.Namespace) -> int:
         recorded_json.pop("timings", None)
         check_record.store(config, key, recorded_json, [list(d) for d in dict.fromkeys(map(tuple, depends))],
                            report_dir, page_files(report_dir))
-    return check.exit_code()
+    return InfraError.exit_code if mismatches else check.exit_code()
 
 
 def _reused(args: argparse.Namespace, clock: StageClock, out, found: tuple[dict, dict[str, bytes]],

@@ -28,6 +28,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from perfguard import sealed
 from perfguard.atomic import atomic_write_bytes
 from perfguard.compile.cache import digest
 from perfguard.config import Config
@@ -36,7 +37,7 @@ from perfguard.fingerprints import environment_digest
 from perfguard.sim.base import profile_tools
 from perfguard.user_code import file_sha256, unchanged
 
-RECORD_VERSION = 1
+RECORD_VERSION = 2
 
 
 def git_head(folder: Path) -> str:
@@ -127,24 +128,22 @@ def lookup(config: Config, key: str) -> tuple[dict, dict[str, bytes]] | None:
     """(the recorded report's JSON, its pages by path relative to the report folder) when
     nothing the check depends on changed; None otherwise."""
     folder = record_dir(config.storage.cache_dir, key)
-    try:
-        record = json.loads((folder / "record.json").read_text())
-        if not isinstance(record, dict) or record.get("version") != RECORD_VERSION or record.get("key") != key:
-            return None
-        if not unchanged_files(config.root.resolve(), record.get("depends")):
-            return None
-        pages = {}
-        for relative, sha in record["pages"].items():
-            data = (folder / "pages" / relative).read_bytes()
-            if hashlib.sha256(data).hexdigest() != sha:
-                return None
-            pages[relative] = data
-        report = record["report"]
-        if not isinstance(report, dict):
-            return None
-        return report, pages
-    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+    record = sealed.read(folder / "record.json", "check", key)
+    if not isinstance(record, dict) or not isinstance(record.get("report"), dict) \
+            or not isinstance(record.get("pages"), dict):
         return None  # absent or damaged: check in full
+    if not unchanged_files(config.root.resolve(), record.get("depends")):
+        return None
+    pages = {}
+    for relative, sha in record["pages"].items():
+        try:
+            data = (folder / "pages" / relative).read_bytes()
+        except OSError:
+            data = None
+        if data is None or hashlib.sha256(data).hexdigest() != sha:
+            return sealed.damaged(str(folder / "pages" / relative), "missing, or not the page that was rendered")
+        pages[relative] = data
+    return record["report"], pages
 
 
 def store(config: Config, key: str, report_json: dict, depends: list[list[str]], report_dir: Path,
@@ -162,9 +161,8 @@ def store(config: Config, key: str, report_json: dict, depends: list[list[str]],
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(data)
             recorded[relative] = hashlib.sha256(data).hexdigest()
-        (staging / "record.json").write_text(json.dumps(
-            {"version": RECORD_VERSION, "key": key, "depends": depends, "pages": recorded, "report": report_json},
-            sort_keys=True))
+        (staging / "record.json").write_bytes(sealed.seal(
+            "check", key, {"depends": depends, "pages": recorded, "report": report_json}))
         if final.exists():  # an older record of the same key: replaced whole
             old = Path(tempfile.mkdtemp(dir=final.parent, prefix=".old-"))
             os.rename(final, old / "record")

@@ -10,7 +10,8 @@ environment (perfguard.fingerprints). A record is keyed on all of them; the entr
 (seconds, rebuilt, resimulated) are this run's. Only the working tree's baselines are recorded
 (not `--base`), and only results that are not errors.
 
-Records live in <cache>/results/; anything that does not read back whole means: judge again.
+Records live in <cache>/results/; anything that does not read back whole, or whose payload no
+longer matches the sha256 it was stored with (perfguard.sealed), means: judge again.
 """
 
 from __future__ import annotations
@@ -18,12 +19,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from perfguard.atomic import atomic_write_text
+from perfguard import sealed
 from perfguard.baselines.store import BaselineStore
 from perfguard.compile.cache import digest
 from perfguard.config import Config
 from perfguard.document.report import Result, from_json, to_json
-from perfguard.errors import InfraError, InputError
+from perfguard.errors import InputError
 from perfguard.fingerprints import environment_digest
 from perfguard.judge.history import BaselineHistory
 from perfguard.judge.verdicts import Verdict
@@ -32,7 +33,7 @@ from perfguard.predict.intervals import DeltaInterval
 from perfguard.predict.store import model_path
 from perfguard.user_code import file_sha256
 
-RECORD_VERSION = 1
+RECORD_VERSION = 2
 # What a result's entry says about this run rather than about the result: never recorded.
 RUN_FIELDS = ("seconds", "rebuilt", "resimulated")
 _NOT_INPUTS = ("seconds", "cpu_seconds", "timings", "depends", "reused", "rebuilt", "resimulated", "rechecked")
@@ -72,13 +73,14 @@ def lookup(config: Config, key: str | None, result: JobResult) -> Result | None:
     """The recorded entry with this run's facts, or None (none, damaged, another key)."""
     if key is None:
         return None
-    try:
-        record = json.loads(_path(config.storage.cache_dir, key).read_text())
-        if not isinstance(record, dict) or record.get("version") != RECORD_VERSION or record.get("key") != key:
-            return None
-        entry = from_json(Result, record["result"], f"result record {key}")
-    except (OSError, ValueError, TypeError, KeyError, InputError):
+    path = _path(config.storage.cache_dir, key)
+    data = sealed.read(path, "result", key)
+    if data is None:
         return None
+    try:
+        entry = from_json(Result, data, f"result record {key}")
+    except (ValueError, TypeError, KeyError, InputError):
+        return sealed.damaged(str(path), "not a report entry")
     entry.seconds, entry.rebuilt, entry.resimulated = round(result.seconds, 3), result.rebuilt, result.resimulated
     return entry
 
@@ -90,11 +92,7 @@ def store(config: Config, key: str | None, entry: Result) -> None:
     data = to_json(entry)
     for name in RUN_FIELDS:
         data.pop(name, None)
-    try:
-        atomic_write_text(_path(config.storage.cache_dir, key),
-                          json.dumps({"version": RECORD_VERSION, "key": key, "result": data}, sort_keys=True))
-    except (InfraError, OSError):
-        pass
+    sealed.try_write(_path(config.storage.cache_dir, key), "result", key, data)
 
 
 def verdict_of(entry: Result) -> Verdict:
