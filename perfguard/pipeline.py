@@ -39,6 +39,7 @@ from perfguard.targets import TargetProfile
 from perfguard.timings import Span, cpu_seconds, measured
 from perfguard.user_code import depend_on, recording, unchanged, user_code
 from perfguard.verify import check_key, check_outputs, resolve_reference
+from perfguard.sim.mca_tools import timing_cache_dir
 
 # Part of every build key: bump when the build recipe (flags, layout) changes.
 BUILD_RECIPE = 1
@@ -322,8 +323,8 @@ def _warm_block_timings(job: Job, stats: Stats) -> None:
         return
     profile = job.profile
     try:
-        block_timings(stats.blocks.blocks, McaTarget(profile.triple, profile.pipeline_cpu, profile.mattr), job.cache_dir,
-                      refresh=job.recompute)
+        block_timings(stats.blocks.blocks, McaTarget(profile.triple, profile.pipeline_cpu, profile.mattr),
+                      timing_cache_dir(job.cache_dir))
     except PerfguardError:
         pass
 

@@ -32,6 +32,7 @@ from perfguard.judge.differential import NO_SYMBOL, NOT_IN_LOOP, UNDECIDED, Plac
 from perfguard.predict.pipeline import PipelineModel
 from perfguard.sim.stats import Stats
 from perfguard.targets import TargetProfile
+from perfguard.sim.mca_tools import timing_cache_dir
 
 MAX_BLOCKS = 40  # kept per result: the kernel page lists them all, the comment the top 3
 MAX_CANDIDATES = 4  # loops shown for a block several loops fit
@@ -369,4 +370,4 @@ def attribution_between(before: Any, after: Any, profile: TargetProfile, cache_d
     if stats_before is None or stats_after is None or stats_before.blocks is None or stats_after.blocks is None:
         return None
     loops = (getattr(before, "loops", None), getattr(after, "loops", None))
-    return attribute(PipelineModel(profile, cache_dir), stats_before, stats_after, loops)
+    return attribute(PipelineModel(profile, timing_cache_dir(cache_dir)), stats_before, stats_after, loops)

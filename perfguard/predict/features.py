@@ -37,6 +37,7 @@ from perfguard.errors import InputError
 from perfguard.predict.pipeline import PipelineModel
 from perfguard.sim.mca import block_timings
 from perfguard.sim.stats import STAT_FIELDS, Stats
+from perfguard.sim.mca_tools import timing_cache_dir
 
 FEATURE_SETS = ("counts", "pipeline")
 VIEWS = ("raw", "derived")
@@ -199,7 +200,7 @@ class Featurizer:
         self.needs_blocks = features == "pipeline"
         self._pipeline = None
         if self.needs_blocks:
-            self._pipeline = PipelineModel(profile, default_cache_dir() if cache_dir is None else cache_dir)
+            self._pipeline = PipelineModel(profile, timing_cache_dir(default_cache_dir() if cache_dir is None else cache_dir))
 
     @property
     def pipeline_id(self) -> str | None:

@@ -25,6 +25,7 @@ from perfguard.predict.pipeline import PipelineModel
 from perfguard.predict.store import ModelFiles, StoredModel, load_model, model_path
 from perfguard.sim.base import block_profile_simulators, records_blocks
 from perfguard.targets import TargetProfile
+from perfguard.sim.mca_tools import timing_cache_dir
 
 _LOADED: dict[tuple[str, float], StoredModel] = {}
 
@@ -111,4 +112,4 @@ def trained_dtypes(meta: dict) -> list[str]:
 
 
 def _pipeline(profile: TargetProfile, cache_dir: Path) -> Predictor:
-    return PipelineModel(profile, cache_dir)
+    return PipelineModel(profile, timing_cache_dir(cache_dir))

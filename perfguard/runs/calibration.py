@@ -42,6 +42,7 @@ from perfguard.sim.base import get_simulator
 from perfguard.native import DEFAULT_CV_BOUND, PROCESSES, QuietPolicy, check_native, this_machine, time_interleaved
 from perfguard.sim.stats import Stats
 from perfguard.targets import TargetProfile
+from perfguard.sim.mca_tools import timing_cache_dir
 
 # Problem shapes (groups) sampled by default: ResNet-like layers and GEMMs of several aspects.
 DEFAULT_GROUPS: dict[str, list[dict]] = {
@@ -312,7 +313,7 @@ class DatasetFeatures:
         self.features, self.line = features, profile.l2.line
         self.pipeline_id, self.pipe = None, None
         if features == "pipeline":
-            model = PipelineModel(profile, default_cache_dir() if cache_dir is None else cache_dir)
+            model = PipelineModel(profile, timing_cache_dir(default_cache_dir() if cache_dir is None else cache_dir))
             self.pipeline_id = model.model_id
             self.pipe = pipeline_columns(self.stats, model)
 

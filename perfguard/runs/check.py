@@ -29,6 +29,7 @@ from perfguard.predict.select import predictor_for
 from perfguard.predict.store import ModelFiles
 from perfguard.runs.result_records import verdict_of
 from perfguard.sim.base import get_simulator
+from perfguard.sim.mca_tools import timing_cache_dir
 
 
 @dataclass
@@ -431,7 +432,7 @@ def attribute_calibrated(predictor, profile, cache_dir: Path, baseline: Baseline
     if not predictor.calibrated or baseline.stats.blocks is None or result.stats is None or result.stats.blocks is None:
         return None
     try:
-        return attribute(PipelineModel(profile, cache_dir), baseline.stats, result.stats,
+        return attribute(PipelineModel(profile, timing_cache_dir(cache_dir)), baseline.stats, result.stats,
                          (baseline.loops, result.loops))
     except (InputError, InfraError):
         return None

@@ -25,8 +25,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from perfguard import sealed
-from perfguard.fingerprints import tool_identity
+from perfguard.atomic import atomic_write_text
 from perfguard.errors import InfraError
 from perfguard.sim.blocks import Block
 
@@ -67,31 +66,27 @@ _VERSIONS: dict[tuple, str] = {}
 
 
 def llvm_version(cache_dir: Path) -> str:
-    """The LLVM version of llvm-mca, asked once per installed binary (by its content) and remembered on disk."""
+    """The LLVM version of llvm-mca, asked once per installed binary and remembered on disk."""
     path = os.path.realpath(_tool(LLVM_MCA))
     st = os.stat(path)
-    ident = (path, st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns, str(cache_dir))
+    ident = (path, st.st_size, st.st_mtime_ns, str(cache_dir))
     if ident in _VERSIONS:
         return _VERSIONS[ident]
 
-    memo_key = hashlib.sha256(tool_identity(path).encode()).hexdigest()
-    memo = Path(cache_dir) / "mca" / f"version-{memo_key[:20]}.json"
-    version = sealed.read(memo, "llvm version", memo_key)
-    if not isinstance(version, str) or not version:
+    memo = Path(cache_dir) / "mca" / f"version-{hashlib.sha256(repr(ident[:3]).encode()).hexdigest()[:20]}.txt"
+    try:
+        version = memo.read_text().strip()
+    except OSError:
+        version = ""
+    if not version:
         proc = _run([path, "--version"], "", f"{LLVM_MCA} --version")
         found = re.search(r"LLVM version (\S+)", proc)
         if not found:
             raise InfraError(f"{LLVM_MCA} --version printed no LLVM version: {' '.join(proc.split())[:200]}")
         version = found.group(1)
-        sealed.try_write(memo, "llvm version", memo_key, version)
+        atomic_write_text(memo, version + "\n")
     _VERSIONS[ident] = version
     return version
-
-
-def _tools_key(cache_dir: Path) -> str:
-    """What every timing's key holds of the tools: LLVM's version and llvm-mca's and llvm-mc's
-    bytes (a wrapper with the same --version, adding -dispatch=1 say, is another tool)."""
-    return f"{llvm_version(cache_dir)};{tool_identity(_tool(LLVM_MCA))};{tool_identity(_tool(LLVM_MC))}"
 
 
 def _run(cmd: list[str], stdin: str, what: str) -> str:
@@ -260,12 +255,11 @@ def _path(cache_dir: Path, key: str) -> Path:
 _KNOWN: dict[str, BlockTiming | float] = {}
 
 
-def _read(path: Path, key: str) -> BlockTiming | None:
-    data = sealed.read(path, "block timing", key)
+def _read(path: Path) -> BlockTiming | None:
     try:
-        return None if data is None else \
-            BlockTiming(float(data["cycles"]), str(data["bound"]), tuple(str(s) for s in data["asm"]))
-    except (ValueError, TypeError, KeyError):  # not a timing: compute again
+        data = json.loads(path.read_text())
+        return BlockTiming(float(data["cycles"]), str(data["bound"]), tuple(str(s) for s in data["asm"]))
+    except (OSError, ValueError, TypeError, KeyError):  # missing or damaged: compute again
         return None
 
 
@@ -275,40 +269,40 @@ def _loop_key(body: list[Block], target: McaTarget, version: str) -> str:
 
 
 def loop_cycles(bodies: list[list[tuple[Block, BlockTiming]]], target: McaTarget, cache_dir: Path,
-                what: str = "pipeline model", refresh: bool = False) -> list[float]:
+                what: str = "pipeline model") -> list[float]:
     """Cycles per iteration of loops whose body spans several blocks, each body's instructions
     given to llvm-mca as one loop (so dependencies from one block into the next iteration's
     blocks count); cached like block timings, by the body's bytes."""
-    version = _tools_key(cache_dir)
+    version = llvm_version(cache_dir)
     keys = [_loop_key([b for b, _ in body], target, version) for body in bodies]
     found: dict[str, float] = {}
-    for key in set(keys) if not refresh else ():
+    for key in set(keys):
         if key in _KNOWN:
-            found[key] = _KNOWN[key]  # type: ignore[assignment]
+            found[key] = _KNOWN[key]
             continue
-        data = sealed.read(_path(cache_dir, key), "loop timing", key)
-        if isinstance(data, dict) and isinstance(data.get("cycles"), (int, float)):
-            found[key] = _KNOWN[key] = float(data["cycles"])
+        try:
+            found[key] = _KNOWN[key] = float(json.loads(_path(cache_dir, key).read_text())["cycles"])
+        except (OSError, ValueError, TypeError, KeyError):  # missing or damaged: compute again
+            pass
     todo = {key: body for key, body in zip(keys, bodies) if key not in found}
     if todo:
         heads = [body[0][0] for body in todo.values()]
         asm = [[line for _, timing in body for line in timing.asm] for body in todo.values()]
         where = what + ", the loop body starting at its first block"
         for key, (cycles, _) in zip(todo, _schedule(heads, asm, target, where)):
-            sealed.try_write(_path(cache_dir, key), "loop timing", key, {"cycles": cycles})
+            atomic_write_text(_path(cache_dir, key), json.dumps({"cycles": cycles}, sort_keys=True))
             found[key] = _KNOWN[key] = cycles
     return [found[key] for key in keys]
 
 
 def block_timings(blocks: tuple[Block, ...] | list[Block], target: McaTarget, cache_dir: Path,
-                  what: str = "pipeline model", refresh: bool = False) -> list[BlockTiming]:
-    """A timing per block, in order; from the cache where it has them (`refresh`: computed anew
-    and written again whatever the cache holds)."""
-    version = _tools_key(cache_dir)
+                  what: str = "pipeline model") -> list[BlockTiming]:
+    """A timing per block, in order; from the cache where it has them."""
+    version = llvm_version(cache_dir)
     keys = [_key(b, target, version) for b in blocks]
     found: dict[str, BlockTiming] = {}
-    for key in set(keys) if not refresh else ():
-        timing = _KNOWN.get(key) or _read(_path(cache_dir, key), key)
+    for key in set(keys):
+        timing = _KNOWN.get(key) or _read(_path(cache_dir, key))
         if timing is not None:
             found[key] = _KNOWN[key] = timing
     todo: dict[str, Block] = {}
@@ -325,7 +319,7 @@ def block_timings(blocks: tuple[Block, ...] | list[Block], target: McaTarget, ca
         for i, (cycles, bound) in zip(scheduled, results):
             timings[i] = BlockTiming(cycles, bound, tuple(" ".join(ln.split()) for ln in asm[i]))
         for key, timing in zip(todo, (timings[i] for i in range(len(pending)))):
-            sealed.try_write(_path(cache_dir, key), "block timing", key,
-                             {"cycles": timing.cycles, "bound": timing.bound, "asm": list(timing.asm)})
+            atomic_write_text(_path(cache_dir, key), json.dumps(
+                {"cycles": timing.cycles, "bound": timing.bound, "asm": list(timing.asm)}, sort_keys=True))
             found[key] = _KNOWN[key] = timing
     return [found[key] for key in keys]
