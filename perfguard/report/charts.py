@@ -328,11 +328,19 @@ def calibration(points: list[Sequence[float]], chart_id: str, title: str, limit:
         marks=[Mark(xs(n), ys(p), f"native {seconds(n)}, predicted {seconds(p)}") for p, n in pairs])
 
 
+def _whisker(xs: Linear, span: float, low: float | None, high: float | None) -> tuple[float, float] | None:
+    """An interval's line on the canvas, clipped to the axis (its ends past the edge are in the tooltip)."""
+    if low is None or high is None:
+        return None
+    return xs(max(low, -span)), xs(min(high, span))
+
+
 def deltas(rows: list[dict[str, Any]], chart_id: str, title: str) -> str:
-    """Horizontal bars of delta % per result {label, delta_pct, threshold_pct, verdict}, each with
-    grey ticks at +-its threshold."""
+    """Horizontal bars of delta % per result {label, delta_pct, threshold_pct, verdict, and its
+    interval's low_pct and high_pct where it has one}, each with grey ticks at +-its threshold and
+    a whisker over its interval."""
     labels = [_cut(r["label"]) for r in rows]
-    frame = _Frame(560, 75 + 20 * len(rows), left=16 + max([text_width(x, NOTE) for x in labels] + [30]),
+    frame = _Frame(760, 75 + 22 * len(rows), left=16 + max([text_width(x, FONT) for x in labels] + [30]),
                    right=15, top=30, bottom=30)
     limits = [r["threshold_pct"] for r in rows if r.get("threshold_pct") is not None]
     legend = _legend_row(frame, title, [Entry("tick", "#757575", "threshold")] if limits else [])
@@ -347,8 +355,10 @@ def deltas(rows: list[dict[str, Any]], chart_id: str, title: str) -> str:
             label=label, mid=mid, y=mid - 0.325 * band, h=0.65 * band, x=xs(min(0.0, v)), w=abs(xs(v) - xs(0.0)),
             colour=VERDICT_COLOURS[r["verdict"]], limits=None if t is None else (xs(-t), xs(t)),
             tick=min(band * 0.8, 12.0),
-            tip=f"{r['label']}: {v:+.2f} % ({r['verdict']}" + (f", threshold {t:.2f} %)" if t is not None else ")")))
+            whisker=_whisker(xs, span, r.get("low_pct"), r.get("high_pct")),
+            tip=f"{r['label']}: {v:+.2f} % ({r['verdict']}" + (f", threshold {t:.2f} %" if t is not None else "")
+            + (f", interval {r['low_pct']:+.1f} .. {r['high_pct']:+.1f} %)" if r.get("low_pct") is not None else ")")))
     return _render(
         "deltas.svg.j2", id=chart_id, label=title, title=title, width=frame.width, height=frame.height,
-        plot=frame, x=_axis(xs, labelled(linear_ticks(-span, span, 5), signed_pct)), y=_bands(bars, NOTE),
+        plot=frame, x=_axis(xs, labelled(linear_ticks(-span, span, 5), signed_pct)), y=_bands(bars, FONT),
         legend=legend, zero=xs(0.0), bars=bars)

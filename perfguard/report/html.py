@@ -21,8 +21,8 @@ from markupsafe import Markup
 from perfguard.atomic import atomic_write_text
 from perfguard.document import model_labels
 from perfguard.document.report import Metrics, ROOF_FRACTION, Report, Result, TargetSummary, worst_first
-from perfguard.document.verdicts import VERDICTS
-from perfguard.report import charts, flame, model_view, numbers, text, where
+from perfguard.document.verdicts import UNCHANGED, VERDICTS
+from perfguard.report import charts, failures, flame, model_view, numbers, text, where
 from perfguard.sim.stats import STAT_FIELDS
 
 KERNEL_DIR = "kernels"
@@ -83,6 +83,7 @@ def _row(r: Result) -> dict[str, Any]:
         "peak_pct": cur.peak_pct if cur else None,
         "model": text.model_kind(r),
         "interval_text": text.interval(r),
+        "verdict_text": text.verdict_detail(r),
         "what": model_labels.label(r.params) if model_view.is_model_kernel(r) else "",  # a model's kernel: its layer
         "why": "" if r.orphaned else "; ".join(filter(None, [text.limit_note(r), r.note or "", text.interval_note(r),
                                        text.what_changed_most(r) if r.delta_pct else ""])),
@@ -113,7 +114,9 @@ def _overview_charts(report: Report, results: list[Result]) -> tuple[list[dict[s
         title = "change in predicted time" + (f" (the {_OVERVIEW_BARS} largest)" if len(moved) > _OVERVIEW_BARS else "")
         deltas = _svg(charts.deltas(
             [{"label": f"{r.kernel} [{r.target}]", "delta_pct": r.delta_pct,
-              "threshold_pct": r.threshold_pct, "verdict": r.verdict} for r in moved[:_OVERVIEW_BARS]],
+              "threshold_pct": r.threshold_pct, "verdict": r.verdict,
+              "low_pct": r.interval.low_pct if r.interval else None,
+              "high_pct": r.interval.high_pct if r.interval else None} for r in moved[:_OVERVIEW_BARS]],
             "ov-deltas", title))
     return rooflines, deltas
 
@@ -143,19 +146,36 @@ def _common(report: Report, results: list[Result]) -> dict[str, Any]:
     }
 
 
+def _failure(f: failures.Failure) -> dict[str, Any]:
+    """A failing result's line as index.html shows it, linked to its page (a model total: its table)."""
+    href = ("#" + model_view.anchor(f.model) if f.model is not None
+            else _href(kernel_file(f.kernel)) + "#" + anchor(f.target))
+    return {**vars(f), "href": href}
+
+
 def render_index(report: Report) -> str:
+    """The failing results first (one line each), the overview chart, the models and the results
+    that changed; the unchanged ones folded last; the rooflines and definitions after."""
     results = report.worst_first()
     rooflines, deltas = _overview_charts(report, results)
-    in_models = model_view.covered(report)  # a model's kernels are listed in its view, first
+    in_models = model_view.covered(report)  # a model's kernels are listed in its view
+    moved, still = model_view.split(report.models)
+    model_href = lambda kernel, target: _href(kernel_file(kernel)) + "#" + anchor(target)  # noqa: E731
+    rows = [r for r in results if (r.kernel, r.target) not in in_models]
     return _env().get_template("index.html.j2").render(
         **_common(report, results),
         root="",
-        results=[_row(r) for r in results if (r.kernel, r.target) not in in_models],
+        failing=[_failure(f) for f in failures.failures(report)],
+        results=[_row(r) for r in rows if r.verdict != UNCHANGED],
+        unchanged=[_row(r) for r in rows if r.verdict == UNCHANGED],
         in_models=len([r for r in results if (r.kernel, r.target) in in_models]),
+        unchanged_in_models=sum(1 for m in still for _ in m.kernels),
+        still_models=len(still),
         rooflines=rooflines,
         deltas=deltas,
-        model_view=Markup(model_view.html(  # escaped by model_view.html
-            report.models, lambda kernel, target: _href(kernel_file(kernel)) + "#" + anchor(target))),
+        model_view=Markup(model_view.html(moved, model_href)),  # escaped by model_view.html
+        still_view=Markup(model_view.html(still, model_href, heading="")),
+        gate_rule=text.gate_rule(results),
     )
 
 
@@ -240,6 +260,8 @@ def _section(r: Result, index: int, targets: dict[str, TargetSummary]) -> dict[s
     out: dict[str, Any] = {**vars(r), "anchor": anchor(r.target), "findings": text.findings(r, most=5),
                            "model": text.model_kind(r), "reference_text": text.reference_kind(r),
                            "interval_note": text.interval_note(r),
+                           "interval_text": text.interval(r), "verdict_detail": text.verdict_detail(r),
+                           "change": text.change_text(r), "gate_rule": text.gate_rule([r]),
                            "in_model": model_view.is_model_kernel(r), "story": "",
                            "metrics": None, "stat_rows": _stat_rows(r), "roofline": None, "phases": None, "phase_note": "",
                            "history": None, "calibration": None, "energy": None, "target_info": target}

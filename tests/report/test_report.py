@@ -70,7 +70,12 @@ def test_every_page_is_written_and_shows_the_result(tiny):
         assert not re.search(r"<script|(?:src|href)=\"https?:", page)
     summary = (reports / "summary.md").read_text()
     assert summary.startswith(MARKER + "\n")
-    assert "1 regression(s) found" in summary and "| \u274c regression | gemm\\_16 | x86\\_64 |" in summary
+    assert "1 regression(s) found" in summary
+    # the failing row first, linked to its page, its verdict saying what decided it
+    assert summary.index("#### Failing (1)") < summary.index(
+        "| \u274c regression (estimate over the threshold; the interval reaches below it) | "
+        "[gemm\\_16](kernels/gemm_16.html#t-x86_64) | x86\\_64 | +38.68 % (90 %: -54.0 .. +317.9 %) | 2.00 % |") \
+        < summary.index("<details><summary>1 unchanged</summary>")
     assert "<details><summary>1 unchanged</summary>" in summary
     assert data["summary"]["regression"] == 1
 
@@ -201,18 +206,23 @@ def synthetic(n: int, verdict_of=lambda i: "regression") -> dict:
             "summary": {"exit_code": 1, **counts}, "results": rows}
 
 
-def test_markdown_stays_under_the_limit_with_a_count_of_what_was_cut():
-    data = Report.from_json(synthetic(5000, lambda i: "regression" if i % 5 == 0 else "unchanged"))
-    text = render_markdown(data)
+def test_markdown_stays_under_the_limit_cutting_unchanged_rows_before_a_failing_one():
+    # 100 regressions among 2,000 results: every failing row is shown; the unchanged rows are cut
+    text = render_markdown(Report.from_json(synthetic(2000, lambda i: "regression" if i % 20 == 0 else "unchanged")))
     assert len(text) < LIMIT and text.startswith(MARKER)
-    shown_regressions = text.count("| \u274c regression |")
+    assert text.count("| \u274c regression | [kernel") == 100 and "more failing row" not in text
     shown_rest = text.count("| \u2796 |")
-    assert 0 < shown_regressions < 1000
-    assert f"_{1000 - shown_regressions} more rows not shown" in text
-    assert f"_{4000 - shown_rest} more rows not shown" in text  # the unchanged ones, folded
-    assert "<details><summary>4000 unchanged</summary>" in text
+    assert 0 < shown_rest < 1900 and f"_{1900 - shown_rest} more unchanged rows not shown" in text
+    assert "<details><summary>1900 unchanged</summary>" in text
+    assert text.index("#### Failing (100)") < text.index("<details>")
+    # 1,000 regressions do not fit: no unchanged row is shown, and the failing rows left out are counted
+    text = render_markdown(Report.from_json(synthetic(5000, lambda i: "regression" if i % 5 == 0 else "unchanged")))
+    assert len(text) < LIMIT
+    shown = text.count("| \u274c regression | [kernel")
+    assert 0 < shown < 1000 and f"_{1000 - shown} more failing rows not shown" in text
+    assert text.count("| \u2796 |") == 0 and "_4000 more unchanged rows not shown" in text
     small = render_markdown(Report.from_json(synthetic(3)))
-    assert "not shown" not in small and small.count("| \u274c regression |") == 3
+    assert "not shown" not in small and small.count("| \u274c regression | [kernel") == 3
     assert len(render_markdown(Report.from_json(synthetic(200)), limit=5000)) < 5000
 
 
