@@ -89,3 +89,17 @@ def test_the_site_builds_strictly(tmp_path):
     assert "perfguard init" in page and "perfguard baseline update" in page
     families = (tmp_path / "site" / "families" / "index.html").read_text()
     assert "tile_m" in families and "qgemm" in families
+    # the site works offline: no page loads a font, a script, a style or an image from elsewhere
+    loads = re.compile(r'<(?:link|script|img|source)\b[^>]*\b(?:href|src)="((?:https?:)?//[^"]+)"')
+    outside = {url for page in (tmp_path / "site").rglob("*.html") for url in loads.findall(page.read_text())}
+    assert not outside, sorted(outside)
+    css = "".join(p.read_text() for p in (tmp_path / "site").rglob("*.css"))
+    assert "fonts.googleapis" not in css and "fonts.gstatic" not in css
+
+
+def test_a_dead_link_fails_the_strict_build():
+    """mkdocs reports a link to nothing at INFO unless told otherwise, and --strict fails on warnings only."""
+    import yaml
+
+    links = yaml.safe_load((REPO / "mkdocs.yml").read_text())["validation"]["links"]
+    assert links == {"not_found": "warn", "anchors": "warn", "unrecognized_links": "warn"}
