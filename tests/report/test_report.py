@@ -360,3 +360,25 @@ def test_report_schema_upgrades_run_before_reading(monkeypatch):
     assert report.schema == 1 and report.results[0].verdict == "regression" and report.summary.regression == 1
     with pytest.raises(InputError, match="report schema 2 is not 1"):
         Report.from_json({**old, "schema": 2})
+
+
+def test_the_change_is_named_as_the_params_diff_against_the_baseline(tiny):
+    """gemm_16's baseline recorded tile_k 8 and vector 8, the check ran tile_k 1 and vector 1; gemv_16 was
+    built from the baseline's very build key. Each output names that, not the current params alone."""
+    reports, data = tiny["reports"], tiny["data"]
+    gemm, gemv = results(data)["gemm_16"], results(data)["gemv_16"]
+    assert (gemm["baseline_params"]["tile_k"], gemm["params"]["tile_k"]) == (8, 1)
+    assert gemv["baseline_content_hash"] == gemv["content_hash"] != gemm["baseline_content_hash"]
+    report = Report.from_json(copy.deepcopy(data))
+    by_name = {r.kernel: r for r in report.results}
+    assert text.change_text(by_name["gemm_16"]) == "tile_k 8 -> 1, vector 8 -> 1"
+    assert text.change_text(by_name["gemv_16"]) == "same machine code as the baseline"  # not rebuilt: reused
+    rebuilt = copy.deepcopy(by_name["gemv_16"])
+    rebuilt.rebuilt = True
+    assert text.change_text(rebuilt) == "rebuilt, same machine code as the baseline"
+    assert "| tile\\_k 8 -&gt; 1, vector 8 -&gt; 1 |" in (reports / "summary.md").read_text()
+    index = (reports / "index.html").read_text()
+    assert '<span class="change">tile_k 8 -&gt; 1, vector 8 -&gt; 1</span>' in index.split('id="overview"')[0]
+    page = (reports / kernel_file("gemm_16")).read_text()
+    assert 'What changed: <span class="change">tile_k 8 -&gt; 1, vector 8 -&gt; 1</span>' in page
+    assert "same machine code as the baseline" in (reports / kernel_file("gemv_16")).read_text()
