@@ -22,7 +22,7 @@ from perfguard.atomic import atomic_write_text
 from perfguard.document import model_labels
 from perfguard.document.report import Metrics, ROOF_FRACTION, Report, Result, TargetSummary, worst_first
 from perfguard.document.verdicts import UNCHANGED, VERDICTS
-from perfguard.report import charts, failures, flame, model_view, numbers, text, where
+from perfguard.report import charts, disassembly, failures, flame, model_view, numbers, text, where
 from perfguard.sim.stats import STAT_FIELDS
 
 KERNEL_DIR = "kernels"
@@ -263,7 +263,9 @@ def _section(r: Result, index: int, targets: dict[str, TargetSummary]) -> dict[s
                            "interval_text": text.interval(r), "verdict_detail": text.verdict_detail(r),
                            "change": text.change_text(r), "gate_rule": text.gate_rule([r]),
                            "in_model": model_view.is_model_kernel(r), "story": "",
-                           "metrics": None, "stat_rows": _stat_rows(r), "roofline": None, "phases": None, "phase_note": "",
+                           "metrics": None, "stat_rows": (stat_rows := _stat_rows(r)),
+                           "stat_effects": any(row["time_s"] is not None for row in stat_rows),
+                           "roofline": None, "phases": None, "phase_note": "",
                            "history": None, "calibration": None, "energy": None, "target_info": target}
     out.update(_where(r, index))
     if after:
@@ -313,14 +315,30 @@ def block_anchor(index: int, block: int) -> str:
     return f"s{index}-b{block}"
 
 
+def _verdict_model(r: Result, model: str) -> str:
+    """The whole change as the model that gave the verdict says it, when another model than `model` did."""
+    kind = text.model_kind(r)
+    if kind in (model, "-") or r.current_time_s is None or r.baseline_time_s is None:
+        return ""
+    return (f"the verdict's {kind} model: {numbers.seconds(r.baseline_time_s)} \u2192 "
+            f"{numbers.seconds(r.current_time_s)} ({numbers.signed_seconds(r.current_time_s - r.baseline_time_s)})")
+
+
 def _where(r: Result, index: int) -> dict[str, Any]:
-    """The differential icicle, the top places of the change and the changed blocks' lines."""
+    """The differential icicle, the top places of the change and the changed blocks (those whose
+    cycles moved by at least one: a change that rounds to nothing is not listed), their two sides
+    of disassembly aligned."""
+    shown = [i for i, c in enumerate(r.blocks or []) if round(c.delta_cycles)]
+    rows = [{"change": c, "line": text.block_line(c), "anchor": block_anchor(index, i), "open": n < OPEN_BLOCKS,
+             "asm": disassembly.aligned(c.baseline.asm if c.baseline else [], c.current.asm if c.current else [])}
+            for n, (i, c) in enumerate((i, (r.blocks or [])[i]) for i in shown)]
     out: dict[str, Any] = {"flame": None, "where_lines": [], "where_rest": "", "ledger": "", "open_blocks": OPEN_BLOCKS,
-                           "block_rows": [{"change": c, "line": text.block_line(c), "anchor": block_anchor(index, i),
-                                           "open": i < OPEN_BLOCKS} for i, c in enumerate(r.blocks or [])]}
+                           "block_rows": rows, "flame_legend": Markup(flame.legend())}
     if r.attribution is not None:
-        out["flame"] = Markup(flame.icicle(r.attribution, f"s{index}-flame",
-                                           lambda i: block_anchor(index, i)))  # escaped by flame.icicle
+        linked = set(shown)
+        out["flame"] = Markup(flame.icicle(  # escaped by flame.icicle
+            r.attribution, f"s{index}-flame", lambda i: block_anchor(index, i) if i in linked else None,
+            verdict=_verdict_model(r, r.attribution.model)))
         out["where_lines"], out["where_rest"] = where.top_lines(r.attribution)
         out["ledger"] = where.ledger(r.attribution)
     return out
