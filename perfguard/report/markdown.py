@@ -40,6 +40,13 @@ def md(value: Any) -> str:
     return s.replace("@", "@\u200b")
 
 
+def _inline_html(value: Any) -> str:
+    """Untrusted text made inert inside an HTML element of the comment (a <summary>: GitHub renders no
+    Markdown there, so a Markdown escape would show its backslashes): no HTML, no mention."""
+    s = " ".join(str(value).split())
+    return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("@", "@\u200b")
+
+
 def _cells(values: list[str]) -> str:
     return "| " + " | ".join(values) + " |"
 
@@ -142,24 +149,27 @@ def _block_section(r: Result) -> list[str]:
         after = c.current.asm if c.current else []
         rows = [_cells([f"`{md(a)}`" if a else "", f"`{md(b)}`" if b else ""])
                 for a, b in zip(before + [""] * (len(after) - len(before)), after + [""] * (len(before) - len(after)))]
-        out += ["", f"<details><summary>{md(text.block_line(c))}</summary>", "",
+        out += ["", f"<details><summary>{_inline_html(text.block_line(c))}</summary>", "",
                 _cells(["baseline", "current"]), "|---|---|", *rows[:40], "", "</details>"]
     return out
 
 
-_FAILING_HEAD = [_cells(["", "kernel", "target", "delta (interval)", "threshold", "where", "change"]),
-                 "|---|---|---|--:|--:|---|---|"]
-
-
-def _failing_row(f: failures.Failure) -> str:
-    """One failing result (or model total), linked to its page in the report folder."""
+def _failing_line(n: int, f: failures.Failure) -> str:
+    """One failing result (or model total) on one line of a numbered list, its kernel linked to its
+    page in the report folder: what failed, by how much, what changed, where."""
     href = ("index.html#" + model_view.anchor(f.model) if f.model is not None
             else kernel_file(f.kernel) + "#" + anchor(f.target))
     r = f.result
-    kernel = f"[{_kernel(r) if r is not None else md(f.kernel)}]({quote(href, safe='/#')})"
-    verdict = f"{_ICON.get(f.verdict, _ICON['regression'])} {md(f.label)}"
-    limit = numbers.threshold(r.threshold_pct if r is not None else f.model.threshold_pct if f.model else None)
-    return _cells([verdict, kernel, md(f.target), md(f.delta), md(limit), md(f.where), md(f.change)])
+    name = _kernel(r) if r is not None else md(f.kernel)
+    limit = r.threshold_pct if r is not None else f.model.threshold_pct if f.model is not None else None
+    parts = [f"{n}. {_ICON.get(f.verdict, _ICON['regression'])} **[{name}]({quote(href, safe='/#')})** "
+             f"\\[{md(f.target)}\\] {md(f.label)}: **{md(f.delta)}**"
+             + (f", threshold {md(numbers.threshold(limit))}" if limit is not None and f.delta != "-" else "")]
+    if f.change:
+        parts.append(f"change: {md(f.change)}")
+    if f.where:
+        parts.append(f"where: {md(f.where)}" if r is None or not (r.error or r.orphaned) else md(f.where))
+    return " \u00b7 ".join(parts)
 
 
 class _Budget:
@@ -209,7 +219,7 @@ def render_markdown(report: Report, limit: int = LIMIT) -> str:
     notes = _notes(results)
     budget = _Budget(limit - sum(len(line) + 1 for line in head + notes + footer) - 600)  # 600: headings and omission notes
     # by priority: the failing rows, the other changes, the changed models, where the cycles moved, the unchanged
-    fail_part = budget.rows(_FAILING_HEAD, [_failing_row(f) for f in failing], "failing row")
+    fail_part = budget.rows([], [_failing_line(n, f) for n, f in enumerate(failing, 1)], "failing result")
     other_part = budget.rows(_CHANGED_HEAD, [_changed_row(r) for r in others], "changed row")
     model_part: list[str] = []
     for i, m in enumerate(moved_models):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import html
+import importlib.util
 import json
 import re
 from html.parser import HTMLParser
@@ -23,11 +24,11 @@ import pytest
 from perfguard.document.report import Report, write_report
 from perfguard.report.failures import failures
 from perfguard.report.pages import write_pages
+from tests.conftest import REPO
 from tests.report import golden
 from tests.report.test_report_browser import browse
 
 SCREEN = (1400, 900)  # a laptop's browser window: the first screen
-COMMENT_WIDTH = 780  # GitHub's comment body in a pull request's conversation
 
 # Where the first failing row lies, as Chromium laid the page out (appended to a copy of the page,
 # its Content Security Policy removed: the copy must load nothing all the same).
@@ -59,17 +60,17 @@ def first_failing_row(page: Path, work: Path, kernel: str, target: str, verdict:
 
 
 def comment_page(summary: Path) -> Path:
-    """summary.md as a browser shows the comment: GitHub-flavoured tables, raw <details> and <sub>
-    kept, in a column as wide as a pull request's comment."""
-    import markdown
-
-    body = markdown.markdown(summary.read_text(), extensions=["tables"])
+    """summary.md as a browser shows the comment (scripts/docs_screenshots.py: as the docs picture it)."""
     page = summary.with_name("comment.html")
-    page.write_text('<!doctype html><html><head><meta charset="utf-8"><style>body{margin:0;font:14px/1.5 '
-                    'system-ui,sans-serif} main{max-width:%dpx;padding:16px} table{border-collapse:collapse} '
-                    'td,th{border:1px solid #d0d7de;padding:6px 13px}</style></head><body><main>%s</main></body>'
-                    '</html>' % (COMMENT_WIDTH, body))
+    page.write_text(docs_screenshots().comment_html(summary.read_text()))
     return page
+
+
+def docs_screenshots():
+    spec = importlib.util.spec_from_file_location("docs_screenshots", REPO / "scripts" / "docs_screenshots.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 class _Links(HTMLParser):
@@ -157,6 +158,8 @@ def test_the_repositorys_failing_row_names_the_change_and_where(written):
     assert rows[1].label == "regression (the whole interval over the threshold)"  # +10.5 .. +240.8 %
     comment = (folder / "summary.md").read_text()
     assert comment.index("#### Failing (3)") < comment.index("tile\\_k 4 -&gt; 1") < comment.index("<details>")
+    # inside a <summary> GitHub renders no Markdown: the block's line is HTML-escaped, not backslashed
+    assert "<details><summary>+1,095,578 cycles, 86 % of the change: main_compute_ 0x" in comment
     index = (folder / "index.html").read_text()
     assert index.index('<section id="failing">') < index.index('id="overview"') < index.index('id="unchanged"')
     assert "tile_k 4 -&gt; 1" in index.split('id="overview"')[0]

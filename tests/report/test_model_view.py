@@ -85,7 +85,8 @@ def test_markdown_and_html_put_the_failing_model_first_and_count_changed_kernels
     # the failing model total's row opens the comment, linked to its table; then its table; the
     # unchanged gemv_1024 folded last, counted as the header counts it (2 unchanged: one in the model)
     failing = text.index("#### Failing (1)")
-    assert text.index("| \u274c regression | [model r](index.html#m-r-x86_64) | x86\\_64 | +16.67 % | 1.00 % | changed: ") > failing
+    assert text.index("1. \u274c **[model r](index.html#m-r-x86_64)** \\[x86\\_64\\] regression: **+16.67 %**, "
+                      "threshold 1.00 % \u00b7 where: changed: ") > failing
     assert failing < text.index("#### Models that changed") < text.index("| \u2796 | gemv\\_1024")
     assert "**2** unchanged" in text and "<details><summary>2 unchanged (1 in the models above, 1 in the table)" in text
     assert "**1** changed" in text and "**0** removed" in text

@@ -103,3 +103,16 @@ def test_a_dead_link_fails_the_strict_build():
 
     links = yaml.safe_load((REPO / "mkdocs.yml").read_text())["validation"]["links"]
     assert links == {"not_found": "warn", "anchors": "warn", "unrecognized_links": "warn"}
+
+
+def test_the_report_screenshots_show_this_perfguards_pages():
+    """docs/report-*.png are pictures of the golden failing check's pages as this perfguard renders them:
+    a renderer or golden report changed since they were taken makes them stale."""
+    spec = importlib.util.spec_from_file_location("docs_screenshots", REPO / "scripts" / "docs_screenshots.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert sorted(module.recorded()) == sorted(module.PICTURES) and all((DOCS / n).is_file() for n in module.PICTURES)
+    stale = sorted(k for k, v in module.current_digests().items() if module.recorded().get(k) != v)
+    assert not stale, f"docs/{', docs/'.join(stale)} stale: python scripts/docs_screenshots.py"
+    reports = (DOCS / "reports.md").read_text()
+    assert all(f"({name})" in reports for name in module.PICTURES)
