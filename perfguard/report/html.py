@@ -93,21 +93,25 @@ def _row(r: Result) -> dict[str, Any]:
 def _overview_charts(report: Report, results: list[Result]) -> tuple[list[dict[str, Any]], Markup | None]:
     """Per target, a roofline of every kernel's current point; and the delta bars."""
     rooflines = []
+    # one number per kernel on every target's roofline (the caption of each lists its own)
+    drawn = [r for r in results if r.target in report.targets and (cur := _current(r)) and cur.gflops]
+    number = {kernel: n for n, kernel in enumerate(dict.fromkeys(r.kernel for r in drawn), start=1)}
+    numbered = len(number) <= _LABELLED_POINTS
     for t_index, (name, target) in enumerate(sorted(report.targets.items())):
-        rows = [r for r in results if r.target == name and (cur := _current(r)) and cur.gflops]
+        rows = [r for r in drawn if r.target == name]
         if not rows:
             continue
-        numbered = len(rows) <= _LABELLED_POINTS
         series: dict[Any, dict[str, Any]] = OrderedDict()
-        for n, r in enumerate(rows, start=1):
+        for r in rows:
             cur = _current(r)
             s = series.setdefault(cur.bound, {"name": text.bound(cur.bound),
                                               "colour": charts.BOUND_COLOURS.get(cur.bound), "points": []})
-            s["points"].append({"label": str(n) if numbered else None, "intensity": cur.intensity,
+            s["points"].append({"label": str(number[r.kernel]) if numbered else None, "intensity": cur.intensity,
                                 "gflops": cur.gflops})
         svg = charts.roofline(target, list(series.values()), f"ov-roof-{t_index}", f"{name}: current run")
         rooflines.append({"target": name, "svg": _svg(svg), "numbered": numbered,
-                          "rows": [_row(r) for r in rows]})
+                          "rows": [{**_row(r), "number": number[r.kernel]}
+                                   for r in sorted(rows, key=lambda r: number[r.kernel])]})
     moved = sorted((r for r in results if r.delta_pct), key=lambda r: -abs(r.delta_pct))
     deltas = None
     if moved:
