@@ -157,6 +157,17 @@ def _failure(f: failures.Failure) -> dict[str, Any]:
     return {**vars(f), "href": href}
 
 
+def _chip_link(verdict: str, count: int, failing: list[dict[str, Any]], shown: dict[str, bool]) -> str:
+    """Where a verdict's count chip leads: the section listing those results ("" when none does)."""
+    if not count:
+        return ""
+    if any(f["verdict"] == verdict for f in failing):
+        return "#failing"
+    if verdict == UNCHANGED:
+        return "#unchanged" if shown["unchanged"] else ""
+    return "#results" if shown["results"] else "#models" if shown["models"] else ""
+
+
 def render_index(report: Report) -> str:
     """The failing results first (one line each), the overview chart, the models and the results
     that changed; the unchanged ones folded last; the rooflines and definitions after."""
@@ -166,12 +177,19 @@ def render_index(report: Report) -> str:
     moved, still = model_view.split(report.models)
     model_href = lambda kernel, target: _href(kernel_file(kernel)) + "#" + anchor(target)  # noqa: E731
     rows = [r for r in results if (r.kernel, r.target) not in in_models]
+    failing = [_failure(f) for f in failures.failures(report)]
+    changed = [_row(r) for r in rows if r.verdict != UNCHANGED]
+    unchanged = [_row(r) for r in rows if r.verdict == UNCHANGED]
+    common = _common(report, results)
+    shown = {"failing": bool(failing), "models": bool(moved), "unchanged": bool(unchanged or still),
+             "results": bool(changed) or not (moved or unchanged or still)}  # the sections the page has
     return _env().get_template("index.html.j2").render(
-        **_common(report, results),
+        **common,
         root="",
-        failing=[_failure(f) for f in failures.failures(report)],
-        results=[_row(r) for r in rows if r.verdict != UNCHANGED],
-        unchanged=[_row(r) for r in rows if r.verdict == UNCHANGED],
+        failing=failing,
+        results=changed,
+        unchanged=unchanged,
+        chip_links={name: _chip_link(name, common["counts"][name], failing, shown) for name in VERDICTS},
         in_models=len([r for r in results if (r.kernel, r.target) in in_models]),
         unchanged_in_models=sum(1 for m in still for _ in m.kernels),
         still_models=len(still),

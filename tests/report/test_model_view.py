@@ -5,6 +5,7 @@ kernel's page saying what it replaces, and no hint that does not apply to a mode
 from __future__ import annotations
 
 import io
+import re
 
 import pytest
 from rich.console import Console
@@ -95,6 +96,9 @@ def test_markdown_and_html_put_the_failing_model_first_and_count_changed_kernels
     assert page.index('<section id="failing">') < page.index("<h2>Models</h2>") < page.index('<details id="unchanged">') \
         < page.index("gemv_1024")
     assert '<a href="#m-r-x86_64"><b>model r</b> [x86_64]</a>' in page and 'id="m-r-x86_64"' in page
+    # every in-page link (the count chips, the failing line) leads to a section the page has
+    ids = set(re.findall(r' id="([^"]+)"', page))
+    assert set(re.findall(r'href="#([^"]+)"', page)) <= ids and '<a class="chip" href="#unchanged">' in page
     assert '<span class="verdict changed">changed</span> <b>1</b>' in page
     assert 'href="kernels/r.conv2d_add_relu.bbbbbb.html#t-x86_64"' in page
     # the flop-count hint counts gemv_1024 alone: r.matmul_add.cccccc has no [[kernel]] table to add one to
