@@ -37,7 +37,7 @@ class Failure:
 
     def line(self) -> str:
         """`gemm_256 [x86_64] regression (...) +38.68 % (90 %: -54.0 .. +317.9 %); where: ...; change: tile_k 4 -> 1`."""
-        parts = [f"{self.kernel} [{self.target}] {self.label} {self.delta}".rstrip()]
+        parts = [f"{self.kernel} [{self.target}] {self.label}" + (f" {self.delta}" if self.delta != "-" else "")]
         if self.where:
             parts.append(f"where: {self.where}" if self.result is None or not self.result.error else self.where)
         if self.change:

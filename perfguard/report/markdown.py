@@ -163,7 +163,8 @@ def _failing_line(n: int, f: failures.Failure) -> str:
     name = _kernel(r) if r is not None else md(f.kernel)
     limit = r.threshold_pct if r is not None else f.model.threshold_pct if f.model is not None else None
     parts = [f"{n}. {_ICON.get(f.verdict, _ICON['regression'])} **[{name}]({quote(href, safe='/#')})** "
-             f"\\[{md(f.target)}\\] {md(f.label)}: **{md(f.delta)}**"
+             f"\\[{md(f.target)}\\] {md(f.label)}"
+             + (f": **{md(f.delta)}**" if f.delta != "-" else "")
              + (f", threshold {md(numbers.threshold(limit))}" if limit is not None and f.delta != "-" else "")]
     if f.change:
         parts.append(f"change: {md(f.change)}")
