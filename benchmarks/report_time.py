@@ -3,7 +3,7 @@
     python benchmarks/report_time.py [--report tests/report/golden/repo/perfguard.json] [--runs 5]
 
 The default report is this repository's own perfguard.toml checked after gemm_256's tile_k went
-from 4 to 8 (59 kernel x target results, 158 charts; tests/report/golden/regenerate.py captures
+from 4 to 1 (59 kernel x target results, 158 charts; tests/report/golden/regenerate.py captures
 it). Each run is a fresh Python process that
 
 1. imports perfguard.document.report and perfguard.report.pages (what `perfguard report` imports to

@@ -27,7 +27,7 @@ from perfguard.kernels.models import model_specs
 from perfguard.native import NativeKernel, check_native, this_machine
 from perfguard.pipeline import JobResult, build_kernel, run_job
 from perfguard.report.numbers import pct, seconds
-from perfguard.report.text import delta_with_interval, interval_note, what_changed_most
+from perfguard.report.text import change_text, delta_with_interval, interval_note, what_changed_most
 from perfguard.runs.calibration import group_label
 from perfguard.runs.check import CheckRun, make_jobs, recorded, run_check, select, write_baselines
 from perfguard.runs.orphans import orphan_outcomes
@@ -83,6 +83,8 @@ class CaseResult:
         if self.report is not None and self.verdict in (REGRESSION, IMPROVEMENT) \
                 and (self.report.attribution is not None or self.report.blocks):
             lines.append(f"where: {what_changed_most(self.report)}")  # as `perfguard check` says it
+        if self.report is not None and (change := change_text(self.report)):
+            lines.append(f"change: {change}")  # the params' diff against the baseline's
         changed = self.changed_stats()
         if changed:
             lines.append("changed statistics (baseline -> current):")

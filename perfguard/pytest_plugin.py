@@ -114,6 +114,7 @@ class PerfguardSession:
         self.updated = 0
         self.targets: dict[str, Any] = {}
         self.report_path: Path | None = None
+        self.report: Any = None  # the session's document.report.Report, once written
         self.deselected = 0
         self.orphans: list[Any] = []  # pytest_cases.CaseResult of each orphaned baseline (runs.orphans)
         self._runners: dict[str | None, Any] = {}
@@ -220,6 +221,7 @@ class PerfguardSession:
         write_report(report, report_dir / "perfguard.json")
         write_pages(report, report_dir)
         self.report_path = report_dir / "perfguard.json"
+        self.report = report
 
     def _orphans(self) -> list[Any]:
         """After the run, the baselines no configured kernel has and no test of this session checked
@@ -244,6 +246,12 @@ class PerfguardSession:
         summary = summarize(self.results, 0)
         counts = ", ".join(f"{summary.count(name)} {name}" for name in VERDICTS if summary.count(name))
         terminalreporter.write_sep("-", "perfguard")
+        if self.report is not None:
+            # lazy: pytest loads this plugin in every session; the rest of perfguard only with --perfguard
+            from perfguard.report.failures import failures
+
+            for failure in failures(self.report):  # as every report opens: one line per failing result
+                terminalreporter.write_line(f"FAIL {failure.line()}", red=True)
         terminalreporter.write_line(f"{len(self.results)} kernel check(s): {counts}")
         if self.models:
             # lazy: pytest loads this plugin in every session; the rest of perfguard only with --perfguard

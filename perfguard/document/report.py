@@ -31,7 +31,8 @@ from perfguard.document.verdicts import VERDICTS, summary_key
 from perfguard.errors import EXIT_CODES, InputError
 
 REPORT_SCHEMA = 1  # "note", "blocks", "calibration", a block side's "loop" and "loop_candidates", a
-# result's "interval", "gate", "mismatch", "orphaned" and "attribution", a block change's "paired",
+# result's "interval", "gate", "mismatch", "orphaned", "attribution", "baseline_params" and
+# "baseline_content_hash", a block change's "paired",
 # the summary's "wrong_result" and "timings" are optional additions within schema 1
 _ABSENT_IF = "absent_if"
 
@@ -369,6 +370,10 @@ class Result:
     gate: str = absent_if("estimate")  # what the regression gate compared: estimate | lower | upper (interval's end)
     mismatch: Mismatch | None = absent_if(None)  # verdict `wrong result`: where and by how much
     orphaned: bool = absent_if(False)  # `removed` by check: a committed baseline no kernel is configured for
+    # What the baseline recorded of the build it was measured from: its params (the change is named as
+    # their diff, "tile_k 4 -> 1") and its build key (equal to content_hash: the same machine code)
+    baseline_params: dict[str, Any] | None = absent_if(None)
+    baseline_content_hash: str | None = absent_if(None)
     extra: dict[str, Any] = field(default_factory=dict)  # keys this perfguard does not know, kept as read
 
     @property

@@ -116,11 +116,50 @@ class Entry:
 
 @dataclass(slots=True)
 class Mark:
-    """One data point on the canvas, its tooltip and an optional label beside it."""
+    """One data point on the canvas, its tooltip and an optional label beside it (at lx, ly: the
+    start of its baseline, placed by `_place_labels`)."""
     x: float
     y: float
     tip: str
     label: str | None = None
+    lx: float = 0.0
+    ly: float = 0.0
+
+
+LABEL_SIZE = 9.5
+# where a point's label may go, tried in turn: right above, right below, left above, left below, then
+# further out; (dx, dy) of the label's baseline start from the point, dx < 0 meaning "ends left of it"
+_LABEL_SPOTS = [(5, -5), (5, 12), (-5, -5), (-5, 12),
+                *((dx, dy) for dx in (9, -9, -20, -32, -44) for dy in (3, -8, 14, -19, 25))]
+
+
+def _place_labels(marks: list[Mark], frame: "_Frame", notes: list[SimpleNamespace] = ()) -> None:
+    """Each labelled mark's label where it overlaps no label placed before it, no note and no other mark,
+    inside the plot if it can be; else at the first spot (the tooltip still names the point)."""
+    taken: list[tuple[float, float, float, float]] = []
+    for note in notes:
+        width = text_width(note.text, LABEL_SIZE)
+        x = note.x - width if note.anchor == "end" else note.x
+        taken.append((x, note.y - LABEL_SIZE, x + width, note.y + 2))
+    dots = [(m.x - 5, m.y - 5, m.x + 5, m.y + 5) for m in marks]
+
+    def clear(box: tuple[float, float, float, float], own: int) -> bool:
+        inside = frame.x0 <= box[0] and box[2] <= frame.x1 and frame.y0 <= box[1] and box[3] <= frame.y1
+        return inside and not any(box[0] < b[2] and b[0] < box[2] and box[1] < b[3] and b[1] < box[3]
+                                  for b in taken + [d for i, d in enumerate(dots) if i != own])
+
+    for i, m in enumerate(marks):
+        if not m.label:
+            continue
+        width = text_width(m.label, LABEL_SIZE)
+        boxes = []
+        farther = ((-dx, dy) for dx in range(56, int(frame.x1 - frame.x0), 12) for dy in (3, -8, 14, -19, 25))
+        for dx, dy in [*_LABEL_SPOTS, *farther]:  # near first, then farther left along its row
+            x = m.x + dx if dx > 0 else m.x + dx - width
+            boxes.append((x, m.y + dy - LABEL_SIZE, x + width, m.y + dy + 2))
+        box = next((b for b in boxes if clear(b, i)), boxes[0])
+        taken.append(box)
+        m.lx, m.ly = box[0], box[3] - 2
 
 
 def _axis(scale, ticks: list[tuple[float, str]], label: str = "", grid: bool = True, rotate: bool = False) -> Axis:
@@ -218,6 +257,7 @@ def roofline(target: TargetSummary, series: list[dict[str, Any]], chart_id: str,
         if marks:
             groups.append(SimpleNamespace(id=f"{chart_id}-points-{k}", name=s["name"], colour=s["colour"],
                                           hollow=bool(s.get("hollow")), marks=marks))
+    _place_labels([m for g in groups for m in g.marks], frame, notes)
     line = None
     if arrow and len(ends) >= 2 and ends[0] and ends[1]:
         (ax, ay), (bx, by) = (ends[0].x, ends[0].y), (ends[1].x, ends[1].y)
@@ -328,11 +368,19 @@ def calibration(points: list[Sequence[float]], chart_id: str, title: str, limit:
         marks=[Mark(xs(n), ys(p), f"native {seconds(n)}, predicted {seconds(p)}") for p, n in pairs])
 
 
+def _whisker(xs: Linear, span: float, low: float | None, high: float | None) -> tuple[float, float] | None:
+    """An interval's line on the canvas, clipped to the axis (its ends past the edge are in the tooltip)."""
+    if low is None or high is None:
+        return None
+    return xs(max(low, -span)), xs(min(high, span))
+
+
 def deltas(rows: list[dict[str, Any]], chart_id: str, title: str) -> str:
-    """Horizontal bars of delta % per result {label, delta_pct, threshold_pct, verdict}, each with
-    grey ticks at +-its threshold."""
+    """Horizontal bars of delta % per result {label, delta_pct, threshold_pct, verdict, and its
+    interval's low_pct and high_pct where it has one}, each with grey ticks at +-its threshold and
+    a whisker over its interval."""
     labels = [_cut(r["label"]) for r in rows]
-    frame = _Frame(560, 75 + 20 * len(rows), left=16 + max([text_width(x, NOTE) for x in labels] + [30]),
+    frame = _Frame(760, 75 + 22 * len(rows), left=16 + max([text_width(x, FONT) for x in labels] + [30]),
                    right=15, top=30, bottom=30)
     limits = [r["threshold_pct"] for r in rows if r.get("threshold_pct") is not None]
     legend = _legend_row(frame, title, [Entry("tick", "#757575", "threshold")] if limits else [])
@@ -347,8 +395,10 @@ def deltas(rows: list[dict[str, Any]], chart_id: str, title: str) -> str:
             label=label, mid=mid, y=mid - 0.325 * band, h=0.65 * band, x=xs(min(0.0, v)), w=abs(xs(v) - xs(0.0)),
             colour=VERDICT_COLOURS[r["verdict"]], limits=None if t is None else (xs(-t), xs(t)),
             tick=min(band * 0.8, 12.0),
-            tip=f"{r['label']}: {v:+.2f} % ({r['verdict']}" + (f", threshold {t:.2f} %)" if t is not None else ")")))
+            whisker=_whisker(xs, span, r.get("low_pct"), r.get("high_pct")),
+            tip=f"{r['label']}: {v:+.2f} % ({r['verdict']}" + (f", threshold {t:.2f} %" if t is not None else "")
+            + (f", interval {r['low_pct']:+.1f} .. {r['high_pct']:+.1f} %)" if r.get("low_pct") is not None else ")")))
     return _render(
         "deltas.svg.j2", id=chart_id, label=title, title=title, width=frame.width, height=frame.height,
-        plot=frame, x=_axis(xs, labelled(linear_ticks(-span, span, 5), signed_pct)), y=_bands(bars, NOTE),
+        plot=frame, x=_axis(xs, labelled(linear_ticks(-span, span, 5), signed_pct)), y=_bands(bars, FONT),
         legend=legend, zero=xs(0.0), bars=bars)

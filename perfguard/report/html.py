@@ -21,8 +21,8 @@ from markupsafe import Markup
 from perfguard.atomic import atomic_write_text
 from perfguard.document import model_labels
 from perfguard.document.report import Metrics, ROOF_FRACTION, Report, Result, TargetSummary, worst_first
-from perfguard.document.verdicts import VERDICTS
-from perfguard.report import charts, flame, model_view, numbers, text, where
+from perfguard.document.verdicts import UNCHANGED, VERDICTS
+from perfguard.report import charts, disassembly, failures, flame, model_view, numbers, text, where
 from perfguard.sim.stats import STAT_FIELDS
 
 KERNEL_DIR = "kernels"
@@ -83,6 +83,7 @@ def _row(r: Result) -> dict[str, Any]:
         "peak_pct": cur.peak_pct if cur else None,
         "model": text.model_kind(r),
         "interval_text": text.interval(r),
+        "verdict_text": text.verdict_detail(r),
         "what": model_labels.label(r.params) if model_view.is_model_kernel(r) else "",  # a model's kernel: its layer
         "why": "" if r.orphaned else "; ".join(filter(None, [text.limit_note(r), r.note or "", text.interval_note(r),
                                        text.what_changed_most(r) if r.delta_pct else ""])),
@@ -92,28 +93,34 @@ def _row(r: Result) -> dict[str, Any]:
 def _overview_charts(report: Report, results: list[Result]) -> tuple[list[dict[str, Any]], Markup | None]:
     """Per target, a roofline of every kernel's current point; and the delta bars."""
     rooflines = []
+    # one number per kernel on every target's roofline (the caption of each lists its own)
+    drawn = [r for r in results if r.target in report.targets and (cur := _current(r)) and cur.gflops]
+    number = {kernel: n for n, kernel in enumerate(dict.fromkeys(r.kernel for r in drawn), start=1)}
+    numbered = len(number) <= _LABELLED_POINTS
     for t_index, (name, target) in enumerate(sorted(report.targets.items())):
-        rows = [r for r in results if r.target == name and (cur := _current(r)) and cur.gflops]
+        rows = [r for r in drawn if r.target == name]
         if not rows:
             continue
-        numbered = len(rows) <= _LABELLED_POINTS
         series: dict[Any, dict[str, Any]] = OrderedDict()
-        for n, r in enumerate(rows, start=1):
+        for r in rows:
             cur = _current(r)
             s = series.setdefault(cur.bound, {"name": text.bound(cur.bound),
                                               "colour": charts.BOUND_COLOURS.get(cur.bound), "points": []})
-            s["points"].append({"label": str(n) if numbered else None, "intensity": cur.intensity,
+            s["points"].append({"label": str(number[r.kernel]) if numbered else None, "intensity": cur.intensity,
                                 "gflops": cur.gflops})
         svg = charts.roofline(target, list(series.values()), f"ov-roof-{t_index}", f"{name}: current run")
         rooflines.append({"target": name, "svg": _svg(svg), "numbered": numbered,
-                          "rows": [_row(r) for r in rows]})
+                          "rows": [{**_row(r), "number": number[r.kernel]}
+                                   for r in sorted(rows, key=lambda r: number[r.kernel])]})
     moved = sorted((r for r in results if r.delta_pct), key=lambda r: -abs(r.delta_pct))
     deltas = None
     if moved:
         title = "change in predicted time" + (f" (the {_OVERVIEW_BARS} largest)" if len(moved) > _OVERVIEW_BARS else "")
         deltas = _svg(charts.deltas(
             [{"label": f"{r.kernel} [{r.target}]", "delta_pct": r.delta_pct,
-              "threshold_pct": r.threshold_pct, "verdict": r.verdict} for r in moved[:_OVERVIEW_BARS]],
+              "threshold_pct": r.threshold_pct, "verdict": r.verdict,
+              "low_pct": r.interval.low_pct if r.interval else None,
+              "high_pct": r.interval.high_pct if r.interval else None} for r in moved[:_OVERVIEW_BARS]],
             "ov-deltas", title))
     return rooflines, deltas
 
@@ -143,19 +150,54 @@ def _common(report: Report, results: list[Result]) -> dict[str, Any]:
     }
 
 
+def _failure(f: failures.Failure) -> dict[str, Any]:
+    """A failing result's line as index.html shows it, linked to its page (a model total: its table)."""
+    href = ("#" + model_view.anchor(f.model) if f.model is not None
+            else _href(kernel_file(f.kernel)) + "#" + anchor(f.target))
+    return {**vars(f), "href": href}
+
+
+def _chip_link(verdict: str, count: int, failing: list[dict[str, Any]], shown: dict[str, bool]) -> str:
+    """Where a verdict's count chip leads: the section listing those results ("" when none does)."""
+    if not count:
+        return ""
+    if any(f["verdict"] == verdict for f in failing):
+        return "#failing"
+    if verdict == UNCHANGED:
+        return "#unchanged" if shown["unchanged"] else ""
+    return "#results" if shown["results"] else "#models" if shown["models"] else ""
+
+
 def render_index(report: Report) -> str:
+    """The failing results first (one line each), the overview chart, the models and the results
+    that changed; the unchanged ones folded last; the rooflines and definitions after."""
     results = report.worst_first()
     rooflines, deltas = _overview_charts(report, results)
-    in_models = model_view.covered(report)  # a model's kernels are listed in its view, first
+    in_models = model_view.covered(report)  # a model's kernels are listed in its view
+    moved, still = model_view.split(report.models)
+    model_href = lambda kernel, target: _href(kernel_file(kernel)) + "#" + anchor(target)  # noqa: E731
+    rows = [r for r in results if (r.kernel, r.target) not in in_models]
+    failing = [_failure(f) for f in failures.failures(report)]
+    changed = [_row(r) for r in rows if r.verdict != UNCHANGED]
+    unchanged = [_row(r) for r in rows if r.verdict == UNCHANGED]
+    common = _common(report, results)
+    shown = {"failing": bool(failing), "models": bool(moved), "unchanged": bool(unchanged or still),
+             "results": bool(changed) or not (moved or unchanged or still)}  # the sections the page has
     return _env().get_template("index.html.j2").render(
-        **_common(report, results),
+        **common,
         root="",
-        results=[_row(r) for r in results if (r.kernel, r.target) not in in_models],
+        failing=failing,
+        results=changed,
+        unchanged=unchanged,
+        chip_links={name: _chip_link(name, common["counts"][name], failing, shown) for name in VERDICTS},
         in_models=len([r for r in results if (r.kernel, r.target) in in_models]),
+        unchanged_in_models=sum(1 for m in still for _ in m.kernels),
+        still_models=len(still),
         rooflines=rooflines,
         deltas=deltas,
-        model_view=Markup(model_view.html(  # escaped by model_view.html
-            report.models, lambda kernel, target: _href(kernel_file(kernel)) + "#" + anchor(target))),
+        model_view=Markup(model_view.html(moved, model_href)),  # escaped by model_view.html
+        still_view=Markup(model_view.html(still, model_href, heading="")),
+        gate_rule=text.gate_rule(results),
     )
 
 
@@ -240,8 +282,12 @@ def _section(r: Result, index: int, targets: dict[str, TargetSummary]) -> dict[s
     out: dict[str, Any] = {**vars(r), "anchor": anchor(r.target), "findings": text.findings(r, most=5),
                            "model": text.model_kind(r), "reference_text": text.reference_kind(r),
                            "interval_note": text.interval_note(r),
+                           "interval_text": text.interval(r), "verdict_detail": text.verdict_detail(r),
+                           "change": text.change_text(r), "gate_rule": text.gate_rule([r]),
                            "in_model": model_view.is_model_kernel(r), "story": "",
-                           "metrics": None, "stat_rows": _stat_rows(r), "roofline": None, "phases": None, "phase_note": "",
+                           "metrics": None, "stat_rows": (stat_rows := _stat_rows(r)),
+                           "stat_effects": any(row["time_s"] is not None for row in stat_rows),
+                           "roofline": None, "phases": None, "phase_note": "",
                            "history": None, "calibration": None, "energy": None, "target_info": target}
     out.update(_where(r, index))
     if after:
@@ -291,14 +337,30 @@ def block_anchor(index: int, block: int) -> str:
     return f"s{index}-b{block}"
 
 
+def _verdict_model(r: Result, model: str) -> str:
+    """The whole change as the model that gave the verdict says it, when another model than `model` did."""
+    kind = text.model_kind(r)
+    if kind in (model, "-") or r.current_time_s is None or r.baseline_time_s is None:
+        return ""
+    return (f"the verdict's {kind} model: {numbers.seconds(r.baseline_time_s)} \u2192 "
+            f"{numbers.seconds(r.current_time_s)} ({numbers.signed_seconds(r.current_time_s - r.baseline_time_s)})")
+
+
 def _where(r: Result, index: int) -> dict[str, Any]:
-    """The differential icicle, the top places of the change and the changed blocks' lines."""
+    """The differential icicle, the top places of the change and the changed blocks (those whose
+    cycles moved by at least one: a change that rounds to nothing is not listed), their two sides
+    of disassembly aligned."""
+    shown = [i for i, c in enumerate(r.blocks or []) if round(c.delta_cycles)]
+    rows = [{"change": c, "line": text.block_line(c), "anchor": block_anchor(index, i), "open": n < OPEN_BLOCKS,
+             "asm": disassembly.aligned(c.baseline.asm if c.baseline else [], c.current.asm if c.current else [])}
+            for n, (i, c) in enumerate((i, (r.blocks or [])[i]) for i in shown)]
     out: dict[str, Any] = {"flame": None, "where_lines": [], "where_rest": "", "ledger": "", "open_blocks": OPEN_BLOCKS,
-                           "block_rows": [{"change": c, "line": text.block_line(c), "anchor": block_anchor(index, i),
-                                           "open": i < OPEN_BLOCKS} for i, c in enumerate(r.blocks or [])]}
+                           "block_rows": rows, "flame_legend": Markup(flame.legend())}
     if r.attribution is not None:
-        out["flame"] = Markup(flame.icicle(r.attribution, f"s{index}-flame",
-                                           lambda i: block_anchor(index, i)))  # escaped by flame.icicle
+        linked = set(shown)
+        out["flame"] = Markup(flame.icicle(  # escaped by flame.icicle
+            r.attribution, f"s{index}-flame", lambda i: block_anchor(index, i) if i in linked else None,
+            verdict=_verdict_model(r, r.attribution.model)))
         out["where_lines"], out["where_rest"] = where.top_lines(r.attribution)
         out["ledger"] = where.ledger(r.attribution)
     return out

@@ -1,8 +1,10 @@
 """reports/summary.md: a pull-request comment and a GitHub job summary, from the typed report.
 
-A verdict line, a table of regressions, errors and improvements, everything else folded in
-<details>. The text is always shorter than LIMIT characters (GitHub refuses comments over
-65,536): rows that do not fit are left out and counted. The first line is MARKER, so a CI step
+A verdict line, then one row per failing result (report.failures: the same lines every output opens
+with), the other changes, the models that changed and where the failing results' cycles moved;
+the unchanged results and models folded last in <details>. The text is always shorter than LIMIT
+characters (GitHub refuses comments over 65,536): rows that do not fit are left out and counted,
+the unchanged ones first, a failing row last. The first line is MARKER, so a CI step
 can find its earlier comment and edit it in place instead of adding another.
 """
 
@@ -14,8 +16,12 @@ from typing import Any
 
 from perfguard.atomic import atomic_write_text
 from perfguard.document import model_labels
+from urllib.parse import quote
+
 from perfguard.document.report import Metrics, Report, Result
-from perfguard.report import model_view, numbers, text, where
+from perfguard.document.verdicts import UNCHANGED
+from perfguard.report import failures, model_view, numbers, text, where
+from perfguard.report.html import anchor, kernel_file
 
 MARKER = "<!-- perfguard-report -->"
 LIMIT = 60_000
@@ -32,6 +38,13 @@ def md(value: Any) -> str:
     s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     s = _SPECIAL.sub(r"\\\1", s)
     return s.replace("@", "@\u200b")
+
+
+def _inline_html(value: Any) -> str:
+    """Untrusted text made inert inside an HTML element of the comment (a <summary>: GitHub renders no
+    Markdown there, so a Markdown escape would show its backslashes): no HTML, no mention."""
+    s = " ".join(str(value).split())
+    return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("@", "@\u200b")
 
 
 def _cells(values: list[str]) -> str:
@@ -55,7 +68,7 @@ def _changed_row(r: Result) -> str:
         message = r.error or r.note
         why = message if len(message) <= _ERROR_CHARS else message[:_ERROR_CHARS] + "..."
     current = _current(r)
-    return _cells([f"{_ICON[r.verdict]} {r.verdict}", _kernel(r), md(r.target),
+    return _cells([f"{_ICON[r.verdict]} {md(text.verdict_text(r))}", _kernel(r), md(r.target),
                    md(text.delta_with_interval(r)), md(numbers.threshold(r.threshold_pct)),
                    md(numbers.seconds(r.current_time_s)), md(numbers.seconds(r.baseline_time_s)),
                    md(text.bound(current.bound if current else None)), md(why)])
@@ -90,8 +103,14 @@ def _verdict_line(report: Report, results: list[Result]) -> list[str]:
                        f"{md(base['ref'])} `{md(base['commit'][:10])}`")
     elif report.commit:
         context.append(f"commit `{md(report.commit[:10])}`")
-    out = [MARKER, f"### {icon} perfguard: {md(text.headline(summary))}", "", f"{counts} ({', '.join(context)})"]
-    out += model_view.markdown_lines(report.models, md)  # the models first, where the run has them
+    return [MARKER, f"### {icon} perfguard: {md(text.headline(summary))}", "", f"{counts} ({', '.join(context)})"]
+
+
+def _notes(results: list[Result]) -> list[str]:
+    """The run's notes, after its failing rows: the verdict rule, self-consistency, a result's note."""
+    out = []
+    if rule := text.gate_rule(results):
+        out += ["", f"<sub>Verdicts: {md(rule)}.</sub>"]
     note = text.self_consistency_note(results)
     if note:
         out += ["", f"\u26a0\ufe0f {md(note)}"]
@@ -130,56 +149,123 @@ def _block_section(r: Result) -> list[str]:
         after = c.current.asm if c.current else []
         rows = [_cells([f"`{md(a)}`" if a else "", f"`{md(b)}`" if b else ""])
                 for a, b in zip(before + [""] * (len(after) - len(before)), after + [""] * (len(before) - len(after)))]
-        out += ["", f"<details><summary>{md(text.block_line(c))}</summary>", "",
+        out += ["", f"<details><summary>{_inline_html(text.block_line(c))}</summary>", "",
                 _cells(["baseline", "current"]), "|---|---|", *rows[:40], "", "</details>"]
     return out
 
 
-def render_markdown(report: Report, limit: int = LIMIT) -> str:
-    """summary.md; always shorter than `limit` characters."""
-    results = report.worst_first()
-    in_models = model_view.covered(report)  # listed in their model's table, first; changed ones again below
-    changed = [r for r in results if r.verdict in _CHANGED or r.orphaned]
-    rest = [r for r in results if not (r.verdict in _CHANGED or r.orphaned) and (r.kernel, r.target) not in in_models]
-    footer = ["", f"<sub>perfguard {md(report.perfguard_version)} \u00b7 per-kernel pages, roofline, "
-                  "history and statistics: <code>index.html</code> in the report folder</sub>", ""]
-    head = _verdict_line(report, results)
-    budget = limit - sum(len(line) + 1 for line in head + footer) - 600  # 600: headings and omission notes
-    blocks: list[list[str]] = []
-    for rows, heading, make, fold in (
-        (changed, ["", "#### Regressions, errors and improvements", ""], _changed_row, False),
-        (rest, None, _rest_row, True),
-    ):
-        if not rows:
-            continue
-        table_head = _CHANGED_HEAD if make is _changed_row else _REST_HEAD
-        lines, shown = [], 0
-        for r in rows:
-            line = make(r)
-            cost = len(line) + 1 + (sum(len(h) + 1 for h in table_head) if shown == 0 else 0)
-            if cost > budget:
+def _failing_line(n: int, f: failures.Failure) -> str:
+    """One failing result (or model total) on one line of a numbered list, its kernel linked to its
+    page in the report folder: what failed, by how much, what changed, where."""
+    href = ("index.html#" + model_view.anchor(f.model) if f.model is not None
+            else kernel_file(f.kernel) + "#" + anchor(f.target))
+    r = f.result
+    name = _kernel(r) if r is not None else md(f.kernel)
+    limit = r.threshold_pct if r is not None else f.model.threshold_pct if f.model is not None else None
+    parts = [f"{n}. {_ICON.get(f.verdict, _ICON['regression'])} **[{name}]({quote(href, safe='/#')})** "
+             f"\\[{md(f.target)}\\] {md(f.label)}"
+             + (f": **{md(f.delta)}**" if f.delta != "-" else "")
+             + (f", threshold {md(numbers.threshold(limit))}" if limit is not None and f.delta != "-" else "")]
+    if f.change:
+        parts.append(f"change: {md(f.change)}")
+    if f.where:
+        parts.append(f"where: {md(f.where)}" if r is None or not (r.error or r.orphaned) else md(f.where))
+    return " \u00b7 ".join(parts)
+
+
+class _Budget:
+    """Characters left for the comment; each part takes what fits, in the order of its priority."""
+
+    def __init__(self, chars: int):
+        self.chars = chars
+
+    def take(self, lines: list[str]) -> bool:
+        cost = sum(len(line) + 1 for line in lines)
+        if cost > self.chars:
+            return False
+        self.chars -= cost
+        return True
+
+    def rows(self, head: list[str], rows: list[str], what: str) -> list[str]:
+        """The table's rows that fit (none: no table), and a line counting the rest."""
+        shown: list[str] = []
+        for row in rows:
+            if not self.take((head if not shown else []) + [row]):
                 break
-            budget -= cost
-            lines.append(line)
-            shown += 1
-        body = (table_head + lines) if lines else []
-        if shown < len(rows):
-            body.append("")
-            body.append(f"_{len(rows) - shown} more row{'s' if len(rows) - shown != 1 else ''} not shown: "
-                        "see perfguard.json or the HTML report._")
-        if fold:
-            names = sorted({r.verdict for r in rows}, key=list(_ICON).index)
-            label = ", ".join(f"{sum(1 for r in rows if r.verdict == n)} {n}" for n in names)
-            blocks.append(["", f"<details><summary>{label}</summary>", "", *body, "", "</details>"])
-        else:
-            blocks.append([*(heading or []), *body])
-            for r in rows[:shown]:
-                section = _block_section(r)
-                cost = sum(len(line) + 1 for line in section)
-                if section and cost <= budget:
-                    budget -= cost
-                    blocks.append(section)
-    out = "\n".join(head + [line for block in blocks for line in block] + footer)
+            shown.append(row)
+        out = head + shown if shown else []
+        if len(shown) < len(rows):
+            more = len(rows) - len(shown)
+            out += ["", f"_{more} more {what}{'s' if more != 1 else ''} not shown: see perfguard.json or the HTML report._"]
+        return out
+
+
+def render_markdown(report: Report, limit: int = LIMIT) -> str:
+    """summary.md; always shorter than `limit` characters. It opens with one row per failing result,
+    then the other changes, the models that changed, where the failing results' cycles moved, and
+    the unchanged results and models folded last. When it must be cut, the unchanged rows go first,
+    then the details; a failing row goes only when the failing rows alone do not fit."""
+    results = report.worst_first()
+    moved_models, still_models = model_view.split(report.models)
+    in_moved, in_still = model_view.kernels_of(moved_models), model_view.kernels_of(still_models)
+    failing = failures.failures(report)
+    others = [r for r in results if not failures.failing(r) and r.verdict != UNCHANGED
+              and (r.verdict == "improvement" or (r.kernel, r.target) not in in_moved | in_still)]
+    unchanged = [r for r in results if r.verdict == UNCHANGED]
+    listed = [r for r in unchanged if (r.kernel, r.target) not in in_moved | in_still]
+    footer = ["", f"<sub>perfguard {md(report.perfguard_version)} \u00b7 per-kernel pages, roofline, "
+                  "history and statistics: <code>index.html</code> in the report folder (the links above open "
+                  "there)</sub>", ""]
+    head = _verdict_line(report, results)
+    notes = _notes(results)
+    budget = _Budget(limit - sum(len(line) + 1 for line in head + notes + footer) - 600)  # 600: headings and omission notes
+    # by priority: the failing rows, the other changes, the changed models, where the cycles moved, the unchanged
+    fail_part = budget.rows([], [_failing_line(n, f) for n, f in enumerate(failing, 1)], "failing result")
+    other_part = budget.rows(_CHANGED_HEAD, [_changed_row(r) for r in others], "changed row")
+    model_part: list[str] = []
+    for i, m in enumerate(moved_models):
+        lines = model_view.markdown_lines([m], md)[3:]  # without its heading
+        if not budget.take(lines):
+            model_part += ["", f"_{len(moved_models) - i} more changed model(s) not shown: see the HTML report._"]
+            break
+        model_part += lines
+    block_part: list[str] = []
+    for r in [f.result for f in failing if f.result is not None] + [r for r in others if r.verdict == "improvement"]:
+        section = _block_section(r)
+        if section and budget.take(section):
+            block_part += section
+    still_part: list[str] = []
+    for m in still_models:
+        lines = model_view.markdown_lines([m], md)[3:]
+        if not budget.take(lines):
+            break
+        still_part += lines
+    rest_part = budget.rows(_REST_HEAD, [_rest_row(r) for r in listed], "unchanged row")
+
+    out = list(head)
+    if fail_part:
+        out += ["", f"#### Failing ({len(failing)})", "", *fail_part]
+    out += notes
+    if other_part:
+        out += ["", "#### Other changes" if failing else "#### Changes", "", *other_part]
+    if model_part:
+        out += ["", "#### Models that changed", "", *model_part]
+    out += block_part
+    if unchanged or still_models:
+        parts = []
+        if in_still:
+            parts.append(f"{sum((r.kernel, r.target) in in_still for r in unchanged)} in the tables of "
+                         f"{len(still_models)} unchanged model total{'s' if len(still_models) != 1 else ''}")
+        if in_moved and (n := sum((r.kernel, r.target) in in_moved for r in unchanged)):
+            parts.append(f"{n} in the models above")
+        if parts:
+            parts.append(f"{len(listed)} in the table")
+        label = f"{len(unchanged)} unchanged" + (f" ({', '.join(parts)})" if parts else "")
+        if len(still_part) < sum(len(model_view.markdown_lines([m], md)[3:]) for m in still_models):
+            still_part += ["", "_unchanged models not shown: see the HTML report._"]
+        out += ["", f"<details><summary>{label}</summary>", "", *still_part, *([""] if still_part else []),
+                *rest_part, "", "</details>"]
+    out = "\n".join(out + footer)
     if len(out) >= limit:  # only a pathological header gets here
         out = out[: limit - 200] + "\n\n_(cut: the summary was too long)_\n"
     return out

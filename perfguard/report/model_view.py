@@ -19,7 +19,12 @@ TOP_KERNELS = 8  # rows per model in the terminal and the Markdown beyond every 
 
 def covered(report: Report) -> set[tuple[str, str]]:
     """(kernel, target) of every result a model view shows: the results tables leave them to it."""
-    return {(k.kernel, m.target) for m in report.models for k in m.kernels}
+    return kernels_of(report.models)
+
+
+def kernels_of(models: list[ModelTotal]) -> set[tuple[str, str]]:
+    """(kernel, target) of every kernel row of `models`."""
+    return {(k.kernel, m.target) for m in models for k in m.kernels}
 
 
 def is_model_kernel(result: Result) -> bool:
@@ -27,10 +32,40 @@ def is_model_kernel(result: Result) -> bool:
     return isinstance(result.params, dict) and "model" in result.params and "shapes" in result.params
 
 
-def _title(m: ModelTotal) -> str:
+def changed(m: ModelTotal) -> bool:
+    """A model whose total or any of whose kernels moved (a verdict, calls, a new or removed kernel)."""
+    return m.verdict != "unchanged" or bool(m.changes) or any(verdict(k) != "unchanged" for k in m.kernels)
+
+
+def split(models: list[ModelTotal]) -> tuple[list[ModelTotal], list[ModelTotal]]:
+    """(models that changed, models that did not): every format shows the first in full, the
+    second folded last."""
+    return [m for m in models if changed(m)], [m for m in models if not changed(m)]
+
+
+def unchanged_line(models: list[ModelTotal]) -> str:
+    """`unchanged models: mlp [aarch64, riscv64, x86_64], resnet [x86_64] (27 kernel x target results)`."""
+    targets: dict[str, list[str]] = {}
+    for m in models:
+        targets.setdefault(m.model, []).append(m.target)
+    kernels = sum(len(m.kernels) for m in models)
+    names = ", ".join(f"{name} [{', '.join(sorted(t))}]" for name, t in targets.items())
+    return f"unchanged models: {names} ({kernels} kernel x target result{'' if kernels == 1 else 's'})"
+
+
+def anchor(m: ModelTotal) -> str:
+    """The id of a model's table on the index page."""
+    return "m-" + "".join(c if c.isalnum() or c in "_.-" else "_" for c in f"{m.model}-{m.target}")
+
+
+def _numbers(m: ModelTotal) -> str:
     delta = "" if m.delta_pct is None else f" {pct(m.delta_pct)}"
-    return (f"model {m.model} [{m.target}]: {m.verdict}{delta}, total {seconds(m.current_total_s)} "
-            f"per inference (baseline {seconds(m.baseline_total_s)}, threshold {m.threshold_pct:.2f} %)")
+    return (f"{delta}, total {seconds(m.current_total_s)} per inference (baseline {seconds(m.baseline_total_s)}, "
+            f"threshold {m.threshold_pct:.2f} %)")
+
+
+def _title(m: ModelTotal) -> str:
+    return f"model {m.model} [{m.target}]: {m.verdict}{_numbers(m)}"
 
 
 def verdict(k: ModelKernel) -> str:
@@ -123,15 +158,20 @@ def markdown_lines(models: list[ModelTotal], md) -> list[str]:
     return out
 
 
-def html(models: list[ModelTotal], href=None) -> str:
+def _heading(m: ModelTotal) -> str:
+    """A model's title after its verdict's badge: `mlp [x86_64] +0.00 %, total ...` (the badge names the verdict)."""
+    return f"{m.model} [{m.target}]{_numbers(m)}"
+
+
+def html(models: list[ModelTotal], href=None, heading: str = "Models") -> str:
     """A self-contained <section> (escaped markup) for the index page; `href(kernel, target)` links a
-    kernel's page (None: no links)."""
+    kernel's page (None: no links); heading "": the tables alone, no section."""
     if not models:
         return ""
-    parts = ['<section class="models"><h2>Models</h2>']
+    parts = [f'<section class="models"><h2>{escape(heading)}</h2>'] if heading else []
     for m in models:
-        parts.append(f'<h3 class="verdict-{escape(m.verdict)}"><span class="verdict {escape(m.verdict)}">'
-                     f'{escape(m.verdict)}</span> {escape(_title(m))}</h3>')
+        parts.append(f'<h3 class="verdict-{escape(m.verdict)}" id="{escape(anchor(m))}"><span class="verdict '
+                     f'{escape(m.verdict)}">{escape(m.verdict)}</span> {escape(_heading(m))}</h3>')
         parts += [f'<p class="note">{escape(line)}</p>' for line in _notes(m)]
         parts.append('<div class="scroll"><table class="results"><thead><tr><th>kernel</th><th>in the model</th>'
                      '<th>verdict</th><th class="num">share</th><th class="num">calls</th>'
@@ -147,7 +187,8 @@ def html(models: list[ModelTotal], href=None) -> str:
         parts.append("</tbody></table></div>")
         if m.changes:
             parts.append("<ul>" + "".join(f"<li>{escape(line)}</li>" for line in m.changes) + "</ul>")
-    parts.append("</section>")
+    if heading:
+        parts.append("</section>")
     return "\n".join(parts)
 
 

@@ -11,11 +11,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from perfguard.document import model_labels
-from perfguard.document.report import Report
+from perfguard.document.report import Report, Result
+from perfguard.document.verdicts import UNCHANGED
 from perfguard.report import model_view
+from perfguard.report.failures import failures
 from perfguard.report.numbers import pct, seconds, threshold
-from perfguard.report.text import (SELF_CONSISTENCY, headline, interval, interval_note, limit_note, model_kind,
-                                   self_consistency_note, what_changed_most)
+from perfguard.report.text import (SELF_CONSISTENCY, gate_rule, headline, interval, interval_note, limit_note,
+                                   model_kind, self_consistency_note, verdict_text, what_changed_most)
 from perfguard.timings import JOB_STAGES, STAGES
 
 _STYLE = {"regression": "bold red", "error": "bold yellow", "toolchain": "bold magenta", "improvement": "bold green",
@@ -43,15 +45,21 @@ def progress(total: int, out: Console) -> Iterator[Any]:
 
 
 def print_table(report: Report, out: Console) -> None:
-    """The model view first (where the run has models), then a table of the other results (a model's
-    kernels are in its view), their notes, and the headline."""
-    for line in model_view.terminal_lines(report.models) + model_view.parts_lines(report.model_parts):
+    """The headline and one line per failing result first (report.failures); then the models that
+    changed, a table of the other results that changed (a model's kernels are in its view), their
+    notes; the unchanged results and models last, folded into one line each; the headline again."""
+    out.print(f"[bold]{escape(headline(report.summary))}[/]")
+    for f in failures(report):
+        out.print(f"[{_STYLE.get(f.verdict, 'bold red')}]FAIL[/] {escape(f.line())}")
+    moved, still = model_view.split(report.models)
+    for line in model_view.terminal_lines(moved) + model_view.parts_lines(report.model_parts):
         out.print(escape(line))
     in_models = model_view.covered(report)
     rows = [r for r in report.results if (r.kernel, r.target) not in in_models]
-    if rows or not report.models:
-        _print_results(rows, out)
-    for r in report.results:
+    changed = [r for r in rows if r.verdict != UNCHANGED]
+    if changed or not (report.models or rows):
+        _print_results(changed, out)
+    for r in report.results:  # the details of each line above, and the notes of the rest
         if r.error:
             out.print(f"[{_STYLE.get(r.verdict, 'bold yellow')}]{r.verdict}[/] {escape(r.error)}")
         else:
@@ -68,7 +76,23 @@ def print_table(report: Report, out: Console) -> None:
     note = self_consistency_note(report.results)
     if note:
         out.print(f"[bold]note[/] {escape(note)}")
+    if rule := gate_rule(report.results):
+        out.print(f"[dim]{escape(rule)}[/]")
+    unchanged = [r for r in rows if r.verdict == UNCHANGED]
+    if unchanged:
+        out.print(f"[{_STYLE[UNCHANGED]}]{escape(unchanged_line(unchanged))}[/]")
+    if still:
+        out.print(f"[{_STYLE[UNCHANGED]}]{escape(model_view.unchanged_line(still))}[/]")
     out.print(f"[bold]{escape(headline(report.summary))}[/]")
+
+
+def unchanged_line(results: list[Result]) -> str:
+    """`unchanged: 29 kernel x target results: conv2d_1x1_14 [aarch64, riscv64, x86_64], ...`."""
+    targets: dict[str, list[str]] = {}
+    for r in results:
+        targets.setdefault(r.kernel, []).append(r.target)
+    names = ", ".join(f"{k} [{', '.join(sorted(t))}]" for k, t in targets.items())
+    return f"unchanged: {len(results)} kernel x target result{'' if len(results) == 1 else 's'}: {names}"
 
 
 def _print_results(results, out: Console) -> None:
@@ -82,12 +106,13 @@ def _print_results(results, out: Console) -> None:
         what = model_labels.label(r.params) if model_view.is_model_kernel(r) else ""
         table.add_row(
             escape(r.kernel) + (f" [dim]{escape(what)}[/]" if what else ""), escape(r.target),
-            f"[{_STYLE[r.verdict]}]{r.verdict}[/]" + (f" ({SELF_CONSISTENCY})" if r.reference == "self" else ""),
+            f"[{_STYLE[r.verdict]}]{escape(verdict_text(r))}[/]" + (f" ({SELF_CONSISTENCY})" if r.reference == "self" else ""),
             pct(r.delta_pct), interval(r), threshold(r.threshold_pct),
             seconds(r.current_time_s), seconds(r.baseline_time_s),
             "" if not r.model_id else model_kind(r),
         )
     out.print(table)
+
 
 
 def print_timings(report: Report, out: Console, slowest: int = 5) -> None:

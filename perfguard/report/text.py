@@ -139,14 +139,67 @@ def delta_with_interval(result: Result) -> str:
     return f"{pct(result.delta_pct)} ({100 * i.level:.0f} %: {pct_range(i.low_pct, i.high_pct)})"
 
 
+def could_flip(result: Result) -> bool:
+    """The interval reaches across the threshold that decided a regression or an improvement: the
+    native change may be on the other side of it. An unchanged result passes whatever its interval
+    (its row shows it); a verdict decided by a per-metric limit does not hang on the interval."""
+    i, limit = result.interval, result.threshold_pct
+    if i is None or limit is None or result.delta_pct is None:
+        return False
+    if result.verdict == "regression" and not (result.limit_breaches and result.delta_pct <= limit):
+        return i.low_pct <= limit
+    if result.verdict == "improvement":
+        return i.high_pct >= -limit
+    return False
+
+
+def verdict_detail(result: Result) -> str:
+    """Why a regression or an improvement is one, where its interval or a limit says more than
+    its name: `estimate over the threshold; the interval reaches below it`, `the whole interval over
+    the threshold`, `the interval's lower end over the threshold`; "" for other verdicts."""
+    i = result.interval
+    if result.verdict == "regression" and result.limit_breaches and (result.delta_pct or 0.0) <= (
+            result.threshold_pct or 0.0):
+        return "a per-metric limit breached"
+    if i is None or result.verdict not in ("regression", "improvement") or result.delta_pct is None:
+        return ""
+    over, below = ("over", "below") if result.verdict == "regression" else ("under", "above")
+    if result.verdict == "regression" and result.gate != "estimate":
+        return f"the interval's {result.gate} end {over} the threshold"
+    if could_flip(result):
+        return f"estimate {over} the threshold; the interval reaches {below} it"
+    return f"the whole interval {over} the threshold"
+
+
+def verdict_text(result: Result) -> str:
+    """The verdict with what decided it: `regression (estimate over the threshold; the interval
+    reaches below it)`."""
+    detail = verdict_detail(result)
+    return f"{result.verdict} ({detail})" if detail else result.verdict
+
+
+GATE_RULES = {
+    "estimate": 'gate = "estimate": a result is a regression when its predicted change is over its threshold, '
+                "whatever its interval; the interval says where the native change may lie",
+    "lower": 'gate = "lower": a result is a regression only when its whole interval is over its threshold',
+    "upper": 'gate = "upper": a result is a regression when its interval reaches over its threshold',
+}
+
+
+def gate_rule(results: list[Result]) -> str:
+    """The rule that turned the run's changes into verdicts, for the page's header ("" without intervals)."""
+    gates = sorted({r.gate for r in results if r.interval is not None})
+    return "; ".join(GATE_RULES.get(g, f"gate = {g!r}") for g in gates)
+
+
 def interval_note(result: Result) -> str:
-    """What a result's interval says beyond its numbers: that it holds the threshold (the verdict
-    could go either way), which end gated, and when it was calibrated for another model."""
+    """What a result's interval says beyond its numbers: that it holds the threshold that decided
+    the verdict (the verdict could flip), which end gated, and when it was calibrated for another model."""
     i = result.interval
     if i is None or result.delta_pct is None:
         return ""
     parts = []
-    if i.straddles:
+    if could_flip(result):
         parts.append(f"the {100 * i.level:.0f} % interval {pct_range(i.low_pct, i.high_pct)} straddles the "
                      f"{threshold(result.threshold_pct)} threshold: the native change may be on either side of it")
     if result.gate != "estimate":
@@ -154,6 +207,52 @@ def interval_note(result: Result) -> str:
     if parts and not i.exact:
         parts.append(f"interval calibrated for {i.basis}")
     return "; ".join(parts)
+
+
+def _param(value: object) -> str:
+    return _short(value, 40)
+
+
+def param_diff(result: Result) -> str:
+    """The change named as the kernel's recorded params against the baseline's: `tile_k 4 -> 1,
+    vector 8 -> 1` ("" when the baseline recorded none or they are equal). A [[model]] kernel's
+    params (its graph nodes, calls) are said by the model view instead."""
+    before, after = result.baseline_params, result.params
+    if not before or not isinstance(after, dict) or not isinstance(before, dict):
+        return ""
+    parts = []
+    for key in sorted(set(before) | set(after)):
+        if key in ("nodes", "positions"):
+            continue
+        if key not in after:
+            parts.append(f"{key} {_param(before[key])} -> (none)")
+        elif key not in before:
+            parts.append(f"{key} (none) -> {_param(after[key])}")
+        elif before[key] != after[key]:
+            parts.append(f"{key} {_param(before[key])} -> {_param(after[key])}")
+    return ", ".join(parts)
+
+
+def same_code(result: Result) -> bool:
+    """The current build has the baseline's build key: the same lowered IR, target and toolchain,
+    so the same machine code."""
+    return bool(result.content_hash) and result.content_hash == result.baseline_content_hash
+
+
+def change_text(result: Result) -> str:
+    """What changed in the kernel against its baseline, in one phrase: the params' diff, and
+    `rebuilt, same machine code as the baseline` when the build key is the baseline's."""
+    diff = param_diff(result)
+    same = same_code(result)
+    if diff and same:
+        return f"{diff}; rebuilt, same machine code as the baseline"
+    if diff:
+        return diff
+    if same:
+        return "rebuilt, same machine code as the baseline" if result.rebuilt else "same machine code as the baseline"
+    if result.baseline_params is not None and result.baseline_content_hash and result.content_hash:
+        return "same params as the baseline, another build (kernel source, TVM or toolchain)"
+    return ""
 
 
 def bound(value: str | None) -> str:

@@ -72,6 +72,8 @@ def result_of(o: JudgedResult) -> Result:
                                                           v.interval.basis, v.interval.exact, v.straddles),
         gate=v.gate,
         mismatch=None if r.mismatch is None else Mismatch(**r.mismatch), orphaned=o.orphaned,
+        baseline_params=None if o.baseline is None else dict(o.baseline.params),
+        baseline_content_hash=None if o.baseline is None else o.baseline.content_hash or None,
     )
 
 

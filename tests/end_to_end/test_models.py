@@ -153,8 +153,10 @@ def test_model_total_new_removed_renamed_end_to_end(project, capsys):
     import jsonschema
 
     jsonschema.validate(report, json.loads((REPO / "docs" / "report.schema.json").read_text()))
-    assert "#### Models" in (path.parent / "reports" / "summary.md").read_text()
-    assert "<h2>Models</h2>" in (path.parent / "reports" / "index.html").read_text()
+    summary = (path.parent / "reports" / "summary.md").read_text()
+    assert "**model m \\[x86\\_64\\]: unchanged" in summary[summary.index("<details>"):]  # unchanged: folded last
+    index = (path.parent / "reports" / "index.html").read_text()
+    assert 'id="m-m-x86_64"' in index[index.index('<details id="unchanged">'):]
 
     # a third 8x8 layer: no kernel changed, the model did (one more call of one kernel)
     _set(path, [16, 32, 8], 3)

@@ -94,3 +94,36 @@ def test_a_scatter_without_usable_points_draws_empty_axes():
 @pytest.mark.parametrize("value, text", [(0.0, "0"), (-0.04, "0"), (12.0, "12"), (12.34, "12.3"), (-7.25, "-7.2")])
 def test_coordinates_are_short(value, text):
     assert charts.coordinate(value) == text
+
+
+def test_crowded_roofline_labels_do_not_run_into_each_other():
+    """Twenty kernels without DRAM traffic sit in one column at the right edge: their numbers are set
+    apart (estimated text boxes, as the chart lays them out) and every one stays in the chart."""
+    target = target_summary(BUILTIN["x86_64"])
+    points = [{"label": str(n), "intensity": None, "gflops": 10.0 * (1 + 0.04 * n)} for n in range(1, 21)]
+    svg = charts.roofline(target, [{"name": "latency-bound", "colour": "#e65100", "points": points}], "r", "crowded")
+    labels = re.search(r'<g class="point-labels"[^>]*>(.*?)</g>', svg, re.S).group(1)
+    boxes = [(float(x), float(y) - charts.LABEL_SIZE, float(x) + charts.text_width(t, charts.LABEL_SIZE), float(y) + 2)
+             for x, y, t in re.findall(r'<text x="([-\d.]+)" y="([-\d.]+)">([^<]*)</text>', labels)]
+    assert len(boxes) == 20
+    width, height = (float(v) for v in re.search(r'viewBox="0 0 ([\d.]+) ([\d.]+)"', svg).groups())
+    for i, a in enumerate(boxes):
+        assert 0 <= a[0] and a[2] <= width and 0 <= a[1] and a[3] <= height
+        for b in boxes[i + 1:]:
+            assert a[2] <= b[0] or b[2] <= a[0] or a[3] <= b[1] or b[3] <= a[1], (a, b)
+
+
+def test_a_kernel_has_the_same_number_on_every_targets_roofline():
+    from perfguard.document.report import read_report
+    from perfguard.report.html import render_index
+    from tests.report import golden
+
+    page = render_index(read_report(golden.REPOSITORY))
+    captions = re.findall(r"<figcaption>Roofline of (\w+):.*?</figcaption>", page, re.S)
+    numbers = {t: dict((k, n) for n, k in re.findall(r'>(\d+)&nbsp;([\w.]+)</a>',
+                                                     page.split(f"<figcaption>Roofline of {t}:")[1].split("</figcaption>")[0]))
+               for t in captions}
+    assert sorted(numbers) == ["aarch64", "riscv64", "x86_64"]
+    assert numbers["x86_64"]["gemm_256"] == numbers["aarch64"]["gemm_256"] == numbers["riscv64"]["gemm_256"] == "1"
+    for kernel in set(numbers["x86_64"]) & set(numbers["riscv64"]):
+        assert numbers["x86_64"][kernel] == numbers["riscv64"][kernel]

@@ -5,6 +5,7 @@ kernel's page saying what it replaces, and no hint that does not apply to a mode
 from __future__ import annotations
 
 import io
+import re
 
 import pytest
 from rich.console import Console
@@ -64,11 +65,13 @@ def test_a_widened_layer_is_one_changed_kernel_everywhere():
                              "2 kernels")
 
 
-def test_the_terminal_opens_with_the_model_and_lists_other_kernels_after():
+def test_the_terminal_opens_with_the_failing_model_and_lists_other_kernels_after():
     buffer = io.StringIO()
     print_table(_report(), Console(file=buffer, width=200, highlight=False))
     out = " ".join(buffer.getvalue().split())
+    assert out.startswith("1 model total(s) regressed FAIL model r [x86_64] regression +16.67 %; where: changed: ")
     assert out.index("model r [x86_64]: regression +16.67 %") < out.index("gemv_1024")
+    assert "unchanged: 1 kernel x target result: gemv_1024 [x86_64]" in out
     assert "layer3.0.conv1 conv2d 1x128x8x8 -> 1x320x4x4 3x3/2: widened 256 -> 320 output channels" in out
     assert "r.conv2d_add_relu.aaaaaa (x1) changed (was): - (baseline 2.000 ms)" in out
     assert "r.conv2d_add_relu.bbbbbb x1 changed" in out and "skipped (skip = [...]): argmax" in out
@@ -77,14 +80,25 @@ def test_the_terminal_opens_with_the_model_and_lists_other_kernels_after():
     assert "2 [[model]] kernel result(s) checked against the same kernel built for the host" in out
 
 
-def test_markdown_and_html_put_the_model_first_and_count_changed_kernels():
+def test_markdown_and_html_put_the_failing_model_first_and_count_changed_kernels():
     report = _report()
     text = markdown.render_markdown(report)
-    assert text.index("#### Models") < text.index("gemv")
+    # the failing model total's row opens the comment, linked to its table; then its table; the
+    # unchanged gemv_1024 folded last, counted as the header counts it (2 unchanged: one in the model)
+    failing = text.index("#### Failing (1)")
+    assert text.index("1. \u274c **[model r](index.html#m-r-x86_64)** \\[x86\\_64\\] regression: **+16.67 %**, "
+                      "threshold 1.00 % \u00b7 where: changed: ") > failing
+    assert failing < text.index("#### Models that changed") < text.index("| \u2796 | gemv\\_1024")
+    assert "**2** unchanged" in text and "<details><summary>2 unchanged (1 in the models above, 1 in the table)" in text
     assert "**1** changed" in text and "**0** removed" in text
     assert "layer3.0.conv1 conv2d 1x128x8x8 -&gt; 1x320x4x4 3x3/2: widened 256 -&gt; 320 output channels" in text
     page = html.render_index(report)
-    assert page.index("<h2>Models</h2>") < page.index("Other results") < page.index("gemv_1024")
+    assert page.index('<section id="failing">') < page.index("<h2>Models</h2>") < page.index('<details id="unchanged">') \
+        < page.index("gemv_1024")
+    assert '<a href="#m-r-x86_64"><b>model r</b> [x86_64]</a>' in page and 'id="m-r-x86_64"' in page
+    # every in-page link (the count chips, the failing line) leads to a section the page has
+    ids = set(re.findall(r' id="([^"]+)"', page))
+    assert set(re.findall(r'href="#([^"]+)"', page)) <= ids and '<a class="chip" href="#unchanged">' in page
     assert '<span class="verdict changed">changed</span> <b>1</b>' in page
     assert 'href="kernels/r.conv2d_add_relu.bbbbbb.html#t-x86_64"' in page
     # the flop-count hint counts gemv_1024 alone: r.matmul_add.cccccc has no [[kernel]] table to add one to

@@ -70,7 +70,12 @@ def test_every_page_is_written_and_shows_the_result(tiny):
         assert not re.search(r"<script|(?:src|href)=\"https?:", page)
     summary = (reports / "summary.md").read_text()
     assert summary.startswith(MARKER + "\n")
-    assert "1 regression(s) found" in summary and "| \u274c regression | gemm\\_16 | x86\\_64 |" in summary
+    assert "1 regression(s) found" in summary
+    # the failing row first, linked to its page, its verdict saying what decided it
+    assert summary.index("#### Failing (1)") < summary.index(
+        "1. \u274c **[gemm\\_16](kernels/gemm_16.html#t-x86_64)** \\[x86\\_64\\] regression (estimate over the "
+        "threshold; the interval reaches below it): **+38.68 % (90 %: -54.0 .. +317.9 %)**, threshold 2.00 % \u00b7 "
+        "change: tile\\_k 8 -&gt; 1, vector 8 -&gt; 1 \u00b7 where: ") < summary.index("<details><summary>1 unchanged</summary>")
     assert "<details><summary>1 unchanged</summary>" in summary
     assert data["summary"]["regression"] == 1
 
@@ -201,18 +206,23 @@ def synthetic(n: int, verdict_of=lambda i: "regression") -> dict:
             "summary": {"exit_code": 1, **counts}, "results": rows}
 
 
-def test_markdown_stays_under_the_limit_with_a_count_of_what_was_cut():
-    data = Report.from_json(synthetic(5000, lambda i: "regression" if i % 5 == 0 else "unchanged"))
-    text = render_markdown(data)
+def test_markdown_stays_under_the_limit_cutting_unchanged_rows_before_a_failing_one():
+    # 100 regressions among 2,000 results: every failing row is shown; the unchanged rows are cut
+    text = render_markdown(Report.from_json(synthetic(2000, lambda i: "regression" if i % 20 == 0 else "unchanged")))
     assert len(text) < LIMIT and text.startswith(MARKER)
-    shown_regressions = text.count("| \u274c regression |")
+    assert len(re.findall(r"^\d+\. \u274c \*\*\[kernel", text, re.M)) == 100 and "more failing" not in text
     shown_rest = text.count("| \u2796 |")
-    assert 0 < shown_regressions < 1000
-    assert f"_{1000 - shown_regressions} more rows not shown" in text
-    assert f"_{4000 - shown_rest} more rows not shown" in text  # the unchanged ones, folded
-    assert "<details><summary>4000 unchanged</summary>" in text
+    assert 0 < shown_rest < 1900 and f"_{1900 - shown_rest} more unchanged rows not shown" in text
+    assert "<details><summary>1900 unchanged</summary>" in text
+    assert text.index("#### Failing (100)") < text.index("<details>")
+    # 1,000 regressions do not fit: no unchanged row is shown, and the failing rows left out are counted
+    text = render_markdown(Report.from_json(synthetic(5000, lambda i: "regression" if i % 5 == 0 else "unchanged")))
+    assert len(text) < LIMIT
+    shown = len(re.findall(r"^\d+\. \u274c \*\*\[kernel", text, re.M))
+    assert 0 < shown < 1000 and f"_{1000 - shown} more failing results not shown" in text
+    assert text.count("| \u2796 |") == 0 and "_4000 more unchanged rows not shown" in text
     small = render_markdown(Report.from_json(synthetic(3)))
-    assert "not shown" not in small and small.count("| \u274c regression |") == 3
+    assert "not shown" not in small and len(re.findall(r"^\d+\. \u274c \*\*\[kernel", small, re.M)) == 3
     assert len(render_markdown(Report.from_json(synthetic(200)), limit=5000)) < 5000
 
 
@@ -350,3 +360,25 @@ def test_report_schema_upgrades_run_before_reading(monkeypatch):
     assert report.schema == 1 and report.results[0].verdict == "regression" and report.summary.regression == 1
     with pytest.raises(InputError, match="report schema 2 is not 1"):
         Report.from_json({**old, "schema": 2})
+
+
+def test_the_change_is_named_as_the_params_diff_against_the_baseline(tiny):
+    """gemm_16's baseline recorded tile_k 8 and vector 8, the check ran tile_k 1 and vector 1; gemv_16 was
+    built from the baseline's very build key. Each output names that, not the current params alone."""
+    reports, data = tiny["reports"], tiny["data"]
+    gemm, gemv = results(data)["gemm_16"], results(data)["gemv_16"]
+    assert (gemm["baseline_params"]["tile_k"], gemm["params"]["tile_k"]) == (8, 1)
+    assert gemv["baseline_content_hash"] == gemv["content_hash"] != gemm["baseline_content_hash"]
+    report = Report.from_json(copy.deepcopy(data))
+    by_name = {r.kernel: r for r in report.results}
+    assert text.change_text(by_name["gemm_16"]) == "tile_k 8 -> 1, vector 8 -> 1"
+    assert text.change_text(by_name["gemv_16"]) == "same machine code as the baseline"  # not rebuilt: reused
+    rebuilt = copy.deepcopy(by_name["gemv_16"])
+    rebuilt.rebuilt = True
+    assert text.change_text(rebuilt) == "rebuilt, same machine code as the baseline"
+    assert " \u00b7 change: tile\\_k 8 -&gt; 1, vector 8 -&gt; 1 \u00b7 " in (reports / "summary.md").read_text()
+    index = (reports / "index.html").read_text()
+    assert '<span class="change">tile_k 8 -&gt; 1, vector 8 -&gt; 1</span>' in index.split('id="overview"')[0]
+    page = (reports / kernel_file("gemm_16")).read_text()
+    assert 'What changed: <span class="change">tile_k 8 -&gt; 1, vector 8 -&gt; 1</span>' in page
+    assert "same machine code as the baseline" in (reports / kernel_file("gemv_16")).read_text()

@@ -116,8 +116,18 @@ def test_the_icicle_nests_its_rows_colours_by_change_and_escapes_names():
             assert any(px - 0.1 <= x and x + w <= px + pw + 0.1 for px, _, pw, _ in rows[upper])
     fills = {title: fill for title, fill in re.findall(r"<title>([^<]*)</title><rect [^>]*fill=\"([^\"]+)\"", svg)}
     by_name = {t.split(":")[0]: f for t, f in fills.items()}
-    assert by_name["loop j"].startswith("hsl(4,") and by_name["loop d"].startswith("hsl(210,")  # slower, faster
+    # loop j is code only this build has, loop d code only the baseline had: their own stripes, not "faster"
+    assert by_name["loop j"] == "url(#s0-flame-added)" and by_name["loop d"] == "url(#s0-flame-removed)"
+    assert '<pattern id="s0-flame-added"' in svg and '<pattern id="s0-flame-removed"' in svg
+    assert "code only the baseline had (removed)" in svg
     assert by_name["function __expf_fma"] == flame.UNCHANGED  # moved, the same code: grey
+    # the depth of a colour is the share of the whole change (+18,020): main_compute_ (+18,017, all of it) is
+    # the darkest red, loop i (+4,570, 25 %) paler, the code not placed in a loop (-335, 2 %) a faint blue
+    light = {name: int(re.fullmatch(r"hsl\((\d+), 75%, (\d+)%\)", by_name[name]).group(2))
+             for name in ("function main_compute_", "loop i", "kernel code, loop not decided")}
+    assert light == {"function main_compute_": 42, "loop i": 76, "kernel code, loop not decided": 87}
+    assert by_name["kernel code, loop not decided"].startswith("hsl(210,")
+    assert "slower (deeper: a larger share of the whole change)" in flame.legend()
     assert '<a href="#s0-b0">' in svg and '<a href="#s0-b1">' in svg  # changed blocks link to their disassembly
 
 
@@ -135,9 +145,9 @@ def test_the_icicle_draws_in_headless_chromium(tmp_path):
     assert requests == [] and dom.count("<rect ") >= 12
     with Image.open(shot) as img:
         img = img.convert("RGB")
-        strip = [img.getpixel((x, 22 * 3 + 11)) for x in range(0, flame.WIDTH, 2)]  # the loop row
+        strip = [img.getpixel((x, 22 * 3 + 11)) for x in range(flame.WIDTH)]  # the loop row
         functions = [img.getpixel((x, 22 + 11)) for x in range(0, flame.WIDTH, 2)]
-    reds = [p for p in strip if p[0] > 180 and p[2] < 150]  # loop j, and i, got slower
-    blues = [p for p in strip if p[2] > 180 and p[0] < 150]  # loop d got faster
+    reds = [p for p in strip if p[0] - p[2] > 40]  # loop j (added, red stripes), and i, got slower
+    removed = [p for p in strip if max(p) - min(p) < 6 and 140 < p[0] < 250]  # loop d: removed, grey stripes
     greys = [p for p in functions if abs(p[0] - 0xcf) < 8 and abs(p[2] - 0xdc) < 8]  # expf: the same code
-    assert len(reds) > 20 and len(blues) > 5 and len(greys) > 100, (len(reds), len(blues), len(greys))
+    assert len(reds) > 40 and len(removed) > 10 and len(greys) > 100, (len(reds), len(removed), len(greys))

@@ -108,7 +108,10 @@ def test_every_renderer_says_wrong_result_and_where(wrong_report, tmp_path):
 
     text = render_markdown(wrong_report)
     assert "\U0001f6ab perfguard: 1 wrong result(s): output differs from the reference" in text
-    assert "| \U0001f6ab wrong result | k |" in text and "output 'C'\\[1\\] = 2, expected 1" in text
+    # the failing line opens the comment, linked to the kernel's page, with the output's worst element
+    assert text.index("#### Failing (1)") < text.index(
+        "1. \U0001f6ab **[k](kernels/k.html#t-x86_64)** \\[x86\\_64\\] wrong result \u00b7 k\\[x86\\_64\\]: "
+        "wrong result: output 'C'\\[1\\] = 2, expected 1")
     out = console()
     with out.capture() as captured:
         print_table(wrong_report, out)

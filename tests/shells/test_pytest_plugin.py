@@ -142,6 +142,11 @@ def test_update_then_a_regression_fails_exactly_its_item_in_one_process_and_unde
     from perfguard.document.report import Result, from_json
     from perfguard.report.text import what_changed_most
     assert where.group(1) == what_changed_most(from_json(Result, saxpy, "perfguard.json"))
+    assert "\nchange: n 512 -> 2048\n" in failure  # the params' diff against the baseline's
+    # the session's perfguard summary opens with one line per failing result, as every report does
+    summary = text[text.rindex("- perfguard -"):].splitlines()[1:]
+    assert summary[0].startswith("FAIL saxpy [aarch64] regression (") and "; where: loop i of nest C in " in summary[0]
+    assert summary[0].endswith("; change: n 512 -> 2048") and summary[1].startswith("FAIL sxapy [aarch64] removed")
     assert report["summary"]["exit_code"] == 2 and report["summary"]["regression"] == 1  # 2: the orphan beats 1
     # The same slowdown passes the user's test, whose marker allows 10000 %.
     assert sorted(r["verdict"] for r in report["results"] if r["kernel"] == "saxpy") == ["regression", "unchanged"]

@@ -89,3 +89,30 @@ def test_the_site_builds_strictly(tmp_path):
     assert "perfguard init" in page and "perfguard baseline update" in page
     families = (tmp_path / "site" / "families" / "index.html").read_text()
     assert "tile_m" in families and "qgemm" in families
+    # the site works offline: no page loads a font, a script, a style or an image from elsewhere
+    loads = re.compile(r'<(?:link|script|img|source)\b[^>]*\b(?:href|src)="((?:https?:)?//[^"]+)"')
+    outside = {url for page in (tmp_path / "site").rglob("*.html") for url in loads.findall(page.read_text())}
+    assert not outside, sorted(outside)
+    css = "".join(p.read_text() for p in (tmp_path / "site").rglob("*.css"))
+    assert "fonts.googleapis" not in css and "fonts.gstatic" not in css
+
+
+def test_a_dead_link_fails_the_strict_build():
+    """mkdocs reports a link to nothing at INFO unless told otherwise, and --strict fails on warnings only."""
+    import yaml
+
+    links = yaml.safe_load((REPO / "mkdocs.yml").read_text())["validation"]["links"]
+    assert links == {"not_found": "warn", "anchors": "warn", "unrecognized_links": "warn"}
+
+
+def test_the_report_screenshots_show_this_perfguards_pages():
+    """docs/report-*.png are pictures of the golden failing check's pages as this perfguard renders them:
+    a renderer or golden report changed since they were taken makes them stale."""
+    spec = importlib.util.spec_from_file_location("docs_screenshots", REPO / "scripts" / "docs_screenshots.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert sorted(module.recorded()) == sorted(module.PICTURES) and all((DOCS / n).is_file() for n in module.PICTURES)
+    stale = sorted(k for k, v in module.current_digests().items() if module.recorded().get(k) != v)
+    assert not stale, f"docs/{', docs/'.join(stale)} stale: python scripts/docs_screenshots.py"
+    reports = (DOCS / "reports.md").read_text()
+    assert all(f"({name})" in reports for name in module.PICTURES)
