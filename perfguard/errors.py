@@ -4,6 +4,8 @@
 import difflib
 from typing import Iterable
 
+from perfguard import __version__
+
 EXIT_OK = 0
 EXIT_REGRESSION = 1
 EXIT_USAGE = 2
@@ -44,6 +46,21 @@ class InputError(PerfguardError):
     """Bad configuration, bad file, unknown kernel or target: the user can fix it (exit 2)."""
 
     exit_code = EXIT_USAGE
+
+
+class NewerFormat(InputError):
+    """A file written in a format version newer than this perfguard reads (exit 2): it is refused,
+    never guessed at and never written over; the message names the file, the version, the perfguard
+    that wrote it (where the file says) and this one."""
+
+
+def newer_format(source: str, what: str, version: object, readable: int, written_by: object = None) -> NewerFormat:
+    """The error for `source`, whose `what` (e.g. 'baseline schema') is `version`, above `readable`:
+    'F: baseline schema 5, written by perfguard 0.3.0; this is perfguard 0.2.0 (reads up to baseline
+    schema 4): upgrade perfguard'."""
+    by = f"perfguard {written_by}" if isinstance(written_by, str) and written_by else "a newer perfguard"
+    return NewerFormat(f"{source}: {what} {version}, written by {by}; this is perfguard {__version__} (reads up to "
+                       f"{what} {readable}): upgrade perfguard")
 
 
 class InfraError(PerfguardError):

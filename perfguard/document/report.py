@@ -28,7 +28,7 @@ from typing import Any, Callable
 from perfguard import jsonfile
 from perfguard.atomic import atomic_write_text
 from perfguard.document.verdicts import VERDICTS, summary_key
-from perfguard.errors import EXIT_CODES, InputError
+from perfguard.errors import EXIT_CODES, InputError, newer_format
 
 REPORT_SCHEMA = 1  # "note", "blocks", "calibration", a block side's "loop" and "loop_candidates", a
 # result's "interval", "gate", "mismatch", "orphaned" and "attribution", a block change's "paired",
@@ -603,6 +603,8 @@ def upgrade(data: Any, source: str) -> dict[str, Any]:
             or not isinstance(data.get("summary"), dict):
         raise InputError(f"{source}: not a perfguard report (no 'results' list and 'summary')")
     version = data.get("schema")
+    if type(version) is int and version > REPORT_SCHEMA:
+        raise newer_format(source, "report schema", version, REPORT_SCHEMA, data.get("perfguard_version"))
     if type(version) is not int or not (min(UPGRADES, default=REPORT_SCHEMA) <= version <= REPORT_SCHEMA):
         raise InputError(f"{source}: report schema {version!r} is not {REPORT_SCHEMA}")
     while version < REPORT_SCHEMA:
