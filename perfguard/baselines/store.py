@@ -178,6 +178,35 @@ def parse_graph(text: str | bytes, source: str, model: str, target: str) -> dict
     return out
 
 
+@dataclass
+class Provenance:
+    """Who wrote a folder's baselines (`perfguard doctor`): files per (perfguard version, baseline
+    schema, loop nest version or None), with their targets; the files of a newer format (the
+    one-line refusals); the count of damaged ones."""
+    written: dict[tuple[str, int, int | None], dict[str, int]] = field(default_factory=dict)
+    newer: list[str] = field(default_factory=list)
+    damaged: int = 0
+
+
+def provenance(store: "BaselineStore", targets: list[str]) -> Provenance:
+    found = Provenance()
+    for target in targets:
+        for name in store.names(target):
+            try:
+                b = store.read(target, name)
+            except NewerFormat as exc:
+                found.newer.append(exc.message)
+                continue
+            except InputError:
+                found.damaged += 1
+                continue
+            if b is not None:
+                loops = b.loops.get("version") if isinstance(b.loops, dict) else None
+                by_target = found.written.setdefault((b.perfguard_version, b.schema, loops), {})
+                by_target[target] = by_target.get(target, 0) + 1
+    return found
+
+
 def same_record(old: Baseline, new: Baseline) -> bool:
     """Whether writing `new` over `old` would change nothing but when and by whom it was recorded."""
     volatile = {"commit": None, "created": "", "perfguard_version": ""}

@@ -162,3 +162,29 @@ def test_baseline_update_refuses_before_measuring(tmp_path, capsys):
     assert err.endswith(f"gemm_256.json: baseline schema 5, written by perfguard 9.1.0; this is perfguard "
                         f"{__version__} (reads up to baseline schema 4): upgrade perfguard") and "\n" not in err
     assert (folder / "gemm_256.json").read_bytes() == text
+
+
+def test_doctor_says_which_perfguard_and_formats_wrote_the_baselines(tmp_path, capsys):
+    """Baselines of three commits and one of a newer perfguard: doctor names each writer and format,
+    the refusal, and how old ones become current; its exit code stays about tools."""
+    (tmp_path / "perfguard.toml").write_text('[perfguard]\ntargets = ["aarch64", "x86_64"]\n\n[[kernel]]\n'
+                                             'name = "gemm_256"\nentry = "perfguard.kernels.gemm:gemm"\n'
+                                             'family = "gemm"\n')
+    for commit, target in (("81ac9d1", "aarch64"), ("ed7dcc1", "x86_64")):
+        (tmp_path / "baselines" / target).mkdir(parents=True)
+        (tmp_path / "baselines" / target / "gemm_256.json").write_bytes(fixture(commit, target).read_bytes())
+    data = json.loads(fixture("a14f59e", "x86_64").read_text())
+    (tmp_path / "baselines" / "x86_64" / "gemm_b.json").write_text(json.dumps({**data, "kernel": "gemm_b"}))
+    (tmp_path / "baselines" / "x86_64" / "gemm_c.json").write_bytes(
+        newer(data, kernel="gemm_c", schema=5, perfguard_version="9.1.0"))
+    main(["doctor", "--config", str(tmp_path / "perfguard.toml")])
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"perfguard {__version__} (writes baseline schema 4 with loop nest version 2; reads baseline schema 1 to 4)" \
+        in out
+    assert "baselines written by perfguard 0.1.0 as baseline schema 1: 1 on x86_64" in out
+    assert "baselines written by perfguard 0.1.0 as baseline schema 3 with loop nest version 1: 1 on aarch64" in out
+    assert "baselines written by perfguard 0.1.0 as baseline schema 3 with loop nest version 2: 1 on x86_64" in out
+    assert "the next `perfguard baseline update` writes them as schema 4" in out
+    assert (f"newer {tmp_path}/baselines/x86_64/gemm_c.json: baseline schema 5, written by perfguard 9.1.0; this is "
+            f"perfguard {__version__} (reads up to baseline schema 4): upgrade perfguard") in out
+    assert "toolchain toolchain" not in out
