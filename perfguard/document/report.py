@@ -369,6 +369,9 @@ class Result:
     gate: str = absent_if("estimate")  # what the regression gate compared: estimate | lower | upper (interval's end)
     mismatch: Mismatch | None = absent_if(None)  # verdict `wrong result`: where and by how much
     orphaned: bool = absent_if(False)  # `removed` by check: a committed baseline no kernel is configured for
+    # check: the baseline was measured with another toolchain, so the verdict is against this base
+    # commit measured again with this run's (runs.rebase); toolchain_changed still says what differs
+    base_remeasured: str | None = absent_if(None)
     extra: dict[str, Any] = field(default_factory=dict)  # keys this perfguard does not know, kept as read
 
     @property
@@ -497,6 +500,7 @@ class Summary:
     changed: int = absent_if(0)
     not_measured: int | None = absent_if(None)
     toolchain_changed: ToolchainSummary = field(default_factory=ToolchainSummary)
+    remeasured: int = absent_if(0)  # results judged against their base revision measured again with this toolchain
     interrupted: bool = absent_if(False)
     errors_allowed: bool = absent_if(False)
 

@@ -37,7 +37,8 @@ def headline(summary: Summary, toolchain: bool = True) -> str:
     if summary.interrupted:
         line = f"interrupted: {line}"
     if toolchain and summary.toolchain_changed:
-        line = f"{line}; {toolchain_headline(summary.toolchain_changed, summary.toolchain)}"
+        said = toolchain_headline(summary.toolchain_changed, summary.toolchain, summary.remeasured, summary.error)
+        line = f"{line}; {said}"
     return line
 
 
@@ -76,12 +77,17 @@ def toolchain_differences(toolchain: ToolchainSummary) -> str:
     return f"toolchain differs from the baselines' ({'; '.join(parts)})"
 
 
-def toolchain_headline(toolchain: ToolchainSummary, not_judged: int) -> str:
+def toolchain_headline(toolchain: ToolchainSummary, not_judged: int, remeasured: int = 0, errors: int = 0) -> str:
     """The run's one sentence about a toolchain that differs from its baselines': what differs,
-    what it means for the verdicts, and the one command that re-baselines."""
-    judged = (f"{not_judged} kernel(s) moved but are not judged (measured with another toolchain than their "
-              f"baselines': an edit of them is not guarded until you re-baseline)"
-              if not_judged else "no kernel moved beyond its threshold")
+    what it means for the verdicts (`errors`: results the run could not check, a base that could
+    not be measured again among them), and the one command that re-baselines."""
+    said = [f"{remeasured} kernel(s) judged against their base revision measured again with this toolchain"] \
+        if remeasured else []
+    if not_judged:
+        said.append(f"{not_judged} kernel(s) moved but are not judged (measured with another toolchain than their "
+                    f"baselines': an edit of them is not guarded until you re-baseline)")
+    judged = "; ".join(said) or ("the errors say which kernels could not be judged" if errors
+                                 else "no kernel moved beyond its threshold")
     command = toolchain.rebaseline or "perfguard baseline update"
     return f"{toolchain_differences(toolchain)}: {judged}; re-baseline with: {command}"
 

@@ -94,7 +94,9 @@ def _headline_count(text: str) -> int:
 
 @pytest.mark.slow
 def test_one_changed_toolchain_field_is_one_headline_not_a_regression(tmp_path, cache_dir, capsys):
-    config = repository_project(tmp_path / "repo", cache_dir)
+    """Outside git, where the base cannot be measured again with this toolchain (runs.rebase; in a
+    repository: tests/end_to_end/test_upgrade.py), a project that opts out of failing on it."""
+    config = repository_project(tmp_path / "repo", cache_dir, ("[perfguard]\n", "[perfguard]\nallow_unjudged = true\n"))
     reports = config.parent / "reports"
     path = config.parent / "baselines" / "x86_64" / "gemv_1024.json"
     data = json.loads(path.read_text())
@@ -138,6 +140,15 @@ def test_one_changed_toolchain_field_is_one_headline_not_a_regression(tmp_path, 
 
     # The option that fails on it, and the control: the same counts under the same toolchain regress.
     assert main([*argv, "--fail-on-toolchain-change"]) == 3
+    # Not opted out: the result that moved is an error that says why it could not be judged.
+    config.write_text(config.read_text().replace("allow_unjudged = true\n", ""))
+    capsys.readouterr()
+    assert main(argv) == 3
+    said = " ".join(capsys.readouterr().out.split())
+    assert (f"gemv_1024[x86_64]: not judged: its baseline was measured with another toolchain (simulator) and "
+            f"{config.parent} is not in a git repository, so its base revision cannot be measured again; "
+            f"re-baseline with: perfguard baseline update --targets x86_64 (or allow_unjudged = true in "
+            f"perfguard.toml)") in said
     data["toolchain"]["simulator"] = old
     path.write_text(json.dumps(data))
     assert main(argv) == 1

@@ -482,6 +482,8 @@ CASES = [
          edit("perfguard.toml", 'family = "gemv"', 'family = "gemv"\nrefrence = "mykernels.ops:off_by_one"')),
     Case("wrong-type-number", "wrong type (`threshold = \"two\"`)", "perfguard.threshold: must be a number", 2,
          top('threshold = "two"')),
+    Case("allow-unjudged-not-bool", "`allow_unjudged = \"yes\"`", "perfguard.allow_unjudged: must be true or false, "
+         "got 'yes'", 2, top('allow_unjudged = "yes"')),
     Case("wrong-type-list", "wrong type (`targets = \"x86_64\"`)", "perfguard.targets: must be a non-empty list of strings",
          2, edit("perfguard.toml", 'targets = ["aarch64"]', 'targets = "x86_64"')),
     Case("wrong-type-params", "wrong type (`params = 3`)", "params must be a table", 2,
@@ -970,7 +972,7 @@ def _models() -> None:
 # and those of CONFIG_ROWS_THROUGH_THE_CLI through `perfguard check` as well.
 CONFIG_ROWS = frozenset({
     "toml-syntax", "not-utf8", "unknown-table", "unknown-key", "unknown-kernel-key", "misspelt-kernel-key",
-    "wrong-type-number", "wrong-type-list", "wrong-type-params", "nan-threshold", "inf-timeout", "negative-threshold",
+    "wrong-type-number", "allow-unjudged-not-bool", "wrong-type-list", "wrong-type-params", "nan-threshold", "inf-timeout", "negative-threshold",
     "zero-jobs", "unknown-model", "date-param", "duplicate-kernel", "flops-param-misspelt", "entry-path",
     "entry-relative", "reference-path", "entry-no-colon", "require-reference-type", "rtol-negative", "atol-nan",
     "atol-inf", "rtol-one", "rtol-string", "outputs-zero", "flops-code", "flops-unknown-param", "flops-negative",
@@ -1142,8 +1144,12 @@ if __name__ == "__main__":
 # -- verdicts that must say more than a number -----------------------------------------------------------
 
 def test_toolchain_change_is_explained_not_judged(seeded: Path, tmp_path: Path):
+    """A project outside git that opts out of failing when the base cannot be measured again with
+    this toolchain (runs.rebase; tests/end_to_end/test_upgrade.py in a repository)."""
     project = tmp_path / "proj"
     shutil.copytree(seeded, project)
+    config = project / "perfguard.toml"
+    config.write_text(config.read_text().replace("[perfguard]\n", "[perfguard]\nallow_unjudged = true\n", 1))
     path = project / BASELINE
     data = json.loads(path.read_text())
     data["toolchain"]["cc"] = "aarch64-linux-gnu-gcc (Debian 11.3.0-12) 11.3.0"
