@@ -431,8 +431,8 @@ def annotations(report: Report) -> list[str]:
                                     f"perfguard improvement: {label}", file, line))
     toolchain = report.summary.toolchain_changed
     if toolchain:  # once for the run, not per kernel
-        lines.append(annotation("warning", toolchain_headline(toolchain, report.summary.toolchain),
-                                "perfguard: toolchain differs from the baselines'"))
+        said = toolchain_headline(toolchain, report.summary.toolchain, report.summary.remeasured, report.summary.error)
+        lines.append(annotation("warning", said, "perfguard: toolchain differs from the baselines'"))
     errors = [a for a in lines if a.startswith("::error")]
     if len(errors) > MAX_ANNOTATIONS:
         lines = errors[:MAX_ANNOTATIONS] + [annotation("error", f"{len(errors) - MAX_ANNOTATIONS} more regression(s) "

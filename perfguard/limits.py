@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from perfguard.errors import InputError
-from perfguard.sections import KeyDocs, Table, number
+from perfguard.sections import KeyDocs, Table, flag, number
 from perfguard.sim.stats import STAT_FIELDS
 
 _TEXT = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?)\s*(?:(%)|([kMG]?)\s*(counts?))\s*$")
@@ -112,6 +112,9 @@ class Judging:
     gate: str = "estimate"  # estimate | lower | upper: the interval's end that must exceed a threshold
     limits: dict[str, Limit] = field(default_factory=dict)  # the global per-metric limits
     model: str = "auto"  # auto (calibrated, else pipeline, else analytical) | pipeline | analytical
+    # a result measured with another toolchain than its baseline's, whose base revision cannot be
+    # measured again with this one (runs.rebase): an error (False) or `toolchain`, not judged (True)
+    allow_unjudged: bool = False
 
     KEYS: ClassVar[KeyDocs] = {
         "threshold": ("number, percent", str(DEFAULT_THRESHOLD),
@@ -123,6 +126,11 @@ class Judging:
                                       "`pipeline`), `pipeline` (llvm-mca on the executed blocks) or `analytical`"),
         "limits": ("table metric -> limit", "none", "per-metric limits for every kernel: `{ insts = 1.0 }` (percent) "
                                                     "or `{ l2_misses = \"500 count\" }`"),
+        "allow_unjudged": ("boolean", "false", "a kernel measured with another toolchain than its baseline's is judged "
+                                               "against the base revision measured again with this one; when that "
+                                               "revision cannot be measured (no git history, a shallow clone, a "
+                                               "commit gone) it is an error (exit 3); `true`: it is reported as "
+                                               "`toolchain` (not judged) and passes (see Toolchain)"),
     }
 
     @classmethod
@@ -136,7 +144,8 @@ class Judging:
         if gate not in GATES:
             raise InputError(f"{table.where('gate')}: unknown gate {gate!r} (one of {', '.join(GATES)}: the "
                              f"predicted change's estimate, or its interval's lower or upper end)")
-        return cls(threshold, gate, limits, model)
+        allow_unjudged = flag(table.get("allow_unjudged", False), table.where("allow_unjudged"))
+        return cls(threshold, gate, limits, model, allow_unjudged)
 
     def threshold_for(self, own: float | None, override: float | None = None) -> float:
         """A kernel's or model's threshold: the command line's, else its own, else the global one

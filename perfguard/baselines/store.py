@@ -18,12 +18,20 @@ from typing import Any
 from perfguard import __version__, jsonfile
 from perfguard.atomic import atomic_write_many
 from perfguard.baselines.lock import baselines_lock
-from perfguard.compile.loops import LoopNest
-from perfguard.errors import InputError
+from perfguard.compile.loops import LOOPS_VERSION, LoopNest
+from perfguard.errors import InputError, NewerFormat, newer_format
 from perfguard.predict.store import ModelFiles
 from perfguard.sim.stats import Stats
 
-SCHEMA_VERSION = 3  # 2: "stats" may carry the block profile ("blocks"); 3: "loops", the build's loop nest
+# The baseline format's versions. Bump it on any change a previous perfguard could not read (it then
+# refuses the file with "upgrade perfguard" instead of taking it for damage), and say what it added:
+#   1  the statistics (perfguard 0.1.0, the first baselines)
+#   2  "stats" may carry the block profile ("blocks")
+#   3  "loops": the build's loop nest (compile.loops version 1; perfguard 0.1.0 also wrote version 2
+#      under this label, which a schema-3 reader of version 1 takes for damage)
+#   4  "loops" is a version-2 nest (each loop's "stores", the "code" ranges) (perfguard 0.2.0)
+# Every older schema is read (upgraded as read: what it lacks is None), every newer one refused.
+SCHEMA_VERSION = 4
 _SAFE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*$")
 _REQUIRED = {
     "schema": int, "kernel": str, "target": str, "family": (str, type(None)), "params": dict,
@@ -80,20 +88,33 @@ def baseline_path(root: Path, target: str, kernel: str) -> Path:
     return Path(root) / target / f"{kernel}.json"
 
 
+def check_schema(data: dict, source: str) -> int:
+    """The file's schema, when this perfguard reads it: a newer one (of the file, or of the loop nest
+    it carries) is refused naming the perfguard that wrote it; one below 1 is damage."""
+    schema = data.get("schema")
+    if type(schema) is not int:
+        raise InputError(f"{source}: corrupted baseline (" + ("missing 'schema')" if schema is None
+                                                             else "'schema' has the wrong type)"))
+    if schema < 1:
+        raise InputError(f"{source}: corrupted baseline (schema {schema})")
+    if schema > SCHEMA_VERSION:
+        raise newer_format(source, "baseline schema", schema, SCHEMA_VERSION, data.get("perfguard_version"))
+    loops = data.get("loops")
+    if isinstance(loops, dict) and type(loops.get("version")) is int and loops["version"] > LOOPS_VERSION:
+        raise newer_format(source, "loop nest version", loops["version"], LOOPS_VERSION, data.get("perfguard_version"))
+    return schema
+
+
 def parse_baseline(text: str | bytes, source: str) -> Baseline:
     data = jsonfile.loads(text, source, "corrupted baseline")
     if not isinstance(data, dict):
         raise InputError(f"{source}: corrupted baseline (not a JSON object)")
+    check_schema(data, source)  # first: a newer file may lack a key or have one this perfguard does not know
     for key, kind in _REQUIRED.items():
         if key not in data:
             raise InputError(f"{source}: corrupted baseline (missing '{key}')")
         if not isinstance(data[key], kind) or isinstance(data[key], bool):
             raise InputError(f"{source}: corrupted baseline ('{key}' has the wrong type)")
-    if data["schema"] < 1:
-        raise InputError(f"{source}: corrupted baseline (schema {data['schema']})")
-    if data["schema"] > SCHEMA_VERSION:
-        raise InputError(f"{source}: baseline schema {data['schema']} is newer than this perfguard reads "
-                         f"({SCHEMA_VERSION}); upgrade perfguard")
     unknown = sorted(set(data) - set(_REQUIRED) - set(_OPTIONAL))
     if unknown:
         raise InputError(f"{source}: corrupted baseline (unknown key '{unknown[0]}')")
@@ -142,6 +163,9 @@ def graph_text(model: str, target: str, calls: list[tuple[str, str]]) -> str:
 def parse_graph(text: str | bytes, source: str, model: str, target: str) -> dict[str, list[int]]:
     """{kernel: its call positions}; an input error names the file."""
     data = jsonfile.loads(text, source, "corrupted model graph")
+    schema = data.get("schema") if isinstance(data, dict) else None
+    if type(schema) is int and schema > GRAPH_SCHEMA:
+        raise newer_format(source, "model graph schema", schema, GRAPH_SCHEMA)
     calls = data.get("calls") if isinstance(data, dict) else None
     if (not isinstance(data, dict) or data.get("schema") != GRAPH_SCHEMA or data.get("model") != model
             or data.get("target") != target or not isinstance(calls, list)
@@ -152,6 +176,35 @@ def parse_graph(text: str | bytes, source: str, model: str, target: str) -> dict
     for i, (kernel, _) in enumerate(calls):
         out.setdefault(kernel, []).append(i)
     return out
+
+
+@dataclass
+class Provenance:
+    """Who wrote a folder's baselines (`perfguard doctor`): files per (perfguard version, baseline
+    schema, loop nest version or None), with their targets; the files of a newer format (the
+    one-line refusals); the count of damaged ones."""
+    written: dict[tuple[str, int, int | None], dict[str, int]] = field(default_factory=dict)
+    newer: list[str] = field(default_factory=list)
+    damaged: int = 0
+
+
+def provenance(store: "BaselineStore", targets: list[str]) -> Provenance:
+    found = Provenance()
+    for target in targets:
+        for name in store.names(target):
+            try:
+                b = store.read(target, name)
+            except NewerFormat as exc:
+                found.newer.append(exc.message)
+                continue
+            except InputError:
+                found.damaged += 1
+                continue
+            if b is not None:
+                loops = b.loops.get("version") if isinstance(b.loops, dict) else None
+                by_target = found.written.setdefault((b.perfguard_version, b.schema, loops), {})
+                by_target[target] = by_target.get(target, 0) + 1
+    return found
 
 
 def same_record(old: Baseline, new: Baseline) -> bool:
@@ -276,6 +329,31 @@ class BaselineStore(BaselineSource):
         if not files:
             return []
         with baselines_lock(self.root):
+            refuse_newer(list(files))
             atomic_write_many(files)
         return list(files)
+
+
+def refuse_newer(paths: list[Path]) -> None:
+    """Raise (NewerFormat) when any of these files, about to be written, holds a baseline or model
+    graph of a format newer than this perfguard writes: an update by an older perfguard refuses
+    rather than turn a newer file back into its own format. A damaged file is no obstacle (it is
+    rewritten); one that cannot be read is left to the write to report."""
+    for path in paths:
+        path = Path(path)
+        try:
+            text = path.read_bytes()
+        except OSError:
+            continue
+        try:
+            if path.parent.name == GRAPHS:
+                parse_graph(text, str(path), path.stem, path.parent.parent.name)
+            else:
+                data = jsonfile.loads(text, str(path), "corrupted baseline")
+                if isinstance(data, dict):
+                    check_schema(data, str(path))
+        except NewerFormat:
+            raise
+        except InputError:
+            continue
 

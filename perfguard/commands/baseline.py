@@ -8,7 +8,7 @@ from pathlib import Path
 
 from rich.markup import escape
 
-from perfguard.baselines.store import BaselineStore
+from perfguard.baselines.store import BaselineStore, refuse_newer
 from perfguard.commands.check import add_common, names
 from perfguard.config import load_config
 from perfguard.errors import EXIT_OK, InputError
@@ -40,6 +40,8 @@ def run(args: argparse.Namespace) -> int:
     out = console()
     config = load_config(args.config)
     jobs = make_jobs(config, select(config, args.kernels, args.targets), args.simulator)
+    store = BaselineStore(config.storage.baseline_dir)  # before measuring: files a newer perfguard wrote are refused
+    refuse_newer([store.path(job.profile.name, job.kernel.name) for job in jobs])
     with progress(len(jobs), out) as advance:  # a job whose inputs are as recorded is not run again
         results = measure(config, jobs, args.jobs, on_result=lambda i, r: advance(f"{r.kernel}[{r.target}]"),
                           known=recorded(jobs))

@@ -24,6 +24,7 @@ from perfguard.runs import check_record
 from perfguard.runs import result_records, reuse_canary
 from perfguard.runs.check import judge_results, make_jobs, measure_until_interrupted, recorded, select, whole_models
 from perfguard.runs.orphans import orphan_outcomes
+from perfguard.runs.rebase import remeasure_bases
 from perfguard.runs.report_build import build_report, check_timings
 from perfguard.sim.base import SIMULATOR_NAMES
 from perfguard.pipeline import JobResult
@@ -157,6 +158,9 @@ def run(args: argparse.Namespace) -> int:
                    for key, r in zip(entry_keys, results)]
     with clock.stage("judge"):
         check = judge_results(config, jobs, results, args.threshold, store, interrupted, whole, known=entries)
+        # results measured with another toolchain than their baselines': judged against the base measured again
+        for sha in remeasure_bases(config, jobs, check, args.threshold, store, args.simulator, args.jobs):
+            out.print(f"measured the base revision {sha[:12]} again with this toolchain (the baselines' differs)")
         scan_orphans = not args.kernels and (not args.shard or args.shard[0] == 1)  # what a selection can orphan
         if scan_orphans:
             check.outcomes += orphan_outcomes(config, store or BaselineStore(config.storage.baseline_dir), args.targets,

@@ -12,8 +12,9 @@ from pathlib import Path
 
 from rich.markup import escape
 
-from perfguard.baselines.store import BaselineStore
-from perfguard.compile.loops import LLVM_DWARFDUMP
+from perfguard import __version__
+from perfguard.baselines.store import SCHEMA_VERSION, BaselineStore, provenance
+from perfguard.compile.loops import LLVM_DWARFDUMP, LOOPS_VERSION
 from perfguard.compile.toolchain import CC_PACKAGES, find_cc
 from perfguard.config import find_config, load_config
 from perfguard.document.report import ToolchainSummary
@@ -49,6 +50,8 @@ def _version(cmd: list[str]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     out = console()
+    out.print(f"[green]ok[/]      perfguard {__version__} (writes baseline schema {SCHEMA_VERSION} with loop nest "
+              f"version {LOOPS_VERSION}; reads baseline schema 1 to {SCHEMA_VERSION})")
     missing = 0
     for package, wanted in _PYTHON.items():
         try:
@@ -90,7 +93,30 @@ def run(args: argparse.Namespace) -> int:
     missing += _config_needs(args.config, out)
     out.print("all required tools found" if not missing else f"{missing} required tool(s) missing")
     toolchain_fingerprint(out, getattr(args, "config", None))
+    baseline_versions(out, getattr(args, "config", None))
     return EXIT_OK if not missing else EXIT_INFRA
+
+
+def baseline_versions(out, config_path: Path | None) -> None:
+    """Which perfguard versions and which format versions wrote the committed baselines of the
+    configured targets; those of a newer format (a check refuses them: upgrade perfguard).
+    Informational, as the toolchain's lines are."""
+    try:
+        config = load_config(config_path)
+    except PerfguardError:
+        return  # toolchain_fingerprint said why
+    found = provenance(BaselineStore(config.storage.baseline_dir), config.targets)
+    for (version, schema, loops), targets in sorted(found.written.items(), key=lambda item: str(item[0])):
+        nest = f" with loop nest version {loops}" if loops is not None else ""
+        where = ", ".join(f"{n} on {t}" for t, n in sorted(targets.items()))
+        out.print(f"baselines written by perfguard {escape(version)} as baseline schema {schema}{nest}: {where}")
+    if any(schema < SCHEMA_VERSION for _, schema, _ in found.written):
+        out.print(f"[dim]baselines[/] of schema before {SCHEMA_VERSION} are read as they are; the next `perfguard "
+                  f"baseline update` writes them as schema {SCHEMA_VERSION}")
+    for message in found.newer:
+        out.print(f"[red]newer[/]   {escape(message)}")
+    if found.damaged:
+        out.print(f"[red]damaged[/] {found.damaged} baseline(s) cannot be read: `perfguard check` names them")
 
 
 def _config_needs(path: Path | None, out) -> int:
@@ -165,7 +191,7 @@ def toolchain_fingerprint(out, config_path: Path | None) -> None:
             out.print(f"          {tool}: {escape(version)}")
     summary = toolchain_summary(changes)
     if summary:
-        out.print(f"[yellow]toolchain[/] {escape(toolchain_differences(ToolchainSummary.of(summary)))}; "
+        out.print(f"[yellow]{escape(toolchain_differences(ToolchainSummary.of(summary)))}[/]; "
                   f"re-baseline with: {summary['rebaseline']}")
     elif changes:
         out.print("[green]toolchain[/] matches the committed baselines'")

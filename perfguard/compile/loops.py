@@ -34,7 +34,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from perfguard.atomic import atomic_write_text
-from perfguard.errors import InputError
+from perfguard.errors import InputError, newer_format
 
 LOOPS_FILE = "loops.json"
 LOOPS_VERSION = 2  # 2: each loop's "stores" and the "code" ranges; version 1 (older baselines) still reads
@@ -176,6 +176,8 @@ class LoopNest:
         if not isinstance(data, dict) or not {"version", "functions", "loops"} <= set(data) \
                 or not set(data) <= {"version", "functions", "loops", "error", "ranges", "code"}:
             raise InputError(f"{where} must be an object with 'version', 'functions' and 'loops'")
+        if type(data["version"]) is int and data["version"] > LOOPS_VERSION:
+            raise newer_format(where, "version", data["version"], LOOPS_VERSION)
         if data["version"] not in READABLE_VERSIONS:
             raise InputError(f"{where} version {data['version']!r} is not one of {list(READABLE_VERSIONS)}")
         names = ["var", "extent", "kind", "parent", "copy_of"] + (["stores"] if data["version"] >= 2 else [])

@@ -28,7 +28,7 @@ from typing import Any, Callable
 from perfguard import jsonfile
 from perfguard.atomic import atomic_write_text
 from perfguard.document.verdicts import VERDICTS, summary_key
-from perfguard.errors import EXIT_CODES, InputError
+from perfguard.errors import EXIT_CODES, InputError, newer_format
 
 REPORT_SCHEMA = 1  # "note", "blocks", "calibration", a block side's "loop" and "loop_candidates", a
 # result's "interval", "gate", "mismatch", "orphaned", "attribution", "baseline_params" and
@@ -374,6 +374,9 @@ class Result:
     # their diff, "tile_k 4 -> 1") and its build key (equal to content_hash: the same machine code)
     baseline_params: dict[str, Any] | None = absent_if(None)
     baseline_content_hash: str | None = absent_if(None)
+    # check: the baseline was measured with another toolchain, so the verdict is against this base
+    # commit measured again with this run's (runs.rebase); toolchain_changed still says what differs
+    base_remeasured: str | None = absent_if(None)
     extra: dict[str, Any] = field(default_factory=dict)  # keys this perfguard does not know, kept as read
 
     @property
@@ -502,6 +505,7 @@ class Summary:
     changed: int = absent_if(0)
     not_measured: int | None = absent_if(None)
     toolchain_changed: ToolchainSummary = field(default_factory=ToolchainSummary)
+    remeasured: int = absent_if(0)  # results judged against their base revision measured again with this toolchain
     interrupted: bool = absent_if(False)
     errors_allowed: bool = absent_if(False)
 
@@ -608,6 +612,8 @@ def upgrade(data: Any, source: str) -> dict[str, Any]:
             or not isinstance(data.get("summary"), dict):
         raise InputError(f"{source}: not a perfguard report (no 'results' list and 'summary')")
     version = data.get("schema")
+    if type(version) is int and version > REPORT_SCHEMA:
+        raise newer_format(source, "report schema", version, REPORT_SCHEMA, data.get("perfguard_version"))
     if type(version) is not int or not (min(UPGRADES, default=REPORT_SCHEMA) <= version <= REPORT_SCHEMA):
         raise InputError(f"{source}: report schema {version!r} is not {REPORT_SCHEMA}")
     while version < REPORT_SCHEMA:

@@ -38,7 +38,7 @@ def summarize(results: list[Result], exit_code: int) -> Summary:
     changed = toolchain_summary((r.target, {k: {"baseline": d.baseline, "current": d.current}
                                             for k, d in r.toolchain_changed.items()}) for r in results)
     summary = Summary(exit_code=exit_code, **counts, toolchain_changed=ToolchainSummary.of(changed),
-                      orphaned=sum(r.orphaned for r in results))
+                      orphaned=sum(r.orphaned for r in results), remeasured=sum(1 for r in results if r.base_remeasured))
     if all(r.measured is not None for r in results):  # which errors had no statistics at all (the headline says)
         summary.not_measured = sum(1 for r in results if r.verdict == "error" and r.measured is False)
     return summary

@@ -27,7 +27,8 @@ from perfguard.predict.intervals import DeltaInterval, IntervalCalibration, delt
 from perfguard.sim.stats import STAT_FIELDS, Stats
 
 # Recorded in every baseline but not compared: perfguard's own version. What of perfguard shapes
-# the statistics is recorded on its own (harness, build recipe, the simulator's plugin and recipe).
+# the statistics is recorded on its own (harness, build recipe, the simulator's plugin and recipe);
+# a new version alone is no difference, but beside one it is named (the likely cause).
 NOT_COMPARED = frozenset({"perfguard"})
 REBASELINE = "perfguard baseline update"
 
@@ -78,9 +79,14 @@ def stat_deltas(baseline: Stats, current: Stats) -> dict[str, dict]:
 
 def toolchain_changes(baseline: dict[str, str], current: dict[str, str]) -> dict[str, dict]:
     """Each tool both recorded whose version differs. A tool the baseline did not record (it is
-    older than that field) is no difference: re-baselining records it."""
-    return {tool: {"baseline": baseline[tool], "current": current[tool]}
-            for tool in sorted((set(baseline) & set(current)) - NOT_COMPARED) if baseline[tool] != current[tool]}
+    older than that field) is no difference: re-baselining records it. perfguard's own version is
+    one only beside another (`perfguard 0.1.0 -> 0.2.0` with the harness it changed)."""
+    changed = {tool: {"baseline": baseline[tool], "current": current[tool]}
+               for tool in sorted((set(baseline) & set(current)) - NOT_COMPARED) if baseline[tool] != current[tool]}
+    for tool in sorted(NOT_COMPARED & set(baseline) & set(current) if changed else ()):
+        if baseline[tool] != current[tool]:
+            changed[tool] = {"baseline": baseline[tool], "current": current[tool]}
+    return changed
 
 
 def toolchain_summary(changes: Iterable[tuple[str, dict]]) -> dict:

@@ -24,7 +24,7 @@ import numpy as np
 
 from perfguard import __version__, jsonfile
 from perfguard.atomic import atomic_write_text
-from perfguard.errors import InputError
+from perfguard.errors import InputError, newer_format
 from perfguard.sim.blocks import Block, BlockProfile
 from perfguard.sim.stats import Stats
 
@@ -121,6 +121,8 @@ def load_dataset(path: Path) -> Dataset:
         raise InputError(f"{source}: no calibration dataset (run 'perfguard calibrate collect')") from None
     if not isinstance(data, dict) or not isinstance(data.get("rows"), list):
         raise InputError(f"{source}: corrupted dataset (no 'rows' list)")
+    if type(data.get("schema")) is int and data["schema"] > DATASET_SCHEMA:
+        raise newer_format(source, "dataset schema", data["schema"], DATASET_SCHEMA, data.get("perfguard_version"))
     if type(data.get("schema")) is not int or data["schema"] not in READABLE_SCHEMAS:
         raise InputError(f"{source}: dataset schema {data.get('schema')!r} is not one of "
                          f"{', '.join(map(str, READABLE_SCHEMAS))}")

@@ -37,7 +37,7 @@ from typing import Iterable, Sequence
 
 from perfguard import jsonfile
 from perfguard.atomic import atomic_write_text
-from perfguard.errors import InputError
+from perfguard.errors import InputError, newer_format
 
 INTERVALS_FILE = Path(__file__).with_name("intervals.json")
 INTERVALS_SCHEMA = 1
@@ -153,6 +153,8 @@ def load_intervals(path: Path = INTERVALS_FILE) -> IntervalCalibration:
         return _CACHE[key]
     data = jsonfile.read(path, "corrupted interval calibration")
     bad = f"{path}: corrupted interval calibration"
+    if isinstance(data, dict) and type(data.get("schema")) is int and data["schema"] > INTERVALS_SCHEMA:
+        raise newer_format(str(path), "interval calibration schema", data["schema"], INTERVALS_SCHEMA)
     if not isinstance(data, dict) or data.get("schema") != INTERVALS_SCHEMA:
         raise InputError(f"{path}: interval calibration schema {data.get('schema') if isinstance(data, dict) else None!r}"
                          f" is not {INTERVALS_SCHEMA}")

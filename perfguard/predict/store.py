@@ -26,7 +26,7 @@ import numpy as np
 
 from perfguard import __version__, jsonfile
 from perfguard.atomic import atomic_write_text
-from perfguard.errors import InputError
+from perfguard.errors import InputError, newer_format
 from perfguard.predict.features import DERIVED_FEATURES, matrix
 from perfguard.predict.registry import PREDICTOR_NAMES, predictor_class
 from perfguard.sim.stats import Stats
@@ -102,6 +102,8 @@ def load_model(path: Path, text: str | None = None, source: str | None = None) -
         raise InputError(f"{source}: corrupted model file (not an object)")
     if type(data.get("schema")) is int and data["schema"] == 1:
         data = upgrade_v1(data, source)
+    if type(data.get("schema")) is int and data["schema"] > MODEL_SCHEMA:
+        raise newer_format(source, "model schema", data["schema"], MODEL_SCHEMA, data.get("perfguard_version"))
     if type(data.get("schema")) is not int or data["schema"] != MODEL_SCHEMA:
         raise InputError(f"{source}: model schema {data.get('schema')!r}, this perfguard reads {MODEL_SCHEMA}; "
                          f"retrain with 'perfguard calibrate train'")

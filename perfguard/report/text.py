@@ -32,11 +32,13 @@ def headline(summary: Summary, toolchain: bool = True) -> str:
         parts.append(f"{summary.model_regressions} model total(s) regressed")
     if summary.orphaned:
         parts.append(f"{summary.orphaned} baseline(s) without a configured kernel (perfguard baseline prune or rename)")
-    line = ", ".join(parts) or "no regressions"
+    line = ", ".join(parts) or ("no regressions among the judged kernels" if toolchain and summary.toolchain
+                                else "no regressions")
     if summary.interrupted:
         line = f"interrupted: {line}"
     if toolchain and summary.toolchain_changed:
-        line = f"{line}; {toolchain_headline(summary.toolchain_changed, summary.toolchain)}"
+        said = toolchain_headline(summary.toolchain_changed, summary.toolchain, summary.remeasured, summary.error)
+        line = f"{line}; {said}"
     return line
 
 
@@ -45,32 +47,47 @@ def _short(value: object, width: int = 60) -> str:
     return value if len(value) <= width else value[: width - 3] + "..."
 
 
-def _difference(baseline: object, current: object) -> str:
-    """`baseline → current`; of values made of '; '-separated parts (the simulator's fingerprint),
-    only the parts that differ."""
-    before, after = str(baseline).split("; "), str(current).split("; ")
+def _difference(baseline: object, current: object, tool: str = "") -> str:
+    """`baseline → current`; of values made of parts separated by '; ' (the simulator's
+    fingerprint) or ', ' (the harness), only the parts that differ. Named `tool` unless the value
+    names itself (`harness 3, ... → harness 4, ...`)."""
+    sep = "; " if "; " in str(baseline) else ", "
+    before, after = str(baseline).split(sep), str(current).split(sep)
     if baseline is not None and current is not None and len(before) > 1 and len(after) > 1:
         before, after = [p for p in before if p not in after], [p for p in after if p not in before]
-        baseline, current = "; ".join(before) or "-", "; ".join(after) or "-"
-    return f"{_short(baseline)} \u2192 {_short(current)}"
+        baseline, current = sep.join(before) or "-", sep.join(after) or "-"
+    label = f"{tool} " if tool and not str(baseline).startswith(f"{tool} ") else ""
+    return f"{label}{_short(baseline)} \u2192 {_short(current)}"
 
 
 def toolchain_differences(toolchain: ToolchainSummary) -> str:
-    """`toolchain differs from the baselines' (tool a → b; ...)`."""
+    """`toolchain differs from the baselines' (tool a → b; ...)`; `perfguard 0.1.0 → 0.2.0 and its
+    toolchain differ ...` when perfguard's version changed beside the tools. A change seen the same
+    on several targets (the plugin's hash) is said once."""
     parts = []
     for tool, pairs in sorted(toolchain.tools.items()):
-        if len(pairs) > 2:
-            parts.append(f"{tool}: {len(pairs)} different versions")
-        else:
-            parts.append(f"{tool} " + ", ".join(_difference(p.baseline, p.current) for p in pairs))
+        if tool == "perfguard":
+            continue
+        said = list(dict.fromkeys(_difference(p.baseline, p.current, tool) for p in pairs))
+        parts.append(f"{tool}: {len(said)} different versions" if len(said) > 2 else ", ".join(said))
+    versions = toolchain.tools.get("perfguard")
+    if versions:
+        return (f"{', '.join(_difference(p.baseline, p.current, 'perfguard') for p in versions)} and its toolchain "
+                f"differ from the baselines' ({'; '.join(parts)})")
     return f"toolchain differs from the baselines' ({'; '.join(parts)})"
 
 
-def toolchain_headline(toolchain: ToolchainSummary, not_judged: int) -> str:
+def toolchain_headline(toolchain: ToolchainSummary, not_judged: int, remeasured: int = 0, errors: int = 0) -> str:
     """The run's one sentence about a toolchain that differs from its baselines': what differs,
-    what it means for the verdicts, and the one command that re-baselines."""
-    judged = (f"{not_judged} kernel(s) moved but are not judged (a toolchain change is not a change of the code)"
-              if not_judged else "no kernel moved beyond its threshold")
+    what it means for the verdicts (`errors`: results the run could not check, a base that could
+    not be measured again among them), and the one command that re-baselines."""
+    said = [f"{remeasured} kernel(s) judged against their base revision measured again with this toolchain"] \
+        if remeasured else []
+    if not_judged:
+        said.append(f"{not_judged} kernel(s) moved but are not judged (measured with another toolchain than their "
+                    f"baselines': an edit of them is not guarded until you re-baseline)")
+    judged = "; ".join(said) or ("the errors say which kernels could not be judged" if errors
+                                 else "no kernel moved beyond its threshold")
     command = toolchain.rebaseline or "perfguard baseline update"
     return f"{toolchain_differences(toolchain)}: {judged}; re-baseline with: {command}"
 
@@ -80,7 +97,7 @@ def toolchain_note(result: Result) -> str:
     every table; rows do not repeat it)."""
     if result.verdict != "toolchain" or not result.toolchain_changed:
         return ""
-    parts = [f"{tool} {_difference(d.baseline, d.current)}" for tool, d in sorted(result.toolchain_changed.items())]
+    parts = [_difference(d.baseline, d.current, tool) for tool, d in sorted(result.toolchain_changed.items())]
     return "not judged: measured with another toolchain than its baseline (" + "; ".join(parts) + ")"
 
 

@@ -45,6 +45,7 @@ class JudgedResult:
     blocks: list[BlockChange] | None = None  # pipeline model: the blocks whose code changed most (judge.attribution)
     attribution: Attribution | None = None  # pipeline model: the differential view (judge.differential)
     orphaned: bool = False  # `removed`: a committed baseline no configured kernel has (runs.orphans): fails the check
+    base_remeasured: str | None = None  # judged against this base commit measured with this toolchain (runs.rebase)
     explained: Result | None = None  # its report entry, from a result record (runs.result_records): nothing to redo
     # The report is explained with these, never by looking them up again: the model that scored the
     # result (the analytical one where the baseline has no block profile; None when none could be

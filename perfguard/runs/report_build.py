@@ -74,6 +74,7 @@ def result_of(o: JudgedResult) -> Result:
         mismatch=None if r.mismatch is None else Mismatch(**r.mismatch), orphaned=o.orphaned,
         baseline_params=None if o.baseline is None else dict(o.baseline.params),
         baseline_content_hash=None if o.baseline is None else o.baseline.content_hash or None,
+        base_remeasured=o.base_remeasured,
     )
 
 
@@ -88,7 +89,8 @@ def build_report(run: CheckRun, config_path: Path | None = None, config: Config 
                       not_measured=run.not_measured(), toolchain_changed=ToolchainSummary.of(run.toolchain_summary()),
                       model_regressions=sum(m.verdict == "regression" for m in run.model_summaries),
                       interrupted=run.interrupted, errors_allowed=run.allow_errors,
-                      orphaned=sum(o.orphaned for o in run.outcomes))
+                      orphaned=sum(o.orphaned for o in run.outcomes),
+                      remeasured=sum(1 for r in results if r.base_remeasured))
     report = Report(summary=summary, results=results, perfguard_version=__version__, created=now_iso(),
                     config=None if config_path is None else str(config_path),
                     models=list(run.model_summaries), model_parts=list(run.model_parts))

@@ -13,6 +13,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from perfguard import __version__
 from perfguard.cli import main
 from perfguard.config import load_config
 from tests.conftest import REPO
@@ -93,7 +94,9 @@ def _headline_count(text: str) -> int:
 
 @pytest.mark.slow
 def test_one_changed_toolchain_field_is_one_headline_not_a_regression(tmp_path, cache_dir, capsys):
-    config = repository_project(tmp_path / "repo", cache_dir)
+    """Outside git, where the base cannot be measured again with this toolchain (runs.rebase; in a
+    repository: tests/end_to_end/test_upgrade.py), a project that opts out of failing on it."""
+    config = repository_project(tmp_path / "repo", cache_dir, ("[perfguard]\n", "[perfguard]\nallow_unjudged = true\n"))
     reports = config.parent / "reports"
     path = config.parent / "baselines" / "x86_64" / "gemv_1024.json"
     data = json.loads(path.read_text())
@@ -102,6 +105,8 @@ def test_one_changed_toolchain_field_is_one_headline_not_a_regression(tmp_path, 
     # The baseline as another QEMU would have made it: another version string, and fewer counted
     # instructions and misses (enough to be a regression, were it the same toolchain).
     data["toolchain"]["simulator"] = old.replace(old.split(";")[0], "qemu-x86_64 version 8.2.2 (Debian 1:8.2.2+ds-0)")
+    # by this perfguard: one field differs (a perfguard version beside it would be named too: test_toolchain_wording)
+    data["toolchain"]["perfguard"] = __version__
     for name in ("insts", "l1i_accesses", "loads", "l1d_accesses", "l1d_misses", "l2_accesses", "l2_misses"):
         data["stats"][name] = int(data["stats"][name] * 0.8)
     path.write_text(json.dumps(data))
@@ -135,6 +140,15 @@ def test_one_changed_toolchain_field_is_one_headline_not_a_regression(tmp_path, 
 
     # The option that fails on it, and the control: the same counts under the same toolchain regress.
     assert main([*argv, "--fail-on-toolchain-change"]) == 3
+    # Not opted out: the result that moved is an error that says why it could not be judged.
+    config.write_text(config.read_text().replace("allow_unjudged = true\n", ""))
+    capsys.readouterr()
+    assert main(argv) == 3
+    said = " ".join(capsys.readouterr().out.split())
+    assert (f"gemv_1024[x86_64]: not judged: its baseline was measured with another toolchain (simulator) and "
+            f"{config.parent} is not in a git repository, so its base revision cannot be measured again; "
+            f"re-baseline with: perfguard baseline update --targets x86_64 (or allow_unjudged = true in "
+            f"perfguard.toml)") in said
     data["toolchain"]["simulator"] = old
     path.write_text(json.dumps(data))
     assert main(argv) == 1
@@ -276,6 +290,7 @@ def test_doctor_prints_the_fingerprint_and_whether_it_matches_the_baselines(tmp_
     path = config.parent / "baselines" / "riscv64" / "gemv_1024.json"
     data = json.loads(path.read_text())
     data["toolchain"]["cc"] = "riscv64-linux-gnu-gcc (Debian 13.2.0-1) 13.2.0"
+    data["toolchain"]["perfguard"] = __version__  # one field differs (the committed baselines are 0.1.0's)
     path.write_text(json.dumps(data))
     assert main(["doctor", "--config", str(config)]) == 0  # informational: check --fail-on-toolchain-change gates
     out = " ".join(capsys.readouterr().out.split())
@@ -284,6 +299,10 @@ def test_doctor_prints_the_fingerprint_and_whether_it_matches_the_baselines(tmp_
     assert ("toolchain differs from the baselines' (cc riscv64-linux-gnu-gcc (Debian 13.2.0-1) 13.2.0 \u2192 "
             "riscv64-linux-gnu-gcc (Debian 12.2.0-13) 12.2.0); re-baseline with: perfguard baseline update "
             "--targets riscv64") in out
+    assert "toolchain toolchain" not in out  # the line's label is not the sentence's first word again
+    # who wrote the baselines: the committed ones, by 0.1.0 as schema 3
+    assert re.search(r"baselines written by perfguard 0\.1\.0 as baseline schema 3 with loop nest version 2: \d+ on "
+                     r"aarch64, \d+ on riscv64, \d+ on x86_64", out), out
 
 
 def test_the_action_annotates_a_toolchain_change_once():

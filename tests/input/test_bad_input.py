@@ -26,6 +26,7 @@ from typing import Callable
 
 import pytest
 
+from perfguard import __version__
 from perfguard.cli import main
 from perfguard.errors import PerfguardError
 from tests.conftest import REPO
@@ -154,7 +155,7 @@ def write(path: str, data: bytes | str, argv: tuple[str, ...] = ("check",)):
 BASELINE = "baselines/aarch64/v.json"
 
 
-def baseline(change: Callable[[dict], object]):
+def baseline(change: Callable[[dict], object], argv: tuple[str, ...] = ("check",)):
     """The seeded baseline as JSON, changed in place (or replaced by the text `change` returns)."""
 
     def setup(project: Path) -> list[str]:
@@ -162,7 +163,7 @@ def baseline(change: Callable[[dict], object]):
         data = json.loads(path.read_text())
         new = change(data)
         path.write_text(new if isinstance(new, str) else json.dumps(data))
-        return ["check"]
+        return list(argv)
 
     return setup
 
@@ -481,6 +482,8 @@ CASES = [
          edit("perfguard.toml", 'family = "gemv"', 'family = "gemv"\nrefrence = "mykernels.ops:off_by_one"')),
     Case("wrong-type-number", "wrong type (`threshold = \"two\"`)", "perfguard.threshold: must be a number", 2,
          top('threshold = "two"')),
+    Case("allow-unjudged-not-bool", "`allow_unjudged = \"yes\"`", "perfguard.allow_unjudged: must be true or false, "
+         "got 'yes'", 2, top('allow_unjudged = "yes"')),
     Case("wrong-type-list", "wrong type (`targets = \"x86_64\"`)", "perfguard.targets: must be a non-empty list of strings",
          2, edit("perfguard.toml", 'targets = ["aarch64"]', 'targets = "x86_64"')),
     Case("wrong-type-params", "wrong type (`params = 3`)", "params must be a table", 2,
@@ -681,9 +684,18 @@ CASES = [
          write(BASELINE, b'{"schema": 1, "kernel": "\xff"}')),
     Case("baseline-nested", "baseline nested thousands deep", "v.json: corrupted baseline (nested too deeply)", 2,
          write(BASELINE, "[" * 100000 + "]" * 100000)),
-    Case("baseline-newer-schema", "baseline from a newer schema version",
-         "v.json: baseline schema 4 is newer than this perfguard reads (3); upgrade perfguard", 2,
-         baseline(lambda d: d.update(schema=4))),
+    Case("baseline-newer-schema", "baseline from a newer schema version (5, written by perfguard 9.1.0)",
+         f"v.json: baseline schema 5, written by perfguard 9.1.0; this is perfguard {__version__} (reads up to "
+         "baseline schema 4): upgrade perfguard", 2,
+         baseline(lambda d: d.update(schema=5, perfguard_version="9.1.0"))),
+    Case("baseline-newer-loop-nest", "baseline whose loop nest has a newer version",
+         f"v.json: loop nest version 3, written by perfguard 9.1.0; this is perfguard {__version__} (reads up to "
+         "loop nest version 2): upgrade perfguard", 2,
+         baseline(lambda d: d.update(perfguard_version="9.1.0", loops={**d["loops"], "version": 3}))),
+    Case("baseline-update-over-newer", "`baseline update` over a baseline of a newer schema",
+         f"v.json: baseline schema 5, written by perfguard 9.1.0; this is perfguard {__version__}", 2,
+         baseline(lambda d: d.update(schema=5, perfguard_version="9.1.0"), ("baseline", "update")),
+         via="`perfguard baseline update`"),
     Case("baseline-wrong-type", "baseline field of the wrong type", "'predicted_time_s' has the wrong type", 2,
          baseline(lambda d: d.update(predicted_time_s="fast"))),
     Case("baseline-bad-loop-nest", "baseline whose loop nest is malformed",
@@ -713,8 +725,11 @@ CASES = [
     # models
     Case("model-truncated", "truncated model file", "gemv.json: corrupted model file (invalid JSON", 2,
          model(text='{"schema": 1, "predictor": "mlr"')),
-    Case("model-newer-schema", "model from another schema version", "gemv.json: model schema 3, this perfguard reads 2",
-         2, model(lambda d: d.update(schema=3))),
+    Case("model-newer-schema", "model from a newer schema version",
+         f"gemv.json: model schema 3, written by perfguard 9.1.0; this is perfguard {__version__} (reads up to model "
+         "schema 2): upgrade perfguard", 2, model(lambda d: d.update(schema=3, perfguard_version="9.1.0"))),
+    Case("model-other-schema", "model from an unknown schema version (0)", "gemv.json: model schema 0, this perfguard "
+         "reads 2", 2, model(lambda d: d.update(schema=0))),
     Case("model-edited", "model payload edited by hand", "does not match its model_id", 2,
          model(lambda d: d["payload"]["coef"].__setitem__(0, 1.0))),
     Case("model-out-of-shape", "model payload out of shape, its id recomputed to match",
@@ -751,8 +766,10 @@ CASES = [
     # reports
     Case("report-corrupted", "corrupted `perfguard.json`", "bad.json: not a perfguard report (invalid JSON", 2,
          report_file("{not json", ("report", "--from", "{project}/bad.json")), via="`perfguard report`"),
-    Case("report-newer-schema", "report from another schema version", "bad.json: report schema 2 is not 1", 2,
-         report_file(json.dumps({"schema": 2, "results": [], "summary": {"exit_code": 0}}),
+    Case("report-newer-schema", "report from a newer schema version",
+         f"bad.json: report schema 2, written by perfguard 9.1.0; this is perfguard {__version__} (reads up to report "
+         "schema 1): upgrade perfguard", 2,
+         report_file(json.dumps({"schema": 2, "perfguard_version": "9.1.0", "results": [], "summary": {"exit_code": 0}}),
                      ("merge", "{project}/bad.json", "--report-dir", "{project}/merged")), via="`perfguard merge`"),
     Case("merge-model-kernel-lost", "shard reports where a [[model]]'s kernel is in no shard's part",
          "model m[x86_64]: kernel m.matmul.abcdef is in no shard's report", 2,
@@ -955,7 +972,7 @@ def _models() -> None:
 # and those of CONFIG_ROWS_THROUGH_THE_CLI through `perfguard check` as well.
 CONFIG_ROWS = frozenset({
     "toml-syntax", "not-utf8", "unknown-table", "unknown-key", "unknown-kernel-key", "misspelt-kernel-key",
-    "wrong-type-number", "wrong-type-list", "wrong-type-params", "nan-threshold", "inf-timeout", "negative-threshold",
+    "wrong-type-number", "allow-unjudged-not-bool", "wrong-type-list", "wrong-type-params", "nan-threshold", "inf-timeout", "negative-threshold",
     "zero-jobs", "unknown-model", "date-param", "duplicate-kernel", "flops-param-misspelt", "entry-path",
     "entry-relative", "reference-path", "entry-no-colon", "require-reference-type", "rtol-negative", "atol-nan",
     "atol-inf", "rtol-one", "rtol-string", "outputs-zero", "flops-code", "flops-unknown-param", "flops-negative",
@@ -1127,8 +1144,12 @@ if __name__ == "__main__":
 # -- verdicts that must say more than a number -----------------------------------------------------------
 
 def test_toolchain_change_is_explained_not_judged(seeded: Path, tmp_path: Path):
+    """A project outside git that opts out of failing when the base cannot be measured again with
+    this toolchain (runs.rebase; tests/end_to_end/test_upgrade.py in a repository)."""
     project = tmp_path / "proj"
     shutil.copytree(seeded, project)
+    config = project / "perfguard.toml"
+    config.write_text(config.read_text().replace("[perfguard]\n", "[perfguard]\nallow_unjudged = true\n", 1))
     path = project / BASELINE
     data = json.loads(path.read_text())
     data["toolchain"]["cc"] = "aarch64-linux-gnu-gcc (Debian 11.3.0-12) 11.3.0"

@@ -358,7 +358,7 @@ def test_report_schema_upgrades_run_before_reading(monkeypatch):
     monkeypatch.setitem(report_module.UPGRADES, 0, from_zero)
     report = Report.from_json(copy.deepcopy(old))
     assert report.schema == 1 and report.results[0].verdict == "regression" and report.summary.regression == 1
-    with pytest.raises(InputError, match="report schema 2 is not 1"):
+    with pytest.raises(InputError, match=r"report schema 2, written by a newer perfguard; .*: upgrade perfguard$"):
         Report.from_json({**old, "schema": 2})
 
 
