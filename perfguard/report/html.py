@@ -78,7 +78,7 @@ def _row(r: Result) -> dict[str, Any]:
     cur = _current(r)
     return {
         **vars(r),
-        "href": _href(kernel_file(r.kernel)) + "#" + anchor(r.target),
+        "href": _kernel_href(r.kernel, r.target),
         "bound": cur.bound if cur else None,
         "peak_pct": cur.peak_pct if cur else None,
         "model": text.model_kind(r),
@@ -150,10 +150,14 @@ def _common(report: Report, results: list[Result]) -> dict[str, Any]:
     }
 
 
+def _kernel_href(kernel: str, target: str) -> str:
+    """The link from index.html to a kernel's section for `target` on its page."""
+    return _href(kernel_file(kernel)) + "#" + anchor(target)
+
+
 def _failure(f: failures.Failure) -> dict[str, Any]:
     """A failing result's line as index.html shows it, linked to its page (a model total: its table)."""
-    href = ("#" + model_view.anchor(f.model) if f.model is not None
-            else _href(kernel_file(f.kernel)) + "#" + anchor(f.target))
+    href = "#" + model_view.anchor(f.model) if f.model is not None else _kernel_href(f.kernel, f.target)
     return {**vars(f), "href": href}
 
 
@@ -175,7 +179,6 @@ def render_index(report: Report) -> str:
     rooflines, deltas = _overview_charts(report, results)
     in_models = model_view.covered(report)  # a model's kernels are listed in its view
     moved, still = model_view.split(report.models)
-    model_href = lambda kernel, target: _href(kernel_file(kernel)) + "#" + anchor(target)  # noqa: E731
     rows = [r for r in results if (r.kernel, r.target) not in in_models]
     failing = [_failure(f) for f in failures.failures(report)]
     changed = [_row(r) for r in rows if r.verdict != UNCHANGED]
@@ -191,12 +194,12 @@ def render_index(report: Report) -> str:
         unchanged=unchanged,
         chip_links={name: _chip_link(name, common["counts"][name], failing, shown) for name in VERDICTS},
         in_models=len([r for r in results if (r.kernel, r.target) in in_models]),
-        unchanged_in_models=sum(1 for m in still for _ in m.kernels),
+        unchanged_in_models=sum(len(m.kernels) for m in still),
         still_models=len(still),
         rooflines=rooflines,
         deltas=deltas,
-        model_view=Markup(model_view.html(moved, model_href)),  # escaped by model_view.html
-        still_view=Markup(model_view.html(still, model_href, heading="")),
+        model_view=Markup(model_view.html(moved, _kernel_href)),  # escaped by model_view.html
+        still_view=Markup(model_view.html(still, _kernel_href, heading="")),
         gate_rule=text.gate_rule(results),
     )
 
@@ -337,15 +340,6 @@ def block_anchor(index: int, block: int) -> str:
     return f"s{index}-b{block}"
 
 
-def _verdict_model(r: Result, model: str) -> str:
-    """The whole change as the model that gave the verdict says it, when another model than `model` did."""
-    kind = text.model_kind(r)
-    if kind in (model, "-") or r.current_time_s is None or r.baseline_time_s is None:
-        return ""
-    return (f"the verdict's {kind} model: {numbers.seconds(r.baseline_time_s)} \u2192 "
-            f"{numbers.seconds(r.current_time_s)} ({numbers.signed_seconds(r.current_time_s - r.baseline_time_s)})")
-
-
 def _where(r: Result, index: int) -> dict[str, Any]:
     """The differential icicle, the top places of the change and the changed blocks (those whose
     cycles moved by at least one: a change that rounds to nothing is not listed), their two sides
@@ -360,7 +354,7 @@ def _where(r: Result, index: int) -> dict[str, Any]:
         linked = set(shown)
         out["flame"] = Markup(flame.icicle(  # escaped by flame.icicle
             r.attribution, f"s{index}-flame", lambda i: block_anchor(index, i) if i in linked else None,
-            verdict=_verdict_model(r, r.attribution.model)))
+            verdict=text.verdict_model_change(r, r.attribution.model)))
         out["where_lines"], out["where_rest"] = where.top_lines(r.attribution)
         out["ledger"] = where.ledger(r.attribution)
     return out

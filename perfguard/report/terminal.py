@@ -47,7 +47,8 @@ def progress(total: int, out: Console) -> Iterator[Any]:
 def print_table(report: Report, out: Console) -> None:
     """The headline and one line per failing result first (report.failures); then the models that
     changed, a table of the other results that changed (a model's kernels are in its view), their
-    notes; the unchanged results and models last, folded into one line each; the headline again."""
+    notes; the unchanged results and models last, folded into one line each; the headline again
+    (without the toolchain sentence, said once on the first line)."""
     out.print(f"[bold]{escape(headline(report.summary))}[/]")
     for f in failures(report):
         out.print(f"[{_STYLE.get(f.verdict, 'bold red')}]FAIL[/] {escape(f.line())}")
@@ -83,7 +84,8 @@ def print_table(report: Report, out: Console) -> None:
         out.print(f"[{_STYLE[UNCHANGED]}]{escape(unchanged_line(unchanged))}[/]")
     if still:
         out.print(f"[{_STYLE[UNCHANGED]}]{escape(model_view.unchanged_line(still))}[/]")
-    out.print(f"[bold]{escape(headline(report.summary))}[/]")
+    # again, last in a log; the toolchain sentence once (on the first line)
+    out.print(f"[bold]{escape(headline(report.summary, toolchain=False))}[/]")
 
 
 def unchanged_line(results: list[Result]) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from perfguard.document.report import BlockChange, BlockSide, Driver, Result, Summary, ToolchainSummary
 from perfguard.report import where
-from perfguard.report.numbers import number, pct, pct_range, signed_count, signed_seconds, threshold
+from perfguard.report.numbers import number, pct, pct_range, seconds, signed_count, signed_seconds, threshold
 
 
 def headline(summary: Summary, toolchain: bool = True) -> str:
@@ -296,12 +296,30 @@ def moved_drivers(result: Result) -> list[Driver]:
     return [d for d in (result.analysis.drivers if result.analysis else []) if d.time_s]
 
 
-def _verdict_model(result: Result, model: str) -> str:
-    """`; the verdict's calibrated model: +1.500 ms` when another model than `model` gave the verdict."""
+def other_verdict_model(result: Result, model: str) -> str:
+    """The kind of the model that gave the verdict ("calibrated"), when it is not `model` and the result
+    has both times ("" otherwise)."""
     kind = model_kind(result)
     if kind in (model, "-") or result.current_time_s is None or result.baseline_time_s is None:
         return ""
-    return f" (the verdict's {kind} model: {signed_seconds(result.current_time_s - result.baseline_time_s)})"
+    return kind
+
+
+def _verdict_model(result: Result, model: str) -> str:
+    """` (the verdict's calibrated model: +1.500 ms)` when another model than `model` gave the verdict."""
+    kind = other_verdict_model(result, model)
+    return f" (the verdict's {kind} model: {signed_seconds(result.current_time_s - result.baseline_time_s)})" \
+        if kind else ""
+
+
+def verdict_model_change(result: Result, model: str) -> str:
+    """`the verdict's calibrated model: 419.191 us → 821.874 us (+402.684 us)` when another model than
+    `model` gave the verdict ("" otherwise)."""
+    kind = other_verdict_model(result, model)
+    if not kind:
+        return ""
+    b, c = result.baseline_time_s, result.current_time_s
+    return f"the verdict's {kind} model: {seconds(b)} \u2192 {seconds(c)} ({signed_seconds(c - b)})"
 
 
 def phase_split(result: Result) -> str:
