@@ -177,7 +177,7 @@ class LoopNest:
                 or not set(data) <= {"version", "functions", "loops", "error", "ranges", "code"}:
             raise InputError(f"{where} must be an object with 'version', 'functions' and 'loops'")
         if type(data["version"]) is int and data["version"] > LOOPS_VERSION:
-            raise newer_format(where, "version", data["version"], LOOPS_VERSION)
+            raise newer_format(source, "loop nest version", data["version"], LOOPS_VERSION)
         if data["version"] not in READABLE_VERSIONS:
             raise InputError(f"{where} version {data['version']!r} is not one of {list(READABLE_VERSIONS)}")
         names = ["var", "extent", "kind", "parent", "copy_of"] + (["stores"] if data["version"] >= 2 else [])

@@ -97,7 +97,7 @@ def test_a_newer_loop_nest_is_refused_naming_the_writer():
     with pytest.raises(NewerFormat, match=r"^v\.json: loop nest version 3, written by perfguard 0\.9\.0; this is "
                                           r"perfguard .* \(reads up to loop nest version 2\): upgrade perfguard$"):
         parse_baseline(text, "v.json")
-    with pytest.raises(NewerFormat, match=r"^x: loop nest: version 3, written by a newer perfguard; .*upgrade"):
+    with pytest.raises(NewerFormat, match=r"^x: loop nest version 3, written by a newer perfguard; .*upgrade"):
         LoopNest.from_dict({**data["loops"], "version": 3}, "x")
 
 

@@ -101,7 +101,9 @@ def test_the_nest_round_trips_and_bad_files_are_input_errors_naming_the_source()
     old = {**good, "version": 1, "loops": [{k: v for k, v in row.items() if k != "stores"} for row in good["loops"]]}
     assert LoopNest.from_dict(old, "old.json") == GEMM
     for bad, message in [
-        ({**good, "version": 3}, r"version 3 is not one of \[1, 2\]"),
+        ({**good, "version": 3}, r"version 3, written by a newer perfguard; this is perfguard .* \(reads up to loop "
+                                 r"nest version 2\): upgrade perfguard$"),
+        ({**good, "version": 0}, r"version 0 is not one of \[1, 2\]"),
         ({**good, "version": 1}, "loop 0 must be"),  # version 1 rows have no stores
         ({**good, "loops": [dict(good["loops"][0], stores="C")]}, "loop 0 must be"),
         ({**good, "loops": [dict(good["loops"][0], kind="diagonal")]}, "loop 0 must be"),

@@ -86,7 +86,8 @@ def test_a_result_gets_its_own_model_then_the_same_kind_then_another_target():
 
 
 @pytest.mark.parametrize("change, message", [
-    (lambda d: d.update(schema=2), "interval calibration schema 2 is not 1"),
+    (lambda d: d.update(schema=2), "interval calibration schema 2, written by a newer perfguard; this is perfguard"),
+    (lambda d: d.update(schema=0), "interval calibration schema 0 is not 1"),
     (lambda d: d.update(level=1.5), "'level' must be in (0, 1)"),
     (lambda d: d["entries"][0].update(kind="oracle"), "entries[0]: needs target, model_id, kind"),
     (lambda d: d["entries"][0].update(quantile=-1), "entries[0]: needs target"),
