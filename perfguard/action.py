@@ -458,6 +458,18 @@ def run_link() -> str:
     return f"{server}/{repo}/actions/runs/{run}" if repo and run else ""
 
 
+# A link of summary.md into the report folder (`[gemm\_256](kernels/gemm_256.html#t-x86_64)`): it
+# opens beside the pages, not in a pull request's comment or a job summary
+_REPORT_LINK = re.compile(r"(?<!\\)\[((?:\\.|[^\]\[\\\n])*)\]\((?:kernels/|index\.html#)[^)\s]*\)")
+
+
+def on_github(markdown: str) -> str:
+    """summary.md as GitHub shows it (the comment, the job summary): its links into the report folder
+    lead to the workflow run, whose artifact holds the pages (none without a run: plain text)."""
+    link = run_link()
+    return _REPORT_LINK.sub((lambda m: f"[{m.group(1)}]({link})") if link else (lambda m: m.group(1)), markdown)
+
+
 def comment_body(markdown: str) -> str:
     link = run_link()
     footer = f"\n<sub>perfguard · [full report and logs]({link})</sub>\n" if link else ""
@@ -511,7 +523,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if data is not None:
         for line in annotations(data):
             print(line, flush=True)
-        markdown = markdown_for(data, report_dir)
+        markdown = on_github(markdown_for(data, report_dir))
         append_summary(markdown)
         number = pull_request_number(payload)
         if want_comment and number is not None:

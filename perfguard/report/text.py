@@ -158,8 +158,10 @@ def delta_with_interval(result: Result) -> str:
 
 def could_flip(result: Result) -> bool:
     """The interval reaches across the threshold that decided a regression or an improvement: the
-    native change may be on the other side of it. An unchanged result passes whatever its interval
-    (its row shows it); a verdict decided by a per-metric limit does not hang on the interval."""
+    native change may be on the other side of it. An unchanged result gated on the estimate passes
+    whatever its interval (its row shows it); gated on the interval's lower end, one whose interval
+    reaches over the threshold passed on that end alone. A verdict decided by a per-metric limit
+    does not hang on the interval."""
     i, limit = result.interval, result.threshold_pct
     if i is None or limit is None or result.delta_pct is None:
         return False
@@ -167,6 +169,8 @@ def could_flip(result: Result) -> bool:
         return i.low_pct <= limit
     if result.verdict == "improvement":
         return i.high_pct >= -limit
+    if result.verdict == "unchanged" and result.gate == "lower":  # passed only because the low end is under it
+        return i.high_pct > limit
     return False
 
 

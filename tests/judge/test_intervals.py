@@ -153,6 +153,11 @@ def test_a_gate_on_an_end_is_said_and_a_borrowed_calibration_named():
     report = Report.from_json(data)
     term = _terminal(report)
     assert "gated on the interval's lower end" in term
+    # it passed on its interval's lower end alone (+5.70 % is over the threshold): the note says it could flip
+    assert "gemm_a[x86_64]: the 90 % interval +1.2 .. +10.4 % straddles the 5.00 % threshold" in term
+    # gated on the estimate, an unchanged result gets no such note, whatever its interval
+    data["results"][0].update(gate="estimate", delta_pct=4.0)
+    assert "gemm_a[x86_64]: the 90 % interval" not in _terminal(Report.from_json(data))
     assert "interval calibrated for pipeline-v3-x on x86_64, 56 verdict pairs" in term
 
 

@@ -11,11 +11,12 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from unittest import mock
 
 import pytest
 import yaml
 
-from perfguard.action import annotation
+from perfguard.action import annotation, on_github
 from tests.conftest import REPO
 from tests.projects import commit_all, config_text, init_repo, pr_event
 from tests.shells.workflow_runner import Runner, read_file_commands, venv_of_this_interpreter
@@ -222,8 +223,14 @@ def test_action_on_a_pull_request_that_regresses_one_kernel(pr_workspace):
     comment_dir = Path(outputs["report"]) / "comment"
     assert (comment_dir / "pr-number").read_text().strip() == "17"
     body = (comment_dir / "comment.md").read_text()
-    assert body.startswith((report_dir / "summary.md").read_text().rstrip()) and "regression" in body
-    assert "https://github.com/octo/kernels/actions/runs/4242" in body
+    run = "https://github.com/octo/kernels/actions/runs/4242"
+    # summary.md's links into the report folder lead to the run (its artifact holds the pages) on GitHub
+    assert "](kernels/gemm_a.html#t-x86_64)" in (report_dir / "summary.md").read_text()
+    assert f"**[gemm\\_a]({run})**" in body and "](kernels/" not in body and "](kernels/" not in summary
+    with mock.patch.dict(os.environ, {"GITHUB_SERVER_URL": "https://github.com", "GITHUB_REPOSITORY": "octo/kernels",
+                                      "GITHUB_RUN_ID": "4242"}):
+        expected = on_github((report_dir / "summary.md").read_text())
+    assert body.startswith(expected.rstrip()) and "regression" in body
 
     # The red check still uploads its report and comment, and saves its caches for the next run.
     assert outputs["artifact-name"] == "perfguard-report-targets-x86_64"
@@ -355,6 +362,20 @@ def test_action_compare_mode_measures_the_merge_base_instead_of_reading_baseline
 
     code, outputs, _ = runner.run_action({"mode": "compare", "shard": "1/2"})
     assert code == 2 and "input 'shard' does not apply to mode compare" in "\n".join(runner.log)
+
+
+def test_on_github_the_links_into_the_report_folder_lead_to_the_run(monkeypatch):
+    text = ("1. x **[gemm\\_\\[a\\]](kernels/gemm_a.html#t-x86_64)** \\[x86\\_64\\] regression\n"
+            "2. x **[model r](index.html#m-r-x86_64)** \\[x86\\_64\\]\n[docs](https://example.org/x.html)\n")
+    monkeypatch.delenv("GITHUB_REPOSITORY", raising=False)
+    assert on_github(text) == ("1. x **gemm\\_\\[a\\]** \\[x86\\_64\\] regression\n2. x **model r** \\[x86\\_64\\]\n"
+                               "[docs](https://example.org/x.html)\n")  # no run: plain text, other links kept
+    monkeypatch.setenv("GITHUB_SERVER_URL", "https://github.com")
+    monkeypatch.setenv("GITHUB_REPOSITORY", "octo/kernels")
+    monkeypatch.setenv("GITHUB_RUN_ID", "42")
+    run = "https://github.com/octo/kernels/actions/runs/42"
+    assert on_github(text) == (f"1. x **[gemm\\_\\[a\\]]({run})** \\[x86\\_64\\] regression\n"
+                               f"2. x **[model r]({run})** \\[x86\\_64\\]\n[docs](https://example.org/x.html)\n")
 
 
 def test_the_action_writes_the_same_markdown_as_perfguard_when_summary_md_is_missing(tmp_path):
