@@ -37,7 +37,7 @@ from perfguard.sim.mca import LLVM_MCA, McaTarget, block_timings
 from perfguard.sim.stats import Stats
 from perfguard.targets import TargetProfile
 from perfguard.timings import Span, cpu_seconds, measured
-from perfguard.user_code import depend_on, recording, unchanged, user_code
+from perfguard.user_code import changed, depend_on, recording, unchanged, user_code
 from perfguard.verify import check_key, check_outputs, resolve_reference
 from perfguard.sim.mca_tools import timing_cache_dir
 
@@ -118,9 +118,10 @@ def run_job(job: Job) -> JobResult:
                 import tvm  # noqa: F401
             with recording(job.root, exclude=(job.cache_dir,), whole=False) as deps:
                 _run(job, result)
-            moved = deps.changed_since_read()
+            depends = deps.digests()
+            moved = changed(job.root, depends)  # each input hashed again: as when it was read?
             if moved is None:
-                result.depends = deps.digests()
+                result.depends = depends
             else:  # ccache's "too new": what was read is not what is there now, so nothing is recorded
                 log(f"{job.label}: {moved} changed while the job ran: its result is not recorded")
         result.ok = True
@@ -380,7 +381,7 @@ def check_built(job: Job, result: JobResult, built: Built, outputs: list[np.ndar
             result.rechecked = True
     if result.rechecked:
         checked["depends"] = read.digests()
-        if read.changed_since_read() is None:
+        if changed(job.root, checked["depends"]) is None:
             cache.store_check(key, checked)
     result.max_error = checked["max_error"]
 

@@ -15,7 +15,7 @@ imported, at any depth (the project's, an installed or editable package's, one l
 with `spec_from_file_location`), every file it opened for reading (found by an audit hook while
 it ran, not guessed), every environment variable it read, and the current folder when it asked
 for it or opened a relative path. Files are hashed when they are read (modules when they are
-executed), so an edit made while a check runs is seen: `Dependencies.changed_since_read` names
+executed), so an edit made while a check runs is seen: `changed` names
 it, and such a result is not recorded. Modules imported earlier in the process (by another job
 in the same worker) count too: each `import` statement is remembered as an edge of an import
 graph, and what a module read while it was being imported is remembered with it, so a
@@ -334,7 +334,7 @@ def _saw_env(name: object, value: str | None) -> None:
     sinks = _sinks()
     if not sinks:
         return
-    digest = UNSET if value is None else hashlib.sha256(value.encode("utf-8", "surrogateescape")).hexdigest()
+    digest = _value_digest(value)
     for reads in sinks:
         reads.env.setdefault(name, digest)
 
@@ -342,7 +342,10 @@ def _saw_env(name: object, value: str | None) -> None:
 def env_digest(name: str) -> str:
     """An environment variable as a dependency list records it (read without recording the read)."""
     value = os.environ._data.get(os.environ.encodekey(name))  # type: ignore[attr-defined]
-    value = None if value is None else os.environ.decodevalue(value)  # type: ignore[attr-defined]
+    return _value_digest(None if value is None else os.environ.decodevalue(value))  # type: ignore[attr-defined]
+
+
+def _value_digest(value: str | None) -> str:
     return UNSET if value is None else hashlib.sha256(value.encode("utf-8", "surrogateescape")).hexdigest()
 
 
@@ -364,39 +367,29 @@ class Dependencies:
 
     def _inputs(self) -> Reads:
         """Every input: the reads, plus the modules reachable from those imported (their packages'
-        __init__ files included) with what each read while being imported."""
+        __init__ files included) with what each, and each file it executed, read while running."""
         found = Reads()
         found.merge(self.reads)
-        seen: set[str] = set()
-        todo = list(self.modules)
-        while todo:
-            name = todo.pop()
-            if name in seen:
-                continue
-            seen.add(name)
+
+        def module_step(name: str) -> list[str]:
             parent = name.rpartition(".")[0]
-            if parent:
-                todo.append(parent)
             module = sys.modules.get(name)
             path = _module_file(module) if module is not None else None
             if path is None or not tracked(str(path)):
-                continue
+                return [parent] if parent else []
             full = str(path)
             found.files.setdefault(full, _EXECUTED[full][0] if full in _EXECUTED else file_sha256(path) or "")
-            todo.extend(_IMPORTS.get(name, ()))
-        # what the modules (and the files they executed) read while they ran, transitively
-        done: set[str] = set()
-        pending = list(found.files)
-        while pending:
-            path = pending.pop()
-            if path in done:
-                continue
-            done.add(path)
+            return ([parent] if parent else []) + sorted(_IMPORTS.get(name, ()))
+
+        def file_step(path: str) -> list[str]:
             reads = _MODULE_READS.get(path)
-            if reads is not None:
-                new = [p for p in reads.files if p not in found.files]
-                found.merge(reads)
-                pending.extend(new)
+            if reads is None:
+                return []
+            found.merge(reads)
+            return list(reads.files)
+
+        _closure(self.modules, module_step)
+        _closure(found.files, file_step)
         return found
 
     def files(self) -> list[Path]:
@@ -421,10 +414,17 @@ class Dependencies:
             out.append(["cwd", "", inputs.cwd])
         return out
 
-    def changed_since_read(self) -> str | None:
-        """The first input whose content differs now from when it was read (edited while the job
-        ran: the result must not be recorded), else None."""
-        return changed(self.root, self.digests())
+
+
+def _closure(start, step) -> None:
+    """Visit `start` and everything `step` returns for a visited item, each once."""
+    seen: set[str] = set()
+    todo = list(start)
+    while todo:
+        item = todo.pop()
+        if item not in seen:
+            seen.add(item)
+            todo.extend(step(item))
 
 
 def file_sha256(path: Path) -> str | None:
