@@ -30,7 +30,8 @@ from perfguard.fingerprints import environment_digest
 from perfguard.pipeline import Job, JobResult
 from perfguard.sim.base import profile_tools
 from perfguard.sim.stats import Stats
-from perfguard.user_code import unchanged
+from perfguard.signals import log
+from perfguard.user_code import changed
 
 RECORD_VERSION = 2
 # Judging-only settings: a new threshold or limit re-judges, it does not re-run the job.
@@ -62,7 +63,11 @@ def lookup(job: Job) -> JobResult | None:
     """The job's recorded result when nothing it depends on changed, else None."""
     key = job_key(job)
     record = read_record(job)
-    if record is None or not unchanged(job.root, record["depends"]):
+    if record is None:
+        return None
+    moved = changed(job.root, record["depends"])
+    if moved is not None:
+        log(f"{job.label}: its recorded result is not reused: {moved} changed")
         return None
     try:
         return _result(record["result"], key, record["depends"])
