@@ -175,3 +175,27 @@ def environment_digest(tools: Iterable[str] = ()) -> str:
         *(tool_identity(path) for path in gem5.values() if path),
         json.dumps(gem5, sort_keys=True), stat_identity(DPKG_STATUS), tool_environment(),
     )
+
+
+def worker_identity(tools: Iterable[str] = ()) -> dict[str, str]:
+    """What a machine that runs jobs for another must share with it for its statistics to be the
+    other's: perfguard's code, Python's and the packages' versions, each of `tools` (and LLVM's) by
+    the sha256 of its bytes (not its path: the same Debian package installed anywhere is the same
+    tool) and the tool variables. Comparable between machines, unlike environment_digest."""
+    from importlib import metadata  # only a cluster's admission needs the installed versions
+
+    identity = {"perfguard": code_digest(), "python": sys.version.split()[0]}
+    distributions = metadata.packages_distributions()  # import name -> distribution (sklearn: scikit-learn)
+    for name in PACKAGES:
+        versions = []
+        for dist in distributions.get(name, []):
+            try:
+                versions.append(f"{dist} {metadata.version(dist)}")
+            except metadata.PackageNotFoundError:
+                pass
+        identity[f"package {name}"] = ", ".join(sorted(versions)) or "absent"
+    for name in sorted({*LLVM_TOOLS, *tools}):
+        found = name if os.path.sep in name else shutil.which(name)
+        identity[f"tool {name}"] = content_identity(found).rpartition(":")[2] if found else "absent"
+    identity["tool variables"] = tool_environment()
+    return identity

@@ -6,20 +6,23 @@ content-addressed cache first, so an unchanged kernel is neither rebuilt nor re-
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import io
 import json
 import shutil
 import time
 import traceback
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
 from perfguard import __version__, flopcount
 from perfguard.compile.cache import BuildCache, digest, file_digest
 from perfguard.compile.harness import HARNESS_VERSION, render_harness, template_digest
-from perfguard.compile.inputs import decode_outputs
+from perfguard.compile.inputs import TensorSpec, decode_outputs, generate
 from perfguard.compile.loops import ensure_loops
 from perfguard.compile.lower import LoweredKernel, build_object, inspect_module, inspect_text
 from perfguard.compile.toolchain import (
@@ -27,22 +30,52 @@ from perfguard.compile.toolchain import (
 )
 from perfguard.config import KernelSpec, load_callable
 from perfguard.errors import InfraError, InputError, PerfguardError
-from perfguard.fingerprints import tool_environment, tool_identity
+from perfguard.executors import Executor
+from perfguard.fingerprints import tool_environment, tool_identity, worker_identity
 from perfguard.kernels import FAMILY_NAMES, get_family
 from perfguard.kernels.base import check_params
 from perfguard.kernels.models import origin
 from perfguard.signals import interruptible, log
-from perfguard.sim.base import get_simulator
+from perfguard.sim.base import get_simulator, profile_tools
 from perfguard.sim.mca import LLVM_MCA, McaTarget, block_timings
 from perfguard.sim.stats import Stats
 from perfguard.targets import TargetProfile
 from perfguard.timings import Span, cpu_seconds, measured
 from perfguard.user_code import changed, depend_on, recording, unchanged, user_code
-from perfguard.verify import check_key, check_outputs, resolve_reference
+from perfguard.verify import Reference, check_key, check_outputs, reference_outputs, resolve_reference
 from perfguard.sim.mca_tools import timing_cache_dir
 
 # Part of every build key: bump when the build recipe (flags, layout) changes.
 BUILD_RECIPE = 1
+
+
+@dataclass(frozen=True)
+class Shipped:
+    """A user kernel as the submitting machine resolved it (`ship`): everything a worker would
+    otherwise import the project's code for, so that a worker needs nothing of the project on
+    its disk. Its keys are the ones a local run computes (the same IR hash, the reference's same
+    identity), so a shipped job builds, simulates and checks exactly what a local one does."""
+
+    ir: str  # the scheduled module's TVMScript
+    symbol: str
+    tensors: tuple[tuple[str, tuple[int, ...], str, bool, int], ...]
+    ir_hash: str
+    params: dict[str, Any]  # the kernel's full params (a family's defaults filled in)
+    family: str | None  # a built-in family whose entry the kernel uses (perfguard has it on every worker)
+    flops: int | None
+    # the kernel's own numpy reference, run here: its kind and identity (verify.Reference) and its
+    # outputs (an .npz); None when the worker resolves the reference itself (a family's, or "self")
+    reference: tuple[str, str] | None
+    expected: bytes | None
+    depends: tuple[tuple[str, ...], ...]  # the project's inputs read here (user_code.Dependencies.digests)
+
+    def lowered(self, where: str) -> LoweredKernel:
+        tensors = [TensorSpec(n, tuple(shape), dtype, output, index) for n, shape, dtype, output, index in self.tensors]
+        return LoweredKernel(None, self.symbol, tensors, self.ir_hash, load=lambda: _parse_ir(self.ir, where))
+
+    def expected_outputs(self) -> list[np.ndarray]:
+        with np.load(io.BytesIO(self.expected or b""), allow_pickle=False) as saved:
+            return [saved[f"out{i}"] for i in range(len(saved.files))]
 
 
 @dataclass(frozen=True)
@@ -63,10 +96,16 @@ class Job:
     # ignore every cache (build, simulation, output check, llvm-mca) and write each anew: what
     # `--recompute` and the reuse canary (`--verify-reuse`) run
     recompute: bool = False
+    shipped: Shipped | None = None  # the user's code resolved by the submitting machine (`ship`)
 
     @property
     def label(self) -> str:
         return f"{self.kernel.name}[{self.profile.name}]"
+
+    @property
+    def where(self) -> str:
+        spec = self.kernel
+        return f"kernel '{spec.name}'{origin(spec.params) if spec.ir is not None else ''} on {self.profile.name}"
 
 
 @dataclass
@@ -100,6 +139,7 @@ class JobResult:
     # what its record (perfguard.records) is reused under
     depends: list[list[str]] | None = None
     reused: bool = False  # taken from its record: nothing ran
+    worker: str | None = None  # the Dask worker that ran it (None: this machine)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -112,7 +152,7 @@ def run_job(job: Job) -> JobResult:
     started, started_cpu = time.monotonic(), cpu_seconds()
     spec = job.kernel
     result = JobResult(spec.name, job.profile.name, spec.family, dict(spec.params), job.simulator, ok=False)
-    try:
+    with _failure_into(result, job.label):
         with interruptible():  # in a pool worker too: an interrupted worker kills its simulator first
             with measured(result.timings, "imports"):  # once per process: the pool's cost, not the job's
                 import tvm  # noqa: F401
@@ -121,25 +161,110 @@ def run_job(job: Job) -> JobResult:
             depends = deps.digests()
             moved = changed(job.root, depends)  # each input hashed again: as when it was read?
             if moved is None:
-                result.depends = depends
+                shipped = [list(item) for item in job.shipped.depends] if job.shipped is not None else []
+                result.depends = sorted(shipped + [d for d in depends if d not in shipped])
             else:  # ccache's "too new": what was read is not what is there now, so nothing is recorded
                 log(f"{job.label}: {moved} changed while the job ran: its result is not recorded")
         result.ok = True
+    result.seconds = time.monotonic() - started
+    result.cpu_seconds = cpu_seconds() - started_cpu
+    return result
+
+
+@contextlib.contextmanager
+def _failure_into(result: JobResult, label: str) -> Iterator[None]:
+    """A failure inside the block becomes the result's error and exit code class."""
+    try:
+        yield
     except PerfguardError as exc:
         result.error, result.exit_code = exc.message, exc.exit_code
         result.mismatch = getattr(exc, "mismatch", None)
     except OSError as exc:  # the cache's disk is full, a folder is not writable, ...
         where = f"{exc.filename}: " if exc.filename else ""
-        result.error = f"{job.label}: {where}{exc.strerror or exc}"
+        result.error = f"{label}: {where}{exc.strerror or exc}"
         result.exit_code = InfraError.exit_code
     except Exception as exc:  # a bug or an unexpected library failure: still a clear line
         last = traceback.extract_tb(exc.__traceback__)[-1]
         message = " ".join(str(exc).split())
-        result.error = f"{job.label}: internal error {type(exc).__name__}: {message} (at {Path(last.filename).name}:{last.lineno})"
+        result.error = f"{label}: internal error {type(exc).__name__}: {message} (at {Path(last.filename).name}:{last.lineno})"
         result.exit_code = InfraError.exit_code
-    result.seconds = time.monotonic() - started
-    result.cpu_seconds = cpu_seconds() - started_cpu
-    return result
+
+
+def needs_shipping(spec: KernelSpec) -> bool:
+    """Whether a job of `spec` runs code of the user's (its entry, reference or flops function):
+    a worker elsewhere has perfguard and the toolchains, not the project."""
+    if spec.ir is not None:  # a [[model]]'s kernel already travels as its TVMScript
+        return False
+    named = [spec.entry, spec.reference or ""] + ([spec.flops] if spec.flops and flopcount.is_callable(spec.flops) else [])
+    return any(n and n.partition(":")[0].split(".")[0] != "perfguard" for n in named)
+
+
+def ship(job: Job) -> Job:
+    """The job with the user's code resolved here (`Shipped`): its kernel lowered, its flops
+    counted, its numpy reference run on the inputs the harness generates. Raises what running
+    the job locally would raise for that code (an InputError naming the kernel)."""
+    spec = job.kernel
+    if job.shipped is not None or not needs_shipping(spec):
+        return job
+    with recording(job.root, exclude=(job.cache_dir,), whole=False) as deps:
+        lowered, params, family = resolve_kernel(spec, job.root, job.where, job.cache_dir)
+        flops = (kernel_flops(spec, job.root, job.where) if spec.flops is not None
+                 else int(family.flops(**spec.params)) if family is not None else None)
+        reference, expected = None, None
+        if spec.reference:
+            ref = resolve_reference(spec, job.root, lowered, family, job.where)
+            inputs = [generate(t) for t in lowered.tensors if not t.output]
+            outputs = reference_outputs(spec, ref, lowered, inputs, job.where)
+            buffer = io.BytesIO()
+            np.savez(buffer, **{f"out{i}": o for i, o in enumerate(outputs)})
+            reference, expected = (ref.kind, ref.identity), buffer.getvalue()
+    shipped = Shipped(
+        lowered.mod.script(), lowered.symbol,
+        tuple((t.name, tuple(t.shape), t.dtype, t.output, t.index) for t in lowered.tensors), lowered.ir_hash,
+        params, family.name if family is not None else None, flops, reference, expected,
+        tuple(tuple(item) for item in deps.digests()))
+    return dataclasses.replace(job, shipped=shipped)
+
+
+def run_jobs(executor: Executor, jobs: list[Job],
+             on_result: Callable[[int, JobResult], None] | None = None) -> list[JobResult]:
+    """run_job over the jobs on `executor`, results in job order. An executor whose workers may
+    lack the project (Executor.ships_work) gets each job `ship`ped first; a job whose user code
+    fails here fails as it would have there, and a worker's failure names the worker."""
+    if not executor.ships_work:
+        return executor.map(run_job, jobs, on_result)
+    tools = sorted({tool for job in jobs for tool in profile_tools([job.profile], job.simulator)})
+    executor.admit(worker_identity, tools)
+    results: list[JobResult | None] = [None] * len(jobs)
+    sent: list[int] = []
+    payloads: list[Job] = []
+    for i, job in enumerate(jobs):
+        failed = JobResult(job.kernel.name, job.profile.name, job.kernel.family, dict(job.kernel.params),
+                           job.simulator, ok=False)
+        with _failure_into(failed, job.label):
+            payloads.append(ship(job))
+            sent.append(i)
+            continue
+        results[i] = failed
+        if on_result:
+            on_result(i, failed)
+
+    def landed(k: int, result: JobResult) -> None:
+        i = sent[k]
+        job = jobs[i]
+        if result.worker and not result.ok and result.error:
+            result.error = f"{result.error} (on worker {result.worker})"
+        if result.depends is not None and payloads[k].shipped is not None:
+            moved = changed(job.root, [list(d) for d in payloads[k].shipped.depends])
+            if moved is not None:  # edited while the cluster ran it: not recorded ("too new")
+                log(f"{job.label}: {moved} changed while the job ran: its result is not recorded")
+                result.depends = None
+        results[i] = result
+        if on_result:
+            on_result(i, result)
+
+    executor.map(run_job, payloads, landed)
+    return results  # type: ignore[return-value]
 
 
 def resolve_kernel(spec: KernelSpec, root: Path, where: str,
@@ -213,16 +338,20 @@ def build_kernel(job: Job, result: JobResult) -> Built:
     """Lower, compile and link (or find it all in the cache); fills the build fields of result."""
     import tvm
 
-    spec, profile = job.kernel, job.profile
-    where = f"kernel '{spec.name}'{origin(spec.params) if spec.ir is not None else ''} on {profile.name}"
+    spec, profile, where = job.kernel, job.profile, job.where
     with measured(result.timings, "lower"):
-        lowered, params, family = resolve_kernel(spec, job.root, where, job.cache_dir)
+        if job.shipped is not None:  # lowered by the submitting machine: nothing of the project is read here
+            lowered, params = job.shipped.lowered(where), dict(job.shipped.params)
+            family = get_family(job.shipped.family) if job.shipped.family else None
+            result.flops = job.shipped.flops
+        else:
+            lowered, params, family = resolve_kernel(spec, job.root, where, job.cache_dir)
+            if spec.flops is not None:
+                result.flops = kernel_flops(spec, job.root, where)
+            elif family is not None:
+                result.flops = int(family.flops(**spec.params))
         result.params = params
         result.tensor_bytes = sum(t.nbytes for t in lowered.tensors)
-        if spec.flops is not None:
-            result.flops = kernel_flops(spec, job.root, where)
-        elif family is not None:
-            result.flops = int(family.flops(**spec.params))
     cc = find_cc(profile)
     check_tensor_types(profile, cc, lowered.tensors, where)
     if family is not None and "check_target" in family.extra:
@@ -361,8 +490,13 @@ def check_built(job: Job, result: JobResult, built: Built, outputs: list[np.ndar
     and reused only while what the reference read (the modules it and its module import, the
     files it loads, the variables it reads: recorded with the answer) is as it was."""
     spec = job.kernel
+    shipped = job.shipped if job.shipped is not None and job.shipped.reference is not None else None
     with recording(job.root, exclude=(job.cache_dir,), whole=False) as read:
-        ref = resolve_reference(spec, job.root, built.lowered, built.family, built.where)
+        if shipped is not None:  # run by the submitting machine: its outputs are part of the key
+            kind, identity = shipped.reference
+            ref = Reference(kind, None, digest(identity, "shipped outputs", digest(shipped.expected.hex())))
+        else:
+            ref = resolve_reference(spec, job.root, built.lowered, built.family, built.where)
         result.reference = ref.kind
         if ref.kind == "self" and job.require_reference:
             if spec.model is not None or spec.ir is not None:  # a model gives no numpy reference per kernel
@@ -377,7 +511,9 @@ def check_built(job: Job, result: JobResult, built: Built, outputs: list[np.ndar
         if checked is not None and unchanged(job.root, checked.get("depends")):
             depend_on(job.root, checked["depends"])  # what the reference read is this job's input too
         else:
-            checked = {"max_error": check_outputs(spec, ref, built.lowered, outputs, built.where, job.cache_dir)}
+            expected = shipped.expected_outputs() if shipped is not None else None
+            checked = {"max_error": check_outputs(spec, ref, built.lowered, outputs, built.where, job.cache_dir,
+                                                  expected)}
             result.rechecked = True
     if result.rechecked:
         checked["depends"] = read.digests()

@@ -80,18 +80,19 @@ def store(job: Job, result: JobResult) -> None:
     if not result.ok or result.depends is None:
         return
     key = job_key(job)
-    data = {k: v for k, v in result.to_dict().items() if k not in ("timings", "depends", "reused")}
+    data = {k: v for k, v in result.to_dict().items() if k not in _NOT_RECORDED}
     data.update(stats=None if result.stats is None else result.stats.to_record(),
                 rebuilt=False, resimulated=False, rechecked=False, seconds=0.0, cpu_seconds=0.0)
     sealed.try_write(record_path(job.cache_dir, key), "job", key, {"depends": result.depends, "result": data})
 
 
 _FIELDS = {f.name for f in dataclasses.fields(JobResult)}
+_NOT_RECORDED = ("timings", "depends", "reused", "worker")  # this run's, not the result's
 
 
 def _result(data: dict, key: str, depends: list) -> JobResult:
     values = {k: v for k, v in data.items() if k in _FIELDS}
-    if set(values) != _FIELDS - {"timings", "depends", "reused"} or values.get("ok") is not True:
+    if set(values) != _FIELDS - set(_NOT_RECORDED) or values.get("ok") is not True:
         raise ValueError("not a whole result")
     values["stats"] = None if values["stats"] is None else Stats.from_dict(values["stats"], f"job record {key}")
     return JobResult(**values, depends=depends, reused=True)

@@ -12,6 +12,7 @@ from perfguard.baselines.store import BaselineStore, refuse_newer
 from perfguard.commands.check import add_common, names
 from perfguard.config import load_config
 from perfguard.errors import EXIT_OK, InputError
+from perfguard.executors import executor_from_args, pool_size
 from perfguard.report.terminal import console, progress
 from perfguard.runs.check import make_jobs, measure, recorded, select, write_baselines
 from perfguard.runs.orphans import closest_kernel, find_orphans, is_configured, reason, scanned_targets, shown
@@ -42,9 +43,12 @@ def run(args: argparse.Namespace) -> int:
     jobs = make_jobs(config, select(config, args.kernels, args.targets), args.simulator)
     store = BaselineStore(config.storage.baseline_dir)  # before measuring: files a newer perfguard wrote are refused
     refuse_newer([store.path(job.profile.name, job.kernel.name) for job in jobs])
-    with progress(len(jobs), out) as advance:  # a job whose inputs are as recorded is not run again
+    known = recorded(jobs)  # a job whose inputs are as recorded is not run again
+    todo = sum(r is None for r in known)
+    with executor_from_args(args, pool_size(args.jobs or config.jobs, todo)) as executor, \
+            progress(len(jobs), out) as advance:
         results = measure(config, jobs, args.jobs, on_result=lambda i, r: advance(f"{r.kernel}[{r.target}]"),
-                          known=recorded(jobs))
+                          executor=executor, known=known)
     update = write_baselines(config, jobs, results)
     for path in update.written:
         out.print(f"wrote {shown(config, path)}")

@@ -16,6 +16,7 @@ from perfguard.report.numbers import pct, seconds
 from perfguard.report.terminal import console
 from perfguard.runs.bisect import AMBIGUOUS, NO_CROSSING, BisectReport, Bisector, Visit
 from perfguard.runs.revisions import Measurer, Project
+from perfguard.executors import add_executor_options, executor_choice
 from perfguard.sim.base import SIMULATOR_NAMES
 
 def add_parser(subparsers) -> None:
@@ -32,6 +33,7 @@ def add_parser(subparsers) -> None:
                                                "each revision's own copy at the same path is used")
     p.add_argument("--simulator", choices=SIMULATOR_NAMES, help="override the configs' simulator")
     p.add_argument("-j", "--jobs", type=int, help="parallel jobs (default: one per 4 jobs to run, up to the CPU count)")
+    add_executor_options(p)
     p.add_argument("--json", type=Path, help="write every visited revision and the outcome here")
     p.add_argument("--allow-dirty", action="store_true",
                    help="measure HEAD as committed even when the working tree has uncommitted changes")
@@ -57,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     name, model = (args.model, True) if args.model is not None else (args.kernel, False)
     out.print(f"bisect {'model ' if model else ''}{escape(name)}[{escape(args.target)}] between --good "
               f"{escape(args.good)} and --bad {escape(args.bad)}")
-    with Measurer(current.storage.cache_dir, args.simulator, args.jobs or current.jobs) as measurer:
+    with Measurer(current.storage.cache_dir, args.simulator, args.jobs or current.jobs, executor_choice(args)) as measurer:
         bisector = Bisector(project, name, args.target, args.threshold, measurer,
                             on_visit=lambda v: out.print(escape(_line(v))), model=model)
         b = bisector.run(args.good, args.bad)

@@ -12,7 +12,7 @@ from rich.table import Table
 
 from perfguard.atomic import atomic_write_text
 from perfguard.config import load_config
-from perfguard.errors import EXIT_OK, EXIT_REGRESSION, InputError
+from perfguard.errors import EXIT_OK, EXIT_REGRESSION, InfraError, InputError
 from perfguard.executors import add_executor_options, executor_from_args
 from perfguard.kernels import FAMILY_NAMES
 from perfguard.native import PROCESSES, QuietPolicy, add_quiet_options
@@ -38,10 +38,12 @@ def add_parser(subparsers) -> None:
     q = sub.add_parser("collect", help="sample schedules, simulate them and time them natively")
     common(q)
     q.add_argument("--variants", type=int, default=200, help="schedules per group (default 200)")
-    q.add_argument("--groups", type=Path, help="JSON list of shapes (default: the built-in groups)")
+    q.add_argument("--groups", type=Path, metavar="FILE",
+                   help='a JSON file holding a list of shapes, one object per group, e.g. '
+                        '[{"M": 64, "N": 64, "K": 64}] (default: the built-in groups)')
     q.add_argument("--seed", default="perfguard")
     q.add_argument("--output", type=Path, help="dataset file (default: baselines/datasets/T/F.json)")
-    q.add_argument("-j", "--jobs", type=int)
+    q.add_argument("-j", "--jobs", type=int, help="parallel jobs (default: the config's, else one per 4 jobs)")
     q.add_argument("--max-cv", type=float, default=3.0, metavar="PCT",
                    help="reject a native timing whose robust spread (within each process, and between the "
                         "processes' medians) stays above PCT %% after 5 attempts (default 3; stored with every row)")
@@ -62,7 +64,7 @@ def add_parser(subparsers) -> None:
                                           "native times where the binaries and counters are unchanged")
     common(q, family_required=False)
     q.add_argument("--output", type=Path, help="dataset file (default: the dataset itself)")
-    q.add_argument("-j", "--jobs", type=int)
+    q.add_argument("-j", "--jobs", type=int, help="parallel jobs (default: the config's, else one per 4 jobs)")
     add_executor_options(q)
     q.set_defaults(run=run_resimulate)
 
@@ -133,8 +135,14 @@ def run_collect(args) -> int:
                                   on_result=lambda i, r: advance(r.kernel), executor=executor,
                                   max_cv=max_cv, processes=args.processes, quiet=quiet)
     path = args.output or dataset_path(config.storage.baseline_dir, profile.name, args.family)
-    got.dataset.save(path)
     n = len(got.dataset.rows)
+    if n == 0:  # nothing to train on: say why instead of writing an empty dataset
+        why = (f"{got.unsteady} native timings rejected as unsteady (spread over --max-cv {args.max_cv:g} %: give "
+               f"the machine a quiet moment, or raise --max-cv)" if got.unsteady else
+               f"{len(got.failed)} variants failed" + (f", first: {got.failed[0]}" if got.failed else ""))
+        raise InfraError(f"calibrate collect kept no variant for {args.family} on {profile.name}: {why}; "
+                         f"{path} left as it was")
+    got.dataset.save(path)
     out.print(f"wrote {path}: {n} variants in {len(got.dataset.groups())} groups "
               f"({len(got.failed)} failed, {got.unsteady} unsteady timings rejected)")
     out.print(_neighbours(got))

@@ -57,6 +57,7 @@ def add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--simulator", choices=SIMULATOR_NAMES, help="override the config's simulator")
     parser.add_argument("-j", "--jobs", type=int,
                         help="parallel jobs (default: one per 4 jobs to run, up to the CPU count)")
+    add_executor_options(parser)
 
 
 def add_parser(subparsers) -> None:
@@ -87,7 +88,6 @@ def add_parser(subparsers) -> None:
                    help="print where the time went: wall and CPU seconds per stage (config, lowering, compile, "
                         "simulation, timing model, judging, rendering) and the costliest jobs; the JSON report "
                         "always has them")
-    add_executor_options(p)
     p.set_defaults(run=run)
 
 
@@ -147,6 +147,7 @@ def run(args: argparse.Namespace) -> int:
                 config, jobs, args.jobs, on_result=lambda i, r: advance(f"{r.kernel}[{r.target}]"), executor=executor,
                 known=known)
             workers = executor.workers if todo > 1 else 0
+            reruns = list(executor.reruns)
     mismatches = [m for i, old in canary.items() if (m := reuse_canary.compare(old, results[i])) is not None]
     for mismatch in mismatches:
         out.print(escape(f"reuse canary: {mismatch.message()}"), style="bold red")
@@ -174,7 +175,8 @@ def run(args: argparse.Namespace) -> int:
     if store is not None:
         report.base = Revision(args.base, store.sha)
     _write_and_show(args, report, report_dir, out, clock, lambda: write_pages(report, report_dir),
-                    lambda: check_timings(clock, results, [r.reused for r in results], workers=workers))
+                    lambda: check_timings(clock, results, [r.reused for r in results], workers=workers,
+                                                  reruns=reruns))
     for entry_key, outcome in zip(entry_keys, check.outcomes):
         if outcome.explained is None:
             entry = next((e for e in report.results if e.kernel == outcome.result.kernel

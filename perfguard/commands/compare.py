@@ -17,6 +17,7 @@ from perfguard.report.terminal import console, print_table
 from perfguard.runs.report_build import build_report
 from perfguard.runs.revisions import Measurer, Project, load_side
 from perfguard.runs.two_revisions import judge_sides, plan, side_summary
+from perfguard.executors import add_executor_options, executor_choice
 from perfguard.sim.base import SIMULATOR_NAMES
 
 
@@ -30,6 +31,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--kernels", type=names, help="comma-separated kernel or [[model]] names (default: all, models included, on either side)")
     p.add_argument("--simulator", choices=SIMULATOR_NAMES, help="override the configs' simulator")
     p.add_argument("-j", "--jobs", type=int, help="parallel jobs per revision (default: one per 4 jobs to run, up to the CPU count)")
+    add_executor_options(p)
     p.add_argument("--threshold", type=float, help="regression threshold in percent (overrides the configs)")
     p.add_argument("--json", type=Path, help="also write the JSON report here")
     p.add_argument("--report-dir", type=Path, help="where reports go (default: the config's report_dir)")
@@ -59,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
         base = load_side(project, args.base, shas[args.base], base_tree)
         head = load_side(project, args.head, shas[args.head], head_tree)
         out.print(f"comparing {escape(head.label)} against {escape(base.label)}")
-        with Measurer(current.storage.cache_dir, args.simulator, args.jobs or current.jobs) as measurer:
+        with Measurer(current.storage.cache_dir, args.simulator, args.jobs or current.jobs, executor_choice(args)) as measurer:
             measurer.expand(base, args.targets)  # each revision's [[model]]s, extracted from its own sources
             measurer.expand(head, args.targets)
             base_pairs, head_pairs = plan(base, head, args.kernels, args.targets)

@@ -540,6 +540,15 @@ class JobTimings:
     total: Seconds
     stages: dict[str, Seconds] = field(default_factory=dict)
     reused: bool = absent_if(False)  # from a job record (nothing changed that it depends on): nothing ran
+    worker: str | None = absent_if(None)  # the Dask worker that ran it (none: this machine)
+
+
+@dataclass
+class WorkerCost:
+    """What one Dask worker spent on a check: the jobs it ran and their CPU seconds."""
+    worker: str
+    jobs: int
+    cpu_s: float
 
 
 @dataclass
@@ -551,6 +560,8 @@ class Timings:
     jobs: list[JobTimings] = absent_if([])
     workers: int = 0  # pool processes started (0: none, every job was reused or ran inline)
     reused: bool = absent_if(False)  # the whole check was reused from its record: nothing was judged or rendered
+    cluster: list[WorkerCost] = absent_if([])  # jobs run on Dask workers: each worker's share (CPU not in `total`)
+    reruns: list[str] = absent_if([])  # jobs Dask ran again after losing the worker running them
 
 
 @dataclass

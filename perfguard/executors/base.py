@@ -51,6 +51,11 @@ class Executor(abc.ABC):
     """Runs independent jobs; use as a context manager so that workers are started once."""
 
     name: str = ""
+    # whether a job may run where the project is not (another machine): pipeline.run_jobs then
+    # resolves the user's code here and ships the result (pipeline.ship)
+    ships_work: bool = False
+    reruns: list[str] = []  # jobs run again because a worker was lost (one line each)
+    usage: dict[str, dict[str, float]] = {}  # per remote worker: {"jobs", "cpu_s"} of the jobs it ran
 
     @property
     @abc.abstractmethod
@@ -65,6 +70,10 @@ class Executor(abc.ABC):
     def map(self, fn: Callable[[J], R], jobs: Sequence[J],
             on_result: Callable[[int, R], None] | None = None) -> list[R]:
         """fn over every job; on_result(i, result) as each finishes; results in job order."""
+
+    def admit(self, check: Callable[[Any], dict[str, str]], arg: Any) -> None:
+        """Refuse the workers on which check(arg) answers other than here (they would give other
+        statistics); nothing to do where every worker is this machine."""
 
     def describe(self) -> str:
         """One line for logs and reports: what ran the jobs."""

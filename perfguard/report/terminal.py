@@ -142,6 +142,13 @@ def print_timings(report: Report, out: Console, slowest: int = 5) -> None:
     else:
         out.print(f"{len(timings.jobs)} jobs: {len(timings.jobs) - reused} ran, {reused} reused from their records; "
                   f"{timings.workers} pool worker{'' if timings.workers == 1 else 's'}")
+    if timings.cluster:
+        used = sum(w.cpu_s for w in timings.cluster)
+        out.print(f"on Dask workers: {used:.2f} CPU s beside this process's {timings.total.cpu_s:.2f} ("
+                  + ", ".join(escape(f"{w.worker} {w.jobs} job{'' if w.jobs == 1 else 's'} {w.cpu_s:.2f} s")
+                              for w in timings.cluster) + ")")
+    for line in timings.reruns:
+        out.print(escape(f"run again: {line}"))
     ran = sorted((j for j in timings.jobs if not j.reused), key=lambda j: -j.total.cpu_s)[:slowest]
     if ran:
         out.print("most CPU: " + ", ".join(escape(f"{j.kernel}[{j.target}] {j.total.cpu_s:.2f} s") for j in ran))

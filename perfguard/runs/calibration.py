@@ -28,7 +28,7 @@ from perfguard.errors import InfraError, InputError
 from perfguard.executors import Executor, LocalExecutor, pool_size
 from perfguard.jsonfile import now_iso
 from perfguard.kernels import get_family
-from perfguard.pipeline import Job, JobResult, build_kernel, run_job
+from perfguard.pipeline import Job, JobResult, build_kernel, run_jobs
 from perfguard.predict.analytical import AnalyticalModel
 from perfguard.predict.dataset import Dataset, Row, dataset_path, load_dataset
 from perfguard.predict.evaluate import GroupMetrics, leave_one_group_out, metrics, summarize
@@ -138,7 +138,7 @@ def collect(config: Config, profile: TargetProfile, family_name: str, shapes: li
     sim, cache_dir = config.simulation, config.storage.cache_dir
     jobs = [Job(spec, profile, config.root, cache_dir, sim.simulator, sim.timeout, 1, 1) for _, spec in labelled]
     started = time.monotonic()
-    results = (executor or LocalExecutor(pool_size(workers or config.jobs, len(jobs)))).map(run_job, jobs, on_result)
+    results = run_jobs(executor or LocalExecutor(pool_size(workers or config.jobs, len(jobs))), jobs, on_result)
     simulate_s = time.monotonic() - started
     simulator = get_simulator(sim.simulator, cache_dir)
     dataset = Dataset(profile.name, family_name, sim.simulator, simulator.fingerprint(profile))
@@ -256,7 +256,7 @@ def resimulate(config: Config, profile: TargetProfile, dataset: Dataset, workers
     sim, cache_dir = config.simulation, config.storage.cache_dir
     jobs = [Job(KernelSpec(f"{dataset.family}-{i}", entry, dataset.family, row.params), profile, config.root,
                 cache_dir, sim.simulator, sim.timeout, 1, 1) for i, row in enumerate(dataset.rows)]
-    results = (executor or LocalExecutor(pool_size(workers or config.jobs, len(jobs)))).map(run_job, jobs, on_result)
+    results = run_jobs(executor or LocalExecutor(pool_size(workers or config.jobs, len(jobs))), jobs, on_result)
     simulator = get_simulator(sim.simulator, cache_dir)
     return merge_resimulated(dataset, results, simulator.fingerprint(profile))
 

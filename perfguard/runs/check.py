@@ -20,7 +20,7 @@ from perfguard.judge.attribution import attribute
 from perfguard.judge.model_totals import ModelKernelResult, kernel_rows, skipped_line, total
 from perfguard.judge.verdicts import Verdict, judge, toolchain_summary
 from perfguard.kernels.models import model_specs, skipped_calls
-from perfguard.pipeline import Job, JobResult, run_job
+from perfguard.pipeline import Job, JobResult, run_jobs
 from perfguard.predict.analytical import AnalyticalModel
 from perfguard.predict.base import Predictor
 from perfguard.predict.intervals import load_intervals
@@ -195,7 +195,7 @@ def measure(config: Config, jobs: list[Job], workers: int | None = None,
 
     if todo:
         pool = executor or LocalExecutor(pool_size(workers or config.jobs, len(todo)))
-        pool.map(run_job, [jobs[i] for i in todo], finished)
+        run_jobs(pool, [jobs[i] for i in todo], finished)
     return results  # type: ignore[return-value]
 
 

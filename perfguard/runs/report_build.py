@@ -16,7 +16,7 @@ from perfguard import __version__
 from perfguard.config import Config
 from perfguard.document.report import (Calibration, Interval, JobTimings, LimitBreach, Mismatch, Report, Result,
                                        Seconds, StatDelta, Summary, TargetSummary, Timings, ToolchainDifference,
-                                       ToolchainSummary)
+                                       ToolchainSummary, WorkerCost)
 from perfguard.document.verdicts import VERDICTS, summary_key
 from perfguard.jsonfile import now_iso
 from perfguard.judge.analysis import analyse, target_summary
@@ -129,12 +129,14 @@ def _seconds(span: Span) -> Seconds:
 
 
 def check_timings(clock: StageClock, results: list, reused: list[bool] | None = None, workers: int = 0,
-                  whole_check_reused: bool = False) -> Timings:
+                  whole_check_reused: bool = False, reruns: list[str] | None = None) -> Timings:
     """The check's Timings: its clock's stages, each job's (pipeline.JobResult.timings), their sums
-    per job stage, and "workers", what the job stage cost beyond the jobs it ran."""
+    per job stage, and "workers", what the job stage cost beyond the jobs it ran; for jobs that ran
+    on Dask workers, each worker's jobs and CPU (not this process's, so not in the total)."""
     reused = reused or [False] * len(results)
     stages = dict(clock.stages)
     jobs = []
+    cluster: dict[str, WorkerCost] = {}
     ran_cpu = 0.0
     for result, was_reused in zip(results, reused):
         job_stages = {name: result.timings[name] for name in JOB_STAGES if name in result.timings}
@@ -144,11 +146,17 @@ def check_timings(clock: StageClock, results: list, reused: list[bool] | None = 
         whole = Span() if was_reused else Span(max(0.0, result.seconds - imports.wall_s),
                                                 max(0.0, result.cpu_seconds - imports.cpu_s))
         ran_cpu += whole.cpu_s
+        worker = None if was_reused else getattr(result, "worker", None)
         jobs.append(JobTimings(result.kernel, result.target, _seconds(whole),
-                               {name: _seconds(span) for name, span in job_stages.items()}, reused=was_reused))
-    if "jobs" in stages and workers:  # the pool's own cost; its wall time is not apart from the jobs'
+                               {name: _seconds(span) for name, span in job_stages.items()}, reused=was_reused,
+                               worker=worker))
+        if worker:
+            cost = cluster.setdefault(worker, WorkerCost(worker, 0, 0.0))
+            cost.jobs, cost.cpu_s = cost.jobs + 1, round(cost.cpu_s + result.cpu_seconds, 3)
+    if "jobs" in stages and workers and not cluster:  # the pool's own cost; its wall time is not apart from the jobs'
         stages["workers"] = Span(0.0, max(0.0, stages["jobs"].cpu_s - ran_cpu))
     order = {name: i for i, name in enumerate(STAGE_NAMES)}
     return Timings(_seconds(clock.total()),
                    {name: _seconds(stages[name]) for name in sorted(stages, key=lambda n: order.get(n, len(order)))},
-                   jobs, workers, reused=whole_check_reused)
+                   jobs, workers, reused=whole_check_reused, cluster=[cluster[w] for w in sorted(cluster)],
+                   reruns=list(reruns or []))

@@ -30,6 +30,7 @@ from perfguard import user_code
 from perfguard.baselines.store import Baseline
 from perfguard.config import Config, KernelSpec, load_config
 from perfguard.errors import EXIT_INFRA, InfraError, InputError, PerfguardError
+from perfguard.executors import Executor, ExecutorChoice
 from perfguard.kernels.models import model_specs
 from perfguard.pipeline import JobResult
 from perfguard.runs.check import make_jobs, measure, recorded
@@ -163,8 +164,9 @@ class Measurer:
     previous revision's tree (and takes that tree off sys.path), so each revision runs its own
     kernel modules. Pool workers (-j > 1) are fresh processes per revision anyway."""
 
-    def __init__(self, cache_dir: Path, simulator: str | None, jobs: int | None):
-        self.cache_dir, self.simulator, self.jobs = cache_dir, simulator, jobs
+    def __init__(self, cache_dir: Path, simulator: str | None, jobs: int | None,
+                 executor: ExecutorChoice = ExecutorChoice()):
+        self.cache_dir, self.simulator, self.jobs, self.executor = cache_dir, simulator, jobs, executor
         self._proc: subprocess.Popen | None = None
         self._home = Path(tempfile.mkdtemp(prefix="perfguard-measure-"))
 
@@ -210,6 +212,7 @@ class Measurer:
             return
         wanted = {name for name, _ in pairs}
         answer = self._ask(side, {"pairs": pairs, "simulator": self.simulator, "jobs": self.jobs,
+                                  "executor": dataclasses.asdict(self.executor),
                                   "specs": [spec_to_dict(s) for s in side.model_specs if s.name in wanted]})
         for data in answer["results"]:
             result = result_from_dict(data)
@@ -254,6 +257,16 @@ def _model_specs(config: Config, targets: list[str]) -> list[KernelSpec]:
 def _serve() -> int:
     """Answer one JSON request per line of stdin with one JSON line on stdout."""
     answers, sys.stdout = sys.stdout, sys.stderr  # nothing a kernel or library prints can garble the answers
+    executors: dict[ExecutorChoice, Executor] = {}
+    try:
+        _answer_requests(answers, executors)
+    finally:
+        for executor in executors.values():
+            executor.close()
+    return 0
+
+
+def _answer_requests(answers, executors: dict) -> None:
     previous: Path | None = None
     for line in sys.stdin:
         request = json.loads(line)
@@ -272,7 +285,12 @@ def _serve() -> int:
                 jobs = make_jobs(config, pairs, request["simulator"])
                 # as `check`: a job whose inputs are as recorded is not run (no TVM, no pool), and
                 # measure sizes the pool to the jobs that are
-                results = measure(config, jobs, request["jobs"] or config.jobs, known=recorded(jobs))
+                known = recorded(jobs)
+                choice = ExecutorChoice(**request["executor"])
+                executor = None
+                if choice.name != "local" and any(r is None for r in known):  # the cluster, once per process
+                    executor = executors.get(choice) or executors.setdefault(choice, choice.make())
+                results = measure(config, jobs, request["jobs"] or config.jobs, executor=executor, known=known)
                 # to_record: the block profile travels too (compare's attribution, bisect's changed blocks)
                 answer = {"results": [dict(r.to_dict(), stats=None if r.stats is None else r.stats.to_record())
                                       for r in results]}

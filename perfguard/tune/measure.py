@@ -20,7 +20,7 @@ from perfguard.compile.inputs import decode_outputs
 from perfguard.config import Config, KernelSpec
 from perfguard.errors import EXIT_INFRA, InfraError, PerfguardError
 from perfguard.executors.base import Executor
-from perfguard.pipeline import Job, JobResult, build_kernel, check_built, run_job
+from perfguard.pipeline import Job, JobResult, build_kernel, check_built, run_jobs
 from perfguard.predict.select import predictor_for
 from perfguard.native import check_native, run_harness, time_native
 from perfguard.sim.stats import Stats
@@ -159,7 +159,7 @@ class Measurer:
     def _measure(self, specs: list[KernelSpec], trials: list[Trial]) -> list[Trial]:
         jobs = [self.job(spec) for spec in specs]
         if self.measure_kind == "sim":
-            results = self.executor.map(run_job, jobs)
+            results = run_jobs(self.executor, jobs)
             return [self.score(t, r) for t, r in zip(trials, results)]
         results = self.executor.map(native_check_job, jobs)
         return [self.time(t, r) for t, r in zip(trials, results)]

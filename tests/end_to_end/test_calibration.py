@@ -60,3 +60,19 @@ def test_collect_resimulate_train_check_and_drift(project, tmp_path, capsys):
     assert drift["reasons"][:len(reasons)] == reasons and drift["needs_retraining"] is bool(reasons)
     assert code == (1 if reasons else 0)
     assert drift["rows"] == 1 * 3  # a fresh variant of each of the three shapes
+
+
+@pytest.mark.slow
+def test_collect_that_keeps_nothing_fails_naming_why_and_writes_no_dataset(project, tmp_path, capsys):
+    config = project(TOML.replace("[perfguard]\n", "[perfguard]\njobs = 1\n", 1))
+    groups = tmp_path / "groups.json"
+    groups.write_text(json.dumps([{"M": 16, "N": 16, "K": 16}]))
+    # a spread no real timing stays under: every attempt is rejected as unsteady
+    code = main(["calibrate", "collect", "--config", str(config), "--target", "x86_64", "--family", "gemm",
+                 "--variants", "2", "--groups", str(groups), "--processes", "1", "--max-cv", "1e-9",
+                 "--max-neighbour-busy", "0"])
+    err = capsys.readouterr().err
+    assert code == 3
+    assert "calibrate collect kept no variant for gemm on x86_64: 2 native timings rejected as unsteady " \
+           "(spread over --max-cv 1e-09 %" in err
+    assert not dataset_path(config.parent / "baselines", "x86_64", "gemm").exists()
