@@ -13,12 +13,12 @@ such counts means nothing; 16 lines is well below every count the ratios judge h
 
     python benchmarks/crosscheck.py [--config perfguard.toml] [--kernels a,b] [--wide-l1d WAYS] [-j N]
 
-With --gem5: QEMU plugin vs gem5 AtomicSimpleCPU (the `gem5` column), on x86_64v1 and riscv64
-(the ISAs with a gem5 build: PERFGUARD_GEM5_X86 / _RISCV), every field both report, bounds
+With --gem5: QEMU plugin vs gem5 AtomicSimpleCPU (the `gem5` column), on x86_64v1, riscv64 and
+aarch64 (the ISAs with a gem5 build: PERFGUARD_GEM5_X86 / _RISCV / _ARM), every field both report, bounds
 GEM5_BOUNDS per kernel call with the same floor; the fields gem5 reports null are listed with
-the reason (perfguard.sim.gem5.NULL_FIELDS).
+the reason (perfguard.sim.gem5.NULL_FIELDS, and _X86 / _ARM for that ISA's).
 
-    python benchmarks/crosscheck.py --gem5 [--targets x86_64v1,riscv64] [--kernels a,b] [-j N]
+    python benchmarks/crosscheck.py --gem5 [--targets x86_64v1,riscv64,aarch64] [--kernels a,b] [-j N]
 """
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ def passed(pairs: list[tuple[JobResult, JobResult]]) -> bool:
 # covers the region boundaries: the plugin's region runs from the return of
 # perfguard_roi_begin to the call of perfguard_roi_end (one more call and return, a few
 # loop instructions), gem5's is the difference of a REPS=R and a REPS=0 run.
-GEM5_TARGETS = ("x86_64v1", "riscv64")
+GEM5_TARGETS = ("x86_64v1", "riscv64", "aarch64")
 GEM5_TIMEOUT = 7200.0  # seconds for both gem5 runs of one kernel
 GEM5_BOUNDS = {
     "insts": 0.0001, "loads": 0.02, "stores": 0.02,
@@ -145,9 +145,10 @@ def gem5_rows(qemu: Stats, gem5: Stats) -> list[Gem5Row]:
     return [Gem5Row(name, getattr(qemu, name), getattr(gem5, name), bound) for name, bound in GEM5_BOUNDS.items()]
 
 
-def gem5_markdown(pairs: list[tuple[JobResult, JobResult]]) -> str:
-    """One row per kernel and field: the plugin's count, gem5's, the difference."""
-    from perfguard.sim.gem5 import NULL_FIELDS, NULL_FIELDS_X86
+def gem5_markdown(pairs: list[tuple[JobResult, JobResult]], isa: str) -> str:
+    """One row per kernel and field: the plugin's count, gem5's, the difference; then the fields gem5
+    reports null on `isa`, each with its reason."""
+    from perfguard.sim.gem5 import NULL_FIELDS, NULL_FIELDS_ARM, NULL_FIELDS_X86
 
     lines = ["| kernel | field | QEMU | gem5 | diff | bound |", "| --- | --- | ---: | ---: | ---: | ---: |"]
     nulls: set[str] = set()
@@ -166,7 +167,7 @@ def gem5_markdown(pairs: list[tuple[JobResult, JobResult]]) -> str:
                 note = " FAIL" if not row.ok else " (floor)" if abs(rel) > row.bound else ""
                 diff = f"{row.gem5 - row.qemu:+d} ({_pct(rel)}){note}"
             lines.append(f"| {qemu.kernel} | {row.field} | {row.qemu} | {row.gem5} | {diff} | {100 * row.bound:g} % |")
-    reasons = {**NULL_FIELDS, **NULL_FIELDS_X86}
+    reasons = {**NULL_FIELDS, **{"x86_64": NULL_FIELDS_X86, "aarch64": NULL_FIELDS_ARM}.get(isa, {})}
     if nulls:
         lines.append("")
         lines.append("gem5 reports null (not compared): " + "; ".join(
@@ -193,7 +194,7 @@ def main_gem5(config, specs: list[KernelSpec], targets: list[str], cache_dir: Pa
         print(f"{name}: {geometry(profile)}, {profile.l1d.line} B lines; per kernel call, REPS={sim.reps} "
               f"WARMUP={sim.warmup}; bounds with an absolute floor of {FLOOR}; "
               f"{time.monotonic() - start:.0f} s.\n")
-        print(gem5_markdown(pairs) + "\n")
+        print(gem5_markdown(pairs, profile.isa) + "\n")
         ok = ok and gem5_passed(pairs)
     return 0 if ok else 1
 

@@ -12,8 +12,10 @@ from perfguard.sim.gem5.mapping import (
     FP_ARITH_CLASSES,
     MAPPING_VERSION,
     NULL_FIELDS,
+    NULL_FIELDS_ARM,
     NULL_FIELDS_X86,
     fp_arith_insts,
+    mapping_version,
     gem5_stat_sources,
     reported_stats,
     stats_from_file,
@@ -26,8 +28,9 @@ from perfguard.sim.gem5.verify import verify_config
 
 __all__ = [
     "BEGIN_MARK", "END_MARK", "ENV_ALL", "ENV_BY_ISA", "FP_ARITH_CLASSES", "MAPPING_VERSION", "NULL_FIELDS",
-    "NULL_FIELDS_X86", "OLDEST_GEM5", "CacheInfo", "CpuInfo", "Dump", "Gem5Config", "Gem5Simulator", "Number",
-    "config_from_sections", "cpu_model", "find_gem5", "fp_arith_insts", "gem5_hint", "gem5_stat_sources",
+    "NULL_FIELDS_ARM", "NULL_FIELDS_X86", "OLDEST_GEM5", "CacheInfo", "CpuInfo", "Dump", "Gem5Config",
+    "Gem5Simulator", "Number", "config_from_sections", "cpu_model", "find_gem5", "fp_arith_insts", "gem5_hint",
+    "gem5_stat_sources", "mapping_version",
     "parse_stats", "read_config", "reported_stats", "stats_from_file", "stats_from_gem5", "subtract_stats",
     "verify_config",
 ]

@@ -20,8 +20,8 @@ from perfguard.sim.base import SimResult, Simulator
 from perfguard.sim.gem5.config_ini import read_config
 from perfguard.sim.gem5.locate import ENV_BY_ISA, gem5_candidates, gem5_hint, usable_binary
 from perfguard.sim.gem5.mapping import (
-    MAPPING_VERSION,
     fp_arith_insts,
+    mapping_version,
     reported_stats,
     stats_from_gem5,
     subtract_stats,
@@ -172,7 +172,7 @@ class Gem5Simulator(Simulator):
                 "gem5_sha256": _binary_hashes[key],
                 "config_sha256": hashlib.sha256(script.encode()).hexdigest(),
                 "cpu_type": self.cpu_type,
-                "mapping": MAPPING_VERSION,
+                "mapping": mapping_version(target.isa),
                 "roi": ROI_METHOD,
             },
             sort_keys=True,
