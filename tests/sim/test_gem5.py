@@ -1045,6 +1045,11 @@ def test_gem5_counts_arm_memory_micro_ops_so_they_are_not_reported(fixtures):
     assert (arm.insts, arm.fp_insts, arm.l1d_misses, arm.l2_accesses) == \
         (kernel.insts, kernel.fp_insts, kernel.l1d_misses, kernel.l2_accesses) and arm.l1d_misses > 0
     assert reported_stats(kernel, "riscv64").loads == kernel.loads > 0
+    # dc zva's whole-line writes: the L2 sees InvalidateReqs, outside its overall counts (an Arm FS run's)
+    from perfguard.sim.gem5 import whole_line_writes
+
+    dump = dumps_of(fixtures, "arm64-atomic-fs-camel-4cpu-caches")[-1]
+    assert whole_line_writes(dump) == (430095, 332133) and whole_line_writes({"system.cpu.numCycles": 5}) == (0, 0)
     from perfguard.sim.gem5 import MAPPING_VERSION, mapping_version
 
     assert mapping_version("aarch64") == MAPPING_VERSION + 1 and mapping_version("x86_64") == MAPPING_VERSION

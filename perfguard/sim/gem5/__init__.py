@@ -21,6 +21,7 @@ from perfguard.sim.gem5.mapping import (
     stats_from_file,
     stats_from_gem5,
     subtract_stats,
+    whole_line_writes,
 )
 from perfguard.sim.gem5.simulator import OLDEST_GEM5, Gem5Simulator
 from perfguard.sim.gem5.stats_txt import BEGIN_MARK, END_MARK, Dump, Number, parse_stats
@@ -32,5 +33,5 @@ __all__ = [
     "Gem5Simulator", "Number", "config_from_sections", "cpu_model", "find_gem5", "fp_arith_insts", "gem5_hint",
     "gem5_stat_sources", "mapping_version",
     "parse_stats", "read_config", "reported_stats", "stats_from_file", "stats_from_gem5", "subtract_stats",
-    "verify_config",
+    "verify_config", "whole_line_writes",
 ]

@@ -25,6 +25,7 @@ from perfguard.sim.gem5.mapping import (
     reported_stats,
     stats_from_gem5,
     subtract_stats,
+    whole_line_writes,
 )
 from perfguard.sim.gem5.se_config import (
     CPU_TYPES,
@@ -267,6 +268,10 @@ class Gem5Simulator(Simulator):
         except InputError as exc:
             raise InfraError(f"{stats_path}: {exc.message}") from None
         stats = dataclasses.replace(stats, fp_insts=fp_arith_insts(dumps[-1]))
+        if target.isa == "aarch64" and stats.l2_accesses is not None:  # dc zva: an L2 access to the plugin
+            accesses, misses = whole_line_writes(dumps[-1])
+            stats = dataclasses.replace(stats, l2_accesses=stats.l2_accesses + accesses,
+                                        l2_misses=(stats.l2_misses or 0) + misses)
         if stats.insts is None:
             raise InfraError(f"{stats_path}: no instruction count in the statistics")
         try:
