@@ -946,8 +946,9 @@ def test_real_gem5_agrees_with_the_qemu_plugin(target_name, cache_dir):
             assert {"loads", "stores", "fp_insts", "l1d_accesses"} <= compared, table
             assert gem5.stats.fp_insts >= qemu.flops // 2  # one fused multiply-add per two flops, by op class
     big = pairs[0][1].stats
-    assert big.insts * GEM5_BOUNDS["insts"] > FLOOR and big.l1d_misses * GEM5_BOUNDS["l1d_misses"] > FLOOR \
-        and big.l2_accesses * GEM5_BOUNDS["l2_accesses"] > FLOOR, table
+    # (instructions are asserted equal above: on aarch64, 90 thousand, their 0.01 % is within the floor)
+    assert big.l1d_misses * GEM5_BOUNDS["l1d_misses"] > FLOOR and big.l2_accesses * GEM5_BOUNDS["l2_accesses"] > FLOOR, \
+        table
 
 
 SSE41_C = r"""
