@@ -922,18 +922,23 @@ def test_real_gem5_agrees_with_the_qemu_plugin(target_name, cache_dir):
     from tests.conftest import REPO
 
     target = _real_gem5(target_name, BUILTIN[target_name].qemu)
+    if target.isa == "aarch64":  # the same L1s with page-sized ways (its own are 16 KiB), so that their misses are judged
+        target = dataclasses.replace(target, name="aarch64-l1w4k", l1i=CacheLevel(49152, 12, 64),
+                                     l1d=CacheLevel(32768, 8, 64))
     specs = [KernelSpec(name, entry, family, params) for name, entry, family, params in AGREEMENT_KERNELS]
     pairs = run_pairs(specs, REPO, cache_dir, target, workers=1, other="gem5")
-    table = gem5_markdown(pairs, target.isa)
+    table = gem5_markdown(pairs, target)
     for qemu, gem5 in pairs:
         assert qemu.ok and gem5.ok, table
         assert gem5.simulator == "gem5" and gem5.max_error is not None  # gem5 computed the right outputs
-        rows = gem5_rows(qemu.stats, gem5.stats)
+        rows = gem5_rows(qemu.stats, gem5.stats, target)
         assert all(row.ok for row in rows), table
         assert qemu.stats.insts == gem5.stats.insts, table  # the marginal region: exact (issue 26 item 5)
         compared = {row.field for row in rows if row.compared}
         assert {"insts", "branches", "cond_branches", "indirect_branches", "calls", "returns", "l1i_misses",
-                "l1d_misses", "l2_accesses", "l2_misses", "l2_writebacks"} <= compared, table
+                "l1d_misses", "l2_accesses"} <= compared, table
+        # the L2's ways (64 KiB and more) span pages: gem5 indexes physical addresses, the plugin virtual ones
+        assert {row.field for row in rows if row.unjudged} == {"l2_misses", "l2_writebacks"}, table
         assert gem5.stats.l1i_accesses is None and gem5.stats.l1d_writebacks is None
         if target.isa == "x86_64":  # micro-op counts and split accesses: not reported
             assert gem5.stats.loads is None and gem5.stats.stores is None and gem5.stats.fp_insts is None
