@@ -136,7 +136,8 @@ def main(argv: list[str] | None = None) -> int:
     print("\ncost: " + "; ".join(cost_lines(runs)))
     print(f"gem5 child CPU seconds of this invocation: {cpu_s:.0f}")
     for model, failed in errors.items():
-        print(f"\n{model} could not score {len(failed)} pairs; first: `{next(iter(failed))}`: {next(iter(failed.values()))}")
+        first = next(iter(failed))
+        print(f"\n{model} could not score {len(failed)} pairs; first: `{first}`: {failed[first]}")
     if args.json:
         args.json.write_text(json.dumps({
             "profile": profile.name, "pairs": [p.name for p in covered],
