@@ -37,6 +37,8 @@ def project(root: Path, cache: Path, targets: list[str]) -> Path:
     text = text.replace("[perfguard]\n", f'[perfguard]\ncache_dir = "{cache}"\n', 1)
     root.mkdir(parents=True, exist_ok=True)
     (root / "perfguard.toml").write_text(text)
+    if not (root / "examples").exists():  # the [[model]] sources are paths relative to the project
+        (root / "examples").symlink_to(REPO / "examples")
     return root / "perfguard.toml"
 
 
@@ -45,6 +47,7 @@ def simulated_insts(cache: Path) -> dict[tuple[int, int], int]:
     found = {}
     for path in (cache / "sims").rglob("*.json"):
         record = json.loads(path.read_text())
+        record = record.get("payload", record)  # sealed records (perfguard.sealed) hold it under "payload"
         stats, total = record.get("stats", {}), record.get("total_insts")
         if stats.get("insts") and total:
             found[stats["insts"]] = total

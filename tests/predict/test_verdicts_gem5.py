@@ -138,3 +138,23 @@ def test_tracking_error_is_the_median_log_ratio_of_the_scored_pairs():
     predicted = {"a": 0.1, "b": 1.0, "c": -0.75, "d": None}
     # |ln 1.1|, 0, |ln(0.25 / 0.5)|: median ln 1.1; "d" is unscored
     assert vd.tracking_error(native, predicted) == pytest.approx(np.log(1.1))
+
+
+def test_a_gem5_core_takes_the_place_of_native_time_on_aarch64():
+    """benchmarks/verdicts_gem5.py: every other column is scored against the chosen core's deltas
+    (the truth column itself is not scored), and the stored aarch64 cycles are those of the table in
+    benchmarks/RESULTS.md."""
+    from benchmarks.verdicts_gem5 import score_against
+    from tests.conftest import REPO
+
+    deltas = {"pipeline": {"a": 0.03, "b": 0.10, "c": 0.30, "d": None},
+              "gem5-o3": {"a": 0.50, "b": 0.00, "c": 0.20, "d": 0.40},
+              "gem5-minor": {"a": 0.45, "b": 0.01, "c": 0.15, "d": 0.30}}
+    scores = score_against("gem5-o3", deltas)
+    assert set(scores) == {"pipeline", "gem5-minor"}
+    assert (scores["pipeline"].n, scores["pipeline"].missed, scores["pipeline"].false_alarms) == (3, ["a"], ["b"])
+    assert scores["gem5-minor"].n == 4 and scores["gem5-minor"].spearman == pytest.approx(1.0)
+    data = json.loads((REPO / "benchmarks" / "verdicts-gem5-aarch64.json").read_text())
+    runs = {(r["cpu_type"], r["kernel"]): r for r in data["runs"].values()}
+    before, after = (runs[("o3", f"gemm/160x96x128/unroll:0->64#{side}")] for side in ("before", "after"))
+    assert (before["cycles"], after["cycles"]) == (437158, 439583)  # +0.6 % in the table

@@ -870,9 +870,9 @@ def _real_gem5(target_name: str, *tools: str):
 
 
 @pytest.mark.slow  # a real gem5 run: the quick pass keeps test_real_gem5_wrong_isa_binary
-# riscv64's gem5 runs for real in the agreement test below, and how REPS scales the counts does not
-# depend on the ISA; aarch64 (no agreement test) where an ARM build is configured
-@pytest.mark.parametrize("target_name", ["x86_64v1", "aarch64"])
+# riscv64's and aarch64's gem5 run for real in the agreement test below, and how REPS scales the counts
+# does not depend on the ISA
+@pytest.mark.parametrize("target_name", ["x86_64v1"])
 def test_real_gem5(target_name, tmp_path):
     target = _real_gem5(target_name)
     source = tmp_path / "harness.c"
@@ -915,35 +915,45 @@ AGREEMENT_KERNELS = [
 
 
 @pytest.mark.slow  # a real gem5 run: the quick pass keeps test_real_gem5_wrong_isa_binary
-@pytest.mark.parametrize("target_name", ["x86_64v1", "riscv64"])
+@pytest.mark.parametrize("target_name", ["x86_64v1", "riscv64", "aarch64"])
 def test_real_gem5_agrees_with_the_qemu_plugin(target_name, cache_dir):
     from benchmarks.crosscheck import FLOOR, GEM5_BOUNDS, gem5_markdown, gem5_rows, run_pairs
     from perfguard.config import KernelSpec
     from tests.conftest import REPO
 
     target = _real_gem5(target_name, BUILTIN[target_name].qemu)
+    if target.isa == "aarch64":  # the same L1s with page-sized ways (its own: 16 KiB), so that their misses are judged
+        target = dataclasses.replace(target, name="aarch64-l1w4k", l1i=CacheLevel(49152, 12, 64),
+                                     l1d=CacheLevel(32768, 8, 64))
     specs = [KernelSpec(name, entry, family, params) for name, entry, family, params in AGREEMENT_KERNELS]
     pairs = run_pairs(specs, REPO, cache_dir, target, workers=1, other="gem5")
-    table = gem5_markdown(pairs)
+    table = gem5_markdown(pairs, target)
     for qemu, gem5 in pairs:
         assert qemu.ok and gem5.ok, table
         assert gem5.simulator == "gem5" and gem5.max_error is not None  # gem5 computed the right outputs
-        rows = gem5_rows(qemu.stats, gem5.stats)
+        rows = gem5_rows(qemu.stats, gem5.stats, target)
         assert all(row.ok for row in rows), table
         assert qemu.stats.insts == gem5.stats.insts, table  # the marginal region: exact (issue 26 item 5)
         compared = {row.field for row in rows if row.compared}
         assert {"insts", "branches", "cond_branches", "indirect_branches", "calls", "returns", "l1i_misses",
-                "l1d_misses", "l2_accesses", "l2_misses", "l2_writebacks"} <= compared, table
+                "l1d_misses", "l2_accesses"} <= compared, table
+        # the L2's ways (64 KiB and more) span pages: gem5 indexes physical addresses, the plugin virtual ones
+        assert {row.field for row in rows if row.unjudged} == {"l2_misses", "l2_writebacks"}, table
         assert gem5.stats.l1i_accesses is None and gem5.stats.l1d_writebacks is None
         if target.isa == "x86_64":  # micro-op counts and split accesses: not reported
             assert gem5.stats.loads is None and gem5.stats.stores is None and gem5.stats.fp_insts is None
             assert gem5.stats.l1d_accesses is None
+        elif target.isa == "aarch64":  # memory micro-ops (ldp q: 2 loads, str q: 2 stores): not reported
+            assert gem5.stats.loads is None and gem5.stats.stores is None and gem5.stats.l1d_accesses is None
+            assert "fp_insts" in compared and qemu.stats.vec_fp_insts > 0, table  # NEON fmla: vector, not scalar fp
+            assert qemu.stats.loads > 10000 and qemu.stats.l1d_misses > 1000, table
         else:
             assert {"loads", "stores", "fp_insts", "l1d_accesses"} <= compared, table
             assert gem5.stats.fp_insts >= qemu.flops // 2  # one fused multiply-add per two flops, by op class
     big = pairs[0][1].stats
-    assert big.insts * GEM5_BOUNDS["insts"] > FLOOR and big.l1d_misses * GEM5_BOUNDS["l1d_misses"] > FLOOR \
-        and big.l2_accesses * GEM5_BOUNDS["l2_accesses"] > FLOOR, table
+    # (instructions are asserted equal above: on aarch64, 90 thousand, their 0.01 % is within the floor)
+    assert big.l1d_misses * GEM5_BOUNDS["l1d_misses"] > FLOOR, table
+    assert big.l2_accesses * GEM5_BOUNDS["l2_accesses"] > FLOOR, table
 
 
 SSE41_C = r"""
@@ -1000,6 +1010,55 @@ def test_avx_code_is_an_input_error_before_gem5_runs(no_gem5_env, tmp_path):
     for name in ("x86_64v1", "aarch64", "riscv64", "riscv64v"):  # their code decodes: only gem5 is missing
         with pytest.raises(InfraError, match="not found"):
             sim.check_available(BUILTIN[name])
+
+
+def test_fp16_code_is_an_input_error_before_gem5_runs(no_gem5_env, tmp_path):
+    """gem5 24's AArch64 decoder has no FP16 arithmetic (it panics on fmla v.8h): aarch64dot, which
+    enables it, is refused before anything runs, naming the instruction and the profile that avoids it."""
+    sim = Gem5Simulator(tmp_path / "cache")
+    message = (r"target 'aarch64dot': gem5 24 decodes no Armv8.2 FP16 arithmetic \(fadd h, fmla v.8h, fmul v.4h, "
+               r"fmov v.8h #imm: unknown instruction\), and tvm_target mattr '\+fullfp16' may emit it; use the "
+               r"'aarch64' profile")
+    with pytest.raises(InputError, match=message) as info:
+        sim.check_available(BUILTIN["aarch64dot"])
+    assert info.value.exit_code == EXIT_USAGE and "\n" not in str(info.value)
+    with pytest.raises(InputError, match=message):
+        sim.run(tmp_path / "no-harness", BUILTIN["aarch64dot"], ["1", "1"], timeout=10)
+    assert not (tmp_path / "cache").exists()  # nothing ran
+    a72, a76 = BUILTIN["aarch64"], BUILTIN["aarch64dot"]
+    for changes, what in (({"tvm_target": {**a72.tvm_target, "mcpu": "cortex-a76"}}, "tvm_target mcpu 'cortex-a76'"),
+                          ({"tvm_target": {**a72.tvm_target, "mattr": ["+neon", "+fullfp16"]}},
+                           "tvm_target mattr '\\+fullfp16'"),
+                          ({"cflags": ("-O2", "-march=armv8.2-a+fp16")}, "cflags '-march=armv8.2-a\\+fp16'"),
+                          ({"cflags": ("-O2", "-mcpu=neoverse-n1")}, "cflags '-mcpu=neoverse-n1'")):
+        with pytest.raises(InputError, match=what):
+            sim.check_available(dataclasses.replace(a72, name="mine", **changes))
+    # dot product without FP16 decodes (sdot/udot run on gem5 24): only gem5 is missing
+    no_fp16 = dataclasses.replace(a76, name="mine", tvm_target={**a76.tvm_target,
+                                                                "mattr": ["+neon", "+dotprod", "-fullfp16"]})
+    for target in (no_fp16, dataclasses.replace(a72, cflags=("-O2", "-march=armv8-a+simd"))):
+        with pytest.raises(InfraError, match="not found"):
+            sim.check_available(target)
+
+
+def test_gem5_counts_arm_memory_micro_ops_so_they_are_not_reported(fixtures):
+    """On aarch64 gem5's loads, stores and L1D accesses are micro-op counts (ldp q: two loads, str q:
+    two stores): reported null there; instructions, branches, fp and cache misses stay."""
+    kernel = subtract_stats(stats_of(fixtures, "riscv-atomic-se-v24-tvm-gemm-3rep"),
+                            stats_of(fixtures, "riscv-atomic-se-v24-tvm-gemm-1rep"))
+    arm = reported_stats(kernel, "aarch64")
+    assert arm.loads is None and arm.stores is None and arm.l1d_accesses is None and arm.l1d_writebacks is None
+    assert (arm.insts, arm.fp_insts, arm.l1d_misses, arm.l2_accesses) == \
+        (kernel.insts, kernel.fp_insts, kernel.l1d_misses, kernel.l2_accesses) and arm.l1d_misses > 0
+    assert reported_stats(kernel, "riscv64").loads == kernel.loads > 0
+    # dc zva's whole-line writes: the L2 sees InvalidateReqs, outside its overall counts (an Arm FS run's)
+    from perfguard.sim.gem5 import whole_line_writes
+
+    dump = dumps_of(fixtures, "arm64-atomic-fs-camel-4cpu-caches")[-1]
+    assert whole_line_writes(dump) == (430095, 332133) and whole_line_writes({"system.cpu.numCycles": 5}) == (0, 0)
+    from perfguard.sim.gem5 import MAPPING_VERSION, mapping_version
+
+    assert mapping_version("aarch64") == MAPPING_VERSION + 1 and mapping_version("x86_64") == MAPPING_VERSION
 
 
 def test_check_with_gem5_on_an_avx_profile_exits_2(project, no_gem5_env, capsys):

@@ -12,13 +12,16 @@ from perfguard.sim.gem5.mapping import (
     FP_ARITH_CLASSES,
     MAPPING_VERSION,
     NULL_FIELDS,
+    NULL_FIELDS_ARM,
     NULL_FIELDS_X86,
     fp_arith_insts,
+    mapping_version,
     gem5_stat_sources,
     reported_stats,
     stats_from_file,
     stats_from_gem5,
     subtract_stats,
+    whole_line_writes,
 )
 from perfguard.sim.gem5.simulator import OLDEST_GEM5, Gem5Simulator
 from perfguard.sim.gem5.stats_txt import BEGIN_MARK, END_MARK, Dump, Number, parse_stats
@@ -26,8 +29,9 @@ from perfguard.sim.gem5.verify import verify_config
 
 __all__ = [
     "BEGIN_MARK", "END_MARK", "ENV_ALL", "ENV_BY_ISA", "FP_ARITH_CLASSES", "MAPPING_VERSION", "NULL_FIELDS",
-    "NULL_FIELDS_X86", "OLDEST_GEM5", "CacheInfo", "CpuInfo", "Dump", "Gem5Config", "Gem5Simulator", "Number",
-    "config_from_sections", "cpu_model", "find_gem5", "fp_arith_insts", "gem5_hint", "gem5_stat_sources",
+    "NULL_FIELDS_ARM", "NULL_FIELDS_X86", "OLDEST_GEM5", "CacheInfo", "CpuInfo", "Dump", "Gem5Config",
+    "Gem5Simulator", "Number", "config_from_sections", "cpu_model", "find_gem5", "fp_arith_insts", "gem5_hint",
+    "gem5_stat_sources", "mapping_version",
     "parse_stats", "read_config", "reported_stats", "stats_from_file", "stats_from_gem5", "subtract_stats",
-    "verify_config",
+    "verify_config", "whole_line_writes",
 ]

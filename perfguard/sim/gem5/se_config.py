@@ -80,9 +80,50 @@ def _unsafe_source(target: TargetProfile) -> str | None:
     return None
 
 
+# Arm CPUs (LLVM -mcpu, gcc -mcpu/-march names) without FEAT_FP16 half-precision arithmetic, which
+# gem5 24's AArch64 decoder lacks: it panics "Attempted to execute unknown instruction" on fadd h0,
+# fmul v.4h, fmla v.8h and fmov v.8h #imm (checked one at a time; sdot/udot, fcvt and fcvtl to and
+# from half precision run). Any other CPU (Cortex-A55/A75/A76 and later, Neoverse) has FP16 and LLVM
+# emits it for float16 kernels unless `-fullfp16` is in mattr.
+GEM5_ARM_CPUS = frozenset({"generic", "cortex-a35", "cortex-a53", "cortex-a57", "cortex-a72", "cortex-a73",
+                           "thunderx", "thunderx2t99", "xgene1", "kryo", "exynos-m3"})
+_ARM_FP16_FEATURES = ("fullfp16", "fp16fml")
+GEM5_ARM_PROFILE = "aarch64"
+
+
+def _unsafe_arm_source(target: TargetProfile) -> str | None:
+    """What in an aarch64 profile lets its code use FP16 arithmetic, or None."""
+    mattr = [str(a) for a in target.tvm_target.get("mattr", []) or []]
+    disabled = any(a in ("-fullfp16", "-fp16") for a in mattr)
+    for attr in mattr:
+        if attr.startswith("+") and attr[1:] in _ARM_FP16_FEATURES and not disabled:
+            return f"tvm_target mattr '{attr}'"
+    mcpu = str(target.tvm_target.get("mcpu", "generic"))
+    if mcpu not in GEM5_ARM_CPUS and not disabled:
+        return f"tvm_target mcpu '{mcpu}'"
+    for flag in target.cflags:
+        if flag.startswith(("-march=", "-mcpu=")) and ("fp16" in flag.split("=", 1)[1].split("+")[1:]
+                                                       or "fp16fml" in flag):
+            return f"cflags '{flag}'"
+        if flag.startswith("-mcpu=") and flag.split("=", 1)[1].split("+")[0] not in GEM5_ARM_CPUS:
+            return f"cflags '{flag}'"
+    return None
+
+
 def check_decodable(target: TargetProfile) -> None:
     """InputError, before anything is built or simulated, when gem5 cannot run the code the
-    profile produces (on x86: AVX and later, which it cannot decode, and SSE4.1, which it runs wrong)."""
+    profile produces (on x86: AVX and later, which it cannot decode, and SSE4.1, which it runs wrong;
+    on aarch64: FP16 half-precision arithmetic, which it cannot decode)."""
+    if target.isa == "aarch64":
+        source = _unsafe_arm_source(target)
+        if source is not None:
+            raise InputError(
+                f"target '{target.name}': gem5 24 decodes no Armv8.2 FP16 arithmetic (fadd h, fmla v.8h, fmul "
+                f"v.4h, fmov v.8h #imm: unknown instruction), and {source} may emit it; use the "
+                f"'{GEM5_ARM_PROFILE}' profile (Cortex-A72, no FP16), or keep sdot/udot with mattr "
+                f"[\"+neon\", \"+dotprod\", \"-fullfp16\"] on base = \"aarch64dot\""
+            )
+        return
     if target.isa != "x86_64":
         return
     source = _unsafe_source(target)

@@ -20,11 +20,12 @@ from perfguard.sim.base import SimResult, Simulator
 from perfguard.sim.gem5.config_ini import read_config
 from perfguard.sim.gem5.locate import ENV_BY_ISA, gem5_candidates, gem5_hint, usable_binary
 from perfguard.sim.gem5.mapping import (
-    MAPPING_VERSION,
     fp_arith_insts,
+    mapping_version,
     reported_stats,
     stats_from_gem5,
     subtract_stats,
+    whole_line_writes,
 )
 from perfguard.sim.gem5.se_config import (
     CPU_TYPES,
@@ -172,7 +173,7 @@ class Gem5Simulator(Simulator):
                 "gem5_sha256": _binary_hashes[key],
                 "config_sha256": hashlib.sha256(script.encode()).hexdigest(),
                 "cpu_type": self.cpu_type,
-                "mapping": MAPPING_VERSION,
+                "mapping": mapping_version(target.isa),
                 "roi": ROI_METHOD,
             },
             sort_keys=True,
@@ -267,6 +268,10 @@ class Gem5Simulator(Simulator):
         except InputError as exc:
             raise InfraError(f"{stats_path}: {exc.message}") from None
         stats = dataclasses.replace(stats, fp_insts=fp_arith_insts(dumps[-1]))
+        if target.isa == "aarch64" and stats.l2_accesses is not None:  # dc zva: an L2 access to the plugin
+            accesses, misses = whole_line_writes(dumps[-1])
+            stats = dataclasses.replace(stats, l2_accesses=stats.l2_accesses + accesses,
+                                        l2_misses=(stats.l2_misses or 0) + misses)
         if stats.insts is None:
             raise InfraError(f"{stats_path}: no instruction count in the statistics")
         try:
