@@ -21,7 +21,7 @@ from perfguard.compile.cache import BuildCache, digest, file_digest
 from perfguard.compile.harness import HARNESS_VERSION, render_harness, template_digest
 from perfguard.compile.inputs import decode_outputs
 from perfguard.compile.loops import ensure_loops
-from perfguard.compile.lower import LoweredKernel, build_object, inspect_module, inspect_text
+from perfguard.compile.lower import LoweredKernel, build_object, inspect_module, inspect_text, with_inputs
 from perfguard.compile.toolchain import (
     cc_version, check_tensor_types, find_cc, libc_version, link_harness, llvm_version,
 )
@@ -165,7 +165,8 @@ def resolve_kernel(spec: KernelSpec, root: Path, where: str,
     except Exception as exc:
         raise InputError(f"{where}: entry '{spec.entry}' raised {type(exc).__name__}: {exc}".splitlines()[0]) from None
     outputs = spec.outputs or (family.num_outputs if family is not None else 1)
-    return inspect_module(mod, outputs, where), params, (family if family is not None and entry is family.entry else None)
+    lowered = with_inputs(inspect_module(mod, outputs, where), spec.inputs, where)
+    return lowered, params, (family if family is not None and entry is family.entry else None)
 
 
 def _parse_ir(text: str, where: str):
@@ -283,7 +284,8 @@ def kernel_flops(spec: KernelSpec, root: Path, where: str) -> int:
 
 def _layout(lowered: LoweredKernel) -> str:
     """The tensors as the harness sees them: `outputs` decides which ones it prints."""
-    return json.dumps([[t.name, list(t.shape), t.dtype, t.output] for t in lowered.tensors])
+    return json.dumps([[t.name, list(t.shape), t.dtype, t.output, *([list(t.fill)] if t.fill is not None else [])]
+                       for t in lowered.tensors])
 
 
 def _run(job: Job, result: JobResult) -> None:
