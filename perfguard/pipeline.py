@@ -163,10 +163,18 @@ def resolve_kernel(spec: KernelSpec, root: Path, where: str,
     except InputError as exc:
         raise InputError(f"{where}: {exc.message}") from None
     except Exception as exc:
-        raise InputError(f"{where}: entry '{spec.entry}' raised {type(exc).__name__}: {exc}".splitlines()[0]) from None
+        raise InputError(f"{where}: entry '{spec.entry}' raised {type(exc).__name__}: {_first_lines(exc)}") from None
     outputs = spec.outputs or (family.num_outputs if family is not None else 1)
     lowered = with_inputs(inspect_module(mod, outputs, where), spec.inputs, where)
     return lowered, params, (family if family is not None and entry is family.entry else None)
+
+
+def _first_lines(exc: Exception) -> str:
+    """An exception's first line, and a TVM ScheduleError's "Error message:" line (the first says
+    only which primitive failed: "An error occurred in the schedule primitive 'rfactor'.")."""
+    lines = str(exc).splitlines() or [""]
+    said = next((line.strip() for line in lines[1:] if line.startswith("Error message:")), None)
+    return lines[0] + (f" {said[:300]}" if said else "")
 
 
 def _parse_ir(text: str, where: str):
