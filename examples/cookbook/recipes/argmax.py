@@ -4,7 +4,7 @@ two by rfactor: index[i], value[i] = argmax(A[i, :]), max(A[i, :])."""
 import numpy as np
 
 
-def argmax(R=16, N=256, split=8):
+def argmax(R=16, N=256, split=8, order="ik"):
     import tvm
     import tvm.s_tir
     import tvm.tirx  # TVM 0.27: expression helpers (Select, floormod, const) are tvm.tirx, not tvm.tir
@@ -26,7 +26,10 @@ def argmax(R=16, N=256, split=8):
     _, kk = sch.get_loops(block)
     if split > 1:
         _, inner = sch.split(kk, [split, None])  # `split` partial results per row, combined after
-        sch.rfactor(inner, 0)
+        rf = sch.rfactor(inner, 0)  # the partial results' block, "best_rf": loops i, k_0, k_1
+        if order == "ki":  # each partial result's loop outside the row's chunks
+            _, k_0, k_1 = sch.get_loops(rf)
+            sch.reorder(k_1, k_0)
     return sch.mod
 
 
