@@ -169,12 +169,23 @@ def resolve_kernel(spec: KernelSpec, root: Path, where: str,
     return lowered, params, (family if family is not None and entry is family.entry else None)
 
 
+# What TVM 0.27 renamed, by the error a name of an older TVM gives (docs/kernels.md, "TVM 0.27:
+# errors of common mistakes")
+_RENAMED = {
+    "module 'tvm' has no attribute 'tir'": "TVM 0.27 has no tvm.tir: expression helpers (Select, floormod, const) "
+                                           "are tvm.tirx, schedules tvm.s_tir.Schedule",
+    "'Schedule' object has no attribute 'get_block'": "TVM 0.27 finds blocks with sch.get_sblock",
+}
+
+
 def _first_lines(exc: Exception) -> str:
     """An exception's first line, and a TVM ScheduleError's "Error message:" line (the first says
-    only which primitive failed: "An error occurred in the schedule primitive 'rfactor'.")."""
+    only which primitive failed: "An error occurred in the schedule primitive 'rfactor'."), or
+    what TVM 0.27 calls a name of an older TVM."""
     lines = str(exc).splitlines() or [""]
     said = next((line.strip() for line in lines[1:] if line.startswith("Error message:")), None)
-    return lines[0] + (f" {said[:300]}" if said else "")
+    renamed = next((f" ({hint})" for error, hint in _RENAMED.items() if error in lines[0]), "")
+    return lines[0] + (f" {said[:300]}" if said else "") + renamed
 
 
 def _parse_ir(text: str, where: str):

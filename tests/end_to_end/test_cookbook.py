@@ -103,3 +103,31 @@ def test_cookbook_recipes_check_on_every_target_and_edits_are_judged(tmp_path, c
     assert results[("stencil", "riscv64")]["verdict"] == "regression"
     summary = (project / "reports" / "summary.md").read_text().replace("\\", "")  # without Markdown's escapes
     assert "Same machine code as the baseline: gather [aarch64, riscv64, x86_64]" in summary
+
+
+@pytest.mark.parametrize("recipe, before, after, said, page", [
+    ("argmax", "tvm.tirx.Select(x[1] >= y[1], x[0], y[0])", "tvm.tir.Select(x[1] >= y[1], x[0], y[0])",
+     "raised AttributeError: module 'tvm' has no attribute 'tir' (TVM 0.27 has no tvm.tir: expression helpers "
+     "(Select, floormod, const) are tvm.tirx, schedules tvm.s_tir.Schedule)",
+     "`AttributeError: module 'tvm' has no attribute 'tir'`"),
+    ("argmax", "return keep, tvm.tirx.Select(x[1] >= y[1], x[1], y[1])", "return keep, tvm.te.max(x[1], y[1])",
+     "raised ScheduleError: ScheduleError: An error occurred in the schedule primitive 'rfactor'. Error message: "
+     "No matched reducer for identity", "Error message: No matched reducer for identity"),
+    ("stencil", 'sch.get_sblock("out")', 'sch.get_block("out")',
+     "raised AttributeError: 'Schedule' object has no attribute 'get_block' (TVM 0.27 finds blocks with "
+     "sch.get_sblock)", "`AttributeError: 'Schedule' object has no attribute 'get_block'`"),
+])
+def test_the_pages_tvm_mistakes_give_the_errors_it_lists(tmp_path, capsys, recipe, before, after, said, page):
+    """Three rows of the page's table, made in a recipe: the kernel's error (exit 2) says what the page says."""
+    project = tmp_path / "cookbook"
+    shutil.copytree(COOKBOOK, project, ignore=shutil.ignore_patterns("__pycache__", "baselines", "reports"))
+    source = project / "recipes" / f"{recipe}.py"
+    assert before in source.read_text()
+    source.write_text(source.read_text().replace(before, after))
+    config = project / "perfguard.toml"
+    config.write_text(config.read_text().replace('targets = ["x86_64", "aarch64", "riscv64"]',
+                                                 f'targets = ["x86_64"]\ncache_dir = "{tmp_path / "cache"}"'))
+    assert main(["check", "--config", str(config), "--kernels", recipe]) == 2
+    out = capsys.readouterr().out
+    assert said in out, out
+    assert page in PAGE.read_text()
