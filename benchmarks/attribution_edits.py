@@ -1,7 +1,9 @@
 """Does the top "where" entry name the edited loop nest? Real schedule edits, every ISA.
 
 Each edit changes one knob of a kernel: a built-in family's (perfguard/kernels) or a user
-kernel's (examples/kernels: an attention head with softmax, a layer norm, an int8 matmul). Both
+kernel's (examples/kernels: an attention head with softmax, a layer norm, an int8 matmul; and
+the cookbook's recipes, examples/cookbook: an arg-max via rfactor, a stencil, a gather, a
+quantized matmul). Both
 versions are built and simulated with perfguard (QEMU) on each target, and the change is
 attributed exactly as `perfguard check` does (judge.attribution with the pipeline model). The
 place the where line names (report.where.places(...)[0]) is then judged against facts the
@@ -55,11 +57,14 @@ class Kernel:
     params: dict
     reference: str | None = None
     flops: str | None = None
+    outputs: int | None = None
+    inputs: dict | None = None
 
     def spec(self, **edit) -> KernelSpec:
         suffix = "_".join(f"{k}-{v}" for k, v in sorted(edit.items()))
         return KernelSpec(f"{self.name}{'_' + suffix if suffix else ''}", self.entry, self.family,
-                          {**self.params, **edit}, reference=self.reference, flops=self.flops)
+                          {**self.params, **edit}, reference=self.reference, flops=self.flops,
+                          outputs=self.outputs, inputs=self.inputs)
 
 
 @dataclass(frozen=True)
@@ -89,6 +94,17 @@ LAYER_NORM = Kernel("layer_norm", "examples.kernels.layer_norm:layer_norm", None
                     "examples.kernels.layer_norm:reference", "examples.kernels.layer_norm:flops")
 INT8 = Kernel("int8_matmul", "examples.kernels.int8_matmul:int8_matmul", None, dict(M=32, N=64, K=128, vector=16),
               "examples.kernels.int8_matmul:reference", "examples.kernels.int8_matmul:flops")
+# The cookbook's recipes (examples/cookbook, docs/kernels.md; issue 42)
+COOKBOOK = "examples.cookbook.recipes"
+GATHER = Kernel("gather", f"{COOKBOOK}.gather:gather", None, dict(V=512, D=32, N=64, vector=8),
+                f"{COOKBOOK}.gather:gather_ref", "0", inputs={"idx": {"low": 0, "high": 512, "seed": None}})
+ARGMAX = Kernel("argmax", f"{COOKBOOK}.argmax:argmax", None, dict(R=16, N=256, split=8, order="ik"),
+                f"{COOKBOOK}.argmax:argmax_ref", "R * N", outputs=2)
+STENCIL = Kernel("stencil", f"{COOKBOOK}.stencil:stencil", None, dict(H=32, W=64, tile=8, vector=8),
+                 f"{COOKBOOK}.stencil:stencil_ref", "5 * H * W")
+QMATMUL = Kernel("qmatmul", f"{COOKBOOK}.qmatmul:qmatmul", None, dict(M=16, N=32, K=64, vector=16),
+                 f"{COOKBOOK}.qmatmul:qmatmul_ref", "2 * M * N * K",
+                 inputs={"A": {"low": 0, "high": 256, "seed": None}})
 
 EDITS = [
     Edit(GEMM, {"order": "kij"}, "tile loop order ijk -> kij", frozenset({"i_0", "j_0", "k_0"})),
@@ -118,6 +134,12 @@ EDITS = [
     Edit(INT8, {"order": "ijk"}, "reduction innermost", frozenset({"j", "k", "j_0"})),
     Edit(INT8, {"vector": 4}, "16 -> 4 lanes"),
     Edit(INT8, {"tile_k": 32}, "reduction split into chunks of 32"),
+    Edit(ARGMAX, {"order": "ki"}, "partial results' loops turned around", frozenset({"k_0", "k_1"})),
+    Edit(ARGMAX, {"split": 4}, "row split in 4 parts, not 8"),
+    Edit(STENCIL, {"vector": 1}, "vectorisation off"),
+    Edit(STENCIL, {"tile": 4}, "row tile 8 -> 4"),
+    Edit(GATHER, {"vector": 1}, "vectorisation off (LLVM re-vectorises: same code)"),
+    Edit(QMATMUL, {"vector": 4}, "16 -> 4 lanes"),
 ]
 
 

@@ -39,6 +39,7 @@ import growth  # noqa: E402 - the synthetic project's generator, beside this scr
 
 
 def start_scheduler(work: Path) -> tuple[subprocess.Popen, str]:
+    work.mkdir(parents=True, exist_ok=True)
     port_file = work / "scheduler.json"
     proc = subprocess.Popen(["dask", "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
                              "--scheduler-file", str(port_file)], cwd=work, stdout=subprocess.DEVNULL,
@@ -107,6 +108,9 @@ def compare(name: str, config: Path, work: Path, address: str, jobs: int, rows: 
     remote = check(config, ["--recompute", "--executor", "dask", "--scheduler", address], work / f"{name}-cluster")
     rows[name] = {"local": local, "cluster": remote, "same": local["results"] == remote["results"],
                   "results": len(local["results"])}
+    print(f"{name}: local {local['cpu_s']:.1f} CPU-s {local['wall_s']:.1f} s; cluster client {remote['cpu_s']:.1f} "
+          f"CPU-s, workers {remote['workers_cpu_s']:.1f} CPU-s, {remote['wall_s']:.1f} s; same: {rows[name]['same']}",
+          flush=True)
 
 
 def faults(work: Path, rows: dict) -> None:

@@ -105,7 +105,8 @@ _OWN_KEYS: KeyDocs = {
 SECTIONS = (Simulation, Judging, Storage, DriftLimits)  # in the order they are parsed and documented
 _TOP_KEYS = {*_OWN_KEYS, *(key for section in SECTIONS for key in section.KEYS)}
 _KERNEL_KEYS = {"name", "entry", "family", "params", "threshold", "reference", "targets", "outputs", "rtol", "atol",
-                "flops", "limits"}
+                "flops", "limits", "inputs"}
+_INPUT_KEYS = ("low", "high", "seed")
 
 # The configuration reference: table -> key -> (type, default, meaning). docs/configuration.md is
 # generated from it (scripts/docs_reference.py), and tests/structure/test_docs.py keeps its keys
@@ -132,6 +133,9 @@ KEY_DOCS: dict[str, KeyDocs] = {
                   "floating-point operations per call, over params (`\"2 * M * N * K\"`): GFLOP/s, roofline"),
         "limits": ("table metric -> limit", "`[perfguard].limits`", "this kernel's per-metric limits (replace the "
                                                                     "global one per metric)"),
+        "inputs": ("table input name -> { low, high, seed }", "floats uniform in [-1, 1), integers in [-8, 7]",
+                   "an input's values: uniform in [low, high) (integers low..high-1), its own `seed`; the kernel "
+                   "and its reference see the same values"),
     },
     "model": {
         "name": ("string, required", "", "the model's name; its kernels are `<name>.<operator>.<digest>`"),
@@ -171,6 +175,8 @@ class KernelSpec:
     ir: str | None = None
     model: str | None = None
     positions: tuple[int, ...] | None = None  # a model kernel: where its calls are in the model's call order
+    # input name -> {"low", "high", "seed"} (parse_inputs): how its values are drawn; None: the defaults
+    inputs: dict[str, dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True)
@@ -383,7 +389,46 @@ def parse_kernel(path: Path, i: int, table: Any, profiles: dict) -> KernelSpec:
     if flops is not None:
         flops = flopcount.parse(flops, params, f"{where}: flops")
     limits = parse_limits(table["limits"], f"{where}: limits") if "limits" in table else {}
-    return KernelSpec(name, entry, family, params, threshold, reference, targets, outputs, rtol, atol, flops, limits)
+    inputs = parse_inputs(table["inputs"], f"{where}: inputs") if "inputs" in table else None
+    return KernelSpec(name, entry, family, params, threshold, reference, targets, outputs, rtol, atol, flops, limits,
+                      inputs=inputs)
+
+
+def parse_inputs(table: Any, where: str) -> dict[str, dict[str, Any]] | None:
+    """A kernel's `inputs`: input name -> { low, high, seed }, each checked (one line naming the
+    key and value); None for an empty table. Whether the names are the kernel's inputs, and the
+    range fits the dtype, is known only once the module is made (compile.lower.with_inputs)."""
+    if not isinstance(table, dict):
+        raise InputError(f"{where}: must be a table of input name -> {{ low, high, seed }}, got {table!r}")
+    parsed = {}
+    for name, entry in table.items():
+        at = f"{where}: {name}"
+        if not isinstance(entry, dict):
+            raise InputError(f"{at}: must be a table {{ low = ..., high = ..., seed = ... }}, got {entry!r}")
+        unknown = sorted(set(entry) - set(_INPUT_KEYS))
+        if unknown:
+            raise InputError(f"{at}: unknown key '{unknown[0]}'{did_you_mean(unknown[0], _INPUT_KEYS)} "
+                             f"(known: {', '.join(_INPUT_KEYS)})")
+        if not entry:
+            raise InputError(f"{at}: empty table (give low and high, or seed)")
+        if ("low" in entry) != ("high" in entry):
+            raise InputError(f"{at}: low and high go together (uniform in [low, high)), got only "
+                             f"{'low' if 'low' in entry else 'high'}")
+        item: dict[str, Any] = {"low": None, "high": None, "seed": None}
+        if "low" in entry:
+            for key in ("low", "high"):
+                value = entry[key]
+                if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value \
+                        or value in (float("inf"), float("-inf")):
+                    raise InputError(f"{at}: {key} must be a finite number, got {value!r}")
+                item[key] = value
+            if not item["low"] < item["high"]:
+                raise InputError(f"{at}: low must be below high (values in [low, high)), got low = {item['low']!r}, "
+                                 f"high = {item['high']!r}")
+        if "seed" in entry:
+            item["seed"] = number(entry["seed"], f"{at}: seed", 0, integer=True)
+        parsed[name] = item
+    return parsed or None
 
 
 def _callable_hint(text: str) -> str:

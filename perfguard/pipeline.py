@@ -21,10 +21,10 @@ import numpy as np
 
 from perfguard import __version__, flopcount
 from perfguard.compile.cache import BuildCache, digest, file_digest
-from perfguard.compile.harness import HARNESS_VERSION, render_harness, template_digest
+from perfguard.compile.harness import HARNESS_VERSION, fill_digest, render_harness, template_digest
 from perfguard.compile.inputs import TensorSpec, decode_outputs, generate
 from perfguard.compile.loops import ensure_loops
-from perfguard.compile.lower import LoweredKernel, build_object, inspect_module, inspect_text
+from perfguard.compile.lower import LoweredKernel, build_object, inspect_module, inspect_text, with_inputs
 from perfguard.compile.toolchain import (
     cc_version, check_tensor_types, find_cc, libc_version, link_harness, llvm_version,
 )
@@ -58,7 +58,7 @@ class Shipped:
 
     ir: str  # the scheduled module's TVMScript
     symbol: str
-    tensors: tuple[tuple[str, tuple[int, ...], str, bool, int], ...]
+    tensors: tuple[tuple[str, tuple[int, ...], str, bool, int, tuple | None], ...]
     ir_hash: str
     params: dict[str, Any]  # the kernel's full params (a family's defaults filled in)
     family: str | None  # a built-in family whose entry the kernel uses (perfguard has it on every worker)
@@ -70,7 +70,8 @@ class Shipped:
     depends: tuple[tuple[str, ...], ...]  # the project's inputs read here (user_code.Dependencies.digests)
 
     def lowered(self, where: str) -> LoweredKernel:
-        tensors = [TensorSpec(n, tuple(shape), dtype, output, index) for n, shape, dtype, output, index in self.tensors]
+        tensors = [TensorSpec(n, tuple(shape), dtype, output, index, fill)
+                   for n, shape, dtype, output, index, fill in self.tensors]
         return LoweredKernel(None, self.symbol, tensors, self.ir_hash, load=lambda: _parse_ir(self.ir, where))
 
     def expected_outputs(self) -> list[np.ndarray]:
@@ -220,7 +221,7 @@ def ship(job: Job) -> Job:
             reference, expected = (ref.kind, ref.identity), buffer.getvalue()
     shipped = Shipped(
         lowered.mod.script(), lowered.symbol,
-        tuple((t.name, tuple(t.shape), t.dtype, t.output, t.index) for t in lowered.tensors), lowered.ir_hash,
+        tuple((t.name, tuple(t.shape), t.dtype, t.output, t.index, t.fill) for t in lowered.tensors), lowered.ir_hash,
         params, family.name if family is not None else None, flops, reference, expected,
         tuple(tuple(item) for item in deps.digests()))
     return dataclasses.replace(job, shipped=shipped)
@@ -288,9 +289,29 @@ def resolve_kernel(spec: KernelSpec, root: Path, where: str,
     except InputError as exc:
         raise InputError(f"{where}: {exc.message}") from None
     except Exception as exc:
-        raise InputError(f"{where}: entry '{spec.entry}' raised {type(exc).__name__}: {exc}".splitlines()[0]) from None
+        raise InputError(f"{where}: entry '{spec.entry}' raised {type(exc).__name__}: {_first_lines(exc)}") from None
     outputs = spec.outputs or (family.num_outputs if family is not None else 1)
-    return inspect_module(mod, outputs, where), params, (family if family is not None and entry is family.entry else None)
+    lowered = with_inputs(inspect_module(mod, outputs, where), spec.inputs, where)
+    return lowered, params, (family if family is not None and entry is family.entry else None)
+
+
+# What TVM 0.27 renamed, by the error a name of an older TVM gives (docs/kernels.md, "TVM 0.27:
+# errors of common mistakes")
+_RENAMED = {
+    "module 'tvm' has no attribute 'tir'": "TVM 0.27 has no tvm.tir: expression helpers (Select, floormod, const) "
+                                           "are tvm.tirx, schedules tvm.s_tir.Schedule",
+    "'Schedule' object has no attribute 'get_block'": "TVM 0.27 finds blocks with sch.get_sblock",
+}
+
+
+def _first_lines(exc: Exception) -> str:
+    """An exception's first line, and a TVM ScheduleError's "Error message:" line (the first says
+    only which primitive failed: "An error occurred in the schedule primitive 'rfactor'."), or
+    what TVM 0.27 calls a name of an older TVM."""
+    lines = str(exc).splitlines() or [""]
+    said = next((line.strip() for line in lines[1:] if line.startswith("Error message:")), None)
+    renamed = next((f" ({hint})" for error, hint in _RENAMED.items() if error in lines[0]), "")
+    return lines[0] + (f" {said[:300]}" if said else "") + renamed
 
 
 def _parse_ir(text: str, where: str):
@@ -412,7 +433,9 @@ def kernel_flops(spec: KernelSpec, root: Path, where: str) -> int:
 
 def _layout(lowered: LoweredKernel) -> str:
     """The tensors as the harness sees them: `outputs` decides which ones it prints."""
-    return json.dumps([[t.name, list(t.shape), t.dtype, t.output] for t in lowered.tensors])
+    return json.dumps([[t.name, list(t.shape), t.dtype, t.output,
+                        *([list(t.fill), fill_digest()] if t.fill is not None else [])]  # configured values: their C too
+                       for t in lowered.tensors])
 
 
 def _run(job: Job, result: JobResult) -> None:

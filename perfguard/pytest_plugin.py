@@ -12,6 +12,9 @@ report: a worker's results reach it in the test reports' user_properties.
 
 from __future__ import annotations
 
+import ast
+import inspect
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -118,6 +121,7 @@ class PerfguardSession:
         self.deselected = 0
         self.orphans: list[Any] = []  # pytest_cases.CaseResult of each orphaned baseline (runs.orphans)
         self._runners: dict[str | None, Any] = {}
+        self._seen: dict[tuple[str, str], int] = {}  # (kernel, target) -> its place in results (and codes)
         self._perfguard_config = None
 
     # -- perfguard objects, created on first use --------------------------------------------------
@@ -164,8 +168,13 @@ class PerfguardSession:
                                         _names(config.getoption("perfguard_targets")))
         except PerfguardError as exc:
             raise pytest.UsageError(f"perfguard: {exc.message}") from None
-        collector = PerfguardCollector.from_parent(session, name="perfguard", nodeid="perfguard")
+        if _files_only(config) and not config.getoption("perfguard_kernels"):
+            pairs = []  # `pytest --perfguard tests/test_x.py`: what that file holds, no configured kernel besides
         native = bool(config.getoption("perfguard_native"))
+        explicit = set() if native else _explicit_checks(items)  # a test's check times nothing natively
+        pairs = [(spec, target) for spec, target in pairs
+                 if (spec.name, target) not in explicit and (spec.name, None) not in explicit]
+        collector = PerfguardCollector.from_parent(session, name="perfguard", nodeid="perfguard")
         kernel_items = [KernelItem.from_parent(collector, name=f"{spec.name}[{target}]",
                                                callobj=_native_case if native else _simulated_case,
                                                spec=spec, target=target) for spec, target in pairs]
@@ -186,8 +195,13 @@ class PerfguardSession:
                 from perfguard.document.report import Result, TargetSummary, from_json
 
                 result = from_json(Result, value["result"], "pytest --perfguard result")
-                self.results.append(result)
-                self.codes.append(value["exit_code"])
+                at = self._seen.get((result.kernel, result.target))
+                if at is None:  # one result per kernel x target in a session: a later check replaces it
+                    self._seen[(result.kernel, result.target)] = len(self.results)
+                    self.results.append(result)
+                    self.codes.append(value["exit_code"])
+                else:
+                    self.results[at], self.codes[at] = result, value["exit_code"]
                 self.updated += value["updated"] is not None
                 if value["target"]:
                     self.targets[result.target] = from_json(TargetSummary, value["target"], "pytest --perfguard")
@@ -287,6 +301,38 @@ def _record(node: pytest.Item, result) -> None:
         }))
     if model is not None:
         node.user_properties.append((_MODEL_PROPERTY, {"total": to_json(model), "exit_code": result.exit_code}))
+
+
+def _files_only(config: pytest.Config) -> bool:
+    """The command line names test files or tests (`pytest --perfguard tests/test_x.py`,
+    `test_x.py::test_y`), not a folder: the session is what they hold."""
+    if config.args_source != pytest.Config.ArgsSource.ARGS or not config.args:
+        return False
+    here = config.invocation_params.dir
+    return all((here / arg.split("::")[0]).is_file() for arg in config.args)
+
+
+def _explicit_checks(items: list[pytest.Item]) -> set[tuple[str, str | None]]:
+    """(kernel, target) of every `perfguard_check("kernel", "target")` call with literal names in
+    the collected tests' code; target None when it is not a literal (every target of the kernel).
+    Such a test is the kernel's check: its auto-collected item is not added beside it."""
+    found: set[tuple[str, str | None]] = set()
+    functions = {getattr(item, "function", None) for item in items if "perfguard_check" in getattr(item, "fixturenames", ())}
+    for function in functions - {None}:
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+        except (OSError, TypeError, SyntaxError):
+            continue  # no source to read: its checks are not known before it runs
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "perfguard_check"):
+                continue
+            keywords = {k.arg: k.value for k in node.keywords}
+            kernel, target = (node.args[i] if len(node.args) > i else keywords.get(name)
+                              for i, name in enumerate(("kernel", "target")))
+            if isinstance(kernel, ast.Constant) and isinstance(kernel.value, str):
+                literal = isinstance(target, ast.Constant) and isinstance(target.value, str)
+                found.add((kernel.value, target.value if literal else None))
+    return found
 
 
 def _find_config_or_none(start: Path):

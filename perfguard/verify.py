@@ -133,7 +133,8 @@ def _self_reference(ref: Reference, lowered: LoweredKernel, inputs: list[np.ndar
     if cache_dir is None:
         return _tvm_host_reference(lowered, inputs, where)
 
-    layout = json.dumps([[t.name, list(t.shape), t.dtype, t.output] for t in lowered.tensors])
+    layout = json.dumps([[t.name, list(t.shape), t.dtype, t.output, *([list(t.fill)] if t.fill is not None else [])]
+                         for t in lowered.tensors])  # the configured inputs too: other values, other outputs
     key = digest("self reference", ref.identity, layout, code_digest())  # code: how inputs are generated
     path = Path(cache_dir) / "references" / key[:2] / f"{key}.npz"
     try:
@@ -213,8 +214,23 @@ def check_outputs(spec: KernelSpec, ref: Reference, lowered: LoweredKernel, outp
         raise InputError(f"{where}: reference returned {len(expected)} outputs, the kernel has {len(outputs)}")
     worst = 0.0
     for got, want, t in zip(outputs, expected, [t for t in lowered.tensors if t.output]):
-        worst = max(worst, check_output(spec, t.name, t.dtype, got, want, where))
+        try:
+            worst = max(worst, check_output(spec, t.name, t.dtype, got, want, where))
+        except WrongResult as exc:
+            raise _with_input_hint(exc, lowered) from None
     return worst
+
+
+def _with_input_hint(exc: WrongResult, lowered: LoweredKernel) -> WrongResult:
+    """A wrong result of a kernel with integer inputs drawn by default says so: an index or a
+    count in [-8, 7] is rarely what the kernel was written for (a gather's negative indices)."""
+    drawn = [t.name for t in lowered.tensors if t.default_integers]
+    if not drawn:
+        return exc
+    example = drawn[0]
+    hint = (f" (integer input{'s' if len(drawn) > 1 else ''} {', '.join(drawn)} drawn by default from [-8, 7]; "
+            f"an index input takes its range from `inputs = {{ {example} = {{ low = 0, high = N }} }}`)")
+    return WrongResult(exc.message + hint, exc.mismatch)
 
 
 def mismatch_error(where: str, output: str, got: np.ndarray, want: np.ndarray, diff: np.ndarray,

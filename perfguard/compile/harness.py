@@ -31,7 +31,59 @@ def template_digest() -> str:
     return hashlib.sha256(open(source, "rb").read()).hexdigest() if source else str(HARNESS_VERSION)
 
 
+# Configured inputs (`inputs = { name = { low, high } }`) are drawn by C added to the rendered
+# template for the kernels that have them, so the template, and with it every other kernel's
+# harness, build key and recorded toolchain, stay as they were. Its digest is in the build key of
+# a kernel that uses it (fill_digest).
+_FILL_FUNCTIONS = """\
+/* In [0, 1): a configured input's draw (`inputs = { name = { low, high } }`). */
+__attribute__((unused)) static double perfguard_unit(uint32_t index, uint32_t seed) {
+  return (double)(perfguard_hash(index * 0x9e3779b1U + seed) >> 8) * (1.0 / 16777216.0);
+}
+/* low + u * (high - low), rounded as numpy rounds it: the product is stored before the sum, which
+ * the compiler may not fuse into one FMA (-ffp-contract). */
+__attribute__((unused)) static double perfguard_between(uint32_t index, uint32_t seed, double low, double high) {
+  volatile double part = perfguard_unit(index, seed) * (high - low);
+  return low + part;
+}
+
+"""
+_FLOAT_FILL = "      data[i] = ({ctype})perfguard_between((uint32_t)i, {seed}U, {low}, {high});\n"
+_INTEGER_FILL = ("      data[i] = ({ctype})((int64_t){low}LL + (int64_t)(perfguard_unit((uint32_t)i, {seed}U) * "
+                 "(double)({high}LL - ({low}LL))));\n")
+
+
+def fill_digest() -> str:
+    """sha256 of the C that draws configured inputs: in the build key of the kernels that have them."""
+    return hashlib.sha256((_FILL_FUNCTIONS + _FLOAT_FILL + _INTEGER_FILL).encode()).hexdigest()
+
+
+def _ranged(t: TensorSpec) -> bool:
+    return not t.output and t.fill is not None and t.fill[0] is not None
+
+
 def render_harness(symbol: str, tensors: list[TensorSpec]) -> str:
     if not symbol.replace("_", "").isalnum():
         raise ValueError(f"kernel symbol '{symbol}' is not a C identifier")
-    return _template().render(symbol=symbol, tensors=tensors, harness_version=HARNESS_VERSION)
+    text = _template().render(symbol=symbol, tensors=tensors, harness_version=HARNESS_VERSION)
+    if not any(_ranged(t) for t in tensors):
+        return text
+    # every input ranged: the default generator is left unused (no warning for it)
+    text = text.replace("static double perfguard_uniform(", "__attribute__((unused)) static double perfguard_uniform(", 1)
+    anchor = "static void *alloc_tensor("
+    text = text.replace(anchor, _FILL_FUNCTIONS + anchor, 1)
+    start = 0
+    for position, t in enumerate(tensors):
+        marker = f"    tensors[{position}].data = data;\n"
+        end = text.index(marker, start)
+        if _ranged(t):
+            block = text[start:end]
+            line = next(line for line in block.splitlines(keepends=True) if line.lstrip().startswith("data[i] = "))
+            low, high = t.fill[0], t.fill[1]
+            fill = (_FLOAT_FILL.format(ctype=t.ctype, seed=t.seed, low=float(low), high=float(high)) if t.is_float
+                    else _INTEGER_FILL.format(ctype=t.ctype, seed=t.seed, low=int(low), high=int(high)))
+            block = block.replace(line, fill, 1)
+            text = text[:start] + block + text[end:]
+            end = start + len(block)
+        start = end + len(marker)
+    return text

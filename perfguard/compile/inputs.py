@@ -37,6 +37,10 @@ class TensorSpec:
     dtype: str
     output: bool
     index: int
+    # An input's configured values (the kernel's `inputs` key), or None for the default fill:
+    # (low, high, seed) draws uniformly from [low, high) (integers: low..high-1); seed None keeps
+    # the stream of the parameter's position.
+    fill: tuple | None = None
 
     @property
     def numel(self) -> int:
@@ -60,8 +64,15 @@ class TensorSpec:
 
     @property
     def seed(self) -> int:
-        # Distinct, fixed streams per parameter position.
+        # Distinct, fixed streams per parameter position, or the configured seed's.
+        if self.fill is not None and self.fill[2] is not None:
+            return (0x51ED270B * (int(self.fill[2]) + 1) + 0x2545F491) & 0xFFFFFFFF
         return (0x51ED270B * (self.index + 1)) & 0xFFFFFFFF
+
+    @property
+    def default_integers(self) -> bool:
+        """An integer input drawn from the default [-8, 7]: no range configured."""
+        return not self.output and not self.is_float and (self.fill is None or self.fill[0] is None)
 
     @property
     def nbytes(self) -> int:
@@ -71,6 +82,12 @@ class TensorSpec:
 def check_dtype(dtype: str, where: str) -> None:
     if dtype not in _DTYPES:
         raise InputError(f"{where}: dtype '{dtype}' is not supported (one of {', '.join(_DTYPES)})")
+
+
+def dtype_range(dtype: str) -> tuple[int, int]:
+    """An integer dtype's smallest and largest value."""
+    info = np.iinfo(dtype)
+    return int(info.min), int(info.max)
 
 
 def _hash(x: np.ndarray) -> np.ndarray:
@@ -86,6 +103,16 @@ def generate(spec: TensorSpec) -> np.ndarray:
     index = np.arange(spec.numel, dtype=np.uint32)
     with np.errstate(over="ignore"):
         h = _hash(index * np.uint32(0x9E3779B1) + np.uint32(spec.seed))
+    if spec.fill is not None and spec.fill[0] is not None:
+        # [low, high): the harness's `low + u * (high - low)` with u in [0, 1), in double, the same
+        # operations in the same order; integers take its floor (truncation: u * width >= 0)
+        low, high = spec.fill[0], spec.fill[1]
+        unit = (h >> np.uint32(8)).astype(np.float64) * (1.0 / 16777216.0)
+        if spec.is_float:
+            values = (np.float64(low) + unit * (np.float64(high) - np.float64(low))).astype(spec.dtype)
+        else:
+            values = (np.int64(low) + np.trunc(unit * float(int(high) - int(low))).astype(np.int64)).astype(spec.dtype)
+        return values.reshape(spec.shape)
     uniform = (h >> np.uint32(8)).astype(np.float64) * (2.0 / 16777216.0) - 1.0
     if spec.is_float:
         values = uniform.astype(spec.dtype)

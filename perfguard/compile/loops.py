@@ -60,6 +60,7 @@ class LoopMatch:
     per_execution: int = 1  # loop iterations per block execution (> 1: LLVM unrolled or vectorised it by this)
     peeled: int = 0  # iterations LLVM peeled off the loop (they run elsewhere)
     approximate: bool = False  # no plain way fits: per_execution is the count's average (LoopLayout.rewritten)
+    outer_peeled: int = 0  # iterations LLVM peeled off the loop around it: this copy runs in the others
 
 
 @dataclass(frozen=True)
@@ -478,6 +479,16 @@ class LoopLayout:
             body = (extent - p) // f
             if f < extent and body >= 2 and count == outer * body:
                 return LoopMatch(i, count, per_execution=f, peeled=p)
+        # the loop around it peeled (its first iteration a copy of its own, with its own copy of
+        # this loop): this copy, as it is, runs in the parent's other iterations (riscv64's
+        # rfactor nests); not also rewritten itself, which would fit too many counts
+        parent = self.nest.loops[i].parent
+        if parent is None or parent in self.flat or (self.nest.loops[parent].extent or 0) < REWRITTEN_MIN_EXTENT:
+            return None
+        around = self.nest.iterations(parent) or 1
+        for q in PEELED:
+            if extent >= 2 and count == outer // around * (around - q) * extent:
+                return LoopMatch(i, count, outer_peeled=q)
         return None
 
     def rewritten(self, i: int, count: int) -> LoopMatch | None:
@@ -507,8 +518,11 @@ class LoopLayout:
 
     @staticmethod
     def plainness(match: LoopMatch) -> int:
-        """0: the count as it is, 1: with iterations peeled off, 2: unrolled by a factor."""
-        return 0 if match.per_execution == 1 and not match.peeled else 1 if match.per_execution == 1 else 2
+        """0: the count as it is, 1: with iterations peeled off (of it, or of the loop around it),
+        2: unrolled by a factor."""
+        if match.per_execution > 1:
+            return 2
+        return 1 if match.peeled or match.outer_peeled else 0
 
     def matches(self, count: int) -> list[LoopMatch]:
         """The loops a block run `count` times per call fits (fits), those of the plainest kind

@@ -5,11 +5,12 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from perfguard.atomic import atomic_write_text
-from perfguard.compile.inputs import TensorSpec, check_dtype
+from perfguard.compile.inputs import TensorSpec, check_dtype, dtype_range
 from perfguard.errors import InfraError, InputError
 
 LOWERED_RECIPE = 1  # part of the key of the record of a kernel's TVMScript (inspect_text)
@@ -69,6 +70,39 @@ def inspect_module(mod: object, num_outputs: int, where: str) -> LoweredKernel:
         tensors.append(TensorSpec(buf.name, tuple(shape), dtype, index >= len(params) - num_outputs, index))
     text = mod.script()
     return LoweredKernel(mod, f"__tvm_ffi_{name}", tensors, hashlib.sha256(text.encode()).hexdigest())
+
+
+def with_inputs(lowered: LoweredKernel, inputs: dict[str, dict[str, Any]] | None, where: str) -> LoweredKernel:
+    """The kernel with its configured inputs (a [[kernel]]'s `inputs`): each name one of its
+    inputs, an integer input's range whole numbers its dtype holds. The harness fills them and the
+    host's reference gets them alike (compile.inputs.generate)."""
+    if not inputs:
+        return lowered
+    names = [t.name for t in lowered.tensors if not t.output]
+    for name in inputs:
+        if name not in names:
+            outputs = [t.name for t in lowered.tensors if t.output]
+            what = "an output" if name in outputs else "not an input of the kernel"
+            raise InputError(f"{where}: inputs: '{name}' is {what} (its inputs: {', '.join(names)})")
+    tensors = []
+    for t in lowered.tensors:
+        item = inputs.get(t.name)
+        if item is not None:
+            low, high = item["low"], item["high"]
+            if low is not None and not t.is_float:
+                if not (float(low).is_integer() and float(high).is_integer()):
+                    raise InputError(f"{where}: inputs: {t.name}: {t.dtype} takes whole numbers, got low = {low!r}, "
+                                     f"high = {high!r}")
+                low, high = int(low), int(high)
+                smallest, largest = dtype_range(t.dtype)
+                if low < smallest or high - 1 > largest or high - low > 1 << 24:
+                    raise InputError(f"{where}: inputs: {t.name}: [{low}, {high}) does not fit {t.dtype} "
+                                     f"([{smallest}, {largest + 1}), at most 2^24 values)")
+            elif low is not None:
+                low, high = float(low), float(high)
+            t = replace(t, fill=(low, high, item["seed"]))
+        tensors.append(t)
+    return LoweredKernel(lowered._mod, lowered.symbol, tensors, lowered.ir_hash, load=lowered._load)
 
 
 def inspect_text(text: str, num_outputs: int, where: str, parse: Callable[[str], object],

@@ -32,7 +32,7 @@ from perfguard.errors import EXIT_CODES, InputError, newer_format
 
 REPORT_SCHEMA = 1  # "note", "blocks", "calibration", a block side's "loop" and "loop_candidates", a
 # result's "interval", "gate", "mismatch", "orphaned", "attribution", "baseline_params" and
-# "baseline_content_hash", a block change's "paired",
+# "baseline_content_hash", "same_code", a block change's "paired",
 # the summary's "wrong_result" and "timings" are optional additions within schema 1
 _ABSENT_IF = "absent_if"
 
@@ -374,6 +374,9 @@ class Result:
     # their diff, "tile_k 4 -> 1") and its build key (equal to content_hash: the same machine code)
     baseline_params: dict[str, Any] | None = absent_if(None)
     baseline_content_hash: str | None = absent_if(None)
+    # another build key than the baseline's (the kernel changed: an edit LLVM undid), but the code it
+    # ran is the baseline's byte for byte: its block profile, every block's address, bytes and count
+    same_code: bool = absent_if(False)
     # check: the baseline was measured with another toolchain, so the verdict is against this base
     # commit measured again with this run's (runs.rebase); toolchain_changed still says what differs
     base_remeasured: str | None = absent_if(None)

@@ -145,7 +145,7 @@ def _common(report: Report, results: list[Result]) -> dict[str, Any]:
         "roof_fraction_pct": round(ROOF_FRACTION * 100),
         "self_consistency_note": text.self_consistency_note(results),
         # a [[model]]'s kernels carry TVM's flop estimate; one without it has no [[kernel]] table to add it to
-        "no_flops": sum(1 for r in results if r.measured and not r.flops and not model_view.is_model_kernel(r)),
+        "no_flops": sum(1 for r in results if r.measured and r.flops is None and not model_view.is_model_kernel(r)),
         "flops_hint": text.FLOPS_HINT,
     }
 
@@ -291,7 +291,8 @@ def _section(r: Result, index: int, targets: dict[str, TargetSummary]) -> dict[s
                            "metrics": None, "stat_rows": (stat_rows := _stat_rows(r)),
                            "stat_effects": any(row["time_s"] is not None for row in stat_rows),
                            "roofline": None, "phases": None, "phase_note": "",
-                           "history": None, "calibration": None, "energy": None, "target_info": target}
+                           "history": None, "calibration": None, "energy": None, "target_info": target,
+                           "bytes_moved": text.bytes_moved(r)}
     out.update(_where(r, index))
     if after:
         out["metrics"] = _metric_rows(before, after, target)

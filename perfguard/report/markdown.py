@@ -114,6 +114,8 @@ def _notes(results: list[Result]) -> list[str]:
     note = text.self_consistency_note(results)
     if note:
         out += ["", f"\u26a0\ufe0f {md(note)}"]
+    if same := text.same_code_line(results):
+        out += ["", f"<sub>{md(same[0].upper() + same[1:])}.</sub>"]
     noted = [r for r in results if r.note and not r.orphaned]
     if noted:
         out += ["", f"\u26a0\ufe0f {len(noted)} result{'s' if len(noted) != 1 else ''}: {md(noted[0].note)}"]

@@ -17,7 +17,8 @@ from perfguard.report import model_view
 from perfguard.report.failures import failures
 from perfguard.report.numbers import pct, seconds, threshold
 from perfguard.report.text import (SELF_CONSISTENCY, gate_rule, headline, interval, interval_note, limit_note,
-                                   model_kind, self_consistency_note, verdict_text, what_changed_most)
+                                   model_kind, same_code_line, self_consistency_note, verdict_text,
+                                   what_changed_most)
 from perfguard.timings import JOB_STAGES, STAGES
 
 _STYLE = {"regression": "bold red", "error": "bold yellow", "toolchain": "bold magenta", "improvement": "bold green",
@@ -82,6 +83,8 @@ def print_table(report: Report, out: Console) -> None:
     unchanged = [r for r in rows if r.verdict == UNCHANGED]
     if unchanged:
         out.print(f"[{_STYLE[UNCHANGED]}]{escape(unchanged_line(unchanged))}[/]")
+    if same := same_code_line(rows):
+        out.print(f"[bold]note[/] {escape(same)}")
     if still:
         out.print(f"[{_STYLE[UNCHANGED]}]{escape(model_view.unchanged_line(still))}[/]")
     # again, last in a log; the toolchain sentence once (on the first line)

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from perfguard.document.report import BlockChange, BlockSide, Driver, Result, Summary, ToolchainSummary
 from perfguard.report import where
-from perfguard.report.numbers import number, pct, pct_range, seconds, signed_count, signed_seconds, threshold
+from perfguard.report.numbers import (nbytes, number, pct, pct_range, seconds, share, signed_count, signed_seconds,
+                                     threshold)
 
 
 def headline(summary: Summary, toolchain: bool = True) -> str:
@@ -103,6 +104,21 @@ def toolchain_note(result: Result) -> str:
 
 SELF_CONSISTENCY = "self-consistency only"
 FLOPS_HINT = 'flops = "2 * M * N * K"'
+
+
+def bytes_moved(result: Result) -> str:
+    """A kernel without floating-point work (`flops = "0"`: a gather, a copy, a transpose), measured
+    by what it moves: its tensors' size (an upper bound of what it reads and writes) and the DRAM
+    traffic its cache misses make, as a bandwidth at the predicted time; '' for any other kernel."""
+    if result.flops != 0 or not result.tensor_bytes:
+        return ""
+    said = f'no floating-point work (flops = "0"), measured by the bytes it moves: {nbytes(result.tensor_bytes)} of tensors'
+    after = result.analysis.current if result.analysis else None
+    if after is not None and after.dram_bytes is not None and after.bandwidth_gbs is not None:
+        said += f", DRAM traffic {nbytes(after.dram_bytes)} per call, {number(after.bandwidth_gbs)} GB/s"
+        if after.bandwidth_pct is not None:
+            said += f" ({share(after.bandwidth_pct)} of the target's peak bandwidth)"
+    return said
 
 
 def reference_kind(result: Result) -> str:
@@ -257,7 +273,22 @@ def param_diff(result: Result) -> str:
 def same_code(result: Result) -> bool:
     """The current build has the baseline's build key: the same lowered IR, target and toolchain,
     so the same machine code."""
-    return bool(result.content_hash) and result.content_hash == result.baseline_content_hash
+    return result.same_code or (bool(result.content_hash) and result.content_hash == result.baseline_content_hash)
+
+
+def same_code_line(results: list[Result]) -> str:
+    """`same machine code as the baseline: gather [aarch64, x86_64] (another build: ...)`, for the
+    results whose kernel changed (another build key) but whose machine code did not: the edit was
+    picked up, and LLVM made the very code of the baseline; '' when there is none."""
+    targets: dict[str, list[str]] = {}
+    for r in results:
+        if r.same_code:
+            targets.setdefault(r.kernel, []).append(r.target)
+    if not targets:
+        return ""
+    names = ", ".join(f"{k} [{', '.join(sorted(t))}]" for k, t in targets.items())
+    return (f"same machine code as the baseline: {names} (rebuilt from a changed kernel; every block it ran is "
+            f"the baseline's, byte for byte)")
 
 
 def change_text(result: Result) -> str:
@@ -269,6 +300,8 @@ def change_text(result: Result) -> str:
         return f"{diff}; rebuilt, same machine code as the baseline"
     if diff:
         return diff
+    if same and result.content_hash != result.baseline_content_hash:
+        return "same params as the baseline, another build (kernel source, TVM or toolchain), same machine code"
     if same:
         return "rebuilt, same machine code as the baseline" if result.rebuilt else "same machine code as the baseline"
     if result.baseline_params is not None and result.baseline_content_hash and result.content_hash:

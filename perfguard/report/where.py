@@ -8,7 +8,7 @@ A place is a loop of a kernel nest, kernel code not placed in a loop, or another
 library, the harness). The places shown are those whose changed code moved the most in the
 direction of the whole change; code that only moved is never one. Shares are of the whole change
 the model predicts, so the top places, the rest, the cache-miss stalls and the moved code add up to
-100 %; a place past 100 % says what offset it.
+100 %; a place past 100 % says what offset it, and one past SHARE_MAX gives cycles, not a share.
 """
 
 from __future__ import annotations
@@ -20,6 +20,9 @@ from perfguard.report.numbers import signed_count
 
 MOST = 3  # places in the Markdown and bisect's answer
 OFFSETS = 2  # places named as offsetting one past 100 %
+# Past this share of the whole change a place's share says little (2438 % of a net -29 cycles):
+# the where line gives its cycles and what offset them (the model's net change closes the line)
+SHARE_MAX = 300.0
 
 
 @dataclass(frozen=True)
@@ -127,6 +130,9 @@ def where_line(a: Attribution) -> str:
 def _place_text(a: Attribution, top: Place, found: list[Place]) -> str:
     node = top.node
     brief = f" {loop_brief(node.loop)}" if node.loop is not None else ""
+    share = a.share(node.delta_cycles)
+    if share is not None and abs(share) > SHARE_MAX:  # a net change much smaller than its parts: cycles, not a share
+        return f"{name(top)}{brief}: {signed_count(round(node.delta_cycles))} cycles{_offsets(a, top, found)}"
     return (f"{name(top)}{brief}: {signed_count(round(node.delta_cycles))} cycles = "
             f"{_share(a, node.delta_cycles)} of the change{_offsets(a, top, found)}")
 

@@ -74,8 +74,20 @@ def result_of(o: JudgedResult) -> Result:
         mismatch=None if r.mismatch is None else Mismatch(**r.mismatch), orphaned=o.orphaned,
         baseline_params=None if o.baseline is None else dict(o.baseline.params),
         baseline_content_hash=None if o.baseline is None else o.baseline.content_hash or None,
+        same_code=same_code(o),
         base_remeasured=o.base_remeasured,
     )
+
+
+def same_code(o: JudgedResult) -> bool:
+    """The kernel changed (another build key than the baseline's) but ran the baseline's machine
+    code: its block profile (each block executed: address, bytes and count) is the baseline's. The
+    same build key says so by itself (text.same_code); a simulator without a block profile cannot."""
+    r, baseline = o.result, o.baseline
+    if baseline is None or r.stats is None or not r.content_hash or r.content_hash == baseline.content_hash:
+        return False
+    return (r.stats.blocks is not None and baseline.stats.blocks is not None and bool(r.stats.blocks.blocks)
+            and r.stats.blocks == baseline.stats.blocks and r.simulator == baseline.simulator)
 
 
 def build_report(run: CheckRun, config_path: Path | None = None, config: Config | None = None) -> Report:

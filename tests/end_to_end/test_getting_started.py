@@ -65,6 +65,12 @@ def test_getting_started_runs_as_written(tmp_path, cache_dir):
     report = json.loads((project / "reports" / "perfguard.json").read_text())
     verdicts = {r["target"]: r for r in report["results"]}
     assert verdicts["x86_64"]["verdict"] == "regression" and verdicts["x86_64"]["delta_pct"] > 50
+    # step 5 says what the check printed, in its words and figures (issue 42)
+    page = PAGE.read_text()
+    for target, figure in (("x86_64", "+178"), ("aarch64", "-2.25 %"), ("riscv64", "-32.17 %")):
+        r = verdicts[target]
+        assert figure in page and f"{r['delta_pct']:+.2f} %".startswith(figure.split(" ")[0]), (target, r["delta_pct"])
+    assert verdicts["aarch64"]["verdict"] == verdicts["riscv64"]["verdict"] == "improvement"
     assert report["summary"]["exit_code"] == 1 and verdicts["x86_64"]["reference"] == "numpy"
     assert "regression" in (project / "reports" / "summary.md").read_text()
     assert "matmul" in (project / "reports" / "index.html").read_text()

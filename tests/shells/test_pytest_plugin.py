@@ -52,8 +52,8 @@ def test_plain_test_does_not_pay_for_perfguard(request):
 
 
 @pytest.mark.perfguard(threshold=10000.0)
-def test_saxpy_with_its_own_threshold(perfguard_check):
-    result = perfguard_check("saxpy", "aarch64")
+def test_gemm_a_with_its_own_threshold(perfguard_check):  # replaces the item perfguard::gemm_a[x86_64]
+    result = perfguard_check("gemm_a", "x86_64")
     assert result.ok and result.threshold_pct == 10000.0, result.explain()
 
 
@@ -64,8 +64,9 @@ def test_an_ad_hoc_kernel(perfguard_check):
     assert result.ok and result.verdict in ("new", "unchanged"), result.explain()
 '''
 
-ITEMS = {"perfguard::gemm_a[x86_64]", "perfguard::gemm_a[aarch64]", "perfguard::saxpy[aarch64]"}
-USER = {"test_user.py::test_plain_test_does_not_pay_for_perfguard", "test_user.py::test_saxpy_with_its_own_threshold",
+# gemm_a[x86_64] has a test of its own (test_gemm_a_with_its_own_threshold): no item beside it (issue 42)
+ITEMS = {"perfguard::gemm_a[aarch64]", "perfguard::saxpy[aarch64]"}
+USER = {"test_user.py::test_plain_test_does_not_pay_for_perfguard", "test_user.py::test_gemm_a_with_its_own_threshold",
         "test_user.py::test_an_ad_hoc_kernel"}
 
 
@@ -106,11 +107,10 @@ def test_update_then_a_regression_fails_exactly_its_item_in_one_process_and_unde
     root = write_user_project(in_process.root, cache_dir)
     update = in_process.run("--perfguard-update")
     assert update.ret == 0, update.out
-    assert "collected 6 items" in update.out  # 3 kernel items + 3 user tests, counted before running
+    assert "collected 5 items" in update.out  # 2 kernel items + 3 user tests, counted before running
     assert outcomes(update) == {k: "PASSED" for k in ITEMS | USER}
-    # 3 items + the 2 checks of the user tests; saxpy[aarch64] is checked twice (its item and a user
-    # test): the second finds the baseline the first wrote, identical, and leaves it alone
-    assert "5 kernel check(s): 4 new, 1 unchanged" in update.out
+    # 2 items + the 2 checks of the user tests, each kernel x target once
+    assert "4 kernel check(s): 4 new" in update.out
     assert "rewrote 4 baseline(s)" in update.out
     assert (root / "baselines" / "aarch64" / "saxpy.json").is_file()
 
@@ -148,8 +148,9 @@ def test_update_then_a_regression_fails_exactly_its_item_in_one_process_and_unde
     assert summary[0].startswith("FAIL saxpy [aarch64] regression (") and "; where: loop i of nest C in " in summary[0]
     assert summary[0].endswith("; change: n 512 -> 2048") and summary[1].startswith("FAIL sxapy [aarch64] removed")
     assert report["summary"]["exit_code"] == 2 and report["summary"]["regression"] == 1  # 2: the orphan beats 1
-    # The same slowdown passes the user's test, whose marker allows 10000 %.
-    assert sorted(r["verdict"] for r in report["results"] if r["kernel"] == "saxpy") == ["regression", "unchanged"]
+    # one result per kernel x target
+    assert sorted((r["kernel"], r["target"]) for r in report["results"]) == sorted(
+        [("gemm_a", "x86_64"), ("gemm_a", "aarch64"), ("saxpy", "aarch64"), ("adhoc_gemm", "x86_64"), ("sxapy", "aarch64")])
 
     # The same project under pytest-xdist (a real `python -m pytest -n 2`): each item on one worker,
     # every result once in the controller's one report, the orphan found by the controller. Every
@@ -160,12 +161,44 @@ def test_update_then_a_regression_fails_exactly_its_item_in_one_process_and_unde
     assert xdist.ret == 1 and outcomes(xdist) == REGRESSED, xdist.out
     report = json.loads((root / "reports" / "perfguard.json").read_text())
     pairs = sorted((r["kernel"], r["target"]) for r in report["results"])
-    # 3 items + 2 checks from user tests, each once: nothing lost, nothing duplicated across workers.
+    # 2 items + 2 checks from user tests, each once: nothing lost, nothing duplicated across workers.
     assert pairs == sorted([("gemm_a", "x86_64"), ("gemm_a", "aarch64"), ("saxpy", "aarch64"),
-                            ("saxpy", "aarch64"), ("adhoc_gemm", "x86_64"), ("sxapy", "aarch64")])
+                            ("adhoc_gemm", "x86_64"), ("sxapy", "aarch64")])
     assert report["summary"]["orphaned"] == 1 and report["summary"]["regression"] == 1
     probes = {p.name: p.read_text() for p in root.glob("tvm-*.txt")}
     assert len(probes) == 3 and set(probes.values()) == {"False"}, (probes, xdist.out)  # the controller, 2 workers
+
+
+TWICE = '''
+def test_gemm_a_everywhere(perfguard_check):
+    for target in ("x86_64", "aarch64"):
+        assert perfguard_check(kernel="gemm_a", target=target).ok
+
+
+def test_gemm_a_again(perfguard_check):
+    assert perfguard_check("gemm_a", "aarch64").ok
+'''
+
+
+@pytest.mark.slow
+def test_a_test_file_selects_only_what_it_holds_and_each_kernel_counts_once(in_process, cache_dir):
+    root = write_user_project(in_process.root, cache_dir)
+    (root / "test_twice.py").write_text(TWICE)
+    # one file named: its two tests, no configured kernel's item (saxpy is in no test of it)
+    result = in_process.run("--perfguard-update", "test_twice.py")
+    assert result.ret == 0, result.out
+    assert outcomes(result) == {"test_twice.py::test_gemm_a_everywhere": "PASSED",
+                                "test_twice.py::test_gemm_a_again": "PASSED"}
+    # gemm_a[aarch64] was checked twice: one result for it, the later one's (the first wrote its baseline)
+    assert "2 kernel check(s): 1 new, 1 unchanged" in result.out, result.out
+    report = json.loads((root / "reports" / "perfguard.json").read_text())
+    assert sorted((r["kernel"], r["target"]) for r in report["results"]) == [("gemm_a", "aarch64"), ("gemm_a", "x86_64")]
+    # the whole project: a test with a non-literal target covers every target of its kernel, so gemm_a has
+    # no item; saxpy has one
+    result = in_process.run("--perfguard")
+    assert result.ret == 0, result.out
+    assert {k for k in outcomes(result) if k.startswith("perfguard::")} == {"perfguard::saxpy[aarch64]"}
+    assert "4 kernel check(s): " in result.out and "perfguard::gemm_a" not in result.out
 
 
 @pytest.mark.slow
@@ -175,7 +208,7 @@ def test_without_perfguard_nothing_is_collected_or_imported(tmp_path, cache_dir)
     assert result.ret == 0, result.out
     assert outcomes(result) == {
         "test_user.py::test_plain_test_does_not_pay_for_perfguard": "PASSED",
-        "test_user.py::test_saxpy_with_its_own_threshold": "SKIPPED",
+        "test_user.py::test_gemm_a_with_its_own_threshold": "SKIPPED",
         "test_user.py::test_an_ad_hoc_kernel": "SKIPPED",
     }
     assert "perfguard tests run with --perfguard" in result.out
@@ -190,7 +223,9 @@ def test_filters_and_native_timing_with_pytest_benchmark(in_process, cache_dir, 
                             f"--benchmark-json={out}", "--benchmark-max-time=0.02", "--benchmark-min-rounds=3")
     text = result.out
     assert result.ret == 0, text
-    assert outcomes(result) == {"perfguard::gemm_a[x86_64]": "PASSED", "perfguard::gemm_a[aarch64]": "SKIPPED"}
+    # native timing keeps the items of kernels a test also checks (its perfguard_check times nothing natively)
+    assert outcomes(result) == {"perfguard::gemm_a[x86_64]": "PASSED", "perfguard::gemm_a[aarch64]": "SKIPPED",
+                                "test_user.py::test_gemm_a_with_its_own_threshold": "PASSED"}
     assert "aarch64 is not this machine's ISA" in text
     bench = json.loads(out.read_text())["benchmarks"]
     assert len(bench) == 1 and bench[0]["fullname"] == "perfguard::gemm_a[x86_64]"
