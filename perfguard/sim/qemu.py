@@ -18,6 +18,7 @@ import tempfile
 from pathlib import Path
 
 from perfguard import process
+from perfguard.atomic import atomic_write_text
 from perfguard.errors import InfraError, InputError
 from perfguard.process import last_lines, one_line
 from perfguard.sim.base import SimResult, Simulator
@@ -181,7 +182,8 @@ class QemuSimulator(Simulator):
         digest = hashlib.sha256(source + b"\0" + version).hexdigest()[:20]
         directory = self.cache_dir / "plugin" / digest
         final = directory / name
-        if not final.exists():
+        sealed = directory / f"{name}.sha256"  # the built file's content: a damaged one is built again
+        if not (final.exists() and _file_sha(final) == _read_text(sealed)):
             directory.mkdir(parents=True, exist_ok=True)
             fd, tmp_name = tempfile.mkstemp(prefix=".build-", suffix=".so", dir=directory)
             os.close(fd)
@@ -192,6 +194,7 @@ class QemuSimulator(Simulator):
                     raise InfraError(f"{HOST_CC} failed to build the QEMU plugin {source_path}: "
                                      f"{_stderr_tail(proc.stderr, 3)}")
                 os.replace(tmp_name, final)
+                atomic_write_text(sealed, _file_sha(final))
             except (OSError, subprocess.TimeoutExpired) as exc:
                 raise InfraError(f"{HOST_CC} failed to build the QEMU plugin {source_path}: "
                                  f"{one_line(str(exc))}") from None
@@ -265,3 +268,17 @@ class QemuSimulator(Simulator):
             raise InfraError(f"{where}: the harness never entered its region of interest (no call to "
                              f"perfguard_roi_begin followed by perfguard_roi_end); stderr: {_stderr_tail(stderr)}")
         return SimResult(stats=stats, stdout=stdout, roi_count=roi_count, total_insts=total_insts)
+
+
+def _file_sha(path: Path) -> str:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return ""
+
+
+def _read_text(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except (OSError, UnicodeDecodeError):
+        return None
