@@ -484,7 +484,8 @@ def test_plugin_is_cached_and_built_atomically(tmp_path):
     assert len(set(paths)) == 1
     so = paths[0]
     assert so.name == "perfguard_plugin.so" and so.parent.parent == cache / "plugin"
-    assert [p.name for p in so.parent.iterdir()] == ["perfguard_plugin.so"]  # no temp files left
+    # no temp files left; the plugin and the sha256 it is checked against before each use
+    assert sorted(p.name for p in so.parent.iterdir()) == ["perfguard_plugin.so", "perfguard_plugin.so.sha256"]
     mtime = so.stat().st_mtime_ns
     assert QemuSimulator(cache).plugin_path() == so and so.stat().st_mtime_ns == mtime
 
