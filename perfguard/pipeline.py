@@ -153,7 +153,7 @@ def run_job(job: Job) -> JobResult:
     started, started_cpu = time.monotonic(), cpu_seconds()
     spec = job.kernel
     result = JobResult(spec.name, job.profile.name, spec.family, dict(spec.params), job.simulator, ok=False)
-    with _failure_into(result, job.label):
+    with failure_into(result, job.label):
         with interruptible():  # in a pool worker too: an interrupted worker kills its simulator first
             with measured(result.timings, "imports"):  # once per process: the pool's cost, not the job's
                 import tvm  # noqa: F401
@@ -173,7 +173,7 @@ def run_job(job: Job) -> JobResult:
 
 
 @contextlib.contextmanager
-def _failure_into(result: JobResult, label: str) -> Iterator[None]:
+def failure_into(result: JobResult, label: str) -> Iterator[None]:
     """A failure inside the block becomes the result's error and exit code class."""
     try:
         yield
@@ -242,7 +242,7 @@ def run_jobs(executor: Executor, jobs: list[Job],
     for i, job in enumerate(jobs):
         failed = JobResult(job.kernel.name, job.profile.name, job.kernel.family, dict(job.kernel.params),
                            job.simulator, ok=False)
-        with _failure_into(failed, job.label):
+        with failure_into(failed, job.label):
             payloads.append(ship(job))
             sent.append(i)
             continue

@@ -10,17 +10,15 @@ error and no score.
 from __future__ import annotations
 
 import time
-import traceback
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any, Callable
 
 from perfguard.compile.cache import BuildCache, digest
 from perfguard.compile.inputs import decode_outputs
 from perfguard.config import Config, KernelSpec
-from perfguard.errors import EXIT_INFRA, InfraError, PerfguardError
+from perfguard.errors import InfraError
 from perfguard.executors.base import Executor
-from perfguard.pipeline import Job, JobResult, build_kernel, check_built, run_jobs
+from perfguard.pipeline import Job, JobResult, build_kernel, check_built, failure_into, run_jobs
 from perfguard.predict.select import predictor_for
 from perfguard.native import check_native, run_harness, time_native
 from perfguard.sim.stats import Stats
@@ -51,15 +49,9 @@ def _guarded(stage: Callable[[Job, JobResult], None], job: Job) -> JobResult:
     """Run one pipeline stage like run_job does: never raises, a failure is ok=False."""
     started = time.monotonic()
     result = JobResult(job.kernel.name, job.profile.name, job.kernel.family, {}, job.simulator, ok=False)
-    try:
+    with failure_into(result, job.label):
         stage(job, result)
         result.ok = True
-    except PerfguardError as exc:
-        result.error, result.exit_code = exc.message, exc.exit_code
-    except Exception as exc:
-        last = traceback.extract_tb(exc.__traceback__)[-1]
-        result.error = f"{job.label}: internal error {type(exc).__name__}: {exc} (at {Path(last.filename).name}:{last.lineno})"
-        result.exit_code = EXIT_INFRA
     result.params = {}  # a candidate's params can be a whole module: do not send them back
     result.seconds = time.monotonic() - started
     return result
