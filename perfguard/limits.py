@@ -147,13 +147,56 @@ class Judging:
         allow_unjudged = flag(table.get("allow_unjudged", False), table.where("allow_unjudged"))
         return cls(threshold, gate, limits, model, allow_unjudged)
 
-    def threshold_for(self, own: float | None, override: float | None = None) -> float:
-        """A kernel's or model's threshold: the command line's, else its own, else the global one
-        (`--threshold 0` is a threshold, not "unset")."""
-        if override is not None:
-            return override
+    def threshold_for(self, own: float | None, override: float | None = None, marker: float | None = None) -> float:
+        """A kernel's or model's threshold: a test's own (`@pytest.mark.perfguard(threshold=...)` or
+        `perfguard_check(..., threshold=...)`), else the command line's, else the kernel's or model's,
+        else the global one (`--threshold 0` is a threshold, not "unset"). The one precedence rule."""
+        imposed = self.imposed(override, marker)
+        if imposed is not None:
+            return imposed
         return own if own is not None else self.threshold
+
+    @staticmethod
+    def imposed(override: float | None, marker: float | None = None) -> float | None:
+        """The threshold a run imposes over every kernel's and model's own: a test's, else the command
+        line's; None: each keeps its own."""
+        return marker if marker is not None else override
 
     def limits_for(self, own: dict[str, Limit]) -> dict[str, Limit]:
         """The global limits with a kernel's own on top (a kernel's limit on a metric replaces the global one)."""
         return {**self.limits, **own}
+
+    def resolve(self, own_threshold: float | None, own_limits: dict[str, Limit], override: float | None = None,
+                marker: float | None = None) -> Judgement:
+        """How one kernel x target is judged, decided once: what its job carries, its result record is
+        keyed by, and judge/ applies (check, compare, bisect and the pytest plugin alike)."""
+        limits = self.limits_for(own_limits)
+        return Judgement(self.threshold_for(own_threshold, override, marker),
+                         tuple(sorted(limits.items())), self.gate, self.model)
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """A kernel x target's resolved judgement (Judging.resolve): the threshold on predicted time,
+    the per-metric limits, the gate and the timing model. judge.decide applies it."""
+
+    threshold_pct: float
+    limits: tuple[tuple[str, Limit], ...] = ()
+    gate: str = "estimate"
+    model: str = "auto"
+
+    @property
+    def limits_by_metric(self) -> dict[str, Limit]:
+        return dict(self.limits)
+
+    def key(self) -> str:
+        """Its bytes for a record key: a change of any part re-judges."""
+        return repr((self.threshold_pct, [(m, str(limit)) for m, limit in self.limits], self.gate, self.model))
+
+
+def threshold_override(value: float | None, option: str = "--threshold") -> float | None:
+    """A command line's threshold (check, compare, bisect, pytest's --perfguard-threshold): None or a
+    finite percentage >= 0 (a NaN threshold would pass everything); else an input error naming it."""
+    if value is not None and not 0 <= value < math.inf:
+        raise InputError(f"{option} {value}: must be a finite number >= 0")
+    return value

@@ -35,6 +35,7 @@ from perfguard.fingerprints import tool_environment, tool_identity, worker_ident
 from perfguard.kernels import FAMILY_NAMES, get_family
 from perfguard.kernels.base import check_params
 from perfguard.kernels.models import origin
+from perfguard.limits import Judgement
 from perfguard.signals import interruptible, log
 from perfguard.sim.base import get_simulator, profile_tools
 from perfguard.sim.mca import LLVM_MCA, McaTarget, block_timings
@@ -98,6 +99,9 @@ class Job:
     # `--recompute` and the reuse canary (`--verify-reuse`) run
     recompute: bool = False
     shipped: Shipped | None = None  # the user's code resolved by the submitting machine (`ship`)
+    # how its result is judged (limits.Judging.resolve, once per kernel x target): what its result
+    # record is keyed by and judge.decide applies; not an input of the job's own record
+    judgement: Judgement | None = None
 
     @property
     def label(self) -> str:

@@ -223,9 +223,9 @@ class CaseRunner:
             raise InputError(f"perfguard_check: '{name}' is not a [[model]]")
         model = next(m for m in self.config.models if m.name == name)
         jobs = make_jobs(self.config, [(spec, target) for spec in model_specs(self.config, model, [target])],
-                         self.simulator)
-        limit = self.threshold if threshold is None else threshold
-        check = run_check(self.config, jobs, 1, limit, store=self.store, known=recorded(jobs))
+                         self.simulator, self.threshold, threshold)
+        imposed = self.config.judging.imposed(self.threshold, threshold)  # the model total's, as its kernels'
+        check = run_check(self.config, jobs, 1, imposed, store=self.store, known=recorded(jobs))
         (total,) = check.model_summaries
         updated = []
         if self.update and all(o.result.ok for o in check.outcomes):
@@ -241,8 +241,9 @@ class CaseRunner:
                                total.current_total_s, total.baseline_total_s, list(total.changes), kernels, total,
                                updated)
 
-    def _job(self, spec: KernelSpec, target: str):
-        return make_jobs(self.config, [(spec, target)], self.simulator)[0]
+    def _job(self, spec: KernelSpec, target: str, threshold: float | None = None):
+        """The kernel's job, judged with the test's `threshold` over the command line's and its own."""
+        return make_jobs(self.config, [(spec, target)], self.simulator, self.threshold, threshold)[0]
 
     def run(self, kernel: str | KernelSpec | Mapping[str, Any], target: str,
             threshold: float | None = None) -> CaseResult | ModelCaseResult:
@@ -250,9 +251,8 @@ class CaseRunner:
         if isinstance(kernel, str) and any(m.name == kernel for m in self.config.models):
             return self.run_model(kernel, target, threshold)
         spec = self.spec(kernel, target)
-        job = self._job(spec, target)
-        limit = self.threshold if threshold is None else threshold
-        check = run_check(self.config, [job], 1, limit, store=self.store, known=recorded([job]))
+        job = self._job(spec, target, threshold)
+        check = run_check(self.config, [job], 1, self.threshold, store=self.store, known=recorded([job]))
         outcome = check.outcomes[0]
         updated = None
         if self.update and outcome.result.ok:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import math
 from dataclasses import replace
 from pathlib import Path
 
@@ -12,7 +11,7 @@ from rich.markup import escape
 from perfguard.baselines.git_revision import GitBaselineStore
 from perfguard.baselines.store import BaselineStore
 from perfguard.config import load_config
-from perfguard.limits import MODEL_NAMES
+from perfguard.limits import MODEL_NAMES, threshold_override
 from perfguard.document.report import Report, Revision, Shard, write_report
 from perfguard.errors import InfraError, InputError
 from perfguard.executors import add_executor_options, executor_from_args, pool_size
@@ -100,8 +99,7 @@ def run(args: argparse.Namespace) -> int:
             config = replace(config, judging=replace(config.judging, model=args.model))
         if args.jobs is not None and args.jobs < 1:
             raise InputError(f"-j {args.jobs}: must be at least 1")
-        if args.threshold is not None and not 0 <= args.threshold < math.inf:  # a NaN threshold passes everything
-            raise InputError(f"--threshold {args.threshold}: must be a finite number >= 0")
+        threshold_override(args.threshold)
         store = None
         if args.base:
             store = GitBaselineStore(config.storage.baseline_dir, args.base)
@@ -127,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
             # a shard holds part of a model: it reports its part, `perfguard merge` the total (docs/models.md)
             whole = whole_models(pairs)
             pairs = pairs[i - 1::n]
-        jobs = make_jobs(config, pairs, args.simulator)
+        jobs = make_jobs(config, pairs, args.simulator, args.threshold)
         if args.recompute:
             jobs = [replace(job, recompute=True) for job in jobs]
     with clock.stage("reuse"):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import math
 from pathlib import Path
 
 from rich.markup import escape
@@ -12,6 +11,7 @@ from perfguard.commands.check import names
 from perfguard.config import find_config, load_config
 from perfguard.document.report import Revision, write_report
 from perfguard.errors import InputError
+from perfguard.limits import threshold_override
 from perfguard.report.pages import write_pages
 from perfguard.report.terminal import console, print_table
 from perfguard.runs.report_build import build_report
@@ -43,8 +43,7 @@ def add_parser(subparsers) -> None:
 def check_numbers(args: argparse.Namespace) -> None:
     if args.jobs is not None and args.jobs < 1:
         raise InputError(f"-j {args.jobs}: must be at least 1")
-    if args.threshold is not None and not 0 <= args.threshold < math.inf:
-        raise InputError(f"--threshold {args.threshold}: must be a finite number >= 0")
+    threshold_override(args.threshold)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -28,10 +28,12 @@ from perfguard.document.report import ModelTotal
 from perfguard.document.verdicts import ERROR, REGRESSION
 from perfguard.errors import InputError, PerfguardError
 from perfguard.judge.attribution import attribution_between
-from perfguard.judge.verdicts import Verdict, judge
+from perfguard.judge.decide import ModelSource, decide, scorer
+from perfguard.judge.verdicts import Verdict
 from perfguard.pipeline import JobResult
 from perfguard.predict.base import Predictor
-from perfguard.predict.select import predictor_for
+from perfguard.limits import Judgement
+from perfguard.predict.intervals import load_intervals
 from perfguard.report.where import top_lines, where_line
 from perfguard.report.numbers import pct, signed_count
 from perfguard.report.text import block_line
@@ -121,7 +123,10 @@ class Bisector:
         self.model = model
         self.reference: Baseline | None = None
         self.good: Side | None = None  # a model's bisection: --good's measurements judge every revision
-        self.predictor: Predictor | None = None
+        self.predictor: Predictor | None = None  # the model --good's judgement chose (a kernel's bisection)
+        self.judgement: Judgement | None = None  # --good's, resolved once: every revision is judged by it
+        self.source: ModelSource | None = None
+        self.profile: TargetProfile | None = None
         self.threshold_pct = 0.0
 
     def _load(self, visit: Visit, ref: str, tree):
@@ -172,12 +177,15 @@ class Bisector:
             side, spec, where = self._load(visit, ref, tree)
             self.measurer.measure(side, [(self.kernel, self.target)])
             visit.result = side.results[(self.kernel, self.target)]
-            if self.predictor is None:  # the good side: its model and threshold judge every revision
+            if self.judgement is None:  # the good side: its judgement and model judge every revision
                 config = side.config
-                self.predictor = predictor_for(config.profiles[self.target], visit.result.family,
-                                               visit.result.simulator, config.storage.baseline_dir,
-                                               params=visit.result.params)
-                self.threshold_pct = config.judging.threshold_for(spec.threshold, self.threshold)
+                self.judgement = config.judging.resolve(spec.threshold, spec.limits, self.threshold)
+                self.threshold_pct = self.judgement.threshold_pct
+                if visit.result.ok:
+                    storage = config.storage
+                    self.source = ModelSource(storage.baseline_dir, self.measurer.cache_dir)
+                    self.profile = config.profiles[self.target]
+                    self.predictor = scorer(self.judgement.model, self.profile, visit.result, self.source)
         return side
 
     def _judge_kernel(self, visit: Visit, ref: str) -> None:
@@ -187,8 +195,10 @@ class Bisector:
             raise PerfguardError(result.error or "failed")
         if self.reference is None:
             self.reference = as_baseline(result, side, 0.0, "")
-        visit.verdict = judge(result.stats, self.reference, self.predictor, self.threshold_pct,
-                              result.toolchain, f"--good {self.reference.commit[:12]}")
+        good = f"--good {self.reference.commit[:12]}"
+        visit.verdict = decide(self.judgement, self.profile, result, self.reference, self.source,
+                               good, f"{good}: kernel '{self.kernel}'", load_intervals(), explain=False,
+                               chosen=self.predictor).verdict
 
     def visit(self, visit: Visit, ref: str, end: bool) -> Visit:
         """Measure and judge one revision; at an end of the range a failure is an error, elsewhere a skip."""

@@ -16,7 +16,7 @@ from perfguard.document.verdicts import ERROR, REGRESSION, REMOVED, WRONG_RESULT
 from perfguard.errors import EXIT_INFRA, EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, EXIT_WRONG_RESULT, InfraError, InputError
 from perfguard.executors import Executor, LocalExecutor, pool_size
 from perfguard.jsonfile import now_iso
-from perfguard.judge.attribution import attribute
+from perfguard.judge.decide import ModelSource, decide, judgement_of, like_with_like, scorer, scorer_or_none
 from perfguard.judge.model_totals import ModelKernelResult, kernel_rows, skipped_line, total
 from perfguard.judge.verdicts import Verdict, judge, toolchain_summary
 from perfguard.kernels.models import model_specs, skipped_calls
@@ -24,12 +24,9 @@ from perfguard.pipeline import Job, JobResult, run_jobs
 from perfguard.predict.analytical import AnalyticalModel
 from perfguard.predict.base import Predictor
 from perfguard.predict.intervals import load_intervals
-from perfguard.predict.pipeline import PipelineModel
-from perfguard.predict.select import predictor_for
 from perfguard.predict.store import ModelFiles
 from perfguard.runs.result_records import verdict_of
 from perfguard.sim.base import get_simulator
-from perfguard.sim.mca_tools import timing_cache_dir
 
 
 @dataclass
@@ -155,16 +152,19 @@ def _selected_specs(config: Config, names: list[str] | None, targets: list[str],
     return specs
 
 
-def make_jobs(config: Config, pairs: list[tuple[KernelSpec, str]], simulator: str | None = None) -> list[Job]:
-    """The jobs of the pairs; InputError first when the simulator cannot execute a target's code."""
-    sim, cache_dir = config.simulation, config.storage.cache_dir
+def make_jobs(config: Config, pairs: list[tuple[KernelSpec, str]], simulator: str | None = None,
+              threshold: float | None = None, marker: float | None = None) -> list[Job]:
+    """The jobs of the pairs, each with its resolved judgement (the command line's `threshold`, a
+    test's `marker`); InputError first when the simulator cannot execute a target's code."""
+    sim, cache_dir, judging = config.simulation, config.storage.cache_dir, config.judging
     name = simulator or sim.simulator
     backend = get_simulator(name, cache_dir)
     for target in dict.fromkeys(target for _, target in pairs):
         backend.check_target(config.profile(target))
     return [
         Job(spec, config.profile(target), config.root, cache_dir, name, sim.timeout, sim.reps, sim.warmup,
-            config.require_reference, warm_pipeline=config.judging.model != "analytical")
+            config.require_reference, warm_pipeline=judging.model != "analytical",
+            judgement=judging.resolve(spec.threshold, spec.limits, threshold, marker))
         for spec, target in pairs
     ]
 
@@ -256,13 +256,14 @@ def judge_results(config: Config, jobs: list[Job], results: list[JobResult], thr
     `whole_models` (a shard), each model's part of its total instead of the total. `also_models`:
     model x target views wanted even without a current kernel (compare: a model only the base has).
     `known`: report entries from result records (runs.result_records), taken as judged."""
-    storage, judging = config.storage, config.judging
+    storage = config.storage
     store = BaselineStore(storage.baseline_dir) if store is None else store
     models = store.models()
+    source = ModelSource(storage.baseline_dir, storage.cache_dir, models)
     run = CheckRun(models=models, interrupted=interrupted)
     intervals = load_intervals()
     for i, (job, result) in enumerate(zip(jobs, results)):
-        limit = judging.threshold_for(job.kernel.threshold, threshold)
+        judgement = judgement_of(config.judging, job, threshold)
         entry = known[i] if known else None
         if entry is not None and result.ok:
             run.outcomes.append(JudgedResult(result, verdict_of(entry), entry.model_id, entry.calibrated,
@@ -271,36 +272,23 @@ def judge_results(config: Config, jobs: list[Job], results: list[JobResult], thr
             continue
         if not result.ok:
             verdict = WRONG_RESULT if result.exit_code == EXIT_WRONG_RESULT else ERROR
-            run.outcomes.append(JudgedResult(result, Verdict(verdict, limit), error=result.error,
-                                             predictor=_predictor_or_none(config, job.profile, result, models)))
+            run.outcomes.append(JudgedResult(result, Verdict(verdict, judgement.threshold_pct), error=result.error,
+                                             predictor=scorer_or_none(judgement.model, job.profile, result, source)))
             continue
-        note, attributed, chosen = None, None, None
         try:
-            predictor = chosen = _predictor(config, job.profile, result, models)
             baseline = store.read(job.profile.name, job.kernel.name)
-            if baseline is not None and baseline.simulator != result.simulator:
-                raise InputError(
-                    f"{store.path(job.profile.name, job.kernel.name)}: baseline was simulated with "
-                    f"{baseline.simulator}, this run with {result.simulator}; refusing to compare"
-                )
-            predictor, note = like_with_like(predictor, baseline, job.profile)
-            verdict = judge(result.stats, baseline, predictor, limit, result.toolchain,
-                            str(store.path(job.profile.name, job.kernel.name)), judging.limits_for(job.kernel.limits),
-                            f"{config.path}: kernel '{job.kernel.name}'", intervals, job.profile.name, judging.gate)
-            if baseline is not None and verdict.gate != judging.gate:
-                note = "; ".join(filter(None, [note, NO_INTERVAL_NOTE.format(gate=judging.gate)]))
-            if baseline is None or not verdict.delta_pct:
-                pass  # nothing moved (a no-op check pays nothing for the view)
-            elif isinstance(predictor, PipelineModel):
-                attributed = attribute(predictor, baseline.stats, result.stats, (baseline.loops, result.loops))
-            else:
-                attributed = attribute_calibrated(predictor, job.profile, storage.cache_dir, baseline, result)
+            decision = decide(judgement, job.profile, result, baseline, source,
+                              str(store.path(job.profile.name, job.kernel.name)),
+                              f"{config.path}: kernel '{job.kernel.name}'", intervals)
         except (InputError, InfraError) as exc:
             result.exit_code = exc.exit_code
-            run.outcomes.append(JudgedResult(result, Verdict(ERROR, limit), error=exc.message, predictor=chosen))
+            chosen = scorer_or_none(judgement.model, job.profile, result, source)
+            run.outcomes.append(JudgedResult(result, Verdict(ERROR, judgement.threshold_pct), error=exc.message,
+                                             predictor=chosen))
             continue
-        run.outcomes.append(JudgedResult(result, verdict, predictor.model_id, predictor.calibrated,
-                                         baseline.commit if baseline else None, note=note,
+        predictor, attributed = decision.predictor, decision.attributed
+        run.outcomes.append(JudgedResult(result, decision.verdict, predictor.model_id, predictor.calibrated,
+                                         baseline.commit if baseline else None, note=decision.note,
                                          blocks=attributed.blocks if attributed else None,
                                          attribution=attributed.attribution if attributed else None,
                                          predictor=predictor, baseline=baseline))
@@ -373,7 +361,7 @@ def _model_rows(config: Config, jobs: list[Job], outcomes: list[JudgedResult], s
             order = store.model_graph(target, spec.name)  # a damaged file is an input error naming it
 
             def score(baseline: Baseline, profile=profile) -> float:
-                predictor, _ = like_with_like(_predictor(config, profile, baseline, models), baseline, profile)
+                predictor, _ = like_with_like(_scorer(config, profile, baseline, models), baseline, profile)
                 return float(predictor.predict_stats([baseline.stats])[0])
 
             try:
@@ -391,61 +379,24 @@ def removed_outcome(config: Config, shown: JobResult, stats, threshold: float | 
     limit = config.judging.threshold_for(spec.threshold if spec is not None else None, threshold)
     time_s, model_id, calibrated = None, None, False
     profile = config.profiles.get(shown.target)
-    predictor = None if profile is None else _predictor_or_none(config, profile, shown, models)
+    predictor = None if profile is None else scorer_or_none(
+        config.judging.model, profile, shown, ModelSource(config.storage.baseline_dir, config.storage.cache_dir, models))
     if stats is not None and predictor is not None:
-        scorer = AnalyticalModel(profile) if predictor.needs_blocks and stats.blocks is None else predictor
+        scoring = AnalyticalModel(profile) if predictor.needs_blocks and stats.blocks is None else predictor
         try:
-            time_s = float(scorer.predict_stats([stats])[0])
-            predictor, model_id, calibrated = scorer, scorer.model_id, scorer.calibrated
+            time_s = float(scoring.predict_stats([stats])[0])
+            predictor, model_id, calibrated = scoring, scoring.model_id, scoring.calibrated
         except (InputError, InfraError):  # the verdict stays `removed`; a model problem shows on the other results
             pass
     return JudgedResult(shown, Verdict(REMOVED, limit, baseline_time_s=time_s), model_id, calibrated, commit,
                         note=note, orphaned=orphaned, predictor=predictor)
 
 
-def _predictor(config: Config, profile, measured: JobResult | Baseline, models) -> Predictor:
+def _scorer(config: Config, profile, measured: JobResult | Baseline, models) -> Predictor:
     """The model that scores a measured kernel (a result, or a baseline) on `profile`, as the config's
-    `model` key chooses it."""
-    return predictor_for(profile, measured.family, measured.simulator, config.storage.baseline_dir, models,
-                         config.storage.cache_dir, config.judging.model, measured.params)
-
-
-def _predictor_or_none(config: Config, profile, result: JobResult, models) -> Predictor | None:
-    """The model that scores `result`'s kernel on `profile`, for a result with nothing to judge
-    (its report still shows the baseline's history under it); None when it cannot be had."""
-    try:
-        return _predictor(config, profile, result, models)
-    except (InputError, InfraError):  # the model file (or llvm-mca) is at fault: the other results say so
-        return None
-
-
-NO_INTERVAL_NOTE = ("gate = \"{gate}\" needs a calibrated interval, and none exists for this model: gated on the "
-                    "estimate")
-OLD_BASELINE_NOTE = ("the baseline has no block profile (recorded before perfguard kept them): compared with the "
-                     "analytical model on both sides; re-record it with 'perfguard baseline update' to use the "
-                     "pipeline model")
-
-
-def attribute_calibrated(predictor, profile, cache_dir: Path, baseline: Baseline, result: JobResult):
-    """Where a calibrated model's change happened, said by the pipeline model (the one that scores
-    blocks; every output names it beside the verdict's model), when both sides have block profiles;
-    None otherwise, or when the pipeline model cannot score them (the verdict stands without it)."""
-    if not predictor.calibrated or baseline.stats.blocks is None or result.stats is None or result.stats.blocks is None:
-        return None
-    try:
-        return attribute(PipelineModel(profile, timing_cache_dir(cache_dir)), baseline.stats, result.stats,
-                         (baseline.loops, result.loops))
-    except (InputError, InfraError):
-        return None
-
-
-def like_with_like(predictor, baseline: Baseline | None, profile):
-    """(the predictor to judge with, a note or None): a baseline the pipeline model (or a calibrated
-    model on pipeline features) cannot score is compared under the old analytical model, on both
-    sides, and the outputs say so."""
-    if predictor.needs_blocks and baseline is not None and baseline.stats.blocks is None:
-        return AnalyticalModel(profile), OLD_BASELINE_NOTE
-    return predictor, None
+    `model` key chooses it (judge.decide's rule)."""
+    storage = config.storage
+    return scorer(config.judging.model, profile, measured, ModelSource(storage.baseline_dir, storage.cache_dir, models))
 
 
 def head_commit(root: Path) -> str | None:
@@ -475,7 +426,7 @@ def write_baselines(config: Config, jobs: list[Job], results: list[JobResult]) -
     for job, r in zip(jobs, results):
         if not r.ok:
             continue
-        predictor = _predictor(config, job.profile, r, None)
+        predictor = _scorer(config, job.profile, r, None)
         new = Baseline(
             kernel=r.kernel, target=r.target, family=r.family, params=r.params, simulator=r.simulator,
             content_hash=r.content_hash or "", stats=r.stats,

@@ -26,6 +26,7 @@ from perfguard.config import Config
 from perfguard.document.report import Result, from_json, to_json
 from perfguard.errors import InputError
 from perfguard.fingerprints import environment_digest
+from perfguard.judge.decide import judgement_of
 from perfguard.judge.history import BaselineHistory
 from perfguard.judge.verdicts import Verdict
 from perfguard.pipeline import Job, JobResult
@@ -33,7 +34,7 @@ from perfguard.predict.intervals import DeltaInterval
 from perfguard.predict.store import model_path
 from perfguard.user_code import file_sha256
 
-RECORD_VERSION = 2
+RECORD_VERSION = 3  # 3: keyed by the job's resolved judgement (limits.Judgement.key)
 # What a result's entry says about this run rather than about the result: never recorded.
 RUN_FIELDS = ("seconds", "rebuilt", "resimulated")
 _NOT_INPUTS = ("seconds", "cpu_seconds", "timings", "depends", "reused", "rebuilt", "resimulated", "rechecked")
@@ -54,10 +55,9 @@ def keys(config: Config, jobs: list[Job], results: list[JobResult], threshold: f
         target, kernel = job.profile.name, job.kernel.name
         commits = [rev.commit for rev in history.changes(target, kernel)]
         out.append(digest(
-            "result record", str(RECORD_VERSION), environment, str(config.path), judging.model, judging.gate,
+            "result record", str(RECORD_VERSION), environment, str(config.path),
             json.dumps(data, sort_keys=True, default=str), json.dumps(job.profile.to_dict(), sort_keys=True),
-            repr(judging.threshold_for(job.kernel.threshold, threshold)),
-            repr(sorted(judging.limits_for(job.kernel.limits).items())),
+            judgement_of(judging, job, threshold).key(),
             file_sha256(BaselineStore(config.storage.baseline_dir).path(target, kernel)) or "absent",
             (file_sha256(model_path(config.storage.baseline_dir, target, result.family)) or "absent") if result.family \
             else "no family",
