@@ -40,7 +40,7 @@ from perfguard.compile.loops import scheduled_nests
 from perfguard.config import KernelSpec
 from perfguard.executors import LocalExecutor
 from perfguard.judge.attribution import attribute
-from perfguard.pipeline import Job, run_job
+from perfguard.job.run import Job, run_job
 from perfguard.predict.pipeline import PipelineModel
 from perfguard.report import where
 from perfguard.targets import BUILTIN

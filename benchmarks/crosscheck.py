@@ -1,6 +1,6 @@
 """QEMU plugin vs cachegrind on x86_64: the same harness binaries and cache geometry (the x86_64
 profile's, and optionally the same with a more associative L1D), both simulators run through
-perfguard.pipeline.run_job; prints one Markdown table per geometry.
+perfguard.job.run.run_job; prints one Markdown table per geometry.
 
 Bounds, per kernel call: instructions within 1 %, L1D misses within 2 %, L2 misses within
 5 %, each with an absolute floor of FLOOR counts. The floor covers what the two
@@ -31,7 +31,7 @@ from pathlib import Path
 
 from perfguard.config import KernelSpec, load_config
 from perfguard.executors.local import LocalExecutor
-from perfguard.pipeline import Job, JobResult, run_job
+from perfguard.job.run import Job, JobResult, run_job
 from perfguard.sim.stats import Stats
 from perfguard.targets import BUILTIN, TargetProfile
 

@@ -1,9 +1,9 @@
 """How far code placement alone moves native time and the pipeline model.
 
 Every verdict pair's kernels (benchmarks/verdict_pairs.py) are built again with the harness padded
-by each of --offsets bytes before the kernel's code (perfguard.pipeline.Job.code_offset: the same
+by each of --offsets bytes before the kernel's code (perfguard.job.run.Job.code_offset: the same
 kernel object, linked further on), simulated by the QEMU plugin and scored by the pipeline model.
-With --native, the offsets of each kernel are timed on this machine, interleaved (perfguard.native,
+With --native, the offsets of each kernel are timed on this machine, interleaved (perfguard.job.native,
 several processes per attempt), so that a pair's native delta can be taken at one layout or
 averaged over all of them.
 
@@ -30,7 +30,7 @@ if __package__ in (None, ""):  # run as a script: make `benchmarks` importable
 from benchmarks.verdicts import build_sides, select_pairs  # noqa: E402
 from perfguard.atomic import atomic_write_text  # noqa: E402
 from perfguard.config import load_config  # noqa: E402
-from perfguard.native import PROCESSES, pick_cpu, this_machine, time_interleaved  # noqa: E402
+from perfguard.job.native import PROCESSES, pick_cpu, this_machine, time_interleaved  # noqa: E402
 from perfguard.predict.pipeline import PipelineModel  # noqa: E402
 
 MOVED = (0.01, 0.05)  # a side "moved" by more than these fractions

@@ -1,7 +1,7 @@
 """What the built-in families need of the output check's default tolerance, on every ISA.
 
 For each kernel x target it simulates the kernel (checked loosely, so nothing fails here), reads
-the raw outputs back from the cache and reports perfguard.verify.needed_tolerance: the smallest t
+the raw outputs back from the cache and reports perfguard.job.verify.needed_tolerance: the smallest t
 with |kernel - reference| <= t * |reference| + t * max|reference| everywhere. The default
 (verify.DEFAULT_TOL) must stay well above the largest figure. Kernels: this repository's
 perfguard.toml, and per family the first variants of its knob space (other loop orders, tiles,
@@ -30,10 +30,10 @@ from perfguard.compile.inputs import decode_outputs, generate  # noqa: E402
 from perfguard.config import KernelSpec, load_config  # noqa: E402
 from perfguard.executors import LocalExecutor  # noqa: E402
 from perfguard.kernels import get_family  # noqa: E402
-from perfguard.pipeline import resolve_kernel, run_job, simulation_key  # noqa: E402
+from perfguard.job.run import resolve_kernel, run_job, simulation_key  # noqa: E402
 from perfguard.runs.check import make_jobs  # noqa: E402
 from perfguard.sim.base import get_simulator  # noqa: E402
-from perfguard.verify import DEFAULT_TOL, needed_tolerance, reference_outputs, resolve_reference  # noqa: E402
+from perfguard.job.verify import DEFAULT_TOL, needed_tolerance, reference_outputs, resolve_reference  # noqa: E402
 
 ISAS = ("x86_64", "aarch64", "riscv64")
 # Long reductions, small outputs: K (gemm, gemv, dense_relu), C x R x S (conv2d), R x S (depthwise).

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from perfguard.config import KernelSpec
-from perfguard.pipeline import Job, run_job
+from perfguard.job.run import Job, run_job
 from perfguard.compile.cache import BuildCache
 from perfguard.sim.qemu import QemuSimulator
 from perfguard.targets import BUILTIN

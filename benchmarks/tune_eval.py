@@ -35,8 +35,8 @@ from pathlib import Path
 from perfguard.compile.cache import BuildCache
 from perfguard.config import Config, KernelSpec, load_config
 from perfguard.executors import make_executor
-from perfguard.pipeline import Job, run_job
-from perfguard.native import time_native
+from perfguard.job.run import Job, run_job
+from perfguard.job.native import time_native
 from perfguard.tune.output import fmt_time
 from perfguard.tune.session import tune_kernel
 
@@ -148,7 +148,7 @@ def cross(args) -> dict:
 
 def warm_up(_: int) -> None:
     """Import what a job needs, and stay busy long enough that every worker gets one."""
-    import perfguard.pipeline  # noqa: F401
+    import perfguard.job.run  # noqa: F401
     import tvm  # noqa: F401
 
     time.sleep(2.0)

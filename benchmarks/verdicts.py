@@ -1,11 +1,11 @@
 """Verdict agreement: does each model predict the change that one-knob schedule edits really make?
 
 For every pair in benchmarks/verdict_pairs.py, both sides are built and simulated by perfguard
-itself (perfguard.pipeline.run_job: the build, cache and QEMU-plugin statistics `perfguard
+itself (perfguard.job.run.run_job: the build, cache and QEMU-plugin statistics `perfguard
 check` uses, for the x86_64 profile of perfguard.toml), and the very harness binaries are timed
-natively: pinned to one core, ASLR off, empty environment (perfguard.native), in
+natively: pinned to one core, ASLR off, empty environment (perfguard.job.native), in
 interleaved rounds (before, after, after, before, ...) so that load from other processes hits
-both sides alike. A round during which the other CPUs were busy (perfguard.native.time_quietly:
+both sides alike. A round during which the other CPUs were busy (perfguard.job.native.time_quietly:
 more than --max-neighbour-busy, default 25 % of one CPU, from /proc/stat) is timed again after a
 pause: a busy neighbour can shift the ratio itself, through the shared cache and memory, and
 interleaving does not cancel that. A pair that finds no quiet round within its budget is not
@@ -61,10 +61,10 @@ from perfguard.compile.cache import BuildCache
 from perfguard.config import Config, KernelSpec, load_config
 from perfguard.errors import InfraError, InputError, PerfguardError
 from perfguard.executors.local import LocalExecutor
-from perfguard.pipeline import Job, JobResult, run_job
+from perfguard.job.run import Job, JobResult, run_job
 from perfguard.predict.analytical import AnalyticalModel
 from perfguard.predict.select import kernel_dtype, predictor_for, stored_model, trained_dtypes
-from perfguard.native import (PROCESSES, ProcessRun, QuietBudget, QuietPolicy, add_quiet_options, check_native,
+from perfguard.job.native import (PROCESSES, ProcessRun, QuietBudget, QuietPolicy, add_quiet_options, check_native,
                               pick_cpu, this_machine, time_calls, time_process, time_quietly)
 from perfguard.sim.stats import Stats
 from perfguard.targets import TargetProfile
@@ -115,7 +115,7 @@ def _side_key(spec: KernelSpec) -> str:
 def build_sides(pairs: list[Pair], config: Config, profile: TargetProfile, workers: int | None = None,
                 simulator: str = "qemu", code_offset: int = 0) -> dict[str, tuple[Side, Side]]:
     """pair name -> (before, after); each distinct kernel is built and simulated once (`code_offset`:
-    bytes of padding linked before the kernel's code, perfguard.pipeline.Job's)."""
+    bytes of padding linked before the kernel's code, perfguard.job.run.Job's)."""
     unique: dict[str, KernelSpec] = {}
     for pair in pairs:
         for spec in pair.sides():
@@ -149,7 +149,7 @@ def time_pair(before: Path, after: Path, rounds: int, cpu: int, where: str, reps
     `reps` (calls per side per process) is probed when not given; `first` continues the
     alternation of rounds timed before.
 
-    Each round is a `perfguard.native.time_quietly` round: one during which the other CPUs were
+    Each round is a `perfguard.job.native.time_quietly` round: one during which the other CPUs were
     busier than `quiet` allows is timed again after a pause and lands in "rejected_rounds" with
     its load, never in the scores; a kept round records its "neighbour_load" (CPUs busy beside the
     pinned one; None where /proc/stat is unreadable). When a round finds no quiet try within the

@@ -1,4 +1,4 @@
-"""The `perfguard` command: parse arguments, dispatch to perfguard.commands, map errors to exit codes."""
+"""The `perfguard` command: parse arguments, dispatch to perfguard.shells.commands, map errors to exit codes."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 import traceback
 
 from perfguard import __version__
-from perfguard.commands import COMMANDS
+from perfguard.shells.commands import COMMANDS
 from perfguard.errors import EXIT_INFRA, EXIT_USAGE, PerfguardError
 from perfguard.signals import interruptible
 
@@ -25,7 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"perfguard {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for name in COMMANDS:
-        importlib.import_module(f"perfguard.commands.{name}").add_parser(sub)
+        importlib.import_module(f"perfguard.shells.commands.{name}").add_parser(sub)
     return parser
 
 

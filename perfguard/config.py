@@ -4,7 +4,7 @@ Every error names the file and the key; unknown keys are errors, not silently ig
 because a misspelt threshold that quietly falls back to the default is a gate that lies.
 
 The [perfguard] table is read in sections (perfguard.sections), each a frozen dataclass owned by
-the layer that uses it: `Simulation` (sim/settings.py), `Judging` (limits.py), and here `Storage`
+the layer that uses it: `Simulation` (sim/settings.py), `Judging` (judging.py), and here `Storage`
 (the folders, resolved against the config's) and `DriftLimits` (`calibrate drift`, runs/calibration.py,
 which sits above this module). `Config` keeps what every layer shares: the file, its targets and
 profiles, the kernels and models, `jobs` and `require_reference`.
@@ -24,7 +24,7 @@ from typing import Any, Callable, ClassVar
 
 from perfguard import flopcount, jsonfile
 from perfguard.errors import InputError, did_you_mean
-from perfguard.limits import Judging, Limit, parse_limits
+from perfguard.judging import Judging, Limit, parse_limits
 from perfguard.sections import KeyDocs, Table, flag, number, string_list
 from perfguard.sim.settings import Simulation
 from perfguard.targets import BUILTIN, TargetProfile, profile_from_config

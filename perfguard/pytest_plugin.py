@@ -1,6 +1,6 @@
 """pytest --perfguard: every configured kernel x target as a test item. Hooks only.
 
-The work (build, simulate, score, judge, native timing) is perfguard.pytest_cases; this module
+The work (build, simulate, score, judge, native timing) is perfguard.shells.pytest_cases; this module
 wires it into pytest: options, the `perfguard` marker, the `perfguard_check` fixture, the
 collected items and the one report written at the end. Without --perfguard (or one of the
 mode options that imply it) nothing else is registered and nothing heavy is imported.
@@ -144,7 +144,7 @@ class PerfguardSession:
     def runner(self, simulator: str | None = None):
         if simulator not in self._runners:
             # lazy: pytest loads this plugin in every session; the rest of perfguard only with --perfguard
-            from perfguard.pytest_cases import CaseRunner
+            from perfguard.shells.pytest_cases import CaseRunner
 
             self._runners[simulator] = CaseRunner(self.perfguard_config(), simulator=simulator,
                                                   update=bool(self.config.getoption("perfguard_update")),

@@ -1,7 +1,7 @@
 """A section of perfguard.toml's [perfguard] table, and the typed reads its parser makes.
 
 A section is a small frozen dataclass owned by the layer that reads it (sim/settings.py's
-`Simulation`, limits.py's `Judging`, config.py's `Storage` and `Drift`). It declares its keys
+`Simulation`, judging.py's `Judging`, config.py's `Storage` and `Drift`). It declares its keys
 with their documentation in `KEYS` (key -> (type, default, meaning): docs/configuration.md is
 generated from them) and builds itself with `parse(table)`. config.py composes the sections;
 a section never imports config.py (config sits above the layers that own most of them).

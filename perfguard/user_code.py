@@ -23,7 +23,7 @@ recording takes every module reachable from the ones it saw, with their reads. p
 itself, the standard library and the packages perfguard.fingerprints identifies (TVM, numpy,
 ...) are not listed: the environment digest stands for them.
 
-Records of results (perfguard.records) store these inputs with their digests and are reused
+Records of results (perfguard.job.record) store these inputs with their digests and are reused
 only while every one of them is unchanged.
 """
 

@@ -36,22 +36,24 @@ ORDER = (
     "errors", "signals", "process", "atomic", "jsonfile", "sealed", "registry", "timings", "fingerprints", "user_code",
     "flopcount", "targets", "executors", "sections",
     # measuring: lower a TVM module to an object and link it; run a binary in a simulator (or
-    # llvm-mca on its blocks), natively, or check its outputs. None of them knows the config.
-    "compile", ("sim", "native"),
+    # llvm-mca on its blocks). Neither knows the config.
+    "compile", "sim",
     # the config (perfguard.toml) composes the sections of the layers below it (sim/settings.py's
-    # Simulation, limits.py's Judging) with its own, so it sits above them; the kernels it configures
-    # (families, user kernels, whole models) read it
-    "limits", "config", "kernels", "verify",
-    # one job (build -> simulate -> check outputs) and its record; timing models
-    "pipeline", "records", "predict",
+    # Simulation, judging.py's Judging and Judgement) with its own, so it sits above them; the kernels
+    # it configures (families, user kernels, whole models) read it
+    "judging", "config", "kernels",
+    # one job (job/: build -> simulate -> check outputs, its record, the output check, the same
+    # binary timed natively); timing models
+    "job", "predict",
     # the guard: committed baselines (working tree, git revision, lock); the typed report
     # document (schema, upgrades, verdict names, model kernel labels); beside each other, judging
-    # (verdicts, limits applied, model totals, attribution, analysis, history, merging reports)
-    # and the renderers (report/ renders a document and knows nothing else of the guard); the runs
-    # (check, compare, bisect) that judge and build a report; autotuning
+    # (judge.decide: the one verdict, limits applied, model totals, attribution, analysis, history,
+    # merging reports) and the renderers (report/ renders a document and knows nothing else of the
+    # guard); the runs (check, compare, bisect) that judge and build a report; autotuning
     "baselines", "document", ("judge", "report"), "runs", "tune",
-    # the shells
-    "pytest_cases", "pytest_plugin", "action", "commands", "cli",
+    # the shells: the pytest plugin's entry point and the console script, above the rest (shells/:
+    # the Action, the pytest cases and the subcommands)
+    "shells", "pytest_plugin", "cli",
 )
 LEVEL = {name: level for level, layer in enumerate(ORDER) for name in ((layer,) if isinstance(layer, str) else layer)}
 

@@ -14,8 +14,8 @@ from perfguard.baselines.store import Baseline
 from perfguard.errors import InfraError, InputError
 from perfguard.judge.attribution import Attributed, attribute
 from perfguard.judge.verdicts import Verdict, judge
-from perfguard.limits import Judgement, Judging
-from perfguard.pipeline import Job, JobResult
+from perfguard.judging import Judgement, Judging
+from perfguard.job.run import Job, JobResult
 from perfguard.predict.analytical import AnalyticalModel
 from perfguard.predict.base import Predictor
 from perfguard.predict.intervals import IntervalCalibration

@@ -21,7 +21,7 @@ import numpy as np
 from perfguard.baselines.store import Baseline
 from perfguard.document.verdicts import REGRESSION, IMPROVEMENT, UNCHANGED, NEW, TOOLCHAIN
 from perfguard.errors import InputError
-from perfguard.limits import Limit, limit_breaches
+from perfguard.judging import Limit, limit_breaches
 from perfguard.predict.base import Predictor
 from perfguard.predict.intervals import DeltaInterval, IntervalCalibration, delta_interval
 from perfguard.sim.stats import STAT_FIELDS, Stats

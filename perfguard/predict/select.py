@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from perfguard.config import default_cache_dir
-from perfguard.limits import MODEL_NAMES
+from perfguard.judging import MODEL_NAMES
 from perfguard.errors import InputError
 from perfguard.predict.analytical import AnalyticalModel
 from perfguard.predict.base import Predictor

@@ -30,9 +30,9 @@ from perfguard.errors import InputError, PerfguardError
 from perfguard.judge.attribution import attribution_between
 from perfguard.judge.decide import ModelSource, decide, scorer
 from perfguard.judge.verdicts import Verdict
-from perfguard.pipeline import JobResult
+from perfguard.job.run import JobResult
 from perfguard.predict.base import Predictor
-from perfguard.limits import Judgement
+from perfguard.judging import Judgement
 from perfguard.predict.intervals import load_intervals
 from perfguard.report.where import top_lines, where_line
 from perfguard.report.numbers import pct, signed_count

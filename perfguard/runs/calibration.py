@@ -28,7 +28,7 @@ from perfguard.errors import InfraError, InputError
 from perfguard.executors import Executor, LocalExecutor, pool_size
 from perfguard.jsonfile import now_iso
 from perfguard.kernels import get_family
-from perfguard.pipeline import Job, JobResult, build_kernel, run_jobs
+from perfguard.job.run import Job, JobResult, build_kernel, run_jobs
 from perfguard.predict.analytical import AnalyticalModel
 from perfguard.predict.dataset import Dataset, Row, dataset_path, load_dataset
 from perfguard.predict.evaluate import GroupMetrics, leave_one_group_out, metrics, summarize
@@ -39,7 +39,7 @@ from perfguard.predict.registry import PREDICTORS
 from perfguard.predict.select import kernel_dtype
 from perfguard.predict.store import StoredModel, save_model
 from perfguard.sim.base import get_simulator
-from perfguard.native import DEFAULT_CV_BOUND, PROCESSES, QuietPolicy, check_native, this_machine, time_interleaved
+from perfguard.job.native import DEFAULT_CV_BOUND, PROCESSES, QuietPolicy, check_native, this_machine, time_interleaved
 from perfguard.sim.stats import Stats
 from perfguard.targets import TargetProfile
 from perfguard.sim.mca_tools import timing_cache_dir

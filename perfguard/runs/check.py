@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
-from perfguard import records
+from perfguard.job import record
 from perfguard.baselines.lock import baselines_lock
 from perfguard.baselines.store import Baseline, BaselineSource, BaselineStore, graph_path, graph_text, same_record
 from perfguard.config import Config, KernelSpec
@@ -20,12 +20,12 @@ from perfguard.judge.decide import ModelSource, decide, judgement_of, like_with_
 from perfguard.judge.model_totals import ModelKernelResult, kernel_rows, skipped_line, total
 from perfguard.judge.verdicts import Verdict, judge, toolchain_summary
 from perfguard.kernels.models import model_specs, skipped_calls
-from perfguard.pipeline import Job, JobResult, run_jobs
+from perfguard.job.run import Job, JobResult, run_jobs
 from perfguard.predict.analytical import AnalyticalModel
 from perfguard.predict.base import Predictor
 from perfguard.predict.intervals import load_intervals
 from perfguard.predict.store import ModelFiles
-from perfguard.runs.result_records import verdict_of
+from perfguard.runs.result_record import verdict_of
 from perfguard.sim.base import get_simulator
 
 
@@ -43,7 +43,7 @@ class JudgedResult:
     attribution: Attribution | None = None  # pipeline model: the differential view (judge.differential)
     orphaned: bool = False  # `removed`: a committed baseline no configured kernel has (runs.orphans): fails the check
     base_remeasured: str | None = None  # judged against this base commit measured with this toolchain (runs.rebase)
-    explained: Result | None = None  # its report entry, from a result record (runs.result_records): nothing to redo
+    explained: Result | None = None  # its report entry, from a result record (runs.result_record): nothing to redo
     # The report is explained with these, never by looking them up again: the model that scored the
     # result (the analytical one where the baseline has no block profile; None when none could be
     # had), and the baseline it was compared with (None: new, removed, or not compared).
@@ -170,8 +170,8 @@ def make_jobs(config: Config, pairs: list[tuple[KernelSpec, str]], simulator: st
 
 
 def recorded(jobs: list[Job]) -> list[JobResult | None]:
-    """Each job's recorded result where nothing it depends on changed (perfguard.records), else None."""
-    return [records.lookup(job) for job in jobs]
+    """Each job's recorded result where nothing it depends on changed (perfguard.job.record), else None."""
+    return [record.lookup(job) for job in jobs]
 
 
 def measure(config: Config, jobs: list[Job], workers: int | None = None,
@@ -189,7 +189,7 @@ def measure(config: Config, jobs: list[Job], workers: int | None = None,
 
     def finished(k: int, result: JobResult) -> None:
         results[todo[k]] = result
-        records.store(jobs[todo[k]], result)  # as each finishes: an interrupted check keeps what it did
+        record.store(jobs[todo[k]], result)  # as each finishes: an interrupted check keeps what it did
         if on_result:
             on_result(todo[k], result)
 
@@ -255,7 +255,7 @@ def judge_results(config: Config, jobs: list[Job], results: list[JobResult], thr
     a git revision's, or another revision's measured results for `perfguard compare`). With
     `whole_models` (a shard), each model's part of its total instead of the total. `also_models`:
     model x target views wanted even without a current kernel (compare: a model only the base has).
-    `known`: report entries from result records (runs.result_records), taken as judged."""
+    `known`: report entries from result records (runs.result_record), taken as judged."""
     storage = config.storage
     store = BaselineStore(storage.baseline_dir) if store is None else store
     models = store.models()

@@ -23,7 +23,7 @@ from pathlib import Path
 from perfguard.baselines.store import BaselineSource, BaselineStore
 from perfguard.config import Config
 from perfguard.errors import InputError
-from perfguard.pipeline import JobResult
+from perfguard.job.run import JobResult
 from perfguard.runs.check import removed_outcome
 
 

@@ -29,7 +29,7 @@ from perfguard.baselines.store import Baseline, BaselineSource, BaselineStore
 from perfguard.config import Config
 from perfguard.document.verdicts import ERROR, TOOLCHAIN
 from perfguard.errors import EXIT_INFRA, InfraError, InputError, PerfguardError
-from perfguard.pipeline import Job
+from perfguard.job.run import Job
 from perfguard.predict.store import ModelFiles
 from perfguard.runs.check import CheckRun, JudgedResult, judge_results
 from perfguard.runs.revisions import Measurer, Project, Side, as_baseline, git, load_side

@@ -1,6 +1,6 @@
 """The reuse canary: reused job results run again from scratch and compared with their records.
 
-A job record is reused when its key and its recorded inputs match (perfguard.records). If the
+A job record is reused when its key and its recorded inputs match (perfguard.job.record). If the
 key missed an input (a file read some way the recording cannot see, a tool changed behind the
 same bytes), the record would give a stale answer with nothing to show for it. `perfguard check
 --verify-reuse[=N]` therefore takes N of the results it would reuse (all by default), runs their
@@ -17,7 +17,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 
-from perfguard.pipeline import JobResult
+from perfguard.job.run import JobResult
 
 # What a reused result must give exactly as a fresh run does.
 COMPARED = ("ok", "content_hash", "binary_hash", "stats", "max_error", "reference", "flops", "tensor_bytes",

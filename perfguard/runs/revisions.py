@@ -9,7 +9,7 @@ measure the first revision's code again: before each revision the worker forgets
 imported from the previous revision's tree. The caller's process never imports a revision's code.
 Every side shares the caller's build and simulation cache, so a revision whose kernel IR did not
 change costs no build and no simulation, and a job measured before with the same inputs (its
-record, perfguard.records) is not run at all, as in `check`.
+record, perfguard.job.record) is not run at all, as in `check`.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from perfguard.config import Config, KernelSpec, load_config
 from perfguard.errors import EXIT_INFRA, InfraError, InputError, PerfguardError
 from perfguard.executors import Executor, ExecutorChoice
 from perfguard.kernels.models import model_specs
-from perfguard.pipeline import JobResult
+from perfguard.job.run import JobResult
 from perfguard.runs.check import make_jobs, measure, recorded
 from perfguard.sim.stats import Stats
 

@@ -14,7 +14,7 @@ import dataclasses
 from perfguard.baselines.store import Baseline, BaselineSource
 from perfguard.config import Config, KernelSpec
 from perfguard.errors import EXIT_USAGE, EXIT_WRONG_RESULT, InputError
-from perfguard.pipeline import Job, JobResult
+from perfguard.job.run import Job, JobResult
 from perfguard.runs.check import CheckRun, JudgedResult, judge_results, removed_outcome
 from perfguard.runs.revisions import Side, as_baseline
 

@@ -37,7 +37,7 @@ class Simulator(abc.ABC):
     @classmethod
     def programs(cls, target: TargetProfile) -> list[str]:
         """The programs a run for `target` executes besides the binary (their versions change what
-        a recorded result depends on: perfguard.records)."""
+        a recorded result depends on: perfguard.job.record)."""
         return []
 
     @abc.abstractmethod

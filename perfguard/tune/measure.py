@@ -18,9 +18,9 @@ from perfguard.compile.inputs import decode_outputs
 from perfguard.config import Config, KernelSpec
 from perfguard.errors import InfraError
 from perfguard.executors.base import Executor
-from perfguard.pipeline import Job, JobResult, build_kernel, check_built, failure_into, run_jobs
+from perfguard.job.run import Job, JobResult, build_kernel, check_built, failure_into, run_jobs
 from perfguard.predict.select import predictor_for
-from perfguard.native import check_native, run_harness, time_native
+from perfguard.job.native import check_native, run_harness, time_native
 from perfguard.sim.stats import Stats
 from perfguard.targets import TargetProfile
 

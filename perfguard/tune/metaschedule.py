@@ -30,7 +30,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from perfguard.config import KernelSpec
-from perfguard.pipeline import run_job
+from perfguard.job.run import run_job
 from perfguard.tune.apply import compute_module, plain
 from perfguard.tune.measure import Measurer, Trial, build_job, native_check_job
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from perfguard.config import KernelSpec
-from perfguard.pipeline import JobResult
+from perfguard.job.run import JobResult
 from perfguard.sim.stats import STAT_FIELDS, Stats
 
 HERE = Path(__file__).resolve().parent

@@ -8,7 +8,7 @@ Run it when tests/runs/test_captured.py says a file is stale (a kernel, the harn
 toolchain or the simulator changed), then review the diff and commit it. It writes:
 
 - jobs/<name>.json: each of CAPTURES built by TVM, cross-compiled and simulated under QEMU
-  (perfguard.pipeline.run_job): statistics with the block profile, the loop nest, the build key.
+  (perfguard.job.run.run_job): statistics with the block profile, the loop nest, the build key.
 - resnet.json: the kernels real TVM extracts from a small ResNet before and after each edit
   (tests/captured/resnet.py), for the model-change tests.
 - models/<predictor>.json: each predictor fitted on synthetic statistics (captured.synthetic_stats),
@@ -31,7 +31,7 @@ VARIANTS = 6
 
 
 def jobs(cache: Path) -> None:
-    from perfguard.pipeline import Job, run_job
+    from perfguard.job.run import Job, run_job
     from perfguard.targets import BUILTIN
 
     root = Path(__file__).resolve().parents[2]
@@ -46,7 +46,7 @@ def jobs(cache: Path) -> None:
 
 def dataset(cache: Path) -> None:
     from perfguard.config import load_config
-    from perfguard.native import QuietPolicy
+    from perfguard.job.native import QuietPolicy
     from perfguard.runs.calibration import collect
 
     with tempfile.TemporaryDirectory(prefix="captured-calibration-") as tmp:

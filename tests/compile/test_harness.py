@@ -10,7 +10,7 @@ import pytest
 from perfguard.compile.cache import BuildCache
 from perfguard.compile.inputs import TensorSpec, generate
 from perfguard.config import KernelSpec
-from perfguard.pipeline import Job, run_job
+from perfguard.job.run import Job, run_job
 from perfguard.sim.qemu import QemuSimulator
 from perfguard.targets import BUILTIN
 from tests.conftest import REPO

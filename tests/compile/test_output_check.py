@@ -19,7 +19,7 @@ import pytest
 
 from perfguard.cli import main
 from perfguard.config import load_config
-from perfguard.pipeline import run_job
+from perfguard.job.run import run_job
 from perfguard.runs.check import make_jobs, select
 from perfguard.targets import BUILTIN
 
@@ -188,8 +188,7 @@ def test_an_edited_reference_module_is_checked_again(warmed, tmp_path, capsys):
 @pytest.mark.slow
 def test_the_check_runs_again_only_when_its_key_changes(tmp_path, monkeypatch):
     """Unchanged: neither simulated nor checked again; a new CHECK_VERSION: checked, not simulated."""
-    from perfguard import verify
-
+    from perfguard.job import verify
     root = tmp_path / "p"
     (root / "mykernels").mkdir(parents=True)
     (root / "mykernels" / "__init__.py").write_text("")

@@ -14,7 +14,7 @@ import pytest
 
 from perfguard.config import KernelSpec
 from perfguard.errors import InputError, WrongResult
-from perfguard.verify import DEFAULT_TOL, check_output, tolerances
+from perfguard.job.verify import DEFAULT_TOL, check_output, tolerances
 
 WHERE = "kernel 'k' on x86_64"
 

@@ -1,5 +1,5 @@
 """A check costs what changed: the whole check, and each job, reused while nothing it depends on
-changed (perfguard.runs.check_record, perfguard.records), and redone when anything did.
+changed (perfguard.runs.check_record, perfguard.job.record), and redone when anything did.
 
 Real TVM, cross compilers and QEMU on two small user kernels; kernel `a` reaches its schedule
 through two imports (kern/a.py -> kern/mid.py -> kern/helper.py), kernel `b` shares none of them.

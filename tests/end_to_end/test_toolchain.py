@@ -306,7 +306,7 @@ def test_doctor_prints_the_fingerprint_and_whether_it_matches_the_baselines(tmp_
 
 
 def test_the_action_annotates_a_toolchain_change_once():
-    from perfguard.action import annotations
+    from perfguard.shells.action import annotations
     from perfguard.judge.verdicts import toolchain_summary
     from perfguard.document.report import Report
 

@@ -212,7 +212,7 @@ def test_a_scheduler_without_workers_fails_with_a_message_not_a_hang(scheduler):
 @pytest.mark.slow
 def test_a_job_run_again_after_its_worker_died_is_said_and_a_failure_names_its_worker(scheduler, tmp_path):
     from perfguard.config import KernelSpec
-    from perfguard.pipeline import Job, run_jobs
+    from perfguard.job.run import Job, run_jobs
     from perfguard.targets import BUILTIN
 
     # no nanny: a killed worker stays dead, as a lost machine does

@@ -13,7 +13,7 @@ from perfguard.config import KernelSpec
 from perfguard.errors import InfraError, InputError
 from perfguard.executors import LocalExecutor, default_workers, make_executor, pool_size
 from perfguard.executors.dask import WORKER_CACHE_ENV, DaskExecutor, on_worker
-from perfguard.pipeline import Job, run_job
+from perfguard.job.run import Job, run_job
 from perfguard.targets import BUILTIN
 
 distributed = pytest.importorskip("distributed")
@@ -86,7 +86,7 @@ def test_check_on_a_dask_cluster_reports_what_the_local_pool_reports(cluster, pr
         """)
     reports = []
     # --recompute: the second check would otherwise take both results from the first's job records
-    # (perfguard.records) and start no executor at all
+    # (perfguard.job.record) and start no executor at all
     for extra in (["-j", "1"], ["--executor", "dask", "--scheduler", cluster.scheduler_address, "--recompute"]):
         assert main(["check", "--config", str(config), *extra]) == 0
         data = json.loads((config.parent / "reports" / "perfguard.json").read_text())

@@ -47,7 +47,7 @@ def built(tmp_path_factory) -> Path:
     """A cache holding both kernels' builds (not their simulations): each run below goes straight
     from its cache hits to QEMU, where the kill lands; no run ever stores a simulation."""
     from perfguard.config import load_config
-    from perfguard.pipeline import JobResult, build_kernel
+    from perfguard.job.run import JobResult, build_kernel
     from perfguard.runs.check import make_jobs, select
 
     root = tmp_path_factory.mktemp("orphans-build")

@@ -162,7 +162,7 @@ def test_a_gate_on_an_end_is_said_and_a_borrowed_calibration_named():
 
 
 def test_the_pytest_failure_message_carries_the_interval():
-    from perfguard.pytest_cases import CaseResult
+    from perfguard.shells.pytest_cases import CaseResult
 
     report = Report.from_json(_report())
     case = CaseResult("gemm_a", "x86_64", "regression", 5.0, 1, 5.7, 1.057e-3, 1e-3, report=report.results[0])
@@ -172,7 +172,7 @@ def test_the_pytest_failure_message_carries_the_interval():
 
 
 def test_a_recorded_result_gives_back_its_interval_and_gate():
-    from perfguard.runs.result_records import verdict_of
+    from perfguard.runs.result_record import verdict_of
 
     data = _report()
     data["results"][0].update(gate="upper")

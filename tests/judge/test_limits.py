@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from perfguard.errors import InputError
-from perfguard.limits import Limit, parse_limits
+from perfguard.judging import Limit, parse_limits
 from tests.input.test_bad_input import BASELINE, invoke, seeded  # noqa: F401  (the seeded project fixture)
 
 

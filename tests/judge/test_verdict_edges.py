@@ -22,7 +22,7 @@ from perfguard.document.verdicts import IMPROVEMENT, NEW, REGRESSION, TOOLCHAIN,
 from perfguard.errors import InputError
 from perfguard.judge.model_totals import total
 from perfguard.judge.verdicts import judge
-from perfguard.limits import Limit
+from perfguard.judging import Limit
 from perfguard.predict.base import Predictor
 from perfguard.sim.stats import Stats
 

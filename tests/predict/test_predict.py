@@ -388,7 +388,7 @@ def test_dataset_stores_each_block_once_and_reads_profiles_back(tmp_path):
 
 
 def test_resimulated_rows_keep_their_native_time_only_when_nothing_changed():
-    from perfguard.pipeline import JobResult
+    from perfguard.job.run import JobResult
     from perfguard.runs.calibration import merge_resimulated
 
     import dataclasses

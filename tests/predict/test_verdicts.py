@@ -17,7 +17,7 @@ from benchmarks.verdict_pairs import PAIRS, Pair
 from perfguard.config import load_config
 from perfguard.errors import InfraError
 from perfguard.kernels import FAMILY_NAMES, get_family
-from perfguard.native import QuietPolicy
+from perfguard.job.native import QuietPolicy
 from perfguard.runs.calibration import DEFAULT_GROUPS
 from perfguard.targets import BUILTIN
 from tests.conftest import REPO
@@ -249,8 +249,7 @@ def _neighbour_program(tmp_path, name: str, base: int, limit: int, pinned: int):
 @pytest.mark.skipif(not X86.native() or shutil.which("gcc") is None, reason="native timing needs an x86_64 host")
 def test_rounds_with_a_busy_neighbour_are_rejected_recorded_and_a_pair_that_stays_busy_is_not_scored(
         tmp_path, monkeypatch):
-    from perfguard import native
-
+    from perfguard.job import native
     monkeypatch.setattr(native, "PROC_STAT", tmp_path / "stat")
     cpu = native.pick_cpu()
     policy = QuietPolicy(bound=0.25, wait_s=0.0, retries=3, budget_s=60)

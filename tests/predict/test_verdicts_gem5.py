@@ -106,7 +106,7 @@ def test_stored_gem5_results_are_reused_per_binary_and_cpu(tmp_path, monkeypatch
     """A side whose (CPU type, binary, gem5 fingerprint) is stored is not simulated again; one
     CPU type stored does not stand in for the other; a file of another schema is refused."""
     from perfguard.config import load_config
-    from perfguard.pipeline import JobResult
+    from perfguard.job.run import JobResult
     from perfguard.sim.gem5 import Gem5Simulator
     from perfguard.sim.stats import Stats
 

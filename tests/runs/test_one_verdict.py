@@ -15,7 +15,7 @@ import pytest
 
 from perfguard.cli import main
 from perfguard.config import load_config
-from perfguard.pytest_cases import CaseRunner
+from perfguard.shells.pytest_cases import CaseRunner
 from tests.projects import GOOD, WORSE, commit_all, kernel_table, project_repository, with_cache
 
 pytestmark = pytest.mark.slow  # real revisions, measured

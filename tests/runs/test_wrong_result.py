@@ -19,10 +19,10 @@ from perfguard.document.verdicts import ERROR, REGRESSION, WRONG_RESULT
 from perfguard.errors import EXIT_INFRA, EXIT_REGRESSION, EXIT_WRONG_RESULT, WrongResult
 from perfguard.judge.merge import combined_exit_code
 from perfguard.judge.verdicts import Verdict
-from perfguard.pipeline import JobResult
+from perfguard.job.run import JobResult
 from perfguard.runs.check import CheckRun, JudgedResult
 from perfguard.runs.report_build import build_report
-from perfguard.verify import mismatch_error
+from perfguard.job.verify import mismatch_error
 from tests.conftest import REPO
 
 SCHEMA = json.loads((REPO / "docs" / "report.schema.json").read_text())
@@ -125,7 +125,7 @@ def test_every_renderer_says_wrong_result_and_where(wrong_report, tmp_path):
 
 
 def test_the_action_fails_on_a_wrong_result_even_without_fail_on_regression(wrong_report):
-    from perfguard.action import action_result, annotations
+    from perfguard.shells.action import action_result, annotations
 
     result = action_result(wrong_report, EXIT_WRONG_RESULT)
     assert (result.verdict, result.exit_code) == ("wrong-result", 4)
@@ -134,7 +134,7 @@ def test_the_action_fails_on_a_wrong_result_even_without_fail_on_regression(wron
 
 
 def test_a_pytest_case_with_a_wrong_result_fails_with_its_message():
-    from perfguard.pytest_cases import CaseResult
+    from perfguard.shells.pytest_cases import CaseResult
 
     case = CaseResult("k", "x86_64", WRONG_RESULT, 2.0, EXIT_WRONG_RESULT, error=WRONG.error)
     assert not case.ok

@@ -16,7 +16,7 @@ from unittest import mock
 import pytest
 import yaml
 
-from perfguard.action import annotation, on_github
+from perfguard.shells.action import annotation, on_github
 from tests.conftest import REPO
 from tests.projects import commit_all, config_text, init_repo, pr_event
 from tests.shells.workflow_runner import Runner, read_file_commands, venv_of_this_interpreter
@@ -289,7 +289,7 @@ def test_action_bad_input_is_one_annotated_error(pr_workspace):
 def test_keys_need_only_the_standard_library(tmp_path):
     env = {"PATH": os.environ["PATH"], "GITHUB_OUTPUT": str(tmp_path / "out"), "RUNNER_TEMP": str(tmp_path),
            "INPUT_SHARD": "2/3", "HOME": str(tmp_path)}
-    proc = subprocess.run([sys.executable, "-S", "-m", "perfguard.action", "keys"], cwd=REPO, env=env,
+    proc = subprocess.run([sys.executable, "-S", "-m", "perfguard.shells.action", "keys"], cwd=REPO, env=env,
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     outputs = read_file_commands(tmp_path / "out")
@@ -311,7 +311,7 @@ def test_annotation_escaping():
     (["gemm"], 3, ["drift"], {}, 3),
 ])
 def test_recalibrate_retrains_only_what_drifted(project, tmp_path, monkeypatch, models, drift, calls, outputs, code):
-    import perfguard.action as action
+    import perfguard.shells.action as action
 
     config = project(TOML, name="cal")
     for family in models:
@@ -379,7 +379,7 @@ def test_on_github_the_links_into_the_report_folder_lead_to_the_run(monkeypatch)
 
 
 def test_the_action_writes_the_same_markdown_as_perfguard_when_summary_md_is_missing(tmp_path):
-    from perfguard.action import markdown_for
+    from perfguard.shells.action import markdown_for
     from perfguard.document.report import Report
     from perfguard.report.markdown import MARKER
 
@@ -413,7 +413,7 @@ def test_a_checkout_owned_by_another_user_names_gits_cause(project, tmp_path):
         subprocess.run(["chown", "-R", "12345:12345", str(workspace)], check=True)  # the runner's user, not root
     else:
         env["GIT_TEST_ASSUME_DIFFERENT_OWNER"] = "1"  # git's own switch for the same check
-    run = [sys.executable, "-m", "perfguard.action", "run"]
+    run = [sys.executable, "-m", "perfguard.shells.action", "run"]
     proc = subprocess.run(run, cwd=workspace, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert (f"::error title=perfguard action::git refuses the checkout at {workspace}: detected dubious ownership"

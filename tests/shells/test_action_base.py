@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from perfguard import action
-from perfguard.action import ActionError, choose_base, resolve_base
+from perfguard.shells import action
+from perfguard.shells.action import ActionError, choose_base, resolve_base
 from tests.projects import commit_all, git, init_repo
 
 

@@ -209,7 +209,7 @@ def test_the_snapshot_is_one_timestamp_everywhere():
         assert load(path)["env"]["DEBIAN_SNAPSHOT"] == stamp, path.name
     docs = (REPO / "docs" / "ci.md").read_text() + (REPO / "docs" / "toolchain.md").read_text()  # workflow example,
     assert set(re.findall(r"\b\d{8}T\d{6}Z\b", docs)) == {stamp}  # the toolchain page
-    from perfguard.commands.init import DEBIAN_SNAPSHOT  # the workflow `perfguard init` writes
+    from perfguard.shells.commands.init import DEBIAN_SNAPSHOT  # the workflow `perfguard init` writes
 
     assert DEBIAN_SNAPSHOT == stamp
     dockerfile = (REPO / "Dockerfile").read_text()

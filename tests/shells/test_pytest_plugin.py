@@ -244,7 +244,7 @@ def test_filters_and_native_timing_with_pytest_benchmark(in_process, cache_dir, 
     assert len(rows) == 1 and rows[0].group == info["group"] and rows[0].params == info["params"]
     assert rows[0].native_s == bench[0]["stats"]["median"] and rows[0].stats.insts == info["stats"]["insts"]
     # the row knows its CPU beyond the model name; times from another CPU are not mixed in
-    from perfguard.native import this_machine
+    from perfguard.job.native import this_machine
 
     assert rows[0].machine["cpu_id"] == this_machine().cpu_id != ""
     doc = json.loads(out.read_text())

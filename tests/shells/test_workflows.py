@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from perfguard.action import os_release
+from perfguard.shells.action import os_release
 from tests.conftest import REPO
 from tests.projects import commit_all, config_text, init_repo, pr_event
 from tests.shells.workflow_runner import STAND_INS, Runner, condition, evaluate, in_workspace, venv_of_this_interpreter

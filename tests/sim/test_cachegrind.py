@@ -1,7 +1,7 @@
 """The cachegrind back end: its strict cachegrind.out parser, its mapping to Stats, real runs
 of small C guests (exact region-of-interest counts, the known straddling-access difference,
 determinism, error paths), and the cross-check against the QEMU plugin on one kernel per
-built-in family through perfguard.pipeline.run_job."""
+built-in family through perfguard.job.run.run_job."""
 
 from __future__ import annotations
 

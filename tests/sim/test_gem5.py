@@ -1135,7 +1135,7 @@ def test_action_keys_name_the_gem5_builds(tmp_path):
     def keys(**inputs):
         out = tmp_path / f"out-{len(list(tmp_path.glob('out-*')))}"
         env = dict(base, GITHUB_OUTPUT=str(out), **{f"INPUT_{k.upper()}": v for k, v in inputs.items()})
-        proc = subprocess.run([sys.executable, "-S", "-m", "perfguard.action", "keys"], cwd=tmp_path, env=env,
+        proc = subprocess.run([sys.executable, "-S", "-m", "perfguard.shells.action", "keys"], cwd=tmp_path, env=env,
                               capture_output=True, text=True)
         assert proc.returncode == 0, proc.stderr
         text = out.read_text()
@@ -1154,7 +1154,7 @@ def test_action_keys_name_the_gem5_builds(tmp_path):
 
 
 def test_action_points_perfguard_at_the_cached_builds(tmp_path):
-    from perfguard.action import gem5_environment
+    from perfguard.shells.action import gem5_environment
 
     (tmp_path / "RISCV").mkdir()
     (tmp_path / "RISCV" / "gem5.fast").write_text("")

@@ -1,4 +1,4 @@
-"""Native timing that survives a noisy machine (perfguard.native): several separate processes per
+"""Native timing that survives a noisy machine (perfguard.job.native): several separate processes per
 timing, interleaved across binaries, re-timed while their medians disagree, the CPU and its cycle
 counter recorded. Real processes of small host programs that follow the harness's timing contract
 (`prog REPS WARMUP time` prints one line of nanoseconds per call) and log the order they ran in."""
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from perfguard import native
+from perfguard.job import native
 from perfguard.targets import BUILTIN
 
 pytestmark = pytest.mark.skipif(platform.machine() != "x86_64" or shutil.which("gcc") is None,
@@ -95,7 +95,7 @@ def test_the_machine_record_names_the_cpu_and_its_cycle_counter():
             assert counter.startswith("not exposed: ")
 
 
-# -- busy neighbours: how busy the other CPUs were during a round (perfguard.native) ---------------
+# -- busy neighbours: how busy the other CPUs were during a round (perfguard.job.native) ---------------
 
 # Two /proc/stat snapshots of this 2-CPU VM, 2 s apart (captured while both cores were busy).
 STAT_BEFORE = """cpu  1590602 2555144 404946 222470 10379 0 4175 35732 0 0

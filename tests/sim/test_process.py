@@ -239,7 +239,7 @@ def test_kernel_counts_tolerates_a_few_misses_only():
         kernel_counts({**longer, "insts": 399}, shorter, names, ("insts",), refuse)
 
 
-# -- native runs (perfguard/native.py) -------------------------------------------------------
+# -- native runs (perfguard/job/native.py) -------------------------------------------------------
 
 
 def _script(tmp_path: Path, body: str) -> Path:
@@ -250,7 +250,7 @@ def _script(tmp_path: Path, body: str) -> Path:
 
 
 def test_native_run_errors_name_what_ended_the_run(tmp_path):
-    from perfguard.native import run_harness
+    from perfguard.job.native import run_harness
 
     assert run_harness(_script(tmp_path, 'echo "$#:$1:$2"'), ["3", "1"], 10, "k on x86_64") == b"2:3:1\n"
     cases = [
@@ -283,7 +283,7 @@ params = { M = 16, N = 16, K = 16, tile_m = 16, tile_n = 8, tile_k = 16, vector 
 def test_tune_checks_a_candidate_natively(project):
     """The tuner's native check (perfguard/tune/measure.py) runs the real harness through the runner."""
     from perfguard.config import load_config
-    from perfguard.pipeline import Job
+    from perfguard.job.run import Job
     from perfguard.tune.measure import native_check_job
 
     config = load_config(project(NATIVE_TOML))
@@ -296,7 +296,7 @@ def test_tune_checks_a_candidate_natively(project):
 
 
 def test_the_cpu_is_identified_beyond_its_model_name():
-    from perfguard.native import cpu_identity, this_machine
+    from perfguard.job.native import cpu_identity, this_machine
 
     milan = ("processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 1\nmodel name\t: AMD EPYC\n"
              "stepping\t: 1\nflags\t\t: fpu avx2 fma\n\nprocessor\t: 1\nvendor_id\t: Other\nmodel\t\t: 9\n")

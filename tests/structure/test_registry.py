@@ -71,7 +71,7 @@ def test_a_missing_part_and_a_missing_dependency_are_told_apart(tmp_path, monkey
 def test_the_simulator_registry_feeds_the_commands_and_the_model_choice():
     import argparse
 
-    from perfguard.commands import bisect, check, compare
+    from perfguard.shells.commands import bisect, check, compare
     from perfguard.sim.base import SIMULATORS, block_profile_simulators, profile_tools
     from perfguard.targets import BUILTIN
 

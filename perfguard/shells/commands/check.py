@@ -11,7 +11,7 @@ from rich.markup import escape
 from perfguard.baselines.git_revision import GitBaselineStore
 from perfguard.baselines.store import BaselineStore
 from perfguard.config import load_config
-from perfguard.limits import MODEL_NAMES, threshold_override
+from perfguard.judging import MODEL_NAMES, threshold_override
 from perfguard.document.report import Report, Revision, Shard, write_report
 from perfguard.errors import InfraError, InputError
 from perfguard.executors import add_executor_options, executor_from_args, pool_size
@@ -20,13 +20,13 @@ from perfguard.report.html import KERNEL_DIR
 from perfguard.report.pages import page_files, write_pages
 from perfguard.report.terminal import console, print_table, print_timings, progress
 from perfguard.runs import check_record
-from perfguard.runs import result_records, reuse_canary
+from perfguard.runs import result_record, reuse_canary
 from perfguard.runs.check import judge_results, make_jobs, measure_until_interrupted, recorded, select, whole_models
 from perfguard.runs.orphans import orphan_outcomes
 from perfguard.runs.rebase import remeasure_bases
 from perfguard.runs.report_build import build_report, check_timings
 from perfguard.sim.base import SIMULATOR_NAMES
-from perfguard.pipeline import JobResult
+from perfguard.job.run import JobResult
 from perfguard.timings import StageClock
 from perfguard.user_code import recording
 
@@ -152,8 +152,8 @@ def run(args: argparse.Namespace) -> int:
     if canary and not mismatches:
         out.print(f"reuse canary: {len(canary)} reused result(s) run again from scratch: each the same")
     with clock.stage("reuse"):  # report entries of results whose inputs are as recorded (not under --base)
-        entry_keys = result_records.keys(config, jobs, results, args.threshold) if store is None else []
-        entries = [None if args.recompute else result_records.lookup(config, key, r)
+        entry_keys = result_record.keys(config, jobs, results, args.threshold) if store is None else []
+        entries = [None if args.recompute else result_record.lookup(config, key, r)
                    for key, r in zip(entry_keys, results)]
     with clock.stage("judge"):
         check = judge_results(config, jobs, results, args.threshold, store, interrupted, whole, known=entries)
@@ -180,7 +180,7 @@ def run(args: argparse.Namespace) -> int:
             entry = next((e for e in report.results if e.kernel == outcome.result.kernel
                           and e.target == outcome.result.target), None)
             if entry is not None:
-                result_records.store(config, entry_key, entry)
+                result_record.store(config, entry_key, entry)
     if not interrupted and all(r.ok and r.depends is not None for r in results) and not check.count("error"):
         targets = {j.profile.name for j in jobs}
         if scan_orphans:  # every baseline of every target the orphan scan read, and which targets there are

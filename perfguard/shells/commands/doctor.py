@@ -20,7 +20,7 @@ from perfguard.config import find_config, load_config
 from perfguard.document.report import ToolchainSummary
 from perfguard.errors import EXIT_INFRA, EXIT_OK, InputError, PerfguardError
 from perfguard.judge.verdicts import NOT_COMPARED, toolchain_changes, toolchain_summary
-from perfguard.pipeline import run_toolchain
+from perfguard.job.run import run_toolchain
 from perfguard.report.terminal import console
 from perfguard.report.text import toolchain_differences
 from perfguard.sim.base import get_simulator

@@ -9,7 +9,7 @@ from pathlib import Path
 from rich.markup import escape
 
 from perfguard.atomic import atomic_write_text
-from perfguard.commands.compare import check_numbers
+from perfguard.shells.commands.compare import check_numbers
 from perfguard.config import find_config, load_config
 from perfguard.errors import EXIT_OK, EXIT_REGRESSION
 from perfguard.report.numbers import pct, seconds

@@ -27,7 +27,7 @@ from perfguard import sealed
 from perfguard.compile.cache import digest
 from perfguard.errors import InputError
 from perfguard.fingerprints import environment_digest
-from perfguard.pipeline import Job, JobResult
+from perfguard.job.run import Job, JobResult
 from perfguard.sim.base import profile_tools
 from perfguard.sim.stats import Stats
 from perfguard.signals import log

@@ -1,9 +1,9 @@
 """The run steps of the GitHub Action (action.yml) and of the recalibration workflow, testable.
 
-    python -m perfguard.action keys          cache keys and folders (stdlib only: runs before install)
-    python -m perfguard.action run           check (or compare, or merge shard reports), then outputs, step
+    python -m perfguard.shells.action keys          cache keys and folders (stdlib only: runs before install)
+    python -m perfguard.shells.action run           check (or compare, or merge shard reports), then outputs, step
                                              summary, annotations and the comment artifact
-    python -m perfguard.action recalibrate --target T
+    python -m perfguard.shells.action recalibrate --target T
                                              drift -> collect + train the families that drifted
 
 Inputs arrive as INPUT_<NAME> environment variables (set by action.yml's `env:`, never
@@ -126,7 +126,7 @@ def pull_request_number(payload: dict[str, Any]) -> int | None:
 # -- keys -------------------------------------------------------------------------------------------
 
 def action_root() -> Path:
-    return Path(__file__).resolve().parent.parent
+    return Path(__file__).resolve().parents[2]  # perfguard/shells/action.py -> the repository
 
 
 def setup_fingerprint(root: Path) -> str:
@@ -585,7 +585,7 @@ def cmd_recalibrate(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m perfguard.action")
+    parser = argparse.ArgumentParser(prog="python -m perfguard.shells.action")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("keys", help="cache keys and folders").set_defaults(run=cmd_keys)
     sub.add_parser("run", help="check or merge, then outputs, summary, annotations, comment").set_defaults(run=cmd_run)

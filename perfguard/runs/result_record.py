@@ -29,7 +29,7 @@ from perfguard.fingerprints import environment_digest
 from perfguard.judge.decide import judgement_of
 from perfguard.judge.history import BaselineHistory
 from perfguard.judge.verdicts import Verdict
-from perfguard.pipeline import Job, JobResult
+from perfguard.job.run import Job, JobResult
 from perfguard.predict.intervals import DeltaInterval
 from perfguard.predict.store import model_path
 from perfguard.user_code import file_sha256

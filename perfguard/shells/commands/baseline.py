@@ -9,7 +9,7 @@ from pathlib import Path
 from rich.markup import escape
 
 from perfguard.baselines.store import BaselineStore, refuse_newer
-from perfguard.commands.check import add_common, names
+from perfguard.shells.commands.check import add_common, names
 from perfguard.config import load_config
 from perfguard.errors import EXIT_OK, InputError
 from perfguard.executors import executor_from_args, pool_size

@@ -24,8 +24,8 @@ from perfguard.document.report import ModelTotal, Result, TargetSummary
 from perfguard.document.verdicts import ERROR, IMPROVEMENT, NEW, REGRESSION, REMOVED, WRONG_RESULT
 from perfguard.errors import EXIT_USAGE, InfraError, InputError
 from perfguard.kernels.models import model_specs
-from perfguard.native import NativeKernel, check_native, this_machine
-from perfguard.pipeline import JobResult, build_kernel, run_job
+from perfguard.job.native import NativeKernel, check_native, this_machine
+from perfguard.job.run import JobResult, build_kernel, run_job
 from perfguard.report.numbers import pct, seconds
 from perfguard.report.text import change_text, delta_with_interval, interval_note, what_changed_most
 from perfguard.runs.calibration import group_label

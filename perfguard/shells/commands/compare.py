@@ -7,11 +7,11 @@ from pathlib import Path
 
 from rich.markup import escape
 
-from perfguard.commands.check import names
+from perfguard.shells.commands.check import names
 from perfguard.config import find_config, load_config
 from perfguard.document.report import Revision, write_report
 from perfguard.errors import InputError
-from perfguard.limits import threshold_override
+from perfguard.judging import threshold_override
 from perfguard.report.pages import write_pages
 from perfguard.report.terminal import console, print_table
 from perfguard.runs.report_build import build_report

@@ -35,7 +35,7 @@ from perfguard.fingerprints import tool_environment, tool_identity, worker_ident
 from perfguard.kernels import FAMILY_NAMES, get_family
 from perfguard.kernels.base import check_params
 from perfguard.kernels.models import origin
-from perfguard.limits import Judgement
+from perfguard.judging import Judgement
 from perfguard.signals import interruptible, log
 from perfguard.sim.base import get_simulator, profile_tools
 from perfguard.sim.mca import LLVM_MCA, McaTarget, block_timings
@@ -43,7 +43,7 @@ from perfguard.sim.stats import Stats
 from perfguard.targets import TargetProfile
 from perfguard.timings import Span, cpu_seconds, measured
 from perfguard.user_code import changed, depend_on, recording, unchanged, user_code
-from perfguard.verify import Reference, check_key, check_outputs, reference_outputs, resolve_reference
+from perfguard.job.verify import Reference, check_key, check_outputs, reference_outputs, resolve_reference
 from perfguard.sim.mca_tools import timing_cache_dir
 
 # Part of every build key: bump when the build recipe (flags, layout) changes.
@@ -141,7 +141,7 @@ class JobResult:
     timings: dict[str, Span] = field(default_factory=dict)
     cpu_seconds: float = 0.0  # the whole job's CPU (this process and the programs it ran)
     # the project's files that lowering and checking read, [[path, sha256], ...] (user_code.recording):
-    # what its record (perfguard.records) is reused under
+    # what its record (perfguard.job.record) is reused under
     depends: list[list[str]] | None = None
     reused: bool = False  # taken from its record: nothing ran
     worker: str | None = None  # the Dask worker that ran it (None: this machine)

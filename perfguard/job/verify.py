@@ -84,8 +84,9 @@ def _source_identity(func: Callable, named: str) -> str:
 
 @lru_cache(maxsize=1)
 def _kernels_digest() -> str:
-    folder = Path(__file__).parent / "kernels"
-    return digest(__version__, *(hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.glob("*.py"))))
+    sources = sorted((Path(__file__).parents[1] / "kernels").glob("*.py"))  # perfguard/kernels/, beside job/
+    assert sources, "perfguard/kernels/ not found beside perfguard/job/"  # else every family shares one digest
+    return digest(__version__, *(hashlib.sha256(p.read_bytes()).hexdigest() for p in sources))
 
 
 def resolve_reference(spec: KernelSpec, root: Path, lowered: LoweredKernel, family, where: str) -> Reference:
