@@ -29,6 +29,11 @@ from perfguard import jsonfile
 from perfguard.atomic import atomic_write_text
 from perfguard.document.verdicts import VERDICTS, summary_key
 from perfguard.errors import EXIT_CODES, InputError, newer_format
+from perfguard.sim.stats import STAT_FIELDS
+
+# The statistics a result carries, in the order every output lists them (renderers read it here:
+# they know the document, not the simulators)
+STATISTICS = STAT_FIELDS
 
 REPORT_SCHEMA = 1  # "note", "blocks", "calibration", a block side's "loop" and "loop_candidates", a
 # result's "interval", "gate", "mismatch", "orphaned", "attribution", "baseline_params" and

@@ -361,7 +361,6 @@ def run_toolchain(profile: TargetProfile, simulator_name: str, cache_dir: Path) 
 
 def build_kernel(job: Job, result: JobResult) -> Built:
     """Lower, compile and link (or find it all in the cache); fills the build fields of result."""
-    import tvm
 
     spec, profile, where = job.kernel, job.profile, job.where
     with measured(result.timings, "lower"):

@@ -20,10 +20,9 @@ from markupsafe import Markup
 
 from perfguard.atomic import atomic_write_text
 from perfguard.document import model_labels
-from perfguard.document.report import Metrics, ROOF_FRACTION, Report, Result, TargetSummary, worst_first
+from perfguard.document.report import Metrics, ROOF_FRACTION, Report, Result, TargetSummary, worst_first, STATISTICS
 from perfguard.document.verdicts import UNCHANGED, VERDICTS
 from perfguard.report import charts, disassembly, failures, flame, model_view, numbers, text, where
-from perfguard.sim.stats import STAT_FIELDS
 
 KERNEL_DIR = "kernels"
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]{0,100}$")
@@ -260,7 +259,7 @@ def _stat_rows(r: Result) -> list[dict[str, Any]]:
     impact = {d.stat: d for d in (r.analysis.drivers if r.analysis else [])}
     stats = r.stats or {}
     rows = []
-    for name in STAT_FIELDS:
+    for name in STATISTICS:
         d = r.stat_deltas.get(name)
         if d is None and stats.get(name) is None:
             continue

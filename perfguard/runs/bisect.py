@@ -17,33 +17,25 @@ kernel got slower, a layer was added (a kernel called more often) or a kernel wa
 
 from __future__ import annotations
 
-import json
-import math
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Callable
 
+from perfguard.baselines.measured import baseline_of
 from perfguard.baselines.store import Baseline
 from perfguard.document.report import ModelTotal
 from perfguard.document.verdicts import ERROR, REGRESSION
 from perfguard.errors import InputError, PerfguardError
-from perfguard.judge.attribution import attribution_between
 from perfguard.judge.decide import ModelSource, decide, scorer
 from perfguard.judge.verdicts import Verdict
 from perfguard.job.run import JobResult
 from perfguard.predict.base import Predictor
 from perfguard.judging import Judgement
 from perfguard.predict.intervals import load_intervals
-from perfguard.report.where import top_lines, where_line
-from perfguard.report.numbers import pct, signed_count
-from perfguard.report.text import block_line
-from perfguard.runs.revisions import Measurer, Project, Side, as_baseline, git, load_side
+from perfguard.runs.revisions import Measurer, Project, Side, git, load_side
 from perfguard.runs.two_revisions import catalogue, judge_sides
 from perfguard.targets import TargetProfile
 
 FOUND, NO_CROSSING, AMBIGUOUS = "found", "no crossing", "ambiguous"
-MOST = 5  # statistics named for a kernel's first bad commit
-CHANGED_BLOCKS = 5  # changed blocks named for it
 
 
 @dataclass
@@ -194,7 +186,7 @@ class Bisector:
         if not result.ok:
             raise PerfguardError(result.error or "failed")
         if self.reference is None:
-            self.reference = as_baseline(result, side, 0.0, "")
+            self.reference = baseline_of(result, side.sha)
         good = f"--good {self.reference.commit[:12]}"
         visit.verdict = decide(self.judgement, self.profile, result, self.reference, self.source,
                                good, f"{good}: kernel '{self.kernel}'", load_intervals(), explain=False,
@@ -253,69 +245,3 @@ class Bisector:
         out.outcome = AMBIGUOUS if between else FOUND
         out.candidates = between + [commits[hi]] if between else []
         return out
-
-
-@dataclass(frozen=True)
-class Explanation:
-    """What changed from a kernel's last good revision to its first bad one."""
-
-    changed_stats: list[str]  # the statistics that moved most: "name +delta (+pct)"
-    where: str | None  # the loop whose cycles changed most, as `perfguard check` says it (None: no attribution)
-    where_top: list[str] | None  # the loops whose cycles changed most
-    changed_blocks: list[str] | None  # the blocks whose code changed most
-
-
-def explain(b: Bisection, profile: TargetProfile, cache_dir: Path) -> Explanation:
-    before, after = b.last_good.result.stats, b.first_bad.result.stats
-    rows = []
-    for name in before.to_dict():
-        x, y = getattr(before, name), getattr(after, name)
-        if x is None or y is None or x == y:
-            continue
-        rows.append((abs(y - x) / x if x else float("inf"), name, x, y))
-    rows.sort(key=lambda row: (-row[0], row[1]))
-    stats = [f"{name} {signed_count(y - x)}" + (f" ({pct(100.0 * (y - x) / x)})" if x else "")
-             for _, name, x, y in rows[:MOST]]
-    found = attribution_between(b.last_good.result, b.first_bad.result, profile, cache_dir)
-    if found is None:
-        return Explanation(stats, None, None, None)
-    return Explanation(stats, where_line(found.attribution), top_lines(found.attribution)[0],
-                       [block_line(c) for c in found.blocks[:CHANGED_BLOCKS]])
-
-
-@dataclass(frozen=True)
-class BisectReport:
-    """A bisection and what explains it: `perfguard bisect --json`'s document."""
-
-    bisection: Bisection
-    model: bool  # a [[model]]'s total was followed (the bisection's `kernel` is the model's name)
-    explanation: Explanation | None = None  # a kernel's first bad commit (a model's step says its changes)
-
-    @classmethod
-    def of(cls, b: Bisection, model: bool, profile: TargetProfile, cache_dir: Path) -> BisectReport:
-        explained = b.step is None and b.first_bad is not None
-        return cls(b, model, explain(b, profile, cache_dir) if explained else None)
-
-    def to_dict(self) -> dict:
-        b = self.bisection
-        data = {"model" if self.model else "kernel": b.kernel, "target": b.target, "threshold_pct": b.threshold_pct,
-                "outcome": b.outcome, "commits": len(b.commits), "good": b.good.to_dict(), "bad": b.bad.to_dict(),
-                "visits": [v.to_dict() for v in b.visits], "candidates": b.candidates,
-                "first_bad": b.first_bad.to_dict() if b.first_bad else None,
-                "last_good": b.last_good.to_dict() if b.last_good else None}
-        if b.step is not None:  # a model: what changed from the last good revision to the first bad one
-            data["changes"] = list(b.step.changes)
-            data["step_delta_pct"] = b.step.delta_pct
-        elif self.explanation is not None:
-            e = self.explanation
-            data.update(changed_stats=e.changed_stats, where=e.where, where_top=e.where_top,
-                        changed_blocks=e.changed_blocks)
-        return data
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
-
-
-def max_visits(commits: int) -> int:
-    """The visits a search without skips needs at most: both ends, then ceil(log2(n)) halvings."""
-    return math.ceil(math.log2(commits)) + 2 if commits > 1 else 2

@@ -18,7 +18,7 @@ from perfguard.executors import Executor, LocalExecutor, pool_size
 from perfguard.jsonfile import now_iso
 from perfguard.judge.decide import ModelSource, decide, judgement_of, like_with_like, scorer, scorer_or_none
 from perfguard.judge.model_totals import ModelKernelResult, kernel_rows, skipped_line, total
-from perfguard.judge.verdicts import Verdict, judge, toolchain_summary
+from perfguard.judge.verdicts import Verdict, toolchain_summary
 from perfguard.kernels.models import model_specs, skipped_calls
 from perfguard.job.run import Job, JobResult, run_jobs
 from perfguard.predict.analytical import AnalyticalModel

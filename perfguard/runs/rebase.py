@@ -25,38 +25,17 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from perfguard.baselines.store import Baseline, BaselineSource, BaselineStore
+from perfguard.baselines.measured import MeasuredBaselines
+from perfguard.baselines.store import BaselineSource, BaselineStore
 from perfguard.config import Config
 from perfguard.document.verdicts import ERROR, TOOLCHAIN
 from perfguard.errors import EXIT_INFRA, InfraError, InputError, PerfguardError
 from perfguard.job.run import Job
-from perfguard.predict.store import ModelFiles
 from perfguard.runs.check import CheckRun, JudgedResult, judge_results
-from perfguard.runs.revisions import Measurer, Project, Side, as_baseline, git, load_side
+from perfguard.runs.revisions import Measurer, Project, Side, git, load_side
 from perfguard.runs.two_revisions import catalogue
 
 _SHA = re.compile(r"^[0-9a-f]{7,64}$")
-
-
-class RemeasuredBase(BaselineSource):
-    """The base revision's fresh measurements, read as baselines; models, call orders and paths
-    come from the check's own baseline source, so both sides are scored as the rest of the check."""
-
-    def __init__(self, side: Side, source: BaselineSource):
-        self.side, self.source = side, source
-
-    def path(self, target: str, kernel: str) -> str:
-        return f"{self.side.label}:{kernel}[{target}]"
-
-    def read(self, target: str, kernel: str) -> Baseline | None:
-        result = self.side.results.get((kernel, target))
-        return None if result is None or not result.ok else as_baseline(result, self.side, 0.0, "")
-
-    def models(self) -> ModelFiles | None:
-        return self.source.models()
-
-    def model_graph(self, target: str, model: str) -> dict[str, list[int]] | None:
-        return self.source.model_graph(target, model)
 
 
 def remeasure_bases(config: Config, jobs: list[Job], check: CheckRun, threshold: float | None,
@@ -137,7 +116,8 @@ def _rejudge(config: Config, job: Job, check: CheckRun, i: int, side: Side, thre
                                       f"{before.error}")
         return
     old = check.outcomes[i]
-    new = judge_results(config, [job], [old.result], threshold, RemeasuredBase(side, store), whole_models={}).outcomes[0]
+    new = judge_results(config, [job], [old.result], threshold, MeasuredBaselines(side.label, side.sha, side.results, failed_as_missing=True,
+                                                                      models=store.models(), graph=store.model_graph), whole_models={}).outcomes[0]
     if new.verdict.verdict == ERROR:  # the comparison itself failed (a model file, another simulator): as it says
         check.outcomes[i] = new
         return

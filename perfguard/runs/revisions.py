@@ -27,7 +27,6 @@ from pathlib import Path, PurePosixPath
 from typing import Iterator
 
 from perfguard import user_code
-from perfguard.baselines.store import Baseline
 from perfguard.config import Config, KernelSpec, load_config
 from perfguard.errors import EXIT_INFRA, InfraError, InputError, PerfguardError
 from perfguard.executors import Executor, ExecutorChoice
@@ -236,14 +235,6 @@ class Measurer:
             error = InputError if answer["exit_code"] == InputError.exit_code else InfraError
             raise error(f"{side.label}: {answer['error']}")
         return answer
-
-
-def as_baseline(result: JobResult, side: Side, predicted_time_s: float, model_id: str) -> Baseline:
-    """One side's measurement in the shape the verdicts compare with."""
-    return Baseline(kernel=result.kernel, target=result.target, family=result.family, params=result.params,
-                    simulator=result.simulator, content_hash=result.content_hash or "", stats=result.stats,
-                    predicted_time_s=predicted_time_s, model_id=model_id, commit=side.sha, created="",
-                    toolchain=result.toolchain, loops=result.loops)
 
 
 # -- the worker: `python -m perfguard.runs.revisions` ------------------------------------------------

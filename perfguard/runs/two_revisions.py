@@ -11,55 +11,25 @@ from __future__ import annotations
 
 import dataclasses
 
-from perfguard.baselines.store import Baseline, BaselineSource
+from perfguard.baselines.measured import MeasuredBaselines, TreeModelFiles
 from perfguard.config import Config, KernelSpec
 from perfguard.errors import EXIT_USAGE, EXIT_WRONG_RESULT, InputError
 from perfguard.job.run import Job, JobResult
 from perfguard.runs.check import CheckRun, JudgedResult, judge_results, removed_outcome
-from perfguard.runs.revisions import Side, as_baseline
+from perfguard.runs.revisions import Side
 
 
-class SideStore(BaselineSource):
-    """The base revision's measurements, read like committed baselines; its calibrated models too."""
-
-    def __init__(self, side: Side, model_kernels: set[tuple[str, str]] = frozenset()):
-        self.side = side
-        self.model_kernels = model_kernels  # (kernel, target) the base ran as part of a whole [[model]]
-
-    def path(self, target: str, kernel: str) -> str:
-        return f"{self.side.label}:{kernel}[{target}]"
-
-    def names(self, target: str) -> list[str]:
-        """The base's model kernels measured on `target`: the model view finds removed ones among them."""
-        return sorted(k for k, t in self.side.results if t == target and (k, t) in self.model_kernels)
-
-    def model_graph(self, target: str, model: str) -> dict[str, list[int]] | None:
-        """The base's call order of the model, from the kernels it extracted."""
-        found = {s.name: list(s.positions) for s in self.side.model_specs
+def base_baselines(side: Side, model_kernels: set[tuple[str, str]] = frozenset()) -> MeasuredBaselines:
+    """The base revision's measurements read like committed baselines; its calibrated models and
+    [[model]] call orders too (so a pull request cannot swap the yardstick both sides are judged by)."""
+    def graph(target: str, model: str) -> dict[str, list[int]] | None:
+        found = {s.name: list(s.positions) for s in side.model_specs
                  if s.model == model and s.positions is not None and (s.targets is None or target in s.targets)}
         return found or None
 
-    def read(self, target: str, kernel: str) -> Baseline | None:
-        result = self.side.results.get((kernel, target))
-        if result is None:
-            return None
-        return as_baseline(result, self.side, 0.0, "")
-
-    def models(self) -> SideStore:
-        return self
-
-    def read_file(self, relative: str) -> tuple[str, str] | None:
-        """A file under the base revision's baseline folder (its calibrated models)."""
-        if self.side.config is None:
-            return None
-        path = self.side.config.storage.baseline_dir / relative
-        if not path.is_file():
-            return None
-        label = f"{self.side.label}:{path.relative_to(self.side.tree).as_posix()}"
-        try:
-            return path.read_text(encoding="utf-8"), label
-        except UnicodeDecodeError:
-            raise InputError(f"{label}: not UTF-8 text") from None
+    models = TreeModelFiles(side.config.storage.baseline_dir, side.tree, side.label) if side.config else None
+    return MeasuredBaselines(side.label, side.sha, side.results, models=models, graph=graph,
+                             model_kernels=model_kernels)
 
 
 def catalogue(side: Side, kernels: list[str] | None = None) -> dict[tuple[str, str], KernelSpec]:
@@ -151,7 +121,7 @@ def judge_sides(base: Side, head: Side, head_pairs: list[tuple[str, str]], base_
                                          error=f"{kernel}[{target}]: the base revision {base.label} could not be "
                                                f"measured: {before.error}")
         results.append(result)
-    store = SideStore(base, {key for key, spec in a.items() if spec.model is not None})
+    store = base_baselines(base, {key for key, spec in a.items() if spec.model is not None})
     base_models = {(a[pair].model, pair[1]) for pair in base_pairs if a[pair].model is not None}
     run = judge_results(judging, jobs, results, threshold, store, also_models=base_models)  # one only A has: removed
     for kernel, target in base_pairs:
@@ -163,10 +133,11 @@ def judge_sides(base: Side, head: Side, head_pairs: list[tuple[str, str]], base_
 
 
 def _removed(config: Config, spec: KernelSpec, before: JobResult, threshold: float | None,
-             store: SideStore) -> JudgedResult:
+             store: MeasuredBaselines) -> JudgedResult:
     """A kernel only the base revision has: reported with its base time, never as unchanged."""
     shown = dataclasses.replace(before, stats=None, ok=True, error=None, exit_code=0)
-    return removed_outcome(config, shown, before.stats if before.ok else None, threshold, store, store.side.sha, spec)
+    return removed_outcome(config, shown, before.stats if before.ok else None, threshold, store.models(), store.commit,
+                           spec)
 
 
 def side_summary(side: Side) -> dict:

@@ -12,7 +12,7 @@ import sys
 from tests.conftest import REPO
 
 SCRIPT = REPO / "scripts" / "import_edges.py"
-CHECKS = ("packages not in the order", "edges against the order", "cycles between modules",
+CHECKS = ("packages not in the order", "edges against the order", "edges the layers deny", "cycles between modules",
           "private names used outside their module", "imports inside functions without a reason")
 
 
@@ -69,11 +69,14 @@ def test_the_script_finds_each_kind_of_break(tmp_path, monkeypatch, capsys):
         "judge/verdicts.py": ("import perfguard.sim.run\n\ndef g():\n    import tvm\n"
                            "    # lazy: explained\n    import json\n    import csv\n"),
         "newcomer.py": "",
+        "report/__init__.py": "",
+        "report/html.py": "from perfguard.sim.run import f\n",  # the renderers read the document only
     })
     found, out = _run(script, monkeypatch, capsys, root)
     assert found["packages not in the order"] == ["newcomer"]
     assert found["edges against the order"] == ["sim -> judge (1)"]
     assert "judge -> sim (1 import)" in out
+    assert found["edges the layers deny"] == ["report -> sim (1)"]
     # one group: sim.run <-> sim.loop, and sim.run -> judge.verdicts (lazily: it still counts) -> sim.run
     assert found["cycles between modules"] == ["perfguard.judge.verdicts -> perfguard.sim.loop -> perfguard.sim.run"]
     assert found["private names used outside their module"] == ["perfguard.sim.run imports perfguard.errors._hidden"]

@@ -4,6 +4,8 @@ made a kernel (or a [[model]]'s total) slower."""
 from __future__ import annotations
 
 import argparse
+import json
+from dataclasses import dataclass
 from pathlib import Path
 
 from rich.markup import escape
@@ -12,9 +14,13 @@ from perfguard.atomic import atomic_write_text
 from perfguard.shells.commands.compare import check_numbers
 from perfguard.config import find_config, load_config
 from perfguard.errors import EXIT_OK, EXIT_REGRESSION
-from perfguard.report.numbers import pct, seconds
+from perfguard.report.numbers import pct, seconds, signed_count
 from perfguard.report.terminal import console
-from perfguard.runs.bisect import AMBIGUOUS, NO_CROSSING, BisectReport, Bisector, Visit
+from perfguard.judge.attribution import attribution_between
+from perfguard.report.text import block_line
+from perfguard.report.where import top_lines, where_line
+from perfguard.runs.bisect import AMBIGUOUS, NO_CROSSING, Bisection, Bisector, Visit
+from perfguard.targets import TargetProfile
 from perfguard.runs.revisions import Measurer, Project
 from perfguard.executors import add_executor_options, executor_choice
 from perfguard.sim.base import SIMULATOR_NAMES
@@ -38,6 +44,71 @@ def add_parser(subparsers) -> None:
     p.add_argument("--allow-dirty", action="store_true",
                    help="measure HEAD as committed even when the working tree has uncommitted changes")
     p.set_defaults(run=run)
+
+
+MOST = 5  # statistics named for a kernel's first bad commit
+CHANGED_BLOCKS = 5  # changed blocks named for it
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """What changed from a kernel's last good revision to its first bad one."""
+
+    changed_stats: list[str]  # the statistics that moved most: "name +delta (+pct)"
+    where: str | None  # the loop whose cycles changed most, as `perfguard check` says it (None: no attribution)
+    where_top: list[str] | None  # the loops whose cycles changed most
+    changed_blocks: list[str] | None  # the blocks whose code changed most
+
+
+def explain(b: Bisection, profile: TargetProfile, cache_dir: Path) -> Explanation:
+    before, after = b.last_good.result.stats, b.first_bad.result.stats
+    rows = []
+    for name in before.to_dict():
+        x, y = getattr(before, name), getattr(after, name)
+        if x is None or y is None or x == y:
+            continue
+        rows.append((abs(y - x) / x if x else float("inf"), name, x, y))
+    rows.sort(key=lambda row: (-row[0], row[1]))
+    stats = [f"{name} {signed_count(y - x)}" + (f" ({pct(100.0 * (y - x) / x)})" if x else "")
+             for _, name, x, y in rows[:MOST]]
+    found = attribution_between(b.last_good.result, b.first_bad.result, profile, cache_dir)
+    if found is None:
+        return Explanation(stats, None, None, None)
+    return Explanation(stats, where_line(found.attribution), top_lines(found.attribution)[0],
+                       [block_line(c) for c in found.blocks[:CHANGED_BLOCKS]])
+
+
+@dataclass(frozen=True)
+class BisectReport:
+    """A bisection and what explains it: `perfguard bisect --json`'s document."""
+
+    bisection: Bisection
+    model: bool  # a [[model]]'s total was followed (the bisection's `kernel` is the model's name)
+    explanation: Explanation | None = None  # a kernel's first bad commit (a model's step says its changes)
+
+    @classmethod
+    def of(cls, b: Bisection, model: bool, profile: TargetProfile, cache_dir: Path) -> BisectReport:
+        explained = b.step is None and b.first_bad is not None
+        return cls(b, model, explain(b, profile, cache_dir) if explained else None)
+
+    def to_dict(self) -> dict:
+        b = self.bisection
+        data = {"model" if self.model else "kernel": b.kernel, "target": b.target, "threshold_pct": b.threshold_pct,
+                "outcome": b.outcome, "commits": len(b.commits), "good": b.good.to_dict(), "bad": b.bad.to_dict(),
+                "visits": [v.to_dict() for v in b.visits], "candidates": b.candidates,
+                "first_bad": b.first_bad.to_dict() if b.first_bad else None,
+                "last_good": b.last_good.to_dict() if b.last_good else None}
+        if b.step is not None:  # a model: what changed from the last good revision to the first bad one
+            data["changes"] = list(b.step.changes)
+            data["step_delta_pct"] = b.step.delta_pct
+        elif self.explanation is not None:
+            e = self.explanation
+            data.update(changed_stats=e.changed_stats, where=e.where, where_top=e.where_top,
+                        changed_blocks=e.changed_blocks)
+        return data
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
 
 
 def _line(visit: Visit) -> str:
