@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
-from perfguard import records
+from perfguard import machines, records
 from perfguard.baselines.lock import baselines_lock
 from perfguard.baselines.store import Baseline, BaselineSource, BaselineStore, graph_path, graph_text, same_record
 from perfguard.config import Config, KernelSpec
@@ -23,13 +23,14 @@ from perfguard.kernels.models import model_specs, skipped_calls
 from perfguard.pipeline import Job, JobResult, run_jobs
 from perfguard.predict.analytical import AnalyticalModel
 from perfguard.predict.base import Predictor
-from perfguard.predict.intervals import load_intervals
+from perfguard.predict.intervals import IntervalCalibration, for_machine
 from perfguard.predict.pipeline import PipelineModel
 from perfguard.predict.select import predictor_for
 from perfguard.predict.store import ModelFiles
 from perfguard.runs.result_records import verdict_of
 from perfguard.sim.base import get_simulator
 from perfguard.sim.mca_tools import timing_cache_dir
+from perfguard.targets import TargetProfile
 
 
 @dataclass
@@ -52,6 +53,19 @@ class JudgedResult:
     # had), and the baseline it was compared with (None: new, removed, or not compared).
     predictor: Predictor | None = None
     baseline: Baseline | None = None
+
+
+def target_calibration(config: Config, profile: TargetProfile,
+                       cache: dict[str, IntervalCalibration | None] | None = None) -> IntervalCalibration | None:
+    """The interval calibration of a target: its ISA's section of the machine profile it chose
+    (`[target.NAME] machine`); None without one (the generic model: no interval)."""
+    if cache is not None and profile.name in cache:
+        return cache[profile.name]
+    name = config.machines.get(profile.name)
+    found = for_machine(machines.load(name), profile.isa) if name else None
+    if cache is not None:
+        cache[profile.name] = found
+    return found
 
 
 @dataclass
@@ -260,7 +274,7 @@ def judge_results(config: Config, jobs: list[Job], results: list[JobResult], thr
     store = BaselineStore(storage.baseline_dir) if store is None else store
     models = store.models()
     run = CheckRun(models=models, interrupted=interrupted)
-    intervals = load_intervals()
+    calibrations: dict[str, IntervalCalibration | None] = {}
     for i, (job, result) in enumerate(zip(jobs, results)):
         limit = judging.threshold_for(job.kernel.threshold, threshold)
         entry = known[i] if known else None
@@ -286,7 +300,8 @@ def judge_results(config: Config, jobs: list[Job], results: list[JobResult], thr
             predictor, note = like_with_like(predictor, baseline, job.profile)
             verdict = judge(result.stats, baseline, predictor, limit, result.toolchain,
                             str(store.path(job.profile.name, job.kernel.name)), judging.limits_for(job.kernel.limits),
-                            f"{config.path}: kernel '{job.kernel.name}'", intervals, job.profile.name, judging.gate)
+                            f"{config.path}: kernel '{job.kernel.name}'",
+                            target_calibration(config, job.profile, calibrations), job.profile.name, judging.gate)
             if baseline is not None and verdict.gate != judging.gate:
                 note = "; ".join(filter(None, [note, NO_INTERVAL_NOTE.format(gate=judging.gate)]))
             if baseline is None or not verdict.delta_pct:

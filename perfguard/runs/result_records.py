@@ -5,7 +5,8 @@ and explains only the results whose inputs changed. A result's report entry (its
 deltas, limit breaches, block attribution, analysis, history and calibration) is decided by the
 job's result (statistics, toolchain, build facts), its baseline file's bytes, the calibrated
 model file of its target and family, the config's `model`, the kernel's threshold and limits,
-the target profile, the commits that changed its baseline (its history), perfguard and the
+the target profile and the machine profile it chose (its name and bytes: its interval and the
+machine the entry names), the commits that changed its baseline (its history), perfguard and the
 environment (perfguard.fingerprints). A record is keyed on all of them; the entry's run facts
 (seconds, rebuilt, resimulated) are this run's. Only the working tree's baselines are recorded
 (not `--base`), and only results that are not errors.
@@ -19,7 +20,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from perfguard import sealed
+from perfguard import machines, sealed
 from perfguard.baselines.store import BaselineStore
 from perfguard.compile.cache import digest
 from perfguard.config import Config
@@ -33,7 +34,7 @@ from perfguard.predict.intervals import DeltaInterval
 from perfguard.predict.store import model_path
 from perfguard.user_code import file_sha256
 
-RECORD_VERSION = 2
+RECORD_VERSION = 3  # 3: the entry names its machine
 # What a result's entry says about this run rather than about the result: never recorded.
 RUN_FIELDS = ("seconds", "rebuilt", "resimulated")
 _NOT_INPUTS = ("seconds", "cpu_seconds", "timings", "depends", "reused", "rebuilt", "resimulated", "rechecked")
@@ -61,8 +62,14 @@ def keys(config: Config, jobs: list[Job], results: list[JobResult], threshold: f
             file_sha256(BaselineStore(config.storage.baseline_dir).path(target, kernel)) or "absent",
             (file_sha256(model_path(config.storage.baseline_dir, target, result.family)) or "absent") if result.family \
             else "no family",
-            json.dumps(commits), history.head or ""))
+            json.dumps(commits), history.head or "", *_machine(config, target)))
     return out
+
+
+def _machine(config: Config, target: str) -> tuple[str, str]:
+    """The machine profile a target chose, by name and content ("none": the generic model)."""
+    name = config.machines.get(target)
+    return ("none", "") if not name else (name, machines.load(name).sha256)
 
 
 def _path(cache_dir: Path, key: str) -> Path:
