@@ -31,7 +31,7 @@ from perfguard.document.verdicts import VERDICTS, summary_key
 from perfguard.errors import EXIT_CODES, InputError, newer_format
 
 REPORT_SCHEMA = 2  # 2: a result's "machine" (the machine model its time stands for); no interval
-# borrowed from another ISA's native truth. Within schema 1: "note", "blocks", "calibration", a block side's "loop" and "loop_candidates", a
+# borrowed from another ISA's native truth; a block side's "insn_cycles". Within schema 1: "note", "blocks", "calibration", a block side's "loop" and "loop_candidates", a
 # result's "interval", "gate", "mismatch", "orphaned", "attribution", "baseline_params" and
 # "baseline_content_hash", "same_code", a block change's "paired",
 # the summary's "wrong_result" and "timings" are optional additions within schema 1
@@ -219,6 +219,14 @@ class BlockLoop:
 
 
 @dataclass
+class InsnCycles:
+    """llvm-mca's cycles for one instruction of a block (sim.mca_insns: its instruction-info view)."""
+    latency: int  # cycles from issue to its result
+    rthroughput: float  # reciprocal throughput: cycles between two independent ones, at best
+    uops: int
+
+
+@dataclass
 class BlockSide:
     """One side of a changed block (judge.attribution)."""
     start: int
@@ -232,6 +240,8 @@ class BlockSide:
     asm: list[str] = field(default_factory=list)
     loop: BlockLoop | None = absent_if(None)  # the one loop that fits; absent: no nest recorded, or none or several fit
     loop_candidates: list[BlockLoop] = absent_if([])  # several loops fit equally: never one of them as the answer
+    # llvm-mca's cycles per instruction, one per line of `asm` (absent: not asked, or llvm-mca could not read it)
+    insn_cycles: list[InsnCycles] = absent_if([])
 
     @property
     def loop_text(self) -> str:

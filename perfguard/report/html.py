@@ -351,7 +351,10 @@ def _where(r: Result, index: int) -> dict[str, Any]:
     of disassembly aligned."""
     shown = [i for i, c in enumerate(r.blocks or []) if round(c.delta_cycles)]
     rows = [{"change": c, "line": text.block_line(c), "anchor": block_anchor(index, i), "open": n < OPEN_BLOCKS,
-             "asm": disassembly.aligned(c.baseline.asm if c.baseline else [], c.current.asm if c.current else [])}
+             "asm": disassembly.aligned(c.baseline.asm if c.baseline else [], c.current.asm if c.current else [],
+                                        c.baseline.insn_cycles if c.baseline else [],
+                                        c.current.insn_cycles if c.current else []),
+             "cycles": bool((c.baseline and c.baseline.insn_cycles) or (c.current and c.current.insn_cycles))}
             for n, (i, c) in enumerate((i, (r.blocks or [])[i]) for i in shown)]
     out: dict[str, Any] = {"flame": None, "where_lines": [], "where_rest": "", "ledger": "", "open_blocks": OPEN_BLOCKS,
                            "block_rows": rows, "flame_legend": Markup(flame.legend())}

@@ -323,13 +323,15 @@ def model_kind(result: Result) -> str:
 
 def machine_tag(result: Result) -> str:
     """The machine a result's time stands for, short, for a table cell or a failing line:
-    `znver4, intel-6-167`, `cortex-a72, uncalibrated`, `analytical, uncalibrated` ("" unscored)."""
+    `znver4, intel-6-167`, `cortex-a72, uncalibrated`; a model without llvm-mca (the analytical
+    one): its profile or `uncalibrated` ("" unscored)."""
     m = result.machine
     if m is None:
         return ""
     if not m.recorded:
         return "machine not recorded"
-    return f"{m.mca_cpu or m.model}, {m.profile or 'uncalibrated'}"
+    calibration = m.profile or "uncalibrated"
+    return f"{m.mca_cpu}, {calibration}" if m.mca_cpu else calibration
 
 
 def machine_line(result: Result) -> str:

@@ -128,10 +128,13 @@ def test_update_then_a_regression_fails_exactly_its_item_in_one_process_and_unde
     assert [(r["kernel"], r["verdict"], r.get("orphaned")) for r in orphan["results"] if r["kernel"] == "sxapy"] \
         == [("sxapy", "removed", True)] and orphan["summary"]["orphaned"] == 1
     failure = text[text.index("_ perfguard::saxpy[aarch64] _"):]
-    # the delta, its 90 % interval (the pipeline model's, issue 26) around it, the threshold
-    found = re.search(r"saxpy\[aarch64\]: regression \+(\d+\.\d\d) % \(90 %: \+([\d.]+) \.\. \+([\d.]+) %\) "
-                      r"\(threshold 2\.00 %\)", failure)
-    assert found and float(found.group(2)) < float(found.group(1)) < float(found.group(3)), failure
+    # the delta and the threshold; no interval: aarch64 has no native runs to calibrate one on (issue 37),
+    # and the failure says what machine its time stands for
+    found = re.search(r"saxpy\[aarch64\]: regression \+(\d+\.\d\d) % \(threshold 2\.00 %\)", failure)
+    assert found and float(found.group(1)) > 2.0, failure
+    assert ("machine: llvm-mca -mcpu=cortex-a72 (the generic pipeline model); uncalibrated: no native runs on this "
+            "ISA") in failure
+    assert "machine [aarch64]: llvm-mca -mcpu=cortex-a72 (the generic pipeline model); uncalibrated" in text
     assert "changed statistics (baseline -> current):" in failure and "loads" in failure
     assert "Traceback" not in failure
     # where, as `perfguard check` says it: the saxpy loop (nest C), four times as often
