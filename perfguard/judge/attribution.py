@@ -361,8 +361,11 @@ def attribute(model: PipelineModel, baseline: Stats, current: Stats,
 def _add_insn_cycles(blocks: list[BlockChange], model: PipelineModel) -> None:
     """Each changed block's instructions with llvm-mca's cycles (the side-by-side disassembly's
     column), for the CPU the pipeline model scheduled them on; one llvm-mca run for all of them."""
+    target, cache_dir = getattr(model, "mca", None), getattr(model, "cache_dir", None)
+    if target is None or cache_dir is None:  # block costs without llvm-mca behind them: nothing to ask
+        return
     sides = [s for b in blocks for s in (b.baseline, b.current) if s is not None and s.asm]
-    costs = instruction_costs([s.asm for s in sides], model.mca, model.cache_dir)
+    costs = instruction_costs([s.asm for s in sides], target, cache_dir)
     for side, rows in zip(sides, costs):
         side.insn_cycles = [InsnCycles(r.latency, r.rthroughput, r.uops) for r in rows or []]
 

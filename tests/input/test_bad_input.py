@@ -773,9 +773,9 @@ CASES = [
     Case("report-corrupted", "corrupted `perfguard.json`", "bad.json: not a perfguard report (invalid JSON", 2,
          report_file("{not json", ("report", "--from", "{project}/bad.json")), via="`perfguard report`"),
     Case("report-newer-schema", "report from a newer schema version",
-         f"bad.json: report schema 2, written by perfguard 9.1.0; this is perfguard {__version__} (reads up to report "
-         "schema 1): upgrade perfguard", 2,
-         report_file(json.dumps({"schema": 2, "perfguard_version": "9.1.0", "results": [], "summary": {"exit_code": 0}}),
+         f"bad.json: report schema 3, written by perfguard 9.1.0; this is perfguard {__version__} (reads up to report "
+         "schema 2): upgrade perfguard", 2,
+         report_file(json.dumps({"schema": 3, "perfguard_version": "9.1.0", "results": [], "summary": {"exit_code": 0}}),
                      ("merge", "{project}/bad.json", "--report-dir", "{project}/merged")), via="`perfguard merge`"),
     Case("merge-model-kernel-lost", "shard reports where a [[model]]'s kernel is in no shard's part",
          "model m[x86_64]: kernel m.matmul.abcdef is in no shard's report", 2,
