@@ -662,6 +662,29 @@ def coverage_markdown(table: dict[str, dict], level: float) -> str:
     return "\n".join(lines)
 
 
+def write_machine_profile(path: Path, isa: str, calibration, timed_on: list[dict]) -> None:
+    """The machine profile (perfguard.machines) of the one CPU the pairs were timed on: this ISA's
+    section from `calibration`, the file's other ISAs kept. Timings from two CPUs make no profile."""
+    from perfguard import machines as profiles
+
+    ids = {profiles.CpuIdentity.parse(m.get("cpu_id", ""), m.get("cpu", "")) for m in timed_on}
+    if len(ids) != 1:
+        raise SystemExit(f"verdicts: --machine-profile: the pairs were timed on {len(ids)} CPUs "
+                         f"({'; '.join(sorted(c.describe() for c in ids))}); a profile is one CPU's")
+    cpu = ids.pop()
+    isas = {}
+    if path.exists():
+        old = profiles.load(path.stem, path.parent)
+        if old.cpu != cpu:
+            raise SystemExit(f"verdicts: --machine-profile: {path} is {old.cpu.describe()}, these timings "
+                             f"{cpu.describe()}")
+        isas = dict(old.isas)
+    source = {k: v for k, v in calibration.source.items() if k != "machines"}
+    isas[isa] = profiles.IsaCalibration(isa, source["pairs"], tuple(e.to_dict() for e in calibration.entries), source)
+    date = max(m.get("date", "") for m in timed_on)
+    profiles.save(path, profiles.to_json(cpu, date, calibration.level, calibration.scale, isas))
+
+
 # --- the summary ---
 
 
@@ -867,6 +890,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--intervals", type=Path, metavar="FILE",
                         help="write the interval calibration of the pipeline, analytical and calibrated models from "
                              "every pair's residuals here (perfguard/predict/intervals.json is the one perfguard reads)")
+    parser.add_argument("--machine-profile", type=Path, metavar="FILE",
+                        help="write (or update, for this profile's ISA) the machine profile of the CPU the native "
+                             "timings came from: the interval calibration keyed by that CPU's identity "
+                             "(perfguard/machine_profiles/NAME.json is where `[target.X] machine = \"NAME\"` reads)")
     parser.add_argument("--level", type=float, default=0.9, help="nominal coverage of the intervals (default 0.9)")
     parser.add_argument("-j", "--jobs", type=int, help="parallel build/simulation jobs")
     args = parser.parse_args(argv)
@@ -933,18 +960,24 @@ def main(argv: list[str] | None = None) -> int:
             f"{m} {tracking_error({n: deltas[n] for n in common}, predicted[m]):.3f}" for m in predicted))
     print(f"\ninterval coverage at {100 * args.level:.0f} % (split-conformal, perfguard.predict.intervals; held-out "
           f"pairs only):\n\n" + coverage_markdown(coverage, args.level))
-    if args.intervals:
+    if args.intervals or args.machine_profile:
         from perfguard.predict.intervals import calibrate
 
-        machines = sorted({json.dumps(r.get("machine", {}), sort_keys=True) for r in records.values()})
+        machines = sorted({json.dumps(r.get("machine", {}), sort_keys=True)
+                           for name, r in records.items() if name in deltas})
         source = {"command": " ".join(["python", "benchmarks/verdicts.py", *(argv or sys.argv[1:])]),
                   "native_file": os.path.relpath(native_file, REPO) if native_file.is_relative_to(REPO)
                   else str(native_file), "pairs": len(pairs), "stat": args.stat,
                   "machines": [json.loads(m) for m in machines]}
         calibration = calibrate({k: [(r.predicted, r.native) for r in rows] for k, rows in residuals.items()}, source,
                                 args.level)
-        calibration.save(args.intervals)
-        print(f"\nwrote {args.intervals}: {len(calibration.entries)} models")
+        if args.intervals:
+            calibration.save(args.intervals)
+            print(f"\nwrote {args.intervals}: {len(calibration.entries)} models")
+        if args.machine_profile:
+            write_machine_profile(args.machine_profile, profile.isa, calibration, [json.loads(m) for m in machines])
+            print(f"\nwrote {args.machine_profile}: {profile.isa}, {len(calibration.entries)} models, "
+                  f"{len(pairs)} pairs")
     for model, failed in errors.items():
         print(f"\n{model} could not score {len(failed)} pairs; first: `{next(iter(failed))}`: {next(iter(failed.values()))}")
     print(f"\nnative noise: 95 % interval half-width median {100 * noise['median_halfwidth']:.1f} %, "

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, ClassVar
 
-from perfguard import flopcount, jsonfile
+from perfguard import flopcount, jsonfile, machines
 from perfguard.errors import InputError, did_you_mean
 from perfguard.judging import Judging, Limit, parse_limits
 from perfguard.sections import KeyDocs, Table, flag, number, string_list
@@ -213,6 +213,9 @@ class Config:
     jobs: int | None = None
     require_reference: bool = False  # every kernel must name a numpy reference (pipeline.py enforces it)
     models: tuple[ModelSpec, ...] = ()  # [[model]] entries; their kernels join `kernels` in runs.check.select
+    # target -> the machine profile (perfguard.machines) its `[target.NAME] machine` chose; a target
+    # without one is predicted by the generic pipeline model, uncalibrated
+    machines: dict[str, str] = field(default_factory=dict)
 
     # A name from the command line is not the config's fault: `where` names the option instead.
     def kernel(self, name: str, where: str = "") -> KernelSpec:
@@ -297,6 +300,7 @@ def _build(path: Path, top: dict, kernels: Any, targets: Any, prefix: str) -> Co
     table = Table(top, path, prefix)
 
     profiles = dict(BUILTIN)
+    machine_names: dict[str, str] = {}
     if not isinstance(targets, dict):
         raise InputError(f"{path}: 'target' must be a table of [target.NAME] tables")
     for name, target in targets.items():
@@ -304,7 +308,12 @@ def _build(path: Path, top: dict, kernels: Any, targets: Any, prefix: str) -> Co
             raise InputError(f"{path}: target.{name} must be a table")
         if not _NAME.fullmatch(name):
             raise InputError(f"{path}: target name {name!r} has characters outside [A-Za-z0-9_.+-]")
+        target = dict(target)
+        # not a field of the profile: it chooses a calibration, never the code built or its statistics
+        machine = target.pop("machine", None)
         profiles[name] = profile_from_config(name, target, f"{path}: target.{name}")
+        if machine is not None:
+            machine_names[name] = machines.check_choice(machine, profiles[name].isa, f"{path}: target.{name}.machine")
 
     target_names = string_list(top.get("targets", ["x86_64", "aarch64", "riscv64"]), table.where("targets"))
     for name in target_names:
@@ -331,7 +340,7 @@ def _build(path: Path, top: dict, kernels: Any, targets: Any, prefix: str) -> Co
 
     return Config(path=path, root=path.parent, targets=target_names, profiles=profiles, kernels=tuple(specs),
                   simulation=simulation, judging=judging, storage=storage, drift=drift, jobs=jobs,
-                  require_reference=require_reference)
+                  require_reference=require_reference, machines=machine_names)
 
 
 def _check_table(where: str, table: Any, keys: set[str], required: tuple[str, ...]) -> None:

@@ -167,23 +167,26 @@ class Judging:
         return {**self.limits, **own}
 
     def resolve(self, own_threshold: float | None, own_limits: dict[str, Limit], override: float | None = None,
-                marker: float | None = None) -> Judgement:
+                marker: float | None = None, machine: str | None = None) -> Judgement:
         """How one kernel x target is judged, decided once: what its job carries, its result record is
-        keyed by, and judge/ applies (check, compare, bisect and the pytest plugin alike)."""
+        keyed by, and judge/ applies (check, compare, bisect and the pytest plugin alike). `machine`:
+        the machine profile the target chose (`[target.NAME] machine`), whose intervals apply."""
         limits = self.limits_for(own_limits)
         return Judgement(self.threshold_for(own_threshold, override, marker),
-                         tuple(sorted(limits.items())), self.gate, self.model)
+                         tuple(sorted(limits.items())), self.gate, self.model, machine)
 
 
 @dataclass(frozen=True)
 class Judgement:
     """A kernel x target's resolved judgement (Judging.resolve): the threshold on predicted time,
-    the per-metric limits, the gate and the timing model. judge.decide applies it."""
+    the per-metric limits, the gate, the timing model and the machine profile its interval comes
+    from. judge.decide applies it."""
 
     threshold_pct: float
     limits: tuple[tuple[str, Limit], ...] = ()
     gate: str = "estimate"
     model: str = "auto"
+    machine: str | None = None  # the machine profile whose intervals apply; None: uncalibrated
 
     @property
     def limits_by_metric(self) -> dict[str, Limit]:
@@ -191,7 +194,8 @@ class Judgement:
 
     def key(self) -> str:
         """Its bytes for a record key: a change of any part re-judges."""
-        return repr((self.threshold_pct, [(m, str(limit)) for m, limit in self.limits], self.gate, self.model))
+        return repr((self.threshold_pct, [(m, str(limit)) for m, limit in self.limits], self.gate, self.model,
+                     self.machine))
 
 
 def threshold_override(value: float | None, option: str = "--threshold") -> float | None:

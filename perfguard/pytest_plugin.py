@@ -267,6 +267,12 @@ class PerfguardSession:
             for failure in failures(self.report):  # as every report opens: one line per failing result
                 terminalreporter.write_line(f"FAIL {failure.line()}", red=True)
         terminalreporter.write_line(f"{len(self.results)} kernel check(s): {counts}")
+        if self.report is not None:
+            # lazy: pytest loads this plugin in every session; the rest of perfguard only with --perfguard
+            from perfguard.report.text import machine_lines
+
+            for line in machine_lines(self.report.results):  # what every time above stands for
+                terminalreporter.write_line(line)
         if self.models:
             # lazy: pytest loads this plugin in every session; the rest of perfguard only with --perfguard
             from perfguard.report.model_view import terminal_lines

@@ -56,7 +56,23 @@ def targets_table() -> str:
     keys = ", ".join(f"`{f.name}`" for f in dataclasses.fields(TargetProfile) if f.name != "name")
     return (_table(["target", "ISA", "mcpu", "mattr", "llvm-mca CPU", "clock", "peak GFLOP/s", "peak GB/s",
                     "L1D / L2"], rows)
-            + f"\nKeys of a `[target.NAME]` table (any field of a profile; a new target also needs `base`): {keys}.\n")
+            + f"\nKeys of a `[target.NAME]` table (any field of a profile; a new target also needs `base`): {keys}; "
+              f"and `machine`, the machine profile its intervals come from (below).\n"
+            + "\nMachine profiles (`perfguard/machine_profiles/NAME.json`; `[target.NAME] machine = \"NAME\"`):\n\n"
+            + machines_table())
+
+
+def machines_table() -> str:
+    from perfguard import machines
+
+    rows = []
+    for name in machines.names():
+        m = machines.load(name)
+        for isa, section in sorted(m.isas.items()):
+            rows.append([f"`{name}`", m.cpu.model_name, m.cpu.vendor, str(m.cpu.family), str(m.cpu.model), isa,
+                         str(section.pairs), m.date, f"`{section.source.get('native_file', '')}`"])
+    return _table(["profile", "CPU", "vendor", "family", "model", "ISA", "verdict pairs", "timed", "native timings"],
+                  rows)
 
 
 def _toml(value: object) -> str:

@@ -34,7 +34,7 @@ ORDER = (
     # job stage clock, fingerprints, user code imports, FLOP formulas, target profiles, executors,
     # the typed reads a config section makes of its table (sections are owned by the layers above)
     "errors", "signals", "process", "atomic", "jsonfile", "sealed", "registry", "timings", "fingerprints", "user_code",
-    "flopcount", "targets", "executors", "sections",
+    "flopcount", "targets", "machines", "executors", "sections",
     # measuring: lower a TVM module to an object and link it; run a binary in a simulator (or
     # llvm-mca on its blocks). Neither knows the config.
     "compile", "sim",

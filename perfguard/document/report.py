@@ -35,7 +35,8 @@ from perfguard.sim.stats import STAT_FIELDS
 # they know the document, not the simulators)
 STATISTICS = STAT_FIELDS
 
-REPORT_SCHEMA = 1  # "note", "blocks", "calibration", a block side's "loop" and "loop_candidates", a
+REPORT_SCHEMA = 2  # 2: a result's "machine" (the machine model its time stands for); no interval
+# borrowed from another ISA's native truth; a block side's "insn_cycles". Within schema 1: "note", "blocks", "calibration", a block side's "loop" and "loop_candidates", a
 # result's "interval", "gate", "mismatch", "orphaned", "attribution", "baseline_params" and
 # "baseline_content_hash", "same_code", a block change's "paired",
 # the summary's "wrong_result" and "timings" are optional additions within schema 1
@@ -223,6 +224,14 @@ class BlockLoop:
 
 
 @dataclass
+class InsnCycles:
+    """llvm-mca's cycles for one instruction of a block (sim.mca_insns: its instruction-info view)."""
+    latency: int  # cycles from issue to its result
+    rthroughput: float  # reciprocal throughput: cycles between two independent ones, at best
+    uops: int
+
+
+@dataclass
 class BlockSide:
     """One side of a changed block (judge.attribution)."""
     start: int
@@ -236,6 +245,8 @@ class BlockSide:
     asm: list[str] = field(default_factory=list)
     loop: BlockLoop | None = absent_if(None)  # the one loop that fits; absent: no nest recorded, or none or several fit
     loop_candidates: list[BlockLoop] = absent_if([])  # several loops fit equally: never one of them as the answer
+    # llvm-mca's cycles per instruction, one per line of `asm` (absent: not asked, or llvm-mca could not read it)
+    insn_cycles: list[InsnCycles] = absent_if([])
 
     @property
     def loop_text(self) -> str:
@@ -335,6 +346,21 @@ class Interval:
 
 
 @dataclass
+class Machine:
+    """The machine model a result's time stands for (perfguard.machines): the core llvm-mca
+    scheduled its blocks for, and the calibration profile of a real CPU its interval comes from
+    (none: the generic model, and `uncalibrated` says why there is no interval)."""
+    model: str  # the kind of model that scored it: pipeline | analytical | calibrated
+    mca_cpu: str = absent_if("")  # llvm-mca's -mcpu, where the model's time comes from llvm-mca
+    profile: str = absent_if("")  # the `[target.NAME] machine` profile; "": none chosen
+    cpu: str = absent_if("")  # the profile's CPU: "Intel(R) Xeon(R) Processor (GenuineIntel family 6 model 167)"
+    date: str = absent_if("")  # when the profile's native timings were taken
+    pairs: int = absent_if(0)  # verdict pairs timed natively on that CPU, on this result's ISA
+    uncalibrated: str = absent_if("")  # why there is no interval: "no native runs on this ISA", ...
+    recorded: bool = absent_if(True)  # False: read from a schema-1 report, which did not record it
+
+
+@dataclass
 class Result:
     """One kernel x target: what was measured, its verdict, and what it means."""
     kernel: str
@@ -372,6 +398,7 @@ class Result:
     history: History | None = None
     calibration: Calibration | None = absent_if(None)
     interval: Interval | None = absent_if(None)
+    machine: Machine | None = absent_if(None)  # what its time stands for (None: not scored by a model)
     gate: str = absent_if("estimate")  # what the regression gate compared: estimate | lower | upper (interval's end)
     mismatch: Mismatch | None = absent_if(None)  # verdict `wrong result`: where and by how much
     orphaned: bool = absent_if(False)  # `removed` by check: a committed baseline no kernel is configured for
@@ -621,9 +648,22 @@ def worst_first(results: list[Result]) -> list[Result]:
 
 # -- versions -----------------------------------------------------------------------------------
 
-# schema n -> the function that turns a schema-n document into schema n + 1 (none yet: schema 1 is
-# the first). Upgrades run on the plain JSON before it is read.
-UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+def _machine_unrecorded(data: dict[str, Any]) -> dict[str, Any]:
+    """Schema 1 -> 2: a scored result's machine was not recorded; its model's kind is known from
+    its model id (an interval it carries may have been calibrated on another ISA: its basis says)."""
+    results = []
+    for r in data["results"]:
+        if isinstance(r, dict) and isinstance(r.get("model_id"), str) and "machine" not in r:
+            kind = ("calibrated" if r.get("calibrated") is True
+                    else "pipeline" if r["model_id"].startswith("pipeline-") else "analytical")
+            r = {**r, "machine": {"model": kind, "recorded": False}}
+        results.append(r)
+    return {**data, "results": results}
+
+
+# schema n -> the function that turns a schema-n document into schema n + 1. Upgrades run on the
+# plain JSON before it is read.
+UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _machine_unrecorded}
 
 
 def upgrade(data: Any, source: str) -> dict[str, Any]:

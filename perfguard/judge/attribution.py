@@ -26,10 +26,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 from perfguard.compile.loops import LoopLayout, LoopMatch, LoopNest
-from perfguard.document.report import Attribution, BlockChange, BlockLoop, BlockSide, LoopStep
+from perfguard.document.report import Attribution, BlockChange, BlockLoop, BlockSide, InsnCycles, LoopStep
 from perfguard.judge.block_pairs import Site, pair_blocks
 from perfguard.judge.differential import NO_SYMBOL, NOT_IN_LOOP, UNDECIDED, Place, differential
 from perfguard.predict.pipeline import PipelineModel
+from perfguard.sim.mca_insns import instruction_costs
 from perfguard.sim.stats import Stats
 from perfguard.targets import TargetProfile
 from perfguard.sim.mca_tools import timing_cache_dir
@@ -353,7 +354,20 @@ def attribute(model: PipelineModel, baseline: Stats, current: Stats,
             baseline=_side(pair.baseline[0], namers[0]) if pair.baseline else None,
             current=_side(pair.current[0], namers[1]) if pair.current else None,
             paired=pair.how))
+    _add_insn_cycles(blocks, model)
     return Attributed(view, blocks)
+
+
+def _add_insn_cycles(blocks: list[BlockChange], model: PipelineModel) -> None:
+    """Each changed block's instructions with llvm-mca's cycles (the side-by-side disassembly's
+    column), for the CPU the pipeline model scheduled them on; one llvm-mca run for all of them."""
+    target, cache_dir = getattr(model, "mca", None), getattr(model, "cache_dir", None)
+    if target is None or cache_dir is None:  # block costs without llvm-mca behind them: nothing to ask
+        return
+    sides = [s for b in blocks for s in (b.baseline, b.current) if s is not None and s.asm]
+    costs = instruction_costs([s.asm for s in sides], target, cache_dir)
+    for side, rows in zip(sides, costs):
+        side.insn_cycles = [InsnCycles(r.latency, r.rthroughput, r.uops) for r in rows or []]
 
 
 def block_changes(model: PipelineModel, baseline: Stats, current: Stats,

@@ -14,11 +14,13 @@ from perfguard.baselines.store import Baseline
 from perfguard.errors import InfraError, InputError
 from perfguard.judge.attribution import Attributed, attribute
 from perfguard.judge.verdicts import Verdict, judge
-from perfguard.judging import Judgement, Judging
+from perfguard import machines
+from perfguard.config import Config
+from perfguard.judging import Judgement
 from perfguard.job.run import Job, JobResult
 from perfguard.predict.analytical import AnalyticalModel
 from perfguard.predict.base import Predictor
-from perfguard.predict.intervals import IntervalCalibration
+from perfguard.predict.intervals import IntervalCalibration, for_machine
 from perfguard.predict.pipeline import PipelineModel
 from perfguard.predict.select import predictor_for
 from perfguard.predict.store import ModelFiles
@@ -32,12 +34,19 @@ OLD_BASELINE_NOTE = ("the baseline has no block profile (recorded before perfgua
                      "pipeline model")
 
 
-def judgement_of(judging: Judging, job: Job, threshold: float | None = None) -> Judgement:
+def judgement_of(config: Config, job: Job, threshold: float | None = None) -> Judgement:
     """The job's judgement (made with it: runs.check.make_jobs); a Job made without one (a library
     caller's) gets it resolved here, by the same rule."""
     if job.judgement is not None:
         return job.judgement
-    return judging.resolve(job.kernel.threshold, job.kernel.limits, threshold)
+    return config.judging.resolve(job.kernel.threshold, job.kernel.limits, threshold,
+                                  machine=config.machines.get(job.profile.name))
+
+
+def calibration(judgement: Judgement, profile: TargetProfile) -> IntervalCalibration | None:
+    """The interval calibration the judgement's machine profile has for the target's ISA; None
+    without a profile or without native runs on that ISA (the result says it is uncalibrated)."""
+    return for_machine(machines.load(judgement.machine), profile.isa) if judgement.machine else None
 
 
 @dataclass(frozen=True)
@@ -103,8 +112,7 @@ class Decision:
 
 
 def decide(judgement: Judgement, profile: TargetProfile, result: JobResult, baseline: Baseline | None,
-           source: ModelSource, baseline_file: str, kernel_where: str,
-           intervals: IntervalCalibration | None = None, explain: bool = True,
+           source: ModelSource, baseline_file: str, kernel_where: str, explain: bool = True,
            chosen: Predictor | None = None) -> Decision:
     """The verdict of `result` against `baseline` under `judgement`. InputError/InfraError when they
     cannot be compared (another simulator, a model that cannot score them): the caller reports an
@@ -119,7 +127,8 @@ def decide(judgement: Judgement, profile: TargetProfile, result: JobResult, base
     chosen = chosen if chosen is not None else scorer(judgement.model, profile, result, source)
     predictor, note = like_with_like(chosen, baseline, profile)
     verdict = judge(result.stats, baseline, predictor, judgement.threshold_pct, result.toolchain, baseline_file,
-                    judgement.limits_by_metric, kernel_where, intervals, profile.name, judgement.gate)
+                    judgement.limits_by_metric, kernel_where, calibration(judgement, profile), profile.name,
+                    judgement.gate)
     if baseline is not None and verdict.gate != judgement.gate:
         note = "; ".join(filter(None, [note, NO_INTERVAL_NOTE.format(gate=judgement.gate)]))
     attributed = None

@@ -18,13 +18,16 @@ holds the native ratio with probability at least L, whatever the model's error d
 too few pairs for the level, q is infinite and no interval is given). SCALE is fixed, not fitted
 on the residuals a quantile comes from: any value keeps the guarantee, it only shapes the widths.
 
-The calibration is a JSON file (perfguard/predict/intervals.json by default, written by
-benchmarks/verdicts.py --intervals): per target and model (its model_id, and its kind:
-pipeline, analytical, calibrated), the quantile, the number of pairs it came from and the
-level. A result is given the entry of the model that scored it on its target; else the entry of
-the same kind on that target (the model changed since: `exact` False); else the same kind on
-another target (no native truth for this one: `exact` False and the basis names the target).
-Deterministic: the same file and prediction give the same bytes.
+The calibration of a check comes from the machine profile its target chose (perfguard.machines:
+`[target.NAME] machine`), the section of the target's ISA: per target and model (its model_id,
+and its kind: pipeline, analytical, calibrated), the quantile, the number of pairs it came from
+and the level. A result is given the entry of the model that scored it on its target; else the
+entry of the same kind on that target (the model changed since: `exact` False); else the same kind
+on another target of the same ISA (`exact` False and the basis names the target). Never another
+ISA's: residuals of other code on another CPU say nothing of this one's error, and such a result
+has no interval (the report says it is uncalibrated and why). benchmarks/verdicts.py --intervals
+still writes a bare calibration file (load_intervals reads it). Deterministic: the same profile and
+prediction give the same bytes.
 """
 
 from __future__ import annotations
@@ -36,10 +39,10 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from perfguard import jsonfile
+from perfguard.machines import MachineProfile
 from perfguard.atomic import atomic_write_text
 from perfguard.errors import InputError, newer_format
 
-INTERVALS_FILE = Path(__file__).with_name("intervals.json")
 INTERVALS_SCHEMA = 1
 LEVEL = 0.90
 # The errors of the verdict pairs grow less than in proportion to the predicted change (about 0.03
@@ -95,6 +98,7 @@ class IntervalCalibration:
     scale: float
     entries: tuple[Entry, ...]
     source: dict  # what produced it: command, native timings file, CPU, date
+    machine: str = ""  # the machine profile it is a section of ("": a bare calibration file)
 
     def find(self, target: str, model_id: str, kind: str) -> tuple[Entry, bool] | None:
         """(the entry for this model, whether it is this very model on this target), or None."""
@@ -142,7 +146,17 @@ def coverage(pairs: Iterable[tuple[float, float]], quantile: float, scale: float
 _CACHE: dict[tuple[str, int], IntervalCalibration] = {}
 
 
-def load_intervals(path: Path = INTERVALS_FILE) -> IntervalCalibration:
+def for_machine(profile: MachineProfile | None, isa: str) -> IntervalCalibration | None:
+    """The calibration of `isa`'s section of a machine profile; None without a profile, or where the
+    profile's CPU has no native runs on that ISA."""
+    section = None if profile is None else profile.isas.get(isa)
+    if section is None:
+        return None
+    return IntervalCalibration(profile.level, profile.scale, tuple(Entry(**e) for e in section.entries),
+                               section.source, profile.name)
+
+
+def load_intervals(path: Path) -> IntervalCalibration:
     """The calibration file, read strictly: a damaged one is an input error naming it."""
     path = Path(path)
     try:
@@ -187,7 +201,7 @@ class DeltaInterval:
     low_pct: float
     high_pct: float
     level: float
-    basis: str  # e.g. "pipeline-v2-0123abcd on x86_64, 56 verdict pairs"
+    basis: str  # e.g. "pipeline-v3-0123abcd on x86_64, 85 verdict pairs timed on intel-6-167"
     exact: bool  # calibrated for this very model on this target
 
 
@@ -201,7 +215,8 @@ def delta_interval(calibration: IntervalCalibration | None, target: str, model_i
     if found is None:
         return None
     entry, exact = found
-    basis = f"{entry.model_id} on {entry.target}, {entry.pairs} verdict pairs"
+    basis = f"{entry.model_id} on {entry.target}, {entry.pairs} verdict pairs" + (
+        f" timed on {calibration.machine}" if calibration.machine else "")
     if same_statistics:
         return DeltaInterval(0.0, 0.0, calibration.level, basis, exact)
     low, high = ratio_bounds(current_s / baseline_s, entry.quantile, calibration.scale)

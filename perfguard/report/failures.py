@@ -3,7 +3,8 @@
 A failing result is one that fails the check: a wrong result, a regression, an error, a committed
 baseline no kernel is configured for (orphaned), and a [[model]] total that regressed. Each line
 says the kernel and target, the verdict with what decided it, the delta with its interval, the top
-"where" entry and what changed (the params' diff against the baseline's). The terminal, index.html,
+"where" entry, what changed (the params' diff against the baseline's) and the machine the time
+stands for (llvm-mca's CPU, the machine profile or "uncalibrated"). The terminal, index.html,
 summary.md (the pull-request comment) and the pytest summary each render these lines, in the
 order of the report (worst first), before anything else; a renderer that must cut cuts elsewhere.
 
@@ -32,6 +33,7 @@ class Failure:
     delta: str  # the delta with its interval, or "-"
     where: str  # where the change happened, the error, or what changed in the model
     change: str  # the params' diff against the baseline's, or "" (text.change_text)
+    machine: str = ""  # what the time stands for (text.machine_tag): "znver4, intel-6-167"
     result: Result | None = None  # None: a model total
     model: ModelTotal | None = None
 
@@ -42,6 +44,8 @@ class Failure:
             parts.append(f"where: {self.where}" if self.result is None or not self.result.error else self.where)
         if self.change:
             parts.append(f"change: {self.change}")
+        if self.machine:
+            parts.append(f"machine: {self.machine}")
         return "; ".join(parts)
 
 
@@ -66,7 +70,8 @@ def of_result(r: Result) -> Failure:
         top = text.what_changed_most(r) if r.delta_pct else ""
         where = "; ".join(filter(None, [where, top]))
     delta = text.delta_with_interval(r) if r.delta_pct is not None else "-"
-    return Failure(r.kernel, r.target, r.verdict, text.verdict_text(r), delta, where, text.change_text(r), result=r)
+    return Failure(r.kernel, r.target, r.verdict, text.verdict_text(r), delta, where, text.change_text(r),
+                   text.machine_tag(r), result=r)
 
 
 def of_model(m: ModelTotal) -> Failure:

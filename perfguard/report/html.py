@@ -81,6 +81,8 @@ def _row(r: Result) -> dict[str, Any]:
         "bound": cur.bound if cur else None,
         "peak_pct": cur.peak_pct if cur else None,
         "model": text.model_kind(r),
+        "machine_tag": text.machine_tag(r),
+        "machine_text": text.machine_line(r),
         "interval_text": text.interval(r),
         "verdict_text": text.verdict_detail(r),
         "what": model_labels.label(r.params) if model_view.is_model_kernel(r) else "",  # a model's kernel: its layer
@@ -141,6 +143,7 @@ def _common(report: Report, results: list[Result]) -> dict[str, Any]:
         "compared": report.compared(),
         "simulators": sorted({r.simulator for r in results if r.simulator}),
         "models": sorted({text.model_kind(r) for r in results if r.model_id}),
+        "machine_lines": text.machine_lines(results),
         "roof_fraction_pct": round(ROOF_FRACTION * 100),
         "self_consistency_note": text.self_consistency_note(results),
         # a [[model]]'s kernels carry TVM's flop estimate; one without it has no [[kernel]] table to add it to
@@ -285,6 +288,7 @@ def _section(r: Result, index: int, targets: dict[str, TargetSummary]) -> dict[s
                            "model": text.model_kind(r), "reference_text": text.reference_kind(r),
                            "interval_note": text.interval_note(r),
                            "interval_text": text.interval(r), "verdict_detail": text.verdict_detail(r),
+                           "machine_text": text.machine_line(r),
                            "change": text.change_text(r), "gate_rule": text.gate_rule([r]),
                            "in_model": model_view.is_model_kernel(r), "story": "",
                            "metrics": None, "stat_rows": (stat_rows := _stat_rows(r)),
@@ -346,7 +350,10 @@ def _where(r: Result, index: int) -> dict[str, Any]:
     of disassembly aligned."""
     shown = [i for i, c in enumerate(r.blocks or []) if round(c.delta_cycles)]
     rows = [{"change": c, "line": text.block_line(c), "anchor": block_anchor(index, i), "open": n < OPEN_BLOCKS,
-             "asm": disassembly.aligned(c.baseline.asm if c.baseline else [], c.current.asm if c.current else [])}
+             "asm": disassembly.aligned(c.baseline.asm if c.baseline else [], c.current.asm if c.current else [],
+                                        c.baseline.insn_cycles if c.baseline else [],
+                                        c.current.insn_cycles if c.current else []),
+             "cycles": bool((c.baseline and c.baseline.insn_cycles) or (c.current and c.current.insn_cycles))}
             for n, (i, c) in enumerate((i, (r.blocks or [])[i]) for i in shown)]
     out: dict[str, Any] = {"flame": None, "where_lines": [], "where_rest": "", "ledger": "", "open_blocks": OPEN_BLOCKS,
                            "block_rows": rows, "flame_legend": Markup(flame.legend())}

@@ -52,8 +52,8 @@ def _cells(values: list[str]) -> str:
 
 
 _CHANGED_HEAD = [_cells(["", "kernel", "target", "delta", "threshold", "predicted", "baseline", "bound",
-                         "what changed most"]),
-                 "|---|---|---|--:|--:|--:|--:|---|---|"]
+                         "what changed most", "machine"]),
+                 "|---|---|---|--:|--:|--:|--:|---|---|---|"]
 _REST_HEAD = [_cells(["", "kernel", "target", "delta", "predicted", "bound", "of peak GFLOP/s", "model"]),
               "|---|---|---|--:|--:|---|--:|---|"]
 
@@ -71,14 +71,15 @@ def _changed_row(r: Result) -> str:
     return _cells([f"{_ICON[r.verdict]} {md(text.verdict_text(r))}", _kernel(r), md(r.target),
                    md(text.delta_with_interval(r)), md(numbers.threshold(r.threshold_pct)),
                    md(numbers.seconds(r.current_time_s)), md(numbers.seconds(r.baseline_time_s)),
-                   md(text.bound(current.bound if current else None)), md(why)])
+                   md(text.bound(current.bound if current else None)), md(why), md(text.machine_tag(r))])
 
 
 def _rest_row(r: Result) -> str:
     current = _current(r)
     return _cells([_ICON[r.verdict], _kernel(r), md(r.target), md(text.delta_with_interval(r)),
                    md(numbers.seconds(r.current_time_s)), md(text.bound(current.bound if current else None)),
-                   md(numbers.share(current.peak_pct if current else None)), md(text.model_kind(r))])
+                   md(numbers.share(current.peak_pct if current else None)),
+                   md(text.model_kind(r) + (f" ({text.machine_tag(r)})" if r.machine else ""))])
 
 
 def _verdict_line(report: Report, results: list[Result]) -> list[str]:
@@ -111,6 +112,8 @@ def _notes(results: list[Result]) -> list[str]:
     out = []
     if rule := text.gate_rule(results):
         out += ["", f"<sub>Verdicts: {md(rule)}.</sub>"]
+    if lines := text.machine_lines(results):  # what every time stands for, once per target
+        out += ["", "<sub>" + "<br>".join(md(line[0].upper() + line[1:]) for line in lines) + "</sub>"]
     note = text.self_consistency_note(results)
     if note:
         out += ["", f"\u26a0\ufe0f {md(note)}"]
@@ -172,6 +175,8 @@ def _failing_line(n: int, f: failures.Failure) -> str:
         parts.append(f"change: {md(f.change)}")
     if f.where:
         parts.append(f"where: {md(f.where)}" if r is None or not (r.error or r.orphaned) else md(f.where))
+    if f.machine:
+        parts.append(f"machine: {md(f.machine)}")
     return " \u00b7 ".join(parts)
 
 

@@ -17,7 +17,7 @@ from perfguard.report import model_view
 from perfguard.report.failures import failures
 from perfguard.report.numbers import pct, seconds, threshold
 from perfguard.report.text import (SELF_CONSISTENCY, gate_rule, headline, interval, interval_note, limit_note,
-                                   model_kind, same_code_line, self_consistency_note, verdict_text,
+                                   machine_lines, machine_tag, model_kind, same_code_line, self_consistency_note, verdict_text,
                                    what_changed_most)
 from perfguard.timings import JOB_STAGES, STAGES
 
@@ -80,6 +80,8 @@ def print_table(report: Report, out: Console) -> None:
         out.print(f"[bold]note[/] {escape(note)}")
     if rule := gate_rule(report.results):
         out.print(f"[dim]{escape(rule)}[/]")
+    for line in machine_lines(report.results):  # what every time above stands for, once per target
+        out.print(f"[dim]{escape(line)}[/]")
     unchanged = [r for r in rows if r.verdict == UNCHANGED]
     if unchanged:
         out.print(f"[{_STYLE[UNCHANGED]}]{escape(unchanged_line(unchanged))}[/]")
@@ -105,7 +107,7 @@ def _print_results(results, out: Console) -> None:
     level = next((r.interval.level for r in results if r.interval is not None), None)
     for name, justify in (("kernel", "left"), ("target", "left"), ("verdict", "left"), ("delta", "right"),
                           (f"{100 * level:.0f} % interval" if level else "interval", "right"), ("threshold", "right"),
-                          ("predicted", "right"), ("baseline", "right"), ("model", "left")):
+                          ("predicted", "right"), ("baseline", "right"), ("model", "left"), ("machine", "left")):
         table.add_column(name, justify=justify)
     for r in results:
         what = model_labels.label(r.params) if model_view.is_model_kernel(r) else ""
@@ -114,7 +116,7 @@ def _print_results(results, out: Console) -> None:
             f"[{_STYLE[r.verdict]}]{escape(verdict_text(r))}[/]" + (f" ({SELF_CONSISTENCY})" if r.reference == "self" else ""),
             pct(r.delta_pct), interval(r), threshold(r.threshold_pct),
             seconds(r.current_time_s), seconds(r.baseline_time_s),
-            "" if not r.model_id else model_kind(r),
+            "" if not r.model_id else model_kind(r), escape(machine_tag(r)),
         )
     out.print(table)
 

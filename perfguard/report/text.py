@@ -321,6 +321,54 @@ def model_kind(result: Result) -> str:
     return "pipeline" if result.model_id.startswith("pipeline-") else "analytical"
 
 
+def machine_tag(result: Result) -> str:
+    """The machine a result's time stands for, short, for a table cell or a failing line:
+    `znver4, intel-6-167`, `cortex-a72, uncalibrated`; a model without llvm-mca (the analytical
+    one): its profile or `uncalibrated` ("" unscored)."""
+    m = result.machine
+    if m is None:
+        return ""
+    if not m.recorded:
+        return "machine not recorded"
+    calibration = m.profile or "uncalibrated"
+    return f"{m.mca_cpu}, {calibration}" if m.mca_cpu else calibration
+
+
+def machine_line(result: Result) -> str:
+    """The machine a result's time stands for, in full: `llvm-mca -mcpu=znver4; interval from
+    intel-6-167: Intel(R) Xeon(R) Processor (GenuineIntel family 6 model 167), 85 verdict pairs timed
+    natively 2026-12-02`, or `llvm-mca -mcpu=cortex-a72 (the generic pipeline model); uncalibrated: no native
+    runs on this ISA` ("" unscored)."""
+    m = result.machine
+    if m is None:
+        return ""
+    if not m.recorded:
+        return f"{m.model} model; its machine was not recorded (a report older than schema 2)"
+    core = f"llvm-mca -mcpu={m.mca_cpu}" if m.mca_cpu else f"the {m.model} model's cost table"
+    if m.model == "calibrated":
+        core = f"a calibrated model on llvm-mca -mcpu={m.mca_cpu}'s cycles" if m.mca_cpu else \
+            "a calibrated model on counts"
+    if m.profile:
+        out = (f"{core}; interval from {m.profile}: {m.cpu}, {m.pairs} verdict pair{'s' if m.pairs != 1 else ''} "
+               f"timed natively {m.date}")
+        return out + (f"; uncalibrated: {m.uncalibrated}" if m.uncalibrated else "")
+    generic = " (the generic pipeline model)" if m.model == "pipeline" else ""
+    return f"{core}{generic}; uncalibrated: {m.uncalibrated or 'no machine profile'}"
+
+
+def machine_lines(results: list[Result]) -> list[str]:
+    """One line per target and machine, for a page's or a log's header: `machine [x86_64]: ...`
+    (results of one target scored by different models get one line each)."""
+    seen: dict[str, list[str]] = {}
+    for r in results:
+        line = machine_line(r)
+        if line:
+            targets = seen.setdefault(line, [])
+            if r.target not in targets:
+                targets.append(r.target)
+    return [f"machine [{', '.join(sorted(t))}]: {line}" for line, t in sorted(seen.items(), key=lambda kv: sorted(kv[1]))]
+
+
 def driver(d: Driver) -> str:
     """One counter's part in a change: `l1d_misses +12,345 (+56.0 %) → +0.81 ms`."""
     change = signed_count(d.current - d.baseline)

@@ -30,7 +30,6 @@ from perfguard.judge.verdicts import Verdict
 from perfguard.job.run import JobResult
 from perfguard.predict.base import Predictor
 from perfguard.judging import Judgement
-from perfguard.predict.intervals import load_intervals
 from perfguard.runs.revisions import Measurer, Project, Side, git, load_side
 from perfguard.runs.two_revisions import catalogue, judge_sides
 from perfguard.targets import TargetProfile
@@ -171,7 +170,8 @@ class Bisector:
             visit.result = side.results[(self.kernel, self.target)]
             if self.judgement is None:  # the good side: its judgement and model judge every revision
                 config = side.config
-                self.judgement = config.judging.resolve(spec.threshold, spec.limits, self.threshold)
+                self.judgement = config.judging.resolve(spec.threshold, spec.limits, self.threshold,
+                                                        machine=config.machines.get(self.target))
                 self.threshold_pct = self.judgement.threshold_pct
                 if visit.result.ok:
                     storage = config.storage
@@ -189,7 +189,7 @@ class Bisector:
             self.reference = baseline_of(result, side.sha)
         good = f"--good {self.reference.commit[:12]}"
         visit.verdict = decide(self.judgement, self.profile, result, self.reference, self.source,
-                               good, f"{good}: kernel '{self.kernel}'", load_intervals(), explain=False,
+                               good, f"{good}: kernel '{self.kernel}'", explain=False,
                                chosen=self.predictor).verdict
 
     def visit(self, visit: Visit, ref: str, end: bool) -> Visit:

@@ -23,7 +23,6 @@ from perfguard.kernels.models import model_specs, skipped_calls
 from perfguard.job.run import Job, JobResult, run_jobs
 from perfguard.predict.analytical import AnalyticalModel
 from perfguard.predict.base import Predictor
-from perfguard.predict.intervals import load_intervals
 from perfguard.predict.store import ModelFiles
 from perfguard.runs.result_record import verdict_of
 from perfguard.sim.base import get_simulator
@@ -164,7 +163,7 @@ def make_jobs(config: Config, pairs: list[tuple[KernelSpec, str]], simulator: st
     return [
         Job(spec, config.profile(target), config.root, cache_dir, name, sim.timeout, sim.reps, sim.warmup,
             config.require_reference, warm_pipeline=judging.model != "analytical",
-            judgement=judging.resolve(spec.threshold, spec.limits, threshold, marker))
+            judgement=judging.resolve(spec.threshold, spec.limits, threshold, marker, config.machines.get(target)))
         for spec, target in pairs
     ]
 
@@ -261,9 +260,8 @@ def judge_results(config: Config, jobs: list[Job], results: list[JobResult], thr
     models = store.models()
     source = ModelSource(storage.baseline_dir, storage.cache_dir, models)
     run = CheckRun(models=models, interrupted=interrupted)
-    intervals = load_intervals()
     for i, (job, result) in enumerate(zip(jobs, results)):
-        judgement = judgement_of(config.judging, job, threshold)
+        judgement = judgement_of(config, job, threshold)
         entry = known[i] if known else None
         if entry is not None and result.ok:
             run.outcomes.append(JudgedResult(result, verdict_of(entry), entry.model_id, entry.calibrated,
@@ -279,7 +277,7 @@ def judge_results(config: Config, jobs: list[Job], results: list[JobResult], thr
             baseline = store.read(job.profile.name, job.kernel.name)
             decision = decide(judgement, job.profile, result, baseline, source,
                               str(store.path(job.profile.name, job.kernel.name)),
-                              f"{config.path}: kernel '{job.kernel.name}'", intervals)
+                              f"{config.path}: kernel '{job.kernel.name}'")
         except (InputError, InfraError) as exc:
             result.exit_code = exc.exit_code
             chosen = scorer_or_none(judgement.model, job.profile, result, source)

@@ -14,7 +14,8 @@ from typing import Any
 
 from perfguard import __version__
 from perfguard.config import Config
-from perfguard.document.report import (Calibration, Interval, JobTimings, LimitBreach, Mismatch, Report, Result,
+from perfguard import machines
+from perfguard.document.report import (Calibration, Interval, JobTimings, LimitBreach, Machine, Mismatch, Report, Result,
                                        Seconds, StatDelta, Summary, TargetSummary, Timings, ToolchainDifference,
                                        ToolchainSummary, WorkerCost)
 from perfguard.document.verdicts import VERDICTS, summary_key
@@ -114,9 +115,33 @@ def build_report(run: CheckRun, config_path: Path | None = None, config: Config 
             profile = config.profile(r.target)
             target = report.targets.setdefault(r.target, target_summary(profile))
             if o.explained is None:  # a result record's entry is explained already
+                r.machine = machine_of(config, profile, r, o.predictor)
                 explain_result(r, o.predictor, o.result.stats, None if o.baseline is None else o.baseline.stats,
                                profile, target, history)
     return report
+
+
+def machine_of(config: Config, profile: TargetProfile, r: Result, predictor: Predictor | None) -> Machine | None:
+    """What a scored result's time stands for: llvm-mca's CPU where the model reads llvm-mca's
+    cycles (the pipeline model, a calibrated model on its features), and the machine profile its
+    target chose, or why its result is uncalibrated (None: no model scored it)."""
+    if not r.model_id:
+        return None
+    kind = "calibrated" if r.calibrated else "pipeline" if r.model_id.startswith("pipeline-") else "analytical"
+    uses_mca = kind == "pipeline" or (kind == "calibrated" and bool(getattr(predictor, "needs_blocks", False)))
+    out = Machine(kind, mca_cpu=profile.pipeline_cpu if uses_mca else "")
+    name = config.machines.get(profile.name)
+    if name:
+        chosen = machines.load(name)
+        section = chosen.isas[profile.isa]
+        out.profile, out.cpu, out.date, out.pairs = name, chosen.cpu.describe(), chosen.date, section.pairs
+        if r.interval is None and r.baseline_time_s is not None and r.current_time_s is not None:
+            out.uncalibrated = f"no {kind} model was scored on {profile.isa} verdict pairs in {name}"
+        return out
+    on_isa = [n for n in machines.names() if profile.isa in machines.load(n).isas]
+    out.uncalibrated = (f"{machines.NO_PROFILE} (on {profile.isa}: {', '.join(on_isa)})" if on_isa
+                        else machines.NO_NATIVE_RUNS)
+    return out
 
 
 def explain_result(r: Result, predictor: Predictor | None, current: Stats | None, baseline: Stats | None,

@@ -5,7 +5,8 @@ and explains only the results whose inputs changed. A result's report entry (its
 deltas, limit breaches, block attribution, analysis, history and calibration) is decided by the
 job's result (statistics, toolchain, build facts), its baseline file's bytes, the calibrated
 model file of its target and family, the config's `model`, the kernel's threshold and limits,
-the target profile, the commits that changed its baseline (its history), perfguard and the
+the target profile and the machine profile it chose (its name and bytes: its interval and the
+machine the entry names), the commits that changed its baseline (its history), perfguard and the
 environment (perfguard.fingerprints). A record is keyed on all of them; the entry's run facts
 (seconds, rebuilt, resimulated) are this run's. Only the working tree's baselines are recorded
 (not `--base`), and only results that are not errors.
@@ -19,7 +20,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from perfguard import sealed
+from perfguard import machines, sealed
 from perfguard.baselines.store import BaselineStore
 from perfguard.compile.cache import digest
 from perfguard.config import Config
@@ -34,7 +35,7 @@ from perfguard.predict.intervals import DeltaInterval
 from perfguard.predict.store import model_path
 from perfguard.user_code import file_sha256
 
-RECORD_VERSION = 3  # 3: keyed by the job's resolved judgement (limits.Judgement.key)
+RECORD_VERSION = 4  # 3: the entry names its machine; 4: keyed by the job's resolved judgement (judging.Judgement.key)
 # What a result's entry says about this run rather than about the result: never recorded.
 RUN_FIELDS = ("seconds", "rebuilt", "resimulated")
 _NOT_INPUTS = ("seconds", "cpu_seconds", "timings", "depends", "reused", "rebuilt", "resimulated", "rechecked")
@@ -42,7 +43,6 @@ _NOT_INPUTS = ("seconds", "cpu_seconds", "timings", "depends", "reused", "rebuil
 
 def keys(config: Config, jobs: list[Job], results: list[JobResult], threshold: float | None) -> list[str | None]:
     """Each result's record key (None: not recordable, a failed job)."""
-    judging = config.judging
     history = BaselineHistory(config.storage.baseline_dir)
     environment = environment_digest()
     out: list[str | None] = []
@@ -54,15 +54,22 @@ def keys(config: Config, jobs: list[Job], results: list[JobResult], threshold: f
         data["stats"] = result.stats.to_record()
         target, kernel = job.profile.name, job.kernel.name
         commits = [rev.commit for rev in history.changes(target, kernel)]
+        judgement = judgement_of(config, job, threshold)
         out.append(digest(
             "result record", str(RECORD_VERSION), environment, str(config.path),
             json.dumps(data, sort_keys=True, default=str), json.dumps(job.profile.to_dict(), sort_keys=True),
-            judgement_of(judging, job, threshold).key(),
+            judgement.key(),
             file_sha256(BaselineStore(config.storage.baseline_dir).path(target, kernel)) or "absent",
             (file_sha256(model_path(config.storage.baseline_dir, target, result.family)) or "absent") if result.family \
             else "no family",
-            json.dumps(commits), history.head or ""))
+            json.dumps(commits), history.head or "", _machine_digest(judgement.machine)))
     return out
+
+
+def _machine_digest(name: str | None) -> str:
+    """The chosen machine profile's content (its name is in the judgement's key): a recalibrated
+    profile judges again."""
+    return machines.load(name).sha256 if name else "none"
 
 
 def _path(cache_dir: Path, key: str) -> Path:

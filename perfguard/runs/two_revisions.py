@@ -111,7 +111,8 @@ def judge_sides(base: Side, head: Side, head_pairs: list[tuple[str, str]], base_
         sim = judging.simulation
         jobs.append(Job(spec, profile, head.config.root, judging.storage.cache_dir, simulator or sim.simulator,
                         sim.timeout, sim.reps, sim.warmup,
-                        judgement=judging.judging.resolve(spec.threshold, spec.limits, threshold)))
+                        judgement=judging.judging.resolve(spec.threshold, spec.limits, threshold,
+                                                          machine=judging.machines.get(target))))
         result = head.results[(kernel, target)]
         before = base.results.get((kernel, target))
         if result.ok and before is not None and not before.ok:  # nothing to compare with: the base failed

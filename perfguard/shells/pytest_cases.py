@@ -27,7 +27,7 @@ from perfguard.kernels.models import model_specs
 from perfguard.job.native import NativeKernel, check_native, this_machine
 from perfguard.job.run import JobResult, build_kernel, run_job
 from perfguard.report.numbers import pct, seconds
-from perfguard.report.text import change_text, delta_with_interval, interval_note, what_changed_most
+from perfguard.report.text import change_text, delta_with_interval, interval_note, machine_line, what_changed_most
 from perfguard.runs.calibration import group_label
 from perfguard.runs.check import CheckRun, make_jobs, recorded, run_check, select, write_baselines
 from perfguard.runs.orphans import orphan_outcomes
@@ -85,6 +85,8 @@ class CaseResult:
             lines.append(f"where: {what_changed_most(self.report)}")  # as `perfguard check` says it
         if self.report is not None and (change := change_text(self.report)):
             lines.append(f"change: {change}")  # the params' diff against the baseline's
+        if self.report is not None and (machine := machine_line(self.report)):
+            lines.append(f"machine: {machine}")  # what the predicted time stands for
         changed = self.changed_stats()
         if changed:
             lines.append("changed statistics (baseline -> current):")

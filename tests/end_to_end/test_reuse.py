@@ -186,3 +186,26 @@ def test_a_changed_compiler_runs_the_jobs_again(project, tmp_path, monkeypatch):
     wrapper.write_text(f'#!/bin/sh\n# another compiler\nexec {real} "$@"\n')
     code, report = check(config)
     assert code == 0 and not report["timings"].get("reused") and ran(report) == {"a", "b"}
+
+
+def test_a_changed_machine_profile_is_judged_again_and_named(project):
+    """`[target.x86_64] machine` keys every result entry (perfguard.machines): a record made under
+    another machine (or none) is not reused, and the entry names the machine it was judged for."""
+    config = project(TOML, FILES)
+    assert main(["baseline", "update", "--config", str(config), "-j", "1"]) == 0
+    code, report = check(config)
+    machine = report["results"][0]["machine"]
+    assert machine["mca_cpu"] == "znver4" and "profile" not in machine and "interval" not in report["results"][0]
+    assert machine["uncalibrated"] == "no machine profile chosen (on x86_64: amd-23-1, intel-6-167)"
+
+    quantiles = {}
+    for name in ("intel-6-167", "amd-23-1"):
+        config.write_text(TOML + f'\n[target.x86_64]\nmachine = "{name}"\n')
+        code, report = check(config)
+        assert code == 0 and not report["timings"].get("reused")  # the same statistics, judged again
+        for r in report["results"]:
+            assert r["machine"]["profile"] == name and r["machine"]["pairs"] == 85 and "uncalibrated" not in r["machine"]
+            assert r["interval"]["basis"].endswith(f"85 verdict pairs timed on {name}")
+        quantiles[name] = report["results"][0]["machine"]["cpu"]
+    assert quantiles == {"intel-6-167": "Intel(R) Xeon(R) Processor (GenuineIntel family 6 model 167)",
+                         "amd-23-1": "AMD EPYC (AuthenticAMD family 23 model 1)"}

@@ -649,6 +649,12 @@ CASES = [
          edit("perfguard.toml", "[perfguard]", "[target.aarch64]\nl3_size = -1\n\n[perfguard]")),
     Case("nan-cost", "non-finite cost in a target profile", "target.aarch64.cost.inst: must be a finite number >= 0",
          2, edit("perfguard.toml", "[perfguard]", "[target.aarch64]\ncost = { inst = nan }\n\n[perfguard]")),
+    Case("unknown-machine", "unknown machine profile (`[target.x86_64] machine = \"zen9\"`)",
+         "target.x86_64.machine: unknown machine profile 'zen9' (known: amd-23-1, intel-6-167;", 2,
+         edit("perfguard.toml", "[perfguard]", '[target.x86_64]\nmachine = "zen9"\n\n[perfguard]')),
+    Case("machine-other-isa", "machine profile without runs on the target's ISA (`[target.aarch64] machine`)",
+         "target.aarch64.machine: machine profile 'intel-6-167' has no native runs on aarch64 (it has x86_64)", 2,
+         edit("perfguard.toml", "[perfguard]", '[target.aarch64]\nmachine = "intel-6-167"\n\n[perfguard]')),
     Case("kernel-name-html", "kernel name with HTML (`<b>x</b>`)", "name has characters outside [A-Za-z0-9_.+-]", 2,
          edit("perfguard.toml", 'name = "v"', 'name = "<b>x</b>"')),
     Case("kernel-name-shell", "kernel name with shell metacharacters (`a;rm -rf ~`)",
@@ -767,9 +773,9 @@ CASES = [
     Case("report-corrupted", "corrupted `perfguard.json`", "bad.json: not a perfguard report (invalid JSON", 2,
          report_file("{not json", ("report", "--from", "{project}/bad.json")), via="`perfguard report`"),
     Case("report-newer-schema", "report from a newer schema version",
-         f"bad.json: report schema 2, written by perfguard 9.1.0; this is perfguard {__version__} (reads up to report "
-         "schema 1): upgrade perfguard", 2,
-         report_file(json.dumps({"schema": 2, "perfguard_version": "9.1.0", "results": [], "summary": {"exit_code": 0}}),
+         f"bad.json: report schema 3, written by perfguard 9.1.0; this is perfguard {__version__} (reads up to report "
+         "schema 2): upgrade perfguard", 2,
+         report_file(json.dumps({"schema": 3, "perfguard_version": "9.1.0", "results": [], "summary": {"exit_code": 0}}),
                      ("merge", "{project}/bad.json", "--report-dir", "{project}/merged")), via="`perfguard merge`"),
     Case("merge-model-kernel-lost", "shard reports where a [[model]]'s kernel is in no shard's part",
          "model m[x86_64]: kernel m.matmul.abcdef is in no shard's report", 2,
@@ -977,7 +983,7 @@ CONFIG_ROWS = frozenset({
     "entry-relative", "reference-path", "entry-no-colon", "require-reference-type", "rtol-negative", "atol-nan",
     "atol-inf", "rtol-one", "rtol-string", "outputs-zero", "flops-code", "flops-unknown-param", "flops-negative",
     "flops-huge-power", "unknown-target", "unknown-kernel-target", "unknown-simulator", "bad-cache-geometry",
-    "nan-cost", "kernel-name-html", "kernel-name-shell", "kernel-name-newline", "target-name-shell",
+    "nan-cost", "unknown-machine", "machine-other-isa", "kernel-name-html", "kernel-name-shell", "kernel-name-newline", "target-name-shell",
     "baseline-dir-escapes", "report-dir-escapes", "cache-dir-escapes", "missing-config", "limits-unknown-metric",
     "limits-negative", "limits-nan", "limits-unit", "net-bad-shape", "net-schedule-unknown", "net-source-kind",
     "net-unknown-key", "net-name-clash",
@@ -985,7 +991,7 @@ CONFIG_ROWS = frozenset({
 # ... a syntax error, a misspelt key, a wrong type, a value out of range, a name with HTML in it, no
 # file at all and a [[model]] table: what `perfguard check` makes of load_config's error
 CONFIG_ROWS_THROUGH_THE_CLI = frozenset({"toml-syntax", "unknown-key", "wrong-type-number", "negative-threshold",
-                                         "kernel-name-html", "missing-config", "net-name-clash"})
+                                         "kernel-name-html", "missing-config", "net-name-clash", "unknown-machine"})
 
 
 def unmeasured_project(root: Path, cache: Path) -> Path:

@@ -67,7 +67,7 @@ def test_a_result_gets_its_own_model_then_the_same_kind_then_another_target():
     assert cal.find("x86_64", "pipeline-v2-aaa", "pipeline")[1] is True
     entry, exact = cal.find("x86_64", "pipeline-v2-new", "pipeline")  # the pipeline model changed since
     assert entry.model_id == "pipeline-v2-aaa" and not exact
-    entry, exact = cal.find("aarch64", "pipeline-v2-zzz", "pipeline")  # no native truth on aarch64
+    entry, exact = cal.find("x86_64v1", "pipeline-v2-zzz", "pipeline")  # another target of the section's ISA
     assert entry.target == "x86_64" and not exact
     assert cal.find("x86_64", "analytical-v1-x", "analytical") is None
     # a calibrated model's column scored by the pipeline model shares its id, not its errors
@@ -76,7 +76,7 @@ def test_a_result_gets_its_own_model_then_the_same_kind_then_another_target():
     own, exact = mixed.find("x86_64", "pipeline-v2-aaa", "pipeline")
     assert exact and own.kind == "pipeline" and own.quantile == 0.0
 
-    got = iv.delta_interval(cal, "aarch64", "pipeline-v2-zzz", False, 1.0, 1.5)
+    got = iv.delta_interval(cal, "x86_64v1", "pipeline-v2-zzz", False, 1.0, 1.5)
     low, high = iv.ratio_bounds(1.5, entry.quantile)
     assert (got.low_pct, got.high_pct) == (round(100 * (low - 1), 6), round(100 * (high - 1), 6))
     assert got.low_pct < 50.0 < got.high_pct and got.basis == "pipeline-v2-aaa on x86_64, 19 verdict pairs"
@@ -103,16 +103,30 @@ def test_a_damaged_calibration_is_an_input_error_naming_the_file(tmp_path, chang
     assert message in err.value.message
 
 
-def test_the_packaged_calibration_covers_the_default_models_of_x86_64():
-    """perfguard/predict/intervals.json, written by benchmarks/verdicts.py --intervals: the pipeline
-    and analytical models of x86_64 and each committed calibrated model have an entry with enough
-    pairs, and the quantiles are finite and positive (a zero-width interval would claim certainty)."""
-    cal = iv.load_intervals()
-    assert cal.level == 0.9 and cal.scale == iv.SCALE
-    kinds = {e.kind for e in cal.entries if e.target == "x86_64"}
-    assert kinds == {"pipeline", "analytical", "calibrated"}
-    for e in cal.entries:
-        assert e.pairs >= 9 and 0 < e.quantile < 10
-        assert (e.kind == "pipeline") == e.model_id.startswith("pipeline-")  # each entry of the model it names
-        assert (e.kind == "analytical") == e.model_id.startswith("analytical-")
-    assert cal.source.get("native_file") == "benchmarks/verdicts-native.json"
+def test_the_committed_machine_profiles_cover_the_default_models_of_x86_64_and_no_other_isa():
+    """perfguard/machine_profiles/*.json, written by benchmarks/verdicts.py --machine-profile from the
+    committed native timings: the pipeline and analytical models of x86_64 and each committed
+    calibrated model have an entry with enough pairs, the quantiles are finite and positive, and an
+    ISA without native runs gets no calibration (no interval borrowed from x86_64)."""
+    from perfguard import machines
+
+    assert machines.names() == ["amd-23-1", "intel-6-167"]
+    files = {"amd-23-1": "benchmarks/verdicts-native.json", "intel-6-167": "benchmarks/verdicts-native-intel-6-167.json"}
+    for name, native in files.items():
+        profile = machines.load(name)
+        assert list(profile.isas) == ["x86_64"] and profile.isas["x86_64"].pairs == 85
+        assert profile.isas["x86_64"].source["native_file"] == native
+        cal = iv.for_machine(profile, "x86_64")
+        assert cal.level == 0.9 and cal.scale == iv.SCALE and cal.machine == name
+        assert {e.kind for e in cal.entries} == {"pipeline", "analytical", "calibrated"}
+        for e in cal.entries:
+            assert e.pairs >= 9 and 0 < e.quantile < 10
+            assert (e.kind == "pipeline") == e.model_id.startswith("pipeline-")
+        assert iv.for_machine(profile, "aarch64") is None and iv.for_machine(profile, "riscv64") is None
+    amd, intel = machines.load("amd-23-1"), machines.load("intel-6-167")
+    assert (amd.cpu.vendor, amd.cpu.family, amd.cpu.model) == ("AuthenticAMD", 23, 1)
+    assert (intel.cpu.vendor, intel.cpu.family, intel.cpu.model) == ("GenuineIntel", 6, 167)
+    # the two CPUs' residuals differ: each profile is its own CPU's (the pipeline model's quantile)
+    q = {n: next(e.quantile for e in iv.for_machine(machines.load(n), "x86_64").entries if e.kind == "pipeline")
+         for n in files}
+    assert q == {"amd-23-1": 0.692473, "intel-6-167": 0.652911}

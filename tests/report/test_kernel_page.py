@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from perfguard.document.report import read_report
+from perfguard.document.report import InsnCycles, read_report
 from perfguard.report import disassembly
 from perfguard.report.html import OPEN_BLOCKS, kernel_file, render_kernel, write_html
 from tests.report import golden
@@ -69,6 +69,39 @@ def test_both_sides_of_a_block_are_aligned_instruction_by_instruction():
         ("changed", "jne -40", "jne -52"),
         ("only-current", "", "ret")]
     assert disassembly.aligned([], ["ret"]) == [disassembly.Row("only-current", "", "ret")]
+    # llvm-mca's cycles go with their instruction, wherever the alignment puts it
+    cyc = lambda lat, rt: InsnCycles(lat, rt, 1)  # noqa: E731
+    rows = disassembly.aligned(["mov %rax, %rbx", "add $4, %r15", "jne -40"], ["mov %rax, %rbx", "jne -52", "ret"],
+                               [cyc(1, 0.25), cyc(1, 0.5), cyc(1, 0.5)], [cyc(1, 0.25), cyc(2, 0.5), cyc(5, 1.0)])
+    assert [(r.kind, r.baseline_cycles, r.current_cycles) for r in rows] == [
+        ("same", "1/0.25", "1/0.25"), ("only-baseline", "1/0.5", ""), ("changed", "1/0.5", "2/0.5"),
+        ("only-current", "", "5/1")]
+    assert rows[3].current_title == "latency 5 cycles, reciprocal throughput 1 cycles, 1 micro-op"
+    # a side whose cycles do not match its lines one for one shows none
+    assert all(r.baseline_cycles == "" for r in disassembly.aligned(["ret", "nop"], ["ret"], [cyc(1, 1.0)]))
+
+
+def test_the_changed_blocks_show_llvm_mcas_cycles_beside_each_instruction(report):
+    """From this repository's failing check (gemm_256's tile_k 4 -> 1): every changed block side the
+    pipeline model scored carries one llvm-mca cost per instruction, and the page shows each beside
+    its line, in both panes, for the row the alignment put it in."""
+    x86 = next(r for r in report.results if r.kernel == "gemm_256" and r.target == "x86_64")
+    sides = [s for b in x86.blocks for s in (b.baseline, b.current) if s is not None]
+    assert sides and all(len(s.insn_cycles) == len(s.asm) for s in sides)
+    assert all(c.latency >= 0 and c.rthroughput >= 0 and c.uops >= 0 for s in sides for c in s.insn_cycles)
+    assert any(c.latency >= 4 for s in sides for c in s.insn_cycles)  # a load or an FMA is among them
+    page = sections(render_kernel(report, "gemm_256"))["x86_64"]
+    first = next(b for b in x86.blocks if round(b.delta_cycles))
+    rows = disassembly.aligned(first.baseline.asm if first.baseline else [], first.current.asm if first.current else [],
+                               first.baseline.insn_cycles if first.baseline else [],
+                               first.current.insn_cycles if first.current else [])
+    table = page[page.index('id="s0-b'):]
+    table = table[:table.index("</table>")]
+    assert table.count("<tr class=\"asm-") == len(rows) and '<th class="cyc"' in table
+    for row in rows:
+        cells = (f'<td class="cyc" title="{row.baseline_title}">{row.baseline_cycles}</td>'
+                 if row.baseline_cycles else "")
+        assert cells in table
 
 
 @pytest.mark.slow

@@ -59,6 +59,10 @@ name = "gemv_16"
 entry = "perfguard.kernels.gemv:gemv"
 family = "gemv"
 params = {{ M = 16, K = 32 }}
+
+# its intervals: the verdict pairs timed on an Intel Xeon 6/167 (perfguard/machine_profiles)
+[target.x86_64]
+machine = "intel-6-167"
 """
 SLOWER = ("tile_k = 8, vector = 8", "tile_k = 1, vector = 1")  # scalar, and a loop per k: a real regression
 BASELINE_COMMIT = "baselines for the tiny kernels"
