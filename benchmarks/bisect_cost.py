@@ -70,7 +70,7 @@ def main() -> None:
         repo, cache = work / "repo", work / "cache"
         repo.mkdir()
         shas, regressed = make_repo(repo, args.commits, args.target)
-        print(f"| run | wall s | measured | rebuilt | re-simulated | first bad found | bound ceil(log2 n)+2 |")
+        print("| run | wall s | measured | rebuilt | re-simulated | first bad found | bound ceil(log2 n)+2 |")
         print("|---|--:|--:|--:|--:|---|--:|")
         for name in ("cold", "warm"):
             out = work / f"{name}.json"

@@ -18,9 +18,10 @@ import os
 import pkgutil
 import re
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, ClassVar
+from typing import Any, ClassVar
 
 from perfguard import flopcount, jsonfile
 from perfguard.errors import InputError, did_you_mean

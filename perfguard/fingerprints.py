@@ -25,7 +25,7 @@ import os
 import shutil
 import sys
 from collections.abc import Iterable
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -74,7 +74,7 @@ def code_digest() -> str:
     return h.hexdigest()
 
 
-@lru_cache(maxsize=None)
+@cache
 def logic_digest(*modules: str) -> str:
     """What the code of `modules` (package-relative paths) computes, not how it reads: a digest of
     their syntax trees without docstrings, comments or layout, so that a model whose id carries it
@@ -109,7 +109,7 @@ def _tree_text(node: ast.AST) -> str:
     return "(" + " ".join(parts) + ")"
 
 
-@lru_cache(maxsize=None)
+@cache
 def package_identity(name: str) -> str:
     """An installed package, from its files' metadata, without importing it."""
     try:

@@ -13,9 +13,10 @@ import json
 import shutil
 import time
 import traceback
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -26,7 +27,12 @@ from perfguard.compile.inputs import TensorSpec, decode_outputs, generate
 from perfguard.compile.loops import ensure_loops
 from perfguard.compile.lower import LoweredKernel, build_object, inspect_module, inspect_text, with_inputs
 from perfguard.compile.toolchain import (
-    cc_version, check_tensor_types, find_cc, libc_version, link_harness, llvm_version,
+    cc_version,
+    check_tensor_types,
+    find_cc,
+    libc_version,
+    link_harness,
+    llvm_version,
 )
 from perfguard.config import KernelSpec, load_callable
 from perfguard.errors import InfraError, InputError, PerfguardError
@@ -38,12 +44,12 @@ from perfguard.kernels.models import origin
 from perfguard.signals import interruptible, log
 from perfguard.sim.base import get_simulator, profile_tools
 from perfguard.sim.mca import LLVM_MCA, McaTarget, block_timings
+from perfguard.sim.mca_tools import timing_cache_dir
 from perfguard.sim.stats import Stats
 from perfguard.targets import TargetProfile
 from perfguard.timings import Span, cpu_seconds, measured
 from perfguard.user_code import changed, depend_on, recording, unchanged, user_code
 from perfguard.verify import Reference, check_key, check_outputs, reference_outputs, resolve_reference
-from perfguard.sim.mca_tools import timing_cache_dir
 
 # Part of every build key: bump when the build recipe (flags, layout) changes.
 BUILD_RECIPE = 1
@@ -357,7 +363,6 @@ def run_toolchain(profile: TargetProfile, simulator_name: str, cache_dir: Path) 
 
 def build_kernel(job: Job, result: JobResult) -> Built:
     """Lower, compile and link (or find it all in the cache); fills the build fields of result."""
-    import tvm
 
     spec, profile, where = job.kernel, job.profile, job.where
     with measured(result.timings, "lower"):

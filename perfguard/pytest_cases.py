@@ -13,9 +13,10 @@ timing and the metadata that lets `perfguard calibrate` reuse the timing later.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from perfguard.baselines.git_revision import GitBaselineStore
 from perfguard.baselines.store import BaselineStore

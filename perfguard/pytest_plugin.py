@@ -216,8 +216,8 @@ class PerfguardSession:
         if hasattr(self.config, "workerinput") or not self.results:
             return  # an xdist worker: the controller writes the one report
         # lazy: pytest loads this plugin in every session; the rest of perfguard only with --perfguard
-        from perfguard.judge.merge import assemble, combined_exit_code
         from perfguard.document.report import write_report
+        from perfguard.judge.merge import assemble, combined_exit_code
         from perfguard.report.pages import write_pages
 
         config = self.perfguard_config()

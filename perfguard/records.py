@@ -28,9 +28,9 @@ from perfguard.compile.cache import digest
 from perfguard.errors import InputError
 from perfguard.fingerprints import environment_digest
 from perfguard.pipeline import Job, JobResult
+from perfguard.signals import log
 from perfguard.sim.base import profile_tools
 from perfguard.sim.stats import Stats
-from perfguard.signals import log
 from perfguard.user_code import changed
 
 RECORD_VERSION = 2

@@ -36,11 +36,11 @@ import importlib.util
 import os
 import sys
 import sysconfig
+from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 from types import ModuleType
-from typing import Iterator
 
 from perfguard.fingerprints import PACKAGES
 
@@ -137,7 +137,7 @@ def import_user_module(module_name: str, root: Path) -> ModuleType:
 # -- dependency files ------------------------------------------------------------------------------
 
 _IMPORTS: dict[str, set[str]] = {}  # module -> the modules its `import` statements named (ever, this process)
-_ACTIVE: list["Dependencies"] = []  # recordings in progress
+_ACTIVE: list[Dependencies] = []  # recordings in progress
 _real_import = builtins.__import__
 _real_import_module = importlib.import_module
 _real_getcwd = os.getcwd
@@ -158,7 +158,7 @@ class Reads:
         self.env: dict[str, str] = {}
         self.cwd: str | None = None
 
-    def merge(self, other: "Reads") -> None:
+    def merge(self, other: Reads) -> None:
         for path, sha in other.files.items():
             self.files.setdefault(path, sha)
         for name, value in other.env.items():
@@ -210,7 +210,7 @@ def tracked(path: str) -> bool:
     return True
 
 
-def _recording_now() -> list["Dependencies"]:
+def _recording_now() -> list[Dependencies]:
     return [d for d in _ACTIVE if d.whole or _windows]
 
 

@@ -188,7 +188,7 @@ class Provenance:
     damaged: int = 0
 
 
-def provenance(store: "BaselineStore", targets: list[str]) -> Provenance:
+def provenance(store: BaselineStore, targets: list[str]) -> Provenance:
     found = Provenance()
     for target in targets:
         for name in store.names(target):

@@ -12,12 +12,13 @@ from perfguard.atomic import atomic_write_text
 from perfguard.commands.compare import check_numbers
 from perfguard.config import find_config, load_config
 from perfguard.errors import EXIT_OK, EXIT_REGRESSION
+from perfguard.executors import add_executor_options, executor_choice
 from perfguard.report.numbers import pct, seconds
 from perfguard.report.terminal import console
-from perfguard.runs.bisect import AMBIGUOUS, NO_CROSSING, BisectReport, Bisector, Visit
+from perfguard.runs.bisect import AMBIGUOUS, NO_CROSSING, Bisector, BisectReport, Visit
 from perfguard.runs.revisions import Measurer, Project
-from perfguard.executors import add_executor_options, executor_choice
 from perfguard.sim.base import SIMULATOR_NAMES
+
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser("bisect", help="find the first commit whose predicted time crossed the threshold")

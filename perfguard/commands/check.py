@@ -12,22 +12,21 @@ from rich.markup import escape
 from perfguard.baselines.git_revision import GitBaselineStore
 from perfguard.baselines.store import BaselineStore
 from perfguard.config import load_config
-from perfguard.limits import MODEL_NAMES
 from perfguard.document.report import Report, Revision, Shard, write_report
 from perfguard.errors import InfraError, InputError
 from perfguard.executors import add_executor_options, executor_from_args, pool_size
 from perfguard.jsonfile import now_iso
+from perfguard.limits import MODEL_NAMES
+from perfguard.pipeline import JobResult
 from perfguard.report.html import KERNEL_DIR
 from perfguard.report.pages import page_files, write_pages
 from perfguard.report.terminal import console, print_table, print_timings, progress
-from perfguard.runs import check_record
-from perfguard.runs import result_records, reuse_canary
+from perfguard.runs import check_record, result_records, reuse_canary
 from perfguard.runs.check import judge_results, make_jobs, measure_until_interrupted, recorded, select, whole_models
 from perfguard.runs.orphans import orphan_outcomes
 from perfguard.runs.rebase import remeasure_bases
 from perfguard.runs.report_build import build_report, check_timings
 from perfguard.sim.base import SIMULATOR_NAMES
-from perfguard.pipeline import JobResult
 from perfguard.timings import StageClock
 from perfguard.user_code import recording
 

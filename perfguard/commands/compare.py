@@ -12,12 +12,12 @@ from perfguard.commands.check import names
 from perfguard.config import find_config, load_config
 from perfguard.document.report import Revision, write_report
 from perfguard.errors import InputError
+from perfguard.executors import add_executor_options, executor_choice
 from perfguard.report.pages import write_pages
 from perfguard.report.terminal import console, print_table
 from perfguard.runs.report_build import build_report
 from perfguard.runs.revisions import Measurer, Project, load_side
 from perfguard.runs.two_revisions import judge_sides, plan, side_summary
-from perfguard.executors import add_executor_options, executor_choice
 from perfguard.sim.base import SIMULATOR_NAMES
 
 

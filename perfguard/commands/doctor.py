@@ -138,7 +138,8 @@ def _config_needs(path: Path | None, out) -> int:
     for name in targets:
         profile = config.profile(name)
         problems = []
-        for probe in (lambda: find_cc(profile), lambda: simulator.check_available(profile)):
+        # Each probe is called in this iteration, so it sees this profile.
+        for probe in (lambda: find_cc(profile), lambda: simulator.check_available(profile)):  # noqa: B023
             try:
                 probe()
             except PerfguardError as exc:

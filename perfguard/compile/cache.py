@@ -12,7 +12,6 @@ built, simulated or checked again and replaced, never trusted and never an error
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import shutil
 import tempfile

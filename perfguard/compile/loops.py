@@ -172,7 +172,7 @@ class LoopNest:
         return data
 
     @classmethod
-    def from_dict(cls, data: object, source: str) -> "LoopNest":
+    def from_dict(cls, data: object, source: str) -> LoopNest:
         where = f"{source}: loop nest"
         if not isinstance(data, dict) or not {"version", "functions", "loops"} <= set(data) \
                 or not set(data) <= {"version", "functions", "loops", "error", "ranges", "code"}:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from perfguard.atomic import atomic_write_text
 from perfguard.compile.inputs import TensorSpec, check_dtype, dtype_range

@@ -21,9 +21,10 @@ import dataclasses
 import json
 import types
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from perfguard import jsonfile
 from perfguard.atomic import atomic_write_text
@@ -268,7 +269,7 @@ class DiffNode:
     loop: BlockLoop | None = absent_if(None)  # loop nodes: the loop as this run names it (else the baseline)
     block: int | None = absent_if(None)  # block nodes of a changed block: its index in Result.blocks
     folded: int = absent_if(0)  # "more" nodes: how many nodes it stands for
-    children: list["DiffNode"] = absent_if([])
+    children: list[DiffNode] = absent_if([])
 
     @property
     def moved_cycles(self) -> float:
@@ -421,7 +422,7 @@ class ToolchainSummary:
         return bool(self.tools)
 
     @classmethod
-    def of(cls, changes: dict[str, Any]) -> "ToolchainSummary":
+    def of(cls, changes: dict[str, Any]) -> ToolchainSummary:
         """From judge.verdicts.toolchain_summary's plain statement."""
         return cls({tool: [ToolchainDifference(p["baseline"], p["current"]) for p in pairs]
                     for tool, pairs in (changes.get("tools") or {}).items()},
@@ -591,7 +592,7 @@ class Report:
         return to_json(self)
 
     @classmethod
-    def from_json(cls, data: Any, source: str = "report") -> "Report":
+    def from_json(cls, data: Any, source: str = "report") -> Report:
         """Validate and build; an error names `source` and the key. Older schemas are upgraded first."""
         data = upgrade(data, source)
         return _Reader(source).load(Report, _fill_summary(data), "")

@@ -17,8 +17,9 @@ import os
 import sys
 import time
 import uuid
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from perfguard.errors import InfraError, InputError
 from perfguard.executors.base import Executor, J, R, default_workers, workers_text

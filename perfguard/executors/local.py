@@ -13,8 +13,8 @@ import multiprocessing
 import os
 import signal
 import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from typing import Callable, Sequence
 
 from perfguard.executors.base import Executor, J, R, default_workers
 from perfguard.process import WAIT_SLICE
@@ -53,7 +53,7 @@ class LocalExecutor(Executor):
                                              initializer=die_with_parent, initargs=(os.getpid(),))
         return self._pool
 
-    def __enter__(self) -> "LocalExecutor":
+    def __enter__(self) -> LocalExecutor:
         self._entered = True
         return self
 

@@ -29,8 +29,16 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from perfguard.document.report import (ROOF_FRACTION, Analysis, Driver, Energy, EnergyCosts, Metrics, Result,
-                                       TargetSummary)
+from perfguard.document.report import (
+    ROOF_FRACTION,
+    Analysis,
+    Driver,
+    Energy,
+    EnergyCosts,
+    Metrics,
+    Result,
+    TargetSummary,
+)
 from perfguard.predict.analytical import AnalyticalModel
 from perfguard.predict.base import Predictor
 from perfguard.predict.features import raw_matrix

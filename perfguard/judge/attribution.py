@@ -21,18 +21,19 @@ first bad revision.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from perfguard.compile.loops import LoopLayout, LoopMatch, LoopNest
 from perfguard.document.report import Attribution, BlockChange, BlockLoop, BlockSide, LoopStep
 from perfguard.judge.block_pairs import Site, pair_blocks
 from perfguard.judge.differential import NO_SYMBOL, NOT_IN_LOOP, UNDECIDED, Place, differential
 from perfguard.predict.pipeline import PipelineModel
+from perfguard.sim.mca_tools import timing_cache_dir
 from perfguard.sim.stats import Stats
 from perfguard.targets import TargetProfile
-from perfguard.sim.mca_tools import timing_cache_dir
 
 MAX_BLOCKS = 40  # kept per result: the kernel page lists them all, the comment the top 3
 MAX_CANDIDATES = 4  # loops shown for a block several loops fit

@@ -24,8 +24,8 @@ first three are unchanged code: whatever their cycles did, it is not a change of
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import Callable, Hashable
 
 from perfguard.judge.code_identity import normalised, renamed
 from perfguard.predict.pipeline import BlockCost

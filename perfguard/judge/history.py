@@ -9,9 +9,9 @@ are not comparable. Change points come from perfguard.judge.changepoint.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from perfguard.baselines.store import Baseline, parse_baseline
 from perfguard.document.report import ChangePoint, History, HistoryPoint

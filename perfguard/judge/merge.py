@@ -8,12 +8,22 @@ error (2), which beats a regression (1).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from perfguard import __version__
-from perfguard.document.report import (ModelKernel, ModelPart, ModelTotal, Report, Result, Summary, TargetSummary,
-                                       ToolchainSummary, read_report)
+from perfguard.document.report import (
+    ModelKernel,
+    ModelPart,
+    ModelTotal,
+    Report,
+    Result,
+    Summary,
+    TargetSummary,
+    ToolchainSummary,
+    read_report,
+)
 from perfguard.document.verdicts import VERDICTS, summary_key
 from perfguard.errors import EXIT_INFRA, EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, EXIT_WRONG_RESULT, InputError
 from perfguard.judge.model_totals import count_kernels, total

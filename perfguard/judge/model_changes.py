@@ -25,8 +25,9 @@ Changed calls per inference are said with the graph nodes that came or went ("ca
 from __future__ import annotations
 
 import difflib
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from perfguard.document.model_labels import dims
 

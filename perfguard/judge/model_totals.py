@@ -11,8 +11,8 @@ would be incomplete. Calls the model's `skip` leaves out are in neither total, a
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from typing import Callable, Iterable
 
 from perfguard.baselines.store import Baseline
 from perfguard.document import model_labels

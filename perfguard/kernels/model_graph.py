@@ -139,7 +139,7 @@ class _OneNode:
         return getattr(self._graph, name)
 
 
-def _attach_unnamed(func, named: dict[str, "Node"]) -> dict[str, Node]:
+def _attach_unnamed(func, named: dict[str, Node]) -> dict[str, Node]:
     """Bindings a converter emitted before the node's result belong to that node."""
     out, pending = {}, []
     for binding in _bindings(func):
@@ -161,7 +161,6 @@ def relax_nodes(func) -> dict[str, Node]:
     """{binding variable: Node} of a Relax function: a binding that reads a weight parameter (one
     after `num_input`), directly or through a reshape of it, is named after the weight's layer;
     any other after its variable. The operator is the Relax operator's short name."""
-    import tvm
     from tvm import relax
 
     attrs = func.attrs or {}

@@ -49,7 +49,7 @@ class AnalyticalModel(Predictor):
         constants = json.dumps({"cost": asdict(profile.cost), "clock_hz": profile.clock_hz}, sort_keys=True)
         self.model_id = "analytical-v1-" + hashlib.sha256(constants.encode()).hexdigest()[:12]
 
-    def fit(self, X: np.ndarray, y: np.ndarray) -> "AnalyticalModel":
+    def fit(self, X: np.ndarray, y: np.ndarray) -> AnalyticalModel:
         return self  # constants come from the target profile, not from data
 
     def phases(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -36,8 +36,8 @@ from perfguard.config import default_cache_dir
 from perfguard.errors import InputError
 from perfguard.predict.pipeline import PipelineModel
 from perfguard.sim.mca import block_timings
-from perfguard.sim.stats import STAT_FIELDS, Stats
 from perfguard.sim.mca_tools import timing_cache_dir
+from perfguard.sim.stats import STAT_FIELDS, Stats
 
 FEATURE_SETS = ("counts", "pipeline")
 VIEWS = ("raw", "derived")

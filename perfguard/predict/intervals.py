@@ -31,9 +31,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
 
 from perfguard import jsonfile
 from perfguard.atomic import atomic_write_text

@@ -20,7 +20,7 @@ from markupsafe import Markup
 
 from perfguard.atomic import atomic_write_text
 from perfguard.document import model_labels
-from perfguard.document.report import Metrics, ROOF_FRACTION, Report, Result, TargetSummary, worst_first
+from perfguard.document.report import ROOF_FRACTION, Metrics, Report, Result, TargetSummary, worst_first
 from perfguard.document.verdicts import UNCHANGED, VERDICTS
 from perfguard.report import charts, disassembly, failures, flame, model_view, numbers, text, where
 from perfguard.sim.stats import STAT_FIELDS
@@ -395,7 +395,7 @@ def _model_params(params: dict[str, Any]) -> list[tuple[str, str]]:
     ) if value]
 
 
-def by_kernel(results: list[Result]) -> "OrderedDict[str, list[Result]]":
+def by_kernel(results: list[Result]) -> OrderedDict[str, list[Result]]:
     """Results grouped per kernel, in report order (worst verdict first)."""
     groups: OrderedDict[str, list[Result]] = OrderedDict()
     for r in results:

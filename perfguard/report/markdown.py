@@ -13,11 +13,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from perfguard.atomic import atomic_write_text
 from perfguard.document import model_labels
-from urllib.parse import quote
-
 from perfguard.document.report import Metrics, Report, Result
 from perfguard.document.verdicts import UNCHANGED
 from perfguard.report import failures, model_view, numbers, text, where

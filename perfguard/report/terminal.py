@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -16,9 +17,19 @@ from perfguard.document.verdicts import UNCHANGED
 from perfguard.report import model_view
 from perfguard.report.failures import failures
 from perfguard.report.numbers import pct, seconds, threshold
-from perfguard.report.text import (SELF_CONSISTENCY, gate_rule, headline, interval, interval_note, limit_note,
-                                   model_kind, same_code_line, self_consistency_note, verdict_text,
-                                   what_changed_most)
+from perfguard.report.text import (
+    SELF_CONSISTENCY,
+    gate_rule,
+    headline,
+    interval,
+    interval_note,
+    limit_note,
+    model_kind,
+    same_code_line,
+    self_consistency_note,
+    verdict_text,
+    what_changed_most,
+)
 from perfguard.timings import JOB_STAGES, STAGES
 
 _STYLE = {"regression": "bold red", "error": "bold yellow", "toolchain": "bold magenta", "improvement": "bold green",

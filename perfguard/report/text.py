@@ -8,8 +8,17 @@ from __future__ import annotations
 
 from perfguard.document.report import BlockChange, BlockSide, Driver, Result, Summary, ToolchainSummary
 from perfguard.report import where
-from perfguard.report.numbers import (nbytes, number, pct, pct_range, seconds, share, signed_count, signed_seconds,
-                                     threshold)
+from perfguard.report.numbers import (
+    nbytes,
+    number,
+    pct,
+    pct_range,
+    seconds,
+    share,
+    signed_count,
+    signed_seconds,
+    threshold,
+)
 
 
 def headline(summary: Summary, toolchain: bool = True) -> str:

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable
 
 from perfguard.baselines.store import Baseline
 from perfguard.document.report import ModelTotal
@@ -32,9 +32,9 @@ from perfguard.judge.verdicts import Verdict, judge
 from perfguard.pipeline import JobResult
 from perfguard.predict.base import Predictor
 from perfguard.predict.select import predictor_for
-from perfguard.report.where import top_lines, where_line
 from perfguard.report.numbers import pct, signed_count
 from perfguard.report.text import block_line
+from perfguard.report.where import top_lines, where_line
 from perfguard.runs.revisions import Measurer, Project, Side, as_baseline, git, load_side
 from perfguard.runs.two_revisions import catalogue, judge_sides
 from perfguard.targets import TargetProfile

@@ -16,9 +16,9 @@ import dataclasses
 import json
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
@@ -28,21 +28,21 @@ from perfguard.errors import InfraError, InputError
 from perfguard.executors import Executor, LocalExecutor, pool_size
 from perfguard.jsonfile import now_iso
 from perfguard.kernels import get_family
+from perfguard.native import DEFAULT_CV_BOUND, PROCESSES, QuietPolicy, check_native, this_machine, time_interleaved
 from perfguard.pipeline import Job, JobResult, build_kernel, run_jobs
 from perfguard.predict.analytical import AnalyticalModel
+from perfguard.predict.calibrated import CalibratedModel
 from perfguard.predict.dataset import Dataset, Row, dataset_path, load_dataset
 from perfguard.predict.evaluate import GroupMetrics, leave_one_group_out, metrics, summarize
-from perfguard.predict.calibrated import CalibratedModel
 from perfguard.predict.features import FEATURE_SETS, feature_names, matrix, pipeline_columns
 from perfguard.predict.pipeline import PipelineModel
 from perfguard.predict.registry import PREDICTORS
 from perfguard.predict.select import kernel_dtype
 from perfguard.predict.store import StoredModel, save_model
 from perfguard.sim.base import get_simulator
-from perfguard.native import DEFAULT_CV_BOUND, PROCESSES, QuietPolicy, check_native, this_machine, time_interleaved
+from perfguard.sim.mca_tools import timing_cache_dir
 from perfguard.sim.stats import Stats
 from perfguard.targets import TargetProfile
-from perfguard.sim.mca_tools import timing_cache_dir
 
 # Problem shapes (groups) sampled by default: ResNet-like layers and GEMMs of several aspects.
 DEFAULT_GROUPS: dict[str, list[dict]] = {
@@ -133,7 +133,7 @@ def collect(config: Config, profile: TargetProfile, family_name: str, shapes: li
     entry = f"{family.entry.__module__}:{family.entry.__name__}"
     labelled = []
     for shape in shapes:
-        for i, params in enumerate(sample_variants(family_name, shape, variants, seed, exclude)):
+        for params in sample_variants(family_name, shape, variants, seed, exclude):
             labelled.append((group_label(shape), KernelSpec(f"{family_name}-{len(labelled)}", entry, family_name, params)))
     sim, cache_dir = config.simulation, config.storage.cache_dir
     jobs = [Job(spec, profile, config.root, cache_dir, sim.simulator, sim.timeout, 1, 1) for _, spec in labelled]
@@ -163,7 +163,7 @@ def collect(config: Config, profile: TargetProfile, family_name: str, shapes: li
         rejected += max(t.neighbour_rejected for t in timings)  # the group's attempts: each covers all pending
         reasons = {t.unsteady for t in timings if not t.quiet}
         not_quiet += [f"{label}: {why}" for why in sorted(reasons)]
-        for (spec, result, _), timing in zip(variants, timings):
+        for (_spec, result, _), timing in zip(variants, timings):
             if not timing.steady:
                 unsteady += 1
                 continue

@@ -14,9 +14,23 @@ from typing import Any
 
 from perfguard import __version__
 from perfguard.config import Config
-from perfguard.document.report import (Calibration, Interval, JobTimings, LimitBreach, Mismatch, Report, Result,
-                                       Seconds, StatDelta, Summary, TargetSummary, Timings, ToolchainDifference,
-                                       ToolchainSummary, WorkerCost)
+from perfguard.document.report import (
+    Calibration,
+    Interval,
+    JobTimings,
+    LimitBreach,
+    Mismatch,
+    Report,
+    Result,
+    Seconds,
+    StatDelta,
+    Summary,
+    TargetSummary,
+    Timings,
+    ToolchainDifference,
+    ToolchainSummary,
+    WorkerCost,
+)
 from perfguard.document.verdicts import VERDICTS, summary_key
 from perfguard.jsonfile import now_iso
 from perfguard.judge.analysis import analyse, target_summary

@@ -21,10 +21,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Iterator
 
 from perfguard import user_code
 from perfguard.baselines.store import Baseline
@@ -56,7 +56,7 @@ class Project:
     relative: PurePosixPath  # the config's path inside the repository
 
     @classmethod
-    def of(cls, config: Path, what: str) -> "Project":
+    def of(cls, config: Path, what: str) -> Project:
         proc = git(config.parent, "rev-parse", "--show-toplevel", check=False)
         if proc.returncode != 0:
             raise InputError(f"{what}: {config} is not in a git repository")
@@ -170,7 +170,7 @@ class Measurer:
         self._proc: subprocess.Popen | None = None
         self._home = Path(tempfile.mkdtemp(prefix="perfguard-measure-"))
 
-    def __enter__(self) -> "Measurer":
+    def __enter__(self) -> Measurer:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -97,7 +97,7 @@ def plan(base: Side, head: Side, kernels: list[str] | None,
     for name in kernels or []:
         if name not in known_names:
             raise InputError(f"compare: unknown kernel or model '{name}' (in neither {base.label} nor {head.label})")
-    known = set((base.config.profiles if base.config else {})) | set((head.config.profiles if head.config else {}))
+    known = set(base.config.profiles if base.config else {}) | set(head.config.profiles if head.config else {})
     for name in targets or []:
         if name not in known:
             raise InputError(f"compare: unknown target '{name}' (known: {', '.join(sorted(known))})")

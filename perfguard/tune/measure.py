@@ -10,17 +10,18 @@ error and no score.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from perfguard.compile.cache import BuildCache, digest
 from perfguard.compile.inputs import decode_outputs
 from perfguard.config import Config, KernelSpec
 from perfguard.errors import InfraError
 from perfguard.executors.base import Executor
+from perfguard.native import check_native, run_harness, time_native
 from perfguard.pipeline import Job, JobResult, build_kernel, check_built, failure_into, run_jobs
 from perfguard.predict.select import predictor_for
-from perfguard.native import check_native, run_harness, time_native
 from perfguard.sim.stats import Stats
 from perfguard.targets import TargetProfile
 

@@ -23,9 +23,10 @@ import logging
 import sys
 import tempfile
 import uuid
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -119,7 +120,7 @@ def _classes():
     class SimBuilder(PyBuilder):
         """Builds candidates with perfguard's toolchain: TVM object + C harness, linked."""
 
-        def __init__(self, session: "CandidateSession"):
+        def __init__(self, session: CandidateSession):
             super().__init__()
             self.session = session
 
@@ -142,7 +143,7 @@ def _classes():
 
     @derived_object
     class SimRunnerFuture(PyRunnerFuture):
-        def __init__(self, session: "CandidateSession", pending: dict):
+        def __init__(self, session: CandidateSession, pending: dict):
             super().__init__()
             self.session, self.pending = session, pending
 
@@ -157,7 +158,7 @@ def _classes():
     class SimRunner(PyRunner):
         """Runs candidates in parallel simulators; the measurement is the predicted time."""
 
-        def __init__(self, session: "CandidateSession"):
+        def __init__(self, session: CandidateSession):
             super().__init__()
             self.session = session
 

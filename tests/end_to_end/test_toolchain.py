@@ -307,8 +307,8 @@ def test_doctor_prints_the_fingerprint_and_whether_it_matches_the_baselines(tmp_
 
 def test_the_action_annotates_a_toolchain_change_once():
     from perfguard.action import annotations
-    from perfguard.judge.verdicts import toolchain_summary
     from perfguard.document.report import Report
+    from perfguard.judge.verdicts import toolchain_summary
 
     changed = {"cc": {"baseline": "gcc 12", "current": "gcc 13"}}
     summary = toolchain_summary([("aarch64", changed), ("riscv64", changed), ("x86_64", {})])
