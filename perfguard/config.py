@@ -266,9 +266,10 @@ def load_config(path: Path | None = None, cwd: Path | None = None) -> Config:
         raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
     if path.name == "pyproject.toml":
         tool = data.get("tool")
-        data = tool.get("perfguard") if isinstance(tool, dict) else None
-        if not isinstance(data, dict):
+        section = tool.get("perfguard") if isinstance(tool, dict) else None
+        if not isinstance(section, dict):
             raise InputError(f"{path}: no [tool.perfguard] table")
+        data = section
         top, kernels, targets = dict(data), data.get("kernel", []), data.get("target", {})
         top.pop("kernel", None)
         top.pop("target", None)

@@ -13,7 +13,7 @@ import json
 import shutil
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -223,7 +223,8 @@ def ship(job: Job) -> Job:
             inputs = [generate(t) for t in lowered.tensors if not t.output]
             outputs = reference_outputs(spec, ref, lowered, inputs, job.where)
             buffer = io.BytesIO()
-            np.savez(buffer, **{f"out{i}": o for i, o in enumerate(outputs)})
+            arrays: dict[str, Any] = {f"out{i}": o for i, o in enumerate(outputs)}
+            np.savez(buffer, **arrays)
             reference, expected = (ref.kind, ref.identity), buffer.getvalue()
     shipped = Shipped(
         lowered.mod.script(), lowered.symbol,
@@ -261,8 +262,9 @@ def run_jobs(executor: Executor, jobs: list[Job],
         job = jobs[i]
         if result.worker and not result.ok and result.error:
             result.error = f"{result.error} (on worker {result.worker})"
-        if result.depends is not None and payloads[k].shipped is not None:
-            moved = changed(job.root, [list(d) for d in payloads[k].shipped.depends])
+        shipped = payloads[k].shipped
+        if result.depends is not None and shipped is not None:
+            moved = changed(job.root, [list(d) for d in shipped.depends])
             if moved is not None:  # edited while the cluster ran it: not recorded ("too new")
                 log(f"{job.label}: {moved} changed while the job ran: its result is not recorded")
                 result.depends = None
@@ -425,9 +427,11 @@ def build_tools(profile: TargetProfile) -> str:
 
 def kernel_flops(spec: KernelSpec, root: Path, where: str) -> int:
     """A user kernel's `flops`: its expression over the params, or its function called with them."""
-    if not flopcount.is_callable(spec.flops):
-        return flopcount.evaluate(spec.flops, spec.params, f"{where}: flops")
-    func = load_callable(spec.flops, root, where, "flops")
+    flops = spec.flops
+    assert flops is not None  # called for a kernel that has one
+    if not flopcount.is_callable(flops):
+        return flopcount.evaluate(flops, spec.params, f"{where}: flops")
+    func = load_callable(flops, root, where, "flops")
     try:
         with user_code():
             value = func(**spec.params)
@@ -450,6 +454,7 @@ def _run(job: Job, result: JobResult) -> None:
     fingerprint = simulator.fingerprint(job.profile)
     result.toolchain["simulator"] = fingerprint
     cache = BuildCache(job.cache_dir)
+    assert result.binary_hash is not None  # build_kernel set it
     sim_key = simulation_key(job, result.binary_hash, fingerprint, simulator.programs(job.profile))
     found = None if job.recompute else cache.lookup_sim(sim_key)
     stats = None if found is None else _cached_stats(found[0], sim_key)
@@ -480,6 +485,7 @@ def _warm_block_timings(job: Job, stats: Stats) -> None:
     if shutil.which(LLVM_MCA) is None:
         return
     profile = job.profile
+    assert stats.blocks is not None  # the caller checked
     try:
         block_timings(stats.blocks.blocks, McaTarget(profile.triple, profile.pipeline_cpu, profile.mattr),
                       timing_cache_dir(job.cache_dir))
@@ -498,7 +504,7 @@ def _cached_stats(record: dict | None, sim_key: str) -> Stats | None:
         return None
 
 
-def simulation_key(job: Job, binary_hash: str, fingerprint: str, programs: list[str] = ()) -> str:
+def simulation_key(job: Job, binary_hash: str, fingerprint: str, programs: Sequence[str] = ()) -> str:
     """Everything that decides a simulation's statistics and outputs: the simulator's programs by
     their bytes (not only the version text in its fingerprint) and the variables they read."""
     return digest(binary_hash, job.simulator, fingerprint, str(job.reps), str(job.warmup),
@@ -521,6 +527,7 @@ def check_built(job: Job, result: JobResult, built: Built, outputs: list[np.ndar
     shipped = job.shipped if job.shipped is not None and job.shipped.reference is not None else None
     with recording(job.root, exclude=(job.cache_dir,), whole=False) as read:
         if shipped is not None:  # run by the submitting machine: its outputs are part of the key
+            assert shipped.reference is not None and shipped.expected is not None  # shipped with its reference's outputs
             kind, identity = shipped.reference
             ref = Reference(kind, None, digest(identity, "shipped outputs", digest(shipped.expected.hex())))
         else:

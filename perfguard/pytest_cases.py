@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from perfguard.baselines.git_revision import GitBaselineStore
-from perfguard.baselines.store import BaselineStore
+from perfguard.baselines.store import BaselineSource, BaselineStore
 from perfguard.config import Config, KernelSpec, parse_kernel
 from perfguard.document.report import ModelTotal, Result, TargetSummary
 from perfguard.document.verdicts import ERROR, IMPROVEMENT, NEW, REGRESSION, REMOVED, WRONG_RESULT
@@ -159,7 +159,7 @@ class CaseRunner:
         self.simulator = simulator
         self.threshold = threshold
         self.update = update
-        self.store = BaselineStore(config.storage.baseline_dir)
+        self.store: BaselineSource = BaselineStore(config.storage.baseline_dir)
         if base:
             self.store = GitBaselineStore(config.storage.baseline_dir, base)
 
@@ -272,7 +272,8 @@ class CaseRunner:
         check_native(job.profile)
         simulated = run_job(job)
         if not simulated.ok:
-            raise (InputError if simulated.exit_code == InputError.exit_code else InfraError)(simulated.error)
+            raise (InputError if simulated.exit_code == InputError.exit_code else InfraError)(simulated.error or "failed")
+        assert simulated.stats is not None  # an ok result has its statistics
         scratch = JobResult(spec.name, target, spec.family, dict(spec.params), job.simulator, ok=False)
         built = build_kernel(job, scratch)
         library = NativeKernel(built.build_dir, job.profile, built.where)

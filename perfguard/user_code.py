@@ -40,7 +40,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
-from types import ModuleType
+from types import FrameType, ModuleType
 
 from perfguard.fingerprints import PACKAGES
 
@@ -141,7 +141,7 @@ _ACTIVE: list[Dependencies] = []  # recordings in progress
 _real_import = builtins.__import__
 _real_import_module = importlib.import_module
 _real_getcwd = os.getcwd
-_real_environ_getitem = os._Environ.__getitem__  # type: ignore[attr-defined]
+_real_environ_getitem = os._Environ.__getitem__
 _PERFGUARD = str(Path(__file__).resolve().parent) + os.sep
 _NOT_FILES = ("/proc/", "/sys/", "/dev/")
 
@@ -217,7 +217,7 @@ def _recording_now() -> list[Dependencies]:
 def _executing() -> list[Reads]:
     """The reads of the tracked modules whose body is running now (on the call stack)."""
     found = []
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         code = frame.f_code
         if code.co_name == "<module>":
@@ -342,7 +342,7 @@ def _saw_env(name: object, value: str | None) -> None:
 def env_digest(name: str) -> str:
     """An environment variable as a dependency list records it (read without recording the read)."""
     value = os.environ._data.get(os.environ.encodekey(name))  # type: ignore[attr-defined]
-    return _value_digest(None if value is None else os.environ.decodevalue(value))  # type: ignore[attr-defined]
+    return _value_digest(None if value is None else os.environ.decodevalue(value))
 
 
 def _value_digest(value: str | None) -> str:
@@ -493,7 +493,7 @@ def _install() -> None:
     builtins.__import__ = _recording_import
     importlib.import_module = _recording_import_module
     os.getcwd = _recording_getcwd
-    os._Environ.__getitem__ = _recording_environ_getitem  # type: ignore[attr-defined]
+    os._Environ.__getitem__ = _recording_environ_getitem  # type: ignore[method-assign]  # the recording hook
     sys.addaudithook(_audit)
     _INSTALLED = True
 

@@ -32,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -146,7 +147,8 @@ def _self_reference(ref: Reference, lowered: LoweredKernel, inputs: list[np.ndar
         pass  # absent or damaged: build it
     outputs = _tvm_host_reference(lowered, inputs, where)
     buffer = io.BytesIO()
-    np.savez(buffer, **{f"out{i}": o for i, o in enumerate(outputs)})
+    arrays: dict[str, Any] = {f"out{i}": o for i, o in enumerate(outputs)}
+    np.savez(buffer, **arrays)
     try:
         atomic_write_bytes(path, buffer.getvalue())
     except (InfraError, OSError):

@@ -45,6 +45,7 @@ def _line(visit: Visit) -> str:
     if visit.skipped:
         return f"  skip  {visit.sha[:12]}  {visit.subject[:50]}: {visit.skipped}"
     mark = "bad " if visit.crossed else "good"
+    assert visit.verdict is not None  # measured, not skipped: judged
     return f"  {mark}  {visit.sha[:12]}  {seconds(visit.time_s)}  {pct(visit.verdict.delta_pct)}  {visit.subject[:50]}"
 
 
@@ -69,11 +70,14 @@ def run(args: argparse.Namespace) -> int:
         atomic_write_text(args.json, found.to_json())
     skipped = sum(1 for v in b.visits if v.skipped)
     visited = f"{len(b.visits)} revision(s) measured of {len(b.commits) + 1}" + (f", {skipped} skipped" if skipped else "")
+    assert b.bad.verdict is not None  # --bad is measured or the bisection stops with its error
     if b.outcome == NO_CROSSING:
         out.print(f"no crossing: --bad {escape(args.bad)} is {pct(b.bad.verdict.delta_pct)} against --good "
                   f"{escape(args.good)}, within the threshold of {b.threshold_pct:.2f} % ({visited})")
         return EXIT_OK
     first, last = b.first_bad, b.last_good
+    # A crossing: both were measured and judged (an unmeasurable revision is skipped, never first or last).
+    assert first is not None and last is not None and first.verdict is not None and last.verdict is not None
     if b.outcome == AMBIGUOUS:
         out.print(f"the first bad commit is one of {len(b.candidates)} (the others could not be measured): "
                   + ", ".join(sha[:12] for sha in b.candidates))
@@ -81,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
     out.print(f"  predicted {seconds(first.time_s)}{' per inference' if model else ''} against "
               f"{seconds(first.reference_s)} at --good: {pct(first.verdict.delta_pct)} (threshold {b.threshold_pct:.2f} %)")
     if model:
+        assert b.step is not None  # a model's crossing is judged step by step (Bisector.run)
         out.print(f"  last good {last.sha[:12]}: {pct(last.verdict.delta_pct)}; from it to the first bad commit "
                   f"({pct(b.step.delta_pct)}):")
         for line in b.step.changes or ["no kernel moved beyond its threshold (small changes added up)"]:
@@ -88,6 +93,7 @@ def run(args: argparse.Namespace) -> int:
         out.print(visited)
         return EXIT_REGRESSION
     explained = found.explanation
+    assert explained is not None  # BisectReport.of explains every kernel's crossing
     out.print(f"  last good {last.sha[:12]}: {pct(last.verdict.delta_pct)}; statistics that changed most: "
               + escape(", ".join(explained.changed_stats) or "none"))
     if explained.where:

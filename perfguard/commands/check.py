@@ -130,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
         if args.recompute:
             jobs = [replace(job, recompute=True) for job in jobs]
     with clock.stage("reuse"):
-        known = [None] * len(jobs) if args.recompute else recorded(jobs)
+        known: list[JobResult | None] = [None] * len(jobs) if args.recompute else recorded(jobs)
         canary: dict[int, JobResult] = {}
         if args.verify_reuse is not None:  # these reused results are run again from scratch, then compared
             chosen = reuse_canary.pick([(i, j.label) for i, (j, r) in enumerate(zip(jobs, known)) if r is not None],

@@ -87,8 +87,8 @@ def run(args: argparse.Namespace) -> int:
             out.print(f"[red]missing[/] {tool} (apt-get install {package}; {note})")
             missing += tool in required
     for isa in ENV_BY_ISA:  # the ISAs gem5 is built for
-        path = find_gem5(isa)
-        state = f"[green]ok[/]      gem5 for {isa}: {path}" if path else f"[dim]absent[/]  gem5 for {isa} (optional)"
+        gem5 = find_gem5(isa)
+        state = f"[green]ok[/]      gem5 for {isa}: {gem5}" if gem5 else f"[dim]absent[/]  gem5 for {isa} (optional)"
         out.print(state)
     missing += _config_needs(args.config, out)
     out.print("all required tools found" if not missing else f"{missing} required tool(s) missing")

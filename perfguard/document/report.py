@@ -720,7 +720,7 @@ class _Reader:
                     return None
                 raise self.fail(where, self.kind(inner[0]), False, value)
             return self.load(inner[0], value, where, nullable=len(inner) < len(args))
-        if dataclasses.is_dataclass(tp):
+        if isinstance(tp, type) and dataclasses.is_dataclass(tp):
             return self.load_object(tp, value, where, nullable)
         if origin is list:
             if not isinstance(value, list):

@@ -108,9 +108,9 @@ class LocalExecutor(Executor):
         results: list[R | None] = [None] * len(jobs)
         if self._workers == 1 or len(jobs) <= 1:
             for i, job in enumerate(jobs):
-                results[i] = fn(job)
+                results[i] = result = fn(job)
                 if on_result:
-                    on_result(i, results[i])
+                    on_result(i, result)
             return results  # type: ignore[return-value]
         transient = not self._entered and self._pool is None
         if transient:  # size a one-off pool to the work, as the old executor did
@@ -123,9 +123,9 @@ class LocalExecutor(Executor):
                 done, _ = wait(pending, timeout=WAIT_SLICE, return_when=FIRST_COMPLETED)
                 for future in done:
                     i = pending.pop(future)
-                    results[i] = future.result()
+                    results[i] = result = future.result()
                     if on_result:
-                        on_result(i, results[i])
+                        on_result(i, result)
         except BaseException as exc:
             for future in pending:
                 future.cancel()

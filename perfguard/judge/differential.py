@@ -96,7 +96,7 @@ def differential(pairs: list[BlockPair], places: tuple[Callable[[Site], Place], 
 
 def _leaf(roots: dict[tuple, _Node], place: Place, pair: BlockPair, index: int, blocks: dict[int, int],
           baseline: float, current: float, changed: bool) -> None:
-    path = [(("function", place.function), place.function)]
+    path: list[tuple[tuple, str]] = [(("function", place.function), place.function)]
     if place.nest is not None:
         path.append((("nest", place.nest), place.nest))
     if place.loop is not None:

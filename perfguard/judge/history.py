@@ -47,6 +47,7 @@ class BaselineHistory:
             self.repo = None
 
     def _prefix(self) -> str:
+        assert self.repo is not None and self.repo.working_tree_dir is not None  # called only with a repository
         return self.baseline_dir.relative_to(Path(self.repo.working_tree_dir).resolve()).as_posix()
 
     def _path(self, target: str, kernel: str) -> str:

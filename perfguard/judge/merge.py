@@ -42,7 +42,7 @@ def combined_exit_code(codes: Iterable[int]) -> int:
 
 
 def summarize(results: list[Result], exit_code: int) -> Summary:
-    counts = {summary_key(name): 0 for name in VERDICTS}
+    counts: dict[str, Any] = {summary_key(name): 0 for name in VERDICTS}
     for r in results:
         counts[summary_key(r.verdict)] += 1
     changed = toolchain_summary((r.target, {k: {"baseline": d.baseline, "current": d.current}
@@ -80,6 +80,7 @@ def _check_shards(reports: list[tuple[Path, Report]]) -> None:
     count = counts.pop()
     seen: dict[int, Path] = {}
     for path, s in shards:
+        assert s is not None  # unsharded reports were refused above
         if s.index in seen:
             raise InputError(f"{path}: shard {s.index}/{count} is also in {seen[s.index]}")
         seen[s.index] = path

@@ -92,7 +92,7 @@ def total(model: str, target: str, threshold_pct: float, rows: Iterable[ModelKer
     present = [r for r in rows if r.verdict != REMOVED]
     current = None if failed or not present else sum(r.current_total_s or 0.0 for r in present)
     with_baseline = [r for r in rows if r.baseline_total_s is not None]
-    baseline = sum(r.baseline_total_s for r in with_baseline) if with_baseline else None
+    baseline = sum(r.baseline_total_s or 0.0 for r in with_baseline) if with_baseline else None
     delta = change_pct(baseline, current) if current is not None and baseline else None
     changes, breakdown = [], ""
     if failed:

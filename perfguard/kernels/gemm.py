@@ -125,7 +125,8 @@ def compute(**params):
 
 def reference(inputs, **params):
     p = resolve(**params)
-    return [matmul_in_float64(*inputs, p["dtype"])]
+    a, b = inputs
+    return [matmul_in_float64(a, b, p["dtype"])]
 
 
 def flops(**params) -> int:

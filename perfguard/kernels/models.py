@@ -490,6 +490,7 @@ def _scheduled(kernel: ModelKernel, config: Config, spec: ModelSpec, profile, wh
 
 
 def _database_folder(config: Config, spec: ModelSpec) -> Path:
+    assert spec.database is not None  # called for a model that names one
     return Path(spec.database) if os.path.isabs(spec.database) else config.root / spec.database
 
 
@@ -577,10 +578,10 @@ def model_specs(config: Config, spec: ModelSpec, targets: list[str]) -> list[Ker
     for target in targets:
         kernels = model_kernels(config, spec, target)
         _check_skip(config, spec, kernels)
-        for k in kernels:
-            k = _guarded(k, set(spec.skip))
-            if k is not None:
-                by_name.setdefault(k.name, []).append((k, target))
+        for each in kernels:
+            kept = _guarded(each, set(spec.skip))
+            if kept is not None:
+                by_name.setdefault(kept.name, []).append((kept, target))
     out = []
     for name, found in sorted(by_name.items()):
         # One spec per distinct kernel: a target whose extraction differs (code, calls) gets its own spec.

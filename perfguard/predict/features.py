@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -146,7 +147,7 @@ def pipeline_columns(stats: list[Stats], model) -> np.ndarray:
     All blocks of all the statistics go to the model's cache in one batch first (one llvm-mc and
     one llvm-mca run for a whole dataset, not one per row); then every row reads its blocks back.
     """
-    unique = {}
+    unique: dict[tuple, Any] = {}  # (code, address, size) -> the block
     for s in stats:
         if s.blocks is None:
             break  # block_costs below names the statistics

@@ -34,6 +34,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from perfguard import jsonfile
 from perfguard.atomic import atomic_write_text
@@ -158,12 +159,14 @@ def load_intervals(path: Path = INTERVALS_FILE) -> IntervalCalibration:
     if not isinstance(data, dict) or data.get("schema") != INTERVALS_SCHEMA:
         raise InputError(f"{path}: interval calibration schema {data.get('schema') if isinstance(data, dict) else None!r}"
                          f" is not {INTERVALS_SCHEMA}")
-    level, scale = data.get("level"), data.get("scale")
+    level: Any = data.get("level")  # Any: checked below
+    scale: Any = data.get("scale")
     if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (level, scale)) \
             or not (0 < level < 1 and scale > 0):
         raise InputError(f"{bad} ('level' must be in (0, 1) and 'scale' above 0)")
     entries = []
-    for i, raw in enumerate(data.get("entries") if isinstance(data.get("entries"), list) else [None]):
+    raws = data.get("entries")
+    for i, raw in enumerate(raws if isinstance(raws, list) else [None]):
         try:
             entry = Entry(**raw)
             ok = (all(isinstance(getattr(entry, k), str) for k in ("target", "model_id", "kind"))
@@ -176,7 +179,8 @@ def load_intervals(path: Path = INTERVALS_FILE) -> IntervalCalibration:
             raise InputError(f"{bad} (entries[{i}]: needs target, model_id, kind (one of {', '.join(KINDS)}), "
                              f"pairs > 0 and a finite quantile >= 0)")
         entries.append(entry)
-    source = data.get("source") if isinstance(data.get("source"), dict) else {}
+    found = data.get("source")
+    source = found if isinstance(found, dict) else {}
     _CACHE[key] = IntervalCalibration(float(level), float(scale), tuple(entries), source)
     return _CACHE[key]
 

@@ -142,7 +142,7 @@ _LABEL_SPOTS = [(5, -5), (5, 12), (-5, -5), (-5, 12),
                 *((dx, dy) for dx in (9, -9, -20, -32, -44) for dy in (3, -8, 14, -19, 25))]
 
 
-def _place_labels(marks: list[Mark], frame: _Frame, notes: list[SimpleNamespace] = ()) -> None:
+def _place_labels(marks: list[Mark], frame: _Frame, notes: Sequence[SimpleNamespace] = ()) -> None:
     """Each labelled mark's label where it overlaps no label placed before it, no note and no other mark,
     inside the plot if it can be; else at the first spot (the tooltip still names the point)."""
     taken: list[tuple[float, float, float, float]] = []
@@ -359,7 +359,7 @@ def _star(cx: float, cy: float, r: float) -> str:
     return "M" + " L".join(corners) + " Z"
 
 
-def calibration(points: list[Sequence[float]], chart_id: str, title: str, limit: int = 2000) -> str:
+def calibration(points: Sequence[Sequence[float]], chart_id: str, title: str, limit: int = 2000) -> str:
     """Predicted against native time, one point per hold-out sample, with the y = x line."""
     pairs = [(float(p), float(n)) for p, n in points if p > 0 and n > 0]
     if len(pairs) > limit:  # an SVG of 100 k markers helps nobody: an even, deterministic sample

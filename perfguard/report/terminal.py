@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, JustifyMethod
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -114,9 +114,10 @@ def unchanged_line(results: list[Result]) -> str:
 def _print_results(results, out: Console) -> None:
     table = Table(show_edge=False, pad_edge=False)
     level = next((r.interval.level for r in results if r.interval is not None), None)
-    for name, justify in (("kernel", "left"), ("target", "left"), ("verdict", "left"), ("delta", "right"),
+    columns: tuple[tuple[str, JustifyMethod], ...] = (("kernel", "left"), ("target", "left"), ("verdict", "left"), ("delta", "right"),
                           (f"{100 * level:.0f} % interval" if level else "interval", "right"), ("threshold", "right"),
-                          ("predicted", "right"), ("baseline", "right"), ("model", "left")):
+                          ("predicted", "right"), ("baseline", "right"), ("model", "left"))
+    for name, justify in columns:
         table.add_column(name, justify=justify)
     for r in results:
         what = model_labels.label(r.params) if model_view.is_model_kernel(r) else ""
@@ -140,7 +141,9 @@ def print_timings(report: Report, out: Console, slowest: int = 5) -> None:
 
     what = dict(STAGES)
     table = Table(show_edge=False, pad_edge=False, title="where the time went", title_justify="left")
-    for name, justify in (("stage", "left"), ("wall s", "right"), ("CPU s", "right"), ("what", "left")):
+    stage_columns: tuple[tuple[str, JustifyMethod], ...] = (
+        ("stage", "left"), ("wall s", "right"), ("CPU s", "right"), ("what", "left"))
+    for name, justify in stage_columns:
         table.add_column(name, justify=justify)
     for name, span in timings.stages.items():
         wall = "-" if name == "workers" else f"{span.wall_s:.2f}"

@@ -152,10 +152,11 @@ class Bisector:
         if self.good is None:
             self.good = side
             self.threshold_pct = side.config.judging.threshold_for(spec.threshold, self.threshold)
-        run, visit.verdict = self._model_total(self.good, side)
-        if visit.verdict.verdict == ERROR:
+        run, total = self._model_total(self.good, side)
+        visit.verdict = total
+        if total.verdict == ERROR:
             failed = [o.result for o in run.outcomes if o.verdict.verdict == ERROR]
-            exc = PerfguardError(f"{where}: {failed[0].error if failed else visit.verdict.changes[0]}")
+            exc = PerfguardError(f"{where}: {failed[0].error if failed else total.changes[0]}")
             exc.exit_code = max((r.exit_code for r in failed), default=exc.exit_code)
             raise exc
 
@@ -163,6 +164,7 @@ class Bisector:
         """(the check run, the model's total at `after` against `before`'s), scored and judged with --good's
         config, as `perfguard compare` does."""
         pairs = [list(catalogue(side, [self.kernel])) for side in (before, after)]
+        assert self.good is not None  # set by the first (--good) visit
         judging = replace(before, config=self.good.config)
         run, _ = judge_sides(judging, after, pairs[1], pairs[0], self.threshold, None, [self.kernel])
         return run, next(m for m in run.model_summaries if m.model == self.kernel and m.target == self.target)
@@ -183,12 +185,14 @@ class Bisector:
     def _judge_kernel(self, visit: Visit, ref: str) -> None:
         side = self._measure(visit, ref)
         result = visit.result
+        assert result is not None and self.predictor is not None  # _measure set both
         if not result.ok:
             raise PerfguardError(result.error or "failed")
         if self.reference is None:
             self.reference = as_baseline(result, side, 0.0, "")
+        assert result.stats is not None  # an ok result has its statistics
         visit.verdict = judge(result.stats, self.reference, self.predictor, self.threshold_pct,
-                              result.toolchain, f"--good {self.reference.commit[:12]}")
+                              result.toolchain, f"--good {(self.reference.commit or '')[:12]}")
 
     def visit(self, visit: Visit, ref: str, end: bool) -> Visit:
         """Measure and judge one revision; at an end of the range a failure is an error, elsewhere a skip."""
@@ -238,6 +242,7 @@ class Bisector:
                 lo = pick
         out.first_bad, out.last_good = measured[hi], measured[lo]
         if self.model:
+            assert out.last_good.side is not None and out.first_bad.side is not None  # a model's visits
             out.step = self._model_total(out.last_good.side, out.first_bad.side)[1]
         between = [commits[i] for i in range(lo + 1, hi) if i in skipped]
         out.outcome = AMBIGUOUS if between else FOUND
@@ -256,7 +261,10 @@ class Explanation:
 
 
 def explain(b: Bisection, profile: TargetProfile, cache_dir: Path) -> Explanation:
-    before, after = b.last_good.result.stats, b.first_bad.result.stats
+    assert b.last_good is not None and b.first_bad is not None  # explained only when a crossing was found
+    good, bad = b.last_good.result, b.first_bad.result
+    assert good is not None and bad is not None and good.stats is not None and bad.stats is not None  # measured
+    before, after = good.stats, bad.stats
     rows = []
     for name in before.to_dict():
         x, y = getattr(before, name), getattr(after, name)
@@ -266,7 +274,7 @@ def explain(b: Bisection, profile: TargetProfile, cache_dir: Path) -> Explanatio
     rows.sort(key=lambda row: (-row[0], row[1]))
     stats = [f"{name} {signed_count(y - x)}" + (f" ({pct(100.0 * (y - x) / x)})" if x else "")
              for _, name, x, y in rows[:MOST]]
-    found = attribution_between(b.last_good.result, b.first_bad.result, profile, cache_dir)
+    found = attribution_between(good, bad, profile, cache_dir)
     if found is None:
         return Explanation(stats, None, None, None)
     return Explanation(stats, where_line(found.attribution), top_lines(found.attribution)[0],

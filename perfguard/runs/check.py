@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -143,10 +143,10 @@ def _selected_specs(config: Config, names: list[str] | None, targets: list[str],
         for n in names:
             if n in known:
                 continue
-            model = next((m for m in config.models if n.startswith(m.name + ".")), None)
-            if model is not None:
-                theirs = sorted({s.name for s in model_specs(config, model, targets)})
-                raise InputError(f"{option}: unknown kernel '{n}' (model '{model.name}' has {', '.join(theirs)})")
+            owner = next((m for m in config.models if n.startswith(m.name + ".")), None)
+            if owner is not None:
+                theirs = sorted({s.name for s in model_specs(config, owner, targets)})
+                raise InputError(f"{option}: unknown kernel '{n}' (model '{owner.name}' has {', '.join(theirs)})")
             if config.models:
                 raise InputError(f"{option}: unknown kernel '{n}' (configured in {config.path}: kernels "
                                  f"{', '.join(k.name for k in config.kernels) or 'none'}; models "
@@ -249,7 +249,7 @@ def run_check(
 def judge_results(config: Config, jobs: list[Job], results: list[JobResult], threshold: float | None = None,
                   store: BaselineSource | None = None, interrupted: bool = False,
                   whole_models: dict[tuple[str, str], list[str]] | None = None,
-                  also_models: set[tuple[str, str]] = frozenset(),
+                  also_models: Collection[tuple[str, str]] = frozenset(),
                   known: list[Result | None] | None = None) -> CheckRun:
     """Verdicts for measured results against `store`'s baselines (the working tree's by default;
     a git revision's, or another revision's measured results for `perfguard compare`). With
@@ -270,8 +270,8 @@ def judge_results(config: Config, jobs: list[Job], results: list[JobResult], thr
                                              attribution=entry.attribution, explained=entry))
             continue
         if not result.ok:
-            verdict = WRONG_RESULT if result.exit_code == EXIT_WRONG_RESULT else ERROR
-            run.outcomes.append(JudgedResult(result, Verdict(verdict, limit), error=result.error,
+            failure = WRONG_RESULT if result.exit_code == EXIT_WRONG_RESULT else ERROR
+            run.outcomes.append(JudgedResult(result, Verdict(failure, limit), error=result.error,
                                              predictor=_predictor_or_none(config, job.profile, result, models)))
             continue
         note, attributed, chosen = None, None, None
@@ -284,6 +284,7 @@ def judge_results(config: Config, jobs: list[Job], results: list[JobResult], thr
                     f"{baseline.simulator}, this run with {result.simulator}; refusing to compare"
                 )
             predictor, note = like_with_like(predictor, baseline, job.profile)
+            assert result.stats is not None  # an ok result has its statistics
             verdict = judge(result.stats, baseline, predictor, limit, result.toolchain,
                             str(store.path(job.profile.name, job.kernel.name)), judging.limits_for(job.kernel.limits),
                             f"{config.path}: kernel '{job.kernel.name}'", intervals, job.profile.name, judging.gate)
@@ -312,7 +313,7 @@ def judge_results(config: Config, jobs: list[Job], results: list[JobResult], thr
 
 
 def model_summaries(config: Config, jobs: list[Job], outcomes: list[JudgedResult], store, threshold: float | None,
-                    models, also: set[tuple[str, str]] = frozenset()) -> list:
+                    models, also: Collection[tuple[str, str]] = frozenset()) -> list:
     """Each [[model]] x target whose kernels were all checked (and each in `also`): its total and
     verdict (judge.model_totals)."""
     threshold_for = config.judging.threshold_for
@@ -342,7 +343,7 @@ def _targets(config: Config, seen) -> list[str]:
 
 
 def _model_rows(config: Config, jobs: list[Job], outcomes: list[JudgedResult], store, models,
-                whole: dict[tuple[str, str], list[str]] | None = None, also: set[tuple[str, str]] = frozenset()):
+                whole: dict[tuple[str, str], list[str]] | None = None, also: Collection[tuple[str, str]] = frozenset()):
     """(model spec, target, rows, skipped) per [[model]] x target with a kernel among `jobs` or in
     `also` (a shard: every one in `whole`, the model's kernels in the whole run, none of which is a
     leftover); `skipped`: the calls the model's `skip` leaves out."""
@@ -392,7 +393,7 @@ def removed_outcome(config: Config, shown: JobResult, stats, threshold: float | 
     time_s, model_id, calibrated = None, None, False
     profile = config.profiles.get(shown.target)
     predictor = None if profile is None else _predictor_or_none(config, profile, shown, models)
-    if stats is not None and predictor is not None:
+    if stats is not None and predictor is not None and profile is not None:
         scorer = AnalyticalModel(profile) if predictor.needs_blocks and stats.blocks is None else predictor
         try:
             time_s = float(scorer.predict_stats([stats])[0])
@@ -476,6 +477,7 @@ def write_baselines(config: Config, jobs: list[Job], results: list[JobResult]) -
         if not r.ok:
             continue
         predictor = _predictor(config, job.profile, r, None)
+        assert r.stats is not None  # an ok result has its statistics
         new = Baseline(
             kernel=r.kernel, target=r.target, family=r.family, params=r.params, simulator=r.simulator,
             content_hash=r.content_hash or "", stats=r.stats,
@@ -519,10 +521,12 @@ def _whole_models(jobs: list[Job], results: list[JobResult]) -> dict[tuple[str, 
             calls[key] = None  # a failed kernel (or one from before positions were kept): leave the file be
             continue
         nodes = spec.params.get("nodes") or []
+        mine = calls[key]
+        assert mine is not None  # checked above
         for i, position in enumerate(spec.positions):
             site = nodes[i] if i < len(nodes) and isinstance(nodes[i], list) else []
             anchor = str(site[0][0]) if site and isinstance(site[0], list) and site[0] else ""
-            calls[key].append((position, spec.name, anchor))
+            mine.append((position, spec.name, anchor))
     return {key: [(kernel, node) for _, kernel, node in sorted(found)] for key, found in calls.items() if found}
 
 
@@ -541,7 +545,9 @@ def _drop_stale_model_baselines(config: Config, store: BaselineStore, jobs: list
     removed = []
     with baselines_lock(store.root):
         for (model, target), names in done.items():
-            for name in [] if names is None else store.names(target):
+            if names is None:  # a failed kernel: the model is left as it is
+                continue
+            for name in store.names(target):
                 if name.startswith(model + ".") and name not in names:
                     path = store.path(target, name)
                     path.unlink()

@@ -143,9 +143,9 @@ def explain_result(r: Result, predictor: Predictor | None, current: Stats | None
     r.analysis = analyse(r, current, baseline, profile, predictor, target)
     r.history = kernel_history(
         history, r.target, r.kernel, r.simulator,
-        score=lambda b, p=predictor: float(p.predict_stats([b.stats])[0]),
-        usable=lambda b, p=predictor: b.stats.blocks is not None or not p.needs_blocks,
-        min_step_pct=max(r.threshold_pct, MIN_STEP_FLOOR_PCT),
+        score=lambda b: float(predictor.predict_stats([b.stats])[0]),
+        usable=lambda b: b.stats.blocks is not None or not predictor.needs_blocks,
+        min_step_pct=max(r.threshold_pct or 0.0, MIN_STEP_FLOOR_PCT),
     )
     r.calibration = calibration(predictor)
 

@@ -97,6 +97,7 @@ def store(config: Config, key: str | None, entry: Result) -> None:
 
 def verdict_of(entry: Result) -> Verdict:
     """The Verdict a recorded entry was made from (runs.report_build.result_of, backwards)."""
+    assert entry.threshold_pct is not None  # recorded from a judged result
     return Verdict(entry.verdict, entry.threshold_pct, entry.current_time_s, entry.baseline_time_s, entry.delta_pct,
                    {k: vars(d) for k, d in entry.stat_deltas.items()},
                    {k: vars(d) for k, d in entry.toolchain_changed.items()},

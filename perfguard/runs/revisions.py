@@ -220,7 +220,9 @@ class Measurer:
 
     def _ask(self, side: Side, fields: dict) -> dict:
         proc = self._start()
+        assert side.config is not None  # expanded first
         request = {"config": str(side.config.path), "cache_dir": str(self.cache_dir), **fields}
+        assert proc.stdin is not None and proc.stdout is not None  # started with pipes
         try:
             proc.stdin.write(json.dumps(request) + "\n")
             proc.stdin.flush()
@@ -240,6 +242,7 @@ class Measurer:
 
 def as_baseline(result: JobResult, side: Side, predicted_time_s: float, model_id: str) -> Baseline:
     """One side's measurement in the shape the verdicts compare with."""
+    assert result.stats is not None  # a result that was measured
     return Baseline(kernel=result.kernel, target=result.target, family=result.family, params=result.params,
                     simulator=result.simulator, content_hash=result.content_hash or "", stats=result.stats,
                     predicted_time_s=predicted_time_s, model_id=model_id, commit=side.sha, created="",
@@ -279,7 +282,7 @@ def _answer_requests(answers, executors: dict) -> None:
             if "expand" in request:
                 answer = {"specs": [spec_to_dict(s) for s in _model_specs(config, request["expand"])]}
             else:
-                models = {(s.name, t): s for s in map(spec_from_dict, request["specs"]) for t in s.targets}
+                models = {(s.name, t): s for s in map(spec_from_dict, request["specs"]) for t in s.targets or ()}
                 pairs = [(models.get((kernel, target)) or config.kernel(kernel), target)
                          for kernel, target in request["pairs"]]
                 jobs = make_jobs(config, pairs, request["simulator"])
@@ -295,10 +298,9 @@ def _answer_requests(answers, executors: dict) -> None:
                 answer = {"results": [dict(r.to_dict(), stats=None if r.stats is None else r.stats.to_record())
                                       for r in results]}
         except PerfguardError as exc:
-            answer = {"error": exc.message, "exit_code": exc.exit_code}
+            answer = {"error": exc.message, "exit_code": exc.exit_code}  # type: ignore[dict-item]  # answer's type is the results' dict
         answers.write(json.dumps(answer, sort_keys=True) + "\n")
         answers.flush()
-    return 0
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import numpy as np
@@ -47,8 +48,8 @@ def _fast_stack(context: int = 1) -> list:
     takes 20-60 s (longer the more modules are loaded). The parser reads the context of the
     third frame alone, so the result is the same.
     """
-    frame = sys._getframe(1)
-    frames = []
+    frame: FrameType | None = sys._getframe(1)
+    frames: list[inspect.FrameInfo] = []
     while frame is not None:
         if len(frames) < 3:
             frames.append(inspect.FrameInfo(frame, *inspect.getframeinfo(frame, context)))
@@ -75,6 +76,7 @@ def import_meta_schedule():
         import tvm.s_tir
 
         spec = importlib.util.find_spec("tvm.s_tir.tensor_intrin")
+        assert spec is not None  # tvm.s_tir was just imported
         package = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = package
         saved = inspect.stack

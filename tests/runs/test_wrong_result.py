@@ -125,12 +125,12 @@ def test_every_renderer_says_wrong_result_and_where(wrong_report, tmp_path):
 
 
 def test_the_action_fails_on_a_wrong_result_even_without_fail_on_regression(wrong_report):
-    from perfguard.action import action_result, annotations
+    from perfguard.action import action_result, annotation_lines
 
     result = action_result(wrong_report, EXIT_WRONG_RESULT)
     assert (result.verdict, result.exit_code) == ("wrong-result", 4)
     assert any(line.startswith("::error") and "title=perfguard wrong result%3A k[x86_64]" in line
-               for line in annotations(wrong_report))
+               for line in annotation_lines(wrong_report))
 
 
 def test_a_pytest_case_with_a_wrong_result_fails_with_its_message():
