@@ -174,7 +174,7 @@ def scaling(args) -> dict:
             started = time.monotonic()
             results = executor.map(run_job, jobs)
             wall = time.monotonic() - started
-        stats = [r.stats.canonical_json() for r in results if r.ok]
+        stats = [json.dumps(r.stats.to_record(), sort_keys=True) for r in results if r.ok]
         rows.append({"executor": name, "jobs": len(jobs), "ok": len(stats), "wall_s": wall,
                      "per_minute": 60 * len(jobs) / wall,
                      "digest": hash(tuple(stats))})

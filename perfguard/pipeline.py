@@ -556,6 +556,3 @@ def check_built(job: Job, result: JobResult, built: Built, outputs: list[np.ndar
             cache.store_check(key, checked)
     result.max_error = checked["max_error"]
 
-
-def job_summary(result: JobResult) -> str:
-    return json.dumps(result.to_dict(), sort_keys=True)

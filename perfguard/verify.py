@@ -175,15 +175,6 @@ def tolerances(spec: KernelSpec, dtype: str, want: np.ndarray) -> tuple[float, f
     return rtol, atol
 
 
-def needed_tolerance(got: np.ndarray, want: np.ndarray) -> float:
-    """The smallest t with |got - want| <= t * |want| + t * max|want| everywhere: what the default
-    tolerance must be at least for this output to pass (benchmarks/output_tolerance.py)."""
-    got, want = got.astype(np.float64), want.astype(np.float64)
-    largest = float(np.max(np.abs(want))) if want.size else 0.0
-    denominator = np.abs(want) + (largest if largest > 0 else 1.0)
-    return float(np.max(np.abs(got - want) / denominator)) if want.size else 0.0
-
-
 def check_output(spec: KernelSpec, name: str, dtype: str, got: np.ndarray, want: np.ndarray, where: str) -> float:
     """One output against its reference: the worst difference; WrongResult for a wrong output,
     InputError for a reference of another shape or with a non-finite value."""

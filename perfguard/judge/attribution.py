@@ -357,13 +357,6 @@ def attribute(model: PipelineModel, baseline: Stats, current: Stats,
     return Attributed(view, blocks)
 
 
-def block_changes(model: PipelineModel, baseline: Stats, current: Stats,
-                  loops: tuple[dict | None, dict | None] = (None, None)) -> list[BlockChange]:
-    """The changed blocks of `attribute`: code paired by what it is (judge.block_pairs), code
-    that only moved left out, largest change in cycles first (at most MAX_BLOCKS)."""
-    return attribute(model, baseline, current, loops).blocks
-
-
 def attribution_between(before: Any, after: Any, profile: TargetProfile, cache_dir: Path) -> Attributed | None:
     """The attribution of the change between two JobResults (bisect's last good and first bad
     revision), scored by the pipeline model; None without both block profiles."""

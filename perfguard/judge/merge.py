@@ -22,14 +22,12 @@ from perfguard.document.report import (
     Summary,
     TargetSummary,
     ToolchainSummary,
-    read_report,
 )
 from perfguard.document.verdicts import VERDICTS, summary_key
 from perfguard.errors import EXIT_INFRA, EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, EXIT_WRONG_RESULT, InputError
 from perfguard.judge.model_totals import count_kernels, total
 from perfguard.judge.verdicts import toolchain_summary
 
-load_report = read_report  # the name the fuzz tests and older callers know
 _SEVERITY = (EXIT_WRONG_RESULT, EXIT_INFRA, EXIT_USAGE, EXIT_REGRESSION)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 
 import numpy as np
 
@@ -29,16 +29,6 @@ _COMPUTE_TERMS = (
     ("vec_insts", "vec"),
     ("vec_fp_insts", "vec_fp"),
 )
-
-
-@dataclass(frozen=True)
-class Phases:
-    compute_s: float
-    memory_s: float
-
-    @property
-    def total_s(self) -> float:
-        return self.compute_s + self.memory_s
 
 
 class AnalyticalModel(Predictor):

@@ -122,10 +122,6 @@ def column(X: np.ndarray, name: str) -> np.ndarray:
     return X[:, STAT_FIELDS.index(name)]
 
 
-def derived_matrix(stats: list[Stats], line_bytes: int = 64) -> np.ndarray:
-    return _derived_from_raw(np.nan_to_num(raw_matrix(stats), nan=0.0), line_bytes)
-
-
 def _derived_from_raw(raw: np.ndarray, line_bytes: int) -> np.ndarray:
     logs = np.log1p(raw)
     rates = []

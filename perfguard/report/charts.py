@@ -42,7 +42,6 @@ PHASE_COLOURS = {"compute": "#5c6bc0", "memory": "#ef6c00"}
 BASELINE_COLOUR = "#9e9e9e"
 
 FONT = 11  # tick labels and legends; titles 13 (bold), notes 9.5, axis labels 12
-NOTE = 9.5
 TITLE_ROW = 18  # the baseline of the title (and of a legend beside it)
 MAX_LABEL = 44  # characters of a bar label; a longer one loses its middle (its full text is in the bar's tooltip)
 

@@ -8,7 +8,6 @@ alone, to_record() the counts plus "blocks" when there is a profile.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, fields
 
 from perfguard.errors import InputError
@@ -98,10 +97,6 @@ class Stats:
         """Counts divided per repetition etc.; rounding keeps them integers."""
         return Stats(**{k: (None if v is None else int(round(v * factor))) for k, v in self.to_dict().items()},
                      blocks=None if self.blocks is None else self.blocks.scaled(factor))
-
-    def canonical_json(self) -> str:
-        """Byte-stable serialisation: determinism checks compare these strings."""
-        return json.dumps(self.to_record(), sort_keys=True, separators=(",", ":"))
 
 
 assert tuple(f.name for f in fields(Stats)) == STAT_FIELDS + ("blocks",)

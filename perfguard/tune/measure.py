@@ -22,7 +22,6 @@ from perfguard.executors.base import Executor
 from perfguard.native import check_native, run_harness, time_native
 from perfguard.pipeline import Job, JobResult, build_kernel, check_built, failure_into, run_jobs
 from perfguard.predict.select import predictor_for
-from perfguard.sim.stats import Stats
 from perfguard.targets import TargetProfile
 
 MEASURES = ("sim", "native")
@@ -183,5 +182,3 @@ class Measurer:
         return min(scored, key=lambda t: (t.predicted_s, t.index)) if scored else None
 
 
-def stats_of(trial: Trial) -> Stats | None:
-    return None if trial.stats is None else Stats.from_dict(trial.stats, f"trial {trial.index}")
