@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from perfguard import __version__, flopcount
-from perfguard.compile.cache import BuildCache, digest, file_digest
+from perfguard.compile.cache import BuildCache, file_digest
 from perfguard.compile.harness import HARNESS_VERSION, fill_digest, render_harness, template_digest
 from perfguard.compile.inputs import TensorSpec, decode_outputs, generate
 from perfguard.compile.loops import ensure_loops
@@ -37,7 +37,7 @@ from perfguard.compile.toolchain import (
 from perfguard.config import KernelSpec, load_callable
 from perfguard.errors import InfraError, InputError, PerfguardError
 from perfguard.executors import Executor
-from perfguard.fingerprints import tool_environment, tool_identity, worker_identity
+from perfguard.fingerprints import digest, tool_environment, tool_identity, worker_identity
 from perfguard.kernels import FAMILY_NAMES, get_family
 from perfguard.kernels.base import check_params
 from perfguard.kernels.models import origin

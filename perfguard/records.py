@@ -24,9 +24,8 @@ import json
 from pathlib import Path
 
 from perfguard import sealed
-from perfguard.compile.cache import digest
 from perfguard.errors import InputError
-from perfguard.fingerprints import environment_digest
+from perfguard.fingerprints import digest, environment_digest
 from perfguard.pipeline import Job, JobResult
 from perfguard.signals import log
 from perfguard.sim.base import profile_tools

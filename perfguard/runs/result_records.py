@@ -21,11 +21,10 @@ from pathlib import Path
 
 from perfguard import sealed
 from perfguard.baselines.store import BaselineStore
-from perfguard.compile.cache import digest
 from perfguard.config import Config
 from perfguard.document.report import Result, from_json, to_json
 from perfguard.errors import InputError
-from perfguard.fingerprints import environment_digest
+from perfguard.fingerprints import digest, environment_digest
 from perfguard.judge.history import BaselineHistory
 from perfguard.judge.verdicts import Verdict
 from perfguard.pipeline import Job, JobResult

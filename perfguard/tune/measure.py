@@ -14,11 +14,12 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from perfguard.compile.cache import BuildCache, digest
+from perfguard.compile.cache import BuildCache
 from perfguard.compile.inputs import decode_outputs
 from perfguard.config import Config, KernelSpec
 from perfguard.errors import InfraError
 from perfguard.executors.base import Executor
+from perfguard.fingerprints import digest
 from perfguard.native import check_native, run_harness, time_native
 from perfguard.pipeline import Job, JobResult, build_kernel, check_built, failure_into, run_jobs
 from perfguard.predict.select import predictor_for
