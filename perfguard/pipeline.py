@@ -35,11 +35,11 @@ from perfguard.compile.toolchain import (
     llvm_version,
 )
 from perfguard.config import KernelSpec, load_callable
-from perfguard.errors import InfraError, InputError, PerfguardError
+from perfguard.errors import InfraError, InputError, PerfguardError, did_you_mean
 from perfguard.executors import Executor
 from perfguard.fingerprints import digest, tool_environment, tool_identity, worker_identity
 from perfguard.kernels import FAMILY_NAMES, get_family
-from perfguard.kernels.base import check_params
+from perfguard.kernels.base import SCHEDULE_ENTRIES, check_params
 from perfguard.kernels.models import origin
 from perfguard.signals import interruptible, log
 from perfguard.sim.base import get_simulator, profile_tools
@@ -48,7 +48,7 @@ from perfguard.sim.mca_tools import timing_cache_dir
 from perfguard.sim.stats import Stats
 from perfguard.targets import TargetProfile
 from perfguard.timings import Span, cpu_seconds, measured
-from perfguard.user_code import changed, depend_on, recording, unchanged, user_code
+from perfguard.user_code import callable_parts, changed, depend_on, recording, unchanged, user_code
 from perfguard.verify import Reference, check_key, check_outputs, reference_outputs, resolve_reference
 
 # Part of every build key: bump when the build recipe (flags, layout) changes.
@@ -202,7 +202,7 @@ def needs_shipping(spec: KernelSpec) -> bool:
     a worker elsewhere has perfguard and the toolchains, not the project."""
     if spec.ir is not None:  # a [[model]]'s kernel already travels as its TVMScript
         return False
-    named = [spec.entry, spec.reference or ""] + ([spec.flops] if spec.flops and flopcount.is_callable(spec.flops) else [])
+    named = [spec.entry, spec.reference or ""] + ([spec.flops] if spec.flops and callable_parts(spec.flops) else [])
     return any(n and n.partition(":")[0].split(".")[0] != "perfguard" for n in named)
 
 
@@ -276,6 +276,22 @@ def run_jobs(executor: Executor, jobs: list[Job],
     return results  # type: ignore[return-value]
 
 
+def _family_of(spec: KernelSpec, entry: Callable, where: str) -> Any:
+    """The built-in family a kernel names, refused when its entry builds something else: the
+    family's knobs, reference, flop count and calibrated model would be another kernel's."""
+    if spec.family is None:
+        return None
+    if spec.family not in FAMILY_NAMES:
+        raise InputError(f"{where}: family '{spec.family}' is not a built-in family"
+                         f"{did_you_mean(spec.family, FAMILY_NAMES) or ' (known: ' + ', '.join(FAMILY_NAMES) + ')'}")
+    family = get_family(spec.family)
+    if entry is family.entry or spec.entry in SCHEDULE_ENTRIES:
+        return family
+    own = f"{family.entry.__module__}:{family.entry.__name__}"
+    raise InputError(f"{where}: entry '{spec.entry}' and family '{spec.family}' disagree (that family's entry is "
+                     f"'{own}'): name the family's entry, or leave `family` out for a kernel of your own")
+
+
 def resolve_kernel(spec: KernelSpec, root: Path, where: str,
                    cache_dir: Path | None = None) -> tuple[LoweredKernel, dict[str, Any], Any]:
     """Call the kernel's entry and inspect the module; returns (lowered, full params, family). A
@@ -284,7 +300,7 @@ def resolve_kernel(spec: KernelSpec, root: Path, where: str,
         lowered = inspect_text(spec.ir, spec.outputs or 1, where, lambda text: _parse_ir(text, where), cache_dir)
         return lowered, dict(spec.params), None
     entry = load_callable(spec.entry, root, where)
-    family = get_family(spec.family) if spec.family in FAMILY_NAMES else None
+    family = _family_of(spec, entry, where)
     params = dict(spec.params)
     if family is not None and entry is family.entry:
         try:
@@ -429,7 +445,7 @@ def kernel_flops(spec: KernelSpec, root: Path, where: str) -> int:
     """A user kernel's `flops`: its expression over the params, or its function called with them."""
     flops = spec.flops
     assert flops is not None  # called for a kernel that has one
-    if not flopcount.is_callable(flops):
+    if callable_parts(flops) is None:
         return flopcount.evaluate(flops, spec.params, f"{where}: flops")
     func = load_callable(flops, root, where, "flops")
     try:

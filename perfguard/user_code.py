@@ -34,6 +34,7 @@ import hashlib
 import importlib
 import importlib.util
 import os
+import re
 import sys
 import sysconfig
 from collections.abc import Iterator
@@ -43,6 +44,20 @@ from pathlib import Path
 from types import FrameType, ModuleType
 
 from perfguard.fingerprints import PACKAGES
+
+# "package.module:function", the one grammar of every callable a config names (entry, reference,
+# flops, a [[model]]'s source): importable names only, so one can never name a file path.
+_IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
+_CALLABLE = re.compile(rf"{_IDENT}(?:\.{_IDENT})*:{_IDENT}")
+
+
+def callable_parts(text: str) -> tuple[str, str] | None:
+    """(module, function) of a "module:function" reference; None when `text` is not one."""
+    if not _CALLABLE.fullmatch(text):
+        return None
+    module, _, function = text.partition(":")
+    return module, function
+
 
 _LOADED: dict[Path, dict[str, tuple[int, int] | None]] = {}  # config folder -> user module -> its file's (mtime, size)
 _ON_PATH: list[str] = []  # folders perfguard itself put on sys.path (others are left alone)

@@ -190,6 +190,11 @@ def main_module(args):
     return tvm.IRModule({"main": te.create_prim_func(list(args))})
 
 
+# Entries that build a family's own computation under a schedule perfguard tune recorded (the
+# schedule names the family): they may name any family, and keep its reference and calibrated model.
+SCHEDULE_ENTRIES = ("perfguard.tune.apply:tuned", "perfguard.tune.apply:candidate")
+
+
 def divided_param(knobs: dict[str, Knob], key: str) -> str:
     """The parameter knob `key` divides (a tile's loop extent)."""
     divides = knobs[key].divides

@@ -507,6 +507,12 @@ CASES = [
          "parameter 'tile_m' = 5 does not divide 'M' = 16", 2, edit("perfguard.toml", "M = 16,", "M = 16, tile_m = 5,")),
     Case("param-unknown", "unknown kernel parameter (`tile_z`)", "unknown parameter 'tile_z'", 2,
          edit("perfguard.toml", "M = 16,", "M = 16, tile_z = 4,")),
+    Case("family-entry-disagree", "a family that is not the entry's (`entry` gemv's, `family = \"gemm\"`)",
+         "entry 'perfguard.kernels.gemv:gemv' and family 'gemm' disagree (that family's entry is "
+         "'perfguard.kernels.gemm:gemm')", 2, edit("perfguard.toml", 'family = "gemv"', 'family = "gemm"')),
+    Case("family-unknown", "a family that is not a built-in one (`family = \"gemvv\"`)",
+         "family 'gemvv' is not a built-in family (did you mean 'gemv'?)", 2,
+         edit("perfguard.toml", 'family = "gemv"', 'family = "gemvv"')),
     Case("param-shell", "a parameter value with shell in it (`dtype = \"$(reboot)\"`)",
          "parameter 'dtype' = '$(reboot)' is not one of float32, float64", 2,
          edit("perfguard.toml", "M = 16,", 'M = 16, dtype = "$(reboot)",')),
