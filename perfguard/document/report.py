@@ -3,7 +3,7 @@
 One place for the format: the dataclasses below are the report's schema in code
 (docs/report.schema.json says the same in JSON Schema), `Report.to_json`/`Report.from_json`
 convert, `read_report`/`write_report` handle files, and UPGRADES turns an older schema's
-document into this one before it is read. guard/ builds a Report (runs.report_build, merge);
+document into this one before it is read. runs/ builds a Report (runs.report_build), judge/ merges shards' (judge.merge);
 report/ renders it (HTML, Markdown, terminal) and never sees the JSON.
 
 Reading is strict about types (a wrong one is an input error naming the key) and lenient about
