@@ -116,7 +116,8 @@ KEY_DOCS: dict[str, KeyDocs] = {
                   "called with `params`, returns a TVM IRModule whose PrimFunc `main` takes the inputs, then the "
                   "outputs; imported from the config's folder"),
         "family": ("string", "none", "a built-in family (see Kernel families): its knobs, reference and flop count; "
-                                     "`entry` must be that family's (else the kernel is refused)"),
+                                     "`entry` must be that family's (else the kernel is refused). Another name "
+                                     "only labels the kernel"),
         "params": ("table", "{}", "the keywords `entry` is called with (a family's knobs)"),
         "threshold": ("number, percent", "`[perfguard].threshold`", "this kernel's own threshold"),
         "reference": ("`module:function`", "the family's, else the kernel built for the host",

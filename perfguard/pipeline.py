@@ -35,7 +35,7 @@ from perfguard.compile.toolchain import (
     llvm_version,
 )
 from perfguard.config import KernelSpec, load_callable
-from perfguard.errors import InfraError, InputError, PerfguardError, did_you_mean
+from perfguard.errors import InfraError, InputError, PerfguardError
 from perfguard.executors import Executor
 from perfguard.fingerprints import digest, tool_environment, tool_identity, worker_identity
 from perfguard.kernels import FAMILY_NAMES, get_family
@@ -278,12 +278,10 @@ def run_jobs(executor: Executor, jobs: list[Job],
 
 def _family_of(spec: KernelSpec, entry: Callable, where: str) -> Any:
     """The built-in family a kernel names, refused when its entry builds something else: the
-    family's knobs, reference, flop count and calibrated model would be another kernel's."""
-    if spec.family is None:
+    family's knobs, reference, flop count and calibrated model would be another kernel's. Another
+    name only labels a kernel of the user's own (none; reports group by it)."""
+    if spec.family is None or spec.family not in FAMILY_NAMES:
         return None
-    if spec.family not in FAMILY_NAMES:
-        raise InputError(f"{where}: family '{spec.family}' is not a built-in family"
-                         f"{did_you_mean(spec.family, FAMILY_NAMES) or ' (known: ' + ', '.join(FAMILY_NAMES) + ')'}")
     family = get_family(spec.family)
     if entry is family.entry or spec.entry in SCHEDULE_ENTRIES:
         return family

@@ -37,6 +37,7 @@ def test_mypy_finds_nothing():
     assert "Success: no issues found" in done.stdout
 
 
+@pytest.mark.slow
 def test_vulture_finds_no_unused_code():
     """A name the package defines and nothing uses is removed; one used from outside its Python
     (a registry's string, pytest, a template, JSON by field name) is in vulture_whitelist.py."""
