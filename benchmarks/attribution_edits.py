@@ -39,8 +39,8 @@ from pathlib import Path
 from perfguard.compile.loops import scheduled_nests
 from perfguard.config import KernelSpec
 from perfguard.executors import LocalExecutor
-from perfguard.judge.attribution import attribute
 from perfguard.job.run import Job, run_job
+from perfguard.judge.attribution import attribute
 from perfguard.predict.pipeline import PipelineModel
 from perfguard.report import where
 from perfguard.targets import BUILTIN

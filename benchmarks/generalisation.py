@@ -38,11 +38,11 @@ if __package__ in (None, ""):
 
 from perfguard.atomic import atomic_write_text  # noqa: E402
 from perfguard.config import load_config  # noqa: E402
-from perfguard.runs import calibration  # noqa: E402
 from perfguard.predict.dataset import dataset_path, load_dataset  # noqa: E402
 from perfguard.predict.evaluate import metrics  # noqa: E402
 from perfguard.predict.registry import PREDICTORS  # noqa: E402
 from perfguard.predict.select import stored_model  # noqa: E402
+from perfguard.runs import calibration  # noqa: E402
 
 
 def pooled(features: dict[str, calibration.DatasetFeatures], view: str) -> tuple[np.ndarray, np.ndarray, np.ndarray,

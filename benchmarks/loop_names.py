@@ -27,8 +27,8 @@ from pathlib import Path
 
 from perfguard.compile.loops import elf_functions, variable_ranges
 from perfguard.config import load_config
-from perfguard.judge.attribution import LoopNamer
 from perfguard.job.run import run_job
+from perfguard.judge.attribution import LoopNamer
 from perfguard.predict.pipeline import PipelineModel
 from perfguard.runs.check import make_jobs, select
 

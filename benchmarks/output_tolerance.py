@@ -1,7 +1,7 @@
 """What the built-in families need of the output check's default tolerance, on every ISA.
 
 For each kernel x target it simulates the kernel (checked loosely, so nothing fails here), reads
-the raw outputs back from the cache and reports perfguard.job.verify.needed_tolerance: the smallest t
+the raw outputs back from the cache and reports needed_tolerance: the smallest t
 with |kernel - reference| <= t * |reference| + t * max|reference| everywhere. The default
 (verify.DEFAULT_TOL) must stay well above the largest figure. Kernels: this repository's
 perfguard.toml, and per family the first variants of its knob space (other loop orders, tiles,
@@ -22,6 +22,8 @@ import itertools
 import sys
 from pathlib import Path
 
+import numpy as np
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
@@ -29,11 +31,11 @@ from perfguard.compile.cache import BuildCache  # noqa: E402
 from perfguard.compile.inputs import decode_outputs, generate  # noqa: E402
 from perfguard.config import KernelSpec, load_config  # noqa: E402
 from perfguard.executors import LocalExecutor  # noqa: E402
-from perfguard.kernels import get_family  # noqa: E402
 from perfguard.job.run import resolve_kernel, run_job, simulation_key  # noqa: E402
+from perfguard.job.verify import DEFAULT_TOL, reference_outputs, resolve_reference  # noqa: E402
+from perfguard.kernels import get_family  # noqa: E402
 from perfguard.runs.check import make_jobs  # noqa: E402
 from perfguard.sim.base import get_simulator  # noqa: E402
-from perfguard.job.verify import DEFAULT_TOL, needed_tolerance, reference_outputs, resolve_reference  # noqa: E402
 
 ISAS = ("x86_64", "aarch64", "riscv64")
 # Long reductions, small outputs: K (gemm, gemv, dense_relu), C x R x S (conv2d), R x S (depthwise).
@@ -43,6 +45,15 @@ LONG = {"gemm": dict(M=16, N=16, K=2048), "gemv": dict(M=64, K=4096), "dense_rel
 LOOSE = dict(rtol=0.5, atol=1e30)  # nothing fails while measuring
 HALF_ISAS = ("x86_64", "aarch64", "aarch64dot")
 HALF_LONG = {"gemm": dict(M=16, N=32, K=1024, dtype="float16")}
+
+
+def needed_tolerance(got: np.ndarray, want: np.ndarray) -> float:
+    """The smallest t with |got - want| <= t * |want| + t * max|want| everywhere: what the default
+    tolerance must be at least for this output to pass."""
+    got, want = got.astype(np.float64), want.astype(np.float64)
+    largest = float(np.max(np.abs(want))) if want.size else 0.0
+    denominator = np.abs(want) + (largest if largest > 0 else 1.0)
+    return float(np.max(np.abs(got - want) / denominator)) if want.size else 0.0
 
 
 def is_half(spec: KernelSpec) -> bool:

@@ -22,9 +22,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from perfguard.compile.cache import BuildCache
 from perfguard.config import KernelSpec
 from perfguard.job.run import Job, run_job
-from perfguard.compile.cache import BuildCache
 from perfguard.sim.qemu import QemuSimulator
 from perfguard.targets import BUILTIN
 

@@ -35,8 +35,8 @@ from pathlib import Path
 from perfguard.compile.cache import BuildCache
 from perfguard.config import Config, KernelSpec, load_config
 from perfguard.executors import make_executor
-from perfguard.job.run import Job, run_job
 from perfguard.job.native import time_native
+from perfguard.job.run import Job, run_job
 from perfguard.tune.output import fmt_time
 from perfguard.tune.session import tune_kernel
 
@@ -96,8 +96,8 @@ def native_vs_sim(args) -> dict:
                                                          measure)
             sim, nat = runs["sim"], runs["native"]
 
-            def binary(measure, trial):
-                return BuildCache(configs[measure].storage.cache_dir).build_dir(trial.content_hash) / "harness"
+            def binary(measure, trial):  # called within this iteration
+                return BuildCache(configs[measure].storage.cache_dir).build_dir(trial.content_hash) / "harness"  # noqa: B023
 
             times = retime(configs["sim"].profile("x86_64"), {
                 "configured": binary("sim", sim.configured), "sim_best": binary("sim", sim.tuned),
@@ -148,8 +148,9 @@ def cross(args) -> dict:
 
 def warm_up(_: int) -> None:
     """Import what a job needs, and stay busy long enough that every worker gets one."""
-    import perfguard.job.run  # noqa: F401
     import tvm  # noqa: F401
+
+    import perfguard.job.run  # noqa: F401
 
     time.sleep(2.0)
 
@@ -173,7 +174,7 @@ def scaling(args) -> dict:
             started = time.monotonic()
             results = executor.map(run_job, jobs)
             wall = time.monotonic() - started
-        stats = [r.stats.canonical_json() for r in results if r.ok]
+        stats = [json.dumps(r.stats.to_record(), sort_keys=True) for r in results if r.ok]
         rows.append({"executor": name, "jobs": len(jobs), "ok": len(stats), "wall_s": wall,
                      "per_minute": 60 * len(jobs) / wall,
                      "digest": hash(tuple(stats))})

@@ -109,7 +109,7 @@ def attention(seq: int = 64, d: int = 64, tile: int = 8, vector: int = 1, unroll
     s = te.compute((seq,), lambda i: te.sum(e[i, c2], axis=c2), name="s")
     t = te.reduce_axis((0, seq), name="t")
     P = te.compute((seq, d), lambda i, j: te.sum(e[i, t] * V[t, j], axis=t), name="O")
-    O = te.compute((seq, d), lambda i, j: P[i, j] / s[i], name="out")
+    O = te.compute((seq, d), lambda i, j: P[i, j] / s[i], name="out")  # noqa: E741 (attention's Q, K, V, O)
     sch = tvm.s_tir.Schedule(tvm.IRModule({"main": te.create_prim_func([Q, K, V, O])}))
     # QK^T in row tiles
     i, j, rr = sch.get_loops(sch.get_sblock("S"))

@@ -43,10 +43,10 @@ import shutil
 import statistics
 import sys
 import time as _time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
@@ -61,11 +61,22 @@ from perfguard.compile.cache import BuildCache
 from perfguard.config import Config, KernelSpec, load_config
 from perfguard.errors import InfraError, InputError, PerfguardError
 from perfguard.executors.local import LocalExecutor
+from perfguard.job.native import (
+    PROCESSES,
+    ProcessRun,
+    QuietBudget,
+    QuietPolicy,
+    add_quiet_options,
+    check_native,
+    pick_cpu,
+    this_machine,
+    time_calls,
+    time_process,
+    time_quietly,
+)
 from perfguard.job.run import Job, JobResult, run_job
 from perfguard.predict.analytical import AnalyticalModel
 from perfguard.predict.select import kernel_dtype, predictor_for, stored_model, trained_dtypes
-from perfguard.job.native import (PROCESSES, ProcessRun, QuietBudget, QuietPolicy, add_quiet_options, check_native,
-                              pick_cpu, this_machine, time_calls, time_process, time_quietly)
 from perfguard.sim.stats import Stats
 from perfguard.targets import TargetProfile
 
@@ -328,7 +339,7 @@ def time_pairs(pairs: list[Pair], sides: dict[str, tuple[Side, Side]], path: Pat
         have = 0 if stored is None else len(stored["rounds"])
         if have < rounds:
             log(f"[{i}/{len(pairs)}] timing {pair.name} ({rounds - have} rounds)")
-            now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+            now = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
             if stored is None:
                 stored = time_steadily(before.binary, after.binary, rounds, cpu, pair.name, processes, max_spread,
                                        attempts, log, quiet)

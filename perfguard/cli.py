@@ -6,15 +6,16 @@ import argparse
 import importlib
 import sys
 import traceback
+from typing import NoReturn
 
 from perfguard import __version__
-from perfguard.shells.commands import COMMANDS
 from perfguard.errors import EXIT_INFRA, EXIT_USAGE, PerfguardError
+from perfguard.shells.commands import COMMANDS
 from perfguard.signals import interruptible
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # argparse's usage errors use the contract's code
+    def error(self, message: str) -> NoReturn:  # argparse's usage errors use the contract's code
         self.print_usage(sys.stderr)
         sys.stderr.write(f"perfguard: error: {message}\n")
         sys.exit(EXIT_USAGE)

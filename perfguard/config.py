@@ -18,9 +18,10 @@ import os
 import pkgutil
 import re
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, ClassVar
+from typing import Any, ClassVar
 
 from perfguard import flopcount, jsonfile, machines
 from perfguard.errors import InputError, did_you_mean
@@ -28,12 +29,9 @@ from perfguard.judging import Judging, Limit, parse_limits
 from perfguard.sections import KeyDocs, Table, flag, number, string_list
 from perfguard.sim.settings import Simulation
 from perfguard.targets import BUILTIN, TargetProfile, profile_from_config
-from perfguard.user_code import import_user_module, user_code
+from perfguard.user_code import callable_parts, import_user_module, user_code
 
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*$")
-# "package.module:function": importable names only, so an entry can never name a file path.
-_IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
-_CALLABLE = re.compile(rf"^{_IDENT}(\.{_IDENT})*:{_IDENT}$")
 
 
 def default_cache_dir() -> Path:
@@ -104,13 +102,11 @@ _OWN_KEYS: KeyDocs = {
 }
 SECTIONS = (Simulation, Judging, Storage, DriftLimits)  # in the order they are parsed and documented
 _TOP_KEYS = {*_OWN_KEYS, *(key for section in SECTIONS for key in section.KEYS)}
-_KERNEL_KEYS = {"name", "entry", "family", "params", "threshold", "reference", "targets", "outputs", "rtol", "atol",
-                "flops", "limits", "inputs"}
 _INPUT_KEYS = ("low", "high", "seed")
 
-# The configuration reference: table -> key -> (type, default, meaning). docs/configuration.md is
-# generated from it (scripts/docs_reference.py), and tests/structure/test_docs.py keeps its keys
-# equal to the ones the parser accepts: a key cannot be added without its documentation.
+# The configuration reference: table -> key -> (type, default, meaning), and the one list of the keys
+# [[kernel]] and [[model]] accept (_KERNEL_KEYS, _MODEL_KEYS below are its keys): a key cannot be
+# added without its documentation. docs/configuration.md is generated from it (scripts/docs_reference.py).
 KEY_DOCS: dict[str, KeyDocs] = {
     "perfguard": {"targets": _OWN_KEYS["targets"],
                   **{key: doc for section in SECTIONS for key, doc in section.KEYS.items()}, **_OWN_KEYS},
@@ -119,7 +115,9 @@ KEY_DOCS: dict[str, KeyDocs] = {
         "entry": ("`module:function`, required", "",
                   "called with `params`, returns a TVM IRModule whose PrimFunc `main` takes the inputs, then the "
                   "outputs; imported from the config's folder"),
-        "family": ("string", "none", "a built-in family (see Kernel families): its knobs, reference and flop count"),
+        "family": ("string", "none", "a built-in family (see Kernel families): its knobs, reference and flop count; "
+                                     "`entry` must be that family's (else the kernel is refused). Another name "
+                                     "only labels the kernel"),
         "params": ("table", "{}", "the keywords `entry` is called with (a family's knobs)"),
         "threshold": ("number, percent", "`[perfguard].threshold`", "this kernel's own threshold"),
         "reference": ("`module:function`", "the family's, else the kernel built for the host",
@@ -154,6 +152,8 @@ KEY_DOCS: dict[str, KeyDocs] = {
                  "calls not guarded (not built, not simulated, in no total), each said so"),
     },
 }
+_KERNEL_KEYS = frozenset(KEY_DOCS["kernel"])
+_MODEL_KEYS = frozenset(KEY_DOCS["model"])
 
 
 @dataclass(frozen=True)
@@ -196,7 +196,7 @@ class ModelSpec:
 
     @property
     def is_file(self) -> bool:
-        return not _CALLABLE.fullmatch(self.source)
+        return not callable_parts(self.source)
 
 
 @dataclass(frozen=True)
@@ -268,9 +268,10 @@ def load_config(path: Path | None = None, cwd: Path | None = None) -> Config:
         raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
     if path.name == "pyproject.toml":
         tool = data.get("tool")
-        data = tool.get("perfguard") if isinstance(tool, dict) else None
-        if not isinstance(data, dict):
+        section = tool.get("perfguard") if isinstance(tool, dict) else None
+        if not isinstance(section, dict):
             raise InputError(f"{path}: no [tool.perfguard] table")
+        data = section
         top, kernels, targets = dict(data), data.get("kernel", []), data.get("target", {})
         top.pop("kernel", None)
         top.pop("target", None)
@@ -343,7 +344,7 @@ def _build(path: Path, top: dict, kernels: Any, targets: Any, prefix: str) -> Co
                   require_reference=require_reference, machines=machine_names)
 
 
-def _check_table(where: str, table: Any, keys: set[str], required: tuple[str, ...]) -> None:
+def _check_table(where: str, table: Any, keys: frozenset[str], required: tuple[str, ...]) -> None:
     """A [[kernel]] or [[model]] table: no unknown key, the required strings present."""
     if not isinstance(table, dict):
         raise InputError(f"{where}: must be a table")
@@ -363,7 +364,7 @@ def parse_kernel(path: Path, i: int, table: Any, profiles: dict) -> KernelSpec:
     if not _NAME.fullmatch(name):
         raise InputError(f"{path}: kernel {name!r}: name has characters outside [A-Za-z0-9_.+-]")  # one line
     entry = table["entry"]
-    if not _CALLABLE.fullmatch(entry):
+    if not callable_parts(entry):
         raise InputError(f"{where}: entry '{entry}' must be 'module:function'{_callable_hint(entry)}")
     family = table.get("family")
     if family is not None and (not isinstance(family, str) or not _NAME.fullmatch(family)):
@@ -373,7 +374,7 @@ def parse_kernel(path: Path, i: int, table: Any, profiles: dict) -> KernelSpec:
         raise InputError(f"{where}: params must be a table")
     jsonfile.check_plain(params, f"{where}: params")  # they go into baselines and reports as JSON
     reference = table.get("reference")
-    if reference is not None and (not isinstance(reference, str) or not _CALLABLE.fullmatch(reference)):
+    if reference is not None and (not isinstance(reference, str) or not callable_parts(reference)):
         hint = _callable_hint(reference) if isinstance(reference, str) else ""
         raise InputError(f"{where}: reference must be 'module:function'{hint}, got {reference!r}")
     targets = table.get("targets")
@@ -445,7 +446,7 @@ def _callable_hint(text: str) -> str:
     if "/" in text or "\\" in text or text.endswith(".py") or text.startswith("."):
         return " (dotted Python names, not a path)"
     module, _, function = text.rpartition(".")
-    if ":" not in text and _CALLABLE.fullmatch(f"{module}:{function}"):
+    if ":" not in text and callable_parts(f"{module}:{function}"):
         return f" (a colon before the function: did you mean '{module}:{function}'?)"
     return " (dotted Python names)"
 
@@ -453,7 +454,10 @@ def _callable_hint(text: str) -> str:
 def load_callable(ref: str, root: Path, where: str, key: str = "entry") -> Callable:
     """Import "module:function" from the config's folder (perfguard.user_code isolates it). An error
     names the config `key` (entry, reference, flops, source) and the closest existing name."""
-    module_name, _, attr = ref.partition(":")
+    parts = callable_parts(ref)
+    if parts is None:
+        raise InputError(f"{where}: {key} '{ref}' must be 'module:function'{_callable_hint(ref)}")
+    module_name, attr = parts
     try:
         with user_code():  # a module's body is user code: what it reads is an input
             module = import_user_module(module_name, root)
@@ -483,8 +487,6 @@ def _module_hint(exc: ModuleNotFoundError, root: Path) -> str:
 
 
 # -- [[model]] entries: whole models ----------------------------------------------------------------
-_MODEL_KEYS = {"name", "source", "inputs", "params", "threshold", "kernel_threshold", "targets", "database", "skip",
-               "schedule"}
 MODEL_SCHEDULES = ("default", "none")
 
 
@@ -513,7 +515,7 @@ def _model(path: Path, i: int, table: Any, config: Config) -> ModelSpec:
     if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_-]*", name):  # no dot: it separates the model from its kernels
         raise InputError(f"{path}: model {name!r}: name has characters outside [A-Za-z0-9_-]")  # one line
     source = table["source"]
-    if not _CALLABLE.fullmatch(source):
+    if not callable_parts(source):
         if not source.endswith(".onnx"):
             raise InputError(f"{where}: source '{source}' must be 'module:function' or a path to an .onnx file")
         if "\x00" in source or (not os.path.isabs(source) and os.path.normpath(source).split(os.sep)[0] == os.pardir):
@@ -537,7 +539,7 @@ def _model(path: Path, i: int, table: Any, config: Config) -> ModelSpec:
     if not isinstance(params, dict):
         raise InputError(f"{where}: params must be a table")
     jsonfile.check_plain(params, f"{where}: params")
-    if params and not _CALLABLE.fullmatch(source):
+    if params and not callable_parts(source):
         raise InputError(f"{where}: params are for a 'module:function' source, not an ONNX file")
     thresholds = {}
     for key in ("threshold", "kernel_threshold"):

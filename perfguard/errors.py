@@ -2,7 +2,7 @@
 "did you mean" every message about a misspelt name ends with."""
 
 import difflib
-from typing import Iterable
+from collections.abc import Iterable
 
 from perfguard import __version__
 

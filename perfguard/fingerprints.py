@@ -25,7 +25,7 @@ import os
 import shutil
 import sys
 from collections.abc import Iterable
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -41,7 +41,10 @@ TOOL_VARIABLES = ("CPATH", "C_INCLUDE_PATH", "LIBRARY_PATH", "GCC_EXEC_PREFIX", 
                   "SOURCE_DATE_EPOCH", "LD_PRELOAD", "LD_LIBRARY_PATH", "QEMU_*", "TVM_*", "OMP_*")
 
 
-def _sha(*parts: str) -> str:
+def digest(*parts: str) -> str:
+    """The sha256 (hex) of the parts' UTF-8 bytes, each followed by a NUL byte: the one digest of
+    every key and identity (builds, simulations, records, model kernels). Its bytes are in every
+    cached result's key and committed record: tests/compile/test_digest.py holds them fixed."""
     h = hashlib.sha256()
     for part in parts:
         h.update(part.encode())
@@ -74,7 +77,7 @@ def code_digest() -> str:
     return h.hexdigest()
 
 
-@lru_cache(maxsize=None)
+@cache
 def logic_digest(*modules: str) -> str:
     """What the code of `modules` (package-relative paths) computes, not how it reads: a digest of
     their syntax trees without docstrings, comments or layout, so that a model whose id carries it
@@ -109,7 +112,7 @@ def _tree_text(node: ast.AST) -> str:
     return "(" + " ".join(parts) + ")"
 
 
-@lru_cache(maxsize=None)
+@cache
 def package_identity(name: str) -> str:
     """An installed package, from its files' metadata, without importing it."""
     try:
@@ -123,7 +126,7 @@ def package_identity(name: str) -> str:
     if origin.name == "__init__.py":  # the shared libraries beside it (libtvm.so, numpy's extension modules)
         parts += sorted(stat_identity(p) for p in origin.parent.glob("*.so*"))
         parts += sorted(stat_identity(p) for p in origin.parent.parent.glob(f"{name}-*.dist-info/RECORD"))
-    return _sha(name, *parts)
+    return digest(name, *parts)
 
 
 _CONTENT: dict[tuple, str] = {}  # a file's (real path, size, mtime, inode, ctime) -> sha256 of its bytes
@@ -168,7 +171,7 @@ def tool_environment() -> str:
 def environment_digest(tools: Iterable[str] = ()) -> str:
     """perfguard's code, Python, the packages, LLVM's tools, `tools` and the Debian package database."""
     gem5 = {name: os.environ.get(name, "") for name in GEM5_VARIABLES}
-    return _sha(
+    return digest(
         "perfguard", code_digest(), sys.version, stat_identity(sys.executable),
         *(package_identity(name) for name in PACKAGES),
         *(tool_identity(name) for name in sorted({*LLVM_TOOLS, *tools})),

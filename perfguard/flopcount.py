@@ -10,20 +10,15 @@ from __future__ import annotations
 import ast
 import math
 import operator
-import re
 from typing import Any
 
 from perfguard.errors import InputError, did_you_mean
+from perfguard.user_code import callable_parts
 
-_CALLABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
 _BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
            ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow}
 _FUNCTIONS = {"min": min, "max": max}
 _LIMIT = 1e30  # far above any kernel's work; keeps ** from building huge integers
-
-
-def is_callable(text: str) -> bool:
-    return bool(_CALLABLE.fullmatch(text))
 
 
 def parse(value: Any, params: dict[str, Any], where: str) -> str:
@@ -32,7 +27,7 @@ def parse(value: Any, params: dict[str, Any], where: str) -> str:
         raise InputError(f"{where}: must be an expression over params (\"2 * M * N * K\") or 'module:function', "
                          f"got {value!r}")
     text = str(value)
-    if not is_callable(text):
+    if callable_parts(text) is None:
         evaluate(text, params, where)
     return text
 

@@ -17,13 +17,12 @@ from typing import Any
 
 from perfguard.errors import InputError
 
-
 _INT_DIGITS = 40  # far above any count (< 2**64, 20 digits); Python refuses to read past 4300
 # What only the checks below can judge: a run of digits longer than an integer may be, an exponent of
 # three digits or more (a float out of range needs one, or such a run), an escape of a surrogate. A
 # text holding none of them is parsed by the json module alone, checks and all, at C speed (a model
 # file of a megabyte: ten times faster).
-_NEEDS_CHECKS = re.compile(r"\d{%d}|[eE][+-]?\d{3}|\\u[dD][89a-fA-F]" % (_INT_DIGITS + 1))
+_NEEDS_CHECKS = re.compile(rf"\d{{{_INT_DIGITS + 1}}}|[eE][+-]?\d{{3}}|\\u[dD][89a-fA-F]")
 
 
 class _Rejected(ValueError):
@@ -126,4 +125,4 @@ def check_plain(value: Any, where: str) -> None:
 
 def now_iso() -> str:
     """The UTC time, to the second, that every file perfguard writes records as `created`."""
-    return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
+    return _dt.datetime.now(_dt.UTC).replace(microsecond=0).isoformat()

@@ -47,8 +47,8 @@ class CpuIdentity:
         return f"{self.model_name} ({self.vendor} family {self.family} model {self.model})"
 
     @classmethod
-    def parse(cls, cpu_id: str, model_name: str) -> "CpuIdentity":
-        """From perfguard.native.this_machine's `cpu_id` ("GenuineIntel cpu family 6 model 167 ...")."""
+    def parse(cls, cpu_id: str, model_name: str) -> CpuIdentity:
+        """From perfguard.job.native.this_machine's `cpu_id` ("GenuineIntel cpu family 6 model 167 ...")."""
         m = _ID.match(cpu_id)
         if m is None:
             raise InputError(f"CPU identity {cpu_id!r}: not 'VENDOR cpu family F model M ...'")
@@ -111,10 +111,10 @@ def load(name: str, folder: Path = MACHINES_DIR) -> MachineProfile:
             and type(cpu.get("family")) is int and type(cpu.get("model")) is int):
         raise InputError(f"{bad} ('cpu' needs vendor, family, model and model_name)")
     level, scale, date = data.get("level"), data.get("scale"), data.get("date")
-    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (level, scale)) \
-            or not (0 < level < 1 and scale > 0) or not isinstance(date, str):
+    if not (isinstance(level, (int, float)) and not isinstance(level, bool) and 0 < level < 1
+            and isinstance(scale, (int, float)) and not isinstance(scale, bool) and scale > 0 and isinstance(date, str)):
         raise InputError(f"{bad} ('level' in (0, 1), 'scale' above 0 and a 'date' string)")
-    isas = {}
+    isas: dict[str, IsaCalibration] = {}
     raw_isas = data.get("isas")
     if not isinstance(raw_isas, dict) or not raw_isas:
         raise InputError(f"{bad} ('isas' must map an ISA to its calibration)")
@@ -131,8 +131,9 @@ def load(name: str, folder: Path = MACHINES_DIR) -> MachineProfile:
             if not ok:
                 raise InputError(f"{where}.entries[{i}]: needs target, model_id, kind (one of {', '.join(KINDS)}), "
                                  f"pairs > 0 and a finite quantile >= 0)")
+        source = section.get("source")
         isas[isa] = IsaCalibration(isa, section["pairs"], tuple(section["entries"]),
-                                   section.get("source") if isinstance(section.get("source"), dict) else {})
+                                   source if isinstance(source, dict) else {})
     profile = MachineProfile(name, CpuIdentity(cpu["vendor"], cpu["family"], cpu["model"], cpu["model_name"]), date,
                              float(level), float(scale), isas, hashlib.sha256(raw).hexdigest())
     _CACHE[key] = profile

@@ -16,12 +16,15 @@ import ast
 import inspect
 import textwrap
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from perfguard.errors import InputError, PerfguardError
 from perfguard.jsonfile import now_iso
+
+if TYPE_CHECKING:  # lazy at run time: the plugin loads in every pytest session
+    from perfguard.config import Config
 
 _PROPERTY = "perfguard"  # user_properties key carrying a result to the controller
 _MODEL_PROPERTY = "perfguard-model"  # ... and a [[model]]'s total (perfguard_check("<model>", target))
@@ -122,7 +125,7 @@ class PerfguardSession:
         self.orphans: list[Any] = []  # pytest_cases.CaseResult of each orphaned baseline (runs.orphans)
         self._runners: dict[str | None, Any] = {}
         self._seen: dict[tuple[str, str], int] = {}  # (kernel, target) -> its place in results (and codes)
-        self._perfguard_config = None
+        self._perfguard_config: Config | None = None
 
     # -- perfguard objects, created on first use --------------------------------------------------
     def perfguard_config(self):
@@ -180,16 +183,18 @@ class PerfguardSession:
                                                spec=spec, target=target) for spec, target in pairs]
 
         items.extend(kernel_items)
+        collected: list[pytest.Item | pytest.Collector] = list(kernel_items)
         # Report them as collected, as a collector would: the terminal counts items from collect
         # reports, and would otherwise say "collected 0 items" before running them.
-        config.hook.pytest_collectreport(report=pytest.CollectReport(collector.nodeid, "passed", None, kernel_items))
+        config.hook.pytest_collectreport(report=pytest.CollectReport(collector.nodeid, "passed", None, collected))
 
     def pytest_deselected(self, items) -> None:
         self.deselected += len(items)
 
     # -- results ----------------------------------------------------------------------------------
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        for name, value in report.user_properties:
+        properties: list[tuple[str, Any]] = list(report.user_properties)  # ours: JSON objects
+        for name, value in properties:
             if name == _PROPERTY and report.when == "call":
                 # lazy: pytest loads this plugin in every session; the rest of perfguard only with --perfguard
                 from perfguard.document.report import Result, TargetSummary, from_json
@@ -216,8 +221,8 @@ class PerfguardSession:
         if hasattr(self.config, "workerinput") or not self.results:
             return  # an xdist worker: the controller writes the one report
         # lazy: pytest loads this plugin in every session; the rest of perfguard only with --perfguard
-        from perfguard.judge.merge import assemble, combined_exit_code
         from perfguard.document.report import write_report
+        from perfguard.judge.merge import assemble, combined_exit_code
         from perfguard.report.pages import write_pages
 
         config = self.perfguard_config()
@@ -324,7 +329,9 @@ def _explicit_checks(items: list[pytest.Item]) -> set[tuple[str, str | None]]:
     Such a test is the kernel's check: its auto-collected item is not added beside it."""
     found: set[tuple[str, str | None]] = set()
     functions = {getattr(item, "function", None) for item in items if "perfguard_check" in getattr(item, "fixturenames", ())}
-    for function in functions - {None}:
+    for function in functions:
+        if function is None:
+            continue
         try:
             tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
         except (OSError, TypeError, SyntaxError):
@@ -336,8 +343,8 @@ def _explicit_checks(items: list[pytest.Item]) -> set[tuple[str, str | None]]:
             kernel, target = (node.args[i] if len(node.args) > i else keywords.get(name)
                               for i, name in enumerate(("kernel", "target")))
             if isinstance(kernel, ast.Constant) and isinstance(kernel.value, str):
-                literal = isinstance(target, ast.Constant) and isinstance(target.value, str)
-                found.add((kernel.value, target.value if literal else None))
+                literal = target.value if isinstance(target, ast.Constant) and isinstance(target.value, str) else None
+                found.add((kernel.value, literal))
     return found
 
 
@@ -376,7 +383,9 @@ class KernelItem(pytest.Function):
 
     @property
     def session_state(self) -> PerfguardSession:
-        return self.config.pluginmanager.get_plugin("perfguard-session")
+        plugin = self.config.pluginmanager.get_plugin("perfguard-session")
+        assert plugin is not None  # registered by pytest_configure under --perfguard
+        return plugin
 
     def setup(self) -> None:
         if "benchmark" in self.fixturenames:
@@ -390,7 +399,7 @@ class KernelItem(pytest.Function):
         try:
             if "benchmark" in self.fixturenames:
                 case = runner.native(self.spec, self.target)
-                benchmark = self.funcargs["benchmark"]
+                benchmark: Any = self.funcargs["benchmark"]  # pytest-benchmark's fixture
                 benchmark.extra_info.update(case.extra_info)
                 benchmark(case.call)
                 return

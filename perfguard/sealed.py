@@ -56,7 +56,7 @@ def unseal(data: bytes, kind: str, key: str, where: str) -> Any | None:
     return payload
 
 
-def damaged(where: str, why: str) -> None:
+def damaged(where: str, why: str) -> Any:  # None, typed Any so that a reader may `return damaged(...)`
     """Note a record that is not used (PERFGUARD_VERBOSE), and read it as absent."""
     log(f"{where}: damaged record ignored ({why}); computing it again")
     return None

@@ -13,9 +13,10 @@ Every error is one line naming the file and the key (`Table.where`), as the bad-
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from perfguard.errors import InputError
 

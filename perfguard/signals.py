@@ -25,8 +25,8 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 INTERRUPT_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 

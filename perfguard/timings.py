@@ -17,10 +17,10 @@ import os
 import resource
 import sys
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 # (name, what it covers) in table order
 STAGES: tuple[tuple[str, str], ...] = (
@@ -67,7 +67,7 @@ class Span:
     wall_s: float = 0.0
     cpu_s: float = 0.0
 
-    def add(self, other: "Span") -> None:
+    def add(self, other: Span) -> None:
         self.wall_s += other.wall_s
         self.cpu_s += other.cpu_s
 

@@ -34,15 +34,30 @@ import hashlib
 import importlib
 import importlib.util
 import os
+import re
 import sys
 import sysconfig
+from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
-from types import ModuleType
-from typing import Iterator
+from types import FrameType, ModuleType
 
 from perfguard.fingerprints import PACKAGES
+
+# "package.module:function", the one grammar of every callable a config names (entry, reference,
+# flops, a [[model]]'s source): importable names only, so one can never name a file path.
+_IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
+_CALLABLE = re.compile(rf"{_IDENT}(?:\.{_IDENT})*:{_IDENT}")
+
+
+def callable_parts(text: str) -> tuple[str, str] | None:
+    """(module, function) of a "module:function" reference; None when `text` is not one."""
+    if not _CALLABLE.fullmatch(text):
+        return None
+    module, _, function = text.partition(":")
+    return module, function
+
 
 _LOADED: dict[Path, dict[str, tuple[int, int] | None]] = {}  # config folder -> user module -> its file's (mtime, size)
 _ON_PATH: list[str] = []  # folders perfguard itself put on sys.path (others are left alone)
@@ -137,11 +152,11 @@ def import_user_module(module_name: str, root: Path) -> ModuleType:
 # -- dependency files ------------------------------------------------------------------------------
 
 _IMPORTS: dict[str, set[str]] = {}  # module -> the modules its `import` statements named (ever, this process)
-_ACTIVE: list["Dependencies"] = []  # recordings in progress
+_ACTIVE: list[Dependencies] = []  # recordings in progress
 _real_import = builtins.__import__
 _real_import_module = importlib.import_module
 _real_getcwd = os.getcwd
-_real_environ_getitem = os._Environ.__getitem__  # type: ignore[attr-defined]
+_real_environ_getitem = os._Environ.__getitem__
 _PERFGUARD = str(Path(__file__).resolve().parent) + os.sep
 _NOT_FILES = ("/proc/", "/sys/", "/dev/")
 
@@ -158,7 +173,7 @@ class Reads:
         self.env: dict[str, str] = {}
         self.cwd: str | None = None
 
-    def merge(self, other: "Reads") -> None:
+    def merge(self, other: Reads) -> None:
         for path, sha in other.files.items():
             self.files.setdefault(path, sha)
         for name, value in other.env.items():
@@ -210,14 +225,14 @@ def tracked(path: str) -> bool:
     return True
 
 
-def _recording_now() -> list["Dependencies"]:
+def _recording_now() -> list[Dependencies]:
     return [d for d in _ACTIVE if d.whole or _windows]
 
 
 def _executing() -> list[Reads]:
     """The reads of the tracked modules whose body is running now (on the call stack)."""
     found = []
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         code = frame.f_code
         if code.co_name == "<module>":
@@ -342,7 +357,7 @@ def _saw_env(name: object, value: str | None) -> None:
 def env_digest(name: str) -> str:
     """An environment variable as a dependency list records it (read without recording the read)."""
     value = os.environ._data.get(os.environ.encodekey(name))  # type: ignore[attr-defined]
-    return _value_digest(None if value is None else os.environ.decodevalue(value))  # type: ignore[attr-defined]
+    return _value_digest(None if value is None else os.environ.decodevalue(value))
 
 
 def _value_digest(value: str | None) -> str:
@@ -493,7 +508,7 @@ def _install() -> None:
     builtins.__import__ = _recording_import
     importlib.import_module = _recording_import_module
     os.getcwd = _recording_getcwd
-    os._Environ.__getitem__ = _recording_environ_getitem  # type: ignore[attr-defined]
+    os._Environ.__getitem__ = _recording_environ_getitem  # type: ignore[method-assign]  # the recording hook
     sys.addaudithook(_audit)
     _INSTALLED = True
 

@@ -43,8 +43,9 @@ def config_table(table: str) -> str:
 
 
 def targets_table() -> str:
-    from perfguard.targets import BUILTIN, TargetProfile
     import dataclasses
+
+    from perfguard.targets import BUILTIN, TargetProfile
 
     rows = []
     for name, p in BUILTIN.items():

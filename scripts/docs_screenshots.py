@@ -45,9 +45,9 @@ def comment_html(markdown_text: str) -> str:
 
     body = markdown.markdown(markdown_text, extensions=["tables"])
     return ('<!doctype html><html><head><meta charset="utf-8"><style>body{margin:0;font:14px/1.5 '
-            'system-ui,sans-serif} main{max-width:%dpx;padding:16px} table{border-collapse:collapse} '
-            'td,th{border:1px solid #d0d7de;padding:6px 13px}</style></head><body><main>%s</main></body>'
-            '</html>' % (COMMENT_WIDTH, body))
+            f'system-ui,sans-serif}} main{{max-width:{COMMENT_WIDTH}px;padding:16px}} table{{border-collapse:collapse}} '
+            f'td,th{{border:1px solid #d0d7de;padding:6px 13px}}</style></head><body><main>{body}</main></body>'
+            '</html>')
 
 
 def render(folder: Path) -> dict[str, Path]:

@@ -452,9 +452,9 @@ def _write_rounds(root: str, writer: int, rounds: int) -> None:
 def _read_until(root: str, stop, results) -> None:
     """Read the five files, alternately without the lock (each file must be whole) and under it
     (the five must then come from one update: writers never interleave)."""
-    from perfguard.errors import PerfguardError
-    from perfguard.baselines.store import BaselineStore
     from perfguard.baselines.lock import baselines_lock
+    from perfguard.baselines.store import BaselineStore
+    from perfguard.errors import PerfguardError
 
     store, reads, unreadable, mixed, locked = BaselineStore(Path(root)), 0, 0, 0, False
     while not stop.is_set():

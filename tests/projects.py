@@ -138,7 +138,7 @@ class PullRequest:
     head: str  # the pull request's
     branch: str
 
-    def copy(self, dest: Path) -> "PullRequest":
+    def copy(self, dest: Path) -> PullRequest:
         """The whole repository (.git too) copied to `dest`, for a test to change."""
         shutil.copytree(self.root, dest, symlinks=True)
         return PullRequest(dest, dest / self.config.relative_to(self.root), self.base, self.head, self.branch)

@@ -34,6 +34,7 @@ class GitBaselineStore(BaselineSource):
             self.commit = repo.commit(ref)
         except (git.BadName, git.BadObject, ValueError):
             raise InputError(f"--base {ref}: unknown git revision in {repo.working_tree_dir}") from None
+        assert repo.working_tree_dir is not None  # found from a folder: not a bare repository
         root = Path(repo.working_tree_dir).resolve()
         try:
             self.prefix = PurePosixPath(self.baseline_dir.relative_to(root).as_posix())

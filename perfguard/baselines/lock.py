@@ -18,9 +18,9 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
 
 from perfguard.errors import InfraError, InputError
 
@@ -121,6 +121,6 @@ def baselines_lock(root: Path, timeout: float | None = None,
                     path.unlink()
                 except OSError:
                     pass
-                os.close(fd)
-                fd = None
+                if fd is not None:
+                    os.close(fd)
             _held[key] = (thread_lock, depth - 1, fd)

@@ -4,7 +4,7 @@ BaselineSource beside the working tree's (store.py) and a git revision's (git_re
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 
 from perfguard.baselines.store import Baseline, BaselineSource
@@ -16,6 +16,7 @@ from perfguard.predict.store import ModelFiles
 def baseline_of(result: JobResult, commit: str, predicted_time_s: float = 0.0, model_id: str = "") -> Baseline:
     """One revision's measurement in the shape the verdicts compare with (its time is re-scored by
     the judging model: the stored prediction is informational)."""
+    assert result.stats is not None  # a measured result
     return Baseline(kernel=result.kernel, target=result.target, family=result.family, params=result.params,
                     simulator=result.simulator, content_hash=result.content_hash or "", stats=result.stats,
                     predicted_time_s=predicted_time_s, model_id=model_id, commit=commit, created="",
@@ -49,7 +50,7 @@ class MeasuredBaselines(BaselineSource):
     def __init__(self, label: str, commit: str, results: Mapping[tuple[str, str], JobResult], *,
                  failed_as_missing: bool = False, models: ModelFiles | None = None,
                  graph: Callable[[str, str], dict[str, list[int]] | None] | None = None,
-                 model_kernels: frozenset[tuple[str, str]] | set[tuple[str, str]] = frozenset()):
+                 model_kernels: Collection[tuple[str, str]] = frozenset()):
         self.label, self.commit, self.results = label, commit, results
         self.failed_as_missing = failed_as_missing
         self._models, self._graph, self.model_kernels = models, graph, model_kernels

@@ -11,6 +11,7 @@ from __future__ import annotations
 import abc
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,7 @@ from perfguard.sim.stats import Stats
 # Every older schema is read (upgraded as read: what it lacks is None), every newer one refused.
 SCHEMA_VERSION = 4
 _SAFE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*$")
-_REQUIRED = {
+_REQUIRED: dict[str, type | tuple[type, ...]] = {
     "schema": int, "kernel": str, "target": str, "family": (str, type(None)), "params": dict,
     "simulator": str, "content_hash": str, "stats": dict, "predicted_time_s": (int, float),
     "model_id": str, "perfguard_version": str, "commit": (str, type(None)), "created": str,
@@ -188,7 +189,7 @@ class Provenance:
     damaged: int = 0
 
 
-def provenance(store: "BaselineStore", targets: list[str]) -> Provenance:
+def provenance(store: BaselineStore, targets: Sequence[str]) -> Provenance:
     found = Provenance()
     for target in targets:
         for name in store.names(target):

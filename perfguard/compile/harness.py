@@ -79,6 +79,7 @@ def render_harness(symbol: str, tensors: list[TensorSpec]) -> str:
         if _ranged(t):
             block = text[start:end]
             line = next(line for line in block.splitlines(keepends=True) if line.lstrip().startswith("data[i] = "))
+            assert t.fill is not None  # _ranged(t)
             low, high = t.fill[0], t.fill[1]
             fill = (_FLOAT_FILL.format(ctype=t.ctype, seed=t.seed, low=float(low), high=float(high)) if t.is_float
                     else _INTEGER_FILL.format(ctype=t.ctype, seed=t.seed, low=int(low), high=int(high)))

@@ -32,6 +32,7 @@ import struct
 import subprocess
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from perfguard.atomic import atomic_write_text
 from perfguard.errors import InputError, newer_format
@@ -172,7 +173,7 @@ class LoopNest:
         return data
 
     @classmethod
-    def from_dict(cls, data: object, source: str) -> "LoopNest":
+    def from_dict(cls, data: object, source: str) -> LoopNest:
         where = f"{source}: loop nest"
         if not isinstance(data, dict) or not {"version", "functions", "loops"} <= set(data) \
                 or not set(data) <= {"version", "functions", "loops", "error", "ranges", "code"}:
@@ -294,7 +295,8 @@ def scheduled_nests(mod) -> list[tuple[set[str], list[str]]]:
                 block = node.block
                 if nest is not None:
                     for written in block.writes:  # TensorRegion: the written tensor is its source
-                        name = str(getattr(written, "source", getattr(written, "buffer", None)).name)
+                        source: Any = getattr(written, "source", getattr(written, "buffer", None))
+                        name = str(source.name)
                         if name not in nests[nest][1]:
                             nests[nest][1].append(name)
                 stack.extend((s, nest) for s in (block.body, block.init) if s is not None)

@@ -5,9 +5,10 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from perfguard.atomic import atomic_write_text
 from perfguard.compile.inputs import TensorSpec, check_dtype, dtype_range
@@ -21,7 +22,7 @@ class LoweredKernel:
     tensors and a hash of its TVMScript. `mod` may be made on first use (`load`): a kernel whose
     build, loop nest and output check are all cached never needs it (inspect_text)."""
 
-    def __init__(self, mod: object, symbol: str, tensors: list[TensorSpec], ir_hash: str,
+    def __init__(self, mod: Any, symbol: str, tensors: list[TensorSpec], ir_hash: str,
                  load: Callable[[], object] | None = None):
         self._mod, self._load = mod, load
         self.symbol = symbol  # the exported safe-call symbol, e.g. __tvm_ffi_main
@@ -29,14 +30,14 @@ class LoweredKernel:
         self.ir_hash = ir_hash  # sha256 of the scheduled module's TVMScript text
 
     @property
-    def mod(self) -> object:
+    def mod(self) -> Any:  # a tvm IRModule (TVM has no type information)
         """The tvm.IRModule, scheduled."""
         if self._mod is None and self._load is not None:
             self._mod = self._load()
         return self._mod
 
 
-def inspect_module(mod: object, num_outputs: int, where: str) -> LoweredKernel:
+def inspect_module(mod: Any, num_outputs: int, where: str) -> LoweredKernel:
     """Check that `mod` is an IRModule with one PrimFunc of tensor parameters."""
     import tvm
 

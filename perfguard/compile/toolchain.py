@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 from perfguard import process
@@ -31,7 +31,7 @@ def find_cc(target: TargetProfile) -> str:
     return path
 
 
-@lru_cache(maxsize=None)
+@cache
 def cc_has_type(cc: str, ctype: str) -> bool:
     """Whether `cc` compiles a variable of `ctype` (riscv64's GCC 12 has no _Float16: GCC 13 added it)."""
     try:
@@ -52,7 +52,7 @@ def check_tensor_types(target: TargetProfile, cc: str, tensors, where: str) -> N
                              f"targets")
 
 
-@lru_cache(maxsize=None)
+@cache
 def cc_version(cc: str) -> str:
     out = subprocess.run([cc, "--version"], capture_output=True, text=True, check=False)
     return out.stdout.splitlines()[0].strip() if out.stdout else cc
@@ -66,7 +66,7 @@ def _run_text(cmd: list[str]) -> str:
     return proc.stdout.strip() if proc.returncode == 0 else ""
 
 
-@lru_cache(maxsize=None)
+@cache
 def libc_version(cc: str) -> str:
     """The C library a static harness links in: glibc's version from its headers and, where dpkg
     knows the file, the Debian package and version (a Debian revision can change memcpy & co)."""
@@ -90,7 +90,7 @@ LLVM_TOOLS = ("llvm-mca-19", "llvm-mca")
 LINK_TIMEOUT = 300  # seconds: a static link takes well under one
 
 
-@lru_cache(maxsize=None)
+@cache
 def llvm_version() -> str:
     """The version of LLVM's machine-code tools (llvm-mca, llvm-objdump), or 'absent'."""
     for tool in LLVM_TOOLS:

@@ -3,7 +3,7 @@
 One place for the format: the dataclasses below are the report's schema in code
 (docs/report.schema.json says the same in JSON Schema), `Report.to_json`/`Report.from_json`
 convert, `read_report`/`write_report` handle files, and UPGRADES turns an older schema's
-document into this one before it is read. guard/ builds a Report (runs.report_build, merge);
+document into this one before it is read. runs/ builds a Report (runs.report_build), judge/ merges shards' (judge.merge);
 report/ renders it (HTML, Markdown, terminal) and never sees the JSON.
 
 Reading is strict about types (a wrong one is an input error naming the key) and lenient about
@@ -21,9 +21,10 @@ import dataclasses
 import json
 import types
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from perfguard import jsonfile
 from perfguard.atomic import atomic_write_text
@@ -284,7 +285,7 @@ class DiffNode:
     loop: BlockLoop | None = absent_if(None)  # loop nodes: the loop as this run names it (else the baseline)
     block: int | None = absent_if(None)  # block nodes of a changed block: its index in Result.blocks
     folded: int = absent_if(0)  # "more" nodes: how many nodes it stands for
-    children: list["DiffNode"] = absent_if([])
+    children: list[DiffNode] = absent_if([])
 
     @property
     def moved_cycles(self) -> float:
@@ -453,7 +454,7 @@ class ToolchainSummary:
         return bool(self.tools)
 
     @classmethod
-    def of(cls, changes: dict[str, Any]) -> "ToolchainSummary":
+    def of(cls, changes: dict[str, Any]) -> ToolchainSummary:
         """From judge.verdicts.toolchain_summary's plain statement."""
         return cls({tool: [ToolchainDifference(p["baseline"], p["current"]) for p in pairs]
                     for tool, pairs in (changes.get("tools") or {}).items()},
@@ -623,7 +624,7 @@ class Report:
         return to_json(self)
 
     @classmethod
-    def from_json(cls, data: Any, source: str = "report") -> "Report":
+    def from_json(cls, data: Any, source: str = "report") -> Report:
         """Validate and build; an error names `source` and the key. Older schemas are upgraded first."""
         data = upgrade(data, source)
         return _Reader(source).load(Report, _fill_summary(data), "")
@@ -764,7 +765,7 @@ class _Reader:
                     return None
                 raise self.fail(where, self.kind(inner[0]), False, value)
             return self.load(inner[0], value, where, nullable=len(inner) < len(args))
-        if dataclasses.is_dataclass(tp):
+        if isinstance(tp, type) and dataclasses.is_dataclass(tp):
             return self.load_object(tp, value, where, nullable)
         if origin is list:
             if not isinstance(value, list):

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import abc
 import os
-from typing import Any, Callable, Protocol, Sequence, TypeVar
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, TypeVar
 
 J = TypeVar("J")
 R = TypeVar("R")
@@ -71,7 +72,7 @@ class Executor(abc.ABC):
             on_result: Callable[[int, R], None] | None = None) -> list[R]:
         """fn over every job; on_result(i, result) as each finishes; results in job order."""
 
-    def admit(self, check: Callable[[Any], dict[str, str]], arg: Any) -> None:
+    def admit(self, check: Callable[[Any], dict[str, str]], arg: Any) -> None:  # noqa: B027 (optional hook)
         """Refuse the workers on which check(arg) answers other than here (they would give other
         statistics); nothing to do where every worker is this machine."""
 
@@ -79,10 +80,10 @@ class Executor(abc.ABC):
         """One line for logs and reports: what ran the jobs."""
         return f"{self.name} ({workers_text(self.workers)})"
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 (optional hook)
         """Release workers; the executor may not be used afterwards."""
 
-    def __enter__(self) -> "Executor":
+    def __enter__(self) -> Executor:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -17,8 +17,9 @@ import os
 import sys
 import time
 import uuid
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from perfguard.errors import InfraError, InputError
 from perfguard.executors.base import Executor, J, R, default_workers, workers_text
@@ -39,7 +40,7 @@ def on_worker(fn: Callable[[Any], Any], job: Any, key: str = "") -> Any:
     """What a Dask worker runs: fn(job), with the worker's own cache folder if it names one; a
     result with a `worker` field says which worker it came from."""
     cache = os.environ.get(WORKER_CACHE_ENV)
-    if cache and dataclasses.is_dataclass(job) and hasattr(job, "cache_dir"):
+    if cache and dataclasses.is_dataclass(job) and not isinstance(job, type) and hasattr(job, "cache_dir"):
         job = dataclasses.replace(job, cache_dir=Path(cache))
     name = _worker_name()
     if name and key:
@@ -208,13 +209,13 @@ class DaskExecutor(Executor):
                 for future in done:
                     i = index[future.key]
                     try:
-                        results[i] = future.result()
+                        results[i] = result = future.result()
                     except Exception as exc:  # the worker process died on it more than Dask allows
                         raise InfraError(f"Dask gave up on job {i + 1} of {len(jobs)}: {type(exc).__name__}: "
                                          f"{exc}".splitlines()[0]) from None
-                    self._count(results[i])
+                    self._count(result)
                     if on_result:
-                        on_result(i, results[i])
+                        on_result(i, result)
         except BaseException:
             self.client.cancel(futures)
             raise

@@ -13,8 +13,8 @@ import multiprocessing
 import os
 import signal
 import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from typing import Callable, Sequence
 
 from perfguard.executors.base import Executor, J, R, default_workers
 from perfguard.process import WAIT_SLICE
@@ -53,7 +53,7 @@ class LocalExecutor(Executor):
                                              initializer=die_with_parent, initargs=(os.getpid(),))
         return self._pool
 
-    def __enter__(self) -> "LocalExecutor":
+    def __enter__(self) -> LocalExecutor:
         self._entered = True
         return self
 
@@ -108,9 +108,9 @@ class LocalExecutor(Executor):
         results: list[R | None] = [None] * len(jobs)
         if self._workers == 1 or len(jobs) <= 1:
             for i, job in enumerate(jobs):
-                results[i] = fn(job)
+                results[i] = result = fn(job)
                 if on_result:
-                    on_result(i, results[i])
+                    on_result(i, result)
             return results  # type: ignore[return-value]
         transient = not self._entered and self._pool is None
         if transient:  # size a one-off pool to the work, as the old executor did
@@ -123,9 +123,9 @@ class LocalExecutor(Executor):
                 done, _ = wait(pending, timeout=WAIT_SLICE, return_when=FIRST_COMPLETED)
                 for future in done:
                     i = pending.pop(future)
-                    results[i] = future.result()
+                    results[i] = result = future.result()
                     if on_result:
-                        on_result(i, results[i])
+                        on_result(i, result)
         except BaseException as exc:
             for future in pending:
                 future.cancel()

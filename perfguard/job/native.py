@@ -97,7 +97,7 @@ def this_machine() -> Machine:
     except OSError:
         pass
     return Machine(cpu, platform.release(), platform.machine(),
-                   _dt.datetime.now(_dt.timezone.utc).date().isoformat(), cpu_id, cycle_counter())
+                   _dt.datetime.now(_dt.UTC).date().isoformat(), cpu_id, cycle_counter())
 
 
 # perf_event_open(2): the syscall number per host ISA, and the attribute struct's first 64 bytes
@@ -318,7 +318,7 @@ class QuietPolicy:
 
     @classmethod
     def from_percent(cls, percent: float, budget_s: float = NEIGHBOUR_BUDGET_S, where: str = "--max-neighbour-busy"
-                     ) -> "QuietPolicy":
+                     ) -> QuietPolicy:
         """The policy of a command-line bound in percent of one CPU (0 turns the check off)."""
         if not math.isfinite(percent) or percent < 0:
             raise InputError(f"{where} {percent:g}: must be a finite percentage, 0 (off) or above")
@@ -327,7 +327,7 @@ class QuietPolicy:
         return cls(bound=percent / 100 if percent > 0 else None, budget_s=budget_s)
 
     @classmethod
-    def from_args(cls, args) -> "QuietPolicy":
+    def from_args(cls, args) -> QuietPolicy:
         """The policy of the options `add_quiet_options` added."""
         return cls.from_percent(args.max_neighbour_busy, args.quiet_budget)
 

@@ -24,13 +24,12 @@ import json
 from pathlib import Path
 
 from perfguard import sealed
-from perfguard.compile.cache import digest
 from perfguard.errors import InputError
-from perfguard.fingerprints import environment_digest
+from perfguard.fingerprints import digest, environment_digest
 from perfguard.job.run import Job, JobResult
+from perfguard.signals import log
 from perfguard.sim.base import profile_tools
 from perfguard.sim.stats import Stats
-from perfguard.signals import log
 from perfguard.user_code import changed
 
 RECORD_VERSION = 2

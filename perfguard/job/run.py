@@ -13,38 +13,44 @@ import json
 import shutil
 import time
 import traceback
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
 
 from perfguard import __version__, flopcount
-from perfguard.compile.cache import BuildCache, digest, file_digest
+from perfguard.compile.cache import BuildCache, file_digest
 from perfguard.compile.harness import HARNESS_VERSION, fill_digest, render_harness, template_digest
 from perfguard.compile.inputs import TensorSpec, decode_outputs, generate
 from perfguard.compile.loops import ensure_loops
 from perfguard.compile.lower import LoweredKernel, build_object, inspect_module, inspect_text, with_inputs
 from perfguard.compile.toolchain import (
-    cc_version, check_tensor_types, find_cc, libc_version, link_harness, llvm_version,
+    cc_version,
+    check_tensor_types,
+    find_cc,
+    libc_version,
+    link_harness,
+    llvm_version,
 )
 from perfguard.config import KernelSpec, load_callable
 from perfguard.errors import InfraError, InputError, PerfguardError
 from perfguard.executors import Executor
-from perfguard.fingerprints import tool_environment, tool_identity, worker_identity
-from perfguard.kernels import FAMILY_NAMES, get_family
-from perfguard.kernels.base import check_params
-from perfguard.kernels.models import origin
+from perfguard.fingerprints import digest, tool_environment, tool_identity, worker_identity
+from perfguard.job.verify import Reference, check_key, check_outputs, reference_outputs, resolve_reference
 from perfguard.judging import Judgement
+from perfguard.kernels import FAMILY_NAMES, get_family
+from perfguard.kernels.base import SCHEDULE_ENTRIES, check_params
+from perfguard.kernels.models import origin
 from perfguard.signals import interruptible, log
 from perfguard.sim.base import get_simulator, profile_tools
 from perfguard.sim.mca import LLVM_MCA, McaTarget, block_timings
+from perfguard.sim.mca_tools import timing_cache_dir
 from perfguard.sim.stats import Stats
 from perfguard.targets import TargetProfile
 from perfguard.timings import Span, cpu_seconds, measured
-from perfguard.user_code import changed, depend_on, recording, unchanged, user_code
-from perfguard.job.verify import Reference, check_key, check_outputs, reference_outputs, resolve_reference
-from perfguard.sim.mca_tools import timing_cache_dir
+from perfguard.user_code import callable_parts, changed, depend_on, recording, unchanged, user_code
 
 # Part of every build key: bump when the build recipe (flags, layout) changes.
 BUILD_RECIPE = 1
@@ -200,7 +206,7 @@ def needs_shipping(spec: KernelSpec) -> bool:
     a worker elsewhere has perfguard and the toolchains, not the project."""
     if spec.ir is not None:  # a [[model]]'s kernel already travels as its TVMScript
         return False
-    named = [spec.entry, spec.reference or ""] + ([spec.flops] if spec.flops and flopcount.is_callable(spec.flops) else [])
+    named = [spec.entry, spec.reference or ""] + ([spec.flops] if spec.flops and callable_parts(spec.flops) else [])
     return any(n and n.partition(":")[0].split(".")[0] != "perfguard" for n in named)
 
 
@@ -221,7 +227,8 @@ def ship(job: Job) -> Job:
             inputs = [generate(t) for t in lowered.tensors if not t.output]
             outputs = reference_outputs(spec, ref, lowered, inputs, job.where)
             buffer = io.BytesIO()
-            np.savez(buffer, **{f"out{i}": o for i, o in enumerate(outputs)})
+            arrays: dict[str, Any] = {f"out{i}": o for i, o in enumerate(outputs)}
+            np.savez(buffer, **arrays)
             reference, expected = (ref.kind, ref.identity), buffer.getvalue()
     shipped = Shipped(
         lowered.mod.script(), lowered.symbol,
@@ -259,8 +266,9 @@ def run_jobs(executor: Executor, jobs: list[Job],
         job = jobs[i]
         if result.worker and not result.ok and result.error:
             result.error = f"{result.error} (on worker {result.worker})"
-        if result.depends is not None and payloads[k].shipped is not None:
-            moved = changed(job.root, [list(d) for d in payloads[k].shipped.depends])
+        shipped = payloads[k].shipped
+        if result.depends is not None and shipped is not None:
+            moved = changed(job.root, [list(d) for d in shipped.depends])
             if moved is not None:  # edited while the cluster ran it: not recorded ("too new")
                 log(f"{job.label}: {moved} changed while the job ran: its result is not recorded")
                 result.depends = None
@@ -272,6 +280,20 @@ def run_jobs(executor: Executor, jobs: list[Job],
     return results  # type: ignore[return-value]
 
 
+def _family_of(spec: KernelSpec, entry: Callable, where: str) -> Any:
+    """The built-in family a kernel names, refused when its entry builds something else: the
+    family's knobs, reference, flop count and calibrated model would be another kernel's. Another
+    name only labels a kernel of the user's own (none; reports group by it)."""
+    if spec.family is None or spec.family not in FAMILY_NAMES:
+        return None
+    family = get_family(spec.family)
+    if entry is family.entry or spec.entry in SCHEDULE_ENTRIES:
+        return family
+    own = f"{family.entry.__module__}:{family.entry.__name__}"
+    raise InputError(f"{where}: entry '{spec.entry}' and family '{spec.family}' disagree (that family's entry is "
+                     f"'{own}'): name the family's entry, or leave `family` out for a kernel of your own")
+
+
 def resolve_kernel(spec: KernelSpec, root: Path, where: str,
                    cache_dir: Path | None = None) -> tuple[LoweredKernel, dict[str, Any], Any]:
     """Call the kernel's entry and inspect the module; returns (lowered, full params, family). A
@@ -280,7 +302,7 @@ def resolve_kernel(spec: KernelSpec, root: Path, where: str,
         lowered = inspect_text(spec.ir, spec.outputs or 1, where, lambda text: _parse_ir(text, where), cache_dir)
         return lowered, dict(spec.params), None
     entry = load_callable(spec.entry, root, where)
-    family = get_family(spec.family) if spec.family in FAMILY_NAMES else None
+    family = _family_of(spec, entry, where)
     params = dict(spec.params)
     if family is not None and entry is family.entry:
         try:
@@ -423,9 +445,11 @@ def build_tools(profile: TargetProfile) -> str:
 
 def kernel_flops(spec: KernelSpec, root: Path, where: str) -> int:
     """A user kernel's `flops`: its expression over the params, or its function called with them."""
-    if not flopcount.is_callable(spec.flops):
-        return flopcount.evaluate(spec.flops, spec.params, f"{where}: flops")
-    func = load_callable(spec.flops, root, where, "flops")
+    flops = spec.flops
+    assert flops is not None  # called for a kernel that has one
+    if callable_parts(flops) is None:
+        return flopcount.evaluate(flops, spec.params, f"{where}: flops")
+    func = load_callable(flops, root, where, "flops")
     try:
         with user_code():
             value = func(**spec.params)
@@ -448,6 +472,7 @@ def _run(job: Job, result: JobResult) -> None:
     fingerprint = simulator.fingerprint(job.profile)
     result.toolchain["simulator"] = fingerprint
     cache = BuildCache(job.cache_dir)
+    assert result.binary_hash is not None  # build_kernel set it
     sim_key = simulation_key(job, result.binary_hash, fingerprint, simulator.programs(job.profile))
     found = None if job.recompute else cache.lookup_sim(sim_key)
     stats = None if found is None else _cached_stats(found[0], sim_key)
@@ -478,6 +503,7 @@ def _warm_block_timings(job: Job, stats: Stats) -> None:
     if shutil.which(LLVM_MCA) is None:
         return
     profile = job.profile
+    assert stats.blocks is not None  # the caller checked
     try:
         block_timings(stats.blocks.blocks, McaTarget(profile.triple, profile.pipeline_cpu, profile.mattr),
                       timing_cache_dir(job.cache_dir))
@@ -496,7 +522,7 @@ def _cached_stats(record: dict | None, sim_key: str) -> Stats | None:
         return None
 
 
-def simulation_key(job: Job, binary_hash: str, fingerprint: str, programs: list[str] = ()) -> str:
+def simulation_key(job: Job, binary_hash: str, fingerprint: str, programs: Sequence[str] = ()) -> str:
     """Everything that decides a simulation's statistics and outputs: the simulator's programs by
     their bytes (not only the version text in its fingerprint) and the variables they read."""
     return digest(binary_hash, job.simulator, fingerprint, str(job.reps), str(job.warmup),
@@ -519,6 +545,7 @@ def check_built(job: Job, result: JobResult, built: Built, outputs: list[np.ndar
     shipped = job.shipped if job.shipped is not None and job.shipped.reference is not None else None
     with recording(job.root, exclude=(job.cache_dir,), whole=False) as read:
         if shipped is not None:  # run by the submitting machine: its outputs are part of the key
+            assert shipped.reference is not None and shipped.expected is not None  # shipped with its reference's outputs
             kind, identity = shipped.reference
             ref = Reference(kind, None, digest(identity, "shipped outputs", digest(shipped.expected.hex())))
         else:
@@ -547,6 +574,3 @@ def check_built(job: Job, result: JobResult, built: Built, outputs: list[np.ndar
             cache.store_check(key, checked)
     result.max_error = checked["max_error"]
 
-
-def job_summary(result: JobResult) -> str:
-    return json.dumps(result.to_dict(), sort_keys=True)

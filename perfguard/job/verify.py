@@ -28,21 +28,21 @@ import io
 import json
 import math
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Callable
+from typing import Any
 
 import numpy as np
 
 from perfguard import __version__
 from perfguard.atomic import atomic_write_bytes
-from perfguard.compile.cache import digest
 from perfguard.compile.inputs import generate
 from perfguard.compile.lower import LoweredKernel, build_host
 from perfguard.config import KernelSpec, load_callable
 from perfguard.errors import InfraError, InputError, WrongResult
-from perfguard.fingerprints import code_digest
+from perfguard.fingerprints import code_digest, digest
 from perfguard.user_code import user_code
 
 # Part of every check key: bump when the comparison itself changes.
@@ -147,7 +147,8 @@ def _self_reference(ref: Reference, lowered: LoweredKernel, inputs: list[np.ndar
         pass  # absent or damaged: build it
     outputs = _tvm_host_reference(lowered, inputs, where)
     buffer = io.BytesIO()
-    np.savez(buffer, **{f"out{i}": o for i, o in enumerate(outputs)})
+    arrays: dict[str, Any] = {f"out{i}": o for i, o in enumerate(outputs)}
+    np.savez(buffer, **arrays)
     try:
         atomic_write_bytes(path, buffer.getvalue())
     except (InfraError, OSError):
@@ -172,15 +173,6 @@ def tolerances(spec: KernelSpec, dtype: str, want: np.ndarray) -> tuple[float, f
     rtol = spec.rtol if spec.rtol is not None else default
     atol = spec.atol if spec.atol is not None else default * (largest if largest > 0 else 1.0)
     return rtol, atol
-
-
-def needed_tolerance(got: np.ndarray, want: np.ndarray) -> float:
-    """The smallest t with |got - want| <= t * |want| + t * max|want| everywhere: what the default
-    tolerance must be at least for this output to pass (benchmarks/output_tolerance.py)."""
-    got, want = got.astype(np.float64), want.astype(np.float64)
-    largest = float(np.max(np.abs(want))) if want.size else 0.0
-    denominator = np.abs(want) + (largest if largest > 0 else 1.0)
-    return float(np.max(np.abs(got - want) / denominator)) if want.size else 0.0
 
 
 def check_output(spec: KernelSpec, name: str, dtype: str, got: np.ndarray, want: np.ndarray, where: str) -> float:

@@ -28,9 +28,18 @@ Definitions (also in docs/report.schema.json and on the HTML pages):
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
-from perfguard.document.report import (ROOF_FRACTION, Analysis, Driver, Energy, EnergyCosts, Metrics, Result,
-                                       TargetSummary)
+from perfguard.document.report import (
+    ROOF_FRACTION,
+    Analysis,
+    Driver,
+    Energy,
+    EnergyCosts,
+    Metrics,
+    Result,
+    TargetSummary,
+)
 from perfguard.predict.analytical import AnalyticalModel
 from perfguard.predict.base import Predictor
 from perfguard.predict.features import raw_matrix
@@ -78,7 +87,7 @@ def energy(stats: Stats, target: TargetSummary) -> Energy | None:
     }
     if any(count is None for count, _ in parts.values()):
         return None
-    out = {name: count * pj * _PJ for name, (count, pj) in parts.items()}
+    out = {name: (count or 0) * pj * _PJ for name, (count, pj) in parts.items()}  # none is None (above)
     return Energy(**out, total_j=sum(out.values()))
 
 
@@ -127,7 +136,8 @@ def drivers(predictor: Predictor, baseline: Stats, current: Stats) -> list[Drive
     with the model that scored the run; for the (linear) analytical model the impacts add up
     to the whole change exactly, for a calibrated model they are a first-order attribution.
     """
-    before, after = baseline.to_dict(), current.to_dict()
+    before: dict[str, Any] = baseline.to_dict()  # the changed counters are ints (both present)
+    after: dict[str, Any] = current.to_dict()
     changed = [n for n in STAT_FIELDS if before[n] is not None and after[n] is not None and before[n] != after[n]]
     if not changed:
         return []

@@ -21,9 +21,10 @@ first bad revision.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from perfguard.compile.loops import LoopLayout, LoopMatch, LoopNest
 from perfguard.document.report import Attribution, BlockChange, BlockLoop, BlockSide, InsnCycles, LoopStep
@@ -31,9 +32,9 @@ from perfguard.judge.block_pairs import Site, pair_blocks
 from perfguard.judge.differential import NO_SYMBOL, NOT_IN_LOOP, UNDECIDED, Place, differential
 from perfguard.predict.pipeline import PipelineModel
 from perfguard.sim.mca_insns import instruction_costs
+from perfguard.sim.mca_tools import timing_cache_dir
 from perfguard.sim.stats import Stats
 from perfguard.targets import TargetProfile
-from perfguard.sim.mca_tools import timing_cache_dir
 
 MAX_BLOCKS = 40  # kept per result: the kernel page lists them all, the comment the top 3
 MAX_CANDIDATES = 4  # loops shown for a block several loops fit
@@ -369,12 +370,6 @@ def _add_insn_cycles(blocks: list[BlockChange], model: PipelineModel) -> None:
     for side, rows in zip(sides, costs):
         side.insn_cycles = [InsnCycles(r.latency, r.rthroughput, r.uops) for r in rows or []]
 
-
-def block_changes(model: PipelineModel, baseline: Stats, current: Stats,
-                  loops: tuple[dict | None, dict | None] = (None, None)) -> list[BlockChange]:
-    """The changed blocks of `attribute`: code paired by what it is (judge.block_pairs), code
-    that only moved left out, largest change in cycles first (at most MAX_BLOCKS)."""
-    return attribute(model, baseline, current, loops).blocks
 
 
 def attribution_between(before: Any, after: Any, profile: TargetProfile, cache_dir: Path) -> Attributed | None:

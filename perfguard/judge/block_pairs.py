@@ -24,8 +24,8 @@ first three are unchanged code: whatever their cycles did, it is not a change of
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import Callable, Hashable
 
 from perfguard.judge.code_identity import normalised, renamed
 from perfguard.predict.pipeline import BlockCost
@@ -147,7 +147,7 @@ def pair_blocks(before: list[BlockCost], after: list[BlockCost], isa: str,
         pairs.append(BlockPair(tuple(a), tuple(b), how))
 
     for step in (SAME, RENAMED):
-        _pair_by_key(free, lambda side, s, step=step: forms[side].key(s, step), step, take)
+        _pair_by_key(free, _keyed(forms, step), step, take)
     _pair_splits(free, forms, take)
     _pair_by_key(free, lambda side, s: forms[side].key(s, RECOUNTED), RECOUNTED, take)
     if loop_key is not None:
@@ -159,6 +159,11 @@ def pair_blocks(before: list[BlockCost], after: list[BlockCost], isa: str,
     for s in list(free[1].values()):
         take([], [s], ONLY_CURRENT)
     return pairs
+
+
+def _keyed(forms: tuple[_Forms, _Forms], step: str) -> Callable[[int, Site], Hashable | None]:
+    """Each side's key of a site at `step` (SAME or RENAMED)."""
+    return lambda side, s: forms[side].key(s, step)
 
 
 def _pair_by_key(free: list[dict[int, Site]], key: Callable[[int, Site], Hashable | None], how: str, take) -> None:

@@ -10,14 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from perfguard import machines
 from perfguard.baselines.store import Baseline
+from perfguard.config import Config
 from perfguard.errors import InfraError, InputError
+from perfguard.job.run import Job, JobResult
 from perfguard.judge.attribution import Attributed, attribute
 from perfguard.judge.verdicts import Verdict, judge
-from perfguard import machines
-from perfguard.config import Config
 from perfguard.judging import Judgement
-from perfguard.job.run import Job, JobResult
 from perfguard.predict.analytical import AnalyticalModel
 from perfguard.predict.base import Predictor
 from perfguard.predict.intervals import IntervalCalibration, for_machine

@@ -16,8 +16,8 @@ node, so every level still adds up.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from perfguard.document.report import Attribution, BlockLoop, DiffNode
 from perfguard.judge.block_pairs import BlockPair, Site
@@ -54,7 +54,7 @@ class _Node:
     unchanged: bool = True
     loop: BlockLoop | None = None
     block: int | None = None
-    children: dict[tuple, "_Node"] = field(default_factory=dict)
+    children: dict[tuple, _Node] = field(default_factory=dict)
 
     def add(self, baseline: float, current: float, changed: bool) -> None:
         self.baseline += baseline
@@ -96,7 +96,7 @@ def differential(pairs: list[BlockPair], places: tuple[Callable[[Site], Place], 
 
 def _leaf(roots: dict[tuple, _Node], place: Place, pair: BlockPair, index: int, blocks: dict[int, int],
           baseline: float, current: float, changed: bool) -> None:
-    path = [(("function", place.function), place.function)]
+    path: list[tuple[tuple, str]] = [(("function", place.function), place.function)]
     if place.nest is not None:
         path.append((("nest", place.nest), place.nest))
     if place.loop is not None:

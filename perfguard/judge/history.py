@@ -9,9 +9,9 @@ are not comparable. Change points come from perfguard.judge.changepoint.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from perfguard.baselines.store import Baseline, parse_baseline
 from perfguard.document.report import ChangePoint, History, HistoryPoint
@@ -47,6 +47,7 @@ class BaselineHistory:
             self.repo = None
 
     def _prefix(self) -> str:
+        assert self.repo is not None and self.repo.working_tree_dir is not None  # called only with a repository
         return self.baseline_dir.relative_to(Path(self.repo.working_tree_dir).resolve()).as_posix()
 
     def _path(self, target: str, kernel: str) -> str:

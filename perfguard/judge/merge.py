@@ -8,18 +8,26 @@ error (2), which beats a regression (1).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from perfguard import __version__
-from perfguard.document.report import (ModelKernel, ModelPart, ModelTotal, Report, Result, Summary, TargetSummary,
-                                       ToolchainSummary, read_report)
+from perfguard.document.report import (
+    ModelKernel,
+    ModelPart,
+    ModelTotal,
+    Report,
+    Result,
+    Summary,
+    TargetSummary,
+    ToolchainSummary,
+)
 from perfguard.document.verdicts import VERDICTS, summary_key
 from perfguard.errors import EXIT_INFRA, EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, EXIT_WRONG_RESULT, InputError
 from perfguard.judge.model_totals import count_kernels, total
 from perfguard.judge.verdicts import toolchain_summary
 
-load_report = read_report  # the name the fuzz tests and older callers know
 _SEVERITY = (EXIT_WRONG_RESULT, EXIT_INFRA, EXIT_USAGE, EXIT_REGRESSION)
 
 
@@ -32,7 +40,7 @@ def combined_exit_code(codes: Iterable[int]) -> int:
 
 
 def summarize(results: list[Result], exit_code: int) -> Summary:
-    counts = {summary_key(name): 0 for name in VERDICTS}
+    counts: dict[str, Any] = {summary_key(name): 0 for name in VERDICTS}
     for r in results:
         counts[summary_key(r.verdict)] += 1
     changed = toolchain_summary((r.target, {k: {"baseline": d.baseline, "current": d.current}
@@ -70,6 +78,7 @@ def _check_shards(reports: list[tuple[Path, Report]]) -> None:
     count = counts.pop()
     seen: dict[int, Path] = {}
     for path, s in shards:
+        assert s is not None  # unsharded reports were refused above
         if s.index in seen:
             raise InputError(f"{path}: shard {s.index}/{count} is also in {seen[s.index]}")
         seen[s.index] = path

@@ -25,8 +25,9 @@ Changed calls per inference are said with the graph nodes that came or went ("ca
 from __future__ import annotations
 
 import difflib
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from perfguard.document.model_labels import dims
 
@@ -51,8 +52,9 @@ def related(op_a: str | None, layer_a: dict | None, op_b: str | None, layer_b: d
     return _kind(layer_a) == _kind(layer_b)
 
 
-def _shape_distance(a: dict, b: dict) -> float:
+def _shape_distance(a: dict | None, b: dict | None) -> float:
     """The share of differing dimensions over the layer's shapes (0: equal, 1: all differ)."""
+    a, b = a or {}, b or {}  # a kernel outside any layer has no shapes
     pairs = [(x, y) for key in ("in", "out", "weight") for x, y in zip(a.get(key) or [], b.get(key) or [])]
     return sum(x != y for x, y in pairs) / len(pairs) if pairs else 1.0
 

@@ -11,8 +11,8 @@ would be incomplete. Calls the model's `skip` leaves out are in neither total, a
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from typing import Callable, Iterable
 
 from perfguard.baselines.store import Baseline
 from perfguard.document import model_labels
@@ -92,7 +92,7 @@ def total(model: str, target: str, threshold_pct: float, rows: Iterable[ModelKer
     present = [r for r in rows if r.verdict != REMOVED]
     current = None if failed or not present else sum(r.current_total_s or 0.0 for r in present)
     with_baseline = [r for r in rows if r.baseline_total_s is not None]
-    baseline = sum(r.baseline_total_s for r in with_baseline) if with_baseline else None
+    baseline = sum(r.baseline_total_s or 0.0 for r in with_baseline) if with_baseline else None
     delta = change_pct(baseline, current) if current is not None and baseline else None
     changes, breakdown = [], ""
     if failed:

@@ -13,13 +13,13 @@ the run's summary says once which tools differ and how to re-baseline (toolchain
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 import numpy as np
 
 from perfguard.baselines.store import Baseline
-from perfguard.document.verdicts import REGRESSION, IMPROVEMENT, UNCHANGED, NEW, TOOLCHAIN
+from perfguard.document.verdicts import IMPROVEMENT, NEW, REGRESSION, TOOLCHAIN, UNCHANGED
 from perfguard.errors import InputError
 from perfguard.judging import Limit, limit_breaches
 from perfguard.predict.base import Predictor

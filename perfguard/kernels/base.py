@@ -7,8 +7,9 @@ the knob space that calibration and tuning sample from.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -140,10 +141,10 @@ def fill_tile_defaults(
     extents = extents or {}
     for key, cap in tile_caps.items():
         if p[key] is None:
-            extent = extents[key] if key in extents else p[knobs[key].divides]
+            extent = extents[key] if key in extents else p[divided_param(knobs, key)]
             p[key] = largest_divisor_at_most(extent, cap)
     if p["vector"] is None:
-        p["vector"] = default_vector(p[knobs["vector"].divides], p["dtype"])
+        p["vector"] = default_vector(p[divided_param(knobs, "vector")], p["dtype"])
 
 
 def resolve_with_tile_defaults(family: str, knobs: dict[str, Knob], params: dict, tile_caps: dict[str, int]) -> dict:
@@ -187,6 +188,18 @@ def main_module(args):
     from tvm import te
 
     return tvm.IRModule({"main": te.create_prim_func(list(args))})
+
+
+# Entries that build a family's own computation under a schedule perfguard tune recorded (the
+# schedule names the family): they may name any family, and keep its reference and calibrated model.
+SCHEDULE_ENTRIES = ("perfguard.tune.apply:tuned", "perfguard.tune.apply:candidate")
+
+
+def divided_param(knobs: dict[str, Knob], key: str) -> str:
+    """The parameter knob `key` divides (a tile's loop extent)."""
+    divides = knobs[key].divides
+    assert divides is not None, f"knob {key} divides no parameter"  # a family's declaration, not user input
+    return divides
 
 
 def matmul_in_float64(a, b, dtype: str) -> np.ndarray:

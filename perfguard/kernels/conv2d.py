@@ -20,17 +20,30 @@ auto-unroll step (0 = none).
 from __future__ import annotations
 
 import itertools
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 
 from perfguard.kernels.base import (
-    DTYPES, SPACE_UNROLL_STEPS, UNROLL_KNOB, Knob, annotate_auto_unroll, builtin_family, main_module,
-    standard_normal_inputs, tile_candidates,
+    DTYPES,
+    SPACE_UNROLL_STEPS,
+    UNROLL_KNOB,
+    Knob,
+    annotate_auto_unroll,
+    builtin_family,
+    main_module,
+    standard_normal_inputs,
+    tile_candidates,
 )
 from perfguard.kernels.conv_common import (
-    KERNEL_WINDOW_KNOBS, column_vectors, data_placeholder, kernel_tap_windows, output_hw, resolve_conv_like,
-    topi_zero_padded, zero_padded_stage,
+    KERNEL_WINDOW_KNOBS,
+    column_vectors,
+    data_placeholder,
+    kernel_tap_windows,
+    output_hw,
+    resolve_conv_like,
+    topi_zero_padded,
+    zero_padded_stage,
 )
 
 NAME = "conv2d"

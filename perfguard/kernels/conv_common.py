@@ -4,7 +4,7 @@ over an input zero-padded by `padding`, and an output tiled over its rows P and 
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 

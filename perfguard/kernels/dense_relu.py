@@ -11,13 +11,23 @@ reverse (W rows reused). `unroll` is TVM's auto-unroll step (0 = none).
 from __future__ import annotations
 
 import itertools
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 
 from perfguard.kernels.base import (
-    DTYPES, MATRIX_SPACE_LANES, SPACE_UNROLL_STEPS, UNROLL_KNOB, Knob, annotate_auto_unroll, builtin_family,
-    lanes_dividing, main_module, resolve_with_tile_defaults, standard_normal_inputs, tile_candidates,
+    DTYPES,
+    MATRIX_SPACE_LANES,
+    SPACE_UNROLL_STEPS,
+    UNROLL_KNOB,
+    Knob,
+    annotate_auto_unroll,
+    builtin_family,
+    lanes_dividing,
+    main_module,
+    resolve_with_tile_defaults,
+    standard_normal_inputs,
+    tile_candidates,
 )
 
 NAME = "dense_relu"

@@ -20,13 +20,24 @@ back elsewhere (x86_64 F16C, Cortex-A72). The harness needs _Float16 in the targ
 from __future__ import annotations
 
 import itertools
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 
 from perfguard.kernels.base import (
-    DTYPES, HALF, MATRIX_SPACE_LANES, SPACE_UNROLL_STEPS, UNROLL_KNOB, Knob, annotate_auto_unroll, builtin_family,
-    lanes_dividing, main_module, matmul_in_float64, resolve_with_tile_defaults, standard_normal_inputs,
+    DTYPES,
+    HALF,
+    MATRIX_SPACE_LANES,
+    SPACE_UNROLL_STEPS,
+    UNROLL_KNOB,
+    Knob,
+    annotate_auto_unroll,
+    builtin_family,
+    lanes_dividing,
+    main_module,
+    matmul_in_float64,
+    resolve_with_tile_defaults,
+    standard_normal_inputs,
     tile_candidates,
 )
 
@@ -114,7 +125,8 @@ def compute(**params):
 
 def reference(inputs, **params):
     p = resolve(**params)
-    return [matmul_in_float64(*inputs, p["dtype"])]
+    a, b = inputs
+    return [matmul_in_float64(a, b, p["dtype"])]
 
 
 def flops(**params) -> int:

@@ -10,13 +10,23 @@ reused across all rows). `unroll` is TVM's auto-unroll step (0 = none).
 from __future__ import annotations
 
 import itertools
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 
 from perfguard.kernels.base import (
-    DTYPES, MATRIX_SPACE_LANES, SPACE_UNROLL_STEPS, UNROLL_KNOB, Knob, annotate_auto_unroll, builtin_family,
-    lanes_dividing, main_module, matmul_in_float64, resolve_with_tile_defaults, standard_normal_inputs,
+    DTYPES,
+    MATRIX_SPACE_LANES,
+    SPACE_UNROLL_STEPS,
+    UNROLL_KNOB,
+    Knob,
+    annotate_auto_unroll,
+    builtin_family,
+    lanes_dividing,
+    main_module,
+    matmul_in_float64,
+    resolve_with_tile_defaults,
+    standard_normal_inputs,
     tile_candidates,
 )
 
@@ -97,7 +107,8 @@ def compute(**params):
 
 def reference(inputs, **params):
     p = resolve(**params)
-    return [matmul_in_float64(*inputs, p["dtype"])]
+    a, b = inputs
+    return [matmul_in_float64(a, b, p["dtype"])]
 
 
 def flops(**params) -> int:

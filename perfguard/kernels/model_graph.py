@@ -139,7 +139,7 @@ class _OneNode:
         return getattr(self._graph, name)
 
 
-def _attach_unnamed(func, named: dict[str, "Node"]) -> dict[str, Node]:
+def _attach_unnamed(func, named: dict[str, Node]) -> dict[str, Node]:
     """Bindings a converter emitted before the node's result belong to that node."""
     out, pending = {}, []
     for binding in _bindings(func):
@@ -311,7 +311,7 @@ def trace_calls(source, legalised, fused, final, nodes: dict[str, Node], entry: 
                 graph_nodes.append(node)
         anchor = max(members, key=lambda m: pattern.get(m, 0), default=None)  # the first of the heaviest
         first = next((n for n in graph_nodes if anchor in nodes and n.name == nodes[anchor].name), None)
-        if first is not None:
+        if first is not None and anchor is not None:
             graph_nodes.remove(first)
             graph_nodes.insert(0, Node(first.name, nodes[anchor].op))
         layer = describe(source_bindings.get(anchor)) if anchor is not None else {}

@@ -112,7 +112,6 @@ def default_schedule(ir: str, tvm_target: dict) -> str | None:
     TVMScript; None when the rules do not apply to it (it keeps its loops)."""
     import tvm
     from tvm import s_tir
-
     from tvm.s_tir import meta_schedule as ms
 
     mod = tvm.script.from_source(ir)

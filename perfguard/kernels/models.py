@@ -40,7 +40,7 @@ import numpy as np
 from perfguard.atomic import atomic_write_text
 from perfguard.config import Config, KernelSpec, ModelSpec, load_callable
 from perfguard.errors import InfraError, InputError
-from perfguard.fingerprints import environment_digest
+from perfguard.fingerprints import digest, environment_digest
 from perfguard.kernels import model_graph
 from perfguard.kernels.model_schedule import SCHEDULE_RECIPE, default_schedule
 from perfguard.user_code import depend_on, recording, unchanged
@@ -86,10 +86,6 @@ def extracted(**params: Any):
     raise InputError(f"{ENTRY} builds nothing by itself: it names the kernels perfguard extracts from a [[model]]")
 
 
-def _sha(*parts: str) -> str:
-    return hashlib.sha256(b"".join(part.encode() + b"\0" for part in parts)).hexdigest()  # as build.cache.digest
-
-
 def _where(config: Config, spec: ModelSpec) -> str:
     return f"{config.path}: model '{spec.name}'"
 
@@ -100,13 +96,13 @@ def _onnx_source(config: Config, spec: ModelSpec):
     where = _where(config, spec)
     path = Path(spec.source) if os.path.isabs(spec.source) else config.root / spec.source
     try:
-        digest = _file_digest(path)
+        file_sha = _file_digest(path)
     except FileNotFoundError:
         raise InputError(f"{where}: source '{spec.source}': no such file ({path})") from None
     except OSError as exc:
         raise InputError(f"{where}: source '{spec.source}': cannot read: {exc.strerror or exc}") from None
     inputs = {k: [list(shape), dtype] for k, (shape, dtype) in sorted(spec.inputs.items())}
-    content = _sha("onnx", digest, json.dumps(inputs))
+    content = digest("onnx", file_sha, json.dumps(inputs))
 
     def load():
         try:
@@ -209,7 +205,7 @@ def _python_source(config: Config, spec: ModelSpec):
     if not isinstance(mod, tvm.IRModule):
         raise InputError(f"{where}: source '{spec.source}' returned {type(mod).__name__}, expected a Relax "
                          f"IRModule (or export_tvm's (IRModule, params))")
-    return _sha("relax", mod.script()), lambda: (mod, None)
+    return digest("relax", mod.script()), lambda: (mod, None)
 
 
 def _first(exc: BaseException) -> str:
@@ -373,15 +369,15 @@ def extract_model(mod, tvm_target: dict, model_name: str, where: str,
         mine = [i for i, c in enumerate(calls) if c.func == task.task_name or code(c.func) == code(task.task_name)]
         sites = [[[n.name, n.op] for n in calls[i].nodes] for i in mine]
         layer = calls[mine[0]].layer if mine else {}
-        base = f"{model_name}.{op}.{_sha(signature)[:6]}"
+        base = f"{model_name}.{op}.{digest(signature)[:6]}"
         kernels.setdefault(base, []).append((op, int(task.weight), signature, outputs, kmod.script(), mine, sites,
                                              layer, _flops(kmod)))
     out = []
     for base, group in kernels.items():
         # Same operator, same shapes, other code (a slice at another offset): told apart by their code.
-        group.sort(key=lambda g: _sha(g[4]))
+        group.sort(key=lambda g: digest(g[4]))
         for op, calls_, signature, outputs, ir, positions, sites, layer, flops in group:
-            kernel = base if len(group) == 1 else f"{base}-{_sha(ir)[:4]}"
+            kernel = base if len(group) == 1 else f"{base}-{digest(ir)[:4]}"
             out.append(ModelKernel(kernel, op, calls_, signature, outputs, ir, positions, sites, layer, "none", graph,
                                    flops))
     return sorted(out, key=lambda k: k.name)
@@ -427,7 +423,7 @@ def model_kernels(config: Config, spec: ModelSpec, target: str) -> list[ModelKer
 
 def _front_key(config: Config, spec: ModelSpec, target: str) -> str:
     """The model entry, the target and everything perfguard runs it with (not the files its source reads)."""
-    return _sha("model record", json.dumps(spec.__dict__, sort_keys=True, default=str),
+    return digest("model record", json.dumps(spec.__dict__, sort_keys=True, default=str),
                 json.dumps(config.profile(target).tvm_target, sort_keys=True), str(EXTRACT_RECIPE),
                 str(SCHEDULE_RECIPE), environment_digest())
 
@@ -460,7 +456,7 @@ def _model_kernels(config: Config, spec: ModelSpec, target: str) -> list[ModelKe
     where = _where(config, spec)
     content, load = (_onnx_source if spec.is_file else _python_source)(config, spec)
     profile = config.profile(target)
-    key = _sha(content, json.dumps(profile.tvm_target, sort_keys=True), _tvm_version(), str(EXTRACT_RECIPE),
+    key = digest(content, json.dumps(profile.tvm_target, sort_keys=True), _tvm_version(), str(EXTRACT_RECIPE),
                spec.name, _database_digest(config, spec), spec.schedule, str(SCHEDULE_RECIPE))
     path = _cache_file(config.storage.cache_dir, key)
     try:
@@ -490,6 +486,7 @@ def _scheduled(kernel: ModelKernel, config: Config, spec: ModelSpec, profile, wh
 
 
 def _database_folder(config: Config, spec: ModelSpec) -> Path:
+    assert spec.database is not None  # called for a model that names one
     return Path(spec.database) if os.path.isabs(spec.database) else config.root / spec.database
 
 
@@ -504,7 +501,7 @@ def _database_digest(config: Config, spec: ModelSpec) -> str:
             parts.append(hashlib.sha256((folder / name).read_bytes()).hexdigest())
         except OSError:
             parts.append("missing")  # _database_schedule says so, naming the file
-    return _sha(spec.database, *parts)
+    return digest(spec.database, *parts)
 
 
 def _database_schedule(kernel: ModelKernel, config: Config, spec: ModelSpec, profile, where: str) -> str | None:
@@ -577,10 +574,10 @@ def model_specs(config: Config, spec: ModelSpec, targets: list[str]) -> list[Ker
     for target in targets:
         kernels = model_kernels(config, spec, target)
         _check_skip(config, spec, kernels)
-        for k in kernels:
-            k = _guarded(k, set(spec.skip))
-            if k is not None:
-                by_name.setdefault(k.name, []).append((k, target))
+        for each in kernels:
+            kept = _guarded(each, set(spec.skip))
+            if kept is not None:
+                by_name.setdefault(kept.name, []).append((kept, target))
     out = []
     for name, found in sorted(by_name.items()):
         # One spec per distinct kernel: a target whose extraction differs (code, calls) gets its own spec.

@@ -17,18 +17,30 @@ With padding > 0 a zero-padded copy of the input is made first. `requantize` add
 from __future__ import annotations
 
 import itertools
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 
 from perfguard.errors import InputError
 from perfguard.kernels.base import (
-    SPACE_UNROLL_STEPS, UNROLL_KNOB, Knob, annotate_auto_unroll, builtin_family, check_divides, check_params,
-    largest_divisor_at_most, main_module, tile_candidates,
+    SPACE_UNROLL_STEPS,
+    UNROLL_KNOB,
+    Knob,
+    annotate_auto_unroll,
+    builtin_family,
+    check_divides,
+    check_params,
+    largest_divisor_at_most,
+    main_module,
+    tile_candidates,
 )
 from perfguard.kernels.conv_common import KERNEL_WINDOW_KNOBS, output_hw
 from perfguard.kernels.quant_common import (
-    REQUANT_KNOBS, check_quant_params, integer_inputs, requantize_reference, requantize_stage,
+    REQUANT_KNOBS,
+    check_quant_params,
+    integer_inputs,
+    requantize_reference,
+    requantize_stage,
 )
 
 NAME = "qconv2d"

@@ -22,17 +22,29 @@ internal); it and the int32 overflow bound on K are in perfguard/kernels/quant_c
 from __future__ import annotations
 
 import itertools
-from typing import Iterator
+from collections.abc import Iterator
 
 import numpy as np
 
 from perfguard.errors import InputError
 from perfguard.kernels.base import (
-    SPACE_UNROLL_STEPS, UNROLL_KNOB, Knob, annotate_auto_unroll, builtin_family, check_params, largest_divisor_at_most,
-    main_module, tile_candidates,
+    SPACE_UNROLL_STEPS,
+    UNROLL_KNOB,
+    Knob,
+    annotate_auto_unroll,
+    builtin_family,
+    check_params,
+    divided_param,
+    largest_divisor_at_most,
+    main_module,
+    tile_candidates,
 )
 from perfguard.kernels.quant_common import (
-    REQUANT_KNOBS, check_quant_params, integer_inputs, requantize_reference, requantize_stage,
+    REQUANT_KNOBS,
+    check_quant_params,
+    integer_inputs,
+    requantize_reference,
+    requantize_stage,
 )
 
 NAME = "qgemm"
@@ -60,7 +72,7 @@ def resolve(**params) -> dict:
     p = check_params(NAME, KNOBS, params)
     for key, cap in (("tile_m", 8), ("tile_n", 16)):
         if p[key] is None:
-            p[key] = largest_divisor_at_most(p[KNOBS[key].divides], cap)
+            p[key] = largest_divisor_at_most(p[divided_param(KNOBS, key)], cap)
     p = check_params(NAME, KNOBS, p)
     check_quant_params(NAME, p, p["K"], "'K'", p["a_dtype"])
     if p["dot"] == "vnni":
@@ -135,8 +147,9 @@ def register_vnni_intrin() -> None:
         return
 
     @T.prim_func(s_tir=True)
-    def desc(A: T.Buffer((4,), "uint8", offset_factor=1), B: T.Buffer((8, 4), "int8", offset_factor=1),
-             C: T.Buffer((8,), "int32", offset_factor=1)) -> None:
+    # TVMScript: T.Buffer(...) declares a buffer, it is no type mypy knows.
+    def desc(A: T.Buffer((4,), "uint8", offset_factor=1), B: T.Buffer((8, 4), "int8", offset_factor=1),  # type: ignore[valid-type]
+             C: T.Buffer((8,), "int32", offset_factor=1)) -> None:  # type: ignore[valid-type]
         with T.sblock("root"):
             T.reads(C[0:8], A[0:4], B[0:8, 0:4])
             T.writes(C[0:8])
@@ -147,8 +160,8 @@ def register_vnni_intrin() -> None:
                         C[vi] = C[vi] + T.cast(A[vk], "int32") * T.cast(B[vi, vk], "int32")
 
     @T.prim_func(s_tir=True)
-    def impl(A: T.Buffer((4,), "uint8", offset_factor=1), B: T.Buffer((8, 4), "int8", offset_factor=1),
-             C: T.Buffer((8,), "int32", offset_factor=1)) -> None:
+    def impl(A: T.Buffer((4,), "uint8", offset_factor=1), B: T.Buffer((8, 4), "int8", offset_factor=1),  # type: ignore[valid-type]
+             C: T.Buffer((8,), "int32", offset_factor=1)) -> None:  # type: ignore[valid-type]
         with T.sblock("root"):
             T.reads(C[0:8], A[0:4], B[0:8, 0:4])
             T.writes(C[0:8])

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 
 import numpy as np
 
@@ -31,16 +31,6 @@ _COMPUTE_TERMS = (
 )
 
 
-@dataclass(frozen=True)
-class Phases:
-    compute_s: float
-    memory_s: float
-
-    @property
-    def total_s(self) -> float:
-        return self.compute_s + self.memory_s
-
-
 class AnalyticalModel(Predictor):
     calibrated = False
 
@@ -49,7 +39,7 @@ class AnalyticalModel(Predictor):
         constants = json.dumps({"cost": asdict(profile.cost), "clock_hz": profile.clock_hz}, sort_keys=True)
         self.model_id = "analytical-v1-" + hashlib.sha256(constants.encode()).hexdigest()[:12]
 
-    def fit(self, X: np.ndarray, y: np.ndarray) -> "AnalyticalModel":
+    def fit(self, X: np.ndarray, y: np.ndarray) -> AnalyticalModel:
         return self  # constants come from the target profile, not from data
 
     def phases(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

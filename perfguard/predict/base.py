@@ -1,7 +1,7 @@
 """The predictor interfaces: Stats in, predicted seconds out.
 
 Two kinds of object:
-- `Predictor`: what guard/ and report/ use. `predict_stats(stats)` gives seconds; it carries
+- `Predictor`: what judge/, runs/ and report/ use. `predict_stats(stats)` gives seconds; it carries
   `model_id` (recorded with every result, so that a verdict never compares numbers from two
   models), `calibrated` (reports show it) and `needs_blocks` (it cannot score statistics without
   a block profile). The analytical and pipeline models are Predictors directly.

@@ -26,7 +26,7 @@ class CalibratedPredictor(RegressorMixin, BaseEstimator):
     view: str = "derived"
 
     @abc.abstractmethod
-    def fit(self, X, y, groups=None) -> "CalibratedPredictor":
+    def fit(self, X, y, groups=None) -> CalibratedPredictor:
         ...
 
     @abc.abstractmethod
@@ -39,10 +39,10 @@ class CalibratedPredictor(RegressorMixin, BaseEstimator):
 
     @classmethod
     @abc.abstractmethod
-    def from_payload(cls, payload: dict) -> "CalibratedPredictor":
+    def from_payload(cls, payload: dict) -> CalibratedPredictor:
         ...
 
-    def _finish(self) -> "CalibratedPredictor":
+    def _finish(self) -> CalibratedPredictor:
         """Called at the end of fit (and from_payload): the id is the digest of what was learnt."""
         text = json.dumps({"name": self.name, "payload": self.to_payload()}, sort_keys=True)
         self.model_id_ = f"{self.name}-{hashlib.sha256(text.encode()).hexdigest()[:12]}"

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import asdict, dataclass
-import numpy as np
 
+import numpy as np
 
 
 @dataclass(frozen=True)

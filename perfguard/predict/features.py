@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -36,8 +37,8 @@ from perfguard.config import default_cache_dir
 from perfguard.errors import InputError
 from perfguard.predict.pipeline import PipelineModel
 from perfguard.sim.mca import block_timings
-from perfguard.sim.stats import STAT_FIELDS, Stats
 from perfguard.sim.mca_tools import timing_cache_dir
+from perfguard.sim.stats import STAT_FIELDS, Stats
 
 FEATURE_SETS = ("counts", "pipeline")
 VIEWS = ("raw", "derived")
@@ -121,10 +122,6 @@ def column(X: np.ndarray, name: str) -> np.ndarray:
     return X[:, STAT_FIELDS.index(name)]
 
 
-def derived_matrix(stats: list[Stats], line_bytes: int = 64) -> np.ndarray:
-    return _derived_from_raw(np.nan_to_num(raw_matrix(stats), nan=0.0), line_bytes)
-
-
 def _derived_from_raw(raw: np.ndarray, line_bytes: int) -> np.ndarray:
     logs = np.log1p(raw)
     rates = []
@@ -146,7 +143,7 @@ def pipeline_columns(stats: list[Stats], model) -> np.ndarray:
     All blocks of all the statistics go to the model's cache in one batch first (one llvm-mc and
     one llvm-mca run for a whole dataset, not one per row); then every row reads its blocks back.
     """
-    unique = {}
+    unique: dict[tuple, Any] = {}  # (code, address, size) -> the block
     for s in stats:
         if s.blocks is None:
             break  # block_costs below names the statistics

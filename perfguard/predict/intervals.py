@@ -26,7 +26,7 @@ entry of the same kind on that target (the model changed since: `exact` False); 
 on another target of the same ISA (`exact` False and the basis names the target). Never another
 ISA's: residuals of other code on another CPU say nothing of this one's error, and such a result
 has no interval (the report says it is uncalibrated and why). benchmarks/verdicts.py --intervals
-still writes a bare calibration file (load_intervals reads it). Deterministic: the same profile and
+still writes a bare calibration file (for a look at one ISA's quantiles). Deterministic: the same profile and
 prediction give the same bytes.
 """
 
@@ -34,14 +34,12 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
 
-from perfguard import jsonfile
-from perfguard.machines import MachineProfile
 from perfguard.atomic import atomic_write_text
-from perfguard.errors import InputError, newer_format
+from perfguard.machines import MachineProfile
 
 INTERVALS_SCHEMA = 1
 LEVEL = 0.90
@@ -143,56 +141,14 @@ def coverage(pairs: Iterable[tuple[float, float]], quantile: float, scale: float
     return covered, total
 
 
-_CACHE: dict[tuple[str, int], IntervalCalibration] = {}
-
-
 def for_machine(profile: MachineProfile | None, isa: str) -> IntervalCalibration | None:
     """The calibration of `isa`'s section of a machine profile; None without a profile, or where the
     profile's CPU has no native runs on that ISA."""
     section = None if profile is None else profile.isas.get(isa)
-    if section is None:
+    if profile is None or section is None:
         return None
     return IntervalCalibration(profile.level, profile.scale, tuple(Entry(**e) for e in section.entries),
                                section.source, profile.name)
-
-
-def load_intervals(path: Path) -> IntervalCalibration:
-    """The calibration file, read strictly: a damaged one is an input error naming it."""
-    path = Path(path)
-    try:
-        key = (str(path), path.stat().st_mtime_ns)
-    except FileNotFoundError:
-        raise InputError(f"{path}: no interval calibration (write it with benchmarks/verdicts.py --intervals)") from None
-    if key in _CACHE:
-        return _CACHE[key]
-    data = jsonfile.read(path, "corrupted interval calibration")
-    bad = f"{path}: corrupted interval calibration"
-    if isinstance(data, dict) and type(data.get("schema")) is int and data["schema"] > INTERVALS_SCHEMA:
-        raise newer_format(str(path), "interval calibration schema", data["schema"], INTERVALS_SCHEMA)
-    if not isinstance(data, dict) or data.get("schema") != INTERVALS_SCHEMA:
-        raise InputError(f"{path}: interval calibration schema {data.get('schema') if isinstance(data, dict) else None!r}"
-                         f" is not {INTERVALS_SCHEMA}")
-    level, scale = data.get("level"), data.get("scale")
-    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (level, scale)) \
-            or not (0 < level < 1 and scale > 0):
-        raise InputError(f"{bad} ('level' must be in (0, 1) and 'scale' above 0)")
-    entries = []
-    for i, raw in enumerate(data.get("entries") if isinstance(data.get("entries"), list) else [None]):
-        try:
-            entry = Entry(**raw)
-            ok = (all(isinstance(getattr(entry, k), str) for k in ("target", "model_id", "kind"))
-                  and entry.kind in KINDS and type(entry.pairs) is int and entry.pairs > 0
-                  and isinstance(entry.quantile, (int, float)) and not isinstance(entry.quantile, bool)
-                  and math.isfinite(entry.quantile) and entry.quantile >= 0)
-        except TypeError:
-            ok = False
-        if not ok:
-            raise InputError(f"{bad} (entries[{i}]: needs target, model_id, kind (one of {', '.join(KINDS)}), "
-                             f"pairs > 0 and a finite quantile >= 0)")
-        entries.append(entry)
-    source = data.get("source") if isinstance(data.get("source"), dict) else {}
-    _CACHE[key] = IntervalCalibration(float(level), float(scale), tuple(entries), source)
-    return _CACHE[key]
 
 
 @dataclass(frozen=True)

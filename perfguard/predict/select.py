@@ -16,16 +16,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from perfguard.config import default_cache_dir
-from perfguard.judging import MODEL_NAMES
 from perfguard.errors import InputError
+from perfguard.judging import MODEL_NAMES
 from perfguard.predict.analytical import AnalyticalModel
 from perfguard.predict.base import Predictor
 from perfguard.predict.calibrated import CalibratedModel
 from perfguard.predict.pipeline import PipelineModel
 from perfguard.predict.store import ModelFiles, StoredModel, load_model, model_path
 from perfguard.sim.base import block_profile_simulators, records_blocks
-from perfguard.targets import TargetProfile
 from perfguard.sim.mca_tools import timing_cache_dir
+from perfguard.targets import TargetProfile
 
 _LOADED: dict[tuple[str, float], StoredModel] = {}
 

@@ -43,7 +43,7 @@ def _v1_id(name: str, payload: dict) -> str:
 
 
 # The constructor parameters every schema-1 model was fitted with (they were not stored).
-_V1_PARAMS = {
+_V1_PARAMS: dict[str, dict[str, Any]] = {
     "mlr": {"positive": True},
     "dnn": {"alpha": 1e-3, "max_iter": 3000, "seed": 0},
     "gp": {"iterations": 16, "initial": 6, "folds": 5, "max_points": 1200, "seed": 0},

@@ -93,6 +93,7 @@ class XGBoostPredictor(CalibratedPredictor):
         raw = self.booster_.predict(xgboost.DMatrix(X))
         if self.iso_x_ is None:
             return time_from_log_ratio(X, raw, self.features)
+        assert self.iso_y_ is not None  # fitted with iso_x_
         order = np.argsort(self.iso_x_)
         return np.exp(np.interp(raw, self.iso_x_[order], self.iso_y_[order]))
 

@@ -14,17 +14,26 @@ and class "points"; each mark has a <title> naming its value (a tooltip).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from types import SimpleNamespace
-from typing import Any, Sequence
+from typing import Any
 
 import jinja2
 
-from perfguard.document.report import ChangePoint, HistoryPoint, ROOF_FRACTION, TargetSummary
+from perfguard.document.report import ROOF_FRACTION, ChangePoint, HistoryPoint, TargetSummary
 from perfguard.report.numbers import seconds
-from perfguard.report.scales import (Linear, Log, compact, labelled, linear_ticks, padded_log_limits, signed_pct,
-                                     time_labels)
+from perfguard.report.scales import (
+    Linear,
+    Log,
+    compact,
+    labelled,
+    linear_ticks,
+    padded_log_limits,
+    signed_pct,
+    time_labels,
+)
 
 VERDICT_COLOURS = {"regression": "#c62828", "error": "#b26a00", "toolchain": "#6a1b9a", "improvement": "#2e7d32",
                    "new": "#1565c0", "removed": "#6a1b9a", "unchanged": "#616161"}
@@ -33,7 +42,6 @@ PHASE_COLOURS = {"compute": "#5c6bc0", "memory": "#ef6c00"}
 BASELINE_COLOUR = "#9e9e9e"
 
 FONT = 11  # tick labels and legends; titles 13 (bold), notes 9.5, axis labels 12
-NOTE = 9.5
 TITLE_ROW = 18  # the baseline of the title (and of a legend beside it)
 MAX_LABEL = 44  # characters of a bar label; a longer one loses its middle (its full text is in the bar's tooltip)
 
@@ -133,7 +141,7 @@ _LABEL_SPOTS = [(5, -5), (5, 12), (-5, -5), (-5, 12),
                 *((dx, dy) for dx in (9, -9, -20, -32, -44) for dy in (3, -8, 14, -19, 25))]
 
 
-def _place_labels(marks: list[Mark], frame: "_Frame", notes: list[SimpleNamespace] = ()) -> None:
+def _place_labels(marks: list[Mark], frame: _Frame, notes: Sequence[SimpleNamespace] = ()) -> None:
     """Each labelled mark's label where it overlaps no label placed before it, no note and no other mark,
     inside the plot if it can be; else at the first spot (the tooltip still names the point)."""
     taken: list[tuple[float, float, float, float]] = []
@@ -350,7 +358,7 @@ def _star(cx: float, cy: float, r: float) -> str:
     return "M" + " L".join(corners) + " Z"
 
 
-def calibration(points: list[Sequence[float]], chart_id: str, title: str, limit: int = 2000) -> str:
+def calibration(points: Sequence[Sequence[float]], chart_id: str, title: str, limit: int = 2000) -> str:
     """Predicted against native time, one point per hold-out sample, with the y = x line."""
     pairs = [(float(p), float(n)) for p, n in points if p > 0 and n > 0]
     if len(pairs) > limit:  # an SVG of 100 k markers helps nobody: an even, deterministic sample

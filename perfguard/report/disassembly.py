@@ -11,9 +11,9 @@ latency / reciprocal throughput on the pipeline model's CPU).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from difflib import SequenceMatcher
-from typing import Sequence
 
 from perfguard.document.report import InsnCycles
 

@@ -15,8 +15,8 @@ is the key, as HTML for the figure's caption.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from html import escape
-from typing import Callable
 
 from perfguard.document.report import Attribution, DiffNode
 from perfguard.report.numbers import signed_count

@@ -20,7 +20,7 @@ from markupsafe import Markup
 
 from perfguard.atomic import atomic_write_text
 from perfguard.document import model_labels
-from perfguard.document.report import Metrics, ROOF_FRACTION, Report, Result, TargetSummary, worst_first, STATISTICS
+from perfguard.document.report import ROOF_FRACTION, STATISTICS, Metrics, Report, Result, TargetSummary, worst_first
 from perfguard.document.verdicts import UNCHANGED, VERDICTS
 from perfguard.report import charts, disassembly, failures, flame, model_view, numbers, text, where
 
@@ -105,6 +105,7 @@ def _overview_charts(report: Report, results: list[Result]) -> tuple[list[dict[s
         series: dict[Any, dict[str, Any]] = OrderedDict()
         for r in rows:
             cur = _current(r)
+            assert cur is not None  # drawn: each has one
             s = series.setdefault(cur.bound, {"name": text.bound(cur.bound),
                                               "colour": charts.BOUND_COLOURS.get(cur.bound), "points": []})
             s["points"].append({"label": str(number[r.kernel]) if numbered else None, "intensity": cur.intensity,
@@ -113,7 +114,7 @@ def _overview_charts(report: Report, results: list[Result]) -> tuple[list[dict[s
         rooflines.append({"target": name, "svg": _svg(svg), "numbered": numbered,
                           "rows": [{**_row(r), "number": number[r.kernel]}
                                    for r in sorted(rows, key=lambda r: number[r.kernel])]})
-    moved = sorted((r for r in results if r.delta_pct), key=lambda r: -abs(r.delta_pct))
+    moved = sorted((r for r in results if r.delta_pct), key=lambda r: -abs(r.delta_pct or 0.0))
     deltas = None
     if moved:
         title = "change in predicted time" + (f" (the {_OVERVIEW_BARS} largest)" if len(moved) > _OVERVIEW_BARS else "")
@@ -273,8 +274,8 @@ def _stat_rows(r: Result) -> list[dict[str, Any]]:
         rows.append({"stat": name, "baseline": b, "current": c,
                      "delta": None if b is None or c is None else c - b,
                      "delta_pct": d.delta_pct if d else None,
-                     "time_s": i.time_s if moved else None,
-                     "share_pct": i.share_pct if moved and abs(i.share_pct or 0) >= 0.5 else None,
+                     "time_s": i.time_s if i and moved else None,
+                     "share_pct": i.share_pct if i and moved and abs(i.share_pct or 0) >= 0.5 else None,
                      "changed": bool(d and b != c)})
     return rows
 
@@ -401,7 +402,7 @@ def _model_params(params: dict[str, Any]) -> list[tuple[str, str]]:
     ) if value]
 
 
-def by_kernel(results: list[Result]) -> "OrderedDict[str, list[Result]]":
+def by_kernel(results: list[Result]) -> OrderedDict[str, list[Result]]:
     """Results grouped per kernel, in report order (worst verdict first)."""
     groups: OrderedDict[str, list[Result]] = OrderedDict()
     for r in results:

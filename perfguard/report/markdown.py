@@ -13,11 +13,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from perfguard.atomic import atomic_write_text
 from perfguard.document import model_labels
-from urllib.parse import quote
-
 from perfguard.document.report import Metrics, Report, Result
 from perfguard.document.verdicts import UNCHANGED
 from perfguard.report import failures, model_view, numbers, text, where
@@ -65,7 +64,7 @@ def _current(r: Result) -> Metrics | None:
 def _changed_row(r: Result) -> str:
     why = "; ".join(filter(None, [text.limit_note(r), text.interval_note(r), text.what_changed_most(r)]))
     if r.error or r.orphaned:
-        message = r.error or r.note
+        message = r.error or r.note or ""
         why = message if len(message) <= _ERROR_CHARS else message[:_ERROR_CHARS] + "..."
     current = _current(r)
     return _cells([f"{_ICON[r.verdict]} {md(text.verdict_text(r))}", _kernel(r), md(r.target),
@@ -272,10 +271,10 @@ def render_markdown(report: Report, limit: int = LIMIT) -> str:
             still_part += ["", "_unchanged models not shown: see the HTML report._"]
         out += ["", f"<details><summary>{label}</summary>", "", *still_part, *([""] if still_part else []),
                 *rest_part, "", "</details>"]
-    out = "\n".join(out + footer)
-    if len(out) >= limit:  # only a pathological header gets here
-        out = out[: limit - 200] + "\n\n_(cut: the summary was too long)_\n"
-    return out
+    text = "\n".join(out + footer)
+    if len(text) >= limit:  # only a pathological header gets here
+        text = text[: limit - 200] + "\n\n_(cut: the summary was too long)_\n"
+    return text
 
 
 def write_markdown(report: Report, report_dir: Path) -> Path:

@@ -11,7 +11,7 @@ axis one tick per decade (every n-th decade when there are too many).
 from __future__ import annotations
 
 import math
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 _STEPS = (1.0, 2.0, 2.5, 5.0, 10.0)
 

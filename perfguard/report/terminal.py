@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
-from rich.console import Console
+from rich.console import Console, JustifyMethod
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -16,9 +17,21 @@ from perfguard.document.verdicts import UNCHANGED
 from perfguard.report import model_view
 from perfguard.report.failures import failures
 from perfguard.report.numbers import pct, seconds, threshold
-from perfguard.report.text import (SELF_CONSISTENCY, gate_rule, headline, interval, interval_note, limit_note,
-                                   machine_lines, machine_tag, model_kind, same_code_line, self_consistency_note, verdict_text,
-                                   what_changed_most)
+from perfguard.report.text import (
+    SELF_CONSISTENCY,
+    gate_rule,
+    headline,
+    interval,
+    interval_note,
+    limit_note,
+    machine_lines,
+    machine_tag,
+    model_kind,
+    same_code_line,
+    self_consistency_note,
+    verdict_text,
+    what_changed_most,
+)
 from perfguard.timings import JOB_STAGES, STAGES
 
 _STYLE = {"regression": "bold red", "error": "bold yellow", "toolchain": "bold magenta", "improvement": "bold green",
@@ -105,9 +118,10 @@ def unchanged_line(results: list[Result]) -> str:
 def _print_results(results, out: Console) -> None:
     table = Table(show_edge=False, pad_edge=False)
     level = next((r.interval.level for r in results if r.interval is not None), None)
-    for name, justify in (("kernel", "left"), ("target", "left"), ("verdict", "left"), ("delta", "right"),
+    columns: tuple[tuple[str, JustifyMethod], ...] = (("kernel", "left"), ("target", "left"), ("verdict", "left"), ("delta", "right"),
                           (f"{100 * level:.0f} % interval" if level else "interval", "right"), ("threshold", "right"),
-                          ("predicted", "right"), ("baseline", "right"), ("model", "left"), ("machine", "left")):
+                          ("predicted", "right"), ("baseline", "right"), ("model", "left"), ("machine", "left"))
+    for name, justify in columns:
         table.add_column(name, justify=justify)
     for r in results:
         what = model_labels.label(r.params) if model_view.is_model_kernel(r) else ""
@@ -131,7 +145,9 @@ def print_timings(report: Report, out: Console, slowest: int = 5) -> None:
 
     what = dict(STAGES)
     table = Table(show_edge=False, pad_edge=False, title="where the time went", title_justify="left")
-    for name, justify in (("stage", "left"), ("wall s", "right"), ("CPU s", "right"), ("what", "left")):
+    stage_columns: tuple[tuple[str, JustifyMethod], ...] = (
+        ("stage", "left"), ("wall s", "right"), ("CPU s", "right"), ("what", "left"))
+    for name, justify in stage_columns:
         table.add_column(name, justify=justify)
     for name, span in timings.stages.items():
         wall = "-" if name == "workers" else f"{span.wall_s:.2f}"

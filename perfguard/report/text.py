@@ -8,8 +8,17 @@ from __future__ import annotations
 
 from perfguard.document.report import BlockChange, BlockSide, Driver, Result, Summary, ToolchainSummary
 from perfguard.report import where
-from perfguard.report.numbers import (nbytes, number, pct, pct_range, seconds, share, signed_count, signed_seconds,
-                                     threshold)
+from perfguard.report.numbers import (
+    nbytes,
+    number,
+    pct,
+    pct_range,
+    seconds,
+    share,
+    signed_count,
+    signed_seconds,
+    threshold,
+)
 
 
 def headline(summary: Summary, toolchain: bool = True) -> str:
@@ -393,8 +402,8 @@ def other_verdict_model(result: Result, model: str) -> str:
 def _verdict_model(result: Result, model: str) -> str:
     """` (the verdict's calibrated model: +1.500 ms)` when another model than `model` gave the verdict."""
     kind = other_verdict_model(result, model)
-    return f" (the verdict's {kind} model: {signed_seconds(result.current_time_s - result.baseline_time_s)})" \
-        if kind else ""
+    b, c = result.baseline_time_s, result.current_time_s
+    return f" (the verdict's {kind} model: {signed_seconds(c - b)})" if kind and b is not None and c is not None else ""
 
 
 def verdict_model_change(result: Result, model: str) -> str:
@@ -404,6 +413,8 @@ def verdict_model_change(result: Result, model: str) -> str:
     if not kind:
         return ""
     b, c = result.baseline_time_s, result.current_time_s
+    if b is None or c is None:
+        return ""
     return f"the verdict's {kind} model: {seconds(b)} \u2192 {seconds(c)} ({signed_seconds(c - b)})"
 
 
@@ -488,7 +499,8 @@ def what_changed_most(result: Result) -> str:
     moved the predicted time most."""
     if result.attribution is not None:
         return where.where_line(result.attribution) + _verdict_model(result, result.attribution.model)
-    if result.blocks:
-        return block_line(top_block(result))
+    top = top_block(result) if result.blocks else None
+    if top is not None:
+        return block_line(top)
     moved = moved_drivers(result)
     return driver(moved[0]) if moved else ""

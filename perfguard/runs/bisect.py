@@ -17,19 +17,19 @@ kernel got slower, a layer was added (a kernel called more often) or a kernel wa
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Callable
 
 from perfguard.baselines.measured import baseline_of
 from perfguard.baselines.store import Baseline
 from perfguard.document.report import ModelTotal
 from perfguard.document.verdicts import ERROR, REGRESSION
 from perfguard.errors import InputError, PerfguardError
+from perfguard.job.run import JobResult
 from perfguard.judge.decide import ModelSource, decide, scorer
 from perfguard.judge.verdicts import Verdict
-from perfguard.job.run import JobResult
-from perfguard.predict.base import Predictor
 from perfguard.judging import Judgement
+from perfguard.predict.base import Predictor
 from perfguard.runs.revisions import Measurer, Project, Side, git, load_side
 from perfguard.runs.two_revisions import catalogue, judge_sides
 from perfguard.targets import TargetProfile
@@ -148,10 +148,11 @@ class Bisector:
         if self.good is None:
             self.good = side
             self.threshold_pct = side.config.judging.threshold_for(spec.threshold, self.threshold)
-        run, visit.verdict = self._model_total(self.good, side)
-        if visit.verdict.verdict == ERROR:
+        run, total = self._model_total(self.good, side)
+        visit.verdict = total
+        if total.verdict == ERROR:
             failed = [o.result for o in run.outcomes if o.verdict.verdict == ERROR]
-            exc = PerfguardError(f"{where}: {failed[0].error if failed else visit.verdict.changes[0]}")
+            exc = PerfguardError(f"{where}: {failed[0].error if failed else total.changes[0]}")
             exc.exit_code = max((r.exit_code for r in failed), default=exc.exit_code)
             raise exc
 
@@ -159,6 +160,7 @@ class Bisector:
         """(the check run, the model's total at `after` against `before`'s), scored and judged with --good's
         config, as `perfguard compare` does."""
         pairs = [list(catalogue(side, [self.kernel])) for side in (before, after)]
+        assert self.good is not None  # set by the first (--good) visit
         judging = replace(before, config=self.good.config)
         run, _ = judge_sides(judging, after, pairs[1], pairs[0], self.threshold, None, [self.kernel])
         return run, next(m for m in run.model_summaries if m.model == self.kernel and m.target == self.target)
@@ -183,11 +185,14 @@ class Bisector:
     def _judge_kernel(self, visit: Visit, ref: str) -> None:
         side = self._measure(visit, ref)
         result = visit.result
+        assert result is not None and self.predictor is not None  # _measure set both
         if not result.ok:
             raise PerfguardError(result.error or "failed")
         if self.reference is None:
             self.reference = baseline_of(result, side.sha)
-        good = f"--good {self.reference.commit[:12]}"
+        good = f"--good {(self.reference.commit or '')[:12]}"
+        # set with the predictor at --good, which every later revision is judged against
+        assert self.judgement is not None and self.profile is not None and self.source is not None
         visit.verdict = decide(self.judgement, self.profile, result, self.reference, self.source,
                                good, f"{good}: kernel '{self.kernel}'", explain=False,
                                chosen=self.predictor).verdict
@@ -240,6 +245,7 @@ class Bisector:
                 lo = pick
         out.first_bad, out.last_good = measured[hi], measured[lo]
         if self.model:
+            assert out.last_good.side is not None and out.first_bad.side is not None  # a model's visits
             out.step = self._model_total(out.last_good.side, out.first_bad.side)[1]
         between = [commits[i] for i in range(lo + 1, hi) if i in skipped]
         out.outcome = AMBIGUOUS if between else FOUND

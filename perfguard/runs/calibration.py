@@ -16,9 +16,9 @@ import dataclasses
 import json
 import random
 import time
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
@@ -26,23 +26,23 @@ from perfguard.compile.cache import BuildCache
 from perfguard.config import Config, DriftLimits, KernelSpec, default_cache_dir
 from perfguard.errors import InfraError, InputError
 from perfguard.executors import Executor, LocalExecutor, pool_size
+from perfguard.job.native import DEFAULT_CV_BOUND, PROCESSES, QuietPolicy, check_native, this_machine, time_interleaved
+from perfguard.job.run import Job, JobResult, build_kernel, run_jobs
 from perfguard.jsonfile import now_iso
 from perfguard.kernels import get_family
-from perfguard.job.run import Job, JobResult, build_kernel, run_jobs
 from perfguard.predict.analytical import AnalyticalModel
+from perfguard.predict.calibrated import CalibratedModel
 from perfguard.predict.dataset import Dataset, Row, dataset_path, load_dataset
 from perfguard.predict.evaluate import GroupMetrics, leave_one_group_out, metrics, summarize
-from perfguard.predict.calibrated import CalibratedModel
 from perfguard.predict.features import FEATURE_SETS, feature_names, matrix, pipeline_columns
 from perfguard.predict.pipeline import PipelineModel
 from perfguard.predict.registry import PREDICTORS
 from perfguard.predict.select import kernel_dtype
 from perfguard.predict.store import StoredModel, save_model
 from perfguard.sim.base import get_simulator
-from perfguard.job.native import DEFAULT_CV_BOUND, PROCESSES, QuietPolicy, check_native, this_machine, time_interleaved
+from perfguard.sim.mca_tools import timing_cache_dir
 from perfguard.sim.stats import Stats
 from perfguard.targets import TargetProfile
-from perfguard.sim.mca_tools import timing_cache_dir
 
 # Problem shapes (groups) sampled by default: ResNet-like layers and GEMMs of several aspects.
 DEFAULT_GROUPS: dict[str, list[dict]] = {
@@ -103,9 +103,10 @@ def parse_group(label: str) -> dict:
     return shape
 
 
-def sample_variants(family_name: str, shape: dict, count: int, seed: str, exclude: set[str] = frozenset()) -> list[dict]:
+def sample_variants(family_name: str, shape: dict, count: int, seed: str, exclude: Collection[str] = frozenset()) -> list[dict]:
     """A deterministic random sample of the family's knob space for one shape."""
     family = get_family(family_name)
+    assert family.space is not None  # calibration families have a space (calibration.FAMILIES)
     space = [p for p in family.space(**shape) if json.dumps(p, sort_keys=True) not in exclude]
     rng = random.Random(f"{seed}/{family_name}/{group_label(shape)}")
     return rng.sample(space, min(count, len(space)))
@@ -124,16 +125,16 @@ class Collected:
 
 
 def collect(config: Config, profile: TargetProfile, family_name: str, shapes: list[dict], variants: int,
-            seed: str = "perfguard", workers: int | None = None, exclude: set[str] = frozenset(),
+            seed: str = "perfguard", workers: int | None = None, exclude: Collection[str] = frozenset(),
             on_result: Callable[[int, JobResult], None] | None = None,
             executor: Executor | None = None, max_cv: float = DEFAULT_CV_BOUND,
             processes: int = PROCESSES, quiet: QuietPolicy = QuietPolicy()) -> Collected:
     check_native(profile)
     family = get_family(family_name)
     entry = f"{family.entry.__module__}:{family.entry.__name__}"
-    labelled = []
+    labelled: list[tuple[str, KernelSpec]] = []
     for shape in shapes:
-        for i, params in enumerate(sample_variants(family_name, shape, variants, seed, exclude)):
+        for params in sample_variants(family_name, shape, variants, seed, exclude):
             labelled.append((group_label(shape), KernelSpec(f"{family_name}-{len(labelled)}", entry, family_name, params)))
     sim, cache_dir = config.simulation, config.storage.cache_dir
     jobs = [Job(spec, profile, config.root, cache_dir, sim.simulator, sim.timeout, 1, 1) for _, spec in labelled]
@@ -151,24 +152,26 @@ def collect(config: Config, profile: TargetProfile, family_name: str, shapes: li
         if not result.ok:
             failed.append(f"{label} {json.dumps(spec.params, sort_keys=True)}: {result.error}")
             continue
+        assert result.content_hash is not None  # an ok result was built
         build_dir = cache.lookup_build(result.content_hash)
         if build_dir is None:  # built by a remote worker: the same key builds the same binary here
             build_dir = build_kernel(job, JobResult(spec.name, profile.name, family_name, {}, job.simulator, False)).build_dir
         timed.setdefault(label, []).append((spec, result, build_dir / "harness"))
     # One group at a time, its variants' processes interleaved (native.time_interleaved); one core,
     # nothing else timed meanwhile, and attempts during which the other CPUs were busy done again.
-    for label, variants in timed.items():
-        timings = time_interleaved([b for _, _, b in variants], profile, [f"{s.name} ({label})" for s, _, _ in variants],
+    for label, group in timed.items():
+        timings = time_interleaved([b for _, _, b in group], profile, [f"{s.name} ({label})" for s, _, _ in group],
                                    cv_bound=max_cv, processes=processes, quiet=quiet)
         rejected += max(t.neighbour_rejected for t in timings)  # the group's attempts: each covers all pending
         reasons = {t.unsteady for t in timings if not t.quiet}
         not_quiet += [f"{label}: {why}" for why in sorted(reasons)]
-        for (spec, result, _), timing in zip(variants, timings):
+        for (_spec, result, _), timing in zip(group, timings):
             if not timing.steady:
                 unsteady += 1
                 continue
             if timing.neighbour_load is not None:
                 loads.append(timing.neighbour_load)
+            assert result.stats is not None  # timed: an ok result
             dataset.rows.append(Row(label, result.params, result.stats, timing.median_s, timing.to_dict(), machine,
                                     result.binary_hash))
     return Collected(dataset, failed, unsteady, simulate_s, time.monotonic() - started, rejected, loads, not_quiet)
@@ -270,8 +273,9 @@ def merge_resimulated(dataset: Dataset, results: list[JobResult], fingerprint: s
             dropped.append(f"{where}: {result.error}")
             continue
         if row.binary is not None and row.binary != result.binary_hash:
-            dropped.append(f"{where}: binary {result.binary_hash[:12]} is not the one timed ({row.binary[:12]})")
+            dropped.append(f"{where}: binary {(result.binary_hash or '')[:12]} is not the one timed ({row.binary[:12]})")
             continue
+        assert result.stats is not None  # an ok result has its statistics
         moved = [k for k, v in result.stats.to_dict().items() if row.stats.to_dict()[k] != v]
         if moved and row.binary is None:
             dropped.append(f"{where}: counters differ ({', '.join(moved)})")

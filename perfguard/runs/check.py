@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable
 
-from perfguard.job import record
 from perfguard.baselines.lock import baselines_lock
 from perfguard.baselines.store import Baseline, BaselineSource, BaselineStore, graph_path, graph_text, same_record
 from perfguard.config import Config, KernelSpec
@@ -15,12 +14,13 @@ from perfguard.document.report import Attribution, BlockChange, ModelPart, Resul
 from perfguard.document.verdicts import ERROR, REGRESSION, REMOVED, WRONG_RESULT
 from perfguard.errors import EXIT_INFRA, EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, EXIT_WRONG_RESULT, InfraError, InputError
 from perfguard.executors import Executor, LocalExecutor, pool_size
+from perfguard.job import record
+from perfguard.job.run import Job, JobResult, run_jobs
 from perfguard.jsonfile import now_iso
 from perfguard.judge.decide import ModelSource, decide, judgement_of, like_with_like, scorer, scorer_or_none
 from perfguard.judge.model_totals import ModelKernelResult, kernel_rows, skipped_line, total
 from perfguard.judge.verdicts import Verdict, toolchain_summary
 from perfguard.kernels.models import model_specs, skipped_calls
-from perfguard.job.run import Job, JobResult, run_jobs
 from perfguard.predict.analytical import AnalyticalModel
 from perfguard.predict.base import Predictor
 from perfguard.predict.store import ModelFiles
@@ -139,10 +139,10 @@ def _selected_specs(config: Config, names: list[str] | None, targets: list[str],
         for n in names:
             if n in known:
                 continue
-            model = next((m for m in config.models if n.startswith(m.name + ".")), None)
-            if model is not None:
-                theirs = sorted({s.name for s in model_specs(config, model, targets)})
-                raise InputError(f"{option}: unknown kernel '{n}' (model '{model.name}' has {', '.join(theirs)})")
+            owner = next((m for m in config.models if n.startswith(m.name + ".")), None)
+            if owner is not None:
+                theirs = sorted({s.name for s in model_specs(config, owner, targets)})
+                raise InputError(f"{option}: unknown kernel '{n}' (model '{owner.name}' has {', '.join(theirs)})")
             if config.models:
                 raise InputError(f"{option}: unknown kernel '{n}' (configured in {config.path}: kernels "
                                  f"{', '.join(k.name for k in config.kernels) or 'none'}; models "
@@ -248,7 +248,7 @@ def run_check(
 def judge_results(config: Config, jobs: list[Job], results: list[JobResult], threshold: float | None = None,
                   store: BaselineSource | None = None, interrupted: bool = False,
                   whole_models: dict[tuple[str, str], list[str]] | None = None,
-                  also_models: set[tuple[str, str]] = frozenset(),
+                  also_models: Collection[tuple[str, str]] = frozenset(),
                   known: list[Result | None] | None = None) -> CheckRun:
     """Verdicts for measured results against `store`'s baselines (the working tree's by default;
     a git revision's, or another revision's measured results for `perfguard compare`). With
@@ -298,7 +298,7 @@ def judge_results(config: Config, jobs: list[Job], results: list[JobResult], thr
 
 
 def model_summaries(config: Config, jobs: list[Job], outcomes: list[JudgedResult], store, threshold: float | None,
-                    models, also: set[tuple[str, str]] = frozenset()) -> list:
+                    models, also: Collection[tuple[str, str]] = frozenset()) -> list:
     """Each [[model]] x target whose kernels were all checked (and each in `also`): its total and
     verdict (judge.model_totals)."""
     threshold_for = config.judging.threshold_for
@@ -328,7 +328,7 @@ def _targets(config: Config, seen) -> list[str]:
 
 
 def _model_rows(config: Config, jobs: list[Job], outcomes: list[JudgedResult], store, models,
-                whole: dict[tuple[str, str], list[str]] | None = None, also: set[tuple[str, str]] = frozenset()):
+                whole: dict[tuple[str, str], list[str]] | None = None, also: Collection[tuple[str, str]] = frozenset()):
     """(model spec, target, rows, skipped) per [[model]] x target with a kernel among `jobs` or in
     `also` (a shard: every one in `whole`, the model's kernels in the whole run, none of which is a
     leftover); `skipped`: the calls the model's `skip` leaves out."""
@@ -379,7 +379,7 @@ def removed_outcome(config: Config, shown: JobResult, stats, threshold: float | 
     profile = config.profiles.get(shown.target)
     predictor = None if profile is None else scorer_or_none(
         config.judging.model, profile, shown, ModelSource(config.storage.baseline_dir, config.storage.cache_dir, models))
-    if stats is not None and predictor is not None:
+    if stats is not None and predictor is not None and profile is not None:
         scoring = AnalyticalModel(profile) if predictor.needs_blocks and stats.blocks is None else predictor
         try:
             time_s = float(scoring.predict_stats([stats])[0])
@@ -425,6 +425,7 @@ def write_baselines(config: Config, jobs: list[Job], results: list[JobResult]) -
         if not r.ok:
             continue
         predictor = _scorer(config, job.profile, r, None)
+        assert r.stats is not None  # an ok result has its statistics
         new = Baseline(
             kernel=r.kernel, target=r.target, family=r.family, params=r.params, simulator=r.simulator,
             content_hash=r.content_hash or "", stats=r.stats,
@@ -468,10 +469,12 @@ def _whole_models(jobs: list[Job], results: list[JobResult]) -> dict[tuple[str, 
             calls[key] = None  # a failed kernel (or one from before positions were kept): leave the file be
             continue
         nodes = spec.params.get("nodes") or []
+        mine = calls[key]
+        assert mine is not None  # checked above
         for i, position in enumerate(spec.positions):
             site = nodes[i] if i < len(nodes) and isinstance(nodes[i], list) else []
             anchor = str(site[0][0]) if site and isinstance(site[0], list) and site[0] else ""
-            calls[key].append((position, spec.name, anchor))
+            mine.append((position, spec.name, anchor))
     return {key: [(kernel, node) for _, kernel, node in sorted(found)] for key, found in calls.items() if found}
 
 
@@ -490,7 +493,9 @@ def _drop_stale_model_baselines(config: Config, store: BaselineStore, jobs: list
     removed = []
     with baselines_lock(store.root):
         for (model, target), names in done.items():
-            for name in [] if names is None else store.names(target):
+            if names is None:  # a failed kernel: the model is left as it is
+                continue
+            for name in store.names(target):
                 if name.startswith(model + ".") and name not in names:
                     path = store.path(target, name)
                     path.unlink()

@@ -30,10 +30,9 @@ from typing import Any
 
 from perfguard import sealed
 from perfguard.atomic import atomic_write_bytes
-from perfguard.compile.cache import digest
 from perfguard.config import Config
 from perfguard.errors import InfraError
-from perfguard.fingerprints import environment_digest
+from perfguard.fingerprints import digest, environment_digest
 from perfguard.sim.base import profile_tools
 from perfguard.user_code import file_sha256, unchanged
 

@@ -12,12 +12,26 @@ import math
 from pathlib import Path
 from typing import Any
 
-from perfguard import __version__
+from perfguard import __version__, machines
 from perfguard.config import Config
-from perfguard import machines
-from perfguard.document.report import (Calibration, Interval, JobTimings, LimitBreach, Machine, Mismatch, Report, Result,
-                                       Seconds, StatDelta, Summary, TargetSummary, Timings, ToolchainDifference,
-                                       ToolchainSummary, WorkerCost)
+from perfguard.document.report import (
+    Calibration,
+    Interval,
+    JobTimings,
+    LimitBreach,
+    Machine,
+    Mismatch,
+    Report,
+    Result,
+    Seconds,
+    StatDelta,
+    Summary,
+    TargetSummary,
+    Timings,
+    ToolchainDifference,
+    ToolchainSummary,
+    WorkerCost,
+)
 from perfguard.document.verdicts import VERDICTS, summary_key
 from perfguard.jsonfile import now_iso
 from perfguard.judge.analysis import analyse, target_summary
@@ -154,9 +168,9 @@ def explain_result(r: Result, predictor: Predictor | None, current: Stats | None
     r.analysis = analyse(r, current, baseline, profile, predictor, target)
     r.history = kernel_history(
         history, r.target, r.kernel, r.simulator,
-        score=lambda b, p=predictor: float(p.predict_stats([b.stats])[0]),
-        usable=lambda b, p=predictor: b.stats.blocks is not None or not p.needs_blocks,
-        min_step_pct=max(r.threshold_pct, MIN_STEP_FLOOR_PCT),
+        score=lambda b: float(predictor.predict_stats([b.stats])[0]),
+        usable=lambda b: b.stats.blocks is not None or not predictor.needs_blocks,
+        min_step_pct=max(r.threshold_pct or 0.0, MIN_STEP_FLOOR_PCT),
     )
     r.calibration = calibration(predictor)
 

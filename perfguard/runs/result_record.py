@@ -22,15 +22,14 @@ from pathlib import Path
 
 from perfguard import machines, sealed
 from perfguard.baselines.store import BaselineStore
-from perfguard.compile.cache import digest
 from perfguard.config import Config
 from perfguard.document.report import Result, from_json, to_json
 from perfguard.errors import InputError
-from perfguard.fingerprints import environment_digest
+from perfguard.fingerprints import digest, environment_digest
+from perfguard.job.run import Job, JobResult
 from perfguard.judge.decide import judgement_of
 from perfguard.judge.history import BaselineHistory
 from perfguard.judge.verdicts import Verdict
-from perfguard.job.run import Job, JobResult
 from perfguard.predict.intervals import DeltaInterval
 from perfguard.predict.store import model_path
 from perfguard.user_code import file_sha256
@@ -104,6 +103,7 @@ def store(config: Config, key: str | None, entry: Result) -> None:
 
 def verdict_of(entry: Result) -> Verdict:
     """The Verdict a recorded entry was made from (runs.report_build.result_of, backwards)."""
+    assert entry.threshold_pct is not None  # recorded from a judged result
     return Verdict(entry.verdict, entry.threshold_pct, entry.current_time_s, entry.baseline_time_s, entry.delta_pct,
                    {k: vars(d) for k, d in entry.stat_deltas.items()},
                    {k: vars(d) for k, d in entry.toolchain_changed.items()},

@@ -43,7 +43,7 @@ def pick(reused: list[tuple[int, str]], count: int, day: datetime.date | None = 
     every job over the days, and one day's runs choose the same)."""
     if count <= 0 or count >= len(reused):
         return [i for i, _ in reused]
-    stamp = (day or datetime.datetime.now(datetime.timezone.utc).date()).isoformat()
+    stamp = (day or datetime.datetime.now(datetime.UTC).date()).isoformat()
     order = sorted(reused, key=lambda item: hashlib.sha256(f"{stamp}\0{item[1]}".encode()).hexdigest())
     return sorted(i for i, _ in order[:count])
 

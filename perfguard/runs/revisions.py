@@ -21,17 +21,17 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Iterator
 
 from perfguard import user_code
 from perfguard.config import Config, KernelSpec, load_config
 from perfguard.errors import EXIT_INFRA, InfraError, InputError, PerfguardError
 from perfguard.executors import Executor, ExecutorChoice
-from perfguard.kernels.models import model_specs
 from perfguard.job.run import JobResult
+from perfguard.kernels.models import model_specs
 from perfguard.runs.check import make_jobs, measure, recorded
 from perfguard.sim.stats import Stats
 
@@ -55,7 +55,7 @@ class Project:
     relative: PurePosixPath  # the config's path inside the repository
 
     @classmethod
-    def of(cls, config: Path, what: str) -> "Project":
+    def of(cls, config: Path, what: str) -> Project:
         proc = git(config.parent, "rev-parse", "--show-toplevel", check=False)
         if proc.returncode != 0:
             raise InputError(f"{what}: {config} is not in a git repository")
@@ -169,7 +169,7 @@ class Measurer:
         self._proc: subprocess.Popen | None = None
         self._home = Path(tempfile.mkdtemp(prefix="perfguard-measure-"))
 
-    def __enter__(self) -> "Measurer":
+    def __enter__(self) -> Measurer:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -219,7 +219,9 @@ class Measurer:
 
     def _ask(self, side: Side, fields: dict) -> dict:
         proc = self._start()
+        assert side.config is not None  # expanded first
         request = {"config": str(side.config.path), "cache_dir": str(self.cache_dir), **fields}
+        assert proc.stdin is not None and proc.stdout is not None  # started with pipes
         try:
             proc.stdin.write(json.dumps(request) + "\n")
             proc.stdin.flush()
@@ -270,7 +272,7 @@ def _answer_requests(answers, executors: dict) -> None:
             if "expand" in request:
                 answer = {"specs": [spec_to_dict(s) for s in _model_specs(config, request["expand"])]}
             else:
-                models = {(s.name, t): s for s in map(spec_from_dict, request["specs"]) for t in s.targets}
+                models = {(s.name, t): s for s in map(spec_from_dict, request["specs"]) for t in s.targets or ()}
                 pairs = [(models.get((kernel, target)) or config.kernel(kernel), target)
                          for kernel, target in request["pairs"]]
                 jobs = make_jobs(config, pairs, request["simulator"])
@@ -286,10 +288,9 @@ def _answer_requests(answers, executors: dict) -> None:
                 answer = {"results": [dict(r.to_dict(), stats=None if r.stats is None else r.stats.to_record())
                                       for r in results]}
         except PerfguardError as exc:
-            answer = {"error": exc.message, "exit_code": exc.exit_code}
+            answer = {"error": exc.message, "exit_code": exc.exit_code}  # type: ignore[dict-item]  # answer's type is the results' dict
         answers.write(json.dumps(answer, sort_keys=True) + "\n")
         answers.flush()
-    return 0
 
 
 if __name__ == "__main__":

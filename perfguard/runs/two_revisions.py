@@ -3,6 +3,7 @@
 Both sides are measured now (perfguard.runs.revisions), so a repository needs no committed
 baselines. Both are scored by one model, the base revision's: its calibrated model where it
 stores one, the analytical model of its target profile otherwise. Thresholds and limits come
+
 from the base revision's config too (a change cannot loosen the gate it is judged by); a kernel
 only the head has uses its own settings. A kernel only one side has is `new` or `removed`.
 """
@@ -10,6 +11,7 @@ only the head has uses its own settings. A kernel only one side has is `new` or 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Collection
 
 from perfguard.baselines.measured import MeasuredBaselines, TreeModelFiles
 from perfguard.config import Config, KernelSpec
@@ -19,7 +21,7 @@ from perfguard.runs.check import CheckRun, JudgedResult, judge_results, removed_
 from perfguard.runs.revisions import Side
 
 
-def base_baselines(side: Side, model_kernels: set[tuple[str, str]] = frozenset()) -> MeasuredBaselines:
+def base_baselines(side: Side, model_kernels: Collection[tuple[str, str]] = frozenset()) -> MeasuredBaselines:
     """The base revision's measurements read like committed baselines; its calibrated models and
     [[model]] call orders too (so a pull request cannot swap the yardstick both sides are judged by)."""
     def graph(target: str, model: str) -> dict[str, list[int]] | None:
@@ -49,7 +51,7 @@ def catalogue(side: Side, kernels: list[str] | None = None) -> dict[tuple[str, s
             if spec.name not in kernels:
                 continue
             spec = dataclasses.replace(spec, model=None)
-        for target in spec.targets:
+        for target in spec.targets or ():
             out[(spec.name, target)] = spec
     return out
 
@@ -67,12 +69,13 @@ def plan(base: Side, head: Side, kernels: list[str] | None,
     for name in kernels or []:
         if name not in known_names:
             raise InputError(f"compare: unknown kernel or model '{name}' (in neither {base.label} nor {head.label})")
-    known = set((base.config.profiles if base.config else {})) | set((head.config.profiles if head.config else {}))
+    known = set(base.config.profiles if base.config else {}) | set(head.config.profiles if head.config else {})
     for name in targets or []:
         if name not in known:
             raise InputError(f"compare: unknown target '{name}' (known: {', '.join(sorted(known))})")
 
     def pairs(side: Side) -> list[tuple[str, str]]:
+        assert side.config is not None  # called for a side that has one
         wanted = targets or side.config.targets
         return [(name, target) for name, target in catalogue(side, kernels) if target in wanted]
 
@@ -86,6 +89,7 @@ def _judged_by(base: KernelSpec | None, head: KernelSpec | None) -> KernelSpec:
     """The spec a head result is judged with: the base's thresholds and limits; a model kernel keeps
     the head's calls per inference (the model total counts what the head runs)."""
     if base is None:
+        assert head is not None  # a pair is on one side at least
         return head
     if head is not None and head.ir is not None:
         return dataclasses.replace(head, threshold=base.threshold, limits=base.limits)
@@ -99,6 +103,7 @@ def judge_sides(base: Side, head: Side, head_pairs: list[tuple[str, str]], base_
     head's target profiles added for targets only the head knows, and the head's [[model]]s the
     base does not have)."""
     judging = base.config or head.config
+    assert judging is not None  # plan refused two sides without a config
     if head.config is not None and judging is not head.config:
         mine = {m.name for m in judging.models}
         judging = dataclasses.replace(judging, profiles={**head.config.profiles, **judging.profiles},
@@ -108,6 +113,7 @@ def judge_sides(base: Side, head: Side, head_pairs: list[tuple[str, str]], base_
     for kernel, target in head_pairs:
         spec = _judged_by(a.get((kernel, target)), b[(kernel, target)])
         profile = judging.profiles[target]
+        assert head.config is not None  # it has pairs to measure
         sim = judging.simulation
         jobs.append(Job(spec, profile, head.config.root, judging.storage.cache_dir, simulator or sim.simulator,
                         sim.timeout, sim.reps, sim.warmup,
@@ -123,7 +129,7 @@ def judge_sides(base: Side, head: Side, head_pairs: list[tuple[str, str]], base_
                                                f"measured: {before.error}")
         results.append(result)
     store = base_baselines(base, {key for key, spec in a.items() if spec.model is not None})
-    base_models = {(a[pair].model, pair[1]) for pair in base_pairs if a[pair].model is not None}
+    base_models = {(model, pair[1]) for pair in base_pairs if (model := a[pair].model) is not None}
     run = judge_results(judging, jobs, results, threshold, store, also_models=base_models)  # one only A has: removed
     for kernel, target in base_pairs:
         if (kernel, target) in head.results:

@@ -151,7 +151,8 @@ GEM5_BUILD_ISA = {"x86_64": "X86", "riscv64": "RISCV", "aarch64": "ARM"}
 
 def _target_isa(name: str, tables: dict, depth: int = 0) -> str | None:
     """A target's ISA from its name or its [target.NAME] table (isa, or base's)."""
-    table = tables.get(name) if isinstance(tables.get(name), dict) else {}
+    found = tables.get(name)
+    table: dict = found if isinstance(found, dict) else {}
     if isinstance(table.get("isa"), str):
         return table["isa"]
     base = table.get("base")
@@ -329,7 +330,7 @@ def mode() -> str:
     return value
 
 
-def compare_base(payload: dict[str, Any]) -> tuple[str, str]:
+def compare_base(payload: dict[str, Any]) -> tuple[str | None, str]:
     """(label, commit) of the revision `mode: compare` measures as the base."""
     label, commit = choose_base(payload)
     if commit:
@@ -402,7 +403,7 @@ def _workspace_relative(path: Path | None) -> str | None:
         return None
 
 
-def annotations(report: Report) -> list[str]:
+def annotation_lines(report: Report) -> list[str]:
     # lazy: this module imports only the standard library at load (it runs before perfguard is installed)
     from perfguard.report.numbers import pct, seconds, threshold
     from perfguard.report.text import toolchain_headline
@@ -499,6 +500,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         cmd = merge_command(report_dir)
     else:
         git_preflight()
+        base_label: str | None
+        base_commit: str | None
         if mode() == "compare":
             base_label, base_commit = compare_base(payload)
             print(f"perfguard: building and simulating {base_label} at {base_commit} as the base", flush=True)
@@ -521,7 +524,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     outputs = {"verdict": result.verdict, "regressions": str(result.regressions), "report": str(report_dir),
                "exit-code": str(code), "artifact-name": f"perfguard-report-{label}", "comment-dir": ""}
     if data is not None:
-        for line in annotations(data):
+        for line in annotation_lines(data):
             print(line, flush=True)
         markdown = on_github(markdown_for(data, report_dir))
         append_summary(markdown)

@@ -1,7 +1,7 @@
 """One kernel x target at a time: the unit the pytest plugin (and users' own tests) work with.
 
-A shell beside pytest_plugin.py, above guard/ and report/: it judges with guard/ and words
-its failures with report/'s formatting and report data.
+A shell beside pytest_plugin.py, above runs/, judge/ and report/: it judges with runs/ and judge/
+(as `perfguard check` does) and words its failures with report/'s formatting and report data.
 
 `CaseRunner.run(spec, target)` builds, simulates and scores one kernel on one target (or takes its
 job record when nothing it depends on changed: no TVM, no simulator), judges it against its
@@ -13,19 +13,20 @@ timing and the metadata that lets `perfguard calibrate` reuse the timing later.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from perfguard.baselines.git_revision import GitBaselineStore
-from perfguard.baselines.store import BaselineStore
+from perfguard.baselines.store import BaselineSource, BaselineStore
 from perfguard.config import Config, KernelSpec, parse_kernel
 from perfguard.document.report import ModelTotal, Result, TargetSummary
 from perfguard.document.verdicts import ERROR, IMPROVEMENT, NEW, REGRESSION, REMOVED, WRONG_RESULT
 from perfguard.errors import EXIT_USAGE, InfraError, InputError
-from perfguard.kernels.models import model_specs
 from perfguard.job.native import NativeKernel, check_native, this_machine
 from perfguard.job.run import JobResult, build_kernel, run_job
+from perfguard.kernels.models import model_specs
 from perfguard.report.numbers import pct, seconds
 from perfguard.report.text import change_text, delta_with_interval, interval_note, machine_line, what_changed_most
 from perfguard.runs.calibration import group_label
@@ -160,7 +161,7 @@ class CaseRunner:
         self.simulator = simulator
         self.threshold = threshold
         self.update = update
-        self.store = BaselineStore(config.storage.baseline_dir)
+        self.store: BaselineSource = BaselineStore(config.storage.baseline_dir)
         if base:
             self.store = GitBaselineStore(config.storage.baseline_dir, base)
 
@@ -273,7 +274,8 @@ class CaseRunner:
         check_native(job.profile)
         simulated = run_job(job)
         if not simulated.ok:
-            raise (InputError if simulated.exit_code == InputError.exit_code else InfraError)(simulated.error)
+            raise (InputError if simulated.exit_code == InputError.exit_code else InfraError)(simulated.error or "failed")
+        assert simulated.stats is not None  # an ok result has its statistics
         scratch = JobResult(spec.name, target, spec.family, dict(spec.params), job.simulator, ok=False)
         built = build_kernel(job, scratch)
         library = NativeKernel(built.build_dir, job.profile, built.where)

@@ -30,7 +30,7 @@ class Simulator(abc.ABC):
     def check_available(self, target: TargetProfile) -> None:
         """Raise InfraError naming what is missing (binary, plugin compiler) and how to get it."""
 
-    def check_target(self, target: TargetProfile) -> None:
+    def check_target(self, target: TargetProfile) -> None:  # noqa: B027 (optional hook)
         """Raise InputError when this simulator cannot execute the code the profile produces
         (checked for every job before anything is built or simulated)."""
 

@@ -38,7 +38,7 @@ class BlockProfile:
     blocks: tuple[Block, ...]
 
     @classmethod
-    def merged(cls, blocks: list[Block]) -> "BlockProfile":
+    def merged(cls, blocks: list[Block]) -> BlockProfile:
         """Sum the counts of identical blocks and sort: the same run gives the same profile."""
         counts: dict[tuple[int, int, int, str, str], int] = {}
         for b in blocks:
@@ -50,7 +50,7 @@ class BlockProfile:
     def insts(self) -> int:
         return sum(b.insns * b.count for b in self.blocks)
 
-    def scaled(self, factor: float) -> "BlockProfile":
+    def scaled(self, factor: float) -> BlockProfile:
         return BlockProfile(tuple(Block(b.addr, b.size, b.insns, int(round(b.count * factor)), b.code, b.symbol)
                                   for b in self.blocks))
 
@@ -59,7 +59,7 @@ class BlockProfile:
                 "blocks": [[b.addr, b.size, b.insns, b.count, b.code, b.symbol] for b in self.blocks]}
 
     @classmethod
-    def from_dict(cls, data: object, source: str) -> "BlockProfile":
+    def from_dict(cls, data: object, source: str) -> BlockProfile:
         where = f"{source}: block profile"
         if not isinstance(data, dict) or set(data) != {"version", "blocks"}:
             raise InputError(f"{where} must be an object with 'version' and 'blocks'")

@@ -249,7 +249,8 @@ def event_difference(longer: dict[str, int], shorter: dict[str, int], what: str)
         return InfraError(f"{what}: {name} is {with_calls} with the kernel calls and {without} "
                           f"without them: the two runs did not execute the same program")
 
-    return kernel_counts(longer, shorter, EVENTS_NEEDED, _MONOTONE_EVENTS, refuse)
+    counts = kernel_counts(longer, shorter, EVENTS_NEEDED, _MONOTONE_EVENTS, refuse)
+    return {name: value for name, value in counts.items() if value is not None}  # no count is None: none here
 
 
 # ---------------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 from perfguard.atomic import atomic_write_text
@@ -23,7 +23,7 @@ from perfguard.targets import TargetProfile
 X86_BEYOND_AVX2 = ("avx512f", "avxvnni", "avxvnniint8", "avxvnniint16", "avxifma", "avxneconvert", "amx-tile")
 
 
-@lru_cache(maxsize=None)
+@cache
 def _x86_features(tvm_target_json: str, cache_dir: Path | None = None) -> tuple[str, ...]:
     """LLVM's answer for the target, remembered in the cache under TVM's identity: asking needs
     TVM imported (seconds of CPU), which a check whose kernels all come from records avoids."""

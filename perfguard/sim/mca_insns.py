@@ -15,9 +15,9 @@ import hashlib
 import json
 import re
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 from perfguard.atomic import atomic_write_text
 from perfguard.errors import InfraError
@@ -107,8 +107,9 @@ def instruction_costs(blocks: Sequence[Sequence[str]], target: McaTarget, cache_
             missing.append(i)
     if not missing:
         return out
+    found: list[list[InsnCost] | None]
     try:
-        found = _run([blocks[i] for i in missing], target)
+        found = list(_run([blocks[i] for i in missing], target))
     except (InfraError, ValueError):  # one block llvm-mca cannot read: each alone, the rest still get costs
         found = []
         for i in missing:

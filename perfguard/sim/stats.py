@@ -8,8 +8,6 @@ alone, to_record() the counts plus "blocks" when there is a profile.
 
 from __future__ import annotations
 
-
-import json
 from dataclasses import dataclass, fields
 
 from perfguard.errors import InputError
@@ -74,7 +72,7 @@ class Stats:
         return data
 
     @classmethod
-    def from_dict(cls, data: object, source: str = "stats") -> "Stats":
+    def from_dict(cls, data: object, source: str = "stats") -> Stats:
         """Validate and build; `source` names the file or object in the error message."""
         if not isinstance(data, dict):
             raise InputError(f"{source}: stats must be an object, got {type(data).__name__}")
@@ -95,14 +93,10 @@ class Stats:
         blocks = data.get("blocks")
         return cls(**values, blocks=None if blocks is None else BlockProfile.from_dict(blocks, source))
 
-    def scaled(self, factor: float) -> "Stats":
+    def scaled(self, factor: float) -> Stats:
         """Counts divided per repetition etc.; rounding keeps them integers."""
         return Stats(**{k: (None if v is None else int(round(v * factor))) for k, v in self.to_dict().items()},
                      blocks=None if self.blocks is None else self.blocks.scaled(factor))
-
-    def canonical_json(self) -> str:
-        """Byte-stable serialisation: determinism checks compare these strings."""
-        return json.dumps(self.to_record(), sort_keys=True, separators=(",", ":"))
 
 
 assert tuple(f.name for f in fields(Stats)) == STAT_FIELDS + ("blocks",)

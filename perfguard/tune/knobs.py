@@ -105,6 +105,7 @@ def search(family: Family, default: dict[str, Any], spec: KernelSpec, measurer: 
            batch: int, seed: int = 0) -> list[Trial]:
     """Evaluate up to `trials` knob sets (the configured one first); returns every trial."""
     resolve = family.extra["resolve"]
+    assert family.space is not None  # tune refuses a family without a space
     shape = {k: default[k] for k in family.shape_keys}
     space: list[dict] = []
     seen_keys: set[str] = set()
@@ -128,7 +129,7 @@ def search(family: Family, default: dict[str, Any], spec: KernelSpec, measurer: 
         labels = [knob_label(space[i], family.shape_keys) for i in indices]
         for i, trial in zip(indices, measurer.measure(specs, labels, [space[i] for i in indices])):
             evaluated.append(i)
-            if trial.ok:
+            if trial.ok and trial.predicted_s is not None:
                 scores[i] = math.log(trial.predicted_s)
 
     if budget >= len(space):

@@ -10,18 +10,19 @@ error and no score.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
+from typing import Any
 
-from perfguard.compile.cache import BuildCache, digest
+from perfguard.compile.cache import BuildCache
 from perfguard.compile.inputs import decode_outputs
 from perfguard.config import Config, KernelSpec
 from perfguard.errors import InfraError
 from perfguard.executors.base import Executor
+from perfguard.fingerprints import digest
+from perfguard.job.native import check_native, run_harness, time_native
 from perfguard.job.run import Job, JobResult, build_kernel, check_built, failure_into, run_jobs
 from perfguard.predict.select import predictor_for
-from perfguard.job.native import check_native, run_harness, time_native
-from perfguard.sim.stats import Stats
 from perfguard.targets import TargetProfile
 
 MEASURES = ("sim", "native")
@@ -45,7 +46,7 @@ class Trial:
         return asdict(self)
 
 
-def _guarded(stage: Callable[[Job, JobResult], None], job: Job) -> JobResult:
+def _guarded(stage: Callable[[Job, JobResult], object], job: Job) -> JobResult:
     """Run one pipeline stage like run_job does: never raises, a failure is ok=False."""
     started = time.monotonic()
     result = JobResult(job.kernel.name, job.profile.name, job.kernel.family, {}, job.simulator, ok=False)
@@ -69,6 +70,7 @@ def _native_check(job: Job, result: JobResult) -> None:
         outputs = decode_outputs(stdout, built.lowered.tensors)
     except ValueError as exc:
         raise InfraError(f"{built.where}: harness printed garbage natively: {exc}") from None
+    assert result.binary_hash is not None  # build_kernel set it
     check_built(job, result, built, outputs, digest(result.binary_hash, "native"))
 
 
@@ -124,6 +126,7 @@ class Measurer:
         if not result.ok:
             return self.fail(trial, "run", result.error, result.seconds)
         trial.ok, trial.content_hash, trial.seconds = True, result.content_hash, result.seconds
+        assert result.stats is not None  # an ok result has its statistics
         trial.stats = result.stats.to_dict()
         trial.predicted_s = float(self.predictor.predict_stats([result.stats])[0])
         if self.on_trial:
@@ -161,6 +164,7 @@ class Measurer:
         if not result.ok:
             return self.fail(trial, "run", result.error, result.seconds)
         started = time.monotonic()
+        assert result.content_hash is not None  # an ok result was built
         binary = BuildCache(self.config.storage.cache_dir).build_dir(result.content_hash) / "harness"
         try:
             timing = time_native(binary, self.profile, trial.label)
@@ -179,5 +183,3 @@ class Measurer:
         return min(scored, key=lambda t: (t.predicted_s, t.index)) if scored else None
 
 
-def stats_of(trial: Trial) -> Stats | None:
-    return None if trial.stats is None else Stats.from_dict(trial.stats, f"trial {trial.index}")

@@ -23,9 +23,11 @@ import logging
 import sys
 import tempfile
 import uuid
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from types import FrameType
+from typing import Any
 
 import numpy as np
 
@@ -46,8 +48,8 @@ def _fast_stack(context: int = 1) -> list:
     takes 20-60 s (longer the more modules are loaded). The parser reads the context of the
     third frame alone, so the result is the same.
     """
-    frame = sys._getframe(1)
-    frames = []
+    frame: FrameType | None = sys._getframe(1)
+    frames: list[inspect.FrameInfo] = []
     while frame is not None:
         if len(frames) < 3:
             frames.append(inspect.FrameInfo(frame, *inspect.getframeinfo(frame, context)))
@@ -74,6 +76,7 @@ def import_meta_schedule():
         import tvm.s_tir
 
         spec = importlib.util.find_spec("tvm.s_tir.tensor_intrin")
+        assert spec is not None  # tvm.s_tir was just imported
         package = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = package
         saved = inspect.stack
@@ -119,7 +122,7 @@ def _classes():
     class SimBuilder(PyBuilder):
         """Builds candidates with perfguard's toolchain: TVM object + C harness, linked."""
 
-        def __init__(self, session: "CandidateSession"):
+        def __init__(self, session: CandidateSession):
             super().__init__()
             self.session = session
 
@@ -142,7 +145,7 @@ def _classes():
 
     @derived_object
     class SimRunnerFuture(PyRunnerFuture):
-        def __init__(self, session: "CandidateSession", pending: dict):
+        def __init__(self, session: CandidateSession, pending: dict):
             super().__init__()
             self.session, self.pending = session, pending
 
@@ -157,7 +160,7 @@ def _classes():
     class SimRunner(PyRunner):
         """Runs candidates in parallel simulators; the measurement is the predicted time."""
 
-        def __init__(self, session: "CandidateSession"):
+        def __init__(self, session: CandidateSession):
             super().__init__()
             self.session = session
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from perfguard import __version__
 from perfguard.atomic import atomic_write_text
@@ -53,9 +54,10 @@ class TuneResult:
 
     @property
     def speedup(self) -> float | None:
-        if self.tuned is None or not self.tuned.ok or not self.configured.ok:
+        configured, tuned = self.configured.predicted_s, self.tuned.predicted_s if self.tuned is not None else None
+        if self.tuned is None or not self.tuned.ok or not self.configured.ok or configured is None or tuned is None:
             return None
-        return self.configured.predicted_s / self.tuned.predicted_s
+        return configured / tuned
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -111,7 +113,7 @@ def tune_kernel(config: Config, spec: KernelSpec, profile: TargetProfile, execut
         search(family, default, spec, measurer, trials, batch, seed)
         best = measurer.best()
         tuned_spec = None if best is None else dataclasses.replace(
-            spec, name=name, params=best.params, targets=(profile.name,))
+            spec, name=name, params=best.params or {}, targets=(profile.name,))
         check_spec = tuned_spec
     else:
         _, trace = metaschedule.tune(measurer, spec, shape, strategy, trials, batch, seed)
@@ -138,7 +140,7 @@ def tune_kernel(config: Config, spec: KernelSpec, profile: TargetProfile, execut
             replayed = apply.tuned(schedule=str(schedule.resolve()))
             check_spec = metaschedule.candidate_spec(spec, family.name, shape, name, tvm.ir.save_json(replayed))
     tuned = None
-    if check_spec is not None:
+    if check_spec is not None and tuned_spec is not None:  # both or neither
         tuned = measurer.measure([check_spec], ["tuned"], [tuned_spec.params], record=False)[0]
     result = TuneResult(spec.name, profile.name, family.name, strategy, measure, measurer.model,
                         executor.describe(), trials, configured, best, tuned, measurer.trials,

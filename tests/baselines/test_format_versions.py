@@ -17,8 +17,14 @@ from pathlib import Path
 import pytest
 
 from perfguard import __version__
-from perfguard.baselines.store import (SCHEMA_VERSION, BaselineStore, graph_path, parse_baseline, parse_graph,
-                                       same_record)
+from perfguard.baselines.store import (
+    SCHEMA_VERSION,
+    BaselineStore,
+    graph_path,
+    parse_baseline,
+    parse_graph,
+    same_record,
+)
 from perfguard.cli import main
 from perfguard.compile.loops import LOOPS_VERSION, LoopNest
 from perfguard.errors import EXIT_USAGE, InputError, NewerFormat

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 
 import numpy as np
@@ -69,7 +70,7 @@ def test_identical_inputs_give_byte_identical_stats(built_twice, isa):
     assert first.ok and second.ok
     assert first.rebuilt and second.rebuilt and first.resimulated and second.resimulated
     assert first.binary_hash == second.binary_hash
-    assert first.stats.canonical_json() == second.stats.canonical_json()
+    assert json.dumps(first.stats.to_record(), sort_keys=True) == json.dumps(second.stats.to_record(), sort_keys=True)
 
 
 def _symbols(path) -> dict[str, int]:

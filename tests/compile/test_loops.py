@@ -8,7 +8,14 @@ import json
 import pytest
 
 from perfguard.compile.loops import (
-    LOOPS_FILE, Loop, LoopLayout, LoopMatch, LoopNest, ensure_loops, object_functions, record_loops,
+    LOOPS_FILE,
+    Loop,
+    LoopLayout,
+    LoopMatch,
+    LoopNest,
+    ensure_loops,
+    object_functions,
+    record_loops,
 )
 from perfguard.compile.lower import build_object, inspect_module
 from perfguard.errors import InputError

@@ -22,7 +22,6 @@ from perfguard.baselines.lock import LOCK_NAME, baselines_lock
 from perfguard.baselines.store import BaselineStore
 from tests import faultlib as F
 
-
 # Seconds from the signal to the exit of an interrupted check: writing its partial report (the
 # simulators are gone within a second).
 INTERRUPTED_EXIT_S = 30

@@ -306,9 +306,9 @@ def test_doctor_prints_the_fingerprint_and_whether_it_matches_the_baselines(tmp_
 
 
 def test_the_action_annotates_a_toolchain_change_once():
-    from perfguard.shells.action import annotations
-    from perfguard.judge.verdicts import toolchain_summary
     from perfguard.document.report import Report
+    from perfguard.judge.verdicts import toolchain_summary
+    from perfguard.shells.action import annotation_lines
 
     changed = {"cc": {"baseline": "gcc 12", "current": "gcc 13"}}
     summary = toolchain_summary([("aarch64", changed), ("riscv64", changed), ("x86_64", {})])
@@ -317,7 +317,7 @@ def test_the_action_annotates_a_toolchain_change_once():
                        "rebaseline": "perfguard baseline update --targets aarch64,riscv64"}
     results = [{"kernel": "k", "target": t, "verdict": "toolchain", "toolchain_changed": changed}
                for t in ("aarch64", "riscv64")]
-    lines = annotations(Report.from_json({"schema": 1, "config": None, "results": results,
+    lines = annotation_lines(Report.from_json({"schema": 1, "config": None, "results": results,
                                           "summary": {"exit_code": 0, "toolchain_changed": summary, "toolchain": 2}}))
     assert len(lines) == 1 and lines[0].startswith("::warning ")
     assert "cc gcc 12 \u2192 gcc 13" in lines[0] and "2 kernel(s) moved but are not judged" in lines[0]

@@ -52,7 +52,7 @@ def _jobs(cache: Path) -> list[Job]:
 
 
 def _fingerprint(results) -> list[tuple]:
-    return [(r.kernel, r.target, r.ok, r.content_hash, r.binary_hash, r.stats.canonical_json(), r.max_error)
+    return [(r.kernel, r.target, r.ok, r.content_hash, r.binary_hash, json.dumps(r.stats.to_record(), sort_keys=True), r.max_error)
             for r in results]
 
 

@@ -20,9 +20,9 @@ import io
 import json
 import shutil
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
@@ -127,7 +127,8 @@ def only(setup, *argv: str):
 
 
 def entry(text: str):
-    return edit("perfguard.toml", 'entry = "perfguard.kernels.gemv:gemv"', text)
+    """The kernel's entry replaced by a user's (its family, gemv's, goes with gemv's entry)."""
+    return edit("perfguard.toml", 'entry = "perfguard.kernels.gemv:gemv"\nfamily = "gemv"', text)
 
 
 def user_kernel(extra: str = ""):
@@ -507,6 +508,9 @@ CASES = [
          "parameter 'tile_m' = 5 does not divide 'M' = 16", 2, edit("perfguard.toml", "M = 16,", "M = 16, tile_m = 5,")),
     Case("param-unknown", "unknown kernel parameter (`tile_z`)", "unknown parameter 'tile_z'", 2,
          edit("perfguard.toml", "M = 16,", "M = 16, tile_z = 4,")),
+    Case("family-entry-disagree", "a family that is not the entry's (`entry` gemv's, `family = \"gemm\"`)",
+         "entry 'perfguard.kernels.gemv:gemv' and family 'gemm' disagree (that family's entry is "
+         "'perfguard.kernels.gemm:gemm')", 2, edit("perfguard.toml", 'family = "gemv"', 'family = "gemm"')),
     Case("param-shell", "a parameter value with shell in it (`dtype = \"$(reboot)\"`)",
          "parameter 'dtype' = '$(reboot)' is not one of float32, float64", 2,
          edit("perfguard.toml", "M = 16,", 'M = 16, dtype = "$(reboot)",')),

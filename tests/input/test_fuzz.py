@@ -17,8 +17,8 @@ import json
 import math
 import re
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pytest
@@ -27,8 +27,8 @@ from hypothesis import strategies as st
 
 from perfguard.baselines.store import Baseline, parse_baseline
 from perfguard.config import Config, load_config
+from perfguard.document.report import read_report
 from perfguard.errors import PerfguardError
-from perfguard.judge.merge import load_report
 from perfguard.predict.dataset import Dataset, Row, load_dataset
 from perfguard.predict.features import matrix
 from perfguard.predict.registry import PREDICTORS
@@ -557,7 +557,7 @@ REPORT = {"schema": 1, "perfguard_version": "0.1.0", "created": "2026-01-01T00:0
       st.one_of(mutated_json(REPORT), raw_inputs(json.dumps(REPORT))))
 def test_report_reader(doc):
     text = as_json_text(doc) if isinstance(doc, dict) else doc
-    data = rejects_or_returns(load_report, scratch("reports/perfguard.json", text))
+    data = rejects_or_returns(read_report, scratch("reports/perfguard.json", text))
     if data is not None:
         assert isinstance(data.results, list) and data.summary.exit_code in (0, 1, 2, 3)
         assert type(data).from_json(data.to_json()) == data  # what was read writes back to the same report

@@ -1,4 +1,4 @@
-"""Block pairing (judge.attribution.block_changes) on hand-made block profiles: which blocks pair,
+"""Block pairing (judge.attribution.attribute's changed blocks) on hand-made block profiles: which blocks pair,
 each pair's change in cycles and share of the whole change, their order and the cap.
 
 Cycles per execution come from a table keyed by each block's bytes (`HandCycles`), so every
@@ -15,7 +15,7 @@ import shutil
 import pytest
 
 from perfguard.document.report import BlockSide
-from perfguard.judge.attribution import MAX_BLOCKS, block_changes
+from perfguard.judge.attribution import MAX_BLOCKS, attribute
 from perfguard.predict.pipeline import BlockCost, PipelineModel
 from perfguard.sim.blocks import Block, BlockProfile
 from perfguard.sim.mca import LLVM_MC, LLVM_MCA, BlockTiming
@@ -84,6 +84,11 @@ BASELINE = profile(block(0x1000, "4801c8", 100), block(0x1010, "4883e901", 50), 
                    block(0x1030, "c3", 7), block(0x1040, "9090", 20), block(0x1040, "90909090", 5))
 CURRENT = profile(block(0x1000, "4801c8", 130), block(0x1010, "4883e901", 55), block(0x1030, "c3", 7),
                   block(0x1040, "9090", 40), block(0x1050, "480fafc1", 10))
+
+
+def block_changes(model, baseline, current):
+    """The changed blocks: code paired by what it is, code that only moved left out, largest change first."""
+    return attribute(model, baseline, current).blocks
 
 
 def test_pairs_shares_and_order_of_a_hand_made_change():

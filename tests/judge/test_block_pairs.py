@@ -5,8 +5,17 @@ from __future__ import annotations
 
 import pytest
 
-from perfguard.judge.block_pairs import (ONLY_BASELINE, ONLY_CURRENT, RECOUNTED, RENAMED, SAME, SAME_LOOP, SAME_OFFSET,
-                                         SPLIT, pair_blocks)
+from perfguard.judge.block_pairs import (
+    ONLY_BASELINE,
+    ONLY_CURRENT,
+    RECOUNTED,
+    RENAMED,
+    SAME,
+    SAME_LOOP,
+    SAME_OFFSET,
+    SPLIT,
+    pair_blocks,
+)
 from perfguard.judge.code_identity import normalised, renamed
 from perfguard.judge.differential import HOTTEST, LARGEST, NOT_IN_LOOP, Place, differential
 from perfguard.predict.pipeline import BlockCost

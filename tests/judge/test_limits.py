@@ -58,7 +58,7 @@ def test_limit_breach(limit, baseline, current, breached):
 
 
 @pytest.mark.slow
-def test_a_limit_fails_the_check_on_one_statistic_while_the_time_passes(seeded: Path, tmp_path: Path):
+def test_a_limit_fails_the_check_on_one_statistic_while_the_time_passes(seeded: Path, tmp_path: Path):  # noqa: F811
     """The baseline had 10 % fewer loads: within a 50 % time threshold, over a 5 % limit on loads."""
     project = tmp_path / "proj"
     shutil.copytree(seeded, project)

@@ -10,7 +10,6 @@ import pytest
 from perfguard.cli import main
 from perfguard.errors import EXIT_INFRA, EXIT_OK, EXIT_REGRESSION, EXIT_USAGE
 from perfguard.judge.merge import combined_exit_code
-
 from tests.conftest import write_project
 from tests.projects import GOOD, WORSE, config_text
 

@@ -8,7 +8,7 @@ import struct
 import numpy as np
 import pytest
 
-tvm = pytest.importorskip("tvm")
+pytest.importorskip("tvm")
 import tvm.tirx  # noqa: E402
 
 from perfguard.errors import InputError  # noqa: E402

@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from perfguard.runs import calibration
 from perfguard.predict.features import feature_names
 from perfguard.predict.select import auto_uses
+from perfguard.runs import calibration
 from perfguard.targets import BUILTIN
 
 X86 = BUILTIN["x86_64"]

@@ -4,12 +4,10 @@ gets, and the packaged calibration itself."""
 
 from __future__ import annotations
 
-import json
 import math
 
 import pytest
 
-from perfguard.errors import InputError
 from perfguard.predict import intervals as iv
 
 
@@ -53,13 +51,11 @@ def _calibration() -> iv.IntervalCalibration:
     return iv.calibrate(residuals, {"command": "test"})
 
 
-def test_the_file_round_trips_byte_for_byte_and_entries_need_enough_pairs(tmp_path):
+def test_the_file_is_deterministic_and_entries_need_enough_pairs(tmp_path):
     cal = _calibration()
     assert [e.model_id for e in cal.entries] == ["pipeline-v2-aaa", "xgboost-bbb"]
     path = cal.save(tmp_path / "intervals.json")
-    again = iv.load_intervals(path)
-    assert again.to_json() == path.read_text() == cal.to_json()
-    assert again.save(tmp_path / "b.json").read_bytes() == path.read_bytes()
+    assert path.read_text() == cal.to_json() == _calibration().to_json()  # the same residuals, the same bytes
 
 
 def test_a_result_gets_its_own_model_then_the_same_kind_then_another_target():
@@ -83,24 +79,6 @@ def test_a_result_gets_its_own_model_then_the_same_kind_then_another_target():
     assert iv.delta_interval(cal, "x86_64", "pipeline-v2-aaa", False, 1.0, 1.5, same_statistics=True).high_pct == 0.0
     assert iv.delta_interval(cal, "x86_64", "analytical-v1-x", False, 1.0, 1.5) is None
     assert iv.delta_interval(None, "x86_64", "pipeline-v2-aaa", False, 1.0, 1.5) is None
-
-
-@pytest.mark.parametrize("change, message", [
-    (lambda d: d.update(schema=2), "interval calibration schema 2, written by a newer perfguard; this is perfguard"),
-    (lambda d: d.update(schema=0), "interval calibration schema 0 is not 1"),
-    (lambda d: d.update(level=1.5), "'level' must be in (0, 1)"),
-    (lambda d: d["entries"][0].update(kind="oracle"), "entries[0]: needs target, model_id, kind"),
-    (lambda d: d["entries"][0].update(quantile=-1), "entries[0]: needs target"),
-    (lambda d: d["entries"][0].pop("pairs"), "entries[0]: needs target"),
-])
-def test_a_damaged_calibration_is_an_input_error_naming_the_file(tmp_path, change, message):
-    data = json.loads(_calibration().to_json())
-    change(data)
-    path = tmp_path / "intervals.json"
-    path.write_text(json.dumps(data))
-    with pytest.raises(InputError, match="intervals.json: ") as err:
-        iv.load_intervals(path)
-    assert message in err.value.message
 
 
 def test_the_committed_machine_profiles_cover_the_default_models_of_x86_64_and_no_other_isa():

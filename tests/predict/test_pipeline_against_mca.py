@@ -14,9 +14,9 @@ import subprocess
 
 import pytest
 
-from perfguard.sim.mca import ITERATIONS, LLVM_MC, LLVM_MCA, McaTarget, _page_tail
 from perfguard.predict.pipeline import PipelineModel, loop_bodies
 from perfguard.sim.blocks import Block, BlockProfile
+from perfguard.sim.mca import ITERATIONS, LLVM_MC, LLVM_MCA, McaTarget, _page_tail
 from perfguard.sim.stats import Stats
 from perfguard.targets import BUILTIN
 from tests.conftest import REPO

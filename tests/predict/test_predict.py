@@ -8,15 +8,14 @@ import shutil
 
 import numpy as np
 import pytest
-
-from perfguard.cli import main
-from perfguard.errors import InputError
 from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 
+from perfguard.cli import main
+from perfguard.errors import InputError
 from perfguard.predict.calibrated import CalibratedModel
-from perfguard.predict.estimator import CalibratedPredictor
 from perfguard.predict.dataset import Dataset, Row, dataset_path, load_dataset
+from perfguard.predict.estimator import CalibratedPredictor
 from perfguard.predict.evaluate import leave_one_group_out, metrics
 from perfguard.predict.features import matrix
 from perfguard.predict.registry import PREDICTORS
@@ -135,7 +134,7 @@ def test_predictors_follow_the_estimator_contract(name):
     with pytest.raises(NotFittedError, match=f"this {cls.__name__} is not fitted yet"):
         twin.predict(np.ones((2, 39)))
     with pytest.raises(NotFittedError, match="not fitted"):
-        twin.model_id
+        _ = twin.model_id
     stats, times, groups = synthetic(n_groups=3, per_group=10)
     twin.set_params(**SHORT_FIT.get(name, {}))
     twin.fit(counts(stats, twin), times, groups)
@@ -388,10 +387,10 @@ def test_dataset_stores_each_block_once_and_reads_profiles_back(tmp_path):
 
 
 def test_resimulated_rows_keep_their_native_time_only_when_nothing_changed():
+    import dataclasses
+
     from perfguard.job.run import JobResult
     from perfguard.runs.calibration import merge_resimulated
-
-    import dataclasses
 
     old = [Row("g", {"i": i}, dataclasses.replace(profiled(1000 + i, 10), blocks=None), 1e-3 * (i + 1), {}, {},
                "cd" * 32 if i == 2 else None) for i in range(3)]
@@ -450,8 +449,8 @@ def test_pipeline_features_are_the_pipeline_models_cycles(tmp_path):
 
 
 def test_a_model_on_pipeline_features_scores_through_todays_pipeline_model(tmp_path):
-    from perfguard.runs.calibration import train
     from perfguard.predict.select import predictor_for
+    from perfguard.runs.calibration import train
 
     rng = np.random.default_rng(1)
     rows = [Row(f"g{i % 3}", {"i": i}, profiled(int(n) * 3, int(n)), 1e-9 * n * rng.uniform(0.9, 1.1), {}, {})

@@ -16,8 +16,8 @@ from benchmarks import verdicts as vd
 from benchmarks.verdict_pairs import PAIRS, Pair
 from perfguard.config import load_config
 from perfguard.errors import InfraError
-from perfguard.kernels import FAMILY_NAMES, get_family
 from perfguard.job.native import QuietPolicy
+from perfguard.kernels import FAMILY_NAMES, get_family
 from perfguard.runs.calibration import DEFAULT_GROUPS
 from perfguard.targets import BUILTIN
 from tests.conftest import REPO

@@ -315,8 +315,8 @@ def test_typed_report_reads_and_writes_perfguard_json_byte_for_byte(tiny):
 
 
 def test_typed_report_keeps_what_it_does_not_know_and_names_a_wrong_type(tiny):
-    from perfguard.errors import InputError
     from perfguard.document.report import report_text
+    from perfguard.errors import InputError
 
     data = copy.deepcopy(tiny["data"])
     data["from_the_future"] = {"x": [1, 2]}
@@ -343,8 +343,8 @@ def test_typed_report_optional_additions_stay_absent_until_set():
 
 
 def test_report_schema_upgrades_run_before_reading(monkeypatch):
-    from perfguard.errors import InputError
     from perfguard.document import report as report_module
+    from perfguard.errors import InputError
 
     def from_zero(doc):  # a made-up schema 0 that called the verdict "outcome"
         return {**doc, "results": [{**{k: v for k, v in r.items() if k != "outcome"}, "verdict": r["outcome"]}

@@ -17,8 +17,8 @@ import pytest
 from perfguard.baselines.store import parse_baseline
 from perfguard.config import load_config
 from perfguard.document.verdicts import REGRESSION
-from perfguard.judge.verdicts import judge
 from perfguard.job.run import JobResult
+from perfguard.judge.verdicts import judge
 from perfguard.predict.analytical import AnalyticalModel
 from perfguard.predict.base import Predictor
 from perfguard.runs.check import CheckRun, JudgedResult

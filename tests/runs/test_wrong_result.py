@@ -17,12 +17,12 @@ import pytest
 from perfguard.document.report import Report, read_report, report_text, write_report
 from perfguard.document.verdicts import ERROR, REGRESSION, WRONG_RESULT
 from perfguard.errors import EXIT_INFRA, EXIT_REGRESSION, EXIT_WRONG_RESULT, WrongResult
+from perfguard.job.run import JobResult
+from perfguard.job.verify import mismatch_error
 from perfguard.judge.merge import combined_exit_code
 from perfguard.judge.verdicts import Verdict
-from perfguard.job.run import JobResult
 from perfguard.runs.check import CheckRun, JudgedResult
 from perfguard.runs.report_build import build_report
-from perfguard.job.verify import mismatch_error
 from tests.conftest import REPO
 
 SCHEMA = json.loads((REPO / "docs" / "report.schema.json").read_text())
@@ -125,12 +125,12 @@ def test_every_renderer_says_wrong_result_and_where(wrong_report, tmp_path):
 
 
 def test_the_action_fails_on_a_wrong_result_even_without_fail_on_regression(wrong_report):
-    from perfguard.shells.action import action_result, annotations
+    from perfguard.shells.action import action_result, annotation_lines
 
     result = action_result(wrong_report, EXIT_WRONG_RESULT)
     assert (result.verdict, result.exit_code) == ("wrong-result", 4)
     assert any(line.startswith("::error") and "title=perfguard wrong result%3A k[x86_64]" in line
-               for line in annotations(wrong_report))
+               for line in annotation_lines(wrong_report))
 
 
 def test_a_pytest_case_with_a_wrong_result_fails_with_its_message():

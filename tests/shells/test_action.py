@@ -379,9 +379,9 @@ def test_on_github_the_links_into_the_report_folder_lead_to_the_run(monkeypatch)
 
 
 def test_the_action_writes_the_same_markdown_as_perfguard_when_summary_md_is_missing(tmp_path):
-    from perfguard.shells.action import markdown_for
     from perfguard.document.report import Report
     from perfguard.report.markdown import MARKER
+    from perfguard.shells.action import markdown_for
 
     report = Report.from_json({
         "schema": 1, "summary": {"exit_code": 1}, "results": [

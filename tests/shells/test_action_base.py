@@ -6,6 +6,7 @@ and unshallowing; a base that cannot be had is one line, exit 2. And an invalid 
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -66,7 +67,7 @@ def test_a_branch_the_shallow_checkout_lacks_is_fetched_and_the_history_unshallo
 def test_a_pull_requests_base_sha_the_checkout_lacks_is_fetched_by_sha(checkout, remote, tmp_path, monkeypatch):
     _, shas = remote
     event = tmp_path / "event.json"
-    event.write_text('{"pull_request": {"number": 7, "base": {"ref": "main", "sha": "%s"}}}' % shas["C"])
+    event.write_text(json.dumps({"pull_request": {"number": 7, "base": {"ref": "main", "sha": shas["C"]}}}))
     monkeypatch.setenv("GITHUB_EVENT_NAME", "pull_request")
     monkeypatch.setenv("GITHUB_EVENT_PATH", str(event))
     assert choose_base(action.event_payload()) == ("main", shas["B"])

@@ -226,7 +226,7 @@ def test_the_snapshot_switch_points_apt_at_the_snapshot(tmp_path):
     fetches every index from snapshot.debian.org at the lock's timestamp (--print-uris: nothing is
     downloaded)."""
     workflow = (REPO / ".github" / "workflows" / "perfguard.yml").read_text()
-    line = next(l.strip() for l in workflow.splitlines() if SNAPSHOT_SWITCH.search(l))
+    line = next(text.strip() for text in workflow.splitlines() if SNAPSHOT_SWITCH.search(text))
     parts = tmp_path / "sources.list.d"
     parts.mkdir()
     shutil.copy(DEBIAN_SOURCES, parts / "debian.sources")

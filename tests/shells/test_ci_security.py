@@ -24,8 +24,9 @@ tests/shells/test_ci_rules.py checks how the jobs would run: shells, caches, apt
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 import yaml

@@ -34,10 +34,9 @@ def test_generated_parts_are_up_to_date():
 
 
 def test_every_config_key_is_documented_and_every_documented_key_exists():
-    docs = config_module.KEY_DOCS
-    assert set(docs["perfguard"]) == config_module._TOP_KEYS
-    assert set(docs["kernel"]) == config_module._KERNEL_KEYS
-    assert set(docs["model"]) == config_module._MODEL_KEYS
+    # [[kernel]] and [[model]] accept exactly KEY_DOCS' keys (config.py reads them from it); the
+    # top table's keys are gathered from the sections, so they are compared here
+    assert set(config_module.KEY_DOCS["perfguard"]) == config_module._TOP_KEYS
 
 
 def _slug(heading: str) -> str:

@@ -9,13 +9,13 @@ from pathlib import Path
 from rich.markup import escape
 
 from perfguard.baselines.store import BaselineStore, refuse_newer
-from perfguard.shells.commands.check import add_common, names
 from perfguard.config import load_config
 from perfguard.errors import EXIT_OK, InputError
 from perfguard.executors import executor_from_args, pool_size
 from perfguard.report.terminal import console, progress
 from perfguard.runs.check import make_jobs, measure, recorded, select, write_baselines
 from perfguard.runs.orphans import closest_kernel, find_orphans, is_configured, reason, scanned_targets, shown
+from perfguard.shells.commands.check import add_common, names
 
 
 def add_parser(subparsers) -> None:

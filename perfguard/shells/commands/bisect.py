@@ -11,19 +11,20 @@ from pathlib import Path
 from rich.markup import escape
 
 from perfguard.atomic import atomic_write_text
-from perfguard.shells.commands.compare import check_numbers
 from perfguard.config import find_config, load_config
 from perfguard.errors import EXIT_OK, EXIT_REGRESSION
+from perfguard.executors import add_executor_options, executor_choice
+from perfguard.judge.attribution import attribution_between
 from perfguard.report.numbers import pct, seconds, signed_count
 from perfguard.report.terminal import console
-from perfguard.judge.attribution import attribution_between
 from perfguard.report.text import block_line
 from perfguard.report.where import top_lines, where_line
 from perfguard.runs.bisect import AMBIGUOUS, NO_CROSSING, Bisection, Bisector, Visit
-from perfguard.targets import TargetProfile
 from perfguard.runs.revisions import Measurer, Project
-from perfguard.executors import add_executor_options, executor_choice
+from perfguard.shells.commands.compare import check_numbers
 from perfguard.sim.base import SIMULATOR_NAMES
+from perfguard.targets import TargetProfile
+
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser("bisect", help="find the first commit whose predicted time crossed the threshold")
@@ -61,7 +62,10 @@ class Explanation:
 
 
 def explain(b: Bisection, profile: TargetProfile, cache_dir: Path) -> Explanation:
-    before, after = b.last_good.result.stats, b.first_bad.result.stats
+    assert b.last_good is not None and b.first_bad is not None  # explained only when a crossing was found
+    good, bad = b.last_good.result, b.first_bad.result
+    assert good is not None and bad is not None and good.stats is not None and bad.stats is not None  # measured
+    before, after = good.stats, bad.stats
     rows = []
     for name in before.to_dict():
         x, y = getattr(before, name), getattr(after, name)
@@ -71,7 +75,7 @@ def explain(b: Bisection, profile: TargetProfile, cache_dir: Path) -> Explanatio
     rows.sort(key=lambda row: (-row[0], row[1]))
     stats = [f"{name} {signed_count(y - x)}" + (f" ({pct(100.0 * (y - x) / x)})" if x else "")
              for _, name, x, y in rows[:MOST]]
-    found = attribution_between(b.last_good.result, b.first_bad.result, profile, cache_dir)
+    found = attribution_between(good, bad, profile, cache_dir)
     if found is None:
         return Explanation(stats, None, None, None)
     return Explanation(stats, where_line(found.attribution), top_lines(found.attribution)[0],
@@ -115,6 +119,7 @@ def _line(visit: Visit) -> str:
     if visit.skipped:
         return f"  skip  {visit.sha[:12]}  {visit.subject[:50]}: {visit.skipped}"
     mark = "bad " if visit.crossed else "good"
+    assert visit.verdict is not None  # measured, not skipped: judged
     return f"  {mark}  {visit.sha[:12]}  {seconds(visit.time_s)}  {pct(visit.verdict.delta_pct)}  {visit.subject[:50]}"
 
 
@@ -139,11 +144,14 @@ def run(args: argparse.Namespace) -> int:
         atomic_write_text(args.json, found.to_json())
     skipped = sum(1 for v in b.visits if v.skipped)
     visited = f"{len(b.visits)} revision(s) measured of {len(b.commits) + 1}" + (f", {skipped} skipped" if skipped else "")
+    assert b.bad.verdict is not None  # --bad is measured or the bisection stops with its error
     if b.outcome == NO_CROSSING:
         out.print(f"no crossing: --bad {escape(args.bad)} is {pct(b.bad.verdict.delta_pct)} against --good "
                   f"{escape(args.good)}, within the threshold of {b.threshold_pct:.2f} % ({visited})")
         return EXIT_OK
     first, last = b.first_bad, b.last_good
+    # A crossing: both were measured and judged (an unmeasurable revision is skipped, never first or last).
+    assert first is not None and last is not None and first.verdict is not None and last.verdict is not None
     if b.outcome == AMBIGUOUS:
         out.print(f"the first bad commit is one of {len(b.candidates)} (the others could not be measured): "
                   + ", ".join(sha[:12] for sha in b.candidates))
@@ -151,6 +159,7 @@ def run(args: argparse.Namespace) -> int:
     out.print(f"  predicted {seconds(first.time_s)}{' per inference' if model else ''} against "
               f"{seconds(first.reference_s)} at --good: {pct(first.verdict.delta_pct)} (threshold {b.threshold_pct:.2f} %)")
     if model:
+        assert b.step is not None  # a model's crossing is judged step by step (Bisector.run)
         out.print(f"  last good {last.sha[:12]}: {pct(last.verdict.delta_pct)}; from it to the first bad commit "
                   f"({pct(b.step.delta_pct)}):")
         for line in b.step.changes or ["no kernel moved beyond its threshold (small changes added up)"]:
@@ -158,6 +167,7 @@ def run(args: argparse.Namespace) -> int:
         out.print(visited)
         return EXIT_REGRESSION
     explained = found.explanation
+    assert explained is not None  # BisectReport.of explains every kernel's crossing
     out.print(f"  last good {last.sha[:12]}: {pct(last.verdict.delta_pct)}; statistics that changed most: "
               + escape(", ".join(explained.changed_stats) or "none"))
     if explained.where:

@@ -14,8 +14,8 @@ from perfguard.atomic import atomic_write_text
 from perfguard.config import load_config
 from perfguard.errors import EXIT_OK, EXIT_REGRESSION, InfraError, InputError
 from perfguard.executors import add_executor_options, executor_from_args
-from perfguard.kernels import FAMILY_NAMES
 from perfguard.job.native import PROCESSES, QuietPolicy, add_quiet_options
+from perfguard.kernels import FAMILY_NAMES
 from perfguard.predict.dataset import dataset_path, load_dataset
 from perfguard.predict.features import FEATURE_SETS
 from perfguard.predict.registry import PREDICTORS

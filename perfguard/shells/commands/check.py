@@ -11,22 +11,21 @@ from rich.markup import escape
 from perfguard.baselines.git_revision import GitBaselineStore
 from perfguard.baselines.store import BaselineStore
 from perfguard.config import load_config
-from perfguard.judging import MODEL_NAMES, threshold_override
 from perfguard.document.report import Report, Revision, Shard, write_report
 from perfguard.errors import InfraError, InputError
 from perfguard.executors import add_executor_options, executor_from_args, pool_size
+from perfguard.job.run import JobResult
 from perfguard.jsonfile import now_iso
+from perfguard.judging import MODEL_NAMES, threshold_override
 from perfguard.report.html import KERNEL_DIR
 from perfguard.report.pages import page_files, write_pages
 from perfguard.report.terminal import console, print_table, print_timings, progress
-from perfguard.runs import check_record
-from perfguard.runs import result_record, reuse_canary
+from perfguard.runs import check_record, result_record, reuse_canary
 from perfguard.runs.check import judge_results, make_jobs, measure_until_interrupted, recorded, select, whole_models
 from perfguard.runs.orphans import orphan_outcomes
 from perfguard.runs.rebase import remeasure_bases
 from perfguard.runs.report_build import build_report, check_timings
 from perfguard.sim.base import SIMULATOR_NAMES
-from perfguard.job.run import JobResult
 from perfguard.timings import StageClock
 from perfguard.user_code import recording
 
@@ -129,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
         if args.recompute:
             jobs = [replace(job, recompute=True) for job in jobs]
     with clock.stage("reuse"):
-        known = [None] * len(jobs) if args.recompute else recorded(jobs)
+        known: list[JobResult | None] = [None] * len(jobs) if args.recompute else recorded(jobs)
         canary: dict[int, JobResult] = {}
         if args.verify_reuse is not None:  # these reused results are run again from scratch, then compared
             chosen = reuse_canary.pick([(i, j.label) for i, (j, r) in enumerate(zip(jobs, known)) if r is not None],

@@ -7,17 +7,17 @@ from pathlib import Path
 
 from rich.markup import escape
 
-from perfguard.shells.commands.check import names
 from perfguard.config import find_config, load_config
 from perfguard.document.report import Revision, write_report
 from perfguard.errors import InputError
+from perfguard.executors import add_executor_options, executor_choice
 from perfguard.judging import threshold_override
 from perfguard.report.pages import write_pages
 from perfguard.report.terminal import console, print_table
 from perfguard.runs.report_build import build_report
 from perfguard.runs.revisions import Measurer, Project, load_side
 from perfguard.runs.two_revisions import judge_sides, plan, side_summary
-from perfguard.executors import add_executor_options, executor_choice
+from perfguard.shells.commands.check import names
 from perfguard.sim.base import SIMULATOR_NAMES
 
 

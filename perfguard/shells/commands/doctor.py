@@ -19,8 +19,8 @@ from perfguard.compile.toolchain import CC_PACKAGES, find_cc
 from perfguard.config import find_config, load_config
 from perfguard.document.report import ToolchainSummary
 from perfguard.errors import EXIT_INFRA, EXIT_OK, InputError, PerfguardError
-from perfguard.judge.verdicts import NOT_COMPARED, toolchain_changes, toolchain_summary
 from perfguard.job.run import run_toolchain
+from perfguard.judge.verdicts import NOT_COMPARED, toolchain_changes, toolchain_summary
 from perfguard.report.terminal import console
 from perfguard.report.text import toolchain_differences
 from perfguard.sim.base import get_simulator
@@ -87,8 +87,8 @@ def run(args: argparse.Namespace) -> int:
             out.print(f"[red]missing[/] {tool} (apt-get install {package}; {note})")
             missing += tool in required
     for isa in ENV_BY_ISA:  # the ISAs gem5 is built for
-        path = find_gem5(isa)
-        state = f"[green]ok[/]      gem5 for {isa}: {path}" if path else f"[dim]absent[/]  gem5 for {isa} (optional)"
+        gem5 = find_gem5(isa)
+        state = f"[green]ok[/]      gem5 for {isa}: {gem5}" if gem5 else f"[dim]absent[/]  gem5 for {isa} (optional)"
         out.print(state)
     missing += _config_needs(args.config, out)
     out.print("all required tools found" if not missing else f"{missing} required tool(s) missing")
@@ -138,7 +138,8 @@ def _config_needs(path: Path | None, out) -> int:
     for name in targets:
         profile = config.profile(name)
         problems = []
-        for probe in (lambda: find_cc(profile), lambda: simulator.check_available(profile)):
+        # Each probe is called in this iteration, so it sees this profile.
+        for probe in (lambda: find_cc(profile), lambda: simulator.check_available(profile)):  # noqa: B023
             try:
                 probe()
             except PerfguardError as exc:

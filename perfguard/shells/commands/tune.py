@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 from rich.markup import escape
 
@@ -46,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
         value = getattr(args, name)
         if value is not None and value < 1:
             raise InputError(f"--{name} {value}: must be at least 1")
-    state = {"best": None, "errors": 0, "done": 0}
+    state: dict[str, Any] = {"best": None, "errors": 0, "done": 0}
 
     with executor_from_args(args, args.parallel or config.jobs) as executor:
         out.print(f"tuning {escape(spec.name)} for {profile.name}: {args.strategy}, {args.trials} trials, "
@@ -77,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
         out.print(f"[bold yellow]the written result does not run[/]: {escape(result.tuned.error or '')}")
         return EXIT_INFRA
     speedup = result.speedup
+    assert speedup is not None  # both ran and were scored
     verdict = "[bold green]faster than[/]" if speedup > 1.0 else "no faster than"
     out.print(f"configured {fmt_time(result.configured.predicted_s)} -> tuned {fmt_time(result.tuned.predicted_s)}: "
               f"{speedup:.3f}x, {verdict} the configured schedule")

@@ -8,6 +8,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from perfguard.errors import InputError, PerfguardError
 from perfguard.sim.gem5.config_ini import Gem5Config, read_config
@@ -174,12 +175,12 @@ def _map(dump: Mapping[str, Number], config: Gem5Config | None, cpus: Sequence[s
         if cpu not in groups:
             continue
         scheme, prefixes = groups[cpu]
-        names = next(mapping for name, _, mapping in _SCHEMES if name == scheme)
+        fields = next(mapping for name, _, mapping in _SCHEMES if name == scheme)
         for field in _COUNT_FIELDS:
-            if field not in names:
+            if field not in fields:
                 continue
             for prefix in prefixes:
-                key = prefix + names[field]
+                key = prefix + fields[field]
                 values[field] = (values[field] or 0) + (_count(dump.get(key)) or 0)
                 sources[field].append(key)
     if values["insts"] is None and cpus is None:
@@ -192,11 +193,11 @@ def _map(dump: Mapping[str, Number], config: Gem5Config | None, cpus: Sequence[s
     # caches: {level: {cache path: CPUs that reach it}}
     users: dict[str, dict[str, set[str]]] = {"l1i": {}, "l1d": {}, "l2": {}}
     if config is not None and config.cpus:
-        for cpu in config.cpus:
-            for level, caches in (("l1i", [cpu.l1i]), ("l1d", [cpu.l1d]), ("l2", list(cpu.l2))):
+        for info in config.cpus:
+            for level, caches in (("l1i", [info.l1i]), ("l1d", [info.l1d]), ("l2", list(info.l2))):
                 for cache in caches:
                     if cache is not None:
-                        users[level].setdefault(cache.path, set()).add(cpu.path)
+                        users[level].setdefault(cache.path, set()).add(info.path)
     else:
         for cpu in known:
             for level, name in (("l1i", "icache"), ("l1d", "dcache")):
@@ -213,8 +214,8 @@ def _map(dump: Mapping[str, Number], config: Gem5Config | None, cpus: Sequence[s
         # with a subset of CPUs, every cache of the level counts, but only the selected CPUs'
         # requests (a switched-in CPU uses the caches of the CPU it replaced)
         present = {c: u for c, u in users[level].items() if _present(dump, c)}
-        caches = list(present)
-        if not caches:
+        paths = list(present)
+        if not paths:
             continue
         own = [c for c, u in present.items() if u & set(selected)]
         private = bool(own) and all(
@@ -227,9 +228,9 @@ def _map(dump: Mapping[str, Number], config: Gem5Config | None, cpus: Sequence[s
                     continue  # gem5 does not say on whose behalf a shared cache writes back
                 chosen, wanted = own, None
             else:
-                chosen, wanted = caches, (requestors if subset else None)
-            for cache in chosen:
-                value, used = _cache_value(dump, cache, stat, wanted)
+                chosen, wanted = paths, (requestors if subset else None)
+            for cache_path in chosen:
+                value, used = _cache_value(dump, cache_path, stat, wanted)
                 values[field] = (values[field] or 0) + value
                 sources[field] += used
     return _Mapped(values, {k: tuple(v) for k, v in sources.items()})
@@ -274,7 +275,8 @@ def subtract_stats(
             f"(m5 resetstats) or they come from different programs"
         )
 
-    return Stats(**kernel_counts(later.to_dict(), earlier.to_dict(), STAT_FIELDS, ("insts",), refuse))
+    counts: dict[str, Any] = kernel_counts(later.to_dict(), earlier.to_dict(), STAT_FIELDS, ("insts",), refuse)
+    return Stats(**counts)
 
 
 def stats_from_file(
@@ -391,7 +393,7 @@ def mapping_version(isa: str) -> int:
 def reported_stats(stats: Stats, isa: str) -> Stats:
     """A gem5 run's statistics in perfguard's definitions: indirect branches without returns
     (gem5 flags every return IsIndirectControl), the fields gem5 counts differently null."""
-    values = stats.to_dict()
+    values: dict[str, Any] = stats.to_dict()
     if values["indirect_branches"] is not None and values["returns"] is not None:
         values["indirect_branches"] = max(0, values["indirect_branches"] - values["returns"])
     for name in NULL_FIELDS:

@@ -43,7 +43,6 @@ from perfguard.sim.stats import Stats
 from perfguard.sim.two_runs import ROI_METHOD, TwoRuns
 from perfguard.targets import TargetProfile
 
-
 _ELF_MACHINE = {"x86_64": 62, "aarch64": 183, "riscv64": 243}
 _NORMAL_EXIT_CAUSE = "exiting with last active thread context"
 _binary_hashes: dict[tuple[str, int, int], str] = {}
