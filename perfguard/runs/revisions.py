@@ -243,7 +243,8 @@ def as_baseline(result: JobResult, side: Side, predicted_time_s: float, model_id
     return Baseline(kernel=result.kernel, target=result.target, family=result.family, params=result.params,
                     simulator=result.simulator, content_hash=result.content_hash or "", stats=result.stats,
                     predicted_time_s=predicted_time_s, model_id=model_id, commit=side.sha, created="",
-                    toolchain=result.toolchain, loops=result.loops)
+                    toolchain=result.toolchain, loops=result.loops, inputs=dict(result.inputs),
+                    source=result.source)
 
 
 # -- the worker: `python -m perfguard.runs.revisions` ------------------------------------------------

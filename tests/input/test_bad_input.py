@@ -684,17 +684,17 @@ CASES = [
          write(BASELINE, b'{"schema": 1, "kernel": "\xff"}')),
     Case("baseline-nested", "baseline nested thousands deep", "v.json: corrupted baseline (nested too deeply)", 2,
          write(BASELINE, "[" * 100000 + "]" * 100000)),
-    Case("baseline-newer-schema", "baseline from a newer schema version (5, written by perfguard 9.1.0)",
-         f"v.json: baseline schema 5, written by perfguard 9.1.0; this is perfguard {__version__} (reads up to "
-         "baseline schema 4): upgrade perfguard", 2,
-         baseline(lambda d: d.update(schema=5, perfguard_version="9.1.0"))),
+    Case("baseline-newer-schema", "baseline from a newer schema version (6, written by perfguard 9.1.0)",
+         f"v.json: baseline schema 6, written by perfguard 9.1.0; this is perfguard {__version__} (reads up to "
+         "baseline schema 5): upgrade perfguard", 2,
+         baseline(lambda d: d.update(schema=6, perfguard_version="9.1.0"))),
     Case("baseline-newer-loop-nest", "baseline whose loop nest has a newer version",
          f"v.json: loop nest version 3, written by perfguard 9.1.0; this is perfguard {__version__} (reads up to "
          "loop nest version 2): upgrade perfguard", 2,
          baseline(lambda d: d.update(perfguard_version="9.1.0", loops={**d["loops"], "version": 3}))),
     Case("baseline-update-over-newer", "`baseline update` over a baseline of a newer schema",
-         f"v.json: baseline schema 5, written by perfguard 9.1.0; this is perfguard {__version__}", 2,
-         baseline(lambda d: d.update(schema=5, perfguard_version="9.1.0"), ("baseline", "update")),
+         f"v.json: baseline schema 6, written by perfguard 9.1.0; this is perfguard {__version__}", 2,
+         baseline(lambda d: d.update(schema=6, perfguard_version="9.1.0"), ("baseline", "update")),
          via="`perfguard baseline update`"),
     Case("baseline-wrong-type", "baseline field of the wrong type", "'predicted_time_s' has the wrong type", 2,
          baseline(lambda d: d.update(predicted_time_s="fast"))),
