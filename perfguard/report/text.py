@@ -256,7 +256,7 @@ def param_diff(result: Result) -> str:
     params (its graph nodes, calls) are said by the model view instead."""
     before, after = result.baseline_params, result.params
     if not before or not isinstance(after, dict) or not isinstance(before, dict):
-        return ""
+        return ", ".join(input_diff(result))
     parts = []
     for key in sorted(set(before) | set(after)):
         if key in ("nodes", "positions"):
@@ -288,8 +288,8 @@ def input_diff(result: Result) -> list[str]:
             show = lambda item: "{" + ", ".join(f"{k} {_input_value(k, v)}" for k, v in item.items()) + "}" if item else "(default)"  # noqa: E731
             parts.append(f"inputs.{name} {show(old)} -> {show(new)}")
             continue
-        for key in [k for k in ("low", "high", "seed", "file", "sha256") if k in old or k in new] + \
-                sorted(set(old) | set(new) - {"low", "high", "seed", "file", "sha256"}):
+        known = ("low", "high", "seed", "file", "sha256")
+        for key in [k for k in known if k in old or k in new] + sorted((set(old) | set(new)) - set(known)):
             if old.get(key) != new.get(key):
                 parts.append(f"inputs.{name}.{key} {_input_value(key, old.get(key, '(none)'))} -> "
                              f"{_input_value(key, new.get(key, '(none)'))}")
