@@ -343,12 +343,15 @@ def change_text(result: Result) -> str:
         return f"{diff}; rebuilt, same machine code as the baseline"
     if diff:
         return diff
+    # inputs the baseline did not record (before schema 5) may be what changed: said among the causes
+    causes = ("kernel source, inputs, TVM or toolchain" if result.inputs and result.baseline_inputs is None
+              else "kernel source, TVM or toolchain")
     if same and result.content_hash != result.baseline_content_hash:
-        return "same params as the baseline, another build (kernel source, TVM or toolchain), same machine code"
+        return f"same params as the baseline, another build ({causes}), same machine code"
     if same:
         return "rebuilt, same machine code as the baseline" if result.rebuilt else "same machine code as the baseline"
     if result.baseline_params is not None and result.baseline_content_hash and result.content_hash:
-        return "same params as the baseline, another build (kernel source, TVM or toolchain)"
+        return f"same params as the baseline, another build ({causes})"
     return ""
 
 

@@ -90,3 +90,15 @@ def test_the_summary_failure_line_has_the_short_form_and_a_long_diff_is_counted(
     many = dataclasses.replace(r, source_diff=source_diff(judged(BEFORE, AFTER.replace("table", "tab").replace(
         "sch.mod", "sch.mod  # scheduled"))))
     assert change_text(many).endswith("entry source: 3 lines removed, 3 added (the diff is on the kernel's page)")
+
+
+def test_inputs_a_baseline_did_not_record_are_among_the_causes_it_names(report):
+    """Against a baseline before schema 5 (inputs not recorded) an inputs-only change cannot be
+    named; the line says the inputs may be what changed."""
+    r = next(r for r in report.results if r.kernel == "gemm_256" and r.target == "aarch64")
+    old = dataclasses.replace(r, baseline_params=dict(r.params), inputs={"idx": {"low": 0, "high": 4096}},
+                              baseline_inputs=None, source_diff=[])
+    assert old.content_hash != old.baseline_content_hash and not old.same_code
+    assert change_text(old) == "same params as the baseline, another build (kernel source, inputs, TVM or toolchain)"
+    recorded = dataclasses.replace(old, baseline_inputs={"idx": {"low": 0, "high": 4096}})
+    assert change_text(recorded) == "same params as the baseline, another build (kernel source, TVM or toolchain)"
