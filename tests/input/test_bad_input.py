@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
 import pytest
 
 from perfguard import __version__
@@ -150,6 +151,12 @@ def write(path: str, data: bytes | str, argv: tuple[str, ...] = ("check",)):
         return list(argv)
 
     return setup
+
+
+def _npy(array) -> bytes:
+    buffer = io.BytesIO()
+    np.save(buffer, array)
+    return buffer.getvalue()
 
 
 BASELINE = "baselines/aarch64/v.json"
@@ -636,6 +643,11 @@ CASES = [
          "qgemm: the reduction 'K' = 40000000 is above 33554431", 2,
          only(kernel('[[kernel]]\nname = "qk"\nentry = "perfguard.kernels.qgemm:qgemm"\nfamily = "qgemm"\n'
                      'params = { M = 1, N = 1, K = 40000000 }'), "--kernels", "qk")),
+    Case("npy-input-shape", "an input's `.npy` file of another shape or dtype than the input",
+         "kernel 'v' on aarch64: inputs: x: 'data/x.npy' holds float64[4, 4], the kernel's input 'x' is float32[16]", 2,
+         lambda project: (write("data/x.npy", _npy(np.zeros((4, 4))))(project),
+                          edit("perfguard.toml", 'params = { M = 16, K = 16 }\n',
+                               'params = { M = 16, K = 16 }\ninputs = { x = { file = "data/x.npy" } }\n')(project))[1]),
     Case("unknown-target-cli", "unknown target on the command line",
          "error: --targets: unknown target 'mips' (known: aarch64, aarch64dot, riscv64, riscv64v, x86_64, x86_64v1, x86_64vnni)", 2,
          lambda project: ["check", "--targets", "mips"]),
