@@ -76,11 +76,20 @@ def result_of(o: JudgedResult) -> Result:
         baseline_params=None if o.baseline is None else dict(o.baseline.params),
         baseline_content_hash=None if o.baseline is None else o.baseline.content_hash or None,
         inputs=(dict(r.inputs) or None) if r.ok else None,
-        baseline_inputs=None if o.baseline is None or o.baseline.inputs is None or not r.ok else dict(o.baseline.inputs),
+        baseline_inputs=baseline_inputs(o),
         source_diff=source_diff(o),
         same_code=same_code(o),
         base_remeasured=o.base_remeasured,
     )
+
+
+def baseline_inputs(o: JudgedResult) -> dict | None:
+    """The inputs the baseline recorded, where there is a change to name against them: None when it
+    recorded none (before schema 5) or neither side configures any ({} then says nothing)."""
+    r, baseline = o.result, o.baseline
+    if not r.ok or baseline is None or baseline.inputs is None or not (baseline.inputs or r.inputs):
+        return None
+    return dict(baseline.inputs)
 
 
 SOURCE_DIFF_LINES = 120  # a longer diff is cut (the baseline file and the kernel's module hold it all)
