@@ -102,7 +102,7 @@ _OWN_KEYS: KeyDocs = {
 }
 SECTIONS = (Simulation, Judging, Storage, DriftLimits)  # in the order they are parsed and documented
 _TOP_KEYS = {*_OWN_KEYS, *(key for section in SECTIONS for key in section.KEYS)}
-_INPUT_KEYS = ("low", "high", "seed")
+_INPUT_KEYS = ("low", "high", "seed", "file")
 
 # The configuration reference: table -> key -> (type, default, meaning), and the one list of the keys
 # [[kernel]] and [[model]] accept (_KERNEL_KEYS, _MODEL_KEYS below are its keys): a key cannot be
@@ -131,8 +131,9 @@ KEY_DOCS: dict[str, KeyDocs] = {
                   "floating-point operations per call, over params (`\"2 * M * N * K\"`): GFLOP/s, roofline"),
         "limits": ("table metric -> limit", "`[perfguard].limits`", "this kernel's per-metric limits (replace the "
                                                                     "global one per metric)"),
-        "inputs": ("table input name -> { low, high, seed }", "floats uniform in [-1, 1), integers in [-8, 7]",
-                   "an input's values: uniform in [low, high) (integers low..high-1), its own `seed`; the kernel "
+        "inputs": ("table input name -> { low, high, seed } or { file }", "floats uniform in [-1, 1), integers in "
+                   "[-8, 7]", "an input's values: uniform in [low, high) (integers low..high-1), its own `seed`, or "
+                   "a `.npy` file's (path from the config's folder; its shape and dtype the input's); the kernel "
                    "and its reference see the same values"),
     },
     "model": {
@@ -405,8 +406,9 @@ def parse_kernel(path: Path, i: int, table: Any, profiles: dict) -> KernelSpec:
 
 
 def parse_inputs(table: Any, where: str) -> dict[str, dict[str, Any]] | None:
-    """A kernel's `inputs`: input name -> { low, high, seed }, each checked (one line naming the
-    key and value); None for an empty table. Whether the names are the kernel's inputs, and the
+    """A kernel's `inputs`: input name -> { low, high, seed } or { file }, each checked (one line
+    naming the key and value); None for an empty table. A file is read, and its shape and dtype
+    checked against the input, when the module is made. Whether the names are the kernel's inputs, and the
     range fits the dtype, is known only once the module is made (compile.lower.with_inputs)."""
     if not isinstance(table, dict):
         raise InputError(f"{where}: must be a table of input name -> {{ low, high, seed }}, got {table!r}")
@@ -420,7 +422,19 @@ def parse_inputs(table: Any, where: str) -> dict[str, dict[str, Any]] | None:
             raise InputError(f"{at}: unknown key '{unknown[0]}'{did_you_mean(unknown[0], _INPUT_KEYS)} "
                              f"(known: {', '.join(_INPUT_KEYS)})")
         if not entry:
-            raise InputError(f"{at}: empty table (give low and high, or seed)")
+            raise InputError(f"{at}: empty table (give low and high, or seed, or file)")
+        if "file" in entry:
+            others = sorted(set(entry) - {"file"})
+            if others:
+                raise InputError(f"{at}: file gives the values whole: no {others[0]} beside it")
+            value = entry["file"]
+            if not isinstance(value, str) or not value.endswith(".npy"):
+                raise InputError(f"{at}: file must be the path of a .npy file (from the config's folder), got {value!r}")
+            if os.path.isabs(value) or os.path.normpath(value).split(os.sep)[0] == "..":
+                # a check's records are reused while the project's files are as they were: the values must be one
+                raise InputError(f"{at}: file '{value}' leads outside the config's folder (give a path inside it)")
+            parsed[name] = {"low": None, "high": None, "seed": None, "file": value}
+            continue
         if ("low" in entry) != ("high" in entry):
             raise InputError(f"{at}: low and high go together (uniform in [low, high)), got only "
                              f"{'low' if 'low' in entry else 'high'}")

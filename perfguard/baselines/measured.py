@@ -20,7 +20,7 @@ def baseline_of(result: JobResult, commit: str, predicted_time_s: float = 0.0, m
     return Baseline(kernel=result.kernel, target=result.target, family=result.family, params=result.params,
                     simulator=result.simulator, content_hash=result.content_hash or "", stats=result.stats,
                     predicted_time_s=predicted_time_s, model_id=model_id, commit=commit, created="",
-                    toolchain=result.toolchain, loops=result.loops)
+                    toolchain=result.toolchain, loops=result.loops, inputs=dict(result.inputs), source=result.source)
 
 
 class TreeModelFiles:

@@ -31,8 +31,10 @@ from perfguard.sim.stats import Stats
 #   3  "loops": the build's loop nest (compile.loops version 1; perfguard 0.1.0 also wrote version 2
 #      under this label, which a schema-3 reader of version 1 takes for damage)
 #   4  "loops" is a version-2 nest (each loop's "stores", the "code" ranges) (perfguard 0.2.0)
-# Every older schema is read (upgraded as read: what it lacks is None), every newer one refused.
-SCHEMA_VERSION = 4
+#   5  "inputs": the kernel's configured inputs ({} for none), "source": a user kernel's entry
+#      function (null for a family's or a [[model]]'s kernel): a report names their change
+# Every older schema is read (upgraded as read: what it lacks is None, "not recorded"), every newer one refused.
+SCHEMA_VERSION = 5
 _SAFE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*$")
 _REQUIRED: dict[str, type | tuple[type, ...]] = {
     "schema": int, "kernel": str, "target": str, "family": (str, type(None)), "params": dict,
@@ -40,7 +42,9 @@ _REQUIRED: dict[str, type | tuple[type, ...]] = {
     "model_id": str, "perfguard_version": str, "commit": (str, type(None)), "created": str,
     "toolchain": dict,
 }
-_OPTIONAL = {"loops": (dict, type(None))}  # schema 3; a file of an older schema has none
+# each key's type, and the schema that added it (from which on it is read): a file of an older schema has none (None)
+_OPTIONAL = {"loops": (dict, type(None)), "inputs": (dict, type(None)), "source": (str, type(None))}
+_ADDED = {"inputs": 5, "source": 5}
 
 
 @dataclass(frozen=True)
@@ -60,6 +64,10 @@ class Baseline:
     perfguard_version: str = __version__
     schema: int = SCHEMA_VERSION
     loops: dict | None = None  # the build's loop nest (compile.loops): names loops in attribution; None before schema 3
+    # the configured inputs (compile.inputs.recorded_inputs, {} for none) and a user kernel's entry
+    # function: the change a report names beside the params'; None before schema 5 (not recorded)
+    inputs: dict[str, dict] | None = None
+    source: str | None = None
 
     def to_json(self) -> str:
         data = {
@@ -79,6 +87,8 @@ class Baseline:
             "toolchain": self.toolchain,
             "loops": self.loops,
         }
+        if self.schema >= 5:  # an older schema's file, as read, has not recorded them: not written as if it had
+            data.update(inputs=self.inputs, source=self.source)
         return json.dumps(data, indent=2, sort_keys=True) + "\n"
 
 
@@ -122,6 +132,9 @@ def parse_baseline(text: str | bytes, source: str) -> Baseline:
     for key, kind in _OPTIONAL.items():
         if not isinstance(data.get(key), kind):
             raise InputError(f"{source}: corrupted baseline ('{key}' has the wrong type)")
+    inputs = data.get("inputs")
+    if inputs is not None and not all(isinstance(v, dict) for v in inputs.values()):
+        raise InputError(f"{source}: corrupted baseline ('inputs' values must be tables)")
     loops = data.get("loops")
     if loops is not None:
         LoopNest.from_dict(loops, source)
@@ -135,7 +148,10 @@ def parse_baseline(text: str | bytes, source: str) -> Baseline:
         stats=Stats.from_dict(data["stats"], source), predicted_time_s=float(data["predicted_time_s"]),
         model_id=data["model_id"], commit=data["commit"], created=data["created"],
         toolchain=data["toolchain"], perfguard_version=data["perfguard_version"], schema=data["schema"],
-        loops=loops,
+        # a file labelled older than the schema that added a key has not recorded it, whatever it holds
+        # (a hand-made or hand-downgraded file): read as not recorded, as the label says
+        loops=loops, inputs=inputs if data["schema"] >= _ADDED["inputs"] else None,
+        source=data.get("source") if data["schema"] >= _ADDED["source"] else None,
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 from functools import lru_cache
 
 import jinja2
@@ -53,37 +54,64 @@ _INTEGER_FILL = ("      data[i] = ({ctype})((int64_t){low}LL + (int64_t)(perfgua
                  "(double)({high}LL - ({low}LL))));\n")
 
 
+# An input given whole (`inputs = { name = { file = "x.npy" } }`): its bytes are a constant array of
+# the harness, copied into the tensor where the template draws values. Its digest, with the
+# values' own, is in the build key of a kernel that has one.
+_VALUES_ARRAY = "static const unsigned char perfguard_values_{position}[{size}] = {{\n{bytes}\n}};\n"
+_VALUES_COPY = "    memcpy(data, perfguard_values_{position}, sizeof perfguard_values_{position});\n"
+_DRAW_LOOP = re.compile(r"    for \(size_t i = 0; i < n; \+\+i\) \{\n.*?\n    \}\n", re.S)
+
+
 def fill_digest() -> str:
     """sha256 of the C that draws configured inputs: in the build key of the kernels that have them."""
     return hashlib.sha256((_FILL_FUNCTIONS + _FLOAT_FILL + _INTEGER_FILL).encode()).hexdigest()
 
 
+def values_digest() -> str:
+    """sha256 of the C that copies inputs given whole: in the build key of the kernels that have them."""
+    return hashlib.sha256((_VALUES_ARRAY + _VALUES_COPY + _DRAW_LOOP.pattern).encode()).hexdigest()
+
+
 def _ranged(t: TensorSpec) -> bool:
-    return not t.output and t.fill is not None and t.fill[0] is not None
+    return not t.output and t.values is None and t.fill is not None and t.fill[0] is not None
+
+
+def _given(t: TensorSpec) -> bool:
+    return not t.output and t.values is not None
+
+
+def _c_bytes(data: bytes) -> str:
+    return "\n".join(",".join(str(b) for b in data[i:i + 32]) + "," for i in range(0, len(data), 32))
 
 
 def render_harness(symbol: str, tensors: list[TensorSpec]) -> str:
     if not symbol.replace("_", "").isalnum():
         raise ValueError(f"kernel symbol '{symbol}' is not a C identifier")
     text = _template().render(symbol=symbol, tensors=tensors, harness_version=HARNESS_VERSION)
-    if not any(_ranged(t) for t in tensors):
+    if not any(_ranged(t) or _given(t) for t in tensors):
         return text
-    # every input ranged: the default generator is left unused (no warning for it)
+    # every input configured: the default generator is left unused (no warning for it)
     text = text.replace("static double perfguard_uniform(", "__attribute__((unused)) static double perfguard_uniform(", 1)
     anchor = "static void *alloc_tensor("
-    text = text.replace(anchor, _FILL_FUNCTIONS + anchor, 1)
+    arrays = "".join(_VALUES_ARRAY.format(position=position, size=len(t.values), bytes=_c_bytes(t.values))
+                     for position, t in enumerate(tensors) if _given(t) and t.values is not None)
+    text = text.replace(anchor, _FILL_FUNCTIONS + arrays + ("\n" if arrays else "") + anchor, 1)
     start = 0
     for position, t in enumerate(tensors):
         marker = f"    tensors[{position}].data = data;\n"
         end = text.index(marker, start)
-        if _ranged(t):
+        if _ranged(t) or _given(t):
             block = text[start:end]
-            line = next(line for line in block.splitlines(keepends=True) if line.lstrip().startswith("data[i] = "))
-            assert t.fill is not None  # _ranged(t)
-            low, high = t.fill[0], t.fill[1]
-            fill = (_FLOAT_FILL.format(ctype=t.ctype, seed=t.seed, low=float(low), high=float(high)) if t.is_float
-                    else _INTEGER_FILL.format(ctype=t.ctype, seed=t.seed, low=int(low), high=int(high)))
-            block = block.replace(line, fill, 1)
+            if _given(t):
+                copy = _VALUES_COPY.format(position=position).replace("\\", "\\\\")  # literal, not a template
+                block = _DRAW_LOOP.sub(copy, block, count=1)
+            else:
+                line = next(line for line in block.splitlines(keepends=True) if line.lstrip().startswith("data[i] = "))
+                assert t.fill is not None  # _ranged(t)
+                low, high = t.fill[0], t.fill[1]
+                fill = (_FLOAT_FILL.format(ctype=t.ctype, seed=t.seed, low=float(low), high=float(high)) if t.is_float
+                        else _INTEGER_FILL.format(ctype=t.ctype, seed=t.seed, low=int(low), high=int(high)))
+                block = block.replace(line, fill, 1)
             text = text[:start] + block + text[end:]
             end = start + len(block)
         start = end + len(marker)

@@ -7,7 +7,8 @@ inputs the simulated kernel saw without any data crossing between them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import hashlib
+from dataclasses import dataclass, field
 from math import prod
 
 import numpy as np
@@ -41,6 +42,10 @@ class TensorSpec:
     # (low, high, seed) draws uniformly from [low, high) (integers: low..high-1); seed None keeps
     # the stream of the parameter's position.
     fill: tuple | None = None
+    # An input's values given whole (`inputs = { name = { file = "x.npy" } }`): its bytes in C order,
+    # little-endian, as the harness holds them, and the file as configured (for messages)
+    values: bytes | None = field(default=None, repr=False)
+    values_file: str | None = None
 
     @property
     def numel(self) -> int:
@@ -72,7 +77,32 @@ class TensorSpec:
     @property
     def default_integers(self) -> bool:
         """An integer input drawn from the default [-8, 7]: no range configured."""
-        return not self.output and not self.is_float and (self.fill is None or self.fill[0] is None)
+        return (not self.output and not self.is_float and self.values is None
+                and (self.fill is None or self.fill[0] is None))
+
+    @property
+    def values_digest(self) -> str | None:
+        """sha256 of the given values' bytes: what a build, simulation and output check are keyed on."""
+        return None if self.values is None else hashlib.sha256(self.values).hexdigest()
+
+    def configured(self) -> list | None:
+        """The configured values as keys hold them: [low, high, seed], ["values", sha256], or None
+        for the default fill."""
+        if self.values is not None:
+            return ["values", self.values_digest]
+        return None if self.fill is None else list(self.fill)
+
+    def recorded(self) -> dict | None:
+        """The configured values as a baseline records them (and a report's parameter diff names):
+        {low, high[, seed]}, {seed} or {file, sha256}; None for the default fill."""
+        if self.output:
+            return None
+        if self.values is not None:
+            return {"file": self.values_file, "sha256": self.values_digest}
+        if self.fill is None:
+            return None
+        low, high, seed = self.fill
+        return {**({"low": low, "high": high} if low is not None else {}), **({"seed": seed} if seed is not None else {})}
 
     @property
     def nbytes(self) -> int:
@@ -100,6 +130,8 @@ def _hash(x: np.ndarray) -> np.ndarray:
 
 def generate(spec: TensorSpec) -> np.ndarray:
     """The values the harness writes into an input tensor, bit for bit."""
+    if spec.values is not None:
+        return np.frombuffer(spec.values, dtype=np.dtype(spec.dtype).newbyteorder("<")).astype(spec.dtype).reshape(spec.shape)
     index = np.arange(spec.numel, dtype=np.uint32)
     with np.errstate(over="ignore"):
         h = _hash(index * np.uint32(0x9E3779B1) + np.uint32(spec.seed))
@@ -119,6 +151,30 @@ def generate(spec: TensorSpec) -> np.ndarray:
     else:  # integers in [-8, 7]; through int64 as C converts: uint8 gets them modulo 256 (0..7, 248..255)
         values = np.trunc(uniform * 8.0).astype(np.int64).astype(spec.dtype)
     return values.reshape(spec.shape)
+
+
+def recorded_inputs(tensors: list[TensorSpec]) -> dict[str, dict]:
+    """{input: its configured values (TensorSpec.recorded)} for the inputs that have them."""
+    return {t.name: r for t in tensors if (r := t.recorded()) is not None}
+
+
+def load_values(path, spec: TensorSpec, shown: str, where: str) -> bytes:
+    """An input's values from a `.npy` file: its bytes as the harness holds them. The file must
+    hold exactly the input's shape and dtype (byte order aside): a one-line input error naming the
+    file, the input and both shapes and dtypes otherwise."""
+    try:
+        array = np.load(path, allow_pickle=False)
+    except FileNotFoundError:
+        raise InputError(f"{where}: inputs: {spec.name}: file '{shown}' does not exist") from None
+    except (OSError, ValueError, EOFError) as exc:
+        first = (str(exc).splitlines() or [type(exc).__name__])[0]
+        raise InputError(f"{where}: inputs: {spec.name}: '{shown}' is not a readable .npy file ({first})") from None
+    if not isinstance(array, np.ndarray):
+        raise InputError(f"{where}: inputs: {spec.name}: '{shown}' is not a .npy file (an .npz archive?)")
+    if tuple(array.shape) != tuple(spec.shape) or array.dtype.newbyteorder("=") != np.dtype(spec.dtype):
+        raise InputError(f"{where}: inputs: {spec.name}: '{shown}' holds {array.dtype.name}{list(array.shape)}, the "
+                         f"kernel's input '{spec.name}' is {spec.dtype}{list(spec.shape)}")
+    return np.ascontiguousarray(array, dtype=np.dtype(spec.dtype).newbyteorder("<")).tobytes()
 
 
 def decode_outputs(raw: bytes, specs: list[TensorSpec]) -> list[np.ndarray]:

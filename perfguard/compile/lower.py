@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from perfguard.atomic import atomic_write_text
-from perfguard.compile.inputs import TensorSpec, check_dtype, dtype_range
+from perfguard.compile.inputs import TensorSpec, check_dtype, dtype_range, load_values
 from perfguard.errors import InfraError, InputError
 
 LOWERED_RECIPE = 1  # part of the key of the record of a kernel's TVMScript (inspect_text)
@@ -28,6 +28,7 @@ class LoweredKernel:
         self.symbol = symbol  # the exported safe-call symbol, e.g. __tvm_ffi_main
         self.tensors = tensors
         self.ir_hash = ir_hash  # sha256 of the scheduled module's TVMScript text
+        self.source: str | None = None  # a user kernel's entry function (pipeline.entry_source), for reports
 
     @property
     def mod(self) -> Any:  # a tvm IRModule (TVM has no type information)
@@ -73,7 +74,8 @@ def inspect_module(mod: Any, num_outputs: int, where: str) -> LoweredKernel:
     return LoweredKernel(mod, f"__tvm_ffi_{name}", tensors, hashlib.sha256(text.encode()).hexdigest())
 
 
-def with_inputs(lowered: LoweredKernel, inputs: dict[str, dict[str, Any]] | None, where: str) -> LoweredKernel:
+def with_inputs(lowered: LoweredKernel, inputs: dict[str, dict[str, Any]] | None, where: str,
+                root: Path | None = None) -> LoweredKernel:
     """The kernel with its configured inputs (a [[kernel]]'s `inputs`): each name one of its
     inputs, an integer input's range whole numbers its dtype holds. The harness fills them and the
     host's reference gets them alike (compile.inputs.generate)."""
@@ -88,7 +90,10 @@ def with_inputs(lowered: LoweredKernel, inputs: dict[str, dict[str, Any]] | None
     tensors = []
     for t in lowered.tensors:
         item = inputs.get(t.name)
-        if item is not None:
+        if item is not None and item.get("file") is not None:
+            values = load_values(Path(root or ".") / item["file"], t, item["file"], where)
+            t = replace(t, values=values, values_file=item["file"])
+        elif item is not None:
             low, high = item["low"], item["high"]
             if low is not None and not t.is_float:
                 if not (float(low).is_integer() and float(high).is_integer()):

@@ -39,7 +39,7 @@ STATISTICS = STAT_FIELDS
 REPORT_SCHEMA = 2  # 2: a result's "machine" (the machine model its time stands for); no interval
 # borrowed from another ISA's native truth; a block side's "insn_cycles". Within schema 1: "note", "blocks", "calibration", a block side's "loop" and "loop_candidates", a
 # result's "interval", "gate", "mismatch", "orphaned", "attribution", "baseline_params" and
-# "baseline_content_hash", "same_code", a block change's "paired",
+# "baseline_content_hash", "same_code", "inputs", "baseline_inputs", "source_diff", a block change's "paired",
 # the summary's "wrong_result" and "timings" are optional additions within schema 1
 _ABSENT_IF = "absent_if"
 
@@ -407,6 +407,13 @@ class Result:
     # their diff, "tile_k 4 -> 1") and its build key (equal to content_hash: the same machine code)
     baseline_params: dict[str, Any] | None = absent_if(None)
     baseline_content_hash: str | None = absent_if(None)
+    # the configured inputs (compile.inputs.recorded_inputs) now and as the baseline recorded them
+    # (None: not recorded, a baseline before schema 5), named in the change ("inputs.idx.high 16 -> 4096")
+    inputs: dict[str, Any] | None = absent_if(None)
+    baseline_inputs: dict[str, Any] | None = absent_if(None)
+    # a user kernel's entry function against the baseline's: the unified diff's lines ([] when the
+    # baseline recorded none or they are the same)
+    source_diff: list[str] = absent_if([])
     # another build key than the baseline's (the kernel changed: an edit LLVM undid), but the code it
     # ran is the baseline's byte for byte: its block profile, every block's address, bytes and count
     same_code: bool = absent_if(False)

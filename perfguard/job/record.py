@@ -32,7 +32,7 @@ from perfguard.sim.base import profile_tools
 from perfguard.sim.stats import Stats
 from perfguard.user_code import changed
 
-RECORD_VERSION = 2
+RECORD_VERSION = 3  # 3: a result's configured inputs and entry source
 # Judging-only settings: a new threshold or limit re-judges, it does not re-run the job.
 _NOT_JOB_INPUTS = ("threshold", "limits", "targets")
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import inspect
 import io
 import json
 import shutil
@@ -22,8 +23,8 @@ import numpy as np
 
 from perfguard import __version__, flopcount
 from perfguard.compile.cache import BuildCache, file_digest
-from perfguard.compile.harness import HARNESS_VERSION, fill_digest, render_harness, template_digest
-from perfguard.compile.inputs import TensorSpec, decode_outputs, generate
+from perfguard.compile.harness import HARNESS_VERSION, fill_digest, render_harness, template_digest, values_digest
+from perfguard.compile.inputs import TensorSpec, decode_outputs, generate, recorded_inputs
 from perfguard.compile.loops import ensure_loops
 from perfguard.compile.lower import LoweredKernel, build_object, inspect_module, inspect_text, with_inputs
 from perfguard.compile.toolchain import (
@@ -65,7 +66,8 @@ class Shipped:
 
     ir: str  # the scheduled module's TVMScript
     symbol: str
-    tensors: tuple[tuple[str, tuple[int, ...], str, bool, int, tuple | None], ...]
+    # name, shape, dtype, output, index, fill, values, values_file (compile.inputs.TensorSpec)
+    tensors: tuple[tuple[str, tuple[int, ...], str, bool, int, tuple | None, bytes | None, str | None], ...]
     ir_hash: str
     params: dict[str, Any]  # the kernel's full params (a family's defaults filled in)
     family: str | None  # a built-in family whose entry the kernel uses (perfguard has it on every worker)
@@ -75,11 +77,14 @@ class Shipped:
     reference: tuple[str, str] | None
     expected: bytes | None
     depends: tuple[tuple[str, ...], ...]  # the project's inputs read here (user_code.Dependencies.digests)
+    source: str | None = None  # the entry function's lines (entry_source), recorded in the baseline
 
     def lowered(self, where: str) -> LoweredKernel:
-        tensors = [TensorSpec(n, tuple(shape), dtype, output, index, fill)
-                   for n, shape, dtype, output, index, fill in self.tensors]
-        return LoweredKernel(None, self.symbol, tensors, self.ir_hash, load=lambda: _parse_ir(self.ir, where))
+        tensors = [TensorSpec(n, tuple(shape), dtype, output, index, fill, values, values_file)
+                   for n, shape, dtype, output, index, fill, values, values_file in self.tensors]
+        lowered = LoweredKernel(None, self.symbol, tensors, self.ir_hash, load=lambda: _parse_ir(self.ir, where))
+        lowered.source = self.source
+        return lowered
 
     def expected_outputs(self) -> list[np.ndarray]:
         with np.load(io.BytesIO(self.expected or b""), allow_pickle=False) as saved:
@@ -151,6 +156,8 @@ class JobResult:
     depends: list[list[str]] | None = None
     reused: bool = False  # taken from its record: nothing ran
     worker: str | None = None  # the Dask worker that ran it (None: this machine)
+    inputs: dict[str, dict] = field(default_factory=dict)  # configured inputs (compile.inputs.recorded_inputs)
+    source: str | None = None  # a user kernel's entry function (entry_source): recorded in its baseline
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -232,9 +239,10 @@ def ship(job: Job) -> Job:
             reference, expected = (ref.kind, ref.identity), buffer.getvalue()
     shipped = Shipped(
         lowered.mod.script(), lowered.symbol,
-        tuple((t.name, tuple(t.shape), t.dtype, t.output, t.index, t.fill) for t in lowered.tensors), lowered.ir_hash,
+        tuple((t.name, tuple(t.shape), t.dtype, t.output, t.index, t.fill, t.values, t.values_file)
+              for t in lowered.tensors), lowered.ir_hash,
         params, family.name if family is not None else None, flops, reference, expected,
-        tuple(tuple(item) for item in deps.digests()))
+        tuple(tuple(item) for item in deps.digests()), lowered.source)
     return dataclasses.replace(job, shipped=shipped)
 
 
@@ -317,8 +325,21 @@ def resolve_kernel(spec: KernelSpec, root: Path, where: str,
     except Exception as exc:
         raise InputError(f"{where}: entry '{spec.entry}' raised {type(exc).__name__}: {_first_lines(exc)}") from None
     outputs = spec.outputs or (family.num_outputs if family is not None else 1)
-    lowered = with_inputs(inspect_module(mod, outputs, where), spec.inputs, where)
-    return lowered, params, (family if family is not None and entry is family.entry else None)
+    lowered = inspect_module(mod, outputs, where)
+    with user_code():  # an input's `.npy` is the project's file the result depends on: its read is recorded
+        lowered = with_inputs(lowered, spec.inputs, where, root)
+    own = family is not None and entry is family.entry
+    lowered.source = None if own else entry_source(entry)
+    return lowered, params, (family if own else None)
+
+
+def entry_source(entry: Callable) -> str | None:
+    """A user kernel's entry function, its own lines (not its module's): what a baseline records so
+    that a report can show the lines an edit changed; None when Python cannot give them."""
+    try:
+        return inspect.getsource(inspect.unwrap(entry))
+    except (OSError, TypeError):
+        return None
 
 
 # What TVM 0.27 renamed, by the error a name of an older TVM gives (docs/kernels.md, "TVM 0.27:
@@ -397,6 +418,8 @@ def build_kernel(job: Job, result: JobResult) -> Built:
             elif family is not None:
                 result.flops = int(family.flops(**spec.params))
         result.params = params
+        result.inputs = recorded_inputs(lowered.tensors)
+        result.source = lowered.source
         result.tensor_bytes = sum(t.nbytes for t in lowered.tensors)
     cc = find_cc(profile)
     check_tensor_types(profile, cc, lowered.tensors, where)
@@ -461,7 +484,8 @@ def kernel_flops(spec: KernelSpec, root: Path, where: str) -> int:
 def _layout(lowered: LoweredKernel) -> str:
     """The tensors as the harness sees them: `outputs` decides which ones it prints."""
     return json.dumps([[t.name, list(t.shape), t.dtype, t.output,
-                        *([list(t.fill), fill_digest()] if t.fill is not None else [])]  # configured values: their C too
+                        *([t.configured(), values_digest() if t.values is not None else fill_digest()]
+                          if t.configured() is not None else [])]  # configured values: their C too
                        for t in lowered.tensors])
 
 

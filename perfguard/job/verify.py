@@ -134,7 +134,7 @@ def _self_reference(ref: Reference, lowered: LoweredKernel, inputs: list[np.ndar
     if cache_dir is None:
         return _tvm_host_reference(lowered, inputs, where)
 
-    layout = json.dumps([[t.name, list(t.shape), t.dtype, t.output, *([list(t.fill)] if t.fill is not None else [])]
+    layout = json.dumps([[t.name, list(t.shape), t.dtype, t.output, *([t.configured()] if t.configured() is not None else [])]
                          for t in lowered.tensors])  # the configured inputs too: other values, other outputs
     key = digest("self reference", ref.identity, layout, code_digest())  # code: how inputs are generated
     path = Path(cache_dir) / "references" / key[:2] / f"{key}.npz"

@@ -265,7 +265,7 @@ def param_diff(result: Result) -> str:
     params (its graph nodes, calls) are said by the model view instead."""
     before, after = result.baseline_params, result.params
     if not before or not isinstance(after, dict) or not isinstance(before, dict):
-        return ""
+        return ", ".join(input_diff(result))
     parts = []
     for key in sorted(set(before) | set(after)):
         if key in ("nodes", "positions"):
@@ -276,7 +276,50 @@ def param_diff(result: Result) -> str:
             parts.append(f"{key} (none) -> {_param(after[key])}")
         elif before[key] != after[key]:
             parts.append(f"{key} {_param(before[key])} -> {_param(after[key])}")
-    return ", ".join(parts)
+    return ", ".join(parts + input_diff(result))
+
+
+def _input_value(key: str, value: object) -> str:
+    return str(value)[:12] if key == "sha256" and isinstance(value, str) else _param(value)
+
+
+def input_diff(result: Result) -> list[str]:
+    """The configured inputs' change against the baseline's, one part per key: `inputs.idx.high 16 ->
+    4096`, `inputs.idx.sha256 3f2a... -> 9e8d...` (another .npy content); [] when the baseline did
+    not record them (before baseline schema 5) or they are equal."""
+    before, after = result.baseline_inputs, result.inputs or {}
+    if before is None or not isinstance(after, dict) or before == after:
+        return []
+    parts = []
+    for name in sorted(set(before) | set(after)):
+        old, new = before.get(name) or {}, after.get(name) or {}
+        if not old or not new:  # configured on one side only: the other drew the defaults
+            show = lambda item: "{" + ", ".join(f"{k} {_input_value(k, v)}" for k, v in item.items()) + "}" if item else "(default)"  # noqa: E731
+            parts.append(f"inputs.{name} {show(old)} -> {show(new)}")
+            continue
+        known = ("low", "high", "seed", "file", "sha256")
+        for key in [k for k in known if k in old or k in new] + sorted((set(old) | set(new)) - set(known)):
+            if old.get(key) != new.get(key):
+                parts.append(f"inputs.{name}.{key} {_input_value(key, old.get(key, '(none)'))} -> "
+                             f"{_input_value(key, new.get(key, '(none)'))}")
+    return parts
+
+
+_SHORT_SOURCE = 60  # characters of a changed source line said on a failure line
+
+
+def source_change(result: Result) -> str:
+    """The entry function's change in a phrase: its changed lines when there are at most two short
+    ones (`entry - sch.vectorize(ji)`), else their count; '' when there is no source diff."""
+    removed = [line[1:].strip() for line in result.source_diff if line.startswith("-") and not line.startswith("---")]
+    added = [line[1:].strip() for line in result.source_diff if line.startswith("+") and not line.startswith("+++")]
+    removed, added = [x for x in removed if x], [x for x in added if x]
+    if not removed and not added:
+        return ""
+    if len(removed) + len(added) <= 2 and all(len(x) <= _SHORT_SOURCE for x in removed + added):
+        return "entry " + " ".join([f"- {x}" for x in removed] + [f"+ {x}" for x in added])
+    return (f"entry source: {len(removed)} line{'' if len(removed) == 1 else 's'} removed, {len(added)} "
+            f"added (the diff is on the kernel's page)")
 
 
 def same_code(result: Result) -> bool:
@@ -303,18 +346,21 @@ def same_code_line(results: list[Result]) -> str:
 def change_text(result: Result) -> str:
     """What changed in the kernel against its baseline, in one phrase: the params' diff, and
     `rebuilt, same machine code as the baseline` when the build key is the baseline's."""
-    diff = param_diff(result)
+    diff = ", ".join(filter(None, [param_diff(result), source_change(result)]))
     same = same_code(result)
     if diff and same:
         return f"{diff}; rebuilt, same machine code as the baseline"
     if diff:
         return diff
+    # inputs the baseline did not record (before schema 5) may be what changed: said among the causes
+    causes = ("kernel source, inputs, TVM or toolchain" if result.inputs and result.baseline_inputs is None
+              else "kernel source, TVM or toolchain")
     if same and result.content_hash != result.baseline_content_hash:
-        return "same params as the baseline, another build (kernel source, TVM or toolchain), same machine code"
+        return f"same params as the baseline, another build ({causes}), same machine code"
     if same:
         return "rebuilt, same machine code as the baseline" if result.rebuilt else "same machine code as the baseline"
     if result.baseline_params is not None and result.baseline_content_hash and result.content_hash:
-        return "same params as the baseline, another build (kernel source, TVM or toolchain)"
+        return f"same params as the baseline, another build ({causes})"
     return ""
 
 

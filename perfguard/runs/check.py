@@ -431,6 +431,7 @@ def write_baselines(config: Config, jobs: list[Job], results: list[JobResult]) -
             content_hash=r.content_hash or "", stats=r.stats,
             predicted_time_s=float(predictor.predict_stats([r.stats])[0]),
             model_id=predictor.model_id, commit=commit, created=created, toolchain=r.toolchain, loops=r.loops,
+            inputs=dict(r.inputs), source=r.source,
         )
         try:
             old = store.read(r.target, r.kernel)

@@ -8,6 +8,7 @@ analytical), like its verdict.
 
 from __future__ import annotations
 
+import difflib
 import math
 from pathlib import Path
 from typing import Any
@@ -89,9 +90,36 @@ def result_of(o: JudgedResult) -> Result:
         mismatch=None if r.mismatch is None else Mismatch(**r.mismatch), orphaned=o.orphaned,
         baseline_params=None if o.baseline is None else dict(o.baseline.params),
         baseline_content_hash=None if o.baseline is None else o.baseline.content_hash or None,
+        inputs=(dict(r.inputs) or None) if r.ok else None,
+        baseline_inputs=baseline_inputs(o),
+        source_diff=source_diff(o),
         same_code=same_code(o),
         base_remeasured=o.base_remeasured,
     )
+
+
+def baseline_inputs(o: JudgedResult) -> dict | None:
+    """The inputs the baseline recorded, where there is a change to name against them: None when it
+    recorded none (before schema 5) or neither side configures any ({} then says nothing)."""
+    r, baseline = o.result, o.baseline
+    if not r.ok or baseline is None or baseline.inputs is None or not (baseline.inputs or r.inputs):
+        return None
+    return dict(baseline.inputs)
+
+
+SOURCE_DIFF_LINES = 120  # a longer diff is cut (the baseline file and the kernel's module hold it all)
+
+
+def source_diff(o: JudgedResult) -> list[str]:
+    """A user kernel's entry function against its baseline's: a unified diff's lines with two lines
+    of context, [] when the baseline recorded none (a family's kernel, a baseline before schema 5)
+    or they are the same."""
+    r, baseline = o.result, o.baseline
+    if not r.ok or baseline is None or baseline.source is None or r.source is None or baseline.source == r.source:
+        return []
+    lines = list(difflib.unified_diff(baseline.source.splitlines(), r.source.splitlines(), "baseline", "current",
+                                      n=2, lineterm=""))
+    return lines if len(lines) <= SOURCE_DIFF_LINES else lines[:SOURCE_DIFF_LINES] + ["... (cut)"]
 
 
 def same_code(o: JudgedResult) -> bool:

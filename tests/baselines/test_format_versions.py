@@ -59,6 +59,8 @@ def test_files_of_earlier_commits_are_read(commit, target):
     assert b.predicted_time_s == seconds and b.params["vector"] == 8 and b.stats.insts > 10 ** 5
     assert (b.stats.blocks is not None) == blocks
     assert b.toolchain.get("harness") == harness and b.perfguard_version == "0.1.0"
+    # before schema 5 neither inputs nor the entry's source were recorded: None, not "none configured"
+    assert b.inputs is None and b.source is None
     if loops is None:
         assert b.loops is None  # schema 1 had none: upgraded as read, no loop is named
     else:
@@ -78,9 +80,27 @@ def test_rewritten_by_this_perfguard_as_the_current_schema(commit, tmp_path):
     store = BaselineStore(tmp_path)
     written = store.write(new)
     again = parse_baseline(written.read_bytes(), str(written))
-    assert again == new and json.loads(written.read_text())["schema"] == SCHEMA_VERSION == 4
+    assert again == new and json.loads(written.read_text())["schema"] == SCHEMA_VERSION == 5
     assert {k: v for k, v in json.loads(written.read_text()).items() if k != "schema"} == \
-        {k: v for k, v in json.loads(path.read_text()).items() if k != "schema"} | {"loops": old.loops}
+        {k: v for k, v in json.loads(path.read_text()).items() if k != "schema"} | {"loops": old.loops,
+                                                                                    "inputs": None, "source": None}
+
+
+def test_schema_5_records_inputs_and_source_and_an_older_file_may_not_claim_them(tmp_path):
+    """Schema 5 adds the configured inputs and a user kernel's entry function; a file labelled
+    schema 3 has not recorded them, whatever keys it holds (read as not recorded)."""
+    path = fixture("a14f59e", "x86_64")
+    old = parse_baseline(path.read_bytes(), str(path))
+    inputs = {"idx": {"low": 0, "high": 4096, "seed": 3}, "table": {"file": "data/t.npy", "sha256": "ab" * 32}}
+    new = dataclasses.replace(old, schema=SCHEMA_VERSION, inputs=inputs, source="def k(n=4):\n    return n\n")
+    written = BaselineStore(tmp_path).write(new)
+    again = parse_baseline(written.read_bytes(), str(written))
+    assert again.inputs == inputs and again.source == "def k(n=4):\n    return n\n" and again == new
+    data = json.loads(path.read_text())
+    labelled = parse_baseline(newer(data, inputs={"idx": {"low": 0, "high": 4}}, source="def k(): pass"), "v.json")
+    assert labelled.schema == 3 and labelled.inputs is None and labelled.source is None
+    with pytest.raises(InputError, match=r"'inputs' values must be tables"):
+        parse_baseline(newer(data, schema=5, inputs={"idx": 3}), "v.json")
 
 
 def test_a_newer_schema_is_refused_naming_the_file_and_the_writer():
@@ -90,8 +110,8 @@ def test_a_newer_schema_is_refused_naming_the_file_and_the_writer():
     text = newer(data, schema=SCHEMA_VERSION + 1, perfguard_version="9.1.0", energy={"joules": 1.0})
     with pytest.raises(NewerFormat) as caught:
         parse_baseline(text, "baselines/aarch64/gemm_256.json")
-    assert str(caught.value) == (f"baselines/aarch64/gemm_256.json: baseline schema 5, written by perfguard 9.1.0; "
-                                 f"this is perfguard {__version__} (reads up to baseline schema 4): upgrade perfguard")
+    assert str(caught.value) == (f"baselines/aarch64/gemm_256.json: baseline schema 6, written by perfguard 9.1.0; "
+                                 f"this is perfguard {__version__} (reads up to baseline schema 5): upgrade perfguard")
     assert caught.value.exit_code == EXIT_USAGE == 2
 
 
@@ -129,7 +149,7 @@ def test_update_over_a_newer_file_refuses_and_writes_nothing(tmp_path):
     target.parent.mkdir(parents=True)
     written_by_newer = newer(json.loads(current.to_json()), schema=SCHEMA_VERSION + 1, perfguard_version="9.1.0")
     target.write_bytes(written_by_newer)
-    with pytest.raises(NewerFormat, match="gemm_256.json: baseline schema 5, written by perfguard 9.1.0"):
+    with pytest.raises(NewerFormat, match="gemm_256.json: baseline schema 6, written by perfguard 9.1.0"):
         store.write_all([other, current])
     assert target.read_bytes() == written_by_newer and not store.path("aarch64", "gemm_other").exists()
     target.write_text("{damaged")  # damage is rewritten, as before
@@ -165,8 +185,8 @@ def test_baseline_update_refuses_before_measuring(tmp_path, capsys):
     (folder / "gemm_256.json").write_bytes(text)
     assert main(["baseline", "update", "--config", str(tmp_path / "perfguard.toml")]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.endswith(f"gemm_256.json: baseline schema 5, written by perfguard 9.1.0; this is perfguard "
-                        f"{__version__} (reads up to baseline schema 4): upgrade perfguard") and "\n" not in err
+    assert err.endswith(f"gemm_256.json: baseline schema 6, written by perfguard 9.1.0; this is perfguard "
+                        f"{__version__} (reads up to baseline schema 5): upgrade perfguard") and "\n" not in err
     assert (folder / "gemm_256.json").read_bytes() == text
 
 
@@ -182,15 +202,15 @@ def test_doctor_says_which_perfguard_and_formats_wrote_the_baselines(tmp_path, c
     data = json.loads(fixture("a14f59e", "x86_64").read_text())
     (tmp_path / "baselines" / "x86_64" / "gemm_b.json").write_text(json.dumps({**data, "kernel": "gemm_b"}))
     (tmp_path / "baselines" / "x86_64" / "gemm_c.json").write_bytes(
-        newer(data, kernel="gemm_c", schema=5, perfguard_version="9.1.0"))
+        newer(data, kernel="gemm_c", schema=6, perfguard_version="9.1.0"))
     main(["doctor", "--config", str(tmp_path / "perfguard.toml")])
     out = " ".join(capsys.readouterr().out.split())
-    assert f"perfguard {__version__} (writes baseline schema 4 with loop nest version 2; reads baseline schema 1 to 4)" \
+    assert f"perfguard {__version__} (writes baseline schema 5 with loop nest version 2; reads baseline schema 1 to 5)" \
         in out
     assert "baselines written by perfguard 0.1.0 as baseline schema 1: 1 on x86_64" in out
     assert "baselines written by perfguard 0.1.0 as baseline schema 3 with loop nest version 1: 1 on aarch64" in out
     assert "baselines written by perfguard 0.1.0 as baseline schema 3 with loop nest version 2: 1 on x86_64" in out
-    assert "the next `perfguard baseline update` writes them as schema 4" in out
-    assert (f"newer {tmp_path}/baselines/x86_64/gemm_c.json: baseline schema 5, written by perfguard 9.1.0; this is "
-            f"perfguard {__version__} (reads up to baseline schema 4): upgrade perfguard") in out
+    assert "the next `perfguard baseline update` writes them as schema 5" in out
+    assert (f"newer {tmp_path}/baselines/x86_64/gemm_c.json: baseline schema 6, written by perfguard 9.1.0; this is "
+            f"perfguard {__version__} (reads up to baseline schema 5): upgrade perfguard") in out
     assert "toolchain toolchain" not in out

@@ -11,6 +11,8 @@ import pytest
 
 from perfguard.cli import main
 from perfguard.compile.inputs import TensorSpec, generate
+from perfguard.document.report import read_report
+from perfguard.report.text import change_text
 
 ISAS = ["x86_64", "aarch64", "riscv64"]
 
@@ -136,3 +138,82 @@ def test_a_bad_inputs_entry_is_an_input_error_naming_it(tmp_path, capsys, inputs
     assert message in captured.out + captured.err, captured
     if message in captured.err:
         assert len(captured.err.strip().splitlines()) == 1, captured.err
+
+
+NPY_INPUTS = '{ idx = { file = "data/idx.npy" }, wide = { file = "data/wide.npy" }, x = { seed = 2 } }'
+
+
+def write_npy(root: Path, idx: np.ndarray, wide: np.ndarray | None = None) -> None:
+    (root / "data").mkdir(parents=True, exist_ok=True)
+    np.save(root / "data" / "idx.npy", idx)
+    if wide is not None:
+        np.save(root / "data" / "wide.npy", wide)
+
+
+@pytest.mark.slow
+def test_npy_inputs_reach_kernel_and_reference_and_a_changed_file_is_built_and_checked_again(tmp_path):
+    """Values given as .npy files are the ones the simulated kernel and its reference see (exact
+    copies, on every ISA; a big-endian file too); the file's content is in the keys: another
+    content is another build and another output check, never the recorded result."""
+    root = tmp_path / "p"
+    config = project(root, tmp_path / "cache", NPY_INPUTS, ISAS)
+    write_npy(root, (np.arange(96, dtype=np.int32) * 37) % 4096,
+              (np.arange(96, dtype=np.int64) * -123456789013).astype(">i8"))
+    assert main(["baseline", "update", "--config", str(config)]) == 0
+    recorded = json.loads((root / "baselines" / "x86_64" / "copies.json").read_text())
+    assert recorded["schema"] == 5 and recorded["source"].startswith("def copies(n=96):\n")
+    idx_digest = recorded["inputs"]["idx"]["sha256"]
+    assert recorded["inputs"] == {"idx": {"file": "data/idx.npy", "sha256": idx_digest},
+                                  "wide": {"file": "data/wide.npy", "sha256": recorded["inputs"]["wide"]["sha256"]},
+                                  "x": {"seed": 2}}
+    assert main(["check", "--config", str(config)]) == 0
+    results = json.loads((root / "reports" / "perfguard.json").read_text())["results"]
+    assert all(r["verdict"] == "unchanged" and r["max_error"] == 0.0 and not r["rebuilt"] for r in results), results
+    assert all(r["baseline_inputs"] == recorded["inputs"] and "source_diff" not in r for r in results)
+
+    # another content of the same file: rebuilt, simulated and checked again, the change named
+    idx = (np.arange(96, dtype=np.int32) * 91) % 4096
+    write_npy(root, idx)
+    assert main(["check", "--config", str(config)]) == 0
+    report = read_report(root / "reports" / "perfguard.json")
+    for r in report.results:
+        assert r.rebuilt and r.resimulated and r.max_error == 0.0, r.label
+        assert r.inputs["idx"]["sha256"] == __import__("hashlib").sha256(idx.tobytes()).hexdigest() != idx_digest
+        assert f"inputs.idx.sha256 {idx_digest[:12]} -> {r.inputs['idx']['sha256'][:12]}" in change_text(r)
+
+    # the reference sees the new values too: an index it refuses fails the check, not a recorded pass
+    write_npy(root, np.full(96, 5000, dtype=np.int32))
+    assert main(["check", "--config", str(config)]) != 0
+    errors = [r["error"] for r in json.loads((root / "reports" / "perfguard.json").read_text())["results"]]
+    assert all(e and "idx outside [0, 4096)" in e for e in errors), errors
+
+
+@pytest.mark.parametrize("inputs, files, message", [
+    ('{ idx = { file = "data/idx.npy" } }', {"idx.npy": np.zeros(95, np.int32)},
+     "kernel 'copies' on x86_64: inputs: idx: 'data/idx.npy' holds int32[95], the kernel's input 'idx' is int32[96]"),
+    ('{ idx = { file = "data/idx.npy" } }', {"idx.npy": np.zeros(96, np.int64)},
+     "kernel 'copies' on x86_64: inputs: idx: 'data/idx.npy' holds int64[96], the kernel's input 'idx' is int32[96]"),
+    ('{ x = { file = "data/x.npy" } }', {"x.npy": np.zeros((8, 12), np.float32)},
+     "inputs: x: 'data/x.npy' holds float32[8, 12], the kernel's input 'x' is float32[96]"),
+    ('{ idx = { file = "data/gone.npy" } }', {}, "inputs: idx: file 'data/gone.npy' does not exist"),
+    ('{ idx = { file = "data/idx.npy" } }', {"idx.npy": b"not numpy"}, "inputs: idx: 'data/idx.npy' is not a readable .npy file"),
+    ('{ idx = { file = "../idx.npy" } }', {}, "inputs: idx: file '../idx.npy' leads outside the config's folder"),
+    ('{ idx = { file = "data/idx.npy", low = 0 } }', {}, "inputs: idx: file gives the values whole: no low beside it"),
+    ('{ idx = { file = "data/idx.txt" } }', {}, "inputs: idx: file must be the path of a .npy file"),
+])
+def test_a_bad_npy_input_is_an_input_error_naming_file_input_and_both_shapes(tmp_path, capsys, inputs, files, message):
+    root = tmp_path / "p"
+    config = project(root, tmp_path / "cache", inputs, ["x86_64"])
+    (root / "data").mkdir()
+    for name, value in files.items():
+        if isinstance(value, bytes):
+            (root / "data" / name).write_bytes(value)
+        else:
+            np.save(root / "data" / name, value)
+    assert main(["check", "--config", str(config)]) == 2
+    captured = capsys.readouterr()
+    report = root / "reports" / "perfguard.json"
+    said = captured.err.splitlines() + ([r["error"] for r in json.loads(report.read_text())["results"]]
+                                        if report.exists() else [])
+    line = next((line for line in said if message in line), None)
+    assert line is not None and "\n" not in line and len(line) < 300, (said, captured.out)

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from perfguard import __version__
@@ -151,6 +152,12 @@ def write(path: str, data: bytes | str, argv: tuple[str, ...] = ("check",)):
         return list(argv)
 
     return setup
+
+
+def _npy(array) -> bytes:
+    buffer = io.BytesIO()
+    np.save(buffer, array)
+    return buffer.getvalue()
 
 
 BASELINE = "baselines/aarch64/v.json"
@@ -640,6 +647,11 @@ CASES = [
          "qgemm: the reduction 'K' = 40000000 is above 33554431", 2,
          only(kernel('[[kernel]]\nname = "qk"\nentry = "perfguard.kernels.qgemm:qgemm"\nfamily = "qgemm"\n'
                      'params = { M = 1, N = 1, K = 40000000 }'), "--kernels", "qk")),
+    Case("npy-input-shape", "an input's `.npy` file of another shape or dtype than the input",
+         "kernel 'v' on aarch64: inputs: x: 'data/x.npy' holds float64[4, 4], the kernel's input 'x' is float32[16]", 2,
+         lambda project: (write("data/x.npy", _npy(np.zeros((4, 4))))(project),
+                          edit("perfguard.toml", 'params = { M = 16, K = 16 }\n',
+                               'params = { M = 16, K = 16 }\ninputs = { x = { file = "data/x.npy" } }\n')(project))[1]),
     Case("unknown-target-cli", "unknown target on the command line",
          "error: --targets: unknown target 'mips' (known: aarch64, aarch64dot, riscv64, riscv64v, x86_64, x86_64v1, x86_64vnni)", 2,
          lambda project: ["check", "--targets", "mips"]),
@@ -694,17 +706,17 @@ CASES = [
          write(BASELINE, b'{"schema": 1, "kernel": "\xff"}')),
     Case("baseline-nested", "baseline nested thousands deep", "v.json: corrupted baseline (nested too deeply)", 2,
          write(BASELINE, "[" * 100000 + "]" * 100000)),
-    Case("baseline-newer-schema", "baseline from a newer schema version (5, written by perfguard 9.1.0)",
-         f"v.json: baseline schema 5, written by perfguard 9.1.0; this is perfguard {__version__} (reads up to "
-         "baseline schema 4): upgrade perfguard", 2,
-         baseline(lambda d: d.update(schema=5, perfguard_version="9.1.0"))),
+    Case("baseline-newer-schema", "baseline from a newer schema version (6, written by perfguard 9.1.0)",
+         f"v.json: baseline schema 6, written by perfguard 9.1.0; this is perfguard {__version__} (reads up to "
+         "baseline schema 5): upgrade perfguard", 2,
+         baseline(lambda d: d.update(schema=6, perfguard_version="9.1.0"))),
     Case("baseline-newer-loop-nest", "baseline whose loop nest has a newer version",
          f"v.json: loop nest version 3, written by perfguard 9.1.0; this is perfguard {__version__} (reads up to "
          "loop nest version 2): upgrade perfguard", 2,
          baseline(lambda d: d.update(perfguard_version="9.1.0", loops={**d["loops"], "version": 3}))),
     Case("baseline-update-over-newer", "`baseline update` over a baseline of a newer schema",
-         f"v.json: baseline schema 5, written by perfguard 9.1.0; this is perfguard {__version__}", 2,
-         baseline(lambda d: d.update(schema=5, perfguard_version="9.1.0"), ("baseline", "update")),
+         f"v.json: baseline schema 6, written by perfguard 9.1.0; this is perfguard {__version__}", 2,
+         baseline(lambda d: d.update(schema=6, perfguard_version="9.1.0"), ("baseline", "update")),
          via="`perfguard baseline update`"),
     Case("baseline-wrong-type", "baseline field of the wrong type", "'predicted_time_s' has the wrong type", 2,
          baseline(lambda d: d.update(predicted_time_s="fast"))),

@@ -199,7 +199,7 @@ def test_check_names_both_sides_loops_in_every_output_and_an_old_baseline_names_
     assert main(["baseline", "update", "--config", str(config)]) == 0
     baseline_file = config.parent / "baselines" / "x86_64" / "gemm_t.json"
     stored = json.loads(baseline_file.read_text())
-    assert stored["schema"] == 4 and stored["loops"]["version"] == 2
+    assert stored["schema"] == 5 and stored["loops"]["version"] == 2
     assert any(loop["var"] == "k_1" for loop in stored["loops"]["loops"])
 
     config.write_text(config.read_text().replace("tile_k = 64", "tile_k = 16"))

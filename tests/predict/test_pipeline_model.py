@@ -195,7 +195,7 @@ def test_check_uses_the_pipeline_model_attributes_blocks_and_notes_old_baselines
     assert main(["baseline", "update", "--config", str(config)]) == 0
     baseline_file = config.parent / "baselines" / "x86_64" / "gemv_s.json"
     stored = json.loads(baseline_file.read_text())
-    assert stored["schema"] == 4 and stored["loops"]["version"] == 2 and stored["loops"]["loops"]
+    assert stored["schema"] == 5 and stored["loops"]["version"] == 2 and stored["loops"]["loops"]
     assert stored["model_id"].startswith("pipeline-")
     profile = Stats.from_dict(stored["stats"], "baseline").blocks
     assert profile is not None and profile.insts == stored["stats"]["insts"]
