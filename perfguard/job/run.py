@@ -10,7 +10,6 @@ import contextlib
 import dataclasses
 import inspect
 import io
-import json
 import shutil
 import time
 import traceback
@@ -21,19 +20,14 @@ from typing import Any
 
 import numpy as np
 
-from perfguard import __version__, flopcount
-from perfguard.compile.cache import BuildCache, file_digest
-from perfguard.compile.harness import HARNESS_VERSION, fill_digest, render_harness, template_digest, values_digest
+from perfguard import flopcount
+from perfguard.compile.build import build, build_toolchain, plan
+from perfguard.compile.cache import BuildCache
 from perfguard.compile.inputs import TensorSpec, decode_outputs, generate, recorded_inputs
-from perfguard.compile.loops import ensure_loops
-from perfguard.compile.lower import LoweredKernel, build_object, inspect_module, inspect_text, with_inputs
+from perfguard.compile.lower import LoweredKernel, inspect_module, inspect_text, with_inputs
 from perfguard.compile.toolchain import (
-    cc_version,
     check_tensor_types,
     find_cc,
-    libc_version,
-    link_harness,
-    llvm_version,
 )
 from perfguard.config import KernelSpec, load_callable
 from perfguard.errors import InfraError, InputError, PerfguardError
@@ -52,9 +46,6 @@ from perfguard.sim.stats import Stats
 from perfguard.targets import TargetProfile
 from perfguard.timings import Span, cpu_seconds, measured
 from perfguard.user_code import callable_parts, changed, depend_on, recording, unchanged, user_code
-
-# Part of every build key: bump when the build recipe (flags, layout) changes.
-BUILD_RECIPE = 1
 
 
 @dataclass(frozen=True)
@@ -385,16 +376,6 @@ class Built:
         return self.build_dir / "harness"
 
 
-def build_toolchain(cc: str) -> dict[str, str]:
-    """The build side of the toolchain every result and baseline records (`simulator` is added by
-    the run): what a change of would change the statistics without any change to the kernel."""
-    import tvm
-
-    return {"cc": cc_version(cc), "libc": libc_version(cc), "tvm": tvm.__version__, "llvm": llvm_version(),
-            "harness": f"harness {HARNESS_VERSION}, template {template_digest()[:12]}, build recipe {BUILD_RECIPE}",
-            "perfguard": __version__}
-
-
 def run_toolchain(profile: TargetProfile, simulator_name: str, cache_dir: Path) -> dict[str, str]:
     """What a run of `profile` under `simulator_name` would record, without building anything
     (perfguard doctor compares it with the committed baselines')."""
@@ -421,49 +402,15 @@ def build_kernel(job: Job, result: JobResult) -> Built:
         result.inputs = recorded_inputs(lowered.tensors)
         result.source = lowered.source
         result.tensor_bytes = sum(t.nbytes for t in lowered.tensors)
-    cc = find_cc(profile)
-    check_tensor_types(profile, cc, lowered.tensors, where)
+    check_tensor_types(profile, find_cc(profile), lowered.tensors, where)
     if family is not None and "check_target" in family.extra:
         family.extra["check_target"](profile.tvm_target, where, **spec.params)
-    result.toolchain = build_toolchain(cc)
-    cache = BuildCache(job.cache_dir)
-    key = build_key(lowered, profile, result.toolchain, job.code_offset)
-    result.content_hash = key
-    tools = build_tools(profile)
-    build_dir = None if job.recompute else cache.lookup_build(key, tools)
-    with measured(result.timings, "compile"):
-        if build_dir is None:
-            staging = cache.staging_dir()
-            try:
-                build_object(lowered, profile.tvm_target, staging / "kernel.o", where)
-                (staging / "harness.c").write_text(render_harness(lowered.symbol, lowered.tensors))
-                link_harness(profile, staging / "harness.c", staging / "kernel.o", staging / "harness", where,
-                             job.code_offset)
-                result.binary_hash = file_digest(staging / "harness")  # this build's, whichever folder is kept
-                build_dir = cache.publish_build(key, staging, tools)
-            except BaseException:  # a failed build leaves nothing behind in the cache
-                shutil.rmtree(staging, ignore_errors=True)
-                raise
-            result.rebuilt = True
-        else:
-            result.binary_hash = cache.built_file_sha(key, "harness")
-        # beside the build, not in its key; the module is made only when the nest is not recorded yet
-        result.loops = ensure_loops(build_dir, lambda: lowered.mod, profile.tvm_target)
+    planned = plan(lowered, profile, job.code_offset)
+    result.toolchain, result.content_hash = dict(planned.toolchain), planned.key
+    made = build(planned, lowered, profile, job.cache_dir, where, job.code_offset, job.recompute, result.timings)
+    result.binary_hash, result.rebuilt, result.loops = made.binary_hash, made.rebuilt, made.loops
+    build_dir = made.build_dir
     return Built(build_dir, lowered, params, family, where)
-
-
-def build_key(lowered: LoweredKernel, profile: TargetProfile, toolchain: dict[str, str], code_offset: int = 0) -> str:
-    """The content hash a build is cached and recorded under: the lowered IR, the target, the
-    toolchain (build_toolchain's) and the harness (with its code offset, where there is one)."""
-    offset = (f"code offset {code_offset}",) if code_offset else ()
-    return digest(lowered.ir_hash, profile.fingerprint(), toolchain["cc"], toolchain["tvm"], toolchain["libc"],
-                  str(HARNESS_VERSION), template_digest(), str(BUILD_RECIPE), _layout(lowered), *offset)
-
-
-def build_tools(profile: TargetProfile) -> str:
-    """The compiler by its bytes (not its --version: a wrapper adding flags is another compiler)
-    and the variables that change what it does: what a build's marker must also hold to be reused."""
-    return f"{tool_identity(profile.cc)};{tool_environment()}"
 
 
 def kernel_flops(spec: KernelSpec, root: Path, where: str) -> int:
@@ -479,14 +426,6 @@ def kernel_flops(spec: KernelSpec, root: Path, where: str) -> int:
     except Exception as exc:
         raise InputError(f"{where}: flops '{spec.flops}' raised {type(exc).__name__}: {exc}".splitlines()[0]) from None
     return flopcount.count(value, f"{where}: flops '{spec.flops}'")
-
-
-def _layout(lowered: LoweredKernel) -> str:
-    """The tensors as the harness sees them: `outputs` decides which ones it prints."""
-    return json.dumps([[t.name, list(t.shape), t.dtype, t.output,
-                        *([t.configured(), values_digest() if t.values is not None else fill_digest()]
-                          if t.configured() is not None else [])]  # configured values: their C too
-                       for t in lowered.tensors])
 
 
 def _run(job: Job, result: JobResult) -> None:

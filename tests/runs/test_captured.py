@@ -12,7 +12,8 @@ import json
 import pytest
 
 from perfguard import __version__
-from perfguard.job.run import build_key, resolve_kernel, run_toolchain
+from perfguard.compile.build import build_key
+from perfguard.job.run import resolve_kernel, run_toolchain
 from perfguard.predict.dataset import load_dataset
 from perfguard.predict.registry import PREDICTORS
 from perfguard.predict.store import load_model, save_model
