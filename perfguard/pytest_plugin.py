@@ -197,7 +197,9 @@ class PerfguardSession:
         for name, value in properties:
             if name == _PROPERTY and report.when == "call":
                 # lazy: pytest loads this plugin in every session; the rest of perfguard only with --perfguard
-                from perfguard.document.report import Result, TargetSummary, from_json
+                from perfguard.document.codec import from_json
+                from perfguard.document.report import TargetSummary
+                from perfguard.document.result import Result
 
                 result = from_json(Result, value["result"], "pytest --perfguard result")
                 at = self._seen.get((result.kernel, result.target))
@@ -212,7 +214,8 @@ class PerfguardSession:
                     self.targets[result.target] = from_json(TargetSummary, value["target"], "pytest --perfguard")
             elif name == _MODEL_PROPERTY and report.when == "call":
                 # lazy: pytest loads this plugin in every session; the rest of perfguard only with --perfguard
-                from perfguard.document.report import ModelTotal, from_json
+                from perfguard.document.codec import from_json
+                from perfguard.document.report import ModelTotal
 
                 self.models.append(from_json(ModelTotal, value["total"], "pytest --perfguard model"))
                 self.codes.append(value["exit_code"])
@@ -301,7 +304,7 @@ def _record(node: pytest.Item, result) -> None:
     """Attach a result to the test report (as JSON data: that is how it reaches the xdist controller);
     a model's: each of its kernels' results, and its total."""
     # lazy: pytest loads this plugin in every session; the rest of perfguard only with --perfguard
-    from perfguard.document.report import to_json
+    from perfguard.document.codec import to_json
 
     model = getattr(result, "total", None)
     for one in result.kernels if model is not None else [result]:

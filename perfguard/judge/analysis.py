@@ -30,16 +30,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from perfguard.document.report import (
-    ROOF_FRACTION,
-    Analysis,
-    Driver,
-    Energy,
-    EnergyCosts,
-    Metrics,
-    Result,
-    TargetSummary,
-)
+from perfguard.document.report import EnergyCosts, TargetSummary
+from perfguard.document.result import ROOF_FRACTION, Analysis, Driver, Energy, Metrics, Result
 from perfguard.predict.analytical import AnalyticalModel
 from perfguard.predict.base import Predictor
 from perfguard.predict.features import raw_matrix

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from perfguard.compile.loops import LoopLayout, LoopMatch, LoopNest
-from perfguard.document.report import Attribution, BlockChange, BlockLoop, BlockSide, InsnCycles, LoopStep
+from perfguard.document.result import Attribution, BlockChange, BlockLoop, BlockSide, InsnCycles, LoopStep
 from perfguard.judge.block_pairs import Site, pair_blocks
 from perfguard.judge.differential import NO_SYMBOL, NOT_IN_LOOP, UNDECIDED, Place, differential
 from perfguard.predict.pipeline import PipelineModel

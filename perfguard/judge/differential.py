@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from perfguard.document.report import Attribution, BlockLoop, DiffNode
+from perfguard.document.result import Attribution, BlockLoop, DiffNode
 from perfguard.judge.block_pairs import BlockPair, Site
 
 HOTTEST = 8  # children kept per node by cycles

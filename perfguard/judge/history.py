@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from perfguard.baselines.store import Baseline, parse_baseline
-from perfguard.document.report import ChangePoint, History, HistoryPoint
+from perfguard.document.result import ChangePoint, History, HistoryPoint
 from perfguard.errors import InputError
 from perfguard.judge.changepoint import detect
 

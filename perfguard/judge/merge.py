@@ -18,11 +18,11 @@ from perfguard.document.report import (
     ModelPart,
     ModelTotal,
     Report,
-    Result,
     Summary,
     TargetSummary,
     ToolchainSummary,
 )
+from perfguard.document.result import Result
 from perfguard.document.verdicts import VERDICTS, summary_key
 from perfguard.errors import EXIT_INFRA, EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, EXIT_WRONG_RESULT, InputError
 from perfguard.judge.model_totals import count_kernels, total

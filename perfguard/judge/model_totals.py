@@ -16,7 +16,8 @@ from dataclasses import dataclass, field, replace
 
 from perfguard.baselines.store import Baseline
 from perfguard.document import model_labels
-from perfguard.document.report import ModelKernel, ModelTotal, Result, Summary
+from perfguard.document.report import ModelKernel, ModelTotal, Summary
+from perfguard.document.result import Result
 from perfguard.document.verdicts import ERROR, IMPROVEMENT, NEW, REGRESSION, REMOVED, TOOLCHAIN, UNCHANGED
 from perfguard.judge import model_changes
 from perfguard.judge.verdicts import change_pct, classify

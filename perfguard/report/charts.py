@@ -22,7 +22,8 @@ from typing import Any
 
 import jinja2
 
-from perfguard.document.report import ROOF_FRACTION, ChangePoint, HistoryPoint, TargetSummary
+from perfguard.document.report import TargetSummary
+from perfguard.document.result import ROOF_FRACTION, ChangePoint, HistoryPoint
 from perfguard.report.numbers import seconds
 from perfguard.report.scales import (
     Linear,

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 
-from perfguard.document.report import InsnCycles
+from perfguard.document.result import InsnCycles
 
 SAME, CHANGED, ONLY_BASELINE, ONLY_CURRENT = "same", "changed", "only-baseline", "only-current"
 

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from perfguard.document.report import ModelTotal, Report, Result
+from perfguard.document.report import ModelTotal, Report
+from perfguard.document.result import Result
 from perfguard.document.verdicts import ERROR, REGRESSION, WRONG_RESULT
 from perfguard.report import text
 from perfguard.report.numbers import pct

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from html import escape
 
-from perfguard.document.report import Attribution, DiffNode
+from perfguard.document.result import Attribution, DiffNode
 from perfguard.report.numbers import signed_count
 
 WIDTH = 1100

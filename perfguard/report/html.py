@@ -20,7 +20,8 @@ from markupsafe import Markup
 
 from perfguard.atomic import atomic_write_text
 from perfguard.document import model_labels
-from perfguard.document.report import ROOF_FRACTION, STATISTICS, Metrics, Report, Result, TargetSummary, worst_first
+from perfguard.document.report import STATISTICS, Report, TargetSummary, worst_first
+from perfguard.document.result import ROOF_FRACTION, Metrics, Result
 from perfguard.document.verdicts import UNCHANGED, VERDICTS
 from perfguard.report import charts, disassembly, failures, flame, model_view, numbers, text, where
 

@@ -17,7 +17,8 @@ from urllib.parse import quote
 
 from perfguard.atomic import atomic_write_text
 from perfguard.document import model_labels
-from perfguard.document.report import Metrics, Report, Result
+from perfguard.document.report import Report
+from perfguard.document.result import Metrics, Result
 from perfguard.document.verdicts import UNCHANGED
 from perfguard.report import failures, model_view, numbers, text, where
 from perfguard.report.html import anchor, kernel_file

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from html import escape
 
-from perfguard.document.report import ModelKernel, ModelPart, ModelTotal, Report, Result
+from perfguard.document.report import ModelKernel, ModelPart, ModelTotal, Report
+from perfguard.document.result import Result
 from perfguard.report.numbers import pct, seconds
 
 TOP_KERNELS = 8  # rows per model in the terminal and the Markdown beyond every changed one; JSON and HTML keep all

@@ -12,7 +12,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from perfguard.document import model_labels
-from perfguard.document.report import Report, Result
+from perfguard.document.report import Report
+from perfguard.document.result import Result
 from perfguard.document.verdicts import UNCHANGED
 from perfguard.report import model_view
 from perfguard.report.failures import failures

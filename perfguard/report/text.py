@@ -6,7 +6,8 @@ escape it for their medium.
 
 from __future__ import annotations
 
-from perfguard.document.report import BlockChange, BlockSide, Driver, Result, Summary, ToolchainSummary
+from perfguard.document.report import Summary, ToolchainSummary
+from perfguard.document.result import BlockChange, BlockSide, Driver, Result
 from perfguard.report import where
 from perfguard.report.numbers import (
     nbytes,

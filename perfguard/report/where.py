@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from perfguard.document.report import Attribution, BlockLoop, DiffNode
+from perfguard.document.result import Attribution, BlockLoop, DiffNode
 from perfguard.report.numbers import signed_count
 
 MOST = 3  # places in the Markdown and bisect's answer

@@ -10,7 +10,8 @@ from pathlib import Path
 from perfguard.baselines.lock import baselines_lock
 from perfguard.baselines.store import Baseline, BaselineSource, BaselineStore, graph_path, graph_text, same_record
 from perfguard.config import Config, KernelSpec
-from perfguard.document.report import Attribution, BlockChange, ModelPart, Result
+from perfguard.document.report import ModelPart
+from perfguard.document.result import Attribution, BlockChange, Result
 from perfguard.document.verdicts import ERROR, REGRESSION, REMOVED, WRONG_RESULT
 from perfguard.errors import EXIT_INFRA, EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, EXIT_WRONG_RESULT, InfraError, InputError
 from perfguard.executors import Executor, LocalExecutor, pool_size

@@ -16,22 +16,24 @@ from typing import Any
 from perfguard import __version__, machines
 from perfguard.config import Config
 from perfguard.document.report import (
-    Calibration,
-    Interval,
     JobTimings,
-    LimitBreach,
-    Machine,
-    Mismatch,
     Report,
-    Result,
     Seconds,
-    StatDelta,
     Summary,
     TargetSummary,
     Timings,
-    ToolchainDifference,
     ToolchainSummary,
     WorkerCost,
+)
+from perfguard.document.result import (
+    Calibration,
+    Interval,
+    LimitBreach,
+    Machine,
+    Mismatch,
+    Result,
+    StatDelta,
+    ToolchainDifference,
 )
 from perfguard.document.verdicts import VERDICTS, summary_key
 from perfguard.jsonfile import now_iso

@@ -23,7 +23,8 @@ from pathlib import Path
 from perfguard import machines, sealed
 from perfguard.baselines.store import BaselineStore
 from perfguard.config import Config
-from perfguard.document.report import Result, from_json, to_json
+from perfguard.document.codec import from_json, to_json
+from perfguard.document.result import Result
 from perfguard.errors import InputError
 from perfguard.fingerprints import digest, environment_digest
 from perfguard.job.run import Job, JobResult

@@ -21,7 +21,8 @@ from typing import Any
 from perfguard.baselines.git_revision import GitBaselineStore
 from perfguard.baselines.store import BaselineSource, BaselineStore
 from perfguard.config import Config, KernelSpec, parse_kernel
-from perfguard.document.report import ModelTotal, Result, TargetSummary
+from perfguard.document.report import ModelTotal, TargetSummary
+from perfguard.document.result import Result
 from perfguard.document.verdicts import ERROR, IMPROVEMENT, NEW, REGRESSION, REMOVED, WRONG_RESULT
 from perfguard.errors import EXIT_USAGE, InfraError, InputError
 from perfguard.job.native import NativeKernel, check_native, this_machine

@@ -11,7 +11,8 @@ import shutil
 import pytest
 
 from perfguard.cli import main
-from perfguard.document.report import Result, from_json
+from perfguard.document.codec import from_json
+from perfguard.document.result import Result
 from perfguard.report.text import what_changed_most
 from tests.conftest import REPO
 

@@ -14,7 +14,7 @@ import shutil
 
 import pytest
 
-from perfguard.document.report import BlockSide
+from perfguard.document.result import BlockSide
 from perfguard.judge.attribution import MAX_BLOCKS, attribute
 from perfguard.predict.pipeline import BlockCost, PipelineModel
 from perfguard.sim.blocks import Block, BlockProfile

@@ -9,7 +9,8 @@ import git
 import pytest
 
 from perfguard.baselines.store import Baseline, BaselineStore
-from perfguard.document.report import Report, Result, Summary
+from perfguard.document.report import Report, Summary
+from perfguard.document.result import Result
 from perfguard.judge.changepoint import detect
 from perfguard.judge.history import BaselineHistory, kernel_history
 from perfguard.predict.analytical import AnalyticalModel

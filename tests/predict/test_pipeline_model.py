@@ -215,7 +215,8 @@ def test_check_uses_the_pipeline_model_attributes_blocks_and_notes_old_baselines
     assert top["current"]["symbol"] and top["current"]["bound"]
     assert sum(b["delta_cycles"] for b in result["blocks"]) > 0
     # where: the place of the differential view whose changed code moved most (a loop of gemv's nest)
-    from perfguard.document.report import Result, from_json
+    from perfguard.document.codec import from_json
+    from perfguard.document.result import Result
     from perfguard.report.text import what_changed_most
 
     line = what_changed_most(from_json(Result, result, "perfguard.json"))

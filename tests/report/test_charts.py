@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from perfguard.document.report import ChangePoint, HistoryPoint
+from perfguard.document.result import ChangePoint, HistoryPoint
 from perfguard.judge.analysis import target_summary
 from perfguard.report import charts
 from perfguard.targets import BUILTIN

@@ -9,7 +9,8 @@ import re
 
 import pytest
 
-from perfguard.document.report import InsnCycles, read_report
+from perfguard.document.report import read_report
+from perfguard.document.result import InsnCycles
 from perfguard.report import disassembly
 from perfguard.report.html import OPEN_BLOCKS, kernel_file, render_kernel, write_html
 from tests.report import golden

@@ -10,7 +10,8 @@ import re
 import pytest
 from rich.console import Console
 
-from perfguard.document.report import ModelKernel, Report, Result, Summary
+from perfguard.document.report import ModelKernel, Report, Summary
+from perfguard.document.result import Result
 from perfguard.judge.model_totals import count_kernels, kernel_row, total
 from perfguard.report import html, markdown
 from perfguard.report.model_view import TOP_KERNELS, terminal_lines
@@ -127,7 +128,7 @@ def test_a_model_with_more_kernels_than_shown_names_how_many_more():
 
 
 def test_the_phase_split_says_whether_it_adds_up_to_the_predicted_time():
-    from perfguard.document.report import Metrics
+    from perfguard.document.result import Metrics
     from perfguard.report.html import phase_note
 
     assert phase_note(Metrics(time_s=2e-3, compute_s=1.5e-3, memory_s=0.5e-3)) == \

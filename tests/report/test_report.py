@@ -15,7 +15,9 @@ import jsonschema
 import pytest
 
 from perfguard.cli import main
-from perfguard.document.report import Report, Result, from_json
+from perfguard.document.codec import from_json
+from perfguard.document.report import Report
+from perfguard.document.result import Result
 from perfguard.judge import analysis
 from perfguard.report import markdown, text
 from perfguard.report.html import kernel_file, render_index, write_html
@@ -301,7 +303,8 @@ def test_calibration_comes_from_the_model_that_scored_the_result(tmp_path):
 
 
 def test_typed_report_reads_and_writes_perfguard_json_byte_for_byte(tiny):
-    from perfguard.document.report import Analysis, History, HistoryPoint, Metrics, report_text
+    from perfguard.document.report import report_text
+    from perfguard.document.result import Analysis, History, HistoryPoint, Metrics
 
     written = (tiny["reports"] / "perfguard.json").read_text()
     report = Report.from_json(json.loads(written))
@@ -334,7 +337,8 @@ def test_typed_report_keeps_what_it_does_not_know_and_names_a_wrong_type(tiny):
 
 
 def test_typed_report_optional_additions_stay_absent_until_set():
-    from perfguard.document.report import Summary, to_json
+    from perfguard.document.codec import to_json
+    from perfguard.document.report import Summary
 
     plain = to_json(Summary(exit_code=0))
     assert "interrupted" not in plain and "errors_allowed" not in plain and "not_measured" not in plain

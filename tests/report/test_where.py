@@ -8,7 +8,8 @@ import re
 
 import pytest
 
-from perfguard.document.report import Attribution, BlockLoop, DiffNode, LoopStep, from_json, to_json
+from perfguard.document.codec import from_json, to_json
+from perfguard.document.result import Attribution, BlockLoop, DiffNode, LoopStep
 from perfguard.report import flame, where
 
 J = BlockLoop("j", [LoopStep("i", 64, "serial"), LoopStep("j", 64, "serial")], 448, per_execution=8, peeled=1,

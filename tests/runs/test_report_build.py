@@ -14,7 +14,8 @@ import shutil
 import pytest
 
 from perfguard.config import load_config
-from perfguard.document.report import Report, to_json
+from perfguard.document.codec import to_json
+from perfguard.document.report import Report
 from perfguard.judge import analysis
 from perfguard.judge.analysis import target_summary
 from perfguard.judge.history import BaselineHistory

@@ -142,7 +142,8 @@ def test_update_then_a_regression_fails_exactly_its_item_in_one_process_and_unde
     assert where and where.group(1).startswith("loop i of nest C in "), failure
     report = json.loads((root / "reports" / "perfguard.json").read_text())
     saxpy = next(r for r in report["results"] if r["kernel"] == "saxpy" and r["verdict"] == "regression")
-    from perfguard.document.report import Result, from_json
+    from perfguard.document.codec import from_json
+    from perfguard.document.result import Result
     from perfguard.report.text import what_changed_most
     assert where.group(1) == what_changed_most(from_json(Result, saxpy, "perfguard.json"))
     assert "\nchange: n 512 -> 2048\n" in failure  # the params' diff against the baseline's
