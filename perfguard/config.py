@@ -29,7 +29,8 @@ from perfguard.judging import Judging, Limit, parse_limits
 from perfguard.sections import KeyDocs, Table, flag, number, string_list
 from perfguard.sim.settings import Simulation
 from perfguard.targets import BUILTIN, TargetProfile, profile_from_config
-from perfguard.user_code import callable_parts, import_user_module, user_code
+from perfguard.user_code.imports import callable_parts, import_user_module
+from perfguard.user_code.reads import user_code
 
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*$")
 

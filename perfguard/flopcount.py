@@ -13,7 +13,7 @@ import operator
 from typing import Any
 
 from perfguard.errors import InputError, did_you_mean
-from perfguard.user_code import callable_parts
+from perfguard.user_code.imports import callable_parts
 
 _BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
            ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow}

@@ -30,7 +30,7 @@ from perfguard.job.run import Job, JobResult
 from perfguard.signals import log
 from perfguard.sim.base import profile_tools
 from perfguard.sim.stats import Stats
-from perfguard.user_code import changed
+from perfguard.user_code.reads import changed
 
 RECORD_VERSION = 3  # 3: a result's configured inputs and entry source
 # Judging-only settings: a new threshold or limit re-judges, it does not re-run the job.

@@ -45,7 +45,8 @@ from perfguard.sim.mca_tools import timing_cache_dir
 from perfguard.sim.stats import Stats
 from perfguard.targets import TargetProfile
 from perfguard.timings import Span, cpu_seconds, measured
-from perfguard.user_code import callable_parts, changed, depend_on, recording, unchanged, user_code
+from perfguard.user_code.imports import callable_parts
+from perfguard.user_code.reads import changed, depend_on, recording, unchanged, user_code
 
 
 @dataclass(frozen=True)

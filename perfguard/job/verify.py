@@ -43,7 +43,7 @@ from perfguard.compile.lower import LoweredKernel, build_host
 from perfguard.config import KernelSpec, load_callable
 from perfguard.errors import InfraError, InputError, WrongResult
 from perfguard.fingerprints import code_digest, digest
-from perfguard.user_code import user_code
+from perfguard.user_code.reads import user_code
 
 # Part of every check key: bump when the comparison itself changes.
 CHECK_VERSION = 3

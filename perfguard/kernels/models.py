@@ -43,7 +43,7 @@ from perfguard.errors import InfraError, InputError
 from perfguard.fingerprints import digest, environment_digest
 from perfguard.kernels import model_graph
 from perfguard.kernels.model_schedule import SCHEDULE_RECIPE, default_schedule
-from perfguard.user_code import depend_on, recording, unchanged
+from perfguard.user_code.reads import depend_on, recording, unchanged
 
 # Part of every extraction key: bump when the passes, the naming or what a kernel records change.
 EXTRACT_RECIPE = 4

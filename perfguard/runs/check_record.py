@@ -34,7 +34,7 @@ from perfguard.config import Config
 from perfguard.errors import InfraError
 from perfguard.fingerprints import digest, environment_digest
 from perfguard.sim.base import profile_tools
-from perfguard.user_code import file_sha256, unchanged
+from perfguard.user_code.reads import file_sha256, unchanged
 
 RECORD_VERSION = 2
 

@@ -33,7 +33,7 @@ from perfguard.judge.history import BaselineHistory
 from perfguard.judge.verdicts import Verdict
 from perfguard.predict.intervals import DeltaInterval
 from perfguard.predict.store import model_path
-from perfguard.user_code import file_sha256
+from perfguard.user_code.reads import file_sha256
 
 RECORD_VERSION = 4  # 3: the entry names its machine; 4: keyed by the job's resolved judgement (judging.Judgement.key)
 # What a result's entry says about this run rather than about the result: never recorded.

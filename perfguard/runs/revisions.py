@@ -26,7 +26,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from perfguard import user_code
 from perfguard.config import Config, KernelSpec, load_config
 from perfguard.errors import EXIT_INFRA, InfraError, InputError, PerfguardError
 from perfguard.executors import Executor, ExecutorChoice
@@ -34,6 +33,7 @@ from perfguard.job.run import JobResult
 from perfguard.kernels.models import model_specs
 from perfguard.runs.check import make_jobs, measure, recorded
 from perfguard.sim.stats import Stats
+from perfguard.user_code.imports import forget
 
 # -- git -------------------------------------------------------------------------------------------
 
@@ -266,7 +266,7 @@ def _answer_requests(answers, executors: dict) -> None:
         try:
             config = load_config(Path(request["config"]))
             if previous is not None:
-                user_code.forget(previous)
+                forget(previous)
             previous = config.root
             config = config.with_cache_dir(Path(request["cache_dir"]))
             if "expand" in request:

@@ -80,7 +80,7 @@ def _deps_project(root: Path) -> Path:
 
 
 def _recorded(root: Path, ref: str) -> tuple[object, set[str]]:
-    from perfguard.user_code import recording
+    from perfguard.user_code.reads import recording
 
     with recording(root, exclude=(root / "cache",)) as deps:
         value = load_callable(ref, root, "t")()
@@ -98,7 +98,7 @@ def test_recording_names_every_file_an_entry_depends_on_again_and_again(tmp_path
 
 
 def test_digests_change_with_a_file_two_imports_away(tmp_path):
-    from perfguard.user_code import recording, unchanged
+    from perfguard.user_code.reads import recording, unchanged
 
     root = _deps_project(tmp_path / "p")
     with recording(root) as deps:

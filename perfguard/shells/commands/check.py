@@ -27,7 +27,7 @@ from perfguard.runs.rebase import remeasure_bases
 from perfguard.runs.report_build import build_report, check_timings
 from perfguard.sim.base import SIMULATOR_NAMES
 from perfguard.timings import StageClock
-from perfguard.user_code import recording
+from perfguard.user_code.reads import recording
 
 
 def names(value: str) -> list[str]:

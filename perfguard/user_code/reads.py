@@ -1,13 +1,4 @@
-"""Importing a configuration's own kernel modules, isolated from every other configuration's.
-
-A user's `entry = "mykernels.ops:qk"` is imported with the config's folder first on the import
-path. Python keeps imported modules in `sys.modules` for the life of the process, so a second
-configuration in the same process (a long pytest session, a Dask worker, `compare` of two
-checkouts) that also has a `mykernels` package would silently get the first one's code. Each
-import here therefore records which modules it brought in from its folder; importing for
-another folder first forgets those, and takes the other folders perfguard put on the path
-off it again. A module whose file changed on disk since it was imported (an edited kernel in
-a long session) makes its folder's modules be imported afresh too.
+"""What running user code read: the dependency file of a result.
 
 `recording(root)` is the dependency file of running user code, as a compiler's `-MD` writes
 one, but of everything the code read, wherever it lives: every Python module it executed or
@@ -34,7 +25,6 @@ import hashlib
 import importlib
 import importlib.util
 import os
-import re
 import sys
 import sysconfig
 from collections.abc import Iterator
@@ -45,108 +35,13 @@ from types import FrameType, ModuleType
 
 from perfguard.fingerprints import PACKAGES
 
-# "package.module:function", the one grammar of every callable a config names (entry, reference,
-# flops, a [[model]]'s source): importable names only, so one can never name a file path.
-_IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
-_CALLABLE = re.compile(rf"{_IDENT}(?:\.{_IDENT})*:{_IDENT}")
 
-
-def callable_parts(text: str) -> tuple[str, str] | None:
-    """(module, function) of a "module:function" reference; None when `text` is not one."""
-    if not _CALLABLE.fullmatch(text):
-        return None
-    module, _, function = text.partition(":")
-    return module, function
-
-
-_LOADED: dict[Path, dict[str, tuple[int, int] | None]] = {}  # config folder -> user module -> its file's (mtime, size)
-_ON_PATH: list[str] = []  # folders perfguard itself put on sys.path (others are left alone)
-_current: Path | None = None
-
-
-def _module_file(module: ModuleType) -> Path | None:
+def module_file(module: ModuleType) -> Path | None:
     spec_file = getattr(module, "__file__", None)
     if spec_file is None:
         paths = list(getattr(module, "__path__", []) or [])
         spec_file = paths[0] if paths else None
     return None if spec_file is None else Path(spec_file).resolve()
-
-
-def _is_user_module(name: str, module: ModuleType, root: Path) -> bool:
-    """Imported from the config's folder, and neither perfguard itself nor an installed package."""
-    if name == "perfguard" or name.startswith("perfguard."):
-        return False
-    path = _module_file(module)
-    if path is None or root not in path.parents:
-        return False
-    return not any(part in ("site-packages", "dist-packages") for part in path.parts)
-
-
-def _file_state(module: ModuleType) -> tuple[int, int] | None:
-    path = getattr(module, "__file__", None)
-    try:
-        st = Path(path).stat() if path else None
-    except OSError:
-        return None
-    return None if st is None else (st.st_mtime_ns, st.st_size)
-
-
-def forget(root: Path) -> None:
-    """Drop the modules imported from `root` and take `root` off sys.path (if perfguard put it there)."""
-    global _current
-    root = root.resolve()
-    for name in _LOADED.pop(root, {}):
-        sys.modules.pop(name, None)
-    folder = str(root)
-    if folder in _ON_PATH:
-        _ON_PATH.remove(folder)
-        if folder in sys.path:
-            sys.path.remove(folder)
-    if _current == root:
-        _current = None
-    importlib.invalidate_caches()  # the folder's files may have been written since the last look
-
-
-def _switch_to(root: Path) -> None:
-    global _current
-    _forget_edited_modules()
-    loaded = _LOADED.get(root, {})
-    if any(_file_state(sys.modules[name]) != state for name, state in loaded.items() if name in sys.modules):
-        forget(root)  # edited since imported: every module of the folder afresh, as a new process would
-    if _current == root:
-        return
-    for other in [r for r in _LOADED if r != root]:
-        forget(other)
-    for folder in [f for f in _ON_PATH if f != str(root)]:
-        forget(Path(folder))
-    importlib.invalidate_caches()
-    _current = root
-
-
-def import_user_module(module_name: str, root: Path) -> ModuleType:
-    """import_module with `root` first on the path and nothing left over from another root."""
-    root = root.resolve()
-    _install()  # remember imports from now on, before the first user module is imported
-    _switch_to(root)
-    folder = str(root)
-    # a folder already on the path (PYTHONPATH, the current directory) stays there after a switch
-    someone_elses = folder in sys.path and folder not in _ON_PATH
-    if folder in sys.path:
-        sys.path.remove(folder)
-    sys.path.insert(0, folder)
-    if folder not in _ON_PATH and not someone_elses:
-        _ON_PATH.append(folder)
-    before = set(sys.modules)
-    for deps in _ACTIVE:
-        deps.modules.add(module_name)
-    try:
-        return importlib.import_module(module_name)
-    finally:
-        loaded = _LOADED.setdefault(root, {})
-        for name in set(sys.modules) - before:
-            module = sys.modules.get(name)
-            if module is not None and _is_user_module(name, module, root):
-                loaded[name] = _file_state(module)
 
 
 # -- dependency files ------------------------------------------------------------------------------
@@ -157,7 +52,7 @@ _real_import = builtins.__import__
 _real_import_module = importlib.import_module
 _real_getcwd = os.getcwd
 _real_environ_getitem = os._Environ.__getitem__
-_PERFGUARD = str(Path(__file__).resolve().parent) + os.sep
+_PERFGUARD = str(Path(__file__).resolve().parents[1]) + os.sep  # perfguard/, above user_code/
 _NOT_FILES = ("/proc/", "/sys/", "/dev/")
 
 UNSET = "unset"  # what an environment variable that was not set is recorded as
@@ -389,7 +284,7 @@ class Dependencies:
         def module_step(name: str) -> list[str]:
             parent = name.rpartition(".")[0]
             module = sys.modules.get(name)
-            path = _module_file(module) if module is not None else None
+            path = module_file(module) if module is not None else None
             if path is None or not tracked(str(path)):
                 return [parent] if parent else []
             full = str(path)
@@ -499,7 +394,7 @@ def _recording_import_module(name, package=None):
 _INSTALLED = False
 
 
-def _install() -> None:
+def install() -> None:
     """Once per process: remember imports from now on, and see files opened, code executed,
     environment variables and the current folder read while recording."""
     global _INSTALLED
@@ -513,7 +408,7 @@ def _install() -> None:
     _INSTALLED = True
 
 
-def _forget_edited_modules() -> None:
+def forget_edited_modules() -> None:
     """Modules outside the config's folder whose file changed since they were executed (an
     edited package in a long session): dropped, with every tracked module that imported them,
     so that the next import executes the file as it is now, as a new process would."""
@@ -531,7 +426,7 @@ def _forget_edited_modules() -> None:
             _READ_STATE.pop(path, None)
         return
     names = {name for name, module in list(sys.modules.items())
-             if module is not None and str(_module_file(module) or "") in edited}
+             if module is not None and str(module_file(module) or "") in edited}
     grew = True
     while grew:  # their packages (which hold them as attributes) and whatever imported any of them
         parents = {name.rsplit(".", 1)[0] for name in names if "." in name}
@@ -555,8 +450,8 @@ def recording(root: Path, exclude: tuple[Path, ...] = (), whole: bool = True) ->
     `user_code()` window counts (perfguard's own work between them, which reads its cache and
     passes the environment to compilers, is not the user's input)."""
     deps = Dependencies(root, tuple(exclude), whole)
-    _install()
-    _forget_edited_modules()
+    install()
+    forget_edited_modules()
     before = set(sys.modules)
     _ACTIVE.append(deps)
     try:
@@ -620,3 +515,9 @@ def depend_on(root: Path, depends: list[list[str]]) -> None:
             elif len(item) == 2:
                 path = item[0] if os.path.isabs(item[0]) else str(root / item[0])
                 deps.reads.files.setdefault(path, item[1])
+
+
+def note_import(module_name: str) -> None:
+    """A user module imported by name (import_user_module): an input of every recording in progress."""
+    for deps in _ACTIVE:
+        deps.modules.add(module_name)
