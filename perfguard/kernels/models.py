@@ -38,11 +38,12 @@ from typing import Any
 import numpy as np
 
 from perfguard.atomic import atomic_write_text
-from perfguard.config import Config, KernelSpec, ModelSpec, load_callable
+from perfguard.config import Config, KernelSpec, ModelSpec
 from perfguard.errors import InfraError, InputError
 from perfguard.fingerprints import digest, environment_digest
 from perfguard.kernels import model_graph
 from perfguard.kernels.model_schedule import SCHEDULE_RECIPE, default_schedule
+from perfguard.kernels.model_sources import first_line, model_where, onnx_source, python_source
 from perfguard.user_code.reads import depend_on, recording, unchanged
 
 # Part of every extraction key: bump when the passes, the naming or what a kernel records change.
@@ -84,133 +85,6 @@ class ModelKernel:
 def extracted(**params: Any):
     """The entry named by model kernels: never called, their `ir` is built (pipeline.resolve_kernel)."""
     raise InputError(f"{ENTRY} builds nothing by itself: it names the kernels perfguard extracts from a [[model]]")
-
-
-def _where(config: Config, spec: ModelSpec) -> str:
-    return f"{config.path}: model '{spec.name}'"
-
-
-# --- loading: the model's source -> (content digest, a thunk giving the Relax IRModule and its nodes) ---
-
-def _onnx_source(config: Config, spec: ModelSpec):
-    where = _where(config, spec)
-    path = Path(spec.source) if os.path.isabs(spec.source) else config.root / spec.source
-    try:
-        file_sha = _file_digest(path)
-    except FileNotFoundError:
-        raise InputError(f"{where}: source '{spec.source}': no such file ({path})") from None
-    except OSError as exc:
-        raise InputError(f"{where}: source '{spec.source}': cannot read: {exc.strerror or exc}") from None
-    inputs = {k: [list(shape), dtype] for k, (shape, dtype) in sorted(spec.inputs.items())}
-    content = digest("onnx", file_sha, json.dumps(inputs))
-
-    def load():
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise InputError(f"{where}: source '{spec.source}': cannot read: {exc.strerror or exc}") from None
-        try:
-            import onnx
-        except ImportError:
-            raise InfraError(f"{where}: the 'onnx' package is not installed (pip install onnx; "
-                             f"scripts/setup.sh installs it)") from None
-        try:
-            model = onnx.load_model_from_string(data)
-        except Exception as exc:  # protobuf's DecodeError and friends: not an ONNX file
-            raise InputError(f"{where}: {spec.source} does not parse as ONNX: {_first(exc)}") from None
-        shapes, dtypes = _onnx_inputs(model, spec, where)
-        unsupported = _unsupported_onnx_ops(model)
-        if unsupported:
-            raise InputError(f"{where}: {spec.source}: unsupported ONNX operator(s) {', '.join(unsupported)} "
-                             f"(TVM's ONNX frontend has no converter)")
-        if model.ir_version < 3:
-            raise InputError(f"{where}: {spec.source}: ONNX IR version {model.ir_version}: TVM reads 3 and later")
-        return model_graph.import_onnx(model, shapes, dtypes, where, spec.source)
-
-    return content, load
-
-
-_DIGESTS: dict[tuple[str, int, int], str] = {}
-
-
-def _file_digest(path: Path) -> str:
-    """sha256 of a model file, once per process while it is unchanged (ResNet-18 is 47 MB, read per target)."""
-    stat = path.stat()
-    key = (str(path), stat.st_mtime_ns, stat.st_size)
-    if key not in _DIGESTS:
-        _DIGESTS[key] = hashlib.sha256(path.read_bytes()).hexdigest()
-    return _DIGESTS[key]
-
-
-def _onnx_inputs(model, spec: ModelSpec, where: str) -> tuple[dict, dict]:
-    """Every graph input's static shape and dtype: the file's, or the config's `inputs`."""
-    import onnx
-
-    initialisers = {t.name for t in model.graph.initializer}
-    graph_inputs = [i for i in model.graph.input if i.name not in initialisers]
-    names = {i.name for i in graph_inputs}
-    for name in spec.inputs:
-        if name not in names:
-            raise InputError(f"{where}: inputs.{name}: the model has no such input (its inputs: "
-                             f"{', '.join(sorted(names)) or 'none'})")
-    shapes, dtypes = {}, {}
-    for info in graph_inputs:
-        tensor = info.type.tensor_type
-        given_shape, given_dtype = spec.inputs.get(info.name, (None, None))
-        dims = [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None for d in tensor.shape.dim]
-        if given_shape is None and (not tensor.HasField("shape") or None in dims):
-            raise InputError(f"{where}: input '{info.name}' has no static shape in {spec.source}: "
-                             f"{_shape_hint(info.name, tensor)}")
-        shapes[info.name] = list(given_shape) if given_shape is not None else dims
-        dtypes[info.name] = given_dtype or str(onnx.helper.tensor_dtype_to_np_dtype(tensor.elem_type))
-    return shapes, dtypes
-
-
-def _shape_hint(name: str, tensor) -> str:
-    """What to write in `inputs`: the declared shape with each symbolic dimension (batch, ...) as 1."""
-    if not tensor.HasField("shape") or not tensor.shape.dim:
-        return f"give it, e.g. inputs = {{ {name} = [1, 3, 224, 224] }} (the file declares no shape at all)"
-    dims, symbolic = [], []
-    for d in tensor.shape.dim:
-        if d.HasField("dim_value") and d.dim_value > 0:
-            dims.append(str(d.dim_value))
-        else:
-            dims.append("1")
-            symbolic.append(d.dim_param or "?")
-    declared = "x".join(str(d.dim_value) if d.HasField("dim_value") and d.dim_value > 0 else (d.dim_param or "?")
-                        for d in tensor.shape.dim)
-    return (f"it declares {declared}; give the size of {', '.join(repr(s) for s in symbolic)}, e.g. "
-            f"inputs = {{ {name} = [{', '.join(dims)}] }}")
-
-
-def _unsupported_onnx_ops(model) -> list[str]:
-    from tvm.relax.frontend.onnx import onnx_frontend
-
-    table = onnx_frontend._get_convert_map()
-    return sorted({node.op_type for node in model.graph.node if node.op_type not in table and node.op_type != "If"})
-
-
-def _python_source(config: Config, spec: ModelSpec):
-    where = _where(config, spec)
-    func = load_callable(spec.source, config.root, where, "source")
-    try:
-        out = func(**spec.params)
-    except InputError as exc:
-        raise InputError(f"{where}: {exc.message}") from None
-    except Exception as exc:
-        raise InputError(f"{where}: source '{spec.source}' raised {type(exc).__name__}: {_first(exc)}") from None
-    mod = out[0] if isinstance(out, tuple) and out else out  # nn.Module.export_tvm gives (mod, params)
-    import tvm
-
-    if not isinstance(mod, tvm.IRModule):
-        raise InputError(f"{where}: source '{spec.source}' returned {type(mod).__name__}, expected a Relax "
-                         f"IRModule (or export_tvm's (IRModule, params))")
-    return digest("relax", mod.script()), lambda: (mod, None)
-
-
-def _first(exc: BaseException) -> str:
-    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
-    return (lines[-1] if lines else type(exc).__name__)[:300]
 
 
 # --- extraction: Relax IRModule -> fused kernels --------------------------------------------------
@@ -268,7 +142,7 @@ def _legalise(mod, target, where: str):
                 mod = tvm.transform.Sequential(chunk)(mod)
                 stages.append(mod)
     except Exception as exc:
-        raise InputError(f"{where}: TVM could not legalise the model: {_first(exc)}") from None
+        raise InputError(f"{where}: TVM could not legalise the model: {first_line(exc)}") from None
     return tuple(stages)
 
 
@@ -453,8 +327,8 @@ def _tvm_version() -> str:
 def _model_kernels(config: Config, spec: ModelSpec, target: str) -> list[ModelKernel]:
     """Every kernel of the model on `target`, scheduled as it would ship (skipped ones too: see
     model_specs), from the extraction cache when the model's content did not change."""
-    where = _where(config, spec)
-    content, load = (_onnx_source if spec.is_file else _python_source)(config, spec)
+    where = model_where(config, spec)
+    content, load = (onnx_source if spec.is_file else python_source)(config, spec)
     profile = config.profile(target)
     key = digest(content, json.dumps(profile.tvm_target, sort_keys=True), _tvm_version(), str(EXTRACT_RECIPE),
                spec.name, _database_digest(config, spec), spec.schedule, str(SCHEDULE_RECIPE))
@@ -520,7 +394,7 @@ def _database_schedule(kernel: ModelKernel, config: Config, spec: ModelSpec, pro
         target = tvm.target.Target({**profile.tvm_target, "num-cores": 1})
         sch = database.query_schedule(mod, target, workload_name="main")
     except Exception as exc:
-        raise InputError(f"{where}: database '{spec.database}' cannot be read: {_first(exc)}") from None
+        raise InputError(f"{where}: database '{spec.database}' cannot be read: {first_line(exc)}") from None
     return None if sch is None else sch.mod.script()
 
 
@@ -564,7 +438,7 @@ def _check_skip(config: Config, spec: ModelSpec, kernels: list[ModelKernel]) -> 
         if entry not in known:
             near = difflib.get_close_matches(entry, sorted(known), n=3)
             hint = f" (did you mean {', '.join(repr(n) for n in near)}?)" if near else ""
-            raise InputError(f"{_where(config, spec)}: skip: '{entry}' names no node or kernel of the model{hint}")
+            raise InputError(f"{model_where(config, spec)}: skip: '{entry}' names no node or kernel of the model{hint}")
 
 
 def model_specs(config: Config, spec: ModelSpec, targets: list[str]) -> list[KernelSpec]:

@@ -28,7 +28,6 @@ import re
 import subprocess
 import sys
 import tomllib
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,91 +35,23 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # the module imports only the standard library at load (see above)
     from perfguard.document.report import Report
 
+from perfguard.shells.runner import (  # stdlib only, as here
+    PR_EVENTS,
+    ActionError,
+    action_input,
+    annotation,
+    append_summary,
+    env,
+    event_payload,
+    flag_input,
+    pull_request_number,
+    set_outputs,
+)
+
 MAX_COMMENT_CHARS = 60000  # GitHub refuses comments above 65536 characters
 MAX_ANNOTATIONS = 10  # GitHub shows at most 10 error annotations per step
-PR_EVENTS = ("pull_request", "pull_request_target")
 EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, EXIT_INFRA, EXIT_WRONG_RESULT = 0, 1, 2, 3, 4  # mirrors perfguard.errors
 # (not importable yet in `keys`)
-
-
-# -- the runner's files and context ---------------------------------------------------------------
-
-def _env(name: str, default: str = "") -> str:
-    return os.environ.get(name, default).strip()
-
-
-def _input(name: str, default: str = "") -> str:
-    return _env("INPUT_" + name.upper().replace("-", "_"), default)
-
-
-def _flag(name: str, default: bool) -> bool:
-    value = _input(name, "true" if default else "false").lower()
-    if value not in ("true", "false"):
-        raise ActionError(f"input '{name}' must be true or false, got {value!r}")
-    return value == "true"
-
-
-class ActionError(Exception):
-    """A bad input or a missing piece of the environment: one line, exit 2."""
-
-
-def set_outputs(values: dict[str, str]) -> None:
-    """Append to $GITHUB_OUTPUT (a random delimiter, so a value cannot end the block early)."""
-    path = _env("GITHUB_OUTPUT")
-    lines = []
-    for key, value in values.items():
-        delimiter = f"ghadelimiter_{uuid.uuid4().hex}"
-        lines.append(f"{key}<<{delimiter}\n{value}\n{delimiter}\n")
-    if path:
-        with open(path, "a", encoding="utf-8") as handle:
-            handle.write("".join(lines))
-    else:
-        for key, value in values.items():
-            print(f"{key}={value}")
-
-
-def append_summary(markdown: str) -> None:
-    path = _env("GITHUB_STEP_SUMMARY")
-    if path:
-        with open(path, "a", encoding="utf-8") as handle:
-            handle.write(markdown.rstrip("\n") + "\n")
-
-
-def _escape_data(text: str) -> str:
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-
-
-def _escape_property(text: str) -> str:
-    return _escape_data(text).replace(":", "%3A").replace(",", "%2C")
-
-
-def annotation(level: str, message: str, title: str, file: str | None = None, line: int | None = None) -> str:
-    """A workflow command line (::error file=..,line=..,title=..::message), escaped."""
-    props = []
-    if file:
-        props.append(f"file={_escape_property(file)}")
-        if line:
-            props.append(f"line={line}")
-    props.append(f"title={_escape_property(title)}")
-    return f"::{level} {','.join(props)}::{_escape_data(message)}"
-
-
-def event_payload() -> dict[str, Any]:
-    path = _env("GITHUB_EVENT_PATH")
-    if not path:
-        return {}
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, ValueError):
-        raise ActionError(f"GITHUB_EVENT_PATH {path}: cannot read the event payload") from None
-    return data if isinstance(data, dict) else {}
-
-
-def pull_request_number(payload: dict[str, Any]) -> int | None:
-    if _env("GITHUB_EVENT_NAME") not in PR_EVENTS:
-        return None
-    number = (payload.get("pull_request") or {}).get("number")
-    return number if isinstance(number, int) and not isinstance(number, bool) and number > 0 else None
 
 
 # -- keys -------------------------------------------------------------------------------------------
@@ -136,7 +67,7 @@ def setup_fingerprint(root: Path) -> str:
         path = root / name
         h.update(name.encode())
         h.update(path.read_bytes() if path.is_file() else b"-")
-    for part in (_env("ImageOS"), _env("ImageVersion"), platform.machine(), platform.python_version()):
+    for part in (env("ImageOS"), env("ImageVersion"), platform.machine(), platform.python_version()):
         h.update(part.encode() + b"\0")
     return h.hexdigest()[:16]
 
@@ -164,9 +95,9 @@ def _target_isa(name: str, tables: dict, depth: int = 0) -> str | None:
 def gem5_build_isas() -> list[str]:
     """gem5 builds (X86, RISCV, ARM) a `simulator: gem5` run needs: the targets input, else the
     config's targets (standard library only: this runs before perfguard is installed)."""
-    if _input("simulator") != "gem5":
+    if action_input("simulator") != "gem5":
         return []
-    path = Path(_input("config") or "perfguard.toml")
+    path = Path(action_input("config") or "perfguard.toml")
     try:
         data = tomllib.loads(path.read_text()) if path.is_file() else {}
     except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
@@ -175,7 +106,7 @@ def gem5_build_isas() -> list[str]:
         data = data.get("tool", {}).get("perfguard", {}) if isinstance(data.get("tool"), dict) else {}
     top = data.get("perfguard", {}) if isinstance(data.get("perfguard"), dict) else {}
     tables = data.get("target", {}) if isinstance(data.get("target"), dict) else {}
-    names = [t.strip() for t in _input("targets").split(",") if t.strip()] or top.get("targets") or list(GEM5_BUILD_ISA)
+    names = [t.strip() for t in action_input("targets").split(",") if t.strip()] or top.get("targets") or list(GEM5_BUILD_ISA)
     isas = {_target_isa(str(n), tables) for n in names}
     return sorted(GEM5_BUILD_ISA[isa] for isa in isas if isa in GEM5_BUILD_ISA)
 
@@ -205,8 +136,8 @@ def os_release() -> str:
 def cmd_keys(args: argparse.Namespace) -> int:
     root = action_root()
     version = package_version(root)
-    temp = Path(_env("RUNNER_TEMP") or "/tmp")
-    system = f"{_env('RUNNER_OS', platform.system())}-{_env('RUNNER_ARCH', platform.machine())}-{os_release()}"
+    temp = Path(env("RUNNER_TEMP") or "/tmp")
+    system = f"{env('RUNNER_OS', platform.system())}-{env('RUNNER_ARCH', platform.machine())}-{os_release()}"
     slot = report_label()
     gem5_isas = gem5_build_isas()
     build_script = root / "scripts" / "build-gem5.sh"
@@ -222,7 +153,7 @@ def cmd_keys(args: argparse.Namespace) -> int:
         "cache-dir": str(temp / "perfguard-cache"),
         # The build/simulation cache is content-addressed: any earlier entry is safe to restore,
         # and a pull request restores its base branch's (the prefix has no commit in it).
-        "sim-key": f"perfguard-sim-{system}-{version}-{slot}-{_env('GITHUB_SHA', 'local')}",
+        "sim-key": f"perfguard-sim-{system}-{version}-{slot}-{env('GITHUB_SHA', 'local')}",
         "sim-restore": f"perfguard-sim-{system}-{version}-{slot}-",
     }
     for build in GEM5_BUILD_ISA.values():
@@ -235,12 +166,12 @@ def cmd_keys(args: argparse.Namespace) -> int:
 
 def report_label() -> str:
     """A name unique per matrix job: shard, or targets, or 'all' (artifact names must not collide)."""
-    if _input("merge"):
+    if action_input("merge"):
         return "merged"
-    shard = _input("shard")
+    shard = action_input("shard")
     if shard:
         return "shard-" + shard.replace("/", "-of-")
-    targets = re.sub(r"[^A-Za-z0-9_.+-]+", "-", _input("targets")).strip("-")
+    targets = re.sub(r"[^A-Za-z0-9_.+-]+", "-", action_input("targets")).strip("-")
     return f"targets-{targets}" if targets else "all"
 
 
@@ -254,7 +185,7 @@ def _git(*args: str) -> subprocess.CompletedProcess:
 def dubious_ownership(stderr: str) -> str:
     """git's refusal of a checkout owned by another user, with its cause and the one-line fix."""
     found = re.search(r"dubious ownership in repository at '([^']*)'", stderr)
-    where = found.group(1) if found else (_env("GITHUB_WORKSPACE") or str(Path.cwd()))
+    where = found.group(1) if found else (env("GITHUB_WORKSPACE") or str(Path.cwd()))
     return (f"git refuses the checkout at {where}: detected dubious ownership (the job runs as another user "
             "than the one who owns the checkout, e.g. in a container): add a step "
             "`git config --global --add safe.directory \"$GITHUB_WORKSPACE\"` after the checkout")
@@ -290,11 +221,11 @@ def resolve_base(ref: str) -> str:
 
 def choose_base(payload: dict[str, Any]) -> tuple[str | None, str | None]:
     """(label, commit) of the baselines to compare with; (None, None) means the working tree."""
-    base = _input("base", "auto")
+    base = action_input("base", "auto")
     if base.lower() in ("", "none", "false"):
         return None, None
     if base.lower() == "auto":
-        pr = payload.get("pull_request") if _env("GITHUB_EVENT_NAME") in PR_EVENTS else None
+        pr = payload.get("pull_request") if env("GITHUB_EVENT_NAME") in PR_EVENTS else None
         if not isinstance(pr, dict) or not isinstance(pr.get("base"), dict):
             return None, None
         ref = str(pr["base"].get("sha") or pr["base"].get("ref") or "")
@@ -307,7 +238,7 @@ def choose_base(payload: dict[str, Any]) -> tuple[str | None, str | None]:
 def _options(*names: str) -> list[str]:
     out = []
     for name in names:
-        value = _input(name)
+        value = action_input(name)
         if value:
             out += [f"--{name}", value]
     return out
@@ -322,10 +253,10 @@ def check_command(report_dir: Path, base_commit: str | None) -> list[str]:
 
 
 def mode() -> str:
-    value = _input("mode", "check").lower()
+    value = action_input("mode", "check").lower()
     if value not in ("check", "compare"):
         raise ActionError(f"input 'mode' must be check or compare, got {value!r}")
-    if value == "compare" and _input("shard"):
+    if value == "compare" and action_input("shard"):
         raise ActionError("input 'shard' does not apply to mode compare")
     return value
 
@@ -335,8 +266,8 @@ def compare_base(payload: dict[str, Any]) -> tuple[str | None, str]:
     label, commit = choose_base(payload)
     if commit:
         return label, commit
-    before = str(payload.get("before") or "") if _env("GITHUB_EVENT_NAME") == "push" else ""
-    if _input("base", "auto").lower() == "auto" and re.fullmatch(r"[0-9a-f]{40}", before) and before.strip("0"):
+    before = str(payload.get("before") or "") if env("GITHUB_EVENT_NAME") == "push" else ""
+    if action_input("base", "auto").lower() == "auto" and re.fullmatch(r"[0-9a-f]{40}", before) and before.strip("0"):
         sha = _resolve(before)
         if sha:
             return "the commit before the push", sha
@@ -350,7 +281,7 @@ def compare_command(report_dir: Path, base_commit: str) -> list[str]:
 
 def merge_command(report_dir: Path) -> list[str]:
     """`merge` is a folder (every perfguard.json below it) or a glob of report files."""
-    pattern = _input("merge")
+    pattern = action_input("merge")
     if Path(pattern).is_dir():
         candidates = Path(pattern).rglob("perfguard.json")
     else:
@@ -396,7 +327,7 @@ def kernel_line(config_path: Path | None, kernel: str) -> int | None:
 def _workspace_relative(path: Path | None) -> str | None:
     if path is None:
         return None
-    workspace = Path(_env("GITHUB_WORKSPACE") or Path.cwd()).resolve()
+    workspace = Path(env("GITHUB_WORKSPACE") or Path.cwd()).resolve()
     try:
         return path.resolve().relative_to(workspace).as_posix()
     except ValueError:
@@ -455,7 +386,7 @@ def markdown_for(report: Report, report_dir: Path) -> str:
 
 
 def run_link() -> str:
-    server, repo, run = _env("GITHUB_SERVER_URL", "https://github.com"), _env("GITHUB_REPOSITORY"), _env("GITHUB_RUN_ID")
+    server, repo, run = env("GITHUB_SERVER_URL", "https://github.com"), env("GITHUB_REPOSITORY"), env("GITHUB_RUN_ID")
     return f"{server}/{repo}/actions/runs/{run}" if repo and run else ""
 
 
@@ -489,14 +420,14 @@ def write_comment(folder: Path, number: int, markdown: str) -> Path:
 
 def cmd_run(args: argparse.Namespace) -> int:
     payload = event_payload()
-    fail_on_regression = _flag("fail-on-regression", True)
-    want_comment = _flag("comment", True)
+    fail_on_regression = flag_input("fail-on-regression", True)
+    want_comment = flag_input("comment", True)
     label = report_label()
-    report_dir = Path(_env("RUNNER_TEMP") or ".").resolve() / "perfguard" / label
+    report_dir = Path(env("RUNNER_TEMP") or ".").resolve() / "perfguard" / label
     report_dir.mkdir(parents=True, exist_ok=True)
     for stale in ("perfguard.json", "summary.md", "index.html"):  # from an earlier run in this job
         (report_dir / stale).unlink(missing_ok=True)
-    if _input("merge"):
+    if action_input("merge"):
         cmd = merge_command(report_dir)
     else:
         git_preflight()
@@ -565,7 +496,7 @@ def cmd_recalibrate(args: argparse.Namespace) -> int:
         print(f"perfguard: no model for {args.target} yet: calibrating every built-in family", flush=True)
         families = list(FAMILY_NAMES)
     else:
-        verdicts = Path(_env("RUNNER_TEMP") or ".") / f"perfguard-drift-{args.target}.json"
+        verdicts = Path(env("RUNNER_TEMP") or ".") / f"perfguard-drift-{args.target}.json"
         code = _perfguard("calibrate", "drift", *common, "--json", str(verdicts), "--variants", str(args.drift_variants),
                           *timing)
         if code == EXIT_OK:

@@ -16,7 +16,8 @@ from unittest import mock
 import pytest
 import yaml
 
-from perfguard.shells.action import annotation, on_github
+from perfguard.shells.action import on_github
+from perfguard.shells.runner import annotation
 from tests.conftest import REPO
 from tests.projects import commit_all, config_text, init_repo, pr_event
 from tests.shells.workflow_runner import Runner, read_file_commands, venv_of_this_interpreter

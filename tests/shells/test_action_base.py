@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from perfguard.shells import action
-from perfguard.shells.action import ActionError, choose_base, resolve_base
+from perfguard.shells.action import choose_base, resolve_base
+from perfguard.shells.runner import ActionError
 from tests.projects import commit_all, git, init_repo
 
 
