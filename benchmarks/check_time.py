@@ -49,7 +49,7 @@ def run_check(cache: Path, report_dir: Path, tree: Path = REPO, args: tuple[str,
     env = dict(os.environ, PERFGUARD_CACHE_DIR=str(cache), PYTHONPATH=str(tree))
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "perfguard.cli", "check", "--report-dir", str(report_dir), *args],
+    proc = subprocess.run([sys.executable, "-m", "perfguard.shells.cli", "check", "--report-dir", str(report_dir), *args],
                           cwd=tree, env=env, capture_output=True, text=True)
     elapsed = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)

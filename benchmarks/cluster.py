@@ -86,7 +86,7 @@ def stop(processes) -> None:
 def check(config: Path, args: list[str], report_dir: Path, ok=(0, 1)) -> dict:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "perfguard.cli", "check", "--config", str(config),
+    proc = subprocess.run([sys.executable, "-m", "perfguard.shells.cli", "check", "--config", str(config),
                            "--report-dir", str(report_dir), *args], capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": str(REPO)})
     wall = time.perf_counter() - start
@@ -120,7 +120,7 @@ def faults(work: Path, rows: dict) -> None:
     sched, address = start_scheduler(work / "faults-empty")
     try:  # no worker at all
         started = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-m", "perfguard.cli", "check", "--config", str(config), "--executor",
+        proc = subprocess.run([sys.executable, "-m", "perfguard.shells.cli", "check", "--config", str(config), "--executor",
                                "dask", "--scheduler", address, "--join-timeout", "10", "--recompute"],
                               capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
         lines["no worker"] = {"exit": proc.returncode, "wall_s": round(time.perf_counter() - started, 1),

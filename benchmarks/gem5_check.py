@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from perfguard.cli import main as perfguard
+from perfguard.shells.cli import main as perfguard
 
 REPO = Path(__file__).resolve().parents[1]
 

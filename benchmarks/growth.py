@@ -116,7 +116,7 @@ def timed(config: Path, args: list[str], ok: tuple[int, ...] = (0,)) -> dict:
     load = os.getloadavg()[0]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "perfguard.cli", *args, "--config", str(config)],
+    proc = subprocess.Popen([sys.executable, "-m", "perfguard.shells.cli", *args, "--config", str(config)],
                             cwd=config.parent, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     memory = PeakMemory(proc.pid)
     out, _ = proc.communicate()

@@ -66,7 +66,7 @@ def perfguard(config: Path, *args: str) -> tuple[int, str, float, float]:
     env = dict(os.environ, PYTHONPATH=str(REPO))
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "perfguard.cli", *args, "--config", str(config)],
+    proc = subprocess.run([sys.executable, "-m", "perfguard.shells.cli", *args, "--config", str(config)],
                           capture_output=True, text=True, env=env, cwd=config.parent)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)

@@ -107,8 +107,8 @@ class StageClock:
 
 def launched_as_command() -> bool:
     """Whether this process is the `perfguard` command (its start-up is then the command's), not
-    a process that calls perfguard.cli.main among other work (a test session, a notebook)."""
+    a process that calls perfguard.shells.cli.main among other work (a test session, a notebook)."""
     main = sys.modules.get("__main__")
     spec = getattr(main, "__spec__", None)
     return Path(sys.argv[0] if sys.argv else "").name == "perfguard" or \
-        (spec is not None and spec.name == "perfguard.cli")
+        (spec is not None and spec.name == "perfguard.shells.cli")

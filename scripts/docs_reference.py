@@ -6,7 +6,7 @@ Each part sits in a page between `<!-- generated: NAME -->` and `<!-- /generated
   targets                                         docs/configuration.md  perfguard.targets.BUILTIN
   families                                        docs/families.md       every family's knobs (perfguard.kernels)
   exit-codes                                      docs/troubleshooting.md  perfguard.errors.EXIT_CODES
-  cli                                             docs/command-line.md   every subcommand's --help (perfguard.cli)
+  cli                                             docs/command-line.md   every subcommand's --help (perfguard.shells.cli)
 
 `python scripts/docs_reference.py` rewrites them; `--check` exits 1 naming a stale page (the test
 suite runs it: tests/structure/test_docs.py).
@@ -127,7 +127,7 @@ def _subparsers(parser: argparse.ArgumentParser):
 
 
 def cli_text() -> str:
-    from perfguard.cli import build_parser
+    from perfguard.shells.cli import build_parser
 
     os.environ["COLUMNS"] = "100"  # argparse wraps to the terminal: the page must not depend on one
     out = []

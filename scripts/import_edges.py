@@ -51,10 +51,10 @@ ORDER = (
     # merging reports) and the renderers (report/ renders a document and knows nothing else of the
     # guard); the runs (check, compare, bisect) that judge and build a report; autotuning
     "baselines", "document", ("judge", "report"), "runs", "tune",
-    # the shells: the pytest plugin's entry point and the console script, above the rest (shells/:
-    # the Action, the pytest cases and the subcommands)
-    "shells", "pytest_plugin", "cli",
+    # the shells: the command line (shells/cli.py, commands/), the pytest plugin, the GitHub Action
+    "shells",
 )
+
 # Edges the order allows but the layers deny: the renderers read a report document and nothing
 # else of the guard (beyond the shared modules), and a run hands its outputs to the shells to word.
 DENIED = {("report", name) for name in ("compile", "sim", "judging", "config", "kernels", "job", "predict",

@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from perfguard.cli import main
+from perfguard.shells.cli import main
 from tests.projects import kernel_table, with_cache
 
 REAL = {name: shutil.which(name) for name in ("qemu-aarch64", "qemu-x86_64", "aarch64-linux-gnu-gcc")}
@@ -242,7 +242,7 @@ def start(argv: list[str], config: Path, tools: Path | None = None, ignore_sigin
     logs = config.parent / f"perfguard-{time.monotonic_ns()}"
     ignore = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if ignore_sigint else None
     with open(logs.with_suffix(".out"), "w") as out, open(logs.with_suffix(".err"), "w") as err:
-        popen = subprocess.Popen([sys.executable, "-m", "perfguard.cli", *argv, "--config", str(config)],
+        popen = subprocess.Popen([sys.executable, "-m", "perfguard.shells.cli", *argv, "--config", str(config)],
                                  stdout=out, stderr=err, env={**os.environ, **with_tools(tools), **env},
                                  cwd=config.parent, start_new_session=True, preexec_fn=ignore)
     return Process(popen, logs, config, snapshot(config.parent / "baselines"), time.monotonic())

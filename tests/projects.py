@@ -147,7 +147,7 @@ class PullRequest:
 def pull_request(root: Path, config: Path, branch: str = "faster-gemm", targets: list[str] | None = None) -> PullRequest:
     """`config` (config_text's kernels) committed in a new repository at `root` with its baselines
     (of `targets` only, if given), then the branch that regresses gemm_a, checked out."""
-    from perfguard.cli import main
+    from perfguard.shells.cli import main
 
     only = ["--targets", ",".join(targets)] if targets else []
     init_repo(root)

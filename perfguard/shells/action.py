@@ -245,7 +245,7 @@ def _options(*names: str) -> list[str]:
 
 
 def check_command(report_dir: Path, base_commit: str | None) -> list[str]:
-    cmd = [sys.executable, "-m", "perfguard.cli", "check", "--report-dir", str(report_dir)]
+    cmd = [sys.executable, "-m", "perfguard.shells.cli", "check", "--report-dir", str(report_dir)]
     cmd += _options("config", "targets", "threshold", "simulator", "shard")
     if base_commit:
         cmd += ["--base", base_commit]
@@ -275,7 +275,7 @@ def compare_base(payload: dict[str, Any]) -> tuple[str | None, str]:
 
 
 def compare_command(report_dir: Path, base_commit: str) -> list[str]:
-    cmd = [sys.executable, "-m", "perfguard.cli", "compare", base_commit, "HEAD", "--report-dir", str(report_dir)]
+    cmd = [sys.executable, "-m", "perfguard.shells.cli", "compare", base_commit, "HEAD", "--report-dir", str(report_dir)]
     return cmd + _options("config", "targets", "threshold", "simulator")
 
 
@@ -289,7 +289,7 @@ def merge_command(report_dir: Path) -> list[str]:
     found = sorted(p for p in candidates if p.is_file() and report_dir not in p.resolve().parents)
     if not found:
         raise ActionError(f"merge {pattern!r}: no perfguard.json found")
-    return [sys.executable, "-m", "perfguard.cli", "merge", *map(str, found), "--report-dir", str(report_dir)]
+    return [sys.executable, "-m", "perfguard.shells.cli", "merge", *map(str, found), "--report-dir", str(report_dir)]
 
 
 @dataclass
@@ -476,7 +476,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _perfguard(*args: str) -> int:
     print("perfguard: " + " ".join(args), flush=True)
-    return subprocess.run([sys.executable, "-m", "perfguard.cli", *args], check=False).returncode
+    return subprocess.run([sys.executable, "-m", "perfguard.shells.cli", *args], check=False).returncode
 
 
 def cmd_recalibrate(args: argparse.Namespace) -> int:

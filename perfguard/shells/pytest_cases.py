@@ -1,6 +1,6 @@
 """One kernel x target at a time: the unit the pytest plugin (and users' own tests) work with.
 
-A shell beside pytest_plugin.py, above runs/, judge/ and report/: it judges with runs/ and judge/
+A shell beside shells/pytest_plugin.py, above runs/, judge/ and report/: it judges with runs/ and judge/
 (as `perfguard check` does) and words its failures with report/'s formatting and report data.
 
 `CaseRunner.run(spec, target)` builds, simulates and scores one kernel on one target (or takes its

@@ -10,8 +10,8 @@ import pytest
 
 from perfguard.baselines.git_revision import GitBaselineStore
 from perfguard.baselines.store import BaselineStore
-from perfguard.cli import main
 from perfguard.errors import InputError
+from perfguard.shells.cli import main
 from tests.conftest import write_project
 from tests.projects import GOOD, WORSE, commit_all, config_text, git, init_repo
 

@@ -25,9 +25,9 @@ from perfguard.baselines.store import (
     parse_graph,
     same_record,
 )
-from perfguard.cli import main
 from perfguard.compile.loops import LOOPS_VERSION, LoopNest
 from perfguard.errors import EXIT_USAGE, InputError, NewerFormat
+from perfguard.shells.cli import main
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

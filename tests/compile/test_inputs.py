@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from perfguard.cli import main
 from perfguard.compile.inputs import TensorSpec, generate
 from perfguard.document.report import read_report
 from perfguard.report.text import change_text
+from perfguard.shells.cli import main
 
 ISAS = ["x86_64", "aarch64", "riscv64"]
 

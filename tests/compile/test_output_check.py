@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from perfguard.cli import main
 from perfguard.config import load_config
 from perfguard.job.run import run_job
 from perfguard.runs.check import make_jobs, select
+from perfguard.shells.cli import main
 from perfguard.targets import BUILTIN
 
 # A user kernel B = 2 A (+ an ignored param), references to check it with, and a softmax.

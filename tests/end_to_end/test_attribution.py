@@ -11,10 +11,10 @@ import shutil
 
 import pytest
 
-from perfguard.cli import main
 from perfguard.document.report import Report
 from perfguard.report import where
 from perfguard.report.text import what_changed_most
+from perfguard.shells.cli import main
 from perfguard.targets import BUILTIN
 from tests.conftest import REPO
 from tests.projects import kernel_table

@@ -9,10 +9,10 @@ import json
 
 import pytest
 
-from perfguard.cli import main
 from perfguard.predict.dataset import dataset_path, load_dataset
 from perfguard.predict.store import model_path
 from perfguard.runs.calibration import drift_reasons
+from perfguard.shells.cli import main
 from tests.projects import ONE_GEMM as TOML
 
 

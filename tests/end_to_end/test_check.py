@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from perfguard.cli import main
+from perfguard.shells.cli import main
 from tests.projects import kernel_table, repository_project
 
 ISAS = ["x86_64", "aarch64", "riscv64"]

@@ -10,10 +10,10 @@ import shutil
 
 import pytest
 
-from perfguard.cli import main
 from perfguard.document.codec import from_json
 from perfguard.document.result import Result
 from perfguard.report.text import what_changed_most
+from perfguard.shells.cli import main
 from tests.conftest import REPO
 
 COOKBOOK = REPO / "examples" / "cookbook"

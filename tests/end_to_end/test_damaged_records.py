@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from perfguard import sealed
-from perfguard.cli import main
+from perfguard.shells.cli import main
 from tests.conftest import write_project
 
 pytestmark = [pytest.mark.xdist_group("damaged-records")]

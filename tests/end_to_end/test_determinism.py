@@ -16,7 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from perfguard.cli import main
+from perfguard.shells.cli import main
 from tests.conftest import REPO, write_project
 
 TOML = """\
@@ -30,7 +30,7 @@ family = "gemv"
 params = { M = 16, K = 16 }
 """
 # One process: record the baselines, then check against them (every stage from an empty cache).
-SCRIPT = "import sys; from perfguard.cli import main; " \
+SCRIPT = "import sys; from perfguard.shells.cli import main; " \
          "sys.exit(main(['baseline', 'update', '-j', '1']) or main(['check', '-j', '1']))"
 
 # What may differ between two runs: when they ran, how long a result and each stage took.

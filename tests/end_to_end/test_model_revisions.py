@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from perfguard.cli import main
+from perfguard.shells.cli import main
 from tests.end_to_end.test_models import NET, TOML
 from tests.projects import commit_all, git, project_repository, with_cache
 

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from perfguard.cli import main
 from perfguard.errors import EXIT_OK, EXIT_REGRESSION, EXIT_USAGE
+from perfguard.shells.cli import main
 from tests.conftest import REPO
 from tests.end_to_end.test_models import NET, TOML, _set
 

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from perfguard.cli import main
 from perfguard.config import load_config
 from perfguard.errors import InputError
 from perfguard.kernels import models as extraction
 from perfguard.kernels.models import model_kernels, model_specs, operator_name
+from perfguard.shells.cli import main
 from tests.conftest import REPO
 
 # A chain of Linear + ReLU layers, then `repeat` equal 8x8 ones (one kernel, called `repeat` times).

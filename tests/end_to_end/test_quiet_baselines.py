@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from perfguard.cli import main
+from perfguard.shells.cli import main
 from tests.end_to_end.test_models import NET
 from tests.projects import commit_all, git, init_repo
 

@@ -12,8 +12,8 @@ import json
 
 import pytest
 
-from perfguard.cli import main
 from perfguard.report.html import kernel_file
+from perfguard.shells.cli import main
 from tests.report import golden
 from tests.report.golden.regenerate import run_tiny
 

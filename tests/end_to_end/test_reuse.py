@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from perfguard.cli import main
+from perfguard.shells.cli import main
 from tests.conftest import REPO
 
 TOML = """
@@ -65,7 +65,7 @@ FILES = {
 }
 
 # The check in a process of its own, saying which heavy packages it imported.
-PROBE = ("import sys; from perfguard.cli import main; code = main(sys.argv[1:]); "
+PROBE = ("import sys; from perfguard.shells.cli import main; code = main(sys.argv[1:]); "
          "print('IMPORTED', sorted({m.split('.')[0] for m in sys.modules} & {'tvm', 'matplotlib', 'sklearn'})); "
          "sys.exit(code)")
 

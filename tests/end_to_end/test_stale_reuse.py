@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from perfguard.cli import main
+from perfguard.shells.cli import main
 
 pytestmark = [pytest.mark.xdist_group("stale-reuse")]
 
@@ -284,12 +284,12 @@ def test_wrapped_llvm_mca_is_another_timing_model(stale_project, tmp_path, monke
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     # in a process of its own, as a CI run is (a long-lived process keeps the timings it computed)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).resolve().parents[2]), str(site)]))
-    proc = subprocess.run([sys.executable, "-m", "perfguard.cli", "check", "--config", str(config), "-j", "1"],
+    proc = subprocess.run([sys.executable, "-m", "perfguard.shells.cli", "check", "--config", str(config), "-j", "1"],
                           capture_output=True, text=True, env=env, cwd=config.parent)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert calls.is_file() and "-mcpu=" in calls.read_text()  # the wrapper scheduled the blocks
     plain = json.loads((config.parent / "reports" / "perfguard.json").read_text())
-    proc = subprocess.run([sys.executable, "-m", "perfguard.cli", "check", "--config", str(config), "-j", "1",
+    proc = subprocess.run([sys.executable, "-m", "perfguard.shells.cli", "check", "--config", str(config), "-j", "1",
                            "--kernels", "env", "--recompute"], capture_output=True, text=True, env=env, cwd=config.parent)
     fresh = json.loads((config.parent / "reports" / "perfguard.json").read_text())
     pick = lambda report: next(answer(r) for r in report["results"] if r["kernel"] == "env")  # noqa: E731

@@ -14,8 +14,8 @@ import jsonschema
 import pytest
 
 from perfguard import __version__
-from perfguard.cli import main
 from perfguard.config import load_config
+from perfguard.shells.cli import main
 from tests.conftest import REPO
 from tests.projects import repository_project
 

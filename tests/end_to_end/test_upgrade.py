@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from perfguard import __version__
-from perfguard.cli import main
+from perfguard.shells.cli import main
 from tests.projects import GOOD, WORSE, commit_all, config_text, git, init_repo, with_cache
 
 TARGET = "x86_64"

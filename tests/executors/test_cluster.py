@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from perfguard.cli import main
 from perfguard.errors import InfraError
 from perfguard.executors import make_executor
+from perfguard.shells.cli import main
 
 distributed = pytest.importorskip("distributed")
 

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from perfguard.cli import main
 from perfguard.config import KernelSpec
 from perfguard.errors import InfraError, InputError
 from perfguard.executors import LocalExecutor, default_workers, make_executor, pool_size
 from perfguard.executors.dask import WORKER_CACHE_ENV, DaskExecutor, on_worker
 from perfguard.job.run import Job, run_job
+from perfguard.shells.cli import main
 from perfguard.targets import BUILTIN
 
 distributed = pytest.importorskip("distributed")

@@ -91,7 +91,7 @@ def test_sigkill_of_the_main_process_leaves_no_worker_or_simulator(tmp_path, bui
         pytest.importorskip("distributed", reason="--executor dask needs Dask distributed")
     (tmp_path / "perfguard.toml").write_text(PROJECT.format(cache=built))
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    main = subprocess.Popen([sys.executable, "-m", "perfguard.cli", *command],
+    main = subprocess.Popen([sys.executable, "-m", "perfguard.shells.cli", *command],
                             cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     parent = psutil.Process(main.pid)
     deadline = time.monotonic() + 240

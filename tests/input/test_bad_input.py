@@ -28,8 +28,8 @@ import numpy as np
 import pytest
 
 from perfguard import __version__
-from perfguard.cli import main
 from perfguard.errors import PerfguardError
+from perfguard.shells.cli import main
 from tests.conftest import REPO
 from tests.faultlib import snapshot
 from tests.projects import kernel_table, with_cache

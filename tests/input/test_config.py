@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from perfguard.cli import main
 from perfguard.config import load_config
 from perfguard.errors import InputError
+from perfguard.shells.cli import main
 
 GOOD = """
 [perfguard]

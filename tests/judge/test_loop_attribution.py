@@ -191,7 +191,7 @@ def _named(blocks: list[dict], side: str) -> set[str]:
 def test_check_names_both_sides_loops_in_every_output_and_an_old_baseline_names_none(project, capsys):
     import jsonschema
 
-    from perfguard.cli import main
+    from perfguard.shells.cli import main
     from tests.conftest import REPO
 
     _need(BUILTIN["x86_64"])

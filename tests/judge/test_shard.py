@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from perfguard.cli import main
 from perfguard.errors import EXIT_INFRA, EXIT_OK, EXIT_REGRESSION, EXIT_USAGE
 from perfguard.judge.merge import combined_exit_code
+from perfguard.shells.cli import main
 from tests.conftest import write_project
 from tests.projects import GOOD, WORSE, config_text
 

@@ -189,7 +189,7 @@ def test_check_uses_the_pipeline_model_attributes_blocks_and_notes_old_baselines
 
     import jsonschema
 
-    from perfguard.cli import main
+    from perfguard.shells.cli import main
 
     config = project(ATTRIBUTION_TOML)
     assert main(["baseline", "update", "--config", str(config)]) == 0

@@ -11,7 +11,6 @@ import pytest
 from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 
-from perfguard.cli import main
 from perfguard.errors import InputError
 from perfguard.predict.calibrated import CalibratedModel
 from perfguard.predict.dataset import Dataset, Row, dataset_path, load_dataset
@@ -20,6 +19,7 @@ from perfguard.predict.evaluate import leave_one_group_out, metrics
 from perfguard.predict.features import matrix
 from perfguard.predict.registry import PREDICTORS
 from perfguard.predict.store import load_model, model_path, save_model
+from perfguard.shells.cli import main
 from perfguard.sim.stats import STAT_FIELDS, Stats
 from perfguard.targets import BUILTIN
 from tests import captured

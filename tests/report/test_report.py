@@ -14,7 +14,6 @@ import re
 import jsonschema
 import pytest
 
-from perfguard.cli import main
 from perfguard.document.codec import from_json
 from perfguard.document.report import Report
 from perfguard.document.result import Result
@@ -23,6 +22,7 @@ from perfguard.report import markdown, text
 from perfguard.report.html import kernel_file, render_index, write_html
 from perfguard.report.markdown import LIMIT, MARKER, md, render_markdown
 from perfguard.report.pages import write_pages
+from perfguard.shells.cli import main
 from tests.conftest import REPO
 from tests.report import golden
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from perfguard.cli import main
 from perfguard.runs.revisions import Measurer, Project, load_side
+from perfguard.shells.cli import main
 from tests.conftest import REPO
 from tests.projects import GOOD, WORSE, commit_all, git, kernel_table, project_repository, with_cache
 

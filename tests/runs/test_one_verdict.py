@@ -13,8 +13,8 @@ import json
 
 import pytest
 
-from perfguard.cli import main
 from perfguard.config import load_config
+from perfguard.shells.cli import main
 from perfguard.shells.pytest_cases import CaseRunner
 from tests.projects import GOOD, WORSE, commit_all, kernel_table, project_repository, with_cache
 

@@ -15,12 +15,12 @@ import pytest
 
 from perfguard.baselines.git_revision import GitBaselineStore
 from perfguard.baselines.store import BaselineStore, graph_path, graph_text
-from perfguard.cli import main
 from perfguard.config import load_config
 from perfguard.document.verdicts import REMOVED
 from perfguard.errors import EXIT_USAGE, InputError
 from perfguard.runs.check import CheckRun
 from perfguard.runs.orphans import find_orphans, orphan_outcomes, scanned_targets, way_out
+from perfguard.shells.cli import main
 from tests.projects import copy_baseline as put  # a committed baseline under another name
 
 CONFIG = """\

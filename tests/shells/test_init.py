@@ -9,8 +9,8 @@ import tomllib
 
 import pytest
 
-from perfguard.cli import main
 from perfguard.config import load_config
+from perfguard.shells.cli import main
 from tests.shells.test_action import run_tool, tool
 
 

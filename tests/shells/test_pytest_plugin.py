@@ -240,8 +240,8 @@ def test_filters_and_native_timing_with_pytest_benchmark(in_process, cache_dir, 
     assert info["stats"]["insts"] > 0 and info["machine"]["machine"] and bench[0]["stats"]["median"] > 0
 
     # The benchmark JSON is a calibration source: `perfguard calibrate ingest` turns it into dataset rows.
-    from perfguard.cli import main
     from perfguard.predict.dataset import load_dataset
+    from perfguard.shells.cli import main
 
     assert main(["calibrate", "ingest", "--config", str(root / "perfguard.toml"), "--target", "x86_64",
                  "--family", "gemm", "--benchmark-json", str(out)]) == 0

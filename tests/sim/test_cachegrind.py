@@ -16,9 +16,9 @@ from dataclasses import replace
 import pytest
 
 from benchmarks.crosscheck import FLOOR, agreements, markdown, run_pairs
-from perfguard.cli import main
 from perfguard.config import KernelSpec
 from perfguard.errors import InfraError, InputError
+from perfguard.shells.cli import main
 from perfguard.sim import cachegrind as cg
 from perfguard.sim.cachegrind import (
     CachegrindSimulator,

@@ -1062,7 +1062,7 @@ def test_gem5_counts_arm_memory_micro_ops_so_they_are_not_reported(fixtures):
 
 
 def test_check_with_gem5_on_an_avx_profile_exits_2(project, no_gem5_env, capsys):
-    from perfguard.cli import main
+    from perfguard.shells.cli import main
 
     config = project("""
         [perfguard]

@@ -28,7 +28,7 @@ def test_the_package_keeps_its_layers():
     assert proc.returncode == 0, proc.stdout + proc.stderr
     for check in CHECKS:
         assert f"\n{check}: 0\n" in proc.stdout + "\n", proc.stdout
-    assert "order: errors -> " in proc.stdout and " -> cli\n" in proc.stdout
+    assert "order: errors -> " in proc.stdout and " -> runs -> tune -> shells\n" in proc.stdout
     assert "sim -> judge" not in proc.stdout
 
 

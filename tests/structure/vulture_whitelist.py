@@ -14,7 +14,7 @@ XGBoostPredictor
 FAMILY
 extracted  # kernels.models.ENTRY, the entry every [[model]] kernel names
 
-# pytest calls these (perfguard.pytest_plugin is a pytest11 entry point).
+# pytest calls these (perfguard.shells.pytest_plugin is a pytest11 entry point).
 pytest_addoption
 pytest_configure
 pytest_runtest_setup

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from perfguard.cli import main
 from perfguard.config import load_config
 from perfguard.errors import InputError
 from perfguard.executors import LocalExecutor
+from perfguard.shells.cli import main
 from perfguard.tune import apply
 from perfguard.tune.measure import Measurer
 

@@ -90,7 +90,7 @@ def commit_all(root: Path, message: str, *paths: str) -> None:
 def run_tiny(root: Path, cache: Path) -> int:
     """The tiny project in `root`: baselines committed, gemm_16 made scalar, checked. Returns the
     check's exit code (1: the regression); the reports are in root/reports."""
-    from perfguard.cli import main
+    from perfguard.shells.cli import main
 
     root.mkdir(parents=True, exist_ok=True)
     config = root / "perfguard.toml"
@@ -131,7 +131,7 @@ def repo(cache: Path, jobs: int) -> None:
         if REPO_EDIT[0] not in text:
             raise SystemExit(f"{config}: gemm_256's schedule is not as this script expects; update REPO_EDIT")
         config.write_text(text.replace(*REPO_EDIT, 1))
-        check = [sys.executable, "-m", "perfguard.cli", "check", "--config", str(config), "-j", str(jobs)]
+        check = [sys.executable, "-m", "perfguard.shells.cli", "check", "--config", str(config), "-j", str(jobs)]
         proc = subprocess.run(check, cwd=clone, env={**_env(), "PERFGUARD_CACHE_DIR": str(cache)})
         if proc.returncode not in (0, 1):
             raise SystemExit(f"the repository's check exited {proc.returncode}")
