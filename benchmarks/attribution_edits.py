@@ -62,9 +62,16 @@ class Kernel:
 
     def spec(self, **edit) -> KernelSpec:
         suffix = "_".join(f"{k}-{v}" for k, v in sorted(edit.items()))
-        return KernelSpec(f"{self.name}{'_' + suffix if suffix else ''}", self.entry, self.family,
-                          {**self.params, **edit}, reference=self.reference, flops=self.flops,
-                          outputs=self.outputs, inputs=self.inputs)
+        return KernelSpec(
+            f"{self.name}{'_' + suffix if suffix else ''}",
+            self.entry,
+            self.family,
+            {**self.params, **edit},
+            reference=self.reference,
+            flops=self.flops,
+            outputs=self.outputs,
+            inputs=self.inputs,
+        )
 
 
 @dataclass(frozen=True)
@@ -75,36 +82,113 @@ class Edit:
     moved: frozenset = frozenset()  # a loop-order edit: the loops it moved (either build's variables)
 
 
-GEMM = Kernel("gemm", "perfguard.kernels.gemm:gemm", "gemm",
-              dict(M=128, N=128, K=128, tile_m=32, tile_n=32, tile_k=4, vector=8, unroll=4))
+GEMM = Kernel(
+    "gemm",
+    "perfguard.kernels.gemm:gemm",
+    "gemm",
+    dict(M=128, N=128, K=128, tile_m=32, tile_n=32, tile_k=4, vector=8, unroll=4),
+)
 GEMV = Kernel("gemv", "perfguard.kernels.gemv:gemv", "gemv", dict(M=512, K=512, tile_m=8, tile_k=256, vector=8))
-CONV = Kernel("conv2d", "perfguard.kernels.conv2d:conv2d", "conv2d",
-              dict(N=1, C=16, H=14, W=14, F=32, R=3, S=3, stride=1, padding=1, tile_f=8, tile_p=2, tile_q=14, vector=1))
-DEPTHWISE = Kernel("depthwise", "perfguard.kernels.depthwise:depthwise_conv2d", "depthwise_conv2d",
-                   dict(N=1, C=16, H=28, W=28, R=3, S=3, stride=1, padding=1, tile_c=4, tile_p=4, tile_q=28, vector=4))
-DENSE = Kernel("dense_relu", "perfguard.kernels.dense_relu:dense_relu", "dense_relu",
-               dict(B=16, I=256, O=128, tile_b=4, tile_o=8, tile_i=256, vector=8))
+CONV = Kernel(
+    "conv2d",
+    "perfguard.kernels.conv2d:conv2d",
+    "conv2d",
+    dict(N=1, C=16, H=14, W=14, F=32, R=3, S=3, stride=1, padding=1, tile_f=8, tile_p=2, tile_q=14, vector=1),
+)
+DEPTHWISE = Kernel(
+    "depthwise",
+    "perfguard.kernels.depthwise:depthwise_conv2d",
+    "depthwise_conv2d",
+    dict(N=1, C=16, H=28, W=28, R=3, S=3, stride=1, padding=1, tile_c=4, tile_p=4, tile_q=28, vector=4),
+)
+DENSE = Kernel(
+    "dense_relu",
+    "perfguard.kernels.dense_relu:dense_relu",
+    "dense_relu",
+    dict(B=16, I=256, O=128, tile_b=4, tile_o=8, tile_i=256, vector=8),
+)
 QGEMM = Kernel("qgemm", "perfguard.kernels.qgemm:qgemm", "qgemm", dict(M=64, N=64, K=128, tile_m=4, tile_n=16))
-QCONV = Kernel("qconv2d", "perfguard.kernels.qconv2d:qconv2d", "qconv2d",
-               dict(H=14, W=14, C=32, F=32, R=3, S=3, stride=1, padding=1, tile_f=16, tile_q=7, requantize=True,
-                    rq_multiplier=1518500250, rq_shift=33))
-ATTENTION = Kernel("attention", "examples.kernels.attention:attention", None, dict(S=64, D=32, vector=8),
-                   "examples.kernels.attention:reference", "examples.kernels.attention:flops")
-LAYER_NORM = Kernel("layer_norm", "examples.kernels.layer_norm:layer_norm", None, dict(R=32, N=256, vector=8),
-                    "examples.kernels.layer_norm:reference", "examples.kernels.layer_norm:flops")
-INT8 = Kernel("int8_matmul", "examples.kernels.int8_matmul:int8_matmul", None, dict(M=32, N=64, K=128, vector=16),
-              "examples.kernels.int8_matmul:reference", "examples.kernels.int8_matmul:flops")
+QCONV = Kernel(
+    "qconv2d",
+    "perfguard.kernels.qconv2d:qconv2d",
+    "qconv2d",
+    dict(
+        H=14,
+        W=14,
+        C=32,
+        F=32,
+        R=3,
+        S=3,
+        stride=1,
+        padding=1,
+        tile_f=16,
+        tile_q=7,
+        requantize=True,
+        rq_multiplier=1518500250,
+        rq_shift=33,
+    ),
+)
+ATTENTION = Kernel(
+    "attention",
+    "examples.kernels.attention:attention",
+    None,
+    dict(S=64, D=32, vector=8),
+    "examples.kernels.attention:reference",
+    "examples.kernels.attention:flops",
+)
+LAYER_NORM = Kernel(
+    "layer_norm",
+    "examples.kernels.layer_norm:layer_norm",
+    None,
+    dict(R=32, N=256, vector=8),
+    "examples.kernels.layer_norm:reference",
+    "examples.kernels.layer_norm:flops",
+)
+INT8 = Kernel(
+    "int8_matmul",
+    "examples.kernels.int8_matmul:int8_matmul",
+    None,
+    dict(M=32, N=64, K=128, vector=16),
+    "examples.kernels.int8_matmul:reference",
+    "examples.kernels.int8_matmul:flops",
+)
 # The cookbook's recipes (examples/cookbook, docs/kernels.md; issue 42)
 COOKBOOK = "examples.cookbook.recipes"
-GATHER = Kernel("gather", f"{COOKBOOK}.gather:gather", None, dict(V=512, D=32, N=64, vector=8),
-                f"{COOKBOOK}.gather:gather_ref", "0", inputs={"idx": {"low": 0, "high": 512, "seed": None}})
-ARGMAX = Kernel("argmax", f"{COOKBOOK}.argmax:argmax", None, dict(R=16, N=256, split=8, order="ik"),
-                f"{COOKBOOK}.argmax:argmax_ref", "R * N", outputs=2)
-STENCIL = Kernel("stencil", f"{COOKBOOK}.stencil:stencil", None, dict(H=32, W=64, tile=8, vector=8),
-                 f"{COOKBOOK}.stencil:stencil_ref", "5 * H * W")
-QMATMUL = Kernel("qmatmul", f"{COOKBOOK}.qmatmul:qmatmul", None, dict(M=16, N=32, K=64, vector=16),
-                 f"{COOKBOOK}.qmatmul:qmatmul_ref", "2 * M * N * K",
-                 inputs={"A": {"low": 0, "high": 256, "seed": None}})
+GATHER = Kernel(
+    "gather",
+    f"{COOKBOOK}.gather:gather",
+    None,
+    dict(V=512, D=32, N=64, vector=8),
+    f"{COOKBOOK}.gather:gather_ref",
+    "0",
+    inputs={"idx": {"low": 0, "high": 512, "seed": None}},
+)
+ARGMAX = Kernel(
+    "argmax",
+    f"{COOKBOOK}.argmax:argmax",
+    None,
+    dict(R=16, N=256, split=8, order="ik"),
+    f"{COOKBOOK}.argmax:argmax_ref",
+    "R * N",
+    outputs=2,
+)
+STENCIL = Kernel(
+    "stencil",
+    f"{COOKBOOK}.stencil:stencil",
+    None,
+    dict(H=32, W=64, tile=8, vector=8),
+    f"{COOKBOOK}.stencil:stencil_ref",
+    "5 * H * W",
+)
+QMATMUL = Kernel(
+    "qmatmul",
+    f"{COOKBOOK}.qmatmul:qmatmul",
+    None,
+    dict(M=16, N=32, K=64, vector=16),
+    f"{COOKBOOK}.qmatmul:qmatmul_ref",
+    "2 * M * N * K",
+    inputs={"A": {"low": 0, "high": 256, "seed": None}},
+)
 
 EDITS = [
     Edit(GEMM, {"order": "kij"}, "tile loop order ijk -> kij", frozenset({"i_0", "j_0", "k_0"})),
@@ -115,16 +199,16 @@ EDITS = [
     Edit(GEMV, {"tile_k": 32}, "tile_k 256 -> 32"),
     Edit(GEMV, {"order": "ki"}, "tile loop order ik -> ki", frozenset({"i_0", "k_0"})),
     Edit(CONV, {"tile_q": 7}, "tile_q 14 -> 7"),
-    Edit(CONV, {"order": "FcPQrsfpq"}, "loop order: channels outside the output tiles",
-         frozenset({"c", "y_0", "x_0"})),
+    Edit(CONV, {"order": "FcPQrsfpq"}, "loop order: channels outside the output tiles", frozenset({"c", "y_0", "x_0"})),
     Edit(DEPTHWISE, {"vector": 1}, "vectorisation off"),
     Edit(DEPTHWISE, {"order": "rs_outer"}, "window loops outside the tile", frozenset({"r", "s", "c_1", "y_1"})),
     Edit(DENSE, {"order": "ob"}, "tile loop order bo -> ob", frozenset({"b_0", "o_0"})),
     Edit(DENSE, {"tile_i": 64}, "tile_i 256 -> 64"),
     Edit(QGEMM, {"tile_n": 4}, "tile_n 16 -> 4"),
     Edit(QCONV, {"tile_f": 8}, "tile_f 16 -> 8"),
-    Edit(ATTENTION, {"qk_order": "ijd"}, "scores: reduction innermost (vectorisation lost)",
-         frozenset({"j", "d", "j_0"})),
+    Edit(
+        ATTENTION, {"qk_order": "ijd"}, "scores: reduction innermost (vectorisation lost)", frozenset({"j", "d", "j_0"})
+    ),
     Edit(ATTENTION, {"pv_order": "ict"}, "output product: reduction innermost", frozenset({"c", "t", "c_0"})),
     Edit(ATTENTION, {"inline_p": True}, "probabilities computed inside the output product"),
     Edit(ATTENTION, {"vector": 4}, "both products 8 -> 4 lanes"),
@@ -156,8 +240,11 @@ def nests(spec: KernelSpec) -> dict[str, str]:
     texts = []
     for _, func in sorted(mod.functions.items(), key=lambda item: item[0].name_hint):
         body = func.body.block.body if isinstance(func.body, tvm.s_tir.SBlockRealize) else func.body
-        texts += [stmt.script() for stmt in (list(body.seq) if isinstance(body, tvm.tirx.SeqStmt) else [body])
-                  if isinstance(stmt, tvm.tirx.For)]
+        texts += [
+            stmt.script()
+            for stmt in (list(body.seq) if isinstance(body, tvm.tirx.SeqStmt) else [body])
+            if isinstance(stmt, tvm.tirx.For)
+        ]
     named = scheduled_nests(mod)
     assert len(named) == len(texts), spec.name
     out: dict[str, str] = {}
@@ -169,8 +256,10 @@ def nests(spec: KernelSpec) -> dict[str, str]:
 
 def same_code(stats_a, stats_b, symbol: str) -> bool:
     """Whether a function ran the same blocks (size, instructions, executions) on both sides."""
+
     def shape(stats):
         return sorted((b.size, b.insns, b.count) for b in stats.blocks.blocks if b.symbol == symbol)
+
     return shape(stats_a) == shape(stats_b)
 
 
@@ -192,8 +281,10 @@ def by_address(model: PipelineModel, base, edited) -> str:
     side = 1 if by_addr[addr][1] else 0
     block = next(c for c in sides[side] if c.block.addr == addr)
     form = (block.block.symbol, normalised(block.timing.asm, isa), block.block.count)
-    twin = any((c.block.symbol, normalised(c.timing.asm, isa), c.block.count) == form and c.block.addr != addr
-               for c in sides[1 - side])
+    twin = any(
+        (c.block.symbol, normalised(c.timing.asm, isa), c.block.count) == form and c.block.addr != addr
+        for c in sides[1 - side]
+    )
     return f"{'moved code' if twin else 'changed code'} ({block.block.symbol or '?'})"
 
 
@@ -203,11 +294,19 @@ def judge(edit: Edit, base, edited, cache_dir: Path, changed: set[str]) -> dict:
     a = attribute(model, base.stats, edited.stats, (base.loops, edited.loops)).attribution
     functions = set((edited.loops or {}).get("functions", []))
     found = where.places(a)
-    row = {"edit": edit, "target": base.target, "delta_pct": 100.0 * a.change_cycles / a.baseline_cycles,
-           "edited": sorted(changed), "line": where.where_line(a), "outcome": "no change", "ambiguous_places": 0,
-           "by_address": by_address(model, base, edited)}
-    row["ambiguous_places"] = sum(1 for p in found if p.node.name == "loop not decided"
-                                  and abs(a.share(p.node.delta_cycles) or 0) >= 10)
+    row = {
+        "edit": edit,
+        "target": base.target,
+        "delta_pct": 100.0 * a.change_cycles / a.baseline_cycles,
+        "edited": sorted(changed),
+        "line": where.where_line(a),
+        "outcome": "no change",
+        "ambiguous_places": 0,
+        "by_address": by_address(model, base, edited),
+    }
+    row["ambiguous_places"] = sum(
+        1 for p in found if p.node.name == "loop not decided" and abs(a.share(p.node.delta_cycles) or 0) >= 10
+    )
     if not found:
         return row
     top = found[0]
@@ -241,47 +340,71 @@ def main() -> None:
         specs.setdefault(base.name, base)
         specs.setdefault(changed.name, changed)
         cases += [(edit, base.name, changed.name, t) for t in targets]
-    jobs = {(name, t): Job(spec, BUILTIN[t], ROOT, cache_dir, "qemu", 1800, 1, 1)
-            for name, spec in specs.items() for t in targets}
+    jobs = {
+        (name, t): Job(spec, BUILTIN[t], ROOT, cache_dir, "qemu", 1800, 1, 1)
+        for name, spec in specs.items()
+        for t in targets
+    }
     keys = list(jobs)
     results = dict(zip(keys, LocalExecutor(args.jobs).map(run_job, [jobs[k] for k in keys])))
     rows = []
     for edit, base, changed, t in cases:
         a, b = results[(base, t)], results[(changed, t)]
         if not a.ok or not b.ok:
-            rows.append({"edit": edit, "target": t, "outcome": "error", "line": (a.error or b.error or "")[:200],
-                         "edited": [], "delta_pct": None, "ambiguous_places": 0})
+            rows.append(
+                {
+                    "edit": edit,
+                    "target": t,
+                    "outcome": "error",
+                    "line": (a.error or b.error or "")[:200],
+                    "edited": [],
+                    "delta_pct": None,
+                    "ambiguous_places": 0,
+                }
+            )
             continue
         before, after = nests(edit.kernel.spec()), nests(edit.kernel.spec(**edit.change))
         changed = {name for name in set(before) | set(after) if before.get(name) != after.get(name)}
         rows.append(judge(edit, a, b, cache_dir, changed))
         rows[-1]["nests"] = len(set(before) | set(after))
-    print("| # | kernel | edit | target | delta (pipeline) | edited nest(s) | top where entry | outcome | "
-          "by address (before) |")
+    print(
+        "| # | kernel | edit | target | delta (pipeline) | edited nest(s) | top where entry | outcome | "
+        "by address (before) |"
+    )
     print("|--:|---|---|---|--:|---|---|---|---|")
     for r in rows:
         n = EDITS.index(r["edit"]) + 1
         delta = "-" if r["delta_pct"] is None else f"{r['delta_pct']:+.1f} %"
-        print(f"| {n} | {r['edit'].kernel.name} | {r['edit'].what} | {r['target']} | {delta} | "
-              f"{', '.join(r['edited']) or '-'} | {r.get('top', r['line'])} | {r['outcome']}"
-              f"{'; ' + r['loop'] if 'loop' in r else ''} | "
-              f"{r.get('by_address', '-')} |")
+        print(
+            f"| {n} | {r['edit'].kernel.name} | {r['edit'].what} | {r['target']} | {delta} | "
+            f"{', '.join(r['edited']) or '-'} | {r.get('top', r['line'])} | {r['outcome']}"
+            f"{'; ' + r['loop'] if 'loop' in r else ''} | "
+            f"{r.get('by_address', '-')} |"
+        )
     tally = Counter(r["outcome"] for r in rows)
     judged = [r for r in rows if r["outcome"] not in ("error", "no change")]
     named = tally["edited nest"]
-    print(f"\n{len(rows)} cases ({len(chosen)} edits x {len(targets)} targets): edited nest named in {named} of "
-          f"{len(judged)} with a change ({100.0 * named / max(1, len(judged)):.0f} %); "
-          + ", ".join(f"{k} {v}" for k, v in sorted(tally.items()) if k != "edited nest"))
+    print(
+        f"\n{len(rows)} cases ({len(chosen)} edits x {len(targets)} targets): edited nest named in {named} of "
+        f"{len(judged)} with a change ({100.0 * named / max(1, len(judged)):.0f} %); "
+        + ", ".join(f"{k} {v}" for k, v in sorted(tally.items()) if k != "edited nest")
+    )
     several = [r for r in judged if r.get("nests", 1) > 1]
-    print(f"of them, kernels with more than one nest: edited nest named in "
-          f"{sum(r['outcome'] == 'edited nest' for r in several)} of {len(several)}")
+    print(
+        f"of them, kernels with more than one nest: edited nest named in "
+        f"{sum(r['outcome'] == 'edited nest' for r in several)} of {len(several)}"
+    )
     ordered = [r for r in judged if "loop" in r]
-    print(f"loop-order edits: a loop the edit moved named first in {sum(r['loop'] == 'moved loop' for r in ordered)} "
-          f"of {len(ordered)}")
+    print(
+        f"loop-order edits: a loop the edit moved named first in {sum(r['loop'] == 'moved loop' for r in ordered)} "
+        f"of {len(ordered)}"
+    )
     before = sum(1 for r in rows if r.get("by_address", "").startswith("moved code"))
     print(f"pairing by address (before) put moved code first in {before} of {len(judged)}")
-    print(f"moved code named: {tally['moved code']}; top entry ambiguous: {tally['ambiguous']}; places of 10 % or "
-          f"more of a change left ambiguous: {sum(r['ambiguous_places'] for r in rows)}")
+    print(
+        f"moved code named: {tally['moved code']}; top entry ambiguous: {tally['ambiguous']}; places of 10 % or "
+        f"more of a change left ambiguous: {sum(r['ambiguous_places'] for r in rows)}"
+    )
     print("\nwhere lines:")
     for r in rows:
         print(f"  {EDITS.index(r['edit']) + 1} {r['edit'].kernel.name} [{r['target']}]: {r['line']}")

@@ -25,15 +25,22 @@ SLOW = "M = 64, N = 64, K = 64, tile_m = 64, tile_n = 64, tile_k = 64, vector = 
 
 
 def git(root: Path, *args: str) -> str:
-    return subprocess.run(["git", "-c", "user.email=b@example.com", "-c", "user.name=bench", *args], cwd=root,
-                          check=True, capture_output=True, text=True).stdout.strip()
+    return subprocess.run(
+        ["git", "-c", "user.email=b@example.com", "-c", "user.name=bench", *args],
+        cwd=root,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
 
 
 def make_repo(root: Path, commits: int, target: str) -> tuple[list[str], int]:
     git(root, "init", "-q", "-b", "main")
     config = root / "perfguard.toml"
-    text = (f'[perfguard]\ntargets = ["{target}"]\n\n[[kernel]]\nname = "gemm"\n'
-            f'entry = "perfguard.kernels.gemm:gemm"\nfamily = "gemm"\nparams = {{ {GOOD} }}\n')
+    text = (
+        f'[perfguard]\ntargets = ["{target}"]\n\n[[kernel]]\nname = "gemm"\n'
+        f'entry = "perfguard.kernels.gemm:gemm"\nfamily = "gemm"\nparams = {{ {GOOD} }}\n'
+    )
     config.write_text(text)
     (root / ".gitignore").write_text("reports/\n")
     git(root, "add", "-A")
@@ -52,8 +59,28 @@ def make_repo(root: Path, commits: int, target: str) -> tuple[list[str], int]:
 def bisect(root: Path, cache: Path, good: str, target: str, out: Path) -> float:
     env = dict(os.environ, PERFGUARD_CACHE_DIR=str(cache))
     start = time.perf_counter()
-    proc = subprocess.run(["perfguard", "bisect", "--good", good, "--bad", "HEAD", "--kernel", "gemm", "--target",
-                           target, "-j", "1", "--json", str(out)], cwd=root, env=env, capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            "perfguard",
+            "bisect",
+            "--good",
+            good,
+            "--bad",
+            "HEAD",
+            "--kernel",
+            "gemm",
+            "--target",
+            target,
+            "-j",
+            "1",
+            "--json",
+            str(out),
+        ],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     elapsed = time.perf_counter() - start
     if proc.returncode != 1:
         raise SystemExit(f"bisect exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
@@ -77,9 +104,11 @@ def main() -> None:
             seconds = bisect(repo, cache, shas[0], args.target, out)
             data = json.loads(out.read_text())
             visits = data["visits"]
-            print(f"| {name} | {seconds:.1f} | {len(visits)} | {sum(bool(v['rebuilt']) for v in visits)} | "
-                  f"{sum(bool(v['resimulated']) for v in visits)} | "
-                  f"{data['first_bad']['commit'] == shas[regressed]} | {math.ceil(math.log2(args.commits)) + 2} |")
+            print(
+                f"| {name} | {seconds:.1f} | {len(visits)} | {sum(bool(v['rebuilt']) for v in visits)} | "
+                f"{sum(bool(v['resimulated']) for v in visits)} | "
+                f"{data['first_bad']['commit'] == shas[regressed]} | {math.ceil(math.log2(args.commits)) + 2} |"
+            )
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

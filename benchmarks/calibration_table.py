@@ -58,19 +58,26 @@ def main() -> None:
             data = DatasetFeatures(dataset, profile, features, default_cache_dir(), profiled_only=args.same_rows)
             evaluation = evaluate(dataset, profile, data=data)
             groups = sorted(set(data.groups.tolist()))
-            print(f"\n### {args.target} / {family}, {features} features: {len(data.rows)} variants in {len(groups)} "
-                  f"groups (timed on {', '.join(cpus)})"
-                  + (f"; {data.left_out} rows without a block profile left out" if data.left_out else "") + "\n")
+            print(
+                f"\n### {args.target} / {family}, {features} features: {len(data.rows)} variants in {len(groups)} "
+                f"groups (timed on {', '.join(cpus)})"
+                + (f"; {data.left_out} rows without a block profile left out" if data.left_out else "")
+                + "\n"
+            )
             print("| predictor | held-out group | n | MAPE % | RMSE us | Spearman | true best at (top %) | regret |")
             print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
             for name, rows in evaluation.table.items():
                 for m in rows:
-                    print(f"| {name} | {m.group} | {m.n} | {m.mape:.1f} | {m.rmse * 1e6:.1f} | {m.spearman:.3f} | "
-                          f"{m.best_rank_pct:.1f} | {m.regret:.3f} |")
+                    print(
+                        f"| {name} | {m.group} | {m.n} | {m.mape:.1f} | {m.rmse * 1e6:.1f} | {m.spearman:.3f} | "
+                        f"{m.best_rank_pct:.1f} | {m.regret:.3f} |"
+                    )
                 s = evaluation.summary[name]
-                print(f"| **{name}** | **mean** | | **{s['mape']:.1f}** | **{s['rmse'] * 1e6:.1f}** | "
-                      f"**{s['spearman']:.3f}** (min {s['min_spearman']:.3f}) | **{s['best_rank_pct']:.1f}** "
-                      f"(worst {s['worst_best_rank_pct']:.1f}) | **{s['regret']:.3f}** |")
+                print(
+                    f"| **{name}** | **mean** | | **{s['mape']:.1f}** | **{s['rmse'] * 1e6:.1f}** | "
+                    f"**{s['spearman']:.3f}** (min {s['min_spearman']:.3f}) | **{s['best_rank_pct']:.1f}** "
+                    f"(worst {s['worst_best_rank_pct']:.1f}) | **{s['regret']:.3f}** |"
+                )
             print("\n| predictor | train s per 100 variants (fit on all rows, median of 3) |")
             print("| --- | ---: |")
             for name in PREDICTORS:

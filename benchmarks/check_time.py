@@ -36,21 +36,48 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 # perfguard.timings.STAGES, as the measured revision may predate them
-STAGE_ORDER = ("startup", "config", "reuse", "jobs", "lower", "compile", "simulate", "verify", "timing_model", "workers",
-               "judge", "explain", "render")
-EDIT = ("tile_k = 4, vector = 8, unroll = 4 }\nthreshold = 1.0", "tile_k = 8, vector = 8, unroll = 4 }\nthreshold = 1.0")
+STAGE_ORDER = (
+    "startup",
+    "config",
+    "reuse",
+    "jobs",
+    "lower",
+    "compile",
+    "simulate",
+    "verify",
+    "timing_model",
+    "workers",
+    "judge",
+    "explain",
+    "render",
+)
+EDIT = (
+    "tile_k = 4, vector = 8, unroll = 4 }\nthreshold = 1.0",
+    "tile_k = 8, vector = 8, unroll = 4 }\nthreshold = 1.0",
+)
 
 
 CPU: dict[str, list[float]] = {}  # variant -> CPU seconds (user + sys of the check and its children) per run
 
 
-def run_check(cache: Path, report_dir: Path, tree: Path = REPO, args: tuple[str, ...] = (), key: str = "",
-              ok: tuple[int, ...] = (0,)) -> float:
+def run_check(
+    cache: Path,
+    report_dir: Path,
+    tree: Path = REPO,
+    args: tuple[str, ...] = (),
+    key: str = "",
+    ok: tuple[int, ...] = (0,),
+) -> float:
     env = dict(os.environ, PERFGUARD_CACHE_DIR=str(cache), PYTHONPATH=str(tree))
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "perfguard.shells.cli", "check", "--report-dir", str(report_dir), *args],
-                          cwd=tree, env=env, capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "perfguard.shells.cli", "check", "--report-dir", str(report_dir), *args],
+        cwd=tree,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     elapsed = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     # CPU time is what the machine's other load leaves alone (wall time on a shared machine is not)
@@ -94,10 +121,15 @@ def one(tree: Path, cache: Path, reports: Path, extra: tuple[str, ...], ok: tupl
     wall = run_check(cache, reports, tree, extra, "scenario", ok)
     report = json.loads((reports / "perfguard.json").read_text())
     timings = report.get("timings") or {}
-    return {"wall_s": wall, "cpu_s": CPU["scenario"][-1], "load": (load_before, os.getloadavg()[0]),
-            "results": len(report["results"]), "stages": timings.get("stages", {}),
-            "jobs_ran": sum(1 for j in timings.get("jobs", []) if not j.get("reused")),
-            "reused": bool(timings.get("reused"))}
+    return {
+        "wall_s": wall,
+        "cpu_s": CPU["scenario"][-1],
+        "load": (load_before, os.getloadavg()[0]),
+        "results": len(report["results"]),
+        "stages": timings.get("stages", {}),
+        "jobs_ran": sum(1 for j in timings.get("jobs", []) if not j.get("reused")),
+        "reused": bool(timings.get("reused")),
+    }
 
 
 def print_scenarios(sha: str, runs: int, rows: dict) -> None:
@@ -108,16 +140,22 @@ def print_scenarios(sha: str, runs: int, rows: dict) -> None:
         cpu = statistics.median(r["cpu_s"] for r in items)
         n = items[0]["results"]
         loads = ", ".join(f"{a:.1f} / {b:.1f}" for a, b in (r["load"] for r in items))
-        ran = "whole check reused" if all(r["reused"] for r in items) else \
-            str(int(statistics.median(r["jobs_ran"] for r in items)))
-        print(f"| {name} | {n} | {ran} | {cpu:.1f} | {cpu / n:.2f} | "
-              f"{statistics.median(r['wall_s'] for r in items):.1f} | {loads} |")
+        ran = (
+            "whole check reused"
+            if all(r["reused"] for r in items)
+            else str(int(statistics.median(r["jobs_ran"] for r in items)))
+        )
+        print(
+            f"| {name} | {n} | {ran} | {cpu:.1f} | {cpu / n:.2f} | "
+            f"{statistics.median(r['wall_s'] for r in items):.1f} | {loads} |"
+        )
     cold = statistics.median(r["cpu_s"] for r in rows["cold"])
     edit = statistics.median(r["cpu_s"] for r in rows["edit"])
     print(f"\nedit / cold CPU: {edit / cold:.3f}")
     order = {name: i for i, name in enumerate(STAGE_ORDER)}
-    names = sorted({s for items in rows.values() for r in items for s in r["stages"]},
-                   key=lambda s: order.get(s, len(order)))
+    names = sorted(
+        {s for items in rows.values() for r in items for s in r["stages"]}, key=lambda s: order.get(s, len(order))
+    )
     print("\nStage timings from the check's own report (median CPU s / wall s; job stages summed over jobs):\n")
     print("| stage | " + " | ".join(rows) + " |")
     print("| --- |" + " ---: |" * len(rows))
@@ -125,8 +163,12 @@ def print_scenarios(sha: str, runs: int, rows: dict) -> None:
         cells = []
         for items in rows.values():
             found = [r["stages"][stage] for r in items if stage in r["stages"]]
-            cells.append(f"{statistics.median(f['cpu_s'] for f in found):.2f} / "
-                         f"{statistics.median(f['wall_s'] for f in found):.2f}" if found else "")
+            cells.append(
+                f"{statistics.median(f['cpu_s'] for f in found):.2f} / "
+                f"{statistics.median(f['wall_s'] for f in found):.2f}"
+                if found
+                else ""
+            )
         print(f"| {stage} | " + " | ".join(cells) + " |")
 
 
@@ -141,8 +183,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.compare_rev or args.compare_model:
         return compare(args.compare_rev, args.compare_model, args.runs)
-    sha = subprocess.run(["git", "rev-parse", "--short", args.rev], cwd=REPO, capture_output=True, text=True,
-                         check=True).stdout.strip()
+    sha = subprocess.run(
+        ["git", "rev-parse", "--short", args.rev], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout.strip()
     rows = scenarios(sha, args.runs, args.jobs)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
@@ -168,15 +211,17 @@ def compare(rev: str | None, model: str | None, runs: int) -> None:
         return run_check(work / f"{name.replace(' ', '-')}-{cache}", work / "reports", tree, extra, name)
 
     for i in range(runs):  # alternate which goes first, so load from other processes hits both alike
-        for name in (list(variants) if i % 2 == 0 else list(variants)[::-1]):
+        for name in list(variants) if i % 2 == 0 else list(variants)[::-1]:
             cold[name].append(one(name, f"cache{i}"))
     for i in range(runs):
-        for name in (list(variants) if i % 2 == 0 else list(variants)[::-1]):
+        for name in list(variants) if i % 2 == 0 else list(variants)[::-1]:
             warm[name].append(one(name, "cache0"))
     shutil.rmtree(work, ignore_errors=True)
     first = other[0]
-    print(f"perfguard check on this repository ({os.cpu_count()} CPUs), {first} against this tree, "
-          f"alternating, median of {runs} runs\n")
+    print(
+        f"perfguard check on this repository ({os.cpu_count()} CPUs), {first} against this tree, "
+        f"alternating, median of {runs} runs\n"
+    )
     print(f"| run | {first} median s | this tree median s | ratio |")
     print("| --- | ---: | ---: | ---: |")
     for label, values in (("cold (empty cache)", cold), ("warm (nothing changed)", warm)):
@@ -184,11 +229,16 @@ def compare(rev: str | None, model: str | None, runs: int) -> None:
         print(f"| {label} | {before:.1f} | {after:.1f} | {after / before:.2f} |")
     cold_cpu = {name: statistics.median(CPU[name][:runs]) for name in variants}
     warm_cpu = {name: statistics.median(CPU[name][runs:]) for name in variants}
-    print("\ncold CPU seconds (user + sys, check and children), median: "
-          + ", ".join(f"{name} {v:.1f}" for name, v in cold_cpu.items())
-          + f" (ratio {cold_cpu['this tree'] / cold_cpu[first]:.2f})")
-    print("warm CPU seconds, median: " + ", ".join(f"{name} {v:.1f}" for name, v in warm_cpu.items())
-          + f" (ratio {warm_cpu['this tree'] / warm_cpu[first]:.2f})")
+    print(
+        "\ncold CPU seconds (user + sys, check and children), median: "
+        + ", ".join(f"{name} {v:.1f}" for name, v in cold_cpu.items())
+        + f" (ratio {cold_cpu['this tree'] / cold_cpu[first]:.2f})"
+    )
+    print(
+        "warm CPU seconds, median: "
+        + ", ".join(f"{name} {v:.1f}" for name, v in warm_cpu.items())
+        + f" (ratio {warm_cpu['this tree'] / warm_cpu[first]:.2f})"
+    )
 
 
 if __name__ == "__main__":

@@ -41,9 +41,22 @@ import growth  # noqa: E402 - the synthetic project's generator, beside this scr
 def start_scheduler(work: Path) -> tuple[subprocess.Popen, str]:
     work.mkdir(parents=True, exist_ok=True)
     port_file = work / "scheduler.json"
-    proc = subprocess.Popen(["dask", "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
-                             "--scheduler-file", str(port_file)], cwd=work, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            "dask",
+            "scheduler",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--no-dashboard",
+            "--scheduler-file",
+            str(port_file),
+        ],
+        cwd=work,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     for _ in range(200):
         if port_file.exists():
             try:
@@ -54,16 +67,21 @@ def start_scheduler(work: Path) -> tuple[subprocess.Popen, str]:
     raise SystemExit("the scheduler did not start")
 
 
-def start_worker(address: str, name: str, work: Path, env: dict | None = None,
-                 hide: Path | None = None) -> subprocess.Popen:
+def start_worker(
+    address: str, name: str, work: Path, env: dict | None = None, hide: Path | None = None
+) -> subprocess.Popen:
     folder = work / f"worker-{name}"
     folder.mkdir(parents=True, exist_ok=True)
     command = ["dask", "worker", address, "--nthreads", "1", "--name", name, "--no-dashboard"]
     if hide is not None:
         command = ["unshare", "--mount", "sh", "-c", f'mount -t tmpfs tmpfs "{hide}" && exec "$@"', "w", *command]
-    return subprocess.Popen(command, cwd=folder, env={**os.environ, "PERFGUARD_WORKER_CACHE_DIR": str(folder / "cache"),
-                                                      **(env or {})},
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return subprocess.Popen(
+        command,
+        cwd=folder,
+        env={**os.environ, "PERFGUARD_WORKER_CACHE_DIR": str(folder / "cache"), **(env or {})},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 def wait_for_workers(address: str, count: int) -> None:
@@ -86,31 +104,55 @@ def stop(processes) -> None:
 def check(config: Path, args: list[str], report_dir: Path, ok=(0, 1)) -> dict:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "perfguard.shells.cli", "check", "--config", str(config),
-                           "--report-dir", str(report_dir), *args], capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "perfguard.shells.cli",
+            "check",
+            "--config",
+            str(config),
+            "--report-dir",
+            str(report_dir),
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode not in ok:
-        raise SystemExit(f"check {' '.join(args)} exited {proc.returncode}:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
+        raise SystemExit(
+            f"check {' '.join(args)} exited {proc.returncode}:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}"
+        )
     data = json.loads((report_dir / "perfguard.json").read_text())
     cluster = data["timings"].get("cluster", [])
-    return {"exit": proc.returncode, "wall_s": wall,
-            "cpu_s": after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime,
-            "workers_cpu_s": sum(w["cpu_s"] for w in cluster), "per_worker": cluster,
-            "results": [(r["kernel"], r["target"], r["verdict"], r["stats"], r["current_time_s"])
-                        for r in data["results"]],
-            "stderr": proc.stderr.strip().splitlines()[-3:]}
+    return {
+        "exit": proc.returncode,
+        "wall_s": wall,
+        "cpu_s": after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime,
+        "workers_cpu_s": sum(w["cpu_s"] for w in cluster),
+        "per_worker": cluster,
+        "results": [(r["kernel"], r["target"], r["verdict"], r["stats"], r["current_time_s"]) for r in data["results"]],
+        "stderr": proc.stderr.strip().splitlines()[-3:],
+    }
 
 
 def compare(name: str, config: Path, work: Path, address: str, jobs: int, rows: dict) -> None:
     local = check(config, ["--recompute", "-j", str(jobs)], work / f"{name}-local")
     remote = check(config, ["--recompute", "--executor", "dask", "--scheduler", address], work / f"{name}-cluster")
-    rows[name] = {"local": local, "cluster": remote, "same": local["results"] == remote["results"],
-                  "results": len(local["results"])}
-    print(f"{name}: local {local['cpu_s']:.1f} CPU-s {local['wall_s']:.1f} s; cluster client {remote['cpu_s']:.1f} "
-          f"CPU-s, workers {remote['workers_cpu_s']:.1f} CPU-s, {remote['wall_s']:.1f} s; same: {rows[name]['same']}",
-          flush=True)
+    rows[name] = {
+        "local": local,
+        "cluster": remote,
+        "same": local["results"] == remote["results"],
+        "results": len(local["results"]),
+    }
+    print(
+        f"{name}: local {local['cpu_s']:.1f} CPU-s {local['wall_s']:.1f} s; cluster client {remote['cpu_s']:.1f} "
+        f"CPU-s, workers {remote['workers_cpu_s']:.1f} CPU-s, {remote['wall_s']:.1f} s; same: {rows[name]['same']}",
+        flush=True,
+    )
 
 
 def faults(work: Path, rows: dict) -> None:
@@ -120,11 +162,31 @@ def faults(work: Path, rows: dict) -> None:
     sched, address = start_scheduler(work / "faults-empty")
     try:  # no worker at all
         started = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-m", "perfguard.shells.cli", "check", "--config", str(config), "--executor",
-                               "dask", "--scheduler", address, "--join-timeout", "10", "--recompute"],
-                              capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
-        lines["no worker"] = {"exit": proc.returncode, "wall_s": round(time.perf_counter() - started, 1),
-                              "said": proc.stderr.strip().splitlines()[-1:]}
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "perfguard.shells.cli",
+                "check",
+                "--config",
+                str(config),
+                "--executor",
+                "dask",
+                "--scheduler",
+                address,
+                "--join-timeout",
+                "10",
+                "--recompute",
+            ],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+        )
+        lines["no worker"] = {
+            "exit": proc.returncode,
+            "wall_s": round(time.perf_counter() - started, 1),
+            "said": proc.stderr.strip().splitlines()[-1:],
+        }
     finally:
         stop([sched])
     sched, address = start_scheduler(work / "faults-noqemu")
@@ -136,8 +198,10 @@ def faults(work: Path, rows: dict) -> None:
             for tool in Path(folder).iterdir():
                 if tool.name != "qemu-aarch64" and not (shim / tool.name).exists():
                     (shim / tool.name).symlink_to(tool)
-    workers = [start_worker(address, "full", work / "faults-noqemu"),
-               start_worker(address, "noqemu", work / "faults-noqemu", env={"PATH": f"{shim}:{path}"})]
+    workers = [
+        start_worker(address, "full", work / "faults-noqemu"),
+        start_worker(address, "noqemu", work / "faults-noqemu", env={"PATH": f"{shim}:{path}"}),
+    ]
     try:
         wait_for_workers(address, 2)
         got = check(config, ["--recompute", "--executor", "dask", "--scheduler", address], work / "faults-noqemu-r")
@@ -166,8 +230,9 @@ def main() -> None:
             compare("this repository", REPO / "perfguard.toml", work, address, args.workers, rows)
             if not args.skip_growth:
                 config = growth.project(work / "growth", args.growth_kernels, args.growth_targets.split(","))
-                compare(f"{args.growth_kernels} kernels on {args.growth_targets}", config, work, address,
-                        args.workers, rows)
+                compare(
+                    f"{args.growth_kernels} kernels on {args.growth_targets}", config, work, address, args.workers, rows
+                )
         finally:
             stop(workers + [sched])
         if not args.skip_faults:
@@ -177,8 +242,10 @@ def main() -> None:
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
     cpu = os.cpu_count()
-    print(f"{args.workers} Dask workers (dask worker --nthreads 1, own caches) vs the local pool -j {args.workers}, "
-          f"{cpu} CPUs\n")
+    print(
+        f"{args.workers} Dask workers (dask worker --nthreads 1, own caches) vs the local pool -j {args.workers}, "
+        f"{cpu} CPUs\n"
+    )
     print("| project | results | executor | client CPU s | workers' CPU s | wall s | jobs per worker | same results |")
     print("| --- | ---: | --- | ---: | ---: | ---: | --- | --- |")
     for name, row in rows.items():
@@ -187,8 +254,10 @@ def main() -> None:
         for side in ("local", "cluster"):
             r = row[side]
             per = ", ".join(f"{w['worker']} {w['jobs']}" for w in r["per_worker"]) or "-"
-            print(f"| {name} | {row['results']} | {side} | {r['cpu_s']:.1f} | {r['workers_cpu_s']:.1f} | "
-                  f"{r['wall_s']:.1f} | {per} | {'yes' if row['same'] else 'NO'} |")
+            print(
+                f"| {name} | {row['results']} | {side} | {r['cpu_s']:.1f} | {r['workers_cpu_s']:.1f} | "
+                f"{r['wall_s']:.1f} | {per} | {'yes' if row['same'] else 'NO'} |"
+            )
     for name, fault in rows.get("faults", {}).items():
         print(f"\nfault: {name}: exit {fault['exit']}" + (f" after {fault['wall_s']} s" if "wall_s" in fault else ""))
         for line in fault.get("said", []):

@@ -67,19 +67,33 @@ def agreements(qemu: Stats, cachegrind: Stats) -> list[Agreement]:
     return rows
 
 
-def run_pairs(specs: list[KernelSpec], root: Path, cache_dir: Path, profile: TargetProfile = BUILTIN[TARGET], *,
-              reps: int = 1, warmup: int = 1, timeout: float = 1800,
-              workers: int | None = None, other: str = "cachegrind") -> list[tuple[JobResult, JobResult]]:
+def run_pairs(
+    specs: list[KernelSpec],
+    root: Path,
+    cache_dir: Path,
+    profile: TargetProfile = BUILTIN[TARGET],
+    *,
+    reps: int = 1,
+    warmup: int = 1,
+    timeout: float = 1800,
+    workers: int | None = None,
+    other: str = "cachegrind",
+) -> list[tuple[JobResult, JobResult]]:
     """(QEMU result, `other` simulator's result) per kernel."""
-    jobs = [Job(spec, profile, root, cache_dir, simulator, timeout, reps, warmup)
-            for spec in specs for simulator in ("qemu", other)]
+    jobs = [
+        Job(spec, profile, root, cache_dir, simulator, timeout, reps, warmup)
+        for spec in specs
+        for simulator in ("qemu", other)
+    ]
     results = LocalExecutor(workers).map(run_job, jobs)
     return list(zip(results[0::2], results[1::2]))
 
 
 def geometry(profile: TargetProfile) -> str:
-    return ", ".join(f"{level.upper()} {c.size // 1024} KiB {c.assoc}-way"
-                     for level, c in (("l1i", profile.l1i), ("l1d", profile.l1d), ("l2", profile.l2)))
+    return ", ".join(
+        f"{level.upper()} {c.size // 1024} KiB {c.assoc}-way"
+        for level, c in (("l1i", profile.l1i), ("l1d", profile.l1d), ("l2", profile.l2))
+    )
 
 
 def _pct(value: float) -> str:
@@ -115,11 +129,24 @@ def passed(pairs: list[tuple[JobResult, JobResult]]) -> bool:
 GEM5_TARGETS = ("x86_64v1", "riscv64", "aarch64")
 GEM5_TIMEOUT = 7200.0  # seconds for both gem5 runs of one kernel
 GEM5_BOUNDS = {
-    "insts": 0.0001, "loads": 0.02, "stores": 0.02,
-    "branches": 0.0001, "cond_branches": 0.0001, "indirect_branches": 0.0001, "calls": 0.0001,
-    "returns": 0.0001, "fp_insts": 0.0001, "vec_insts": 0.0001,
-    "l1i_accesses": 0.02, "l1i_misses": 0.02, "l1d_accesses": 0.02, "l1d_misses": 0.02,
-    "l1d_writebacks": 0.02, "l2_accesses": 0.02, "l2_misses": 0.02, "l2_writebacks": 0.02,
+    "insts": 0.0001,
+    "loads": 0.02,
+    "stores": 0.02,
+    "branches": 0.0001,
+    "cond_branches": 0.0001,
+    "indirect_branches": 0.0001,
+    "calls": 0.0001,
+    "returns": 0.0001,
+    "fp_insts": 0.0001,
+    "vec_insts": 0.0001,
+    "l1i_accesses": 0.02,
+    "l1i_misses": 0.02,
+    "l1d_accesses": 0.02,
+    "l1d_misses": 0.02,
+    "l1d_writebacks": 0.02,
+    "l2_accesses": 0.02,
+    "l2_misses": 0.02,
+    "l2_writebacks": 0.02,
 }
 
 
@@ -129,10 +156,17 @@ GEM5_BOUNDS = {
 # address streams fall into different sets and the conflict misses differ with where the pages
 # landed: such a row is shown, not judged. A field -> the cache levels whose indexing it depends on.
 PAGE = 4096
-_INDEXED_BY = {"l1i_misses": ("l1i",), "l1d_misses": ("l1d",), "l2_accesses": ("l1i", "l1d"),
-               "l2_misses": ("l1i", "l1d", "l2"), "l2_writebacks": ("l1i", "l1d", "l2")}
-NOT_JUDGED = ("a way of {levels} spans more than a {page} B page, and gem5 indexes physical "
-              "addresses (frames in first-touch order), the plugin virtual ones")
+_INDEXED_BY = {
+    "l1i_misses": ("l1i",),
+    "l1d_misses": ("l1d",),
+    "l2_accesses": ("l1i", "l1d"),
+    "l2_misses": ("l1i", "l1d", "l2"),
+    "l2_writebacks": ("l1i", "l1d", "l2"),
+}
+NOT_JUDGED = (
+    "a way of {levels} spans more than a {page} B page, and gem5 indexes physical "
+    "addresses (frames in first-touch order), the plugin virtual ones"
+)
 
 
 @dataclass(frozen=True)
@@ -158,8 +192,9 @@ class Gem5Row:
 
 def wide_ways(profile: TargetProfile) -> list[str]:
     """The cache levels of `profile` whose ways are larger than a page."""
-    return [level for level in ("l1i", "l1d", "l2") if getattr(profile, level).size // getattr(profile, level).assoc
-            > PAGE]
+    return [
+        level for level in ("l1i", "l1d", "l2") if getattr(profile, level).size // getattr(profile, level).assoc > PAGE
+    ]
 
 
 def gem5_rows(qemu: Stats, gem5: Stats, profile: TargetProfile) -> list[Gem5Row]:
@@ -192,8 +227,15 @@ def gem5_markdown(pairs: list[tuple[JobResult, JobResult]], profile: TargetProfi
                 diff = "QEMU null"
             else:
                 rel = (row.gem5 - row.qemu) / max(row.qemu, 1)
-                note = " (not judged)" if row.unjudged else " FAIL" if not row.ok else \
-                    " (floor)" if abs(rel) > row.bound else ""
+                note = (
+                    " (not judged)"
+                    if row.unjudged
+                    else " FAIL"
+                    if not row.ok
+                    else " (floor)"
+                    if abs(rel) > row.bound
+                    else ""
+                )
                 diff = f"{row.gem5 - row.qemu:+d} ({_pct(rel)}){note}"
                 if row.unjudged:
                     unjudged[row.field] = row.unjudged
@@ -201,12 +243,16 @@ def gem5_markdown(pairs: list[tuple[JobResult, JobResult]], profile: TargetProfi
     reasons = {**NULL_FIELDS, **{"x86_64": NULL_FIELDS_X86, "aarch64": NULL_FIELDS_ARM}.get(profile.isa, {})}
     if unjudged:
         lines.append("")
-        lines.append("Shown, not judged: " + "; ".join(f"`{name}`: {why}" for name, why in sorted(unjudged.items()))
-                     + ".")
+        lines.append(
+            "Shown, not judged: " + "; ".join(f"`{name}`: {why}" for name, why in sorted(unjudged.items())) + "."
+        )
     if nulls:
         lines.append("")
-        lines.append("gem5 reports null (not compared): " + "; ".join(
-            f"`{name}`: {reasons.get(name, 'gem5 has no such count')}" for name in sorted(nulls)) + ".")
+        lines.append(
+            "gem5 reports null (not compared): "
+            + "; ".join(f"`{name}`: {reasons.get(name, 'gem5 has no such count')}" for name in sorted(nulls))
+            + "."
+        )
     return "\n".join(lines)
 
 
@@ -224,11 +270,22 @@ def main_gem5(config, specs: list[KernelSpec], targets: list[str], cache_dir: Pa
         start = time.monotonic()
         # gem5 runs at 1-2 MIPS: the config's timeout (600 s) is too short for the larger kernels
         sim = config.simulation
-        pairs = run_pairs(chosen, config.root, cache_dir, profile, reps=sim.reps, warmup=sim.warmup,
-                          timeout=max(sim.timeout, GEM5_TIMEOUT), workers=jobs, other="gem5")
-        print(f"{name}: {geometry(profile)}, {profile.l1d.line} B lines; per kernel call, REPS={sim.reps} "
-              f"WARMUP={sim.warmup}; bounds with an absolute floor of {FLOOR}; "
-              f"{time.monotonic() - start:.0f} s.\n")
+        pairs = run_pairs(
+            chosen,
+            config.root,
+            cache_dir,
+            profile,
+            reps=sim.reps,
+            warmup=sim.warmup,
+            timeout=max(sim.timeout, GEM5_TIMEOUT),
+            workers=jobs,
+            other="gem5",
+        )
+        print(
+            f"{name}: {geometry(profile)}, {profile.l1d.line} B lines; per kernel call, REPS={sim.reps} "
+            f"WARMUP={sim.warmup}; bounds with an absolute floor of {FLOOR}; "
+            f"{time.monotonic() - start:.0f} s.\n"
+        )
         print(gem5_markdown(pairs, profile) + "\n")
         ok = ok and gem5_passed(pairs, profile)
     return 0 if ok else 1
@@ -239,10 +296,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", type=Path, default=Path("perfguard.toml"))
     parser.add_argument("--kernels", help="comma-separated kernel names (default: every kernel)")
     parser.add_argument("--cache-dir", type=Path, help="default: a fresh temporary directory")
-    parser.add_argument("--wide-l1d", type=int, default=64, metavar="WAYS",
-                        help="also compare with the L1D made this associative, same size and line, which "
-                             "takes out set conflicts that depend on where each emulator puts stack and heap "
-                             "(0: skip; default 64)")
+    parser.add_argument(
+        "--wide-l1d",
+        type=int,
+        default=64,
+        metavar="WAYS",
+        help="also compare with the L1D made this associative, same size and line, which "
+        "takes out set conflicts that depend on where each emulator puts stack and heap "
+        "(0: skip; default 64)",
+    )
     parser.add_argument("-j", "--jobs", type=int)
     parser.add_argument("--gem5", action="store_true", help="QEMU plugin vs gem5 instead of cachegrind")
     parser.add_argument("--targets", default=",".join(GEM5_TARGETS), help="with --gem5: target profiles")
@@ -260,10 +322,20 @@ def main(argv: list[str] | None = None) -> int:
     ok = True
     for profile in profiles:
         sim = config.simulation
-        pairs = run_pairs(specs, config.root, cache_dir, profile, reps=sim.reps, warmup=sim.warmup,
-                          timeout=sim.timeout, workers=args.jobs)
-        print(f"{TARGET}: {geometry(profile)}, {profile.l1d.line} B lines; per kernel call, REPS={sim.reps} "
-              f"WARMUP={sim.warmup}; bounds with an absolute floor of {FLOOR}.\n")
+        pairs = run_pairs(
+            specs,
+            config.root,
+            cache_dir,
+            profile,
+            reps=sim.reps,
+            warmup=sim.warmup,
+            timeout=sim.timeout,
+            workers=args.jobs,
+        )
+        print(
+            f"{TARGET}: {geometry(profile)}, {profile.l1d.line} B lines; per kernel call, REPS={sim.reps} "
+            f"WARMUP={sim.warmup}; bounds with an absolute floor of {FLOOR}.\n"
+        )
         print(markdown(pairs) + "\n")
         ok = ok and passed(pairs)
     return 0 if ok else 1

@@ -32,8 +32,8 @@ REPO = Path(__file__).resolve().parents[1]
 def project(root: Path, cache: Path, targets: list[str]) -> Path:
     text = (REPO / "perfguard.toml").read_text()
     text = re.sub(r"^targets = .*$", f"targets = {json.dumps(targets)}", text, count=1, flags=re.M)
-    text = re.sub(r'^simulator = .*$', 'simulator = "gem5"', text, count=1, flags=re.M)
-    text = re.sub(r'^baseline_dir = .*$', 'baseline_dir = "baselines-gem5"', text, count=1, flags=re.M)
+    text = re.sub(r"^simulator = .*$", 'simulator = "gem5"', text, count=1, flags=re.M)
+    text = re.sub(r"^baseline_dir = .*$", 'baseline_dir = "baselines-gem5"', text, count=1, flags=re.M)
     text = text.replace("[perfguard]\n", f'[perfguard]\ncache_dir = "{cache}"\n', 1)
     root.mkdir(parents=True, exist_ok=True)
     (root / "perfguard.toml").write_text(text)
@@ -75,13 +75,19 @@ def main(argv: list[str] | None = None) -> int:
     update_s = time.monotonic() - start
     write_baselines(config, jobs, results)
     start = time.monotonic()
-    check = perfguard(["check", "--config", str(config_path), "-j", str(args.jobs), "--json", str(work / "check.json")]
-                      + (["--kernels", args.kernels] if args.kernels else []))
+    check = perfguard(
+        ["check", "--config", str(config_path), "-j", str(args.jobs), "--json", str(work / "check.json")]
+        + (["--kernels", args.kernels] if args.kernels else [])
+    )
     check_s = time.monotonic() - start
-    verdicts = {(r["kernel"], r["target"]): r["verdict"] for r in json.loads((work / "check.json").read_text())["results"]}
+    verdicts = {
+        (r["kernel"], r["target"]): r["verdict"] for r in json.loads((work / "check.json").read_text())["results"]
+    }
     totals = simulated_insts(cache)
-    print(f"\nbaseline update (simulates, -j {args.jobs}): {update_s:.0f} s; check (every simulation cached): "
-          f"exit {check}, {check_s:.0f} s\n")
+    print(
+        f"\nbaseline update (simulates, -j {args.jobs}): {update_s:.0f} s; check (every simulation cached): "
+        f"exit {check}, {check_s:.0f} s\n"
+    )
     print("| target | kernel | check verdict | kernel Minsts/call | simulated Minsts (2 runs) | job wall s | MIPS |")
     print("| --- | --- | --- | ---: | ---: | ---: | ---: |")
     for result in results:
@@ -92,8 +98,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"| {result.target} | {result.kernel} | {verdict} | error: {result.error} | | | |")
             continue
         simulated = 2 * total - insts
-        print(f"| {result.target} | {result.kernel} | {verdict} | {insts / 1e6:.2f} | {simulated / 1e6:.1f} "
-              f"| {result.seconds:.0f} | {simulated / 1e6 / result.seconds:.2f} |")
+        print(
+            f"| {result.target} | {result.kernel} | {verdict} | {insts / 1e6:.2f} | {simulated / 1e6:.1f} "
+            f"| {result.seconds:.0f} | {simulated / 1e6 / result.seconds:.2f} |"
+        )
     return 0 if all(r.ok for r in results) and check == 0 else 1
 
 

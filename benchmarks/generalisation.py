@@ -45,8 +45,9 @@ from perfguard.predict.select import stored_model  # noqa: E402
 from perfguard.runs import calibration  # noqa: E402
 
 
-def pooled(features: dict[str, calibration.DatasetFeatures], view: str) -> tuple[np.ndarray, np.ndarray, np.ndarray,
-                                                                                np.ndarray]:
+def pooled(
+    features: dict[str, calibration.DatasetFeatures], view: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Every family's rows at once: X, native seconds, family, group (named family/group)."""
     X = np.vstack([f.X(view) for f in features.values()])
     y = np.concatenate([f.native for f in features.values()])
@@ -84,10 +85,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", type=Path, default=REPO / "perfguard.toml")
     parser.add_argument("--target", default="x86_64")
     parser.add_argument("--predictors", default="mlr,xgboost", help="cross-family correction predictors")
-    parser.add_argument("--nested-predictors", default=",".join(PREDICTORS),
-                        help="predictors the per-family nested selection chooses from (default: all)")
-    parser.add_argument("--recompute", action="store_true",
-                        help="run the nested selection even where the family's model file records it")
+    parser.add_argument(
+        "--nested-predictors",
+        default=",".join(PREDICTORS),
+        help="predictors the per-family nested selection chooses from (default: all)",
+    )
+    parser.add_argument(
+        "--recompute",
+        action="store_true",
+        help="run the nested selection even where the family's model file records it",
+    )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     config = load_config(args.config)
@@ -97,8 +104,12 @@ def main(argv: list[str] | None = None) -> int:
     if not families:
         raise SystemExit(f"generalisation: no datasets in {folder}")
     baselines = config.storage.baseline_dir
-    features = {f: calibration.DatasetFeatures(load_dataset(dataset_path(baselines, profile.name, f)), profile,
-                                               "pipeline", config.storage.cache_dir) for f in families}
+    features = {
+        f: calibration.DatasetFeatures(
+            load_dataset(dataset_path(baselines, profile.name, f)), profile, "pipeline", config.storage.cache_dir
+        )
+        for f in families
+    }
     doc: dict = {"target": profile.name, "families": families, "rows": {f: len(d.rows) for f, d in features.items()}}
 
     pipe_rows = {}
@@ -113,8 +124,11 @@ def main(argv: list[str] | None = None) -> int:
     for f, data in features.items():
         stored = stored_model(config.storage.baseline_dir, profile.name, f)
         recorded = (stored.meta.get("auto") if stored is not None else None) if not args.recompute else None
-        if recorded and stored.meta.get("dataset_hash") == load_dataset(
-                dataset_path(config.storage.baseline_dir, profile.name, f)).digest():
+        if (
+            recorded
+            and stored.meta.get("dataset_hash")
+            == load_dataset(dataset_path(config.storage.baseline_dir, profile.name, f)).digest()
+        ):
             general = calibration.Generalisation(recorded["groups"], recorded["summary"], recorded["use"])
             print(f"\n{f}: as `calibrate train` recorded it in {stored.path} (--recompute to run it again)")
         else:
@@ -124,12 +138,16 @@ def main(argv: list[str] | None = None) -> int:
         print("| held-out shape | chosen | Spearman | pipeline Spearman | best at % | pipeline best at % |")
         print("| --- | --- | ---: | ---: | ---: | ---: |")
         for row in general.groups:
-            print(f"| {row['group']} | {row['chosen']} | {row['model']['spearman']:.3f} | "
-                  f"{row['pipeline']['spearman']:.3f} | {row['model']['best_rank_pct']:.1f} | "
-                  f"{row['pipeline']['best_rank_pct']:.1f} |")
+            print(
+                f"| {row['group']} | {row['chosen']} | {row['model']['spearman']:.3f} | "
+                f"{row['pipeline']['spearman']:.3f} | {row['model']['best_rank_pct']:.1f} | "
+                f"{row['pipeline']['best_rank_pct']:.1f} |"
+            )
         s = general.summary
-        print(f"\nmean {s['model_spearman']:.3f} vs pipeline {s['pipeline_spearman']:.3f} (gain {s['gain']:+.3f}, worst "
-              f"shape {s['worst_group_gain']:+.3f}): auto {'uses' if general.use else 'does not use'} it")
+        print(
+            f"\nmean {s['model_spearman']:.3f} vs pipeline {s['pipeline_spearman']:.3f} (gain {s['gain']:+.3f}, worst "
+            f"shape {s['worst_group_gain']:+.3f}): auto {'uses' if general.use else 'does not use'} it"
+        )
     doc["nested"] = nested
 
     names = [n for n in args.predictors.split(",") if n]
@@ -148,13 +166,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {g} | " + " | ".join(cells) + " |")
     means = [f"{np.mean([pipe_rows[g]['spearman'] for g in shapes]):.3f}"]
     for n in names:
-        means += [f"{np.mean([r['leave_one_family_out']['spearman'] for r in cross[n]]):.3f}",
-                  f"{np.mean([r['leave_one_shape_out']['spearman'] for r in cross[n]]):.3f}"]
+        means += [
+            f"{np.mean([r['leave_one_family_out']['spearman'] for r in cross[n]]):.3f}",
+            f"{np.mean([r['leave_one_shape_out']['spearman'] for r in cross[n]]):.3f}",
+        ]
     print("| mean | " + " | ".join(means) + " |")
     worst = [f"{max(pipe_rows[g]['best_rank_pct'] for g in shapes):.1f}"]
     for n in names:
-        worst += [f"{max(r['leave_one_family_out']['best_rank_pct'] for r in cross[n]):.1f}",
-                  f"{max(r['leave_one_shape_out']['best_rank_pct'] for r in cross[n]):.1f}"]
+        worst += [
+            f"{max(r['leave_one_family_out']['best_rank_pct'] for r in cross[n]):.1f}",
+            f"{max(r['leave_one_shape_out']['best_rank_pct'] for r in cross[n]):.1f}",
+        ]
     print("| true best within top % (worst shape) | " + " | ".join(worst) + " |")
     if args.json:
         atomic_write_text(args.json, json.dumps(doc, indent=1, sort_keys=True) + "\n")

@@ -43,21 +43,57 @@ def kernels(count: int, seed: int = 22) -> list[str]:
     rng = random.Random(seed)
     out, seen = [], set()
     makers = [
-        lambda: ("gemm", "perfguard.kernels.gemm:gemm",
-                 {"M": rng.choice([32, 48, 64, 96]), "N": rng.choice([32, 64]), "K": rng.choice([32, 64, 128]),
-                  "tile_m": rng.choice([4, 8, 16]), "tile_n": rng.choice([8, 16, 32]), "tile_k": rng.choice([4, 8]),
-                  "vector": 8}),
-        lambda: ("gemv", "perfguard.kernels.gemv:gemv",
-                 {"M": rng.choice([64, 128, 256]), "K": rng.choice([64, 128, 256]), "tile_m": rng.choice([4, 8]),
-                  "tile_k": rng.choice([32, 64]), "vector": 8}),
-        lambda: ("conv2d", "perfguard.kernels.conv2d:conv2d",
-                 {"C": rng.choice([4, 8]), "H": rng.choice([8, 12]), "W": rng.choice([8, 12]), "F": rng.choice([8, 16]),
-                  "tile_f": rng.choice([4, 8])}),
-        lambda: ("depthwise_conv2d", "perfguard.kernels.depthwise:depthwise_conv2d",
-                 {"C": rng.choice([4, 8, 16]), "H": rng.choice([10, 14]), "W": rng.choice([10, 14])}),
-        lambda: ("dense_relu", "perfguard.kernels.dense_relu:dense_relu",
-                 {"B": rng.choice([2, 4]), "I": rng.choice([32, 64, 128]), "O": rng.choice([16, 32, 64]),
-                  "tile_o": rng.choice([4, 8]), "vector": 8}),
+        lambda: (
+            "gemm",
+            "perfguard.kernels.gemm:gemm",
+            {
+                "M": rng.choice([32, 48, 64, 96]),
+                "N": rng.choice([32, 64]),
+                "K": rng.choice([32, 64, 128]),
+                "tile_m": rng.choice([4, 8, 16]),
+                "tile_n": rng.choice([8, 16, 32]),
+                "tile_k": rng.choice([4, 8]),
+                "vector": 8,
+            },
+        ),
+        lambda: (
+            "gemv",
+            "perfguard.kernels.gemv:gemv",
+            {
+                "M": rng.choice([64, 128, 256]),
+                "K": rng.choice([64, 128, 256]),
+                "tile_m": rng.choice([4, 8]),
+                "tile_k": rng.choice([32, 64]),
+                "vector": 8,
+            },
+        ),
+        lambda: (
+            "conv2d",
+            "perfguard.kernels.conv2d:conv2d",
+            {
+                "C": rng.choice([4, 8]),
+                "H": rng.choice([8, 12]),
+                "W": rng.choice([8, 12]),
+                "F": rng.choice([8, 16]),
+                "tile_f": rng.choice([4, 8]),
+            },
+        ),
+        lambda: (
+            "depthwise_conv2d",
+            "perfguard.kernels.depthwise:depthwise_conv2d",
+            {"C": rng.choice([4, 8, 16]), "H": rng.choice([10, 14]), "W": rng.choice([10, 14])},
+        ),
+        lambda: (
+            "dense_relu",
+            "perfguard.kernels.dense_relu:dense_relu",
+            {
+                "B": rng.choice([2, 4]),
+                "I": rng.choice([32, 64, 128]),
+                "O": rng.choice([16, 32, 64]),
+                "tile_o": rng.choice([4, 8]),
+                "vector": 8,
+            },
+        ),
     ]
     while len(out) < count:
         family, entry, params = rng.choice(makers)()
@@ -66,16 +102,19 @@ def kernels(count: int, seed: int = 22) -> list[str]:
             continue
         seen.add(key)
         table = ", ".join(f"{k} = {v}" for k, v in params.items())
-        out.append(f'[[kernel]]\nname = "k{len(out):03d}_{family}"\nentry = "{entry}"\nfamily = "{family}"\n'
-                   f"params = {{ {table} }}\n")
+        out.append(
+            f'[[kernel]]\nname = "k{len(out):03d}_{family}"\nentry = "{entry}"\nfamily = "{family}"\n'
+            f"params = {{ {table} }}\n"
+        )
     return out
 
 
 def project(root: Path, count: int, targets: list[str]) -> Path:
     root.mkdir(parents=True)
     config = root / "perfguard.toml"
-    config.write_text("[perfguard]\n" + f"targets = {json.dumps(targets)}\n" + 'cache_dir = "cache"\n\n'
-                      + "\n".join(kernels(count)))
+    config.write_text(
+        "[perfguard]\n" + f"targets = {json.dumps(targets)}\n" + 'cache_dir = "cache"\n\n' + "\n".join(kernels(count))
+    )
     subprocess.run(["git", "init", "-q"], cwd=root, check=True)
     return config
 
@@ -116,8 +155,14 @@ def timed(config: Path, args: list[str], ok: tuple[int, ...] = (0,)) -> dict:
     load = os.getloadavg()[0]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "perfguard.shells.cli", *args, "--config", str(config)],
-                            cwd=config.parent, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "perfguard.shells.cli", *args, "--config", str(config)],
+        cwd=config.parent,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     memory = PeakMemory(proc.pid)
     out, _ = proc.communicate()
     wall = time.perf_counter() - start
@@ -150,8 +195,11 @@ def main() -> None:
             rows[name] = timed(config, ["check", *jobs, *extra], ok)
             rows[name]["stages"] = json.loads(report.read_text()).get("timings", {}).get("stages", {})
         text = config.read_text()
-        config.write_text(text.replace("tile_m = 4,", "tile_m = 2,", 1) if "tile_m = 4," in text
-                          else text.replace("vector = 8", "vector = 4", 1))
+        config.write_text(
+            text.replace("tile_m = 4,", "tile_m = 2,", 1)
+            if "tile_m = 4," in text
+            else text.replace("vector = 8", "vector = 4", 1)
+        )
         rows["edit"] = timed(config, ["check", *jobs], (0, 1))
         rows["edit"]["stages"] = json.loads(report.read_text()).get("timings", {}).get("stages", {})
         results = len(json.loads(report.read_text())["results"])
@@ -164,14 +212,19 @@ def main() -> None:
     print("| run | CPU s | CPU s per result | wall s | load before / after | peak memory MB |")
     print("| --- | ---: | ---: | ---: | --- | ---: |")
     for name, r in rows.items():
-        print(f"| {name} | {r['cpu_s']:.1f} | {r['cpu_s'] / results:.2f} | {r['wall_s']:.1f} | "
-              f"{r['load'][0]:.1f} / {r['load'][1]:.1f} | {r['peak_rss_mb']:.0f} |")
+        print(
+            f"| {name} | {r['cpu_s']:.1f} | {r['cpu_s'] / results:.2f} | {r['wall_s']:.1f} | "
+            f"{r['load'][0]:.1f} / {r['load'][1]:.1f} | {r['peak_rss_mb']:.0f} |"
+        )
     names = list(dict.fromkeys(s for r in rows.values() for s in r.get("stages", {})))
     print("\n| stage (CPU s / wall s) | " + " | ".join(n for n in rows if "stages" in rows[n]) + " |")
     print("| --- |" + " ---: |" * sum("stages" in r for r in rows.values()))
     for stage in names:
-        cells = [f"{r['stages'][stage]['cpu_s']:.1f} / {r['stages'][stage]['wall_s']:.1f}" if stage in r["stages"]
-                 else "" for r in rows.values() if "stages" in r]
+        cells = [
+            f"{r['stages'][stage]['cpu_s']:.1f} / {r['stages'][stage]['wall_s']:.1f}" if stage in r["stages"] else ""
+            for r in rows.values()
+            if "stages" in r
+        ]
         print(f"| {stage} | " + " | ".join(cells) + " |")
 
 

@@ -51,8 +51,9 @@ def catalogue_rows(work: Path, cache: Path) -> list[Row]:
         trial = catalogue.try_case(case, seeded, work / f"case-{i}")
         total_lost += lost(trial.before, trial.after)
         total_wrong += catalogue.wrong_verdicts(case, trial)
-    return [("bad input", "catalogue rows (docs/bad-input.md)", f"{len(catalogue.CASES)} rows", total_lost,
-             total_wrong)]
+    return [
+        ("bad input", "catalogue rows (docs/bad-input.md)", f"{len(catalogue.CASES)} rows", total_lost, total_wrong)
+    ]
 
 
 def fuzz_rows(examples: int, seed: int | None) -> list[Row]:
@@ -60,8 +61,13 @@ def fuzz_rows(examples: int, seed: int | None) -> list[Row]:
     for name, (strategies, body) in fuzz.PROPERTIES.items():
         counts: collections.Counter = collections.Counter()
 
-        @settings(max_examples=examples, deadline=None, derandomize=seed is None, database=None,
-                  suppress_health_check=list(HealthCheck))
+        @settings(
+            max_examples=examples,
+            deadline=None,
+            derandomize=seed is None,
+            database=None,
+            suppress_health_check=list(HealthCheck),
+        )
         @given(st.tuples(*strategies))
         def run(args):
             fuzz.OUTCOMES.clear()
@@ -109,8 +115,15 @@ def fault_rows(work: Path, cache: Path) -> list[Row]:
 def writer_rows(work: Path, cache: Path, rounds: int, pairs: int) -> list[Row]:
     figures = F.concurrent_writers(work / "stress" / "baselines", writers=4, rounds=rounds)
     wrong = figures["unreadable"] + figures["mixed"] + figures["failed_writers"] + int(figures["final_writers"] != 1)
-    rows = [("concurrency", "4 writer processes replacing 5 baselines, 1 reader (every other pass under the lock)",
-             f"{figures['writes']} updates, {figures['reads']} reads", len(figures["leftover"]), wrong)]
+    rows = [
+        (
+            "concurrency",
+            "4 writer processes replacing 5 baselines, 1 reader (every other pass under the lock)",
+            f"{figures['writes']} updates, {figures['reads']} reads",
+            len(figures["leftover"]),
+            wrong,
+        )
+    ]
     config = F.seed(work / "pairs" / "proj", cache)
     baselines_lost = wrong = 0
     for _ in range(pairs):
@@ -120,8 +133,9 @@ def writer_rows(work: Path, cache: Path, rounds: int, pairs: int) -> list[Row]:
         wrong += sum(r.code != 0 for r in runs)
         names = sorted(p.name for p in (config.parent / "baselines").rglob("*") if p.is_file())
         baselines_lost += int(names != ["gemm_f.json", "gemv_h.json"])  # a missing file, or a temp/lock left
-    rows.append(("concurrency", "2 `perfguard baseline update` processes at once", f"{pairs} pairs",
-                 baselines_lost, wrong))
+    rows.append(
+        ("concurrency", "2 `perfguard baseline update` processes at once", f"{pairs} pairs", baselines_lost, wrong)
+    )
     return rows
 
 
@@ -131,7 +145,9 @@ def main() -> int:
     parser.add_argument("--writer-rounds", type=int, default=40, help="updates per concurrent writer process")
     parser.add_argument("--update-pairs", type=int, default=5, help="pairs of concurrent baseline updates")
     parser.add_argument("--parts", default="catalogue,fuzz,faults,writers", help="which parts to run")
-    parser.add_argument("--seed", type=int, help="fuzz with this seed (default: derandomized, the same inputs each run)")
+    parser.add_argument(
+        "--seed", type=int, help="fuzz with this seed (default: derandomized, the same inputs each run)"
+    )
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="perfguard-hardening-"))
     cache = work / "cache"

@@ -55,19 +55,28 @@ def side_table(name: str, per_side: dict[str, list[float]]) -> str:
     spreads = {k: spread(v) for k, v in per_side.items()}
     worst = max(spreads, key=spreads.get)
     moved = ", ".join(f"{sum(s > m for s in spreads.values())} above {100 * m:g} %" for m in MOVED)
-    return (f"{name}: {len(spreads)} kernels; spread over the offsets median {100 * statistics.median(spreads.values()):.1f} %, "
-            f"{moved}; max {100 * spreads[worst]:.1f} % ({worst})")
+    return (
+        f"{name}: {len(spreads)} kernels; spread over the offsets median {100 * statistics.median(spreads.values()):.1f} %, "
+        f"{moved}; max {100 * spreads[worst]:.1f} % ({worst})"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config")
-    parser.add_argument("--offsets", default="0,64,128,192",
-                        help="bytes of padding before the kernel's code, comma-separated (default 0,64,128,192)")
+    parser.add_argument(
+        "--offsets",
+        default="0,64,128,192",
+        help="bytes of padding before the kernel's code, comma-separated (default 0,64,128,192)",
+    )
     parser.add_argument("--pairs", help="comma-separated substrings of pair names (default: every pair)")
     parser.add_argument("--native", action="store_true", help="time every kernel at every offset on this machine")
-    parser.add_argument("--processes", type=int, default=PROCESSES,
-                        help=f"harness processes per kernel and offset in each attempt (default {PROCESSES})")
+    parser.add_argument(
+        "--processes",
+        type=int,
+        default=PROCESSES,
+        help=f"harness processes per kernel and offset in each attempt (default {PROCESSES})",
+    )
     parser.add_argument("--json", type=Path, help="write every figure here")
     parser.add_argument("-j", "--jobs", type=int, default=None)
     args = parser.parse_args(argv)
@@ -98,26 +107,37 @@ def main(argv: list[str] | None = None) -> int:
                 side_of[(pair.name, k)] = known
                 continue
             side_of[(pair.name, k)] = label
-            kernels[label] = {"key": first,
-                              "binaries": {o: str(binary_at[o].binary) for o in offsets},
-                              "insts": {o: binary_at[o].stats.insts for o in offsets},
-                              "cycles": {o: float(model.cycles(binary_at[o].stats, label)) for o in offsets}}
+            kernels[label] = {
+                "key": first,
+                "binaries": {o: str(binary_at[o].binary) for o in offsets},
+                "insts": {o: binary_at[o].stats.insts for o in offsets},
+                "cycles": {o: float(model.cycles(binary_at[o].stats, label)) for o in offsets},
+            }
     changed_counts = sorted(name for name, fig in kernels.items() if len(set(fig["insts"].values())) > 1)
-    lines = [f"code offsets {offsets}, {len(pairs)} pairs, {len(kernels)} distinct kernels, pipeline model {model.model_id}",
-             f"instruction counts differ between offsets on {len(changed_counts)} kernels"
-             + (f" (first: {changed_counts[0]})" if changed_counts else ""),
-             side_table("pipeline model, predicted cycles", {k: list(f["cycles"].values()) for k, f in kernels.items()})]
+    lines = [
+        f"code offsets {offsets}, {len(pairs)} pairs, {len(kernels)} distinct kernels, pipeline model {model.model_id}",
+        f"instruction counts differ between offsets on {len(changed_counts)} kernels"
+        + (f" (first: {changed_counts[0]})" if changed_counts else ""),
+        side_table("pipeline model, predicted cycles", {k: list(f["cycles"].values()) for k, f in kernels.items()}),
+    ]
     if args.native:
         cpu = pick_cpu()
         machine = this_machine().to_dict()
         for i, (label, fig) in enumerate(kernels.items(), 1):
             log(f"[{i}/{len(kernels)}] timing {label} at {len(offsets)} offsets")
-            timings = time_interleaved([Path(fig["binaries"][o]) for o in offsets], profile,
-                                       [f"{label} (offset {o})" for o in offsets], processes=args.processes, cpu=cpu)
+            timings = time_interleaved(
+                [Path(fig["binaries"][o]) for o in offsets],
+                profile,
+                [f"{label} (offset {o})" for o in offsets],
+                processes=args.processes,
+                cpu=cpu,
+            )
             fig["native_s"] = {o: t.median_s for o, t in zip(offsets, timings)}
             fig["native_steady"] = all(t.steady for t in timings)
-        lines.append(f"native, {machine['cpu_id']}: " + side_table(
-            "median call", {k: list(f["native_s"].values()) for k, f in kernels.items()}))
+        lines.append(
+            f"native, {machine['cpu_id']}: "
+            + side_table("median call", {k: list(f["native_s"].values()) for k, f in kernels.items()})
+        )
         unsteady = [k for k, f in kernels.items() if not f["native_steady"]]
         lines.append(f"unsteady native timings (kept, flagged): {len(unsteady)}")
 
@@ -138,17 +158,21 @@ def main(argv: list[str] | None = None) -> int:
         # how far a pair's time ratio (after / before) moves from the first offset's, as a fraction
         moves = [max(abs((1 + r[what][o]) / (1 + r[what][offsets[0]]) - 1) for o in offsets) for r in rows]
         worst = rows[max(range(len(rows)), key=moves.__getitem__)]["pair"]
-        lines.append(f"{what}: pair ratios (after / before), largest move from offset {offsets[0]}'s: median "
-                     f"{100 * statistics.median(moves):.1f} %, above 5 % on {sum(m > 0.05 for m in moves)} of "
-                     f"{len(rows)}, above 10 % on {sum(m > 0.10 for m in moves)}; max {100 * max(moves):.1f} % ({worst})")
+        lines.append(
+            f"{what}: pair ratios (after / before), largest move from offset {offsets[0]}'s: median "
+            f"{100 * statistics.median(moves):.1f} %, above 5 % on {sum(m > 0.05 for m in moves)} of "
+            f"{len(rows)}, above 10 % on {sum(m > 0.10 for m in moves)}; max {100 * max(moves):.1f} % ({worst})"
+        )
     if args.native:
         at_first = [r["native"][offsets[0]] for r in rows]
         mean = [r["native_mean"] for r in rows]
         predicted = [r["pipeline"][offsets[0]] for r in rows]
         predicted_mean = [geomean([1 + r["pipeline"][o] for o in offsets]) - 1 for r in rows]
-        lines.append(f"Spearman, pipeline (offset {offsets[0]}) against native at offset {offsets[0]}: "
-                     f"{spearman(predicted, at_first):.3f}; against native averaged over the offsets: "
-                     f"{spearman(predicted, mean):.3f}; pipeline averaged too: {spearman(predicted_mean, mean):.3f}")
+        lines.append(
+            f"Spearman, pipeline (offset {offsets[0]}) against native at offset {offsets[0]}: "
+            f"{spearman(predicted, at_first):.3f}; against native averaged over the offsets: "
+            f"{spearman(predicted, mean):.3f}; pipeline averaged too: {spearman(predicted_mean, mean):.3f}"
+        )
     print("\n".join(lines))
     if args.json:
         out = {"offsets": offsets, "model": model.model_id, "kernels": kernels, "pairs": rows, "summary": lines}

@@ -77,8 +77,15 @@ def synthetic(kind: str) -> list[str]:
         return [f"vmovups {32 * i}(%rsi), %ymm{i}" for i in range(16)]
     if kind == "stores":
         return [f"vmovups %ymm{i}, {32 * i}(%rsi)" for i in range(16)]
-    return [line for i in range(8) for line in  # spilled accumulators
-            (f"vmovups {32 * i}(%rsi), %ymm{i}", f"vaddps %ymm15, %ymm{i}, %ymm{i}", f"vmovups %ymm{i}, {32 * i}(%rsi)")]
+    return [
+        line
+        for i in range(8)
+        for line in (  # spilled accumulators
+            f"vmovups {32 * i}(%rsi), %ymm{i}",
+            f"vaddps %ymm15, %ymm{i}, %ymm{i}",
+            f"vmovups %ymm{i}, {32 * i}(%rsi)",
+        )
+    ]
 
 
 def tvm_block() -> list[str]:
@@ -124,17 +131,40 @@ def splits(body: list[str], offset: int) -> int:
 def assembly(bodies: dict[str, list[str]]) -> str:
     lines = [".text"]
     for k, body in enumerate(bodies.values()):
-        lines += [f".globl body{k}", f"body{k}:", ".p2align 6", f".Lbody{k}:", *body,
-                  "dec %rdi", f"jnz .Lbody{k}", "vzeroupper", "ret"]
-    lines += [".globl chain", "chain:", ".p2align 6", ".Lchain:", *["add $1, %rax"] * CHAIN,
-              "dec %rdi", "jnz .Lchain", "ret", '.section .note.GNU-stack,"",@progbits']
+        lines += [
+            f".globl body{k}",
+            f"body{k}:",
+            ".p2align 6",
+            f".Lbody{k}:",
+            *body,
+            "dec %rdi",
+            f"jnz .Lbody{k}",
+            "vzeroupper",
+            "ret",
+        ]
+    lines += [
+        ".globl chain",
+        "chain:",
+        ".p2align 6",
+        ".Lchain:",
+        *["add $1, %rax"] * CHAIN,
+        "dec %rdi",
+        "jnz .Lchain",
+        "ret",
+        '.section .note.GNU-stack,"",@progbits',
+    ]
     return "\n".join(lines) + "\n"
 
 
 def mca_cycles(body: list[str], cpu: str) -> float:
     text = "\n".join(body) + "\ndec %rdi\njnz .Lx\n"
-    out = subprocess.run(["llvm-mca-19", "-mtriple=x86_64-linux-gnu", f"-mcpu={cpu}", "-iterations=1000"],
-                         input=text, capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        ["llvm-mca-19", "-mtriple=x86_64-linux-gnu", f"-mcpu={cpu}", "-iterations=1000"],
+        input=text,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     total = next(line for line in out.splitlines() if line.startswith("Total Cycles:"))
     return int(total.split()[-1]) / 1000
 
@@ -150,20 +180,29 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         names = [f"body{k}" for k in range(len(bodies))]
-        (work / "main.c").write_text(HARNESS % {"chain": CHAIN, "names": ", ".join(names),
-                                                "decls": "\n".join(f"body_fn {n};" for n in names)})
+        (work / "main.c").write_text(
+            HARNESS % {"chain": CHAIN, "names": ", ".join(names), "decls": "\n".join(f"body_fn {n};" for n in names)}
+        )
         (work / "loops.s").write_text(assembly(bodies))
-        subprocess.run(["cc", "-O2", "-o", str(work / "bench"), str(work / "main.c"), str(work / "loops.s")], check=True)
-        out = subprocess.run(["taskset", "-c", str(args.cpu), str(work / "bench"), str(args.runs)],
-                             capture_output=True, text=True, check=True).stdout.split("\n")
+        subprocess.run(
+            ["cc", "-O2", "-o", str(work / "bench"), str(work / "main.c"), str(work / "loops.s")], check=True
+        )
+        out = subprocess.run(
+            ["taskset", "-c", str(args.cpu), str(work / "bench"), str(args.runs)],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split("\n")
     ghz = float(out[0])
     cycles: dict[tuple[int, int], float] = {}
     for line in out[1:]:
         if line:
             k, o, value = line.split()
             cycles[(int(k), int(o))] = float(value)
-    print(f"best of {args.runs} batches, core {args.cpu} at {ghz:.2f} GHz (dependent-add chain); cycles per "
-          f"iteration with the slots at +0/+16/+32/+48 bytes in a line (split accesses)\n")
+    print(
+        f"best of {args.runs} batches, core {args.cpu} at {ghz:.2f} GHz (dependent-add chain); cycles per "
+        f"iteration with the slots at +0/+16/+32/+48 bytes in a line (split accesses)\n"
+    )
     print(f"| body | accesses to slots | +0 | +16 | +32 | +48 | cycles per split | llvm-mca {args.mcpu} |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for k, (kind, body) in enumerate(bodies.items()):

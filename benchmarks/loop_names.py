@@ -39,8 +39,12 @@ def main() -> None:
     ap.add_argument("--targets", default="x86_64,aarch64,riscv64")
     ap.add_argument("--kernels", default=None)
     ap.add_argument("--cover", type=float, default=0.9)
-    ap.add_argument("--weight", choices=("cycles", "insts"), default="cycles",
-                    help="weigh sites by pipeline-model cycles (default) or by instructions run")
+    ap.add_argument(
+        "--weight",
+        choices=("cycles", "insts"),
+        default="cycles",
+        help="weigh sites by pipeline-model cycles (default) or by instructions run",
+    )
     args = ap.parse_args()
     config = load_config(Path(args.config))
     pairs = select(config, args.kernels.split(",") if args.kernels else None, args.targets.split(","))
@@ -71,8 +75,10 @@ def main() -> None:
             depth.setdefault(loop.var, (len(layout.nest.path(i)), i))
         row: Counter = Counter()
         rows.append((job.label, row))
-        print(f"\n{job.label}: {len(blocks)} kernel blocks; loop variables with locations: "
-              f"{sorted(v for v in ranges if v in depth and ranges[v])}")
+        print(
+            f"\n{job.label}: {len(blocks)} kernel blocks; loop variables with locations: "
+            f"{sorted(v for v in ranges if v in depth and ranges[v])}"
+        )
         covered = 0
         for addr in blocks:
             if covered >= args.cover * total:
@@ -96,12 +102,20 @@ def main() -> None:
                 tally["with_dwarf"] += 1
                 if loop is not None:
                     nest = layout.nest
-                    me = next(i for i in range(len(nest.loops))
-                              if [nest.loops[j].var for j in nest.path(i)] == [x.var for x in loop.path])
+                    me = next(
+                        i
+                        for i in range(len(nest.loops))
+                        if [nest.loops[j].var for j in nest.path(i)] == [x.var for x in loop.path]
+                    )
                     around = {nest.loops[j].var for j in nest.path(me)}
-                    inner = {nest.loops[j].var for j in range(len(nest.loops))
-                             if me in nest.path(j) and j != me and j not in layout.flat
-                             and not any(k in layout.flat for k in nest.path(j)[nest.path(j).index(me) + 1:])}
+                    inner = {
+                        nest.loops[j].var
+                        for j in range(len(nest.loops))
+                        if me in nest.path(j)
+                        and j != me
+                        and j not in layout.flat
+                        and not any(k in layout.flat for k in nest.path(j)[nest.path(j).index(me) + 1 :])
+                    }
                     deeper = (live & inner) - around
                     if deeper:
                         verdict, outcome = f"DEEPER LOOP LIVE ({', '.join(sorted(deeper))})", "contradicted"
@@ -118,18 +132,29 @@ def main() -> None:
             row[kind] += share
             tally["blocks"] += 1
             print(f"  0x{addr:x} {share:5.1f} % x{runs:<8} {kind:9} {said}{'  ' + verdict if verdict else ''}")
-    print("\n| kernel [target] | named | ambiguous | unnamed | named & confirmed | named, a deeper loop's variable live "
-          "| named, not located |\n|---|--:|--:|--:|--:|--:|--:|")
+    print(
+        "\n| kernel [target] | named | ambiguous | unnamed | named & confirmed | named, a deeper loop's variable live "
+        "| named, not located |\n|---|--:|--:|--:|--:|--:|--:|"
+    )
     for label, row in rows:
-        print(f"| {label} | " + " | ".join(f"{row[k]:.0f} %" for k in ("named", "ambiguous", "unnamed", "confirmed",
-                                                                       "contradicted", "unconfirmed")) + " |")
-    print(f"\nhot blocks: {tally['blocks']}: named {tally['named']}, ambiguous {tally['ambiguous']}, "
-          f"unnamed {tally['unnamed']}; with a DWARF location {tally['with_dwarf']}; of the named: confirmed "
-          f"{tally['confirmed']}, not located {tally['unconfirmed']}, a deeper loop's variable live "
-          f"{tally['contradicted']}")
-    print(f"share of the kernel's {'pipeline-model cycles' if args.weight == 'cycles' else 'instructions'}: named {tally['named_share'] / max(1, tally['kernels']):.1f} %, "
-          f"ambiguous {tally['ambiguous_share'] / max(1, tally['kernels']):.1f} %, unnamed "
-          f"{tally['unnamed_share'] / max(1, tally['kernels']):.1f} % (mean per kernel x target)")
+        print(
+            f"| {label} | "
+            + " | ".join(
+                f"{row[k]:.0f} %" for k in ("named", "ambiguous", "unnamed", "confirmed", "contradicted", "unconfirmed")
+            )
+            + " |"
+        )
+    print(
+        f"\nhot blocks: {tally['blocks']}: named {tally['named']}, ambiguous {tally['ambiguous']}, "
+        f"unnamed {tally['unnamed']}; with a DWARF location {tally['with_dwarf']}; of the named: confirmed "
+        f"{tally['confirmed']}, not located {tally['unconfirmed']}, a deeper loop's variable live "
+        f"{tally['contradicted']}"
+    )
+    print(
+        f"share of the kernel's {'pipeline-model cycles' if args.weight == 'cycles' else 'instructions'}: named {tally['named_share'] / max(1, tally['kernels']):.1f} %, "
+        f"ambiguous {tally['ambiguous_share'] / max(1, tally['kernels']):.1f} %, unnamed "
+        f"{tally['unnamed_share'] / max(1, tally['kernels']):.1f} % (mean per kernel x target)"
+    )
 
 
 if __name__ == "__main__":

@@ -60,8 +60,9 @@ def _schedule(mod, vector: int, unroll: int):
     return sch.mod
 
 
-def model_kernel(model: str = "mlp", op: str = "matmul_add_relu", which: int = 0, vector: int = 1, unroll: int = 0,
-                 **params):
+def model_kernel(
+    model: str = "mlp", op: str = "matmul_add_relu", which: int = 0, vector: int = 1, unroll: int = 0, **params
+):
     """`which`: among several kernels of the operator (conv_block's two 3x3 convolutions), the
     which-th in name order."""
     import tvm

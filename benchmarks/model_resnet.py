@@ -66,8 +66,13 @@ def perfguard(config: Path, *args: str) -> tuple[int, str, float, float]:
     env = dict(os.environ, PYTHONPATH=str(REPO))
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "perfguard.shells.cli", *args, "--config", str(config)],
-                          capture_output=True, text=True, env=env, cwd=config.parent)
+    proc = subprocess.run(
+        [sys.executable, "-m", "perfguard.shells.cli", *args, "--config", str(config)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=config.parent,
+    )
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
@@ -86,9 +91,11 @@ def edits(target: str, cache: Path) -> None:
         report = json.loads((work / "edit.json").read_text())
         (view,) = report["models"]
         s = report["summary"]
-        print(f"### {name}\n\n`perfguard check` exit {code}: model {view['verdict']} {view['delta_pct']:+.2f} % "
-              f"({view['baseline_total_s'] * 1e3:.3f} -> {view['current_total_s'] * 1e3:.3f} ms per inference); "
-              f"model kernels: {s.get('changed', 0)} changed, {s['new']} new, {s['removed']} removed\n")
+        print(
+            f"### {name}\n\n`perfguard check` exit {code}: model {view['verdict']} {view['delta_pct']:+.2f} % "
+            f"({view['baseline_total_s'] * 1e3:.3f} -> {view['current_total_s'] * 1e3:.3f} ms per inference); "
+            f"model kernels: {s.get('changed', 0)} changed, {s['new']} new, {s['removed']} removed\n"
+        )
         print("```")
         print("\n".join(view["changes"]))
         print("```\n")
@@ -100,8 +107,9 @@ def _totals(report: dict) -> dict[str, dict]:
     out: dict[str, dict] = {}
     results = {(r["kernel"], r["target"]): r for r in report["results"]}
     for view in report["models"]:
-        t = out.setdefault(view["target"], {"time": view["current_total_s"], "flops": 0.0, "fp": 0, "vec_fp": 0,
-                                            "kernels": 0})
+        t = out.setdefault(
+            view["target"], {"time": view["current_total_s"], "flops": 0.0, "fp": 0, "vec_fp": 0, "kernels": 0}
+        )
         for row in view["kernels"]:
             r = results[(row["kernel"], view["target"])]
             calls = row["calls"] or 0
@@ -125,8 +133,9 @@ def schedule(targets: list[str], cache: Path) -> None:
         for kind, found in rows.items():
             t = found[target]
             share = t["vec_fp"] / (t["fp"] + t["vec_fp"]) * 100 if t["fp"] + t["vec_fp"] else 0.0
-            print(f"| {target} | {kind} | {t['time'] * 1e3:.2f} ms | {t['flops'] / t['time'] / 1e9:.2f} | "
-                  f"{share:.1f} % |")
+            print(
+                f"| {target} | {kind} | {t['time'] * 1e3:.2f} ms | {t['flops'] / t['time'] / 1e9:.2f} | {share:.1f} % |"
+            )
         before, after = (rows[k][target]["time"] for k in rows)
         print(f"| {target} | speed-up | {before / after:.1f}x | | |")
 
@@ -137,8 +146,11 @@ def timing(targets: list[str], cache: Path) -> None:
     check's own stage timings (perfguard.timings, the JSON report's `timings`)."""
     work = Path(tempfile.mkdtemp(prefix="pg-resnet-timing-"))
     config = project(work, targets, cache)
-    for label, edit in (("cold (empty cache)", {}), ("no-op (nothing changed)", {}),
-                        ("stage 4 widened (512 -> 640 channels)", dict(widths=(64, 128, 256, 640)))):
+    for label, edit in (
+        ("cold (empty cache)", {}),
+        ("no-op (nothing changed)", {}),
+        ("stage 4 widened (512 -> 640 channels)", dict(widths=(64, 128, 256, 640))),
+    ):
         if edit:
             project(work, targets, cache, **edit)
         _, _, cpu, wall = perfguard(config, "check", "--json", str(work / "check.json"))
@@ -151,8 +163,10 @@ def timing(targets: list[str], cache: Path) -> None:
         if total:
             print(f"| total | {total['wall_s']:.2f} | {total['cpu_s']:.2f} |")
         jobs = timings.get("jobs") or []
-        print(f"\n{len(jobs)} jobs, {sum(1 for j in jobs if j.get('reused'))} reused from their records"
-              + ("; the whole check reused from its record" if timings.get("reused") else ""))
+        print(
+            f"\n{len(jobs)} jobs, {sum(1 for j in jobs if j.get('reused'))} reused from their records"
+            + ("; the whole check reused from its record" if timings.get("reused") else "")
+        )
 
 
 def main() -> None:

@@ -39,9 +39,13 @@ from perfguard.sim.base import get_simulator  # noqa: E402
 
 ISAS = ("x86_64", "aarch64", "riscv64")
 # Long reductions, small outputs: K (gemm, gemv, dense_relu), C x R x S (conv2d), R x S (depthwise).
-LONG = {"gemm": dict(M=16, N=16, K=2048), "gemv": dict(M=64, K=4096), "dense_relu": dict(B=4, I=2048, O=32),
-        "conv2d": dict(C=128, H=8, W=8, F=16, R=3, S=3, stride=1, padding=1),
-        "depthwise_conv2d": dict(C=16, H=16, W=16, R=7, S=7, padding=3)}
+LONG = {
+    "gemm": dict(M=16, N=16, K=2048),
+    "gemv": dict(M=64, K=4096),
+    "dense_relu": dict(B=4, I=2048, O=32),
+    "conv2d": dict(C=128, H=8, W=8, F=16, R=3, S=3, stride=1, padding=1),
+    "depthwise_conv2d": dict(C=16, H=16, W=16, R=7, S=7, padding=3),
+}
 LOOSE = dict(rtol=0.5, atol=1e30)  # nothing fails while measuring
 HALF_ISAS = ("x86_64", "aarch64", "aarch64dot")
 HALF_LONG = {"gemm": dict(M=16, N=32, K=1024, dtype="float16")}
@@ -67,8 +71,11 @@ def specs(config, variants: int, half: bool = False) -> list[KernelSpec]:
         for i, params in enumerate(itertools.islice(fam.space(**shape), 0, None, 37)):
             if i >= variants:
                 break
-            out.append(KernelSpec(f"{family}_long_{i}", f"{fam.entry.__module__}:{fam.entry.__name__}", family,
-                                  params, **LOOSE))
+            out.append(
+                KernelSpec(
+                    f"{family}_long_{i}", f"{fam.entry.__module__}:{fam.entry.__name__}", family, params, **LOOSE
+                )
+            )
     return out
 
 
@@ -110,8 +117,10 @@ def main() -> int:
         cells = [f"{found[name, isa]:.2e}" if (name, isa) in found else "-" for isa in isas]
         print(f"| {name} | " + " | ".join(cells) + " |")
     print("| **largest** | " + " | ".join(f"**{worst[i]:.2e}**" if i in worst else "-" for i in isas) + " |")
-    print(f"\n{dtype} default tolerance: {DEFAULT_TOL[dtype]:.0e}, "
-          f"{DEFAULT_TOL[dtype] / max(worst.values()):.0f}x the largest need")
+    print(
+        f"\n{dtype} default tolerance: {DEFAULT_TOL[dtype]:.0e}, "
+        f"{DEFAULT_TOL[dtype] / max(worst.values()):.0f}x the largest need"
+    )
     return 0
 
 

@@ -63,8 +63,13 @@ print(json.dumps({"import": t1 - t0, "read": t2 - t1, "cold": t3 - t2, "changed"
 def run_once(report: Path) -> dict:
     with tempfile.TemporaryDirectory(prefix="report-time-") as out:
         # cwd: not this checkout, which `python -c` would put ahead of PYTHONPATH
-        proc = subprocess.run([sys.executable, "-c", CHILD, str(report.resolve()), out], capture_output=True,
-                              text=True, check=True, cwd=out)
+        proc = subprocess.run(
+            [sys.executable, "-c", CHILD, str(report.resolve()), out],
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=out,
+        )
     return {**json.loads(proc.stdout.splitlines()[-1]), "tree": proc.stderr.split("perfguard from ")[-1].strip()}
 
 
@@ -75,14 +80,19 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     runs = [run_once(args.report) for _ in range(args.runs)]
     first = runs[0]
-    print(f"{args.report.name}: {first['results']} results, {first['pages']} pages, {first['charts']} charts; "
-          f"median of {args.runs} fresh processes, CPU seconds (user + sys); perfguard from {first['tree']}\n")
+    print(
+        f"{args.report.name}: {first['results']} results, {first['pages']} pages, {first['charts']} charts; "
+        f"median of {args.runs} fresh processes, CPU seconds (user + sys); perfguard from {first['tree']}\n"
+    )
     print("| step | median | min | max |")
     print("| --- | ---: | ---: | ---: |")
-    for key, label in (("import", "import the renderers (and what they import)"), ("read", "read the JSON report"),
-                       ("cold", "render every page, cold (templates compiled)"),
-                       ("changed", f"render every page again, {first['kernel']} changed"),
-                       ("total", "the whole process")):
+    for key, label in (
+        ("import", "import the renderers (and what they import)"),
+        ("read", "read the JSON report"),
+        ("cold", "render every page, cold (templates compiled)"),
+        ("changed", f"render every page again, {first['kernel']} changed"),
+        ("total", "the whole process"),
+    ):
         values = [r[key] for r in runs]
         print(f"| {label} | {statistics.median(values):.3f} | {min(values):.3f} | {max(values):.3f} |")
     return 0

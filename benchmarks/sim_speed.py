@@ -37,8 +37,9 @@ def timed(cmd: list[str]) -> float:
 
 def plugin_at(rev: str, work: Path) -> Path:
     """The plugin built from its source at git revision `rev`."""
-    source = subprocess.run(["git", "show", f"{rev}:perfguard/sim/qemu_plugin.c"], capture_output=True,
-                            check=True).stdout
+    source = subprocess.run(
+        ["git", "show", f"{rev}:perfguard/sim/qemu_plugin.c"], capture_output=True, check=True
+    ).stdout
     src, lib = work / f"plugin-{rev}.c", work / f"plugin-{rev}.so"
     src.write_bytes(source)
     subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", str(lib), str(src)], check=True)
@@ -56,10 +57,11 @@ def compare_plugins(sim: QemuSimulator, old: Path, binaries: dict, runs: int, re
         times: dict[Path, list[float]] = {old: [], new: []}
         with tempfile.TemporaryDirectory() as tmp:
             for i in range(runs):
-                for lib in ((old, new) if i % 2 == 0 else (new, old)):
+                for lib in (old, new) if i % 2 == 0 else (new, old):
                     arg = sim._plugin_arg(lib, Path(tmp) / "stats.txt", profile)
-                    times[lib].append(timed([profile.qemu, *profile.qemu_cpu, "-plugin", arg, str(binary),
-                                             str(reps), "0"]))
+                    times[lib].append(
+                        timed([profile.qemu, *profile.qemu_cpu, "-plugin", arg, str(binary), str(reps), "0"])
+                    )
         before, after = (insts / 1e6 / statistics.median(times[lib]) for lib in (old, new))
         print(f"| {isa} | {before:.0f} | {after:.0f} | {after / before:.3f} |")
 
@@ -73,8 +75,12 @@ def main() -> None:
     args = parser.parse_args()
     cache_dir = Path(tempfile.mkdtemp(prefix="pg-bench-"))
     n = args.size
-    spec = KernelSpec("bench_gemm", "perfguard.kernels.gemm:gemm", "gemm",
-                      {"M": n, "N": n, "K": n, "tile_m": 32, "tile_n": 32, "tile_k": 32, "vector": 8})
+    spec = KernelSpec(
+        "bench_gemm",
+        "perfguard.kernels.gemm:gemm",
+        "gemm",
+        {"M": n, "N": n, "K": n, "tile_m": 32, "tile_n": 32, "tile_k": 32, "vector": 8},
+    )
     sim = QemuSimulator(cache_dir)
     rows = []
     binaries = {}
@@ -92,25 +98,51 @@ def main() -> None:
             start = time.perf_counter()
             sim.run(binary, profile, reps, 3600)
             plugin.append(time.perf_counter() - start)
-        row = {"isa": isa, "minsts": insts / 1e6, "plain": insts / 1e6 / statistics.median(plain),
-               "plugin": insts / 1e6 / statistics.median(plugin), "cachegrind": None}
+        row = {
+            "isa": isa,
+            "minsts": insts / 1e6,
+            "plain": insts / 1e6 / statistics.median(plain),
+            "plugin": insts / 1e6 / statistics.median(plugin),
+            "cachegrind": None,
+        }
         if isa == "x86_64":
-            grind = [timed(["valgrind", "--tool=cachegrind", "--cache-sim=yes", "--branch-sim=yes",
-                            "--I1=32768,8,64", "--D1=32768,8,64", "--LL=1048576,16,64",
-                            "--cachegrind-out-file=/dev/null", str(binary), *reps]) for _ in range(args.runs)]
+            grind = [
+                timed(
+                    [
+                        "valgrind",
+                        "--tool=cachegrind",
+                        "--cache-sim=yes",
+                        "--branch-sim=yes",
+                        "--I1=32768,8,64",
+                        "--D1=32768,8,64",
+                        "--LL=1048576,16,64",
+                        "--cachegrind-out-file=/dev/null",
+                        str(binary),
+                        *reps,
+                    ]
+                )
+                for _ in range(args.runs)
+            ]
             row["cachegrind"] = insts / 1e6 / statistics.median(grind)
         rows.append(row)
-    print(f"GEMM {n}x{n}x{n} float32, {args.reps} kernel run(s) per process, median of {args.runs} runs, "
-          "simulated MIPS (whole program)\n")
-    print("| ISA | guest Minsts | plain QEMU | QEMU + perfguard plugin (full cache model) | plugin / plain | cachegrind (cache + branch sim) |")
+    print(
+        f"GEMM {n}x{n}x{n} float32, {args.reps} kernel run(s) per process, median of {args.runs} runs, "
+        "simulated MIPS (whole program)\n"
+    )
+    print(
+        "| ISA | guest Minsts | plain QEMU | QEMU + perfguard plugin (full cache model) | plugin / plain | cachegrind (cache + branch sim) |"
+    )
     print("| --- | ---: | ---: | ---: | ---: | ---: |")
     for r in rows:
         grind = "-" if r["cachegrind"] is None else f"{r['cachegrind']:.0f}"
-        print(f"| {r['isa']} | {r['minsts']:.1f} | {r['plain']:.0f} | {r['plugin']:.0f} | "
-              f"{r['plugin'] / r['plain']:.2f} | {grind} |")
+        print(
+            f"| {r['isa']} | {r['minsts']:.1f} | {r['plain']:.0f} | {r['plugin']:.0f} | "
+            f"{r['plugin'] / r['plain']:.2f} | {grind} |"
+        )
     if args.compare_plugin:
-        compare_plugins(sim, plugin_at(args.compare_plugin, cache_dir), binaries, args.runs, args.compare_plugin,
-                        args.reps)
+        compare_plugins(
+            sim, plugin_at(args.compare_plugin, cache_dir), binaries, args.runs, args.compare_plugin, args.reps
+        )
 
 
 if __name__ == "__main__":

@@ -60,8 +60,16 @@ def project(cache: Path, scratch: Path, targets: tuple[str, ...], baselines: Pat
 def run_tune(config, kernel, target, strategy, trials, measure, workers=2, seed=0):
     with make_executor("local", workers) as executor:
         started = time.monotonic()
-        result = tune_kernel(config, config.kernel(kernel), config.profile(target), executor, strategy=strategy,
-                             trials=trials, measure=measure, seed=seed)
+        result = tune_kernel(
+            config,
+            config.kernel(kernel),
+            config.profile(target),
+            executor,
+            strategy=strategy,
+            trials=trials,
+            measure=measure,
+            seed=seed,
+        )
         return result, time.monotonic() - started
 
 
@@ -90,30 +98,66 @@ def native_vs_sim(args) -> dict:
             runs, walls, configs = {}, {}, {}
             for measure in ("sim", "native"):
                 tag = f"nvs-{kernel}-{strategy}-{measure}"
-                configs[measure] = project(args.scratch / f"cache-{tag}", args.scratch / tag, ("x86_64",),
-                                           args.baselines)
-                runs[measure], walls[measure] = run_tune(configs[measure], kernel, "x86_64", strategy, args.trials,
-                                                         measure)
+                configs[measure] = project(
+                    args.scratch / f"cache-{tag}", args.scratch / tag, ("x86_64",), args.baselines
+                )
+                runs[measure], walls[measure] = run_tune(
+                    configs[measure], kernel, "x86_64", strategy, args.trials, measure
+                )
             sim, nat = runs["sim"], runs["native"]
 
             def binary(measure, trial):  # called within this iteration
                 return BuildCache(configs[measure].storage.cache_dir).build_dir(trial.content_hash) / "harness"  # noqa: B023
 
-            times = retime(configs["sim"].profile("x86_64"), {
-                "configured": binary("sim", sim.configured), "sim_best": binary("sim", sim.tuned),
-                "native_best": binary("native", nat.tuned)})
-            row = {"kernel": kernel, "strategy": strategy, "trials": args.trials, "sim_wall_s": walls["sim"],
-                   "native_wall_s": walls["native"], **{f"{k}_native_s": v for k, v in times.items()},
-                   "sim_best_vs_native_best": times["sim_best"] / times["native_best"],
-                   "sim_errors": sim.errors, "native_errors": nat.errors, "model": sim.model}
+            times = retime(
+                configs["sim"].profile("x86_64"),
+                {
+                    "configured": binary("sim", sim.configured),
+                    "sim_best": binary("sim", sim.tuned),
+                    "native_best": binary("native", nat.tuned),
+                },
+            )
+            row = {
+                "kernel": kernel,
+                "strategy": strategy,
+                "trials": args.trials,
+                "sim_wall_s": walls["sim"],
+                "native_wall_s": walls["native"],
+                **{f"{k}_native_s": v for k, v in times.items()},
+                "sim_best_vs_native_best": times["sim_best"] / times["native_best"],
+                "sim_errors": sim.errors,
+                "native_errors": nat.errors,
+                "model": sim.model,
+            }
             rows.append(row)
             print(json.dumps(row), file=sys.stderr, flush=True)
-    table(["kernel", "strategy", "# trials", "~configured (native)", "~sim-chosen best (native)",
-           "~native-chosen best (native)", "~sim-chosen / native-chosen", "~wall, sim tuning", "~wall, native tuning"],
-          [[r["kernel"], r["strategy"], str(r["trials"]), fmt_time(r["configured_native_s"]),
-            fmt_time(r["sim_best_native_s"]), fmt_time(r["native_best_native_s"]),
-            f"{100 * (r['sim_best_vs_native_best'] - 1):+.1f} %", f"{r['sim_wall_s']:.0f} s",
-            f"{r['native_wall_s']:.0f} s"] for r in rows])
+    table(
+        [
+            "kernel",
+            "strategy",
+            "# trials",
+            "~configured (native)",
+            "~sim-chosen best (native)",
+            "~native-chosen best (native)",
+            "~sim-chosen / native-chosen",
+            "~wall, sim tuning",
+            "~wall, native tuning",
+        ],
+        [
+            [
+                r["kernel"],
+                r["strategy"],
+                str(r["trials"]),
+                fmt_time(r["configured_native_s"]),
+                fmt_time(r["sim_best_native_s"]),
+                fmt_time(r["native_best_native_s"]),
+                f"{100 * (r['sim_best_vs_native_best'] - 1):+.1f} %",
+                f"{r['sim_wall_s']:.0f} s",
+                f"{r['native_wall_s']:.0f} s",
+            ]
+            for r in rows
+        ],
+    )
     return {"native_vs_sim": rows}
 
 
@@ -122,27 +166,60 @@ def matrix(args, kernels: tuple[str, ...], tag: str):
     for target in args.targets:
         for kernel in kernels:
             for strategy in args.strategies:
-                yield target, kernel, strategy, project(args.cache, args.scratch / f"{tag}-{target}-{kernel}-{strategy}",
-                                                        (target,))
+                yield (
+                    target,
+                    kernel,
+                    strategy,
+                    project(args.cache, args.scratch / f"{tag}-{target}-{kernel}-{strategy}", (target,)),
+                )
 
 
 def cross(args) -> dict:
     rows = []
     for target, kernel, strategy, config in matrix(args, EVAL_KERNELS, "cross"):
         result, wall = run_tune(config, kernel, target, strategy, args.trials, "sim")
-        row = {"target": target, "kernel": kernel, "strategy": strategy, "trials": args.trials,
-               "wall_s": wall, "errors": result.errors, "model": result.model,
-               "configured_insts": result.configured.stats["insts"],
-               "tuned_insts": result.tuned.stats["insts"],
-               "configured_s": result.configured.predicted_s, "tuned_s": result.tuned.predicted_s}
+        row = {
+            "target": target,
+            "kernel": kernel,
+            "strategy": strategy,
+            "trials": args.trials,
+            "wall_s": wall,
+            "errors": result.errors,
+            "model": result.model,
+            "configured_insts": result.configured.stats["insts"],
+            "tuned_insts": result.tuned.stats["insts"],
+            "configured_s": result.configured.predicted_s,
+            "tuned_s": result.tuned.predicted_s,
+        }
         rows.append(row)
         print(json.dumps(row), file=sys.stderr, flush=True)
-    table(["target", "kernel", "strategy", "# trials", "~instructions, configured -> tuned",
-           "~predicted, configured -> tuned", "~speed-up", "# errors", "~wall"],
-          [[r["target"], r["kernel"], r["strategy"], str(r["trials"]),
-            f"{r['configured_insts'] / 1e6:.2f} M -> {r['tuned_insts'] / 1e6:.2f} M",
-            f"{fmt_time(r['configured_s'])} -> {fmt_time(r['tuned_s'])}", f"{r['configured_s'] / r['tuned_s']:.2f}x",
-            str(r["errors"]), f"{r['wall_s']:.0f} s"] for r in rows])
+    table(
+        [
+            "target",
+            "kernel",
+            "strategy",
+            "# trials",
+            "~instructions, configured -> tuned",
+            "~predicted, configured -> tuned",
+            "~speed-up",
+            "# errors",
+            "~wall",
+        ],
+        [
+            [
+                r["target"],
+                r["kernel"],
+                r["strategy"],
+                str(r["trials"]),
+                f"{r['configured_insts'] / 1e6:.2f} M -> {r['tuned_insts'] / 1e6:.2f} M",
+                f"{fmt_time(r['configured_s'])} -> {fmt_time(r['tuned_s'])}",
+                f"{r['configured_s'] / r['tuned_s']:.2f}x",
+                str(r["errors"]),
+                f"{r['wall_s']:.0f} s",
+            ]
+            for r in rows
+        ],
+    )
     return {"cross": rows}
 
 
@@ -162,26 +239,49 @@ def scaling(args) -> dict:
     family = get_family("gemm")
     variants = list(family.space(M=128, N=128, K=128))[:: max(1, 28800 // args.jobs)][: args.jobs // 2]
     rows = []
-    for name, kind, workers in (("local, 1 worker", "local", 1), ("local, 2 workers", "local", 2),
-                                ("Dask LocalCluster, 2 workers", "dask", 2)):
+    for name, kind, workers in (
+        ("local, 1 worker", "local", 1),
+        ("local, 2 workers", "local", 2),
+        ("Dask LocalCluster, 2 workers", "dask", 2),
+    ):
         cache = Path(tempfile.mkdtemp(prefix="scaling-", dir=args.scratch))
         config = project(cache, args.scratch / f"scaling-{kind}-{workers}", ("aarch64", "riscv64"))
-        jobs = [Job(KernelSpec(f"v{i}", "perfguard.kernels.gemm:gemm", "gemm", params), config.profile(t),
-                    config.root, cache, "qemu", 600.0, 1, 1)
-                for i, params in enumerate(variants) for t in ("aarch64", "riscv64")]
+        jobs = [
+            Job(
+                KernelSpec(f"v{i}", "perfguard.kernels.gemm:gemm", "gemm", params),
+                config.profile(t),
+                config.root,
+                cache,
+                "qemu",
+                600.0,
+                1,
+                1,
+            )
+            for i, params in enumerate(variants)
+            for t in ("aarch64", "riscv64")
+        ]
         with make_executor(kind, workers) as executor:
             executor.map(warm_up, range(workers))  # start-up (worker spawn, imports) is not throughput
             started = time.monotonic()
             results = executor.map(run_job, jobs)
             wall = time.monotonic() - started
         stats = [json.dumps(r.stats.to_record(), sort_keys=True) for r in results if r.ok]
-        rows.append({"executor": name, "jobs": len(jobs), "ok": len(stats), "wall_s": wall,
-                     "per_minute": 60 * len(jobs) / wall,
-                     "digest": hash(tuple(stats))})
+        rows.append(
+            {
+                "executor": name,
+                "jobs": len(jobs),
+                "ok": len(stats),
+                "wall_s": wall,
+                "per_minute": 60 * len(jobs) / wall,
+                "digest": hash(tuple(stats)),
+            }
+        )
         print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     same = len({r["digest"] for r in rows}) == 1
-    table(["executor", "# simulations", "~wall", "~simulations / minute"],
-          [[r["executor"], str(r["jobs"]), f"{r['wall_s']:.1f} s", f"{r['per_minute']:.1f}"] for r in rows])
+    table(
+        ["executor", "# simulations", "~wall", "~simulations / minute"],
+        [[r["executor"], str(r["jobs"]), f"{r['wall_s']:.1f} s", f"{r['per_minute']:.1f}"] for r in rows],
+    )
     print(f"\nstatistics identical across executors: {'yes' if same else 'NO'}")
     return {"scaling": rows, "identical": same}
 
@@ -192,17 +292,40 @@ def families(args) -> dict:
         try:
             result, wall = run_tune(config, kernel, target, strategy, args.trials, "sim")
             ok = result.tuned is not None and result.tuned.ok
-            row = {"target": target, "kernel": kernel, "strategy": strategy, "ok": ok, "wall_s": wall,
-                   "errors": result.errors, "speedup": result.speedup}
+            row = {
+                "target": target,
+                "kernel": kernel,
+                "strategy": strategy,
+                "ok": ok,
+                "wall_s": wall,
+                "errors": result.errors,
+                "speedup": result.speedup,
+            }
         except Exception as exc:  # report and go on: the table shows what failed
-            row = {"target": target, "kernel": kernel, "strategy": strategy, "ok": False,
-                   "error": f"{type(exc).__name__}: {exc}"}
+            row = {
+                "target": target,
+                "kernel": kernel,
+                "strategy": strategy,
+                "ok": False,
+                "error": f"{type(exc).__name__}: {exc}",
+            }
         rows.append(row)
         print(json.dumps(row), file=sys.stderr, flush=True)
-    table(["target", "kernel", "strategy", "result", "# candidate errors", "~speed-up", "~wall"],
-          [[r["target"], r["kernel"], r["strategy"], "ok" if r["ok"] else r.get("error", "failed"),
-            str(r.get("errors", "-")), f"{r['speedup']:.2f}x" if r.get("speedup") else "-",
-            f"{r.get('wall_s', 0):.0f} s"] for r in rows])
+    table(
+        ["target", "kernel", "strategy", "result", "# candidate errors", "~speed-up", "~wall"],
+        [
+            [
+                r["target"],
+                r["kernel"],
+                r["strategy"],
+                "ok" if r["ok"] else r.get("error", "failed"),
+                str(r.get("errors", "-")),
+                f"{r['speedup']:.2f}x" if r.get("speedup") else "-",
+                f"{r.get('wall_s', 0):.0f} s",
+            ]
+            for r in rows
+        ],
+    )
     return {"families": rows}
 
 
@@ -214,8 +337,11 @@ def main() -> None:
     parser.add_argument("--strategies", type=lambda s: s.split(","), default=["knobs", "evolutionary"])
     parser.add_argument("--targets", type=lambda s: s.split(","), default=["aarch64", "riscv64"])
     parser.add_argument("--cache", type=Path, help="build/simulation cache (default: a temporary folder)")
-    parser.add_argument("--baselines", type=Path, help="baseline folder with the calibrated models to score with "
-                                                         "(default: none: the analytical model)")
+    parser.add_argument(
+        "--baselines",
+        type=Path,
+        help="baseline folder with the calibrated models to score with (default: none: the analytical model)",
+    )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     args.scratch = Path(tempfile.mkdtemp(prefix="perfguard-tune-eval-"))

@@ -123,8 +123,14 @@ def _side_key(spec: KernelSpec) -> str:
     return json.dumps([spec.family, spec.params], sort_keys=True)
 
 
-def build_sides(pairs: list[Pair], config: Config, profile: TargetProfile, workers: int | None = None,
-                simulator: str = "qemu", code_offset: int = 0) -> dict[str, tuple[Side, Side]]:
+def build_sides(
+    pairs: list[Pair],
+    config: Config,
+    profile: TargetProfile,
+    workers: int | None = None,
+    simulator: str = "qemu",
+    code_offset: int = 0,
+) -> dict[str, tuple[Side, Side]]:
     """pair name -> (before, after); each distinct kernel is built and simulated once (`code_offset`:
     bytes of padding linked before the kernel's code, perfguard.job.run.Job's)."""
     unique: dict[str, KernelSpec] = {}
@@ -132,8 +138,20 @@ def build_sides(pairs: list[Pair], config: Config, profile: TargetProfile, worke
         for spec in pair.sides():
             unique.setdefault(_side_key(spec), spec)
     sim = config.simulation
-    jobs = [Job(spec, profile, config.root, config.storage.cache_dir, simulator, sim.timeout, sim.reps, sim.warmup,
-                code_offset=code_offset) for spec in unique.values()]
+    jobs = [
+        Job(
+            spec,
+            profile,
+            config.root,
+            config.storage.cache_dir,
+            simulator,
+            sim.timeout,
+            sim.reps,
+            sim.warmup,
+            code_offset=code_offset,
+        )
+        for spec in unique.values()
+    ]
     results = LocalExecutor(workers).map(run_job, jobs)
     failed = [r.error for r in results if not r.ok]
     if failed:
@@ -148,9 +166,19 @@ def build_sides(pairs: list[Pair], config: Config, profile: TargetProfile, worke
 # --- native timing: interleaved rounds ---
 
 
-def time_pair(before: Path, after: Path, rounds: int, cpu: int, where: str, reps: dict[str, int] | None = None,
-              first: int = 0, timeout: float = 600.0, processes: int = 1, quiet: QuietPolicy = QuietPolicy(),
-              budget: QuietBudget | None = None) -> dict:
+def time_pair(
+    before: Path,
+    after: Path,
+    rounds: int,
+    cpu: int,
+    where: str,
+    reps: dict[str, int] | None = None,
+    first: int = 0,
+    timeout: float = 600.0,
+    processes: int = 1,
+    quiet: QuietPolicy = QuietPolicy(),
+    budget: QuietBudget | None = None,
+) -> dict:
     """Per round and side, the fastest and the median call; the order alternates (AB, BA, AB, ...).
 
     With `processes` > 1 each side runs in that many separate harness processes per round, the
@@ -180,16 +208,19 @@ def time_pair(before: Path, after: Path, rounds: int, cpu: int, where: str, reps
             order = (("before", before), ("after", after))
             runs: dict[str, list[ProcessRun]] = {"before": [], "after": []}
             for k in range(processes):
-                for side, binary in (order if (r + k) % 2 == 0 else order[::-1]):
+                for side, binary in order if (r + k) % 2 == 0 else order[::-1]:
                     runs[side].append(time_process(binary, reps[side], 2, cpu, timeout, f"{where} ({side})"))
             out = {}
             for side, got in runs.items():
-                record = {"median_s": statistics.median(p.median_s for p in got),
-                          "min_s": statistics.median(p.min_s for p in got)}
+                record = {
+                    "median_s": statistics.median(p.median_s for p in got),
+                    "min_s": statistics.median(p.min_s for p in got),
+                }
                 if processes > 1:
                     record["processes"] = [[p.min_s, p.median_s, p.preempted] for p in got]
                 out[side] = record
             return out
+
         return run
 
     kept: list[dict] = []
@@ -203,8 +234,14 @@ def time_pair(before: Path, after: Path, rounds: int, cpu: int, where: str, reps
             break
         kept.append({**got.kept, "neighbour_load": got.load})
     load.append(os.getloadavg()[0])
-    out = {"reps": reps, "rounds": kept, "loadavg": load, "cpu": cpu, "neighbour_bound": quiet.bound,
-           "rejected_rounds": rejected}
+    out = {
+        "reps": reps,
+        "rounds": kept,
+        "loadavg": load,
+        "cpu": cpu,
+        "neighbour_bound": quiet.bound,
+        "rejected_rounds": rejected,
+    }
     if processes > 1:
         out["processes"] = processes
     if not_quiet:
@@ -216,8 +253,18 @@ MAX_SPREAD = 0.03  # a pair whose per-round ratios spread more (robust CV) is ti
 ATTEMPTS = 3  # timings of a pair at most; the steadiest is kept
 
 
-def time_steadily(before: Path, after: Path, rounds: int, cpu: int, where: str, processes: int, max_spread: float,
-                  attempts: int, log=print, quiet: QuietPolicy = QuietPolicy()) -> dict:
+def time_steadily(
+    before: Path,
+    after: Path,
+    rounds: int,
+    cpu: int,
+    where: str,
+    processes: int,
+    max_spread: float,
+    attempts: int,
+    log=print,
+    quiet: QuietPolicy = QuietPolicy(),
+) -> dict:
     """`time_pair`, again while the per-round ratios spread more than `max_spread` (robust CV), at
     most `attempts` times; the steadiest timing is kept, with every attempt's spread and whether
     the last one was within the bound (`steady`). The attempts share one budget for rounds
@@ -231,8 +278,14 @@ def time_steadily(before: Path, after: Path, rounds: int, cpu: int, where: str, 
         rejected += record.pop("rejected_rounds")
         not_quiet = record.pop("not_quiet", "")
         if not_quiet:
-            log(f"{where}: {not_quiet}: " + ("keeping the steadiest earlier attempt" if best is not None else
-                                             f"{len(record['rounds'])} of {rounds} rounds kept, not scored"))
+            log(
+                f"{where}: {not_quiet}: "
+                + (
+                    "keeping the steadiest earlier attempt"
+                    if best is not None
+                    else f"{len(record['rounds'])} of {rounds} rounds kept, not scored"
+                )
+            )
             best = record if best is None else best
             break
         spread = native_delta(record).spread
@@ -241,11 +294,17 @@ def time_steadily(before: Path, after: Path, rounds: int, cpu: int, where: str, 
             best = record
         if spread <= max_spread:
             break
-        log(f"{where}: per-round spread {100 * spread:.1f} % > {100 * max_spread:.1f} %: "
-            + ("timing it again" if attempt < attempts else "keeping the steadiest of the attempts"))
+        log(
+            f"{where}: per-round spread {100 * spread:.1f} % > {100 * max_spread:.1f} %: "
+            + ("timing it again" if attempt < attempts else "keeping the steadiest of the attempts")
+        )
     assert best is not None
-    best.update(spreads=spreads, max_spread=max_spread, steady=not not_quiet and min(spreads) <= max_spread,
-                rejected_rounds=rejected)
+    best.update(
+        spreads=spreads,
+        max_spread=max_spread,
+        steady=not not_quiet and min(spreads) <= max_spread,
+        rejected_rounds=rejected,
+    )
     if not_quiet:
         best["not_quiet"] = not_quiet
     return best
@@ -272,8 +331,13 @@ def native_delta(record: dict, stat: str = "min_s", seed: int = 0) -> NativeDelt
     boot = np.median(rng.choice(ratios, size=(BOOTSTRAP, len(ratios)), replace=True), axis=1)
     med = float(np.median(ratios))
     mad = float(np.median(np.abs(ratios - med)))
-    return NativeDelta(med - 1.0, float(np.percentile(boot, 2.5)) - 1.0, float(np.percentile(boot, 97.5)) - 1.0,
-                       1.4826 * mad / med, len(ratios))
+    return NativeDelta(
+        med - 1.0,
+        float(np.percentile(boot, 2.5)) - 1.0,
+        float(np.percentile(boot, 97.5)) - 1.0,
+        1.4826 * mad / med,
+        len(ratios),
+    )
 
 
 def native_key(before: Side, after: Side) -> str:
@@ -303,10 +367,21 @@ def save_native(path: Path, data: dict) -> None:
     atomic_write_text(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
 
 
-def time_pairs(pairs: list[Pair], sides: dict[str, tuple[Side, Side]], path: Path, rounds: int, retime: bool,
-               cpu: int, profile: TargetProfile, log=print, timing: bool = True, processes: int = PROCESSES,
-               max_spread: float = MAX_SPREAD, attempts: int = ATTEMPTS, quiet: QuietPolicy = QuietPolicy()
-               ) -> dict[str, dict]:
+def time_pairs(
+    pairs: list[Pair],
+    sides: dict[str, tuple[Side, Side]],
+    path: Path,
+    rounds: int,
+    retime: bool,
+    cpu: int,
+    profile: TargetProfile,
+    log=print,
+    timing: bool = True,
+    processes: int = PROCESSES,
+    max_spread: float = MAX_SPREAD,
+    attempts: int = ATTEMPTS,
+    quiet: QuietPolicy = QuietPolicy(),
+) -> dict[str, dict]:
     """pair name -> its timing record: from the file when both binaries are unchanged (topped up to
     `rounds` rounds if it has fewer), else timed now. With `timing` False nothing is timed: a pair
     with no stored record for its binaries is left out (and named), one with fewer rounds is
@@ -331,7 +406,9 @@ def time_pairs(pairs: list[Pair], sides: dict[str, tuple[Side, Side]], path: Pat
         stored = None if retime else data["pairs"].get(key)
         stored_cpu = (stored or {}).get("machine", {}).get("cpu_id")
         if stored is not None and stored_cpu and stored_cpu != machine["cpu_id"] and len(stored["rounds"]) < rounds:
-            log(f"[{i}/{len(pairs)}] {pair.name} was timed on {stored_cpu}, this is {machine['cpu_id']}: timing it anew")
+            log(
+                f"[{i}/{len(pairs)}] {pair.name} was timed on {stored_cpu}, this is {machine['cpu_id']}: timing it anew"
+            )
             stored = None  # rounds from two CPUs are not one measurement
         if stored is not None and stored.get("not_quiet"):
             log(f"[{i}/{len(pairs)}] {pair.name} was cut short by busy neighbours last time: timing it anew")
@@ -341,12 +418,22 @@ def time_pairs(pairs: list[Pair], sides: dict[str, tuple[Side, Side]], path: Pat
             log(f"[{i}/{len(pairs)}] timing {pair.name} ({rounds - have} rounds)")
             now = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
             if stored is None:
-                stored = time_steadily(before.binary, after.binary, rounds, cpu, pair.name, processes, max_spread,
-                                       attempts, log, quiet)
+                stored = time_steadily(
+                    before.binary, after.binary, rounds, cpu, pair.name, processes, max_spread, attempts, log, quiet
+                )
                 stored.update(pair=pair.name, machine=machine, timed=[now])
             else:  # more rounds of the same binaries, same calls per round, alternation continued
-                more = time_pair(before.binary, after.binary, rounds - have, cpu, pair.name, stored["reps"], have,
-                                 processes=stored.get("processes", 1), quiet=quiet)
+                more = time_pair(
+                    before.binary,
+                    after.binary,
+                    rounds - have,
+                    cpu,
+                    pair.name,
+                    stored["reps"],
+                    have,
+                    processes=stored.get("processes", 1),
+                    quiet=quiet,
+                )
                 stored["rounds"] += more["rounds"]
                 stored["loadavg"] += more["loadavg"]
                 stored["timed"].append(now)
@@ -409,8 +496,13 @@ def gem5_cycles(run: Gem5Run) -> dict:
         cycles = [cycles_of(parse_stats(work / f"reps{r}" / "m5out" / "stats.txt")[-1]) for r in (run.reps, 0)]
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    return {"cycles": (cycles[0] - cycles[1]) / run.reps, "insts": result.stats.insts / run.reps,
-            "cycles_runs": cycles, "sim_insts": result.total_insts, "wall_s": round(wall, 1)}
+    return {
+        "cycles": (cycles[0] - cycles[1]) / run.reps,
+        "insts": result.stats.insts / run.reps,
+        "cycles_runs": cycles,
+        "sim_insts": result.total_insts,
+        "wall_s": round(wall, 1),
+    }
 
 
 def gem5_key(cpu_type: str, binary_hash: str, fingerprint: str) -> str:
@@ -426,8 +518,16 @@ def load_gem5(path: Path) -> dict:
     return data
 
 
-def gem5_references(pairs: list[Pair], sides: dict[str, tuple[Side, Side]], profile: TargetProfile, config: Config,
-                    references: list[str], path: Path, jobs: int, log=print) -> dict[str, dict[str, dict]]:
+def gem5_references(
+    pairs: list[Pair],
+    sides: dict[str, tuple[Side, Side]],
+    profile: TargetProfile,
+    config: Config,
+    references: list[str],
+    path: Path,
+    jobs: int,
+    log=print,
+) -> dict[str, dict[str, dict]]:
     """reference -> pair name -> {"before": run, "after": run}; simulates what `path` lacks (none with
     jobs 0), pair by pair (both sides at once with jobs >= 2), saving after every side so an
     interrupted run keeps what it has."""
@@ -436,8 +536,10 @@ def gem5_references(pairs: list[Pair], sides: dict[str, tuple[Side, Side]], prof
     data = load_gem5(path)
     todo: list[tuple[str, Side, Gem5Run]] = []
     keys: dict[tuple[str, str], str] = {}
-    fingerprints = {ref: Gem5Simulator(config.storage.cache_dir, cpu_type=GEM5_REFERENCES[ref]).fingerprint(profile)
-                    for ref in references}
+    fingerprints = {
+        ref: Gem5Simulator(config.storage.cache_dir, cpu_type=GEM5_REFERENCES[ref]).fingerprint(profile)
+        for ref in references
+    }
     for pair in pairs:  # pair by pair, every reference: a run cut short still compares them on the same pairs
         for ref in references:
             cpu_type, fingerprint = GEM5_REFERENCES[ref], fingerprints[ref]
@@ -445,8 +547,21 @@ def gem5_references(pairs: list[Pair], sides: dict[str, tuple[Side, Side]], prof
                 key = gem5_key(cpu_type, side.result.binary_hash, fingerprint)
                 keys[(ref, side.result.binary_hash)] = key
                 if key not in data["runs"] and all(k != key for k, _, _ in todo):
-                    todo.append((key, side, Gem5Run(side.binary, profile, cpu_type, config.storage.cache_dir / "gem5ref",
-                                                    config.simulation.reps, config.simulation.warmup, GEM5_TIMEOUT)))
+                    todo.append(
+                        (
+                            key,
+                            side,
+                            Gem5Run(
+                                side.binary,
+                                profile,
+                                cpu_type,
+                                config.storage.cache_dir / "gem5ref",
+                                config.simulation.reps,
+                                config.simulation.warmup,
+                                GEM5_TIMEOUT,
+                            ),
+                        )
+                    )
     if todo and jobs < 1:  # score what is stored: a long run in the background fills the file
         log(f"gem5: {len(todo)} simulations missing, not run (--gem5-jobs 0); their pairs are unscored")
         todo = []
@@ -464,8 +579,10 @@ def gem5_references(pairs: list[Pair], sides: dict[str, tuple[Side, Side]], prof
             record.update(kernel=side.spec.name, cpu_type=run.cpu_type, qemu_insts=side.stats.insts)
             data["runs"][key] = record
             atomic_write_text(path, json.dumps(data, indent=1, sort_keys=True) + "\n")
-            log(f"[{done}/{len(todo)}] gem5 {run.cpu_type} {side.spec.name}: {record['cycles']:.0f} cycles, "
-                f"{record['wall_s']:.0f} s")
+            log(
+                f"[{done}/{len(todo)}] gem5 {run.cpu_type} {side.spec.name}: {record['cycles']:.0f} cycles, "
+                f"{record['wall_s']:.0f} s"
+            )
     out: dict[str, dict[str, dict]] = {}
     for ref in references:
         out[ref] = {}
@@ -478,8 +595,13 @@ def gem5_references(pairs: list[Pair], sides: dict[str, tuple[Side, Side]], prof
 
 def reference_deltas(pairs: list[Pair], runs: dict[str, dict[str, dict]]) -> dict[str, dict[str, float | None]]:
     """reference -> pair name -> cycles after / before - 1 (None: not simulated)."""
-    return {ref: {p.name: (got[p.name]["after"]["cycles"] / got[p.name]["before"]["cycles"] - 1.0
-                           if p.name in got else None) for p in pairs} for ref, got in runs.items()}
+    return {
+        ref: {
+            p.name: (got[p.name]["after"]["cycles"] / got[p.name]["before"]["cycles"] - 1.0 if p.name in got else None)
+            for p in pairs
+        }
+        for ref, got in runs.items()
+    }
 
 
 # --- the models, by name ---
@@ -522,8 +644,16 @@ def _check(profile: TargetProfile, family: str, sides: list[Side], config: Confi
     """What `perfguard check` scores with under the config's `model` setting (auto: the committed
     calibrated model of the family where there is one, else the pipeline model): the verdicts users get."""
     # with the kernel's params, as check passes them: a model scores only the dtypes it was trained on
-    predictor = predictor_for(profile, family, "qemu", config.storage.baseline_dir, None, config.storage.cache_dir,
-                              config.judging.model, params=sides[0].spec.params)
+    predictor = predictor_for(
+        profile,
+        family,
+        "qemu",
+        config.storage.baseline_dir,
+        None,
+        config.storage.cache_dir,
+        config.judging.model,
+        params=sides[0].spec.params,
+    )
     return predictor.predict_stats([s.stats for s in sides])
 
 
@@ -538,9 +668,14 @@ if importlib.util.find_spec("perfguard.predict.pipeline") is not None:  # the pi
     MODELS["check"] = _check
 
 
-def predicted_deltas(pairs: list[Pair], sides: dict[str, tuple[Side, Side]], profile: TargetProfile,
-                     config: Config, models: list[str], errors: dict[str, dict[str, str]] | None = None
-                     ) -> dict[str, dict[str, float | None]]:
+def predicted_deltas(
+    pairs: list[Pair],
+    sides: dict[str, tuple[Side, Side]],
+    profile: TargetProfile,
+    config: Config,
+    models: list[str],
+    errors: dict[str, dict[str, str]] | None = None,
+) -> dict[str, dict[str, float | None]]:
     """model -> pair name -> predicted after / before - 1 (None: the model cannot score it).
 
     With `errors`, a model that fails on a pair (llvm-mca on a block, an unusable model file)
@@ -568,8 +703,9 @@ def predicted_deltas(pairs: list[Pair], sides: dict[str, tuple[Side, Side]], pro
 INTERVAL_COLUMNS = ("pipeline", "analytical", "calibrated")
 
 
-def scoring_model(model: str, profile: TargetProfile, family: str, config: Config,
-                  dtype: str = "float32") -> tuple[str, bool] | None:
+def scoring_model(
+    model: str, profile: TargetProfile, family: str, config: Config, dtype: str = "float32"
+) -> tuple[str, bool] | None:
     """(model_id, calibrated) of the model a column scores a family with; None where it has none."""
     if model == "analytical":
         return AnalyticalModel(profile).model_id, False
@@ -592,9 +728,13 @@ class Residual:
     native: float
 
 
-def interval_residuals(pairs: list[Pair], profile: TargetProfile, config: Config,
-                       native: dict[str, float], predicted: dict[str, dict[str, float | None]]
-                       ) -> dict[tuple[str, str, str], list[Residual]]:
+def interval_residuals(
+    pairs: list[Pair],
+    profile: TargetProfile,
+    config: Config,
+    native: dict[str, float],
+    predicted: dict[str, dict[str, float | None]],
+) -> dict[tuple[str, str, str], list[Residual]]:
     """(target, model_id, kind) -> the residuals of that model on the pairs it scored."""
     from perfguard.predict.intervals import model_kind
 
@@ -610,8 +750,9 @@ def interval_residuals(pairs: list[Pair], profile: TargetProfile, config: Config
             if who is None or not value > -1.0:
                 continue
             key = (profile.name, who[0], model_kind(*who))
-            out.setdefault(key, []).append(Residual(pair.name, pair.family, index.get(pair.name, -1), 1.0 + value,
-                                                    1.0 + native[pair.name]))
+            out.setdefault(key, []).append(
+                Residual(pair.name, pair.family, index.get(pair.name, -1), 1.0 + value, 1.0 + native[pair.name])
+            )
     return out
 
 
@@ -637,7 +778,7 @@ def coverage_table(residuals: dict[tuple[str, str, str], list[Residual]], level:
     for (target, model_id, kind), rows in residuals.items():
         loo = (0, 0)
         for i, r in enumerate(rows):
-            loo = add(loo, covered(rows[:i] + rows[i + 1:], [r]))
+            loo = add(loo, covered(rows[:i] + rows[i + 1 :], [r]))
         even = [r for r in rows if r.index % 2 == 0]
         odd = [r for r in rows if r.index % 2 == 1]
         halves = add(covered(even, odd), covered(odd, even))
@@ -647,13 +788,20 @@ def coverage_table(residuals: dict[tuple[str, str, str], list[Residual]], level:
             for f in families:
                 lofo = add(lofo, covered([r for r in rows if r.family != f], [r for r in rows if r.family == f]))
         q = conformal_quantile([score(r.predicted, r.native) for r in rows], level)
-        widths = sorted(ratio_bounds(r.predicted, q)[1] / ratio_bounds(r.predicted, q)[0] for r in rows) \
-            if q != float("inf") else []
+        widths = (
+            sorted(ratio_bounds(r.predicted, q)[1] / ratio_bounds(r.predicted, q)[0] for r in rows)
+            if q != float("inf")
+            else []
+        )
         out[f"{kind} {model_id} ({target})"] = {
-            "pairs": len(rows), "quantile": q, "leave_one_pair_out": loo, "halves": halves,
+            "pairs": len(rows),
+            "quantile": q,
+            "leave_one_pair_out": loo,
+            "halves": halves,
             "leave_one_family_out": lofo if len(families) > 1 else None,
             "median_width_ratio": statistics.median(widths) if widths else None,
-            "misses": [r.pair for r in rows if not covered([x for x in rows if x is not r], [r])[0]]}
+            "misses": [r.pair for r in rows if not covered([x for x in rows if x is not r], [r])[0]],
+        }
     return out
 
 
@@ -661,12 +809,17 @@ def coverage_markdown(table: dict[str, dict], level: float) -> str:
     def share(got: tuple[int, int] | None) -> str:
         return "n/a" if not got else f"{got[0]} / {got[1]} ({100 * got[0] / got[1]:.1f} %)"
 
-    lines = [f"| model | pairs | q ({100 * level:.0f} %) | leave one pair out | halves (even <-> odd) | "
-             "leave one family out | median high/low ratio |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    lines = [
+        f"| model | pairs | q ({100 * level:.0f} %) | leave one pair out | halves (even <-> odd) | "
+        "leave one family out | median high/low ratio |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
     for name, row in table.items():
         width = "n/a" if row["median_width_ratio"] is None else f"{row['median_width_ratio']:.3f}"
-        lines.append(f"| {name} | {row['pairs']} | {row['quantile']:.3f} | {share(row['leave_one_pair_out'])} | "
-                     f"{share(row['halves'])} | {share(row['leave_one_family_out'])} | {width} |")
+        lines.append(
+            f"| {name} | {row['pairs']} | {row['quantile']:.3f} | {share(row['leave_one_pair_out'])} | "
+            f"{share(row['halves'])} | {share(row['leave_one_family_out'])} | {width} |"
+        )
     for name, row in table.items():
         if row["misses"]:
             lines.append(f"\n{name}, not covered (leave one pair out): " + ", ".join(f"`{m}`" for m in row["misses"]))
@@ -680,15 +833,18 @@ def write_machine_profile(path: Path, isa: str, calibration, timed_on: list[dict
 
     ids = {profiles.CpuIdentity.parse(m.get("cpu_id", ""), m.get("cpu", "")) for m in timed_on}
     if len(ids) != 1:
-        raise SystemExit(f"verdicts: --machine-profile: the pairs were timed on {len(ids)} CPUs "
-                         f"({'; '.join(sorted(c.describe() for c in ids))}); a profile is one CPU's")
+        raise SystemExit(
+            f"verdicts: --machine-profile: the pairs were timed on {len(ids)} CPUs "
+            f"({'; '.join(sorted(c.describe() for c in ids))}); a profile is one CPU's"
+        )
     cpu = ids.pop()
     isas = {}
     if path.exists():
         old = profiles.load(path.stem, path.parent)
         if old.cpu != cpu:
-            raise SystemExit(f"verdicts: --machine-profile: {path} is {old.cpu.describe()}, these timings "
-                             f"{cpu.describe()}")
+            raise SystemExit(
+                f"verdicts: --machine-profile: {path} is {old.cpu.describe()}, these timings {cpu.describe()}"
+            )
         isas = dict(old.isas)
     source = {k: v for k, v in calibration.source.items() if k != "machines"}
     isas[isa] = profiles.IsaCalibration(isa, source["pairs"], tuple(e.to_dict() for e in calibration.entries), source)
@@ -715,9 +871,16 @@ class Summary:
         return sum(1 / LARGE_FACTOR <= f <= LARGE_FACTOR for f in self.large.values())
 
     def to_dict(self) -> dict:
-        return {"n": self.n, "spearman": self.spearman, "missed": self.missed, "false_alarms": self.false_alarms,
-                "sign_agree": self.sign_agree, "sign_total": self.sign_total, "large": self.large,
-                "large_within": self.large_within}
+        return {
+            "n": self.n,
+            "spearman": self.spearman,
+            "missed": self.missed,
+            "false_alarms": self.false_alarms,
+            "sign_agree": self.sign_agree,
+            "sign_total": self.sign_total,
+            "large": self.large,
+            "large_within": self.large_within,
+        }
 
 
 def summarize(native: dict[str, float], predicted: dict[str, float | None]) -> Summary:
@@ -755,27 +918,41 @@ def _pct(value: float | None) -> str:
     return "n/a" if value is None else f"{100 * value:+.1f} %"
 
 
-def markdown(pairs: list[Pair], native: dict[str, NativeDelta], predicted: dict[str, dict[str, float | None]],
-             summaries: dict[str, Summary]) -> str:
+def markdown(
+    pairs: list[Pair],
+    native: dict[str, NativeDelta],
+    predicted: dict[str, dict[str, float | None]],
+    summaries: dict[str, Summary],
+) -> str:
     models = list(predicted)
     head = ["pair", "kind", "native", "95 % interval", "± (of the ratio)"] + models
     lines = ["| " + " | ".join(head) + " |", "| --- | --- |" + " ---: |" * (len(head) - 2)]
     for pair in pairs:
         n = native[pair.name]
-        cells = [f"`{pair.name}`", pair.kind, _pct(n.delta), f"{100 * n.low:+.1f} .. {100 * n.high:+.1f}",
-                 f"{100 * n.halfwidth:.1f} %"]
+        cells = [
+            f"`{pair.name}`",
+            pair.kind,
+            _pct(n.delta),
+            f"{100 * n.low:+.1f} .. {100 * n.high:+.1f}",
+            f"{100 * n.halfwidth:.1f} %",
+        ]
         cells += [_pct(predicted[m][pair.name]) for m in models]
         lines.append("| " + " | ".join(cells) + " |")
-    lines += ["", "| model | pairs scored | Spearman of deltas | missed regressions | false alarms | "
-                  f"sign agreement (native change > 10 %) | large slowdowns (native >= +{100 * LARGE:.0f} %) "
-                  f"within x{LARGE_FACTOR} | their predicted / native time ratio |",
-              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    lines += [
+        "",
+        "| model | pairs scored | Spearman of deltas | missed regressions | false alarms | "
+        f"sign agreement (native change > 10 %) | large slowdowns (native >= +{100 * LARGE:.0f} %) "
+        f"within x{LARGE_FACTOR} | their predicted / native time ratio |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
     for model, s in summaries.items():
         rho = "n/a" if s.spearman is None else f"{s.spearman:.3f}"
         factors = sorted(s.large.values())
         span = f"{factors[0]:.2f} .. {factors[-1]:.2f}" if factors else "n/a"
-        lines.append(f"| {model} | {s.n} | {rho} | {len(s.missed)} | {len(s.false_alarms)} | "
-                     f"{s.sign_agree} / {s.sign_total} | {s.large_within} / {len(s.large)} | {span} |")
+        lines.append(
+            f"| {model} | {s.n} | {rho} | {len(s.missed)} | {len(s.false_alarms)} | "
+            f"{s.sign_agree} / {s.sign_total} | {s.large_within} / {len(s.large)} | {span} |"
+        )
     for model, s in summaries.items():
         for label, names in (("missed", s.missed), ("false alarms", s.false_alarms)):
             if names:
@@ -783,8 +960,9 @@ def markdown(pairs: list[Pair], native: dict[str, NativeDelta], predicted: dict[
     return "\n".join(lines)
 
 
-def by_family(pairs: list[Pair], native: dict[str, float], predicted: dict[str, dict[str, float | None]]
-              ) -> dict[str, dict[str, Summary]]:
+def by_family(
+    pairs: list[Pair], native: dict[str, float], predicted: dict[str, dict[str, float | None]]
+) -> dict[str, dict[str, Summary]]:
     """family -> model -> the summary over that family's pairs."""
     out: dict[str, dict[str, Summary]] = {}
     for family in dict.fromkeys(p.family for p in pairs):
@@ -796,8 +974,10 @@ def by_family(pairs: list[Pair], native: dict[str, float], predicted: dict[str, 
 def family_markdown(families: dict[str, dict[str, Summary]]) -> str:
     """Spearman (missed, false alarms) per family and model."""
     models = list(next(iter(families.values())))
-    lines = ["| family | pairs | " + " | ".join(f"{m}: Spearman (missed, false alarms)" for m in models) + " |",
-             "| --- | ---: |" + " ---: |" * len(models)]
+    lines = [
+        "| family | pairs | " + " | ".join(f"{m}: Spearman (missed, false alarms)" for m in models) + " |",
+        "| --- | ---: |" + " ---: |" * len(models),
+    ]
     for family, per_model in families.items():
         cells = []
         for s in per_model.values():
@@ -811,31 +991,42 @@ def family_markdown(families: dict[str, dict[str, Summary]]) -> str:
 def noise_summary(native: dict[str, NativeDelta], records: dict[str, dict]) -> dict:
     half = sorted(n.halfwidth for n in native.values())
     loads = [x for r in records.values() for x in r.get("loadavg", [])]
-    return {"pairs": len(half), "median_halfwidth": statistics.median(half), "max_halfwidth": half[-1],
-            "within_2pct": sum(h <= 0.02 for h in half),
-            "median_spread": statistics.median(n.spread for n in native.values()),
-            "max_spread": max(n.spread for n in native.values()),
-            "retimed": sum(len(r.get("spreads", ())) > 1 for r in records.values()),
-            "unsteady": sum(r.get("steady") is False for r in records.values()),
-            "loadavg_min": min(loads) if loads else None, "loadavg_max": max(loads) if loads else None}
+    return {
+        "pairs": len(half),
+        "median_halfwidth": statistics.median(half),
+        "max_halfwidth": half[-1],
+        "within_2pct": sum(h <= 0.02 for h in half),
+        "median_spread": statistics.median(n.spread for n in native.values()),
+        "max_spread": max(n.spread for n in native.values()),
+        "retimed": sum(len(r.get("spreads", ())) > 1 for r in records.values()),
+        "unsteady": sum(r.get("steady") is False for r in records.values()),
+        "loadavg_min": min(loads) if loads else None,
+        "loadavg_max": max(loads) if loads else None,
+    }
 
 
 def neighbour_summary(records: dict[str, dict]) -> dict:
     """Rounds kept and rejected for busy neighbours over the pairs' records, the neighbour load of
     the kept rounds (CPUs busy beside the pinned one), and the pairs cut short (not scored)."""
-    loads = sorted(r["neighbour_load"] for rec in records.values() for r in rec["rounds"]
-                   if r.get("neighbour_load") is not None)
+    loads = sorted(
+        r["neighbour_load"] for rec in records.values() for r in rec["rounds"] if r.get("neighbour_load") is not None
+    )
     kept = sum(len(rec["rounds"]) for rec in records.values())
     rejected = sum(len(rec.get("rejected_rounds", ())) for rec in records.values())
-    return {"rounds_kept": kept, "rounds_rejected": rejected,
-            "rejected_share": rejected / (kept + rejected) if kept + rejected else None,
-            "kept_load_median": statistics.median(loads) if loads else None,
-            "kept_load_max": loads[-1] if loads else None,
-            # timed before the check was made, or where /proc/stat could not be read
-            "kept_without_load": kept - len(loads),
-            "bounds": sorted({rec["neighbour_bound"] for rec in records.values() if "neighbour_bound" in rec},
-                             key=lambda b: float("inf") if b is None else b),
-            "not_quiet": {name: rec["not_quiet"] for name, rec in records.items() if rec.get("not_quiet")}}
+    return {
+        "rounds_kept": kept,
+        "rounds_rejected": rejected,
+        "rejected_share": rejected / (kept + rejected) if kept + rejected else None,
+        "kept_load_median": statistics.median(loads) if loads else None,
+        "kept_load_max": loads[-1] if loads else None,
+        # timed before the check was made, or where /proc/stat could not be read
+        "kept_without_load": kept - len(loads),
+        "bounds": sorted(
+            {rec["neighbour_bound"] for rec in records.values() if "neighbour_bound" in rec},
+            key=lambda b: float("inf") if b is None else b,
+        ),
+        "not_quiet": {name: rec["not_quiet"] for name, rec in records.items() if rec.get("not_quiet")},
+    }
 
 
 def neighbour_line(summary: dict) -> str:
@@ -844,15 +1035,19 @@ def neighbour_line(summary: dict) -> str:
 
     bounds = ", ".join("off" if b is None else f"{b:.2f}" for b in summary["bounds"]) or "none recorded"
     share = "" if summary["rejected_share"] is None else f" ({100 * summary['rejected_share']:.0f} % of the tries)"
-    line = (f"busy neighbours (bound in CPUs: {bounds}): {summary['rounds_rejected']} rounds rejected{share}, "
-            f"{summary['rounds_kept']} kept; their neighbour load median {cpus(summary['kept_load_median'])}, "
-            f"max {cpus(summary['kept_load_max'])} CPUs")
+    line = (
+        f"busy neighbours (bound in CPUs: {bounds}): {summary['rounds_rejected']} rounds rejected{share}, "
+        f"{summary['rounds_kept']} kept; their neighbour load median {cpus(summary['kept_load_median'])}, "
+        f"max {cpus(summary['kept_load_max'])} CPUs"
+    )
     if summary["kept_without_load"]:
-        line += (f"; {summary['kept_without_load']} kept rounds without a figure (timed before the check, "
-                 "or no /proc/stat)")
+        line += (
+            f"; {summary['kept_without_load']} kept rounds without a figure (timed before the check, or no /proc/stat)"
+        )
     if summary["not_quiet"]:
         line += f"; {len(summary['not_quiet'])} pairs not quiet, left out of the scores: " + "; ".join(
-            f"`{name}`: {why}" for name, why in summary["not_quiet"].items())
+            f"`{name}`: {why}" for name, why in summary["not_quiet"].items()
+        )
     return line
 
 
@@ -871,40 +1066,83 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", type=Path, default=REPO / "perfguard.toml")
     parser.add_argument("--pairs", help="comma-separated substrings of pair names (default: every pair)")
     parser.add_argument("--rounds", type=int, default=20, help="interleaved rounds per pair (default 20)")
-    parser.add_argument("--retime", action="store_true", help="time every pair again, even if its binaries are unchanged")
-    parser.add_argument("--processes", type=int, default=PROCESSES,
-                        help=f"separate harness processes per side and round (default {PROCESSES})")
-    parser.add_argument("--max-spread", type=float, default=100 * MAX_SPREAD, metavar="PCT",
-                        help=f"time a pair again while its per-round ratios spread more than PCT %% (robust CV; "
-                             f"default {100 * MAX_SPREAD:g})")
-    parser.add_argument("--attempts", type=int, default=ATTEMPTS,
-                        help=f"timings of a pair at most, the steadiest kept (default {ATTEMPTS})")
+    parser.add_argument(
+        "--retime", action="store_true", help="time every pair again, even if its binaries are unchanged"
+    )
+    parser.add_argument(
+        "--processes",
+        type=int,
+        default=PROCESSES,
+        help=f"separate harness processes per side and round (default {PROCESSES})",
+    )
+    parser.add_argument(
+        "--max-spread",
+        type=float,
+        default=100 * MAX_SPREAD,
+        metavar="PCT",
+        help=f"time a pair again while its per-round ratios spread more than PCT %% (robust CV; "
+        f"default {100 * MAX_SPREAD:g})",
+    )
+    parser.add_argument(
+        "--attempts",
+        type=int,
+        default=ATTEMPTS,
+        help=f"timings of a pair at most, the steadiest kept (default {ATTEMPTS})",
+    )
     add_quiet_options(parser, "a round", "a pair", "it is given up as not quiet")
-    parser.add_argument("--no-timing", action="store_true",
-                        help="time nothing: score the stored timings only (pairs without one for their binaries "
-                             "are left out and named)")
-    parser.add_argument("--profile", default=TARGET,
-                        help=f"target profile to build, simulate and time (default {TARGET}; x86_64v1 for gem5)")
-    parser.add_argument("--native-file", type=Path,
-                        help=f"stored native timings (default {NATIVE_FILE.name}, or verdicts-native-PROFILE.json)")
+    parser.add_argument(
+        "--no-timing",
+        action="store_true",
+        help="time nothing: score the stored timings only (pairs without one for their binaries "
+        "are left out and named)",
+    )
+    parser.add_argument(
+        "--profile",
+        default=TARGET,
+        help=f"target profile to build, simulate and time (default {TARGET}; x86_64v1 for gem5)",
+    )
+    parser.add_argument(
+        "--native-file",
+        type=Path,
+        help=f"stored native timings (default {NATIVE_FILE.name}, or verdicts-native-PROFILE.json)",
+    )
     parser.add_argument("--models", default=",".join(MODELS), help=f"comma-separated (default: {','.join(MODELS)})")
-    parser.add_argument("--stat", choices=STATS, default="min_s",
-                        help="per-round time of a side: its fastest call (default) or its median call")
+    parser.add_argument(
+        "--stat",
+        choices=STATS,
+        default="min_s",
+        help="per-round time of a side: its fastest call (default) or its median call",
+    )
     parser.add_argument("--cpu", type=int, help="core to pin native runs to (default: the last one)")
-    parser.add_argument("--reference", default="",
-                        help=f"comma-separated gem5 timing CPUs to score like the models ({', '.join(GEM5_REFERENCES)}); "
-                             "needs a profile gem5 decodes (x86_64v1)")
+    parser.add_argument(
+        "--reference",
+        default="",
+        help=f"comma-separated gem5 timing CPUs to score like the models ({', '.join(GEM5_REFERENCES)}); "
+        "needs a profile gem5 decodes (x86_64v1)",
+    )
     parser.add_argument("--gem5-file", type=Path, help="stored gem5 results (default verdicts-gem5-PROFILE.json)")
-    parser.add_argument("--gem5-jobs", type=int, default=1,
-                        help="gem5 simulations at a time (default 1; 0: run none, score the stored results)")
+    parser.add_argument(
+        "--gem5-jobs",
+        type=int,
+        default=1,
+        help="gem5 simulations at a time (default 1; 0: run none, score the stored results)",
+    )
     parser.add_argument("--json", type=Path, help="also write the results as JSON here")
-    parser.add_argument("--intervals", type=Path, metavar="FILE",
-                        help="write the interval calibration of the pipeline, analytical and calibrated models from "
-                             "every pair's residuals here (perfguard/predict/intervals.json is the one perfguard reads)")
-    parser.add_argument("--machine-profile", type=Path, metavar="FILE",
-                        help="write (or update, for this profile's ISA) the machine profile of the CPU the native "
-                             "timings came from: the interval calibration keyed by that CPU's identity "
-                             "(perfguard/machine_profiles/NAME.json is where `[target.X] machine = \"NAME\"` reads)")
+    parser.add_argument(
+        "--intervals",
+        type=Path,
+        metavar="FILE",
+        help="write the interval calibration of the pipeline, analytical and calibrated models from "
+        "every pair's residuals here (perfguard/predict/intervals.json is the one perfguard reads)",
+    )
+    parser.add_argument(
+        "--machine-profile",
+        type=Path,
+        metavar="FILE",
+        help="write (or update, for this profile's ISA) the machine profile of the CPU the native "
+        "timings came from: the interval calibration keyed by that CPU's identity "
+        '(perfguard/machine_profiles/NAME.json is where `[target.X] machine = "NAME"` reads)',
+    )
     parser.add_argument("--level", type=float, default=0.9, help="nominal coverage of the intervals (default 0.9)")
     parser.add_argument("-j", "--jobs", type=int, help="parallel build/simulation jobs")
     args = parser.parse_args(argv)
@@ -930,10 +1168,21 @@ def main(argv: list[str] | None = None) -> int:
     sides = build_sides(pairs, config, profile, args.jobs)
     if args.no_timing and args.retime:
         raise SystemExit("verdicts: --no-timing and --retime contradict each other")
-    records = time_pairs(pairs, sides, native_file, args.rounds, args.retime,
-                         pick_cpu() if args.cpu is None else args.cpu, profile, log, timing=not args.no_timing,
-                         processes=args.processes, max_spread=args.max_spread / 100, attempts=args.attempts,
-                         quiet=quiet)
+    records = time_pairs(
+        pairs,
+        sides,
+        native_file,
+        args.rounds,
+        args.retime,
+        pick_cpu() if args.cpu is None else args.cpu,
+        profile,
+        log,
+        timing=not args.no_timing,
+        processes=args.processes,
+        max_spread=args.max_spread / 100,
+        attempts=args.attempts,
+        quiet=quiet,
+    )
     neighbours = neighbour_summary(records)
     pairs = [p for p in pairs if p.name in records and p.name not in neighbours["not_quiet"]]
     if not pairs:
@@ -950,8 +1199,16 @@ def main(argv: list[str] | None = None) -> int:
             check_decodable(profile)
         except InputError as exc:
             raise SystemExit(f"verdicts: --reference: {exc.message}") from None
-        gem5_runs = gem5_references(pairs, sides, profile, config, references,
-                                    args.gem5_file or gem5_file_for(profile.name), args.gem5_jobs, log)
+        gem5_runs = gem5_references(
+            pairs,
+            sides,
+            profile,
+            config,
+            references,
+            args.gem5_file or gem5_file_for(profile.name),
+            args.gem5_jobs,
+            log,
+        )
         predicted.update(reference_deltas(pairs, gem5_runs))
     deltas = {name: n.delta for name, n in native.items()}
     residuals = interval_residuals(pairs, profile, config, deltas, predicted)
@@ -967,49 +1224,80 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\non the {len(common)} pairs {ref} simulated:\n")
         print(markdown([p for p in pairs if p.name in common], native, predicted, subset).split("\n\n", 1)[1])
         # how far off the size of each change is, beyond its rank
-        print("\nmedian |ln(predicted ratio / native ratio)| on those pairs: " + ", ".join(
-            f"{m} {tracking_error({n: deltas[n] for n in common}, predicted[m]):.3f}" for m in predicted))
-    print(f"\ninterval coverage at {100 * args.level:.0f} % (split-conformal, perfguard.predict.intervals; held-out "
-          f"pairs only):\n\n" + coverage_markdown(coverage, args.level))
+        print(
+            "\nmedian |ln(predicted ratio / native ratio)| on those pairs: "
+            + ", ".join(f"{m} {tracking_error({n: deltas[n] for n in common}, predicted[m]):.3f}" for m in predicted)
+        )
+    print(
+        f"\ninterval coverage at {100 * args.level:.0f} % (split-conformal, perfguard.predict.intervals; held-out "
+        f"pairs only):\n\n" + coverage_markdown(coverage, args.level)
+    )
     if args.intervals or args.machine_profile:
         from perfguard.predict.intervals import calibrate
 
-        machines = sorted({json.dumps(r.get("machine", {}), sort_keys=True)
-                           for name, r in records.items() if name in deltas})
-        source = {"command": " ".join(["python", "benchmarks/verdicts.py", *(argv or sys.argv[1:])]),
-                  "native_file": os.path.relpath(native_file, REPO) if native_file.is_relative_to(REPO)
-                  else str(native_file), "pairs": len(pairs), "stat": args.stat,
-                  "machines": [json.loads(m) for m in machines]}
-        calibration = calibrate({k: [(r.predicted, r.native) for r in rows] for k, rows in residuals.items()}, source,
-                                args.level)
+        machines = sorted(
+            {json.dumps(r.get("machine", {}), sort_keys=True) for name, r in records.items() if name in deltas}
+        )
+        source = {
+            "command": " ".join(["python", "benchmarks/verdicts.py", *(argv or sys.argv[1:])]),
+            "native_file": os.path.relpath(native_file, REPO) if native_file.is_relative_to(REPO) else str(native_file),
+            "pairs": len(pairs),
+            "stat": args.stat,
+            "machines": [json.loads(m) for m in machines],
+        }
+        calibration = calibrate(
+            {k: [(r.predicted, r.native) for r in rows] for k, rows in residuals.items()}, source, args.level
+        )
         if args.intervals:
             calibration.save(args.intervals)
             print(f"\nwrote {args.intervals}: {len(calibration.entries)} models")
         if args.machine_profile:
             write_machine_profile(args.machine_profile, profile.isa, calibration, [json.loads(m) for m in machines])
-            print(f"\nwrote {args.machine_profile}: {profile.isa}, {len(calibration.entries)} models, "
-                  f"{len(pairs)} pairs")
+            print(
+                f"\nwrote {args.machine_profile}: {profile.isa}, {len(calibration.entries)} models, {len(pairs)} pairs"
+            )
     for model, failed in errors.items():
-        print(f"\n{model} could not score {len(failed)} pairs; first: `{next(iter(failed))}`: {next(iter(failed.values()))}")
-    print(f"\nnative noise: 95 % interval half-width median {100 * noise['median_halfwidth']:.1f} %, "
-          f"max {100 * noise['max_halfwidth']:.1f} %, within 2 % on {noise['within_2pct']} of {noise['pairs']} pairs; "
-          f"per-round ratio spread (robust CV) median {100 * noise['median_spread']:.1f} %, "
-          f"max {100 * noise['max_spread']:.1f} %; timed again for spread: {noise['retimed']} pairs, "
-          f"still above the bound: {noise['unsteady']}; "
-          f"1-min load average while timing {noise['loadavg_min']:.2f} .. {noise['loadavg_max']:.2f}")
+        print(
+            f"\n{model} could not score {len(failed)} pairs; first: `{next(iter(failed))}`: {next(iter(failed.values()))}"
+        )
+    print(
+        f"\nnative noise: 95 % interval half-width median {100 * noise['median_halfwidth']:.1f} %, "
+        f"max {100 * noise['max_halfwidth']:.1f} %, within 2 % on {noise['within_2pct']} of {noise['pairs']} pairs; "
+        f"per-round ratio spread (robust CV) median {100 * noise['median_spread']:.1f} %, "
+        f"max {100 * noise['max_spread']:.1f} %; timed again for spread: {noise['retimed']} pairs, "
+        f"still above the bound: {noise['unsteady']}; "
+        f"1-min load average while timing {noise['loadavg_min']:.2f} .. {noise['loadavg_max']:.2f}"
+    )
     print(neighbour_line(neighbours))
     if args.json:
-        doc = {"target": profile.name, "command": " ".join(["python", "benchmarks/verdicts.py", *(argv or sys.argv[1:])]),
-               "pairs": [{"name": p.name, "family": p.family, "knob": p.knob, "kind": p.kind, "before": p.before,
-                          "after": p.after, "native": {**native[p.name].__dict__, "halfwidth": native[p.name].halfwidth},
-                          "binaries": [s.result.binary_hash for s in sides[p.name]],
-                          "insts": [s.stats.insts for s in sides[p.name]],
-                          "predicted": {m: predicted[m][p.name] for m in predicted},
-                          "gem5": {r: runs.get(p.name) for r, runs in gem5_runs.items()}} for p in pairs],
-               "summary": {m: s.to_dict() for m, s in summaries.items()}, "noise": noise, "neighbours": neighbours,
-               "stat": args.stat, "errors": errors,
-               "by_family": {f: {m: s.to_dict() for m, s in per.items()} for f, per in families.items()},
-               "interval_coverage": coverage, "level": args.level}
+        doc = {
+            "target": profile.name,
+            "command": " ".join(["python", "benchmarks/verdicts.py", *(argv or sys.argv[1:])]),
+            "pairs": [
+                {
+                    "name": p.name,
+                    "family": p.family,
+                    "knob": p.knob,
+                    "kind": p.kind,
+                    "before": p.before,
+                    "after": p.after,
+                    "native": {**native[p.name].__dict__, "halfwidth": native[p.name].halfwidth},
+                    "binaries": [s.result.binary_hash for s in sides[p.name]],
+                    "insts": [s.stats.insts for s in sides[p.name]],
+                    "predicted": {m: predicted[m][p.name] for m in predicted},
+                    "gem5": {r: runs.get(p.name) for r, runs in gem5_runs.items()},
+                }
+                for p in pairs
+            ],
+            "summary": {m: s.to_dict() for m, s in summaries.items()},
+            "noise": noise,
+            "neighbours": neighbours,
+            "stat": args.stat,
+            "errors": errors,
+            "by_family": {f: {m: s.to_dict() for m, s in per.items()} for f, per in families.items()},
+            "interval_coverage": coverage,
+            "level": args.level,
+        }
         atomic_write_text(args.json, json.dumps(doc, indent=1, sort_keys=True) + "\n")
     return 0
 

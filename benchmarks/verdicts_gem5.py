@@ -52,18 +52,23 @@ def pair_table(pairs: list[vd.Pair], deltas: dict[str, dict[str, float | None]])
     columns = list(deltas)
     lines = ["| pair | kind | " + " | ".join(columns) + " |", "| --- | --- |" + " ---: |" * len(columns)]
     for pair in pairs:
-        lines.append(f"| `{pair.name}` | {pair.kind} | " + " | ".join(vd._pct(deltas[c][pair.name]) for c in columns)
-                     + " |")
+        lines.append(
+            f"| `{pair.name}` | {pair.kind} | " + " | ".join(vd._pct(deltas[c][pair.name]) for c in columns) + " |"
+        )
     return "\n".join(lines)
 
 
 def summary_table(truth: str, summaries: dict[str, vd.Summary]) -> str:
-    lines = [f"| against {truth} | pairs scored | Spearman of deltas | missed regressions | false alarms | "
-             "sign agreement (change > 10 %) |", "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    lines = [
+        f"| against {truth} | pairs scored | Spearman of deltas | missed regressions | false alarms | "
+        "sign agreement (change > 10 %) |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
     for model, s in summaries.items():
         rho = "n/a" if s.spearman is None else f"{s.spearman:.3f}"
-        lines.append(f"| {model} | {s.n} | {rho} | {len(s.missed)} | {len(s.false_alarms)} | "
-                     f"{s.sign_agree} / {s.sign_total} |")
+        lines.append(
+            f"| {model} | {s.n} | {rho} | {len(s.missed)} | {len(s.false_alarms)} | {s.sign_agree} / {s.sign_total} |"
+        )
     for model, s in summaries.items():
         for label, names in (("missed", s.missed), ("false alarms", s.false_alarms)):
             if names:
@@ -80,9 +85,11 @@ def cost_lines(runs: dict[str, dict[str, dict]]) -> list[str]:
         walls = [p["before"]["wall_s"] + p["after"]["wall_s"] for p in by_pair.values()]
         insts = [p["before"]["sim_insts"] + p["after"]["sim_insts"] for p in by_pair.values()]
         rate = sum(insts) / sum(walls) / 1e3 if sum(walls) else float("nan")
-        out.append(f"{ref}: {len(walls)} pairs, wall s per pair median {statistics.median(walls):.0f} "
-                   f"(min {min(walls):.0f}, max {max(walls):.0f}); REPS-run instructions per pair median "
-                   f"{statistics.median(insts) / 1e6:.1f} M; {rate:.0f} thousand instructions per wall second")
+        out.append(
+            f"{ref}: {len(walls)} pairs, wall s per pair median {statistics.median(walls):.0f} "
+            f"(min {min(walls):.0f}, max {max(walls):.0f}); REPS-run instructions per pair median "
+            f"{statistics.median(insts) / 1e6:.1f} M; {rate:.0f} thousand instructions per wall second"
+        )
     return out
 
 
@@ -121,13 +128,16 @@ def main(argv: list[str] | None = None) -> int:
     errors: dict[str, dict[str, str]] = {}
     deltas = vd.predicted_deltas(pairs, sides, profile, config, models, errors)
     cpu_before = children_cpu_s()
-    runs = vd.gem5_references(pairs, sides, profile, config, references,
-                              args.gem5_file or vd.gem5_file_for(profile.name), args.gem5_jobs, log)
+    runs = vd.gem5_references(
+        pairs, sides, profile, config, references, args.gem5_file or vd.gem5_file_for(profile.name), args.gem5_jobs, log
+    )
     cpu_s = children_cpu_s() - cpu_before
     deltas.update(vd.reference_deltas(pairs, runs))
     covered = [p for p in pairs if all(deltas[r][p.name] is not None for r in references)]
-    print(f"{profile.name} ({profile.pipeline_cpu} scheduling model for `pipeline`): {len(covered)} of {len(pairs)} "
-          f"pairs simulated by every reference. A model against a model: no native timing exists here.\n")
+    print(
+        f"{profile.name} ({profile.pipeline_cpu} scheduling model for `pipeline`): {len(covered)} of {len(pairs)} "
+        f"pairs simulated by every reference. A model against a model: no native timing exists here.\n"
+    )
     print(pair_table(covered, deltas))
     scores = {}
     for truth in references:
@@ -139,11 +149,19 @@ def main(argv: list[str] | None = None) -> int:
         first = next(iter(failed))
         print(f"\n{model} could not score {len(failed)} pairs; first: `{first}`: {failed[first]}")
     if args.json:
-        args.json.write_text(json.dumps({
-            "profile": profile.name, "pairs": [p.name for p in covered],
-            "deltas": {c: {p.name: deltas[c][p.name] for p in covered} for c in deltas},
-            "scores": {t: {m: s.to_dict() for m, s in by.items()} for t, by in scores.items()},
-        }, indent=1, sort_keys=True) + "\n")
+        args.json.write_text(
+            json.dumps(
+                {
+                    "profile": profile.name,
+                    "pairs": [p.name for p in covered],
+                    "deltas": {c: {p.name: deltas[c][p.name] for p in covered} for c in deltas},
+                    "scores": {t: {m: s.to_dict() for m, s in by.items()} for t, by in scores.items()},
+                },
+                indent=1,
+                sort_keys=True,
+            )
+            + "\n"
+        )
     return 0
 
 

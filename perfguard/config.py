@@ -54,8 +54,11 @@ class Storage:
     KEYS: ClassVar[KeyDocs] = {
         "baseline_dir": ("path", '"baselines"', "the committed baselines (and calibrated models, datasets)"),
         "report_dir": ("path", '"reports"', "where perfguard.json, index.html and summary.md are written"),
-        "cache_dir": ("path", "`$PERFGUARD_CACHE_DIR`, else `~/.cache/perfguard`",
-                      "the content-addressed build and simulation cache"),
+        "cache_dir": (
+            "path",
+            "`$PERFGUARD_CACHE_DIR`, else `~/.cache/perfguard`",
+            "the content-addressed build and simulation cache",
+        ),
     }
 
     @classmethod
@@ -66,8 +69,10 @@ class Storage:
                 raise InputError(f"{table.where(key)}: must be a path string")
             # A relative path may not climb out: a baseline folder elsewhere is written out in full.
             if not os.path.isabs(value) and os.path.normpath(value).split(os.sep)[0] == os.pardir:
-                raise InputError(f"{table.where(key)}: '{value}' leads outside the config's folder {table.root} "
-                                 f"(write an absolute path to mean a folder elsewhere)")
+                raise InputError(
+                    f"{table.where(key)}: '{value}' leads outside the config's folder {table.root} "
+                    f"(write an absolute path to mean a folder elsewhere)"
+                )
             return (table.root / value).resolve()
 
         cache_dir = folder("cache_dir", ".") if "cache_dir" in table else default_cache_dir()
@@ -82,24 +87,39 @@ class DriftLimits:
     spearman: float = 0.9  # ... or whose rank correlation falls below it
 
     KEYS: ClassVar[KeyDocs] = {
-        "drift_mape": ("number, percent", "15.0", "`calibrate drift`: a calibrated model whose error on fresh native "
-                                                  "runs exceeds this has drifted"),
+        "drift_mape": (
+            "number, percent",
+            "15.0",
+            "`calibrate drift`: a calibrated model whose error on fresh native runs exceeds this has drifted",
+        ),
         "drift_spearman": ("number", "0.9", "`calibrate drift`: ... or whose rank correlation falls below this"),
     }
 
     @classmethod
     def parse(cls, table: Table) -> DriftLimits:
-        return cls(number(table.get("drift_mape", cls.mape), table.where("drift_mape")),
-                   number(table.get("drift_spearman", cls.spearman), table.where("drift_spearman")))
+        return cls(
+            number(table.get("drift_mape", cls.mape), table.where("drift_mape")),
+            number(table.get("drift_spearman", cls.spearman), table.where("drift_spearman")),
+        )
 
 
 # The keys Config reads itself; each section declares its own. Together they are [perfguard]'s keys.
 _OWN_KEYS: KeyDocs = {
-    "targets": ("list of target names", '["x86_64", "aarch64", "riscv64"]',
-                "the target ISAs every kernel is built for and simulated on (built-in or `[target.NAME]`)"),
-    "jobs": ("integer >= 1", "one per 4 jobs to run, up to the CPU count (tune: the CPU count)", "kernels built and simulated in parallel"),
-    "require_reference": ("boolean", "false", "every kernel must name a numpy `reference` (no self-consistency "
-                                              "check only)"),
+    "targets": (
+        "list of target names",
+        '["x86_64", "aarch64", "riscv64"]',
+        "the target ISAs every kernel is built for and simulated on (built-in or `[target.NAME]`)",
+    ),
+    "jobs": (
+        "integer >= 1",
+        "one per 4 jobs to run, up to the CPU count (tune: the CPU count)",
+        "kernels built and simulated in parallel",
+    ),
+    "require_reference": (
+        "boolean",
+        "false",
+        "every kernel must name a numpy `reference` (no self-consistency check only)",
+    ),
 }
 SECTIONS = (Simulation, Judging, Storage, DriftLimits)  # in the order they are parsed and documented
 _TOP_KEYS = {*_OWN_KEYS, *(key for section in SECTIONS for key in section.KEYS)}
@@ -109,49 +129,82 @@ _INPUT_KEYS = ("low", "high", "seed", "file")
 # [[kernel]] and [[model]] accept (_KERNEL_KEYS, _MODEL_KEYS below are its keys): a key cannot be
 # added without its documentation. docs/configuration.md is generated from it (scripts/docs_reference.py).
 KEY_DOCS: dict[str, KeyDocs] = {
-    "perfguard": {"targets": _OWN_KEYS["targets"],
-                  **{key: doc for section in SECTIONS for key, doc in section.KEYS.items()}, **_OWN_KEYS},
+    "perfguard": {
+        "targets": _OWN_KEYS["targets"],
+        **{key: doc for section in SECTIONS for key, doc in section.KEYS.items()},
+        **_OWN_KEYS,
+    },
     "kernel": {
         "name": ("string, required", "", "the kernel's name: its baseline file and report rows"),
-        "entry": ("`module:function`, required", "",
-                  "called with `params`, returns a TVM IRModule whose PrimFunc `main` takes the inputs, then the "
-                  "outputs; imported from the config's folder"),
-        "family": ("string", "none", "a built-in family (see Kernel families): its knobs, reference and flop count; "
-                                     "`entry` must be that family's (else the kernel is refused). Another name "
-                                     "only labels the kernel"),
+        "entry": (
+            "`module:function`, required",
+            "",
+            "called with `params`, returns a TVM IRModule whose PrimFunc `main` takes the inputs, then the "
+            "outputs; imported from the config's folder",
+        ),
+        "family": (
+            "string",
+            "none",
+            "a built-in family (see Kernel families): its knobs, reference and flop count; "
+            "`entry` must be that family's (else the kernel is refused). Another name "
+            "only labels the kernel",
+        ),
         "params": ("table", "{}", "the keywords `entry` is called with (a family's knobs)"),
         "threshold": ("number, percent", "`[perfguard].threshold`", "this kernel's own threshold"),
-        "reference": ("`module:function`", "the family's, else the kernel built for the host",
-                      "numpy `reference(inputs, **params)` returning the outputs"),
+        "reference": (
+            "`module:function`",
+            "the family's, else the kernel built for the host",
+            "numpy `reference(inputs, **params)` returning the outputs",
+        ),
         "targets": ("list of target names", "every target", "only these of `[perfguard].targets`"),
         "outputs": ("integer >= 1", "1 (a family's count)", "how many trailing arguments of `main` are outputs"),
-        "rtol": ("number in [0, 1)", "per dtype: 1e-5 float32, 1e-12 float64, exact integers",
-                 "the output check's relative tolerance"),
+        "rtol": (
+            "number in [0, 1)",
+            "per dtype: 1e-5 float32, 1e-12 float64, exact integers",
+            "the output check's relative tolerance",
+        ),
         "atol": ("number >= 0", "rtol's default x max abs(reference)", "the output check's absolute tolerance"),
-        "flops": ("expression or `module:function`", "the family's count, else none",
-                  "floating-point operations per call, over params (`\"2 * M * N * K\"`): GFLOP/s, roofline"),
-        "limits": ("table metric -> limit", "`[perfguard].limits`", "this kernel's per-metric limits (replace the "
-                                                                    "global one per metric)"),
-        "inputs": ("table input name -> { low, high, seed } or { file }", "floats uniform in [-1, 1), integers in "
-                   "[-8, 7]", "an input's values: uniform in [low, high) (integers low..high-1), its own `seed`, or "
-                   "a `.npy` file's (path from the config's folder; its shape and dtype the input's); the kernel "
-                   "and its reference see the same values"),
+        "flops": (
+            "expression or `module:function`",
+            "the family's count, else none",
+            'floating-point operations per call, over params (`"2 * M * N * K"`): GFLOP/s, roofline',
+        ),
+        "limits": (
+            "table metric -> limit",
+            "`[perfguard].limits`",
+            "this kernel's per-metric limits (replace the global one per metric)",
+        ),
+        "inputs": (
+            "table input name -> { low, high, seed } or { file }",
+            "floats uniform in [-1, 1), integers in [-8, 7]",
+            "an input's values: uniform in [low, high) (integers low..high-1), its own `seed`, or "
+            "a `.npy` file's (path from the config's folder; its shape and dtype the input's); the kernel "
+            "and its reference see the same values",
+        ),
     },
     "model": {
         "name": ("string, required", "", "the model's name; its kernels are `<name>.<operator>.<digest>`"),
-        "source": ("`module:function` or `.onnx` path, required", "",
-                   "a function returning a Relax IRModule (or `(IRModule, params)`), or an ONNX file"),
+        "source": (
+            "`module:function` or `.onnx` path, required",
+            "",
+            "a function returning a Relax IRModule (or `(IRModule, params)`), or an ONNX file",
+        ),
         "inputs": ("table name -> shape or { shape, dtype }", "{}", "shapes of inputs the source leaves symbolic"),
         "params": ("table", "{}", "keywords for a `module:function` source"),
         "threshold": ("number, percent", "`[perfguard].threshold`", "the model total's threshold"),
         "kernel_threshold": ("number, percent", "`[perfguard].threshold`", "each of its kernels' threshold"),
         "targets": ("list of target names", "every target", "only these of `[perfguard].targets`"),
         "database": ("path", "none", "a MetaSchedule JSON database folder: its tuned schedules are built"),
-        "schedule": ('`"default"` or `"none"`', '`"default"`',
-                     "a kernel without a database record: TVM's default CPU schedule rules, or TVM's unscheduled "
-                     "loops"),
-        "skip": ("list of graph node or kernel names", "none",
-                 "calls not guarded (not built, not simulated, in no total), each said so"),
+        "schedule": (
+            '`"default"` or `"none"`',
+            '`"default"`',
+            "a kernel without a database record: TVM's default CPU schedule rules, or TVM's unscheduled loops",
+        ),
+        "skip": (
+            "list of graph node or kernel names",
+            "none",
+            "calls not guarded (not built, not simulated, in no total), each said so",
+        ),
     },
 }
 _KERNEL_KEYS = frozenset(KEY_DOCS["kernel"])
@@ -224,14 +277,18 @@ class Config:
         for spec in self.kernels:
             if spec.name == name:
                 return spec
-        raise InputError(f"{where + ': ' if where else ''}unknown kernel '{name}'"
-                         f"{did_you_mean(name, [k.name for k in self.kernels])} "
-                         f"(configured in {self.path}: {', '.join(k.name for k in self.kernels)})")
+        raise InputError(
+            f"{where + ': ' if where else ''}unknown kernel '{name}'"
+            f"{did_you_mean(name, [k.name for k in self.kernels])} "
+            f"(configured in {self.path}: {', '.join(k.name for k in self.kernels)})"
+        )
 
     def profile(self, name: str, where: str = "") -> TargetProfile:
         if name not in self.profiles:
-            raise InputError(f"{where + ': ' if where else ''}unknown target '{name}'"
-                             f"{did_you_mean(name, self.profiles)} (known: {', '.join(sorted(self.profiles))})")
+            raise InputError(
+                f"{where + ': ' if where else ''}unknown target '{name}'"
+                f"{did_you_mean(name, self.profiles)} (known: {', '.join(sorted(self.profiles))})"
+            )
         return self.profiles[name]
 
     def with_cache_dir(self, cache_dir: Path) -> Config:
@@ -283,9 +340,11 @@ def load_config(path: Path | None = None, cwd: Path | None = None) -> Config:
     else:
         unknown = sorted(set(data) - {"perfguard", "kernel", "target", "model"})
         if unknown:
-            raise InputError(f"{path}: unknown key '{unknown[0]}'"
-                             f"{did_you_mean(unknown[0], ('perfguard', 'kernel', 'target', 'model'))} (expected "
-                             f"[perfguard], [[kernel]], [[model]], [target.NAME])")
+            raise InputError(
+                f"{path}: unknown key '{unknown[0]}'"
+                f"{did_you_mean(unknown[0], ('perfguard', 'kernel', 'target', 'model'))} (expected "
+                f"[perfguard], [[kernel]], [[model]], [target.NAME])"
+            )
         top, kernels, targets = data.get("perfguard", {}), data.get("kernel", []), data.get("target", {})
         data = {"model": data.get("model", [])}
         prefix = "perfguard"
@@ -321,10 +380,16 @@ def _build(path: Path, top: dict, kernels: Any, targets: Any, prefix: str) -> Co
     target_names = string_list(top.get("targets", ["x86_64", "aarch64", "riscv64"]), table.where("targets"))
     for name in target_names:
         if name not in profiles:
-            raise InputError(f"{table.where('targets')}: unknown target '{name}'{did_you_mean(name, profiles)} "
-                             f"(known: {', '.join(sorted(profiles))})")
-    simulation, judging, storage, drift = (Simulation.parse(table), Judging.parse(table), Storage.parse(table),
-                                           DriftLimits.parse(table))
+            raise InputError(
+                f"{table.where('targets')}: unknown target '{name}'{did_you_mean(name, profiles)} "
+                f"(known: {', '.join(sorted(profiles))})"
+            )
+    simulation, judging, storage, drift = (
+        Simulation.parse(table),
+        Judging.parse(table),
+        Storage.parse(table),
+        DriftLimits.parse(table),
+    )
     jobs = top.get("jobs")
     if jobs is not None:
         jobs = number(jobs, table.where("jobs"), 1, integer=True)
@@ -341,9 +406,20 @@ def _build(path: Path, top: dict, kernels: Any, targets: Any, prefix: str) -> Co
         seen.add(spec.name)
         specs.append(spec)
 
-    return Config(path=path, root=path.parent, targets=target_names, profiles=profiles, kernels=tuple(specs),
-                  simulation=simulation, judging=judging, storage=storage, drift=drift, jobs=jobs,
-                  require_reference=require_reference, machines=machine_names)
+    return Config(
+        path=path,
+        root=path.parent,
+        targets=target_names,
+        profiles=profiles,
+        kernels=tuple(specs),
+        simulation=simulation,
+        judging=judging,
+        storage=storage,
+        drift=drift,
+        jobs=jobs,
+        require_reference=require_reference,
+        machines=machine_names,
+    )
 
 
 def _check_table(where: str, table: Any, keys: frozenset[str], required: tuple[str, ...]) -> None:
@@ -352,8 +428,10 @@ def _check_table(where: str, table: Any, keys: frozenset[str], required: tuple[s
         raise InputError(f"{where}: must be a table")
     unknown = sorted(set(table) - keys)
     if unknown:
-        raise InputError(f"{where}: unknown key '{unknown[0]}'"
-                         f"{did_you_mean(unknown[0], keys) or ' (known: ' + ', '.join(sorted(keys)) + ')'}")
+        raise InputError(
+            f"{where}: unknown key '{unknown[0]}'"
+            f"{did_you_mean(unknown[0], keys) or ' (known: ' + ', '.join(sorted(keys)) + ')'}"
+        )
     for key in required:
         if not isinstance(table.get(key), str) or not table[key]:
             raise InputError(f"{where}: missing or empty '{key}'")
@@ -384,8 +462,10 @@ def parse_kernel(path: Path, i: int, table: Any, profiles: dict) -> KernelSpec:
         targets = string_list(targets, f"{where}: targets")
         for t in targets:
             if t not in profiles:
-                raise InputError(f"{where}: targets: unknown target '{t}'{did_you_mean(t, profiles)} "
-                                 f"(known: {', '.join(sorted(profiles))})")
+                raise InputError(
+                    f"{where}: targets: unknown target '{t}'{did_you_mean(t, profiles)} "
+                    f"(known: {', '.join(sorted(profiles))})"
+                )
     outputs = table.get("outputs")
     if outputs is not None:
         outputs = number(outputs, f"{where}: outputs", 1, integer=True)
@@ -402,8 +482,9 @@ def parse_kernel(path: Path, i: int, table: Any, profiles: dict) -> KernelSpec:
         flops = flopcount.parse(flops, params, f"{where}: flops")
     limits = parse_limits(table["limits"], f"{where}: limits") if "limits" in table else {}
     inputs = parse_inputs(table["inputs"], f"{where}: inputs") if "inputs" in table else None
-    return KernelSpec(name, entry, family, params, threshold, reference, targets, outputs, rtol, atol, flops, limits,
-                      inputs=inputs)
+    return KernelSpec(
+        name, entry, family, params, threshold, reference, targets, outputs, rtol, atol, flops, limits, inputs=inputs
+    )
 
 
 def parse_inputs(table: Any, where: str) -> dict[str, dict[str, Any]] | None:
@@ -420,8 +501,10 @@ def parse_inputs(table: Any, where: str) -> dict[str, dict[str, Any]] | None:
             raise InputError(f"{at}: must be a table {{ low = ..., high = ..., seed = ... }}, got {entry!r}")
         unknown = sorted(set(entry) - set(_INPUT_KEYS))
         if unknown:
-            raise InputError(f"{at}: unknown key '{unknown[0]}'{did_you_mean(unknown[0], _INPUT_KEYS)} "
-                             f"(known: {', '.join(_INPUT_KEYS)})")
+            raise InputError(
+                f"{at}: unknown key '{unknown[0]}'{did_you_mean(unknown[0], _INPUT_KEYS)} "
+                f"(known: {', '.join(_INPUT_KEYS)})"
+            )
         if not entry:
             raise InputError(f"{at}: empty table (give low and high, or seed, or file)")
         if "file" in entry:
@@ -430,26 +513,36 @@ def parse_inputs(table: Any, where: str) -> dict[str, dict[str, Any]] | None:
                 raise InputError(f"{at}: file gives the values whole: no {others[0]} beside it")
             value = entry["file"]
             if not isinstance(value, str) or not value.endswith(".npy"):
-                raise InputError(f"{at}: file must be the path of a .npy file (from the config's folder), got {value!r}")
+                raise InputError(
+                    f"{at}: file must be the path of a .npy file (from the config's folder), got {value!r}"
+                )
             if os.path.isabs(value) or os.path.normpath(value).split(os.sep)[0] == "..":
                 # a check's records are reused while the project's files are as they were: the values must be one
                 raise InputError(f"{at}: file '{value}' leads outside the config's folder (give a path inside it)")
             parsed[name] = {"low": None, "high": None, "seed": None, "file": value}
             continue
         if ("low" in entry) != ("high" in entry):
-            raise InputError(f"{at}: low and high go together (uniform in [low, high)), got only "
-                             f"{'low' if 'low' in entry else 'high'}")
+            raise InputError(
+                f"{at}: low and high go together (uniform in [low, high)), got only "
+                f"{'low' if 'low' in entry else 'high'}"
+            )
         item: dict[str, Any] = {"low": None, "high": None, "seed": None}
         if "low" in entry:
             for key in ("low", "high"):
                 value = entry[key]
-                if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value \
-                        or value in (float("inf"), float("-inf")):
+                if (
+                    isinstance(value, bool)
+                    or not isinstance(value, (int, float))
+                    or value != value
+                    or value in (float("inf"), float("-inf"))
+                ):
                     raise InputError(f"{at}: {key} must be a finite number, got {value!r}")
                 item[key] = value
             if not item["low"] < item["high"]:
-                raise InputError(f"{at}: low must be below high (values in [low, high)), got low = {item['low']!r}, "
-                                 f"high = {item['high']!r}")
+                raise InputError(
+                    f"{at}: low must be below high (values in [low, high)), got low = {item['low']!r}, "
+                    f"high = {item['high']!r}"
+                )
         if "seed" in entry:
             item["seed"] = number(entry["seed"], f"{at}: seed", 0, integer=True)
         parsed[name] = item
@@ -478,13 +571,15 @@ def load_callable(ref: str, root: Path, where: str, key: str = "entry") -> Calla
             module = import_user_module(module_name, root)
     except Exception as exc:
         hint = _module_hint(exc, root) if isinstance(exc, ModuleNotFoundError) else ""
-        raise InputError(f"{where}: {key} '{ref}': cannot import '{module_name}': {type(exc).__name__}: "
-                         f"{exc}".splitlines()[0] + hint) from None
+        raise InputError(
+            f"{where}: {key} '{ref}': cannot import '{module_name}': {type(exc).__name__}: {exc}".splitlines()[0] + hint
+        ) from None
     func = getattr(module, attr, None)
     if not callable(func):
         functions = [n for n in dir(module) if not n.startswith("_") and callable(getattr(module, n, None))]
-        raise InputError(f"{where}: {key} '{ref}': '{module_name}' has no function '{attr}'"
-                         f"{did_you_mean(attr, functions)}")
+        raise InputError(
+            f"{where}: {key} '{ref}': '{module_name}' has no function '{attr}'{did_you_mean(attr, functions)}"
+        )
     return func
 
 
@@ -515,8 +610,10 @@ def _models(path: Path, tables: Any, config: Config) -> tuple[ModelSpec, ...]:
         # Its kernels are named "<model>.<operator>.<shape digest>": no configured kernel may look like one.
         clash = sorted(n for n in kernel_names if n == spec.name or n.startswith(spec.name + "."))
         if clash:
-            raise InputError(f"{path}: model '{spec.name}': kernel '{clash[0]}' has the model's name or its prefix "
-                             f"'{spec.name}.' (the model's kernels are named so): rename one")
+            raise InputError(
+                f"{path}: model '{spec.name}': kernel '{clash[0]}' has the model's name or its prefix "
+                f"'{spec.name}.' (the model's kernels are named so): rename one"
+            )
         if any(s.name == spec.name for s in specs):
             raise InputError(f"{path}: model[{i}]: duplicate model name '{spec.name}'")
         specs.append(spec)
@@ -537,18 +634,25 @@ def _model(path: Path, i: int, table: Any, config: Config) -> ModelSpec:
             raise InputError(f"{where}: source '{source}' leads outside the config's folder {path.parent}")
     inputs = table.get("inputs", {})
     if not isinstance(inputs, dict):
-        raise InputError(f"{where}: inputs must be a table of input name -> shape (a list of integers) "
-                         f"or {{ shape = [...], dtype = \"float32\" }}")
+        raise InputError(
+            f"{where}: inputs must be a table of input name -> shape (a list of integers) "
+            f'or {{ shape = [...], dtype = "float32" }}'
+        )
     parsed = {}
     for key, value in inputs.items():
         shape, dtype = (value.get("shape"), value.get("dtype")) if isinstance(value, dict) else (value, None)
         if isinstance(value, dict) and sorted(set(value) - {"shape", "dtype"}):
             raise InputError(f"{where}: inputs.{key}: unknown key '{sorted(set(value) - {'shape', 'dtype'})[0]}'")
-        if (not isinstance(shape, list) or not shape
-                or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in shape)):
-            raise InputError(f"{where}: inputs.{key}: shape must be a non-empty list of positive integers, got {shape!r}")
+        if (
+            not isinstance(shape, list)
+            or not shape
+            or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in shape)
+        ):
+            raise InputError(
+                f"{where}: inputs.{key}: shape must be a non-empty list of positive integers, got {shape!r}"
+            )
         if dtype is not None and (not isinstance(dtype, str) or not re.fullmatch(r"[a-z]+[0-9]*", dtype)):
-            raise InputError(f"{where}: inputs.{key}: dtype must be a name like \"float32\", got {dtype!r}")
+            raise InputError(f'{where}: inputs.{key}: dtype must be a name like "float32", got {dtype!r}')
         parsed[key] = (tuple(shape), dtype)
     params = table.get("params", {})
     if not isinstance(params, dict):
@@ -571,5 +675,15 @@ def _model(path: Path, i: int, table: Any, config: Config) -> ModelSpec:
     schedule = table.get("schedule", "default")
     if schedule not in MODEL_SCHEDULES:
         raise InputError(f"{where}: schedule {schedule!r} is not one of {', '.join(map(repr, MODEL_SCHEDULES))}")
-    return ModelSpec(name, source, parsed, params, thresholds["threshold"], thresholds["kernel_threshold"],
-                     targets, database, skip, schedule)
+    return ModelSpec(
+        name,
+        source,
+        parsed,
+        params,
+        thresholds["threshold"],
+        thresholds["kernel_threshold"],
+        targets,
+        database,
+        skip,
+        schedule,
+    )

@@ -15,19 +15,19 @@ EXIT_WRONG_RESULT = 4  # the code under test computes a wrong answer: never an i
 # Every exit code of the CLI contract, and what it means (docs: "Exit codes").
 EXIT_CODES = {
     EXIT_OK: "ok: no regression, every kernel measured and checked (also when the toolchain differs from the "
-             "baselines': the kernels are then judged against their base revision measured again with this "
-             "toolchain, and the headline says so and names the command that re-baselines)",
+    "baselines': the kernels are then judged against their base revision measured again with this "
+    "toolchain, and the headline says so and names the command that re-baselines)",
     EXIT_REGRESSION: "a regression: a kernel (or a [[model]]'s total) got slower than its threshold, or went over "
-                     "a per-metric limit",
+    "a per-metric limit",
     EXIT_USAGE: "usage or input error: bad config, bad file, unknown kernel or target, a misspelt name (the message "
-                "names the closest one); a committed baseline that no configured kernel has (`removed`: rename or "
-                "prune it)",
+    "names the closest one); a committed baseline that no configured kernel has (`removed`: rename or "
+    "prune it)",
     EXIT_INFRA: "infrastructure failure: toolchain missing, build failed, simulator crashed or timed out, a QEMU "
-                "whose plugin API perfguard's plugin does not support, the check interrupted; a kernel that moved "
-                "under another toolchain than its baseline's whose base revision cannot be measured again (unless "
-                "allow_unjudged = true); with --fail-on-toolchain-change, a toolchain other than the baselines'",
+    "whose plugin API perfguard's plugin does not support, the check interrupted; a kernel that moved "
+    "under another toolchain than its baseline's whose base revision cannot be measured again (unless "
+    "allow_unjudged = true); with --fail-on-toolchain-change, a toolchain other than the baselines'",
     EXIT_WRONG_RESULT: "wrong result: a kernel's output differs from its reference, so the code under test is wrong; "
-                       "it beats every other code, and --allow-errors does not hide it",
+    "it beats every other code, and --allow-errors does not hide it",
 }
 
 
@@ -61,8 +61,10 @@ def newer_format(source: str, what: str, version: object, readable: int, written
     'F: baseline schema 5, written by perfguard 0.3.0; this is perfguard 0.2.0 (reads up to baseline
     schema 4): upgrade perfguard'."""
     by = f"perfguard {written_by}" if isinstance(written_by, str) and written_by else "a newer perfguard"
-    return NewerFormat(f"{source}: {what} {version}, written by {by}; this is perfguard {__version__} (reads up to "
-                       f"{what} {readable}): upgrade perfguard")
+    return NewerFormat(
+        f"{source}: {what} {version}, written by {by}; this is perfguard {__version__} (reads up to "
+        f"{what} {readable}): upgrade perfguard"
+    )
 
 
 class InfraError(PerfguardError):

@@ -30,15 +30,39 @@ from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 # Packages whose code decides a result, a verdict or a page (imported or not by a given check).
-PACKAGES = ("tvm", "tvm_ffi", "ml_dtypes", "numpy", "scipy", "sklearn", "xgboost", "jinja2", "markupsafe",
-            "matplotlib", "git", "onnx")
+PACKAGES = (
+    "tvm",
+    "tvm_ffi",
+    "ml_dtypes",
+    "numpy",
+    "scipy",
+    "sklearn",
+    "xgboost",
+    "jinja2",
+    "markupsafe",
+    "matplotlib",
+    "git",
+    "onnx",
+)
 LLVM_TOOLS = ("llvm-mca-19", "llvm-mc-19", "llvm-objdump-19", "llvm-dwarfdump-19")
 DPKG_STATUS = Path("/var/lib/dpkg/status")
 GEM5_VARIABLES = ("PERFGUARD_GEM5", "PERFGUARD_GEM5_X86", "PERFGUARD_GEM5_RISCV", "PERFGUARD_GEM5_ARM")
 # Environment variables that change what a compiler, the dynamic loader, QEMU or TVM does: part
 # of the build and simulation keys and of every record's (a name ending in "*" is a prefix).
-TOOL_VARIABLES = ("CPATH", "C_INCLUDE_PATH", "LIBRARY_PATH", "GCC_EXEC_PREFIX", "COMPILER_PATH", "GCC_COMPARE_DEBUG",
-                  "SOURCE_DATE_EPOCH", "LD_PRELOAD", "LD_LIBRARY_PATH", "QEMU_*", "TVM_*", "OMP_*")
+TOOL_VARIABLES = (
+    "CPATH",
+    "C_INCLUDE_PATH",
+    "LIBRARY_PATH",
+    "GCC_EXEC_PREFIX",
+    "COMPILER_PATH",
+    "GCC_COMPARE_DEBUG",
+    "SOURCE_DATE_EPOCH",
+    "LD_PRELOAD",
+    "LD_LIBRARY_PATH",
+    "QEMU_*",
+    "TVM_*",
+    "OMP_*",
+)
 
 
 def digest(*parts: str) -> str:
@@ -93,8 +117,13 @@ def logic_digest(*modules: str) -> str:
 
 def _tree_text(node: ast.AST) -> str:
     body = getattr(node, "body", None)
-    if isinstance(body, list) and body and isinstance(body[0], ast.Expr) \
-            and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+    if (
+        isinstance(body, list)
+        and body
+        and isinstance(body[0], ast.Expr)
+        and isinstance(body[0].value, ast.Constant)
+        and isinstance(body[0].value.value, str)
+    ):
         body = body[1:]  # a docstring
     parts = [type(node).__name__]
     for name, value in ast.iter_fields(node):
@@ -172,11 +201,16 @@ def environment_digest(tools: Iterable[str] = ()) -> str:
     """perfguard's code, Python, the packages, LLVM's tools, `tools` and the Debian package database."""
     gem5 = {name: os.environ.get(name, "") for name in GEM5_VARIABLES}
     return digest(
-        "perfguard", code_digest(), sys.version, stat_identity(sys.executable),
+        "perfguard",
+        code_digest(),
+        sys.version,
+        stat_identity(sys.executable),
         *(package_identity(name) for name in PACKAGES),
         *(tool_identity(name) for name in sorted({*LLVM_TOOLS, *tools})),
         *(tool_identity(path) for path in gem5.values() if path),
-        json.dumps(gem5, sort_keys=True), stat_identity(DPKG_STATUS), tool_environment(),
+        json.dumps(gem5, sort_keys=True),
+        stat_identity(DPKG_STATUS),
+        tool_environment(),
     )
 
 

@@ -15,8 +15,15 @@ from typing import Any
 from perfguard.errors import InputError, did_you_mean
 from perfguard.user_code.imports import callable_parts
 
-_BINARY = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-           ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow}
+_BINARY = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+}
 _FUNCTIONS = {"min": min, "max": max}
 _LIMIT = 1e30  # far above any kernel's work; keeps ** from building huge integers
 
@@ -24,8 +31,9 @@ _LIMIT = 1e30  # far above any kernel's work; keeps ** from building huge intege
 def parse(value: Any, params: dict[str, Any], where: str) -> str:
     """Validate the config value (evaluating an expression once against the params); returns it as text."""
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-        raise InputError(f"{where}: must be an expression over params (\"2 * M * N * K\") or 'module:function', "
-                         f"got {value!r}")
+        raise InputError(
+            f"{where}: must be an expression over params (\"2 * M * N * K\") or 'module:function', got {value!r}"
+        )
     text = str(value)
     if callable_parts(text) is None:
         evaluate(text, params, where)
@@ -55,8 +63,10 @@ def _eval(node: ast.AST, params: dict[str, Any], where: str, text: str) -> float
         value = params.get(node.id)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             numeric = sorted(k for k, v in params.items() if isinstance(v, (int, float)) and not isinstance(v, bool))
-            raise InputError(f"{where}: '{node.id}' is not a numeric param{did_you_mean(node.id, numeric)} "
-                             f"(params: {', '.join(numeric) or 'none'})")
+            raise InputError(
+                f"{where}: '{node.id}' is not a numeric param{did_you_mean(node.id, numeric)} "
+                f"(params: {', '.join(numeric) or 'none'})"
+            )
         return value
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
         operand = _eval(node.operand, params, where, text)
@@ -72,7 +82,12 @@ def _eval(node: ast.AST, params: dict[str, Any], where: str, text: str) -> float
         if isinstance(result, complex) or abs(result) > _LIMIT:
             raise InputError(f"{where}: '{text}' comes to a value out of range")
         return result
-    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _FUNCTIONS
-            and not node.keywords and node.args):
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in _FUNCTIONS
+        and not node.keywords
+        and node.args
+    ):
         return _FUNCTIONS[node.func.id](_eval(a, params, where, text) for a in node.args)
     raise InputError(f"{where}: '{text}': only numbers, params, + - * / // % **, min() and max() are allowed")

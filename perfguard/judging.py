@@ -27,7 +27,7 @@ from perfguard.sim.stats import STAT_FIELDS
 
 _TEXT = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?)\s*(?:(%)|([kMG]?)\s*(counts?))\s*$")
 _MULTIPLIER = {"": 1.0, "k": 1e3, "M": 1e6, "G": 1e9}
-SYNTAX = "a percentage (1.0 or \"1 %\") or an absolute count (\"500 count\", \"2k count\")"
+SYNTAX = 'a percentage (1.0 or "1 %") or an absolute count ("500 count", "2k count")'
 
 
 @dataclass(frozen=True)
@@ -47,8 +47,13 @@ class Limit:
         if current <= baseline + self.allowance(baseline):
             return None
         pct = 100.0 * (current - baseline) / baseline if baseline else None
-        return {"baseline": baseline, "current": current, "delta": current - baseline, "delta_pct": pct,
-                "limit": str(self)}
+        return {
+            "baseline": baseline,
+            "current": current,
+            "delta": current - baseline,
+            "delta_pct": pct,
+            "limit": str(self),
+        }
 
 
 def parse_limit(metric: str, value: Any, where: str) -> Limit:
@@ -117,20 +122,37 @@ class Judging:
     allow_unjudged: bool = False
 
     KEYS: ClassVar[KeyDocs] = {
-        "threshold": ("number, percent", str(DEFAULT_THRESHOLD),
-                      "a kernel whose predicted time grows by more than this is a regression (exit 1)"),
-        "gate": ("`estimate`, `lower` or `upper`", '"estimate"',
-                 "what of a predicted change must exceed the threshold: the estimate, or the lower or upper end "
-                 "of its calibrated 90 % interval (see Reports)"),
-        "model": ("string", '"auto"', "the timing model: `auto` (a calibrated model where one exists, else "
-                                      "`pipeline`), `pipeline` (llvm-mca on the executed blocks) or `analytical`"),
-        "limits": ("table metric -> limit", "none", "per-metric limits for every kernel: `{ insts = 1.0 }` (percent) "
-                                                    "or `{ l2_misses = \"500 count\" }`"),
-        "allow_unjudged": ("boolean", "false", "a kernel measured with another toolchain than its baseline's is judged "
-                                               "against the base revision measured again with this one; when that "
-                                               "revision cannot be measured (no git history, a shallow clone, a "
-                                               "commit gone) it is an error (exit 3); `true`: it is reported as "
-                                               "`toolchain` (not judged) and passes (see Toolchain)"),
+        "threshold": (
+            "number, percent",
+            str(DEFAULT_THRESHOLD),
+            "a kernel whose predicted time grows by more than this is a regression (exit 1)",
+        ),
+        "gate": (
+            "`estimate`, `lower` or `upper`",
+            '"estimate"',
+            "what of a predicted change must exceed the threshold: the estimate, or the lower or upper end "
+            "of its calibrated 90 % interval (see Reports)",
+        ),
+        "model": (
+            "string",
+            '"auto"',
+            "the timing model: `auto` (a calibrated model where one exists, else "
+            "`pipeline`), `pipeline` (llvm-mca on the executed blocks) or `analytical`",
+        ),
+        "limits": (
+            "table metric -> limit",
+            "none",
+            'per-metric limits for every kernel: `{ insts = 1.0 }` (percent) or `{ l2_misses = "500 count" }`',
+        ),
+        "allow_unjudged": (
+            "boolean",
+            "false",
+            "a kernel measured with another toolchain than its baseline's is judged "
+            "against the base revision measured again with this one; when that "
+            "revision cannot be measured (no git history, a shallow clone, a "
+            "commit gone) it is an error (exit 3); `true`: it is reported as "
+            "`toolchain` (not judged) and passes (see Toolchain)",
+        ),
     }
 
     @classmethod
@@ -142,8 +164,10 @@ class Judging:
             raise InputError(f"{table.where('model')}: unknown model {model!r} (one of {', '.join(MODEL_NAMES)})")
         gate = table.get("gate", "estimate")
         if gate not in GATES:
-            raise InputError(f"{table.where('gate')}: unknown gate {gate!r} (one of {', '.join(GATES)}: the "
-                             f"predicted change's estimate, or its interval's lower or upper end)")
+            raise InputError(
+                f"{table.where('gate')}: unknown gate {gate!r} (one of {', '.join(GATES)}: the "
+                f"predicted change's estimate, or its interval's lower or upper end)"
+            )
         allow_unjudged = flag(table.get("allow_unjudged", False), table.where("allow_unjudged"))
         return cls(threshold, gate, limits, model, allow_unjudged)
 
@@ -166,14 +190,25 @@ class Judging:
         """The global limits with a kernel's own on top (a kernel's limit on a metric replaces the global one)."""
         return {**self.limits, **own}
 
-    def resolve(self, own_threshold: float | None, own_limits: dict[str, Limit], override: float | None = None,
-                marker: float | None = None, machine: str | None = None) -> Judgement:
+    def resolve(
+        self,
+        own_threshold: float | None,
+        own_limits: dict[str, Limit],
+        override: float | None = None,
+        marker: float | None = None,
+        machine: str | None = None,
+    ) -> Judgement:
         """How one kernel x target is judged, decided once: what its job carries, its result record is
         keyed by, and judge/ applies (check, compare, bisect and the pytest plugin alike). `machine`:
         the machine profile the target chose (`[target.NAME] machine`), whose intervals apply."""
         limits = self.limits_for(own_limits)
-        return Judgement(self.threshold_for(own_threshold, override, marker),
-                         tuple(sorted(limits.items())), self.gate, self.model, machine)
+        return Judgement(
+            self.threshold_for(own_threshold, override, marker),
+            tuple(sorted(limits.items())),
+            self.gate,
+            self.model,
+            machine,
+        )
 
 
 @dataclass(frozen=True)
@@ -194,8 +229,9 @@ class Judgement:
 
     def key(self) -> str:
         """Its bytes for a record key: a change of any part re-judges."""
-        return repr((self.threshold_pct, [(m, str(limit)) for m, limit in self.limits], self.gate, self.model,
-                     self.machine))
+        return repr(
+            (self.threshold_pct, [(m, str(limit)) for m, limit in self.limits], self.gate, self.model, self.machine)
+        )
 
 
 def threshold_override(value: float | None, option: str = "--threshold") -> float | None:

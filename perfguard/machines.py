@@ -38,6 +38,7 @@ _ID = re.compile(r"^(\S+) cpu family (\d+) model (\d+)\b")
 @dataclass(frozen=True)
 class CpuIdentity:
     """What /proc/cpuinfo says a CPU is: the key of its profile."""
+
     vendor: str  # GenuineIntel, AuthenticAMD
     family: int
     model: int
@@ -58,6 +59,7 @@ class CpuIdentity:
 @dataclass(frozen=True)
 class IsaCalibration:
     """One ISA's native truth on the profile's CPU: its pairs and each model's interval quantile."""
+
     isa: str
     pairs: int
     entries: tuple[dict[str, Any], ...]  # {target, model_id, kind, pairs, quantile}
@@ -107,12 +109,24 @@ def load(name: str, folder: Path = MACHINES_DIR) -> MachineProfile:
     if not isinstance(data, dict) or data.get("schema") != MACHINE_SCHEMA:
         raise InputError(f"{bad} (schema must be {MACHINE_SCHEMA})")
     cpu = data.get("cpu")
-    if not (isinstance(cpu, dict) and isinstance(cpu.get("vendor"), str) and isinstance(cpu.get("model_name"), str)
-            and type(cpu.get("family")) is int and type(cpu.get("model")) is int):
+    if not (
+        isinstance(cpu, dict)
+        and isinstance(cpu.get("vendor"), str)
+        and isinstance(cpu.get("model_name"), str)
+        and type(cpu.get("family")) is int
+        and type(cpu.get("model")) is int
+    ):
         raise InputError(f"{bad} ('cpu' needs vendor, family, model and model_name)")
     level, scale, date = data.get("level"), data.get("scale"), data.get("date")
-    if not (isinstance(level, (int, float)) and not isinstance(level, bool) and 0 < level < 1
-            and isinstance(scale, (int, float)) and not isinstance(scale, bool) and scale > 0 and isinstance(date, str)):
+    if not (
+        isinstance(level, (int, float))
+        and not isinstance(level, bool)
+        and 0 < level < 1
+        and isinstance(scale, (int, float))
+        and not isinstance(scale, bool)
+        and scale > 0
+        and isinstance(date, str)
+    ):
         raise InputError(f"{bad} ('level' in (0, 1), 'scale' above 0 and a 'date' string)")
     isas: dict[str, IsaCalibration] = {}
     raw_isas = data.get("isas")
@@ -120,33 +134,64 @@ def load(name: str, folder: Path = MACHINES_DIR) -> MachineProfile:
         raise InputError(f"{bad} ('isas' must map an ISA to its calibration)")
     for isa, section in raw_isas.items():
         where = f"{bad} (isas.{isa}"
-        if not isinstance(section, dict) or type(section.get("pairs")) is not int or section["pairs"] <= 0 \
-                or not isinstance(section.get("entries"), list):
+        if (
+            not isinstance(section, dict)
+            or type(section.get("pairs")) is not int
+            or section["pairs"] <= 0
+            or not isinstance(section.get("entries"), list)
+        ):
             raise InputError(f"{where}: needs pairs > 0 and an 'entries' list)")
         for i, e in enumerate(section["entries"]):
-            ok = (isinstance(e, dict) and set(e) == {"target", "model_id", "kind", "pairs", "quantile"}
-                  and all(isinstance(e[k], str) for k in ("target", "model_id", "kind")) and e["kind"] in KINDS
-                  and type(e["pairs"]) is int and e["pairs"] > 0 and isinstance(e["quantile"], (int, float))
-                  and not isinstance(e["quantile"], bool) and math.isfinite(e["quantile"]) and e["quantile"] >= 0)
+            ok = (
+                isinstance(e, dict)
+                and set(e) == {"target", "model_id", "kind", "pairs", "quantile"}
+                and all(isinstance(e[k], str) for k in ("target", "model_id", "kind"))
+                and e["kind"] in KINDS
+                and type(e["pairs"]) is int
+                and e["pairs"] > 0
+                and isinstance(e["quantile"], (int, float))
+                and not isinstance(e["quantile"], bool)
+                and math.isfinite(e["quantile"])
+                and e["quantile"] >= 0
+            )
             if not ok:
-                raise InputError(f"{where}.entries[{i}]: needs target, model_id, kind (one of {', '.join(KINDS)}), "
-                                 f"pairs > 0 and a finite quantile >= 0)")
+                raise InputError(
+                    f"{where}.entries[{i}]: needs target, model_id, kind (one of {', '.join(KINDS)}), "
+                    f"pairs > 0 and a finite quantile >= 0)"
+                )
         source = section.get("source")
-        isas[isa] = IsaCalibration(isa, section["pairs"], tuple(section["entries"]),
-                                   source if isinstance(source, dict) else {})
-    profile = MachineProfile(name, CpuIdentity(cpu["vendor"], cpu["family"], cpu["model"], cpu["model_name"]), date,
-                             float(level), float(scale), isas, hashlib.sha256(raw).hexdigest())
+        isas[isa] = IsaCalibration(
+            isa, section["pairs"], tuple(section["entries"]), source if isinstance(source, dict) else {}
+        )
+    profile = MachineProfile(
+        name,
+        CpuIdentity(cpu["vendor"], cpu["family"], cpu["model"], cpu["model_name"]),
+        date,
+        float(level),
+        float(scale),
+        isas,
+        hashlib.sha256(raw).hexdigest(),
+    )
     _CACHE[key] = profile
     return profile
 
 
 def to_json(cpu: CpuIdentity, date: str, level: float, scale: float, isas: dict[str, IsaCalibration]) -> str:
-    doc = {"schema": MACHINE_SCHEMA, "cpu": {"vendor": cpu.vendor, "family": cpu.family, "model": cpu.model,
-                                             "model_name": cpu.model_name},
-           "date": date, "level": level, "scale": scale,
-           "isas": {isa: {"pairs": s.pairs, "source": s.source,
-                          "entries": sorted(s.entries, key=lambda e: (e["target"], e["kind"], e["model_id"]))}
-                    for isa, s in sorted(isas.items())}}
+    doc = {
+        "schema": MACHINE_SCHEMA,
+        "cpu": {"vendor": cpu.vendor, "family": cpu.family, "model": cpu.model, "model_name": cpu.model_name},
+        "date": date,
+        "level": level,
+        "scale": scale,
+        "isas": {
+            isa: {
+                "pairs": s.pairs,
+                "source": s.source,
+                "entries": sorted(s.entries, key=lambda e: (e["target"], e["kind"], e["model_id"])),
+            }
+            for isa, s in sorted(isas.items())
+        },
+    }
     return json.dumps(doc, indent=1, sort_keys=True) + "\n"
 
 
@@ -159,10 +204,12 @@ def check_choice(name: Any, isa: str, where: str, folder: Path = MACHINES_DIR) -
     """A `[target.NAME] machine` value: a committed profile with native runs on the target's ISA."""
     known = names(folder)
     if not isinstance(name, str) or name not in known:
-        raise InputError(f"{where}: unknown machine profile {name!r} (known: {', '.join(known) or 'none'}; "
-                         f"files in {folder})")
+        raise InputError(
+            f"{where}: unknown machine profile {name!r} (known: {', '.join(known) or 'none'}; files in {folder})"
+        )
     profile = load(name, folder)
     if isa not in profile.isas:
-        raise InputError(f"{where}: machine profile '{name}' has no native runs on {isa} "
-                         f"(it has {', '.join(sorted(profile.isas))})")
+        raise InputError(
+            f"{where}: machine profile '{name}' has no native runs on {isa} (it has {', '.join(sorted(profile.isas))})"
+        )
     return name

@@ -109,10 +109,14 @@ def run(
         # is held until the group can be killed below: raised then, it would orphan the child.
         with deferred() as held:
             proc = subprocess.Popen(
-                list(command), stdin=subprocess.DEVNULL,
+                list(command),
+                stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE if stdout is None else stdout,
                 stderr=subprocess.PIPE if stderr is None else stderr,
-                cwd=cwd, env=dict(env) if env is not None else {}, start_new_session=True, preexec_fn=child_setup,
+                cwd=cwd,
+                env=dict(env) if env is not None else {},
+                start_new_session=True,
+                preexec_fn=child_setup,
             )
             log(f"started {name} as pid {proc.pid} (timeout {timeout:g} s)")
         if held:

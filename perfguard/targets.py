@@ -107,8 +107,17 @@ class TargetProfile:
     def fingerprint(self) -> str:
         """Everything that changes the generated code or the simulated statistics."""
         data = self.to_dict()
-        for key in ("clock_hz", "peak_gflops", "peak_bandwidth_gbs", "cost", "energy", "name", "pipeline_cpu", "mlp",
-                    "l3_size"):
+        for key in (
+            "clock_hz",
+            "peak_gflops",
+            "peak_bandwidth_gbs",
+            "cost",
+            "energy",
+            "name",
+            "pipeline_cpu",
+            "mlp",
+            "l3_size",
+        ):
             data.pop(key)
         return json.dumps(data, sort_keys=True)
 
@@ -135,8 +144,18 @@ BUILTIN: dict[str, TargetProfile] = {
         clock_hz=3.0e9,
         peak_gflops=96.0,  # 2 FMA ports x 8 lanes x 2 flops x 3 GHz
         peak_bandwidth_gbs=20.0,
-        cost=CostModel(inst=0.25, load=0.25, store=0.5, branch=0.25, fp=0.5, vec=0.25, vec_fp=0.5,
-                       l2_latency=12.0, mem_latency=150.0, l3_latency=50.0),
+        cost=CostModel(
+            inst=0.25,
+            load=0.25,
+            store=0.5,
+            branch=0.25,
+            fp=0.5,
+            vec=0.25,
+            vec_fp=0.5,
+            l2_latency=12.0,
+            mem_latency=150.0,
+            l3_latency=50.0,
+        ),
         pipeline_cpu="znver4",  # the calibration machine (AMD EPYC, Zen 4); skylake, znver3, ... also work
         # Zen 4 keeps dozens of misses in flight and prefetches streams: 150 / 16 = 9.4 cycles per
         # line missed to memory is the profile's 20 GB/s at 3 GHz. Chosen on benchmarks/verdicts.py
@@ -159,16 +178,21 @@ BUILTIN: dict[str, TargetProfile] = {
         clock_hz=1.8e9,
         peak_gflops=14.4,  # 1 x 128-bit FMA x 4 lanes x 2 flops x 1.8 GHz
         peak_bandwidth_gbs=4.0,
-        cost=CostModel(inst=0.33, load=0.5, store=0.5, branch=0.5, fp=1.0, vec=0.5, vec_fp=1.0,
-                       l2_latency=15.0, mem_latency=160.0),
+        cost=CostModel(
+            inst=0.33, load=0.5, store=0.5, branch=0.5, fp=1.0, vec=0.5, vec_fp=1.0, l2_latency=15.0, mem_latency=160.0
+        ),
         pipeline_cpu="cortex-a72",
         mlp=4.0,  # not validated natively (no aarch64 machine): 160 / 4 = 40 cycles a line, ~the 4 GB/s above
     ),
     "riscv64": TargetProfile(
         name="riscv64",
         isa="riscv64",
-        tvm_target={"kind": "llvm", "mtriple": "riscv64-linux-gnu", "mcpu": "generic-rv64",
-                    "mattr": ["+m", "+a", "+f", "+d", "+c"]},
+        tvm_target={
+            "kind": "llvm",
+            "mtriple": "riscv64-linux-gnu",
+            "mcpu": "generic-rv64",
+            "mattr": ["+m", "+a", "+f", "+d", "+c"],
+        },
         cc="riscv64-linux-gnu-gcc",
         cflags=("-O2", "-march=rv64gc", "-mabi=lp64d"),
         qemu="qemu-riscv64",
@@ -179,16 +203,21 @@ BUILTIN: dict[str, TargetProfile] = {
         clock_hz=1.5e9,
         peak_gflops=3.0,  # 1 scalar FMA x 2 flops x 1.5 GHz
         peak_bandwidth_gbs=3.0,
-        cost=CostModel(inst=0.5, load=0.5, store=0.5, branch=0.5, fp=1.0, vec=1.0, vec_fp=1.0,
-                       l2_latency=20.0, mem_latency=150.0),
+        cost=CostModel(
+            inst=0.5, load=0.5, store=0.5, branch=0.5, fp=1.0, vec=1.0, vec_fp=1.0, l2_latency=20.0, mem_latency=150.0
+        ),
         pipeline_cpu="sifive-u74",
         mlp=2.0,  # not validated natively: an in-order core with few misses in flight
     ),
     "riscv64v": TargetProfile(
         name="riscv64v",
         isa="riscv64",
-        tvm_target={"kind": "llvm", "mtriple": "riscv64-linux-gnu", "mcpu": "generic-rv64",
-                    "mattr": ["+m", "+a", "+f", "+d", "+c", "+v"]},
+        tvm_target={
+            "kind": "llvm",
+            "mtriple": "riscv64-linux-gnu",
+            "mcpu": "generic-rv64",
+            "mattr": ["+m", "+a", "+f", "+d", "+c", "+v"],
+        },
         cc="riscv64-linux-gnu-gcc",
         cflags=("-O2", "-march=rv64gc", "-mabi=lp64d"),
         qemu="qemu-riscv64",
@@ -199,8 +228,9 @@ BUILTIN: dict[str, TargetProfile] = {
         clock_hz=1.5e9,
         peak_gflops=12.0,  # 128-bit vector FMA: 4 lanes x 2 flops x 1.5 GHz
         peak_bandwidth_gbs=3.0,
-        cost=CostModel(inst=0.5, load=0.5, store=0.5, branch=0.5, fp=1.0, vec=1.0, vec_fp=1.0,
-                       l2_latency=20.0, mem_latency=150.0),
+        cost=CostModel(
+            inst=0.5, load=0.5, store=0.5, branch=0.5, fp=1.0, vec=1.0, vec_fp=1.0, l2_latency=20.0, mem_latency=150.0
+        ),
         # SiFive P670: an RVV 1.0 core with VLEN 128, the vector length simulated here (the
         # X280 has VLEN 512, so its per-instruction costs would describe other vsetvli results).
         pipeline_cpu="sifive-p670",
@@ -231,8 +261,12 @@ BUILTIN["x86_64v1"] = dataclasses.replace(
 BUILTIN["aarch64dot"] = dataclasses.replace(
     BUILTIN["aarch64"],
     name="aarch64dot",
-    tvm_target={"kind": "llvm", "mtriple": "aarch64-linux-gnu", "mcpu": "cortex-a76",
-                "mattr": ["+neon", "+dotprod", "+fullfp16"]},
+    tvm_target={
+        "kind": "llvm",
+        "mtriple": "aarch64-linux-gnu",
+        "mcpu": "cortex-a76",
+        "mattr": ["+neon", "+dotprod", "+fullfp16"],
+    },
     qemu_cpu=("-cpu", "cortex-a76"),
     l1i=CacheLevel(65536, 4, 64),
     l1d=CacheLevel(65536, 4, 64),

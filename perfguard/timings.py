@@ -101,8 +101,9 @@ class StageClock:
     def total(self) -> Span:
         """Since the process started where that is known (start-up included), else since the clock did."""
         startup = self.stages.get("startup", Span())
-        return Span(startup.wall_s + time.perf_counter() - self.started_wall,
-                    startup.cpu_s + cpu_seconds() - self.started_cpu)
+        return Span(
+            startup.wall_s + time.perf_counter() - self.started_wall, startup.cpu_s + cpu_seconds() - self.started_cpu
+        )
 
 
 def launched_as_command() -> bool:
@@ -110,5 +111,6 @@ def launched_as_command() -> bool:
     a process that calls perfguard.shells.cli.main among other work (a test session, a notebook)."""
     main = sys.modules.get("__main__")
     spec = getattr(main, "__spec__", None)
-    return Path(sys.argv[0] if sys.argv else "").name == "perfguard" or \
-        (spec is not None and spec.name == "perfguard.shells.cli")
+    return Path(sys.argv[0] if sys.argv else "").name == "perfguard" or (
+        spec is not None and spec.name == "perfguard.shells.cli"
+    )

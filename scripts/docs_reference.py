@@ -38,8 +38,10 @@ def _table(head: list[str], rows: list[list[object]]) -> str:
 def config_table(table: str) -> str:
     from perfguard.config import KEY_DOCS
 
-    return _table(["key", "type", "default", "meaning"],
-                  [[f"`{key}`", kind, default or "", meaning] for key, (kind, default, meaning) in KEY_DOCS[table].items()])
+    return _table(
+        ["key", "type", "default", "meaning"],
+        [[f"`{key}`", kind, default or "", meaning] for key, (kind, default, meaning) in KEY_DOCS[table].items()],
+    )
 
 
 def targets_table() -> str:
@@ -50,17 +52,29 @@ def targets_table() -> str:
     rows = []
     for name, p in BUILTIN.items():
         tvm = p.tvm_target
-        rows.append([f"`{name}`", p.isa, f"`{tvm.get('mcpu', '')}`" if tvm.get("mcpu") else "",
-                     ", ".join(f"`{a}`" for a in tvm.get("mattr", [])), f"`{p.pipeline_cpu}`",
-                     f"{p.clock_hz / 1e9:g} GHz", f"{p.peak_gflops:g}", f"{p.peak_bandwidth_gbs:g}",
-                     f"{p.l1d.size // 1024} KiB / {p.l2.size // 1024} KiB"])
+        rows.append(
+            [
+                f"`{name}`",
+                p.isa,
+                f"`{tvm.get('mcpu', '')}`" if tvm.get("mcpu") else "",
+                ", ".join(f"`{a}`" for a in tvm.get("mattr", [])),
+                f"`{p.pipeline_cpu}`",
+                f"{p.clock_hz / 1e9:g} GHz",
+                f"{p.peak_gflops:g}",
+                f"{p.peak_bandwidth_gbs:g}",
+                f"{p.l1d.size // 1024} KiB / {p.l2.size // 1024} KiB",
+            ]
+        )
     keys = ", ".join(f"`{f.name}`" for f in dataclasses.fields(TargetProfile) if f.name != "name")
-    return (_table(["target", "ISA", "mcpu", "mattr", "llvm-mca CPU", "clock", "peak GFLOP/s", "peak GB/s",
-                    "L1D / L2"], rows)
-            + f"\nKeys of a `[target.NAME]` table (any field of a profile; a new target also needs `base`): {keys}; "
-              f"and `machine`, the machine profile its intervals come from (below).\n"
-            + "\nMachine profiles (`perfguard/machine_profiles/NAME.json`; `[target.NAME] machine = \"NAME\"`):\n\n"
-            + machines_table())
+    return (
+        _table(
+            ["target", "ISA", "mcpu", "mattr", "llvm-mca CPU", "clock", "peak GFLOP/s", "peak GB/s", "L1D / L2"], rows
+        )
+        + f"\nKeys of a `[target.NAME]` table (any field of a profile; a new target also needs `base`): {keys}; "
+        f"and `machine`, the machine profile its intervals come from (below).\n"
+        + '\nMachine profiles (`perfguard/machine_profiles/NAME.json`; `[target.NAME] machine = "NAME"`):\n\n'
+        + machines_table()
+    )
 
 
 def machines_table() -> str:
@@ -70,10 +84,22 @@ def machines_table() -> str:
     for name in machines.names():
         m = machines.load(name)
         for isa, section in sorted(m.isas.items()):
-            rows.append([f"`{name}`", m.cpu.model_name, m.cpu.vendor, str(m.cpu.family), str(m.cpu.model), isa,
-                         str(section.pairs), m.date, f"`{section.source.get('native_file', '')}`"])
-    return _table(["profile", "CPU", "vendor", "family", "model", "ISA", "verdict pairs", "timed", "native timings"],
-                  rows)
+            rows.append(
+                [
+                    f"`{name}`",
+                    m.cpu.model_name,
+                    m.cpu.vendor,
+                    str(m.cpu.family),
+                    str(m.cpu.model),
+                    isa,
+                    str(section.pairs),
+                    m.date,
+                    f"`{section.source.get('native_file', '')}`",
+                ]
+            )
+    return _table(
+        ["profile", "CPU", "vendor", "family", "model", "ISA", "verdict pairs", "timed", "native timings"], rows
+    )
 
 
 def _toml(value: object) -> str:
@@ -101,13 +127,17 @@ def families_text() -> str:
     for name in FAMILY_NAMES:
         family = get_family(name)
         module = sys.modules[family.entry.__module__]
-        out.append(f"## `{name}`\n\n{family.doc}\n\n`entry = \"{family.entry.__module__}:{family.entry.__name__}\"`, "
-                   f"`family = \"{name}\"`; the shape: {', '.join(f'`{k}`' for k in family.shape_keys)}"
-                   f"{'' if family.space is None else '; `perfguard tune` searches its schedule space'}"
-                   f" ({Path(module.__file__).relative_to(REPO).as_posix()}).\n")
+        out.append(
+            f'## `{name}`\n\n{family.doc}\n\n`entry = "{family.entry.__module__}:{family.entry.__name__}"`, '
+            f'`family = "{name}"`; the shape: {", ".join(f"`{k}`" for k in family.shape_keys)}'
+            f"{'' if family.space is None else '; `perfguard tune` searches its schedule space'}"
+            f" ({Path(module.__file__).relative_to(REPO).as_posix()}).\n"
+        )
         rows = []
         for key, knob in family.knobs.items():
-            default = "required" if knob.required else "automatic" if knob.default is None else f"`{_toml(knob.default)}`"
+            default = (
+                "required" if knob.required else "automatic" if knob.default is None else f"`{_toml(knob.default)}`"
+            )
             rows.append([f"`{key}`", knob.kind.__name__, default, _allowed(knob), knob.doc])
         out.append(_table(["knob", "type", "default", "allowed", "meaning"], rows))
     return "\n".join(out)

@@ -44,10 +44,12 @@ def comment_html(markdown_text: str) -> str:
     import markdown
 
     body = markdown.markdown(markdown_text, extensions=["tables"])
-    return ('<!doctype html><html><head><meta charset="utf-8"><style>body{margin:0;font:14px/1.5 '
-            f'system-ui,sans-serif}} main{{max-width:{COMMENT_WIDTH}px;padding:16px}} table{{border-collapse:collapse}} '
-            f'td,th{{border:1px solid #d0d7de;padding:6px 13px}}</style></head><body><main>{body}</main></body>'
-            '</html>')
+    return (
+        '<!doctype html><html><head><meta charset="utf-8"><style>body{margin:0;font:14px/1.5 '
+        f"system-ui,sans-serif}} main{{max-width:{COMMENT_WIDTH}px;padding:16px}} table{{border-collapse:collapse}} "
+        f"td,th{{border:1px solid #d0d7de;padding:6px 13px}}</style></head><body><main>{body}</main></body>"
+        "</html>"
+    )
 
 
 def render(folder: Path) -> dict[str, Path]:
@@ -80,10 +82,20 @@ def screenshot(page: Path, out: Path, width: int, height: int, work: Path) -> No
     chromium = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
     if chromium is None:
         raise SystemExit("chromium is not installed: PERFGUARD_EXTRAS=test bash scripts/setup.sh installs it")
-    cmd = [chromium, "--headless", "--disable-gpu", "--no-first-run", "--hide-scrollbars",
-           "--disable-background-networking", "--disable-component-update", f"--user-data-dir={work}",
-           "--host-resolver-rules=MAP * ~NOTFOUND", f"--window-size={width},{height}", f"--screenshot={out}",
-           page.as_uri()]
+    cmd = [
+        chromium,
+        "--headless",
+        "--disable-gpu",
+        "--no-first-run",
+        "--hide-scrollbars",
+        "--disable-background-networking",
+        "--disable-component-update",
+        f"--user-data-dir={work}",
+        "--host-resolver-rules=MAP * ~NOTFOUND",
+        f"--window-size={width},{height}",
+        f"--screenshot={out}",
+        page.as_uri(),
+    ]
     if os.geteuid() == 0:
         cmd.insert(1, "--no-sandbox")
     subprocess.run(cmd, check=True, capture_output=True, timeout=120, stdin=subprocess.DEVNULL)

@@ -33,32 +33,54 @@ ORDER = (
     # shared modules: errors and atomic writes, records that carry their digest, processes and signals, the registry type, the
     # job stage clock, fingerprints, user code imports, FLOP formulas, target profiles, executors,
     # the typed reads a config section makes of its table (sections are owned by the layers above)
-    "errors", "signals", "process", "atomic", "jsonfile", "sealed", "registry", "timings", "fingerprints", "user_code",
-    "flopcount", "targets", "machines", "executors", "sections",
+    "errors",
+    "signals",
+    "process",
+    "atomic",
+    "jsonfile",
+    "sealed",
+    "registry",
+    "timings",
+    "fingerprints",
+    "user_code",
+    "flopcount",
+    "targets",
+    "machines",
+    "executors",
+    "sections",
     # measuring: lower a TVM module to an object and link it; run a binary in a simulator (or
     # llvm-mca on its blocks). Neither knows the config.
-    "compile", "sim",
+    "compile",
+    "sim",
     # the config (perfguard.toml) composes the sections of the layers below it (sim/settings.py's
     # Simulation, judging.py's Judging and Judgement) with its own, so it sits above them; the kernels
     # it configures (families, user kernels, whole models) read it
-    "judging", "config", "kernels",
+    "judging",
+    "config",
+    "kernels",
     # one job (job/: build -> simulate -> check outputs, its record, the output check, the same
     # binary timed natively); timing models
-    "job", "predict",
+    "job",
+    "predict",
     # the guard: committed baselines (working tree, git revision, lock); the typed report
     # document (schema, upgrades, verdict names, model kernel labels); beside each other, judging
     # (judge.decide: the one verdict, limits applied, model totals, attribution, analysis, history,
     # merging reports) and the renderers (report/ renders a document and knows nothing else of the
     # guard); the runs (check, compare, bisect) that judge and build a report; autotuning
-    "baselines", "document", ("judge", "report"), "runs", "tune",
+    "baselines",
+    "document",
+    ("judge", "report"),
+    "runs",
+    "tune",
     # the shells: the command line (shells/cli.py, commands/), the pytest plugin, the GitHub Action
     "shells",
 )
 
 # Edges the order allows but the layers deny: the renderers read a report document and nothing
 # else of the guard (beyond the shared modules), and a run hands its outputs to the shells to word.
-DENIED = {("report", name) for name in ("compile", "sim", "judging", "config", "kernels", "job", "predict",
-                                         "baselines")} | {("runs", "report"), ("tune", "report")}
+DENIED = {
+    ("report", name) for name in ("compile", "sim", "judging", "config", "kernels", "job", "predict", "baselines")
+} | {("runs", "report"), ("tune", "report")}
 LEVEL = {name: level for level, layer in enumerate(ORDER) for name in ((layer,) if isinstance(layer, str) else layer)}
 
 # Third-party packages imported inside functions, and why (nothing else may be, unexplained).
@@ -98,7 +120,7 @@ def _imports(tree: ast.AST, module: str, is_package: bool):
                 base = child.module or ""
                 if child.level:  # relative: from the module's package
                     package = module.split(".") if is_package else module.split(".")[:-1]
-                    base = ".".join(package[:len(package) - child.level + 1] + ([base] if base else []))
+                    base = ".".join(package[: len(package) - child.level + 1] + ([base] if base else []))
                 found.append(([base] + [f"{base}.{a.name}" for a in child.names], child, in_function))
             visit(child, in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)))
 
@@ -149,9 +171,14 @@ class Tree:
                 self.unexplained.append(f"{module}:{node.lineno} imports {names[0]} inside a function")
         self._scan_members(module, tree)
         for node in ast.walk(tree):  # perfguard_module._private
-            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases
-                    and node.attr.startswith("_") and not node.attr.startswith("__")
-                    and aliases[node.value.id] in self.files):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id in aliases
+                and node.attr.startswith("_")
+                and not node.attr.startswith("__")
+                and aliases[node.value.id] in self.files
+            ):
                 self.private.append(f"{module} uses {aliases[node.value.id]}.{node.attr}")
 
     def _scan_members(self, module: str, tree: ast.AST) -> None:
@@ -160,8 +187,11 @@ class Tree:
         for node in ast.walk(tree):
             if isinstance(node, ast.ClassDef):
                 self.classes[module].add(node.name)
-                self.bases[module].update(b.id if isinstance(b, ast.Name) else b.attr for b in node.bases
-                                          if isinstance(b, (ast.Name, ast.Attribute)))
+                self.bases[module].update(
+                    b.id if isinstance(b, ast.Name) else b.attr
+                    for b in node.bases
+                    if isinstance(b, (ast.Name, ast.Attribute))
+                )
                 for item in ast.walk(node):
                     name = None
                     if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item is not node:
@@ -172,9 +202,13 @@ class Tree:
                         name = item.id
                     if name and name.startswith("_") and not name.startswith("__"):
                         members.add(name)
-            if (isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load) and node.attr.startswith("_")
-                    and not node.attr.startswith("__")
-                    and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.ctx, ast.Load)
+                and node.attr.startswith("_")
+                and not node.attr.startswith("__")
+                and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))
+            ):
                 reads.append((node.lineno, node.attr))
         self.members[module], self.reads[module] = members, reads
 
@@ -235,7 +269,9 @@ def _explained(lines: list[str], lineno: int) -> bool:
     last = lineno - 1
     while last + 1 < len(lines) and _IMPORT_LINE.match(lines[last + 1]):
         last += 1
-    return any("#" in line for line in lines[first:last + 1]) or (first > 0 and lines[first - 1].strip().startswith("#"))
+    return any("#" in line for line in lines[first : last + 1]) or (
+        first > 0 and lines[first - 1].strip().startswith("#")
+    )
 
 
 def order_text() -> str:
@@ -249,8 +285,10 @@ def main(argv: list[str]) -> int:
     upward = {(a, b): n for (a, b), n in found.items() if a in LEVEL and b in LEVEL and LEVEL[b] >= LEVEL[a]}
     cycles = tree.cycles()
     shown = found if "--all" in argv else {e: n for e, n in found.items() if e in upward or not _shared(e[1])}
-    print(f"{len(found)} edges between perfguard packages "
-          f"({'all' if '--all' in argv else 'without those into the shared modules'}):")
+    print(
+        f"{len(found)} edges between perfguard packages "
+        f"({'all' if '--all' in argv else 'without those into the shared modules'}):"
+    )
     for (a, b), n in sorted(shown.items()):
         print(f"  {a} -> {b} ({n} import{'s' if n != 1 else ''})")
     print(f"{len(tree.files)} modules in {len(tree.packages())} packages; order: {order_text()}")

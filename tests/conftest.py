@@ -38,7 +38,7 @@ def _unit(item: pytest.Item) -> str:
     defs = getattr(item, "_fixtureinfo", None)
     module = item.nodeid.split("::")[0]
     for name in item.fixturenames:
-        for fixture in (defs.name2fixturedefs.get(name, ()) if defs else ()):
+        for fixture in defs.name2fixturedefs.get(name, ()) if defs else ():
             if fixture.scope != "function" and (fixture.scope != "session" or fixture.baseid == module):
                 return module
     return item.nodeid
@@ -94,7 +94,7 @@ def project(tmp_path, cache_dir):
     def make(toml: str, files: dict[str, str] | None = None, name: str = "proj") -> Path:
         toml = textwrap.dedent(toml)
         if "cache_dir" not in toml:
-            toml = toml.replace("[perfguard]\n", f"[perfguard]\ncache_dir = \"{cache_dir}\"\n", 1)
+            toml = toml.replace("[perfguard]\n", f'[perfguard]\ncache_dir = "{cache_dir}"\n', 1)
         return write_project(tmp_path / name, toml, files)
 
     return make

@@ -33,11 +33,14 @@ REAL = {name: shutil.which(name) for name in ("qemu-aarch64", "qemu-x86_64", "aa
 HEALTHY = ("gemv_h", "x86_64")  # measured by the real qemu-x86_64 in every scenario
 FAULTY = ("gemm_f", "aarch64")  # its simulator (or compiler) is the faulty tool
 
+
 # A healthy kernel on x86_64 and one on aarch64, whose tools a scenario replaces.
 def project_text(cache: Path, timeout: float, faulty: str) -> str:
-    return with_cache(f'[perfguard]\ntargets = ["x86_64", "aarch64"]\ntimeout = {timeout}\n', cache) + \
-        kernel_table(HEALTHY[0], "perfguard.kernels.gemv:gemv", "M = 16, K = 16", "gemv", targets='["x86_64"]') + \
-        kernel_table(FAULTY[0], "perfguard.kernels.gemm:gemm", faulty, "gemm", targets='["aarch64"]')
+    return (
+        with_cache(f'[perfguard]\ntargets = ["x86_64", "aarch64"]\ntimeout = {timeout}\n', cache)
+        + kernel_table(HEALTHY[0], "perfguard.kernels.gemv:gemv", "M = 16, K = 16", "gemv", targets='["x86_64"]')
+        + kernel_table(FAULTY[0], "perfguard.kernels.gemm:gemm", faulty, "gemm", targets='["aarch64"]')
+    )
 
 
 SMALL = "M = 16, N = 16, K = 16"
@@ -235,16 +238,21 @@ class Process:
         return Run(code, " ".join(out.split()), data, self.before, snapshot(self.config.parent / "baselines"), seconds)
 
 
-def start(argv: list[str], config: Path, tools: Path | None = None, ignore_sigint: bool = False,
-          **env: str) -> Process:
+def start(argv: list[str], config: Path, tools: Path | None = None, ignore_sigint: bool = False, **env: str) -> Process:
     """`perfguard ARGV` as a process of its own; with `ignore_sigint`, started with SIGINT ignored."""
     (config.parent / "reports" / "perfguard.json").unlink(missing_ok=True)
     logs = config.parent / f"perfguard-{time.monotonic_ns()}"
     ignore = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if ignore_sigint else None
     with open(logs.with_suffix(".out"), "w") as out, open(logs.with_suffix(".err"), "w") as err:
-        popen = subprocess.Popen([sys.executable, "-m", "perfguard.shells.cli", *argv, "--config", str(config)],
-                                 stdout=out, stderr=err, env={**os.environ, **with_tools(tools), **env},
-                                 cwd=config.parent, start_new_session=True, preexec_fn=ignore)
+        popen = subprocess.Popen(
+            [sys.executable, "-m", "perfguard.shells.cli", *argv, "--config", str(config)],
+            stdout=out,
+            stderr=err,
+            env={**os.environ, **with_tools(tools), **env},
+            cwd=config.parent,
+            start_new_session=True,
+            preexec_fn=ignore,
+        )
     return Process(popen, logs, config, snapshot(config.parent / "baselines"), time.monotonic())
 
 
@@ -272,12 +280,19 @@ def processes_running(marker: str) -> list[int]:
 
 # -- scenarios: each returns the Run of `perfguard check` under the fault ----------------------------
 
+
 class Unavailable(Exception):
     """The scenario cannot run here (e.g. no permission to mount a tmpfs)."""
 
 
-def tool_fault(mode: str, tool: str = "qemu-aarch64", arg: object = None, faulty: str = SMALL,
-               timeout: float = 120, update: bool = True):
+def tool_fault(
+    mode: str,
+    tool: str = "qemu-aarch64",
+    arg: object = None,
+    faulty: str = SMALL,
+    timeout: float = 120,
+    update: bool = True,
+):
     """A check with one faulty tool; then, with `update`, a baseline update of the faulty target."""
 
     def scenario(work: Path, cache: Path) -> Run:
@@ -305,8 +320,9 @@ def tmpfs(path: Path, size: str = "64k"):
     """A tiny tmpfs mounted on `path` (root only); its old content copied in and back out."""
     path.mkdir(parents=True, exist_ok=True)
     saved = snapshot(path)
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True, text=True
+    )
     if proc.returncode != 0:
         raise Unavailable(f"cannot mount a tmpfs on {path}: {proc.stderr.strip() or proc.returncode}")
     try:
@@ -409,19 +425,20 @@ SCENARIOS = {
     # name: (scenario, faulty pairs, fragment of the faulty result's error)
     "simulator crash (SIGSEGV)": (tool_fault("crash"), {FAULTY}, "killed by SIGSEGV"),
     "simulator hang (timeout)": (tool_fault("hang", arg="marker", timeout=2), {FAULTY}, "timed out after 2 s"),
-    "guest out of memory (RLIMIT_AS 640 MiB)": (tool_fault("rlimit", arg=640 << 20, faulty=BIG), {FAULTY},
-                                                "perfguard harness: out of memory"),
+    "guest out of memory (RLIMIT_AS 640 MiB)": (
+        tool_fault("rlimit", arg=640 << 20, faulty=BIG),
+        {FAULTY},
+        "perfguard harness: out of memory",
+    ),
     "simulator killed (SIGKILL, as by the OOM killer)": (tool_fault("killed"), {FAULTY}, "killed by SIGKILL"),
     "simulator output cut short": (tool_fault("truncate"), {FAULTY}, "plugin output is unparseable"),
-    "compiler failure": (tool_fault("fail", tool="aarch64-linux-gnu-gcc"), {FAULTY},
-                         "linking the harness failed"),
+    "compiler failure": (tool_fault("fail", tool="aarch64-linux-gnu-gcc"), {FAULTY}, "linking the harness failed"),
     "transient crash (not retried)": (transient_crash, {FAULTY}, "killed by SIGSEGV"),
     "full disk: baselines": (full_disk_baselines, set(), "No space left on device"),
     "full disk: reports": (full_disk_reports, set(), "No space left on device"),
     "full disk: cache": (full_disk_cache, {FAULTY, HEALTHY}, "No space left on device"),
     "Ctrl-C (SIGINT to the process, -j 1)": (interrupted(signal.SIGINT, 1, False), {FAULTY}, "interrupted"),
-    "Ctrl-C in a terminal (SIGINT to the group, -j 2)": (interrupted(signal.SIGINT, 2, True), {FAULTY},
-                                                          "interrupted"),
+    "Ctrl-C in a terminal (SIGINT to the group, -j 2)": (interrupted(signal.SIGINT, 2, True), {FAULTY}, "interrupted"),
     "CI cancel (SIGTERM, -j 1)": (interrupted(signal.SIGTERM, 1, False), {FAULTY}, "interrupted"),
 }
 
@@ -435,9 +452,20 @@ def _tagged(kernel: str, tag: str):
     from perfguard.baselines.store import Baseline
     from perfguard.sim.stats import Stats
 
-    return Baseline(kernel=kernel, target="x86_64", family=None, params={"pad": "x" * 4000}, simulator="qemu",
-                    content_hash="0" * 64, stats=Stats(insts=1), predicted_time_s=1.0, model_id="m", commit=None,
-                    created=tag, toolchain={})
+    return Baseline(
+        kernel=kernel,
+        target="x86_64",
+        family=None,
+        params={"pad": "x" * 4000},
+        simulator="qemu",
+        content_hash="0" * 64,
+        stats=Stats(insts=1),
+        predicted_time_s=1.0,
+        model_id="m",
+        commit=None,
+        created=tag,
+        toolchain={},
+    )
 
 
 def _write_rounds(root: str, writer: int, rounds: int) -> None:
@@ -492,6 +520,12 @@ def concurrent_writers(root: Path, writers: int = 3, rounds: int = 15) -> dict:
     reads, unreadable, mixed = results.get(timeout=60)
     reader.join()
     finals = {json.loads((root / "x86_64" / f"{k}.json").read_text())["created"].split("-")[0] for k in _KERNELS}
-    return {"writes": writers * rounds, "reads": reads, "unreadable": unreadable, "mixed": mixed,
-            "failed_writers": sum(1 for p in procs if p.exitcode != 0), "final_writers": len(finals),
-            "leftover": sorted(p.name for p in root.rglob(".*"))}
+    return {
+        "writes": writers * rounds,
+        "reads": reads,
+        "unreadable": unreadable,
+        "mixed": mixed,
+        "failed_writers": sum(1 for p in procs if p.exitcode != 0),
+        "final_writers": len(finals),
+        "leftover": sorted(p.name for p in root.rglob(".*")),
+    }

@@ -107,13 +107,18 @@ def commit_all(root: Path, message: str) -> str:
 def pr_event(number: int, base_ref: str, base_sha: str, head_sha: str) -> dict:
     """A pull_request 'synchronize' payload, trimmed to the fields GitHub always sends that matter here."""
     return {
-        "action": "synchronize", "number": number,
+        "action": "synchronize",
+        "number": number,
         "pull_request": {
-            "number": number, "state": "open", "title": "Faster GEMM", "user": {"login": "contributor"},
+            "number": number,
+            "state": "open",
+            "title": "Faster GEMM",
+            "user": {"login": "contributor"},
             "head": {"ref": "faster-gemm", "sha": head_sha, "repo": {"full_name": "fork/kernels", "fork": True}},
             "base": {"ref": base_ref, "sha": base_sha, "repo": {"full_name": "octo/kernels"}},
         },
-        "repository": {"full_name": "octo/kernels"}, "sender": {"login": "contributor"},
+        "repository": {"full_name": "octo/kernels"},
+        "sender": {"login": "contributor"},
     }
 
 
@@ -132,6 +137,7 @@ def copy_baseline(root: Path, target: str, kernel: str) -> Path:
 class PullRequest:
     """A repository with a pull request: main holds gemm_a's and gemm_b's baselines; the branch
     makes gemm_a slower (GOOD -> WORSE) and rewrites its baseline in the same commit."""
+
     root: Path  # the repository
     config: Path  # its perfguard.toml (in root or a folder of it)
     base: str  # main's commit
@@ -144,7 +150,9 @@ class PullRequest:
         return PullRequest(dest, dest / self.config.relative_to(self.root), self.base, self.head, self.branch)
 
 
-def pull_request(root: Path, config: Path, branch: str = "faster-gemm", targets: list[str] | None = None) -> PullRequest:
+def pull_request(
+    root: Path, config: Path, branch: str = "faster-gemm", targets: list[str] | None = None
+) -> PullRequest:
     """`config` (config_text's kernels) committed in a new repository at `root` with its baselines
     (of `targets` only, if given), then the branch that regresses gemm_a, checked out."""
     from perfguard.shells.cli import main

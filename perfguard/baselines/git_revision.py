@@ -39,8 +39,9 @@ class GitBaselineStore(BaselineSource):
         try:
             self.prefix = PurePosixPath(self.baseline_dir.relative_to(root).as_posix())
         except ValueError:
-            raise InputError(f"--base {ref}: baseline folder {self.baseline_dir} is outside the repository "
-                             f"{root}") from None
+            raise InputError(
+                f"--base {ref}: baseline folder {self.baseline_dir} is outside the repository {root}"
+            ) from None
 
     @property
     def sha(self) -> str:

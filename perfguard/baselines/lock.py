@@ -71,8 +71,10 @@ def _acquire(path: Path, timeout: float, notify: Callable[[str], None]) -> int:
             if exc.errno not in (errno.EAGAIN, errno.EACCES):
                 raise
             if time.monotonic() >= deadline:
-                raise InfraError(f"{path}: {_holder(path)} has been updating these baselines for more than "
-                                 f"{timeout:g} s; try again when it is done (or raise {TIMEOUT_ENV})") from None
+                raise InfraError(
+                    f"{path}: {_holder(path)} has been updating these baselines for more than "
+                    f"{timeout:g} s; try again when it is done (or raise {TIMEOUT_ENV})"
+                ) from None
             if not told:
                 notify(f"waiting for {_holder(path)} to finish updating the baselines ({path})")
                 told = True
@@ -94,8 +96,7 @@ def _acquire(path: Path, timeout: float, notify: Callable[[str], None]) -> int:
 
 
 @contextmanager
-def baselines_lock(root: Path, timeout: float | None = None,
-                   notify: Callable[[str], None] = _say) -> Iterator[Path]:
+def baselines_lock(root: Path, timeout: float | None = None, notify: Callable[[str], None] = _say) -> Iterator[Path]:
     """Hold the exclusive lock of the baselines folder `root` (created if missing)."""
     root = Path(root)
     path = root / LOCK_NAME

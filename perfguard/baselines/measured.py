@@ -17,10 +17,23 @@ def baseline_of(result: JobResult, commit: str, predicted_time_s: float = 0.0, m
     """One revision's measurement in the shape the verdicts compare with (its time is re-scored by
     the judging model: the stored prediction is informational)."""
     assert result.stats is not None  # a measured result
-    return Baseline(kernel=result.kernel, target=result.target, family=result.family, params=result.params,
-                    simulator=result.simulator, content_hash=result.content_hash or "", stats=result.stats,
-                    predicted_time_s=predicted_time_s, model_id=model_id, commit=commit, created="",
-                    toolchain=result.toolchain, loops=result.loops, inputs=dict(result.inputs), source=result.source)
+    return Baseline(
+        kernel=result.kernel,
+        target=result.target,
+        family=result.family,
+        params=result.params,
+        simulator=result.simulator,
+        content_hash=result.content_hash or "",
+        stats=result.stats,
+        predicted_time_s=predicted_time_s,
+        model_id=model_id,
+        commit=commit,
+        created="",
+        toolchain=result.toolchain,
+        loops=result.loops,
+        inputs=dict(result.inputs),
+        source=result.source,
+    )
 
 
 class TreeModelFiles:
@@ -47,10 +60,17 @@ class MeasuredBaselines(BaselineSource):
     and a [[model]]'s call order come from; `model_kernels`: the (kernel, target) pairs the revision
     ran as part of a whole [[model]], among which the model view finds removed kernels."""
 
-    def __init__(self, label: str, commit: str, results: Mapping[tuple[str, str], JobResult], *,
-                 failed_as_missing: bool = False, models: ModelFiles | None = None,
-                 graph: Callable[[str, str], dict[str, list[int]] | None] | None = None,
-                 model_kernels: Collection[tuple[str, str]] = frozenset()):
+    def __init__(
+        self,
+        label: str,
+        commit: str,
+        results: Mapping[tuple[str, str], JobResult],
+        *,
+        failed_as_missing: bool = False,
+        models: ModelFiles | None = None,
+        graph: Callable[[str, str], dict[str, list[int]] | None] | None = None,
+        model_kernels: Collection[tuple[str, str]] = frozenset(),
+    ):
         self.label, self.commit, self.results = label, commit, results
         self.failed_as_missing = failed_as_missing
         self._models, self._graph, self.model_kernels = models, graph, model_kernels

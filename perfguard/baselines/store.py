@@ -37,9 +37,19 @@ from perfguard.sim.stats import Stats
 SCHEMA_VERSION = 5
 _SAFE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*$")
 _REQUIRED: dict[str, type | tuple[type, ...]] = {
-    "schema": int, "kernel": str, "target": str, "family": (str, type(None)), "params": dict,
-    "simulator": str, "content_hash": str, "stats": dict, "predicted_time_s": (int, float),
-    "model_id": str, "perfguard_version": str, "commit": (str, type(None)), "created": str,
+    "schema": int,
+    "kernel": str,
+    "target": str,
+    "family": (str, type(None)),
+    "params": dict,
+    "simulator": str,
+    "content_hash": str,
+    "stats": dict,
+    "predicted_time_s": (int, float),
+    "model_id": str,
+    "perfguard_version": str,
+    "commit": (str, type(None)),
+    "created": str,
     "toolchain": dict,
 }
 # each key's type, and the schema that added it (from which on it is read): a file of an older schema has none (None)
@@ -104,8 +114,10 @@ def check_schema(data: dict, source: str) -> int:
     it carries) is refused naming the perfguard that wrote it; one below 1 is damage."""
     schema = data.get("schema")
     if type(schema) is not int:
-        raise InputError(f"{source}: corrupted baseline (" + ("missing 'schema')" if schema is None
-                                                             else "'schema' has the wrong type)"))
+        raise InputError(
+            f"{source}: corrupted baseline ("
+            + ("missing 'schema')" if schema is None else "'schema' has the wrong type)")
+        )
     if schema < 1:
         raise InputError(f"{source}: corrupted baseline (schema {schema})")
     if schema > SCHEMA_VERSION:
@@ -143,14 +155,24 @@ def parse_baseline(text: str | bytes, source: str) -> Baseline:
     if not all(isinstance(v, str) for v in data["toolchain"].values()):
         raise InputError(f"{source}: corrupted baseline ('toolchain' values must be strings)")
     return Baseline(
-        kernel=data["kernel"], target=data["target"], family=data["family"], params=data["params"],
-        simulator=data["simulator"], content_hash=data["content_hash"],
-        stats=Stats.from_dict(data["stats"], source), predicted_time_s=float(data["predicted_time_s"]),
-        model_id=data["model_id"], commit=data["commit"], created=data["created"],
-        toolchain=data["toolchain"], perfguard_version=data["perfguard_version"], schema=data["schema"],
+        kernel=data["kernel"],
+        target=data["target"],
+        family=data["family"],
+        params=data["params"],
+        simulator=data["simulator"],
+        content_hash=data["content_hash"],
+        stats=Stats.from_dict(data["stats"], source),
+        predicted_time_s=float(data["predicted_time_s"]),
+        model_id=data["model_id"],
+        commit=data["commit"],
+        created=data["created"],
+        toolchain=data["toolchain"],
+        perfguard_version=data["perfguard_version"],
+        schema=data["schema"],
         # a file labelled older than the schema that added a key has not recorded it, whatever it holds
         # (a hand-made or hand-downgraded file): read as not recorded, as the label says
-        loops=loops, inputs=inputs if data["schema"] >= _ADDED["inputs"] else None,
+        loops=loops,
+        inputs=inputs if data["schema"] >= _ADDED["inputs"] else None,
         source=data.get("source") if data["schema"] >= _ADDED["source"] else None,
     )
 
@@ -173,8 +195,10 @@ def graph_path(root: Path, target: str, model: str) -> Path:
 def graph_text(model: str, target: str, calls: list[tuple[str, str]]) -> str:
     """The file: one [kernel, anchor node] per call, one per line, so that a diff reads as the edit."""
     lines = ",\n".join("    " + json.dumps(list(call)) for call in calls)
-    return (f'{{\n  "schema": {GRAPH_SCHEMA},\n  "model": {json.dumps(model)},\n  "target": {json.dumps(target)},\n'
-            f'  "calls": [\n{lines}\n  ]\n}}\n')
+    return (
+        f'{{\n  "schema": {GRAPH_SCHEMA},\n  "model": {json.dumps(model)},\n  "target": {json.dumps(target)},\n'
+        f'  "calls": [\n{lines}\n  ]\n}}\n'
+    )
 
 
 def parse_graph(text: str | bytes, source: str, model: str, target: str) -> dict[str, list[int]]:
@@ -184,11 +208,18 @@ def parse_graph(text: str | bytes, source: str, model: str, target: str) -> dict
     if type(schema) is int and schema > GRAPH_SCHEMA:
         raise newer_format(source, "model graph schema", schema, GRAPH_SCHEMA)
     calls = data.get("calls") if isinstance(data, dict) else None
-    if (not isinstance(data, dict) or data.get("schema") != GRAPH_SCHEMA or data.get("model") != model
-            or data.get("target") != target or not isinstance(calls, list)
-            or not all(isinstance(c, list) and len(c) == 2 and all(isinstance(x, str) for x in c) for c in calls)):
-        raise InputError(f"{source}: corrupted model graph (expected schema {GRAPH_SCHEMA}, model '{model}', target "
-                         f"'{target}' and calls [[kernel, node], ...])")
+    if (
+        not isinstance(data, dict)
+        or data.get("schema") != GRAPH_SCHEMA
+        or data.get("model") != model
+        or data.get("target") != target
+        or not isinstance(calls, list)
+        or not all(isinstance(c, list) and len(c) == 2 and all(isinstance(x, str) for x in c) for c in calls)
+    ):
+        raise InputError(
+            f"{source}: corrupted model graph (expected schema {GRAPH_SCHEMA}, model '{model}', target "
+            f"'{target}' and calls [[kernel, node], ...])"
+        )
     out: dict[str, list[int]] = {}
     for i, (kernel, _) in enumerate(calls):
         out.setdefault(kernel, []).append(i)
@@ -200,6 +231,7 @@ class Provenance:
     """Who wrote a folder's baselines (`perfguard doctor`): files per (perfguard version, baseline
     schema, loop nest version or None), with their targets; the files of a newer format (the
     one-line refusals); the count of damaged ones."""
+
     written: dict[tuple[str, int, int | None], dict[str, int]] = field(default_factory=dict)
     newer: list[str] = field(default_factory=list)
     damaged: int = 0
@@ -322,8 +354,10 @@ class BaselineStore(BaselineSource):
                 if self.read(target, old) is None:
                     continue
                 if dest.exists():
-                    raise InputError(f"{dest}: kernel '{new}' has a baseline on {target} already: remove it "
-                                     f"first (or rename '{old}' to another name)")
+                    raise InputError(
+                        f"{dest}: kernel '{new}' has a baseline on {target} already: remove it "
+                        f"first (or rename '{old}' to another name)"
+                    )
                 data = json.loads(source.read_bytes())
                 data["kernel"] = new
                 files[dest] = (json.dumps(data, indent=2, sort_keys=True) + "\n").encode()
@@ -373,4 +407,3 @@ def refuse_newer(paths: list[Path]) -> None:
             raise
         except InputError:
             continue
-

@@ -58,17 +58,32 @@ def build_toolchain(cc: str) -> dict[str, str]:
     the run): what a change of would change the statistics without any change to the kernel."""
     import tvm
 
-    return {"cc": cc_version(cc), "libc": libc_version(cc), "tvm": tvm.__version__, "llvm": llvm_version(),
-            "harness": f"harness {HARNESS_VERSION}, template {template_digest()[:12]}, build recipe {BUILD_RECIPE}",
-            "perfguard": __version__}
+    return {
+        "cc": cc_version(cc),
+        "libc": libc_version(cc),
+        "tvm": tvm.__version__,
+        "llvm": llvm_version(),
+        "harness": f"harness {HARNESS_VERSION}, template {template_digest()[:12]}, build recipe {BUILD_RECIPE}",
+        "perfguard": __version__,
+    }
 
 
 def build_key(lowered: LoweredKernel, profile: TargetProfile, toolchain: dict[str, str], code_offset: int = 0) -> str:
     """The content hash a build is cached and recorded under: the lowered IR, the target, the
     toolchain (build_toolchain's) and the harness (with its code offset, where there is one)."""
     offset = (f"code offset {code_offset}",) if code_offset else ()
-    return digest(lowered.ir_hash, profile.fingerprint(), toolchain["cc"], toolchain["tvm"], toolchain["libc"],
-                  str(HARNESS_VERSION), template_digest(), str(BUILD_RECIPE), layout(lowered), *offset)
+    return digest(
+        lowered.ir_hash,
+        profile.fingerprint(),
+        toolchain["cc"],
+        toolchain["tvm"],
+        toolchain["libc"],
+        str(HARNESS_VERSION),
+        template_digest(),
+        str(BUILD_RECIPE),
+        layout(lowered),
+        *offset,
+    )
 
 
 def build_tools(profile: TargetProfile) -> str:
@@ -79,10 +94,22 @@ def build_tools(profile: TargetProfile) -> str:
 
 def layout(lowered: LoweredKernel) -> str:
     """The tensors as the harness sees them: `outputs` decides which ones it prints."""
-    return json.dumps([[t.name, list(t.shape), t.dtype, t.output,
-                        *([t.configured(), values_digest() if t.values is not None else fill_digest()]
-                          if t.configured() is not None else [])]  # configured values: their C too
-                       for t in lowered.tensors])
+    return json.dumps(
+        [
+            [
+                t.name,
+                list(t.shape),
+                t.dtype,
+                t.output,
+                *(
+                    [t.configured(), values_digest() if t.values is not None else fill_digest()]
+                    if t.configured() is not None
+                    else []
+                ),
+            ]  # configured values: their C too
+            for t in lowered.tensors
+        ]
+    )
 
 
 def plan(lowered: LoweredKernel, profile: TargetProfile, code_offset: int = 0) -> Plan:
@@ -90,8 +117,16 @@ def plan(lowered: LoweredKernel, profile: TargetProfile, code_offset: int = 0) -
     return Plan(toolchain, build_key(lowered, profile, toolchain, code_offset), build_tools(profile))
 
 
-def build(planned: Plan, lowered: LoweredKernel, profile: TargetProfile, cache_dir: Path, where: str,
-          code_offset: int = 0, recompute: bool = False, timings: dict | None = None) -> Build:
+def build(
+    planned: Plan,
+    lowered: LoweredKernel,
+    profile: TargetProfile,
+    cache_dir: Path,
+    where: str,
+    code_offset: int = 0,
+    recompute: bool = False,
+    timings: dict | None = None,
+) -> Build:
     """Compile and link `lowered` for `profile` as `planned` (or find it all in the cache;
     `recompute`: build it anew). `where` names the kernel in errors; `timings` gets the "compile" span."""
     cache = BuildCache(cache_dir)
@@ -103,8 +138,9 @@ def build(planned: Plan, lowered: LoweredKernel, profile: TargetProfile, cache_d
             try:
                 build_object(lowered, profile.tvm_target, staging / "kernel.o", where)
                 (staging / "harness.c").write_text(render_harness(lowered.symbol, lowered.tensors))
-                link_harness(profile, staging / "harness.c", staging / "kernel.o", staging / "harness", where,
-                             code_offset)
+                link_harness(
+                    profile, staging / "harness.c", staging / "kernel.o", staging / "harness", where, code_offset
+                )
                 binary_hash = file_digest(staging / "harness")  # this build's, whichever folder is kept
                 build_dir = cache.publish_build(planned.key, staging, planned.tools)
             except BaseException:  # a failed build leaves nothing behind in the cache

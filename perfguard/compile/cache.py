@@ -115,8 +115,9 @@ class BuildCache:
     def store_sim(self, key: str, record: dict, outputs: bytes) -> None:
         """The record and the kernel's raw outputs (the record last: it vouches for both)."""
         atomic_write_bytes(self.sim_path(key).with_suffix(".out"), outputs)
-        sealed.write(self.sim_path(key), "simulation", key,
-                     {**record, "outputs_sha256": hashlib.sha256(outputs).hexdigest()})
+        sealed.write(
+            self.sim_path(key), "simulation", key, {**record, "outputs_sha256": hashlib.sha256(outputs).hexdigest()}
+        )
 
     def check_path(self, key: str) -> Path:
         return self.root / "checks" / key[:2] / f"{key}.json"
@@ -124,8 +125,11 @@ class BuildCache:
     def lookup_check(self, key: str) -> dict | None:
         """A passed output check ({"max_error": float, "depends": [...]}); failures are never stored."""
         record = sealed.read(self.check_path(key), "output check", key)
-        if isinstance(record, dict) and isinstance(record.get("max_error"), (int, float)) \
-                and not isinstance(record["max_error"], bool):
+        if (
+            isinstance(record, dict)
+            and isinstance(record.get("max_error"), (int, float))
+            and not isinstance(record["max_error"], bool)
+        ):
             return record
         return None
 

@@ -50,8 +50,10 @@ __attribute__((unused)) static double perfguard_between(uint32_t index, uint32_t
 
 """
 _FLOAT_FILL = "      data[i] = ({ctype})perfguard_between((uint32_t)i, {seed}U, {low}, {high});\n"
-_INTEGER_FILL = ("      data[i] = ({ctype})((int64_t){low}LL + (int64_t)(perfguard_unit((uint32_t)i, {seed}U) * "
-                 "(double)({high}LL - ({low}LL))));\n")
+_INTEGER_FILL = (
+    "      data[i] = ({ctype})((int64_t){low}LL + (int64_t)(perfguard_unit((uint32_t)i, {seed}U) * "
+    "(double)({high}LL - ({low}LL))));\n"
+)
 
 
 # An input given whole (`inputs = { name = { file = "x.npy" } }`): its bytes are a constant array of
@@ -81,7 +83,7 @@ def _given(t: TensorSpec) -> bool:
 
 
 def _c_bytes(data: bytes) -> str:
-    return "\n".join(",".join(str(b) for b in data[i:i + 32]) + "," for i in range(0, len(data), 32))
+    return "\n".join(",".join(str(b) for b in data[i : i + 32]) + "," for i in range(0, len(data), 32))
 
 
 def render_harness(symbol: str, tensors: list[TensorSpec]) -> str:
@@ -91,10 +93,15 @@ def render_harness(symbol: str, tensors: list[TensorSpec]) -> str:
     if not any(_ranged(t) or _given(t) for t in tensors):
         return text
     # every input configured: the default generator is left unused (no warning for it)
-    text = text.replace("static double perfguard_uniform(", "__attribute__((unused)) static double perfguard_uniform(", 1)
+    text = text.replace(
+        "static double perfguard_uniform(", "__attribute__((unused)) static double perfguard_uniform(", 1
+    )
     anchor = "static void *alloc_tensor("
-    arrays = "".join(_VALUES_ARRAY.format(position=position, size=len(t.values), bytes=_c_bytes(t.values))
-                     for position, t in enumerate(tensors) if _given(t) and t.values is not None)
+    arrays = "".join(
+        _VALUES_ARRAY.format(position=position, size=len(t.values), bytes=_c_bytes(t.values))
+        for position, t in enumerate(tensors)
+        if _given(t) and t.values is not None
+    )
     text = text.replace(anchor, _FILL_FUNCTIONS + arrays + ("\n" if arrays else "") + anchor, 1)
     start = 0
     for position, t in enumerate(tensors):
@@ -109,8 +116,11 @@ def render_harness(symbol: str, tensors: list[TensorSpec]) -> str:
                 line = next(line for line in block.splitlines(keepends=True) if line.lstrip().startswith("data[i] = "))
                 assert t.fill is not None  # _ranged(t)
                 low, high = t.fill[0], t.fill[1]
-                fill = (_FLOAT_FILL.format(ctype=t.ctype, seed=t.seed, low=float(low), high=float(high)) if t.is_float
-                        else _INTEGER_FILL.format(ctype=t.ctype, seed=t.seed, low=int(low), high=int(high)))
+                fill = (
+                    _FLOAT_FILL.format(ctype=t.ctype, seed=t.seed, low=float(low), high=float(high))
+                    if t.is_float
+                    else _INTEGER_FILL.format(ctype=t.ctype, seed=t.seed, low=int(low), high=int(high))
+                )
                 block = block.replace(line, fill, 1)
             text = text[:start] + block + text[end:]
             end = start + len(block)

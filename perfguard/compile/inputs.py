@@ -77,8 +77,12 @@ class TensorSpec:
     @property
     def default_integers(self) -> bool:
         """An integer input drawn from the default [-8, 7]: no range configured."""
-        return (not self.output and not self.is_float and self.values is None
-                and (self.fill is None or self.fill[0] is None))
+        return (
+            not self.output
+            and not self.is_float
+            and self.values is None
+            and (self.fill is None or self.fill[0] is None)
+        )
 
     @property
     def values_digest(self) -> str | None:
@@ -102,7 +106,10 @@ class TensorSpec:
         if self.fill is None:
             return None
         low, high, seed = self.fill
-        return {**({"low": low, "high": high} if low is not None else {}), **({"seed": seed} if seed is not None else {})}
+        return {
+            **({"low": low, "high": high} if low is not None else {}),
+            **({"seed": seed} if seed is not None else {}),
+        }
 
     @property
     def nbytes(self) -> int:
@@ -131,7 +138,11 @@ def _hash(x: np.ndarray) -> np.ndarray:
 def generate(spec: TensorSpec) -> np.ndarray:
     """The values the harness writes into an input tensor, bit for bit."""
     if spec.values is not None:
-        return np.frombuffer(spec.values, dtype=np.dtype(spec.dtype).newbyteorder("<")).astype(spec.dtype).reshape(spec.shape)
+        return (
+            np.frombuffer(spec.values, dtype=np.dtype(spec.dtype).newbyteorder("<"))
+            .astype(spec.dtype)
+            .reshape(spec.shape)
+        )
     index = np.arange(spec.numel, dtype=np.uint32)
     with np.errstate(over="ignore"):
         h = _hash(index * np.uint32(0x9E3779B1) + np.uint32(spec.seed))
@@ -172,8 +183,10 @@ def load_values(path, spec: TensorSpec, shown: str, where: str) -> bytes:
     if not isinstance(array, np.ndarray):
         raise InputError(f"{where}: inputs: {spec.name}: '{shown}' is not a .npy file (an .npz archive?)")
     if tuple(array.shape) != tuple(spec.shape) or array.dtype.newbyteorder("=") != np.dtype(spec.dtype):
-        raise InputError(f"{where}: inputs: {spec.name}: '{shown}' holds {array.dtype.name}{list(array.shape)}, the "
-                         f"kernel's input '{spec.name}' is {spec.dtype}{list(spec.shape)}")
+        raise InputError(
+            f"{where}: inputs: {spec.name}: '{shown}' holds {array.dtype.name}{list(array.shape)}, the "
+            f"kernel's input '{spec.name}' is {spec.dtype}{list(spec.shape)}"
+        )
     return np.ascontiguousarray(array, dtype=np.dtype(spec.dtype).newbyteorder("<")).tobytes()
 
 

@@ -51,7 +51,9 @@ class Loop:
     kind: str  # one of KINDS
     parent: int | None  # index of the enclosing loop in LoopNest.loops
     copy_of: int | None = None  # the loop this is a copy of (the same TIR loop: TVM unrolled a loop around it)
-    stores: tuple[str, ...] = ()  # an outermost loop: the buffers its nest writes (the nest's name; () before version 2)
+    stores: tuple[
+        str, ...
+    ] = ()  # an outermost loop: the buffers its nest writes (the nest's name; () before version 2)
 
 
 @dataclass(frozen=True)
@@ -107,8 +109,11 @@ class LoopNest:
     def iterating(self) -> list[int]:
         """Loops that are loops in the machine code (unless LLVM unrolls them): serial or parallel,
         two or more iterations, a constant trip product."""
-        return [i for i, loop in enumerate(self.loops)
-                if loop.kind in _ITERATING and (loop.extent or 0) >= 2 and self.trips(i) is not None]
+        return [
+            i
+            for i, loop in enumerate(self.loops)
+            if loop.kind in _ITERATING and (loop.extent or 0) >= 2 and self.trips(i) is not None
+        ]
 
     def origin(self, i: int) -> int:
         """The loop that loop i is a copy of (itself if none)."""
@@ -164,10 +169,23 @@ class LoopNest:
     # -- the file -------------------------------------------------------------------------------
 
     def to_dict(self) -> dict:
-        data: dict = {"version": LOOPS_VERSION, "functions": list(self.functions),
-                      "loops": [{"var": x.var, "extent": x.extent, "kind": x.kind, "parent": x.parent,
-                                 "copy_of": x.copy_of, "stores": list(x.stores)} for x in self.loops],
-                      "ranges": self.ranges, "code": self.code}
+        data: dict = {
+            "version": LOOPS_VERSION,
+            "functions": list(self.functions),
+            "loops": [
+                {
+                    "var": x.var,
+                    "extent": x.extent,
+                    "kind": x.kind,
+                    "parent": x.parent,
+                    "copy_of": x.copy_of,
+                    "stores": list(x.stores),
+                }
+                for x in self.loops
+            ],
+            "ranges": self.ranges,
+            "code": self.code,
+        }
         if self.error is not None:
             data["error"] = self.error
         return data
@@ -175,8 +193,11 @@ class LoopNest:
     @classmethod
     def from_dict(cls, data: object, source: str) -> LoopNest:
         where = f"{source}: loop nest"
-        if not isinstance(data, dict) or not {"version", "functions", "loops"} <= set(data) \
-                or not set(data) <= {"version", "functions", "loops", "error", "ranges", "code"}:
+        if (
+            not isinstance(data, dict)
+            or not {"version", "functions", "loops"} <= set(data)
+            or not set(data) <= {"version", "functions", "loops", "error", "ranges", "code"}
+        ):
             raise InputError(f"{where} must be an object with 'version', 'functions' and 'loops'")
         if type(data["version"]) is int and data["version"] > LOOPS_VERSION:
             raise newer_format(source, "loop nest version", data["version"], LOOPS_VERSION)
@@ -193,25 +214,38 @@ class LoopNest:
             raise InputError(f"{where}: 'loops' must be a list")
         loops = []
         for i, row in enumerate(rows):
-            ok = isinstance(row, dict) and set(row) == keys \
-                and isinstance(row["var"], str) and row["kind"] in KINDS \
-                and isinstance(row.get("stores", []), list) and all(isinstance(b, str) for b in row.get("stores", [])) \
-                and (row["extent"] is None or _count(row["extent"])) \
+            ok = (
+                isinstance(row, dict)
+                and set(row) == keys
+                and isinstance(row["var"], str)
+                and row["kind"] in KINDS
+                and isinstance(row.get("stores", []), list)
+                and all(isinstance(b, str) for b in row.get("stores", []))
+                and (row["extent"] is None or _count(row["extent"]))
                 and all(row[k] is None or (_count(row[k]) and row[k] < i) for k in ("parent", "copy_of"))
+            )
             if not ok:
-                raise InputError(f"{where}: loop {i} must be {{{', '.join(names)}}} with a known kind, "
-                                 "earlier loops (or null) as parent and copy_of" + (" and buffer names as stores"
-                                                                                    if "stores" in keys else ""))
-            loops.append(Loop(row["var"], row["extent"], row["kind"], row["parent"], row["copy_of"],
-                              tuple(row.get("stores", ()))))
+                raise InputError(
+                    f"{where}: loop {i} must be {{{', '.join(names)}}} with a known kind, "
+                    "earlier loops (or null) as parent and copy_of"
+                    + (" and buffer names as stores" if "stores" in keys else "")
+                )
+            loops.append(
+                Loop(
+                    row["var"], row["extent"], row["kind"], row["parent"], row["copy_of"], tuple(row.get("stores", ()))
+                )
+            )
         ranges = data.get("ranges", {})
         if not isinstance(ranges, dict) or not all(
-                isinstance(spans, list) and all(isinstance(r, list) and len(r) == 2 and all(_count(v) for v in r)
-                                                for r in spans) for spans in ranges.values()):
+            isinstance(spans, list)
+            and all(isinstance(r, list) and len(r) == 2 and all(_count(v) for v in r) for r in spans)
+            for spans in ranges.values()
+        ):
             raise InputError(f"{where}: 'ranges' must map variables to lists of [start, end] addresses")
         code = data.get("code", [])
-        if not isinstance(code, list) or not all(isinstance(r, list) and len(r) == 2 and all(_count(v) for v in r)
-                                                 for r in code):
+        if not isinstance(code, list) or not all(
+            isinstance(r, list) and len(r) == 2 and all(_count(v) for v in r) for r in code
+        ):
             raise InputError(f"{where}: 'code' must be a list of [start, end] addresses")
         return cls(tuple(loops), tuple(functions), error, ranges, code)
 
@@ -221,6 +255,7 @@ def _count(value: object) -> bool:
 
 
 # -- recording (TVM) ------------------------------------------------------------------------------
+
 
 def record_loops(mod: object, tvm_target: dict, obj: Path, harness: Path | None = None) -> LoopNest:
     """The nest of `mod` (a scheduled IRModule) lowered as `tvm.tirx.build` lowers it for
@@ -243,8 +278,12 @@ def record_loops(mod: object, tvm_target: dict, obj: Path, harness: Path | None 
                 _walk(tvm, func.body, loops, seen)
         loops = _name_nests(loops, scheduled_nests(mod))
         ranges = harness_ranges(obj, harness, {x.var for x in loops}) if harness is not None else {}
-        return LoopNest(tuple(loops), object_functions(obj), ranges=ranges,
-                        code=placed_code(obj, harness) if harness is not None else [])
+        return LoopNest(
+            tuple(loops),
+            object_functions(obj),
+            ranges=ranges,
+            code=placed_code(obj, harness) if harness is not None else [],
+        )
     except Exception as exc:  # TVM raises many types; the build itself already succeeded
         lines = str(exc).strip().splitlines()
         return LoopNest((), (), f"{type(exc).__name__}: {lines[-1] if lines else ''}")
@@ -256,8 +295,15 @@ def _walk(tvm, stmt, out: list[Loop], seen: list) -> None:
         node, up = stack.pop()
         if isinstance(node, tvm.tirx.For):
             first = next((i for i, var in enumerate(seen) if var.same_as(node.loop_var)), None)
-            out.append(Loop(str(node.loop_var.name), _iterations(tvm, node), KINDS[int(node.kind)], up,
-                            None if first is None else out[first].copy_of if out[first].copy_of is not None else first))
+            out.append(
+                Loop(
+                    str(node.loop_var.name),
+                    _iterations(tvm, node),
+                    KINDS[int(node.kind)],
+                    up,
+                    None if first is None else out[first].copy_of if out[first].copy_of is not None else first,
+                )
+            )
             seen.append(node.loop_var)
             stack.append((node.body, len(out) - 1))
         elif isinstance(node, tvm.tirx.SeqStmt):
@@ -317,8 +363,11 @@ def _name_nests(loops: list[Loop], scheduled: list[tuple[set[str], list[str]]]) 
         if loop.parent is not None:
             continue
         start = 0 if previous is None else previous + 1
-        if previous is not None and loop.var in scheduled[previous][0] \
-                and not (start < len(scheduled) and loop.var in scheduled[start][0]):
+        if (
+            previous is not None
+            and loop.var in scheduled[previous][0]
+            and not (start < len(scheduled) and loop.var in scheduled[start][0])
+        ):
             match: int | None = previous
         else:
             match = next((k for k in range(start, len(scheduled)) if loop.var in scheduled[k][0]), None)
@@ -359,7 +408,7 @@ def elf_functions(path: Path) -> dict[str, tuple[int, int]]:
             st_name, st_info, _, st_shndx, value, size = struct.unpack_from("<IBBHQQ", data, at)
             if st_info & 0xF == 2 and st_shndx != 0:  # STT_FUNC, defined here
                 end = data.index(b"\0", strtab + st_name)
-                out[data[strtab + st_name:end].decode("utf-8", "replace")] = (value, size)
+                out[data[strtab + st_name : end].decode("utf-8", "replace")] = (value, size)
     return out
 
 
@@ -394,8 +443,11 @@ def placed_code(obj: Path, harness: Path) -> list[list[int]]:
     if not harness.is_file():
         return []
     inside, placed = elf_functions(obj), elf_functions(harness)
-    return sorted([placed[f][0], placed[f][0] + size] for f, (_, size) in inside.items()
-                  if size and f in placed and placed[f][1] == size)
+    return sorted(
+        [placed[f][0], placed[f][0] + size]
+        for f, (_, size) in inside.items()
+        if size and f in placed and placed[f][1] == size
+    )
 
 
 def harness_ranges(obj: Path, harness: Path, names: set[str]) -> dict[str, list[list[int]]]:

@@ -22,8 +22,9 @@ class LoweredKernel:
     tensors and a hash of its TVMScript. `mod` may be made on first use (`load`): a kernel whose
     build, loop nest and output check are all cached never needs it (inspect_text)."""
 
-    def __init__(self, mod: Any, symbol: str, tensors: list[TensorSpec], ir_hash: str,
-                 load: Callable[[], object] | None = None):
+    def __init__(
+        self, mod: Any, symbol: str, tensors: list[TensorSpec], ir_hash: str, load: Callable[[], object] | None = None
+    ):
         self._mod, self._load = mod, load
         self.symbol = symbol  # the exported safe-call symbol, e.g. __tvm_ffi_main
         self.tensors = tensors
@@ -74,8 +75,9 @@ def inspect_module(mod: Any, num_outputs: int, where: str) -> LoweredKernel:
     return LoweredKernel(mod, f"__tvm_ffi_{name}", tensors, hashlib.sha256(text.encode()).hexdigest())
 
 
-def with_inputs(lowered: LoweredKernel, inputs: dict[str, dict[str, Any]] | None, where: str,
-                root: Path | None = None) -> LoweredKernel:
+def with_inputs(
+    lowered: LoweredKernel, inputs: dict[str, dict[str, Any]] | None, where: str, root: Path | None = None
+) -> LoweredKernel:
     """The kernel with its configured inputs (a [[kernel]]'s `inputs`): each name one of its
     inputs, an integer input's range whole numbers its dtype holds. The harness fills them and the
     host's reference gets them alike (compile.inputs.generate)."""
@@ -97,13 +99,16 @@ def with_inputs(lowered: LoweredKernel, inputs: dict[str, dict[str, Any]] | None
             low, high = item["low"], item["high"]
             if low is not None and not t.is_float:
                 if not (float(low).is_integer() and float(high).is_integer()):
-                    raise InputError(f"{where}: inputs: {t.name}: {t.dtype} takes whole numbers, got low = {low!r}, "
-                                     f"high = {high!r}")
+                    raise InputError(
+                        f"{where}: inputs: {t.name}: {t.dtype} takes whole numbers, got low = {low!r}, high = {high!r}"
+                    )
                 low, high = int(low), int(high)
                 smallest, largest = dtype_range(t.dtype)
                 if low < smallest or high - 1 > largest or high - low > 1 << 24:
-                    raise InputError(f"{where}: inputs: {t.name}: [{low}, {high}) does not fit {t.dtype} "
-                                     f"([{smallest}, {largest + 1}), at most 2^24 values)")
+                    raise InputError(
+                        f"{where}: inputs: {t.name}: [{low}, {high}) does not fit {t.dtype} "
+                        f"([{smallest}, {largest + 1}), at most 2^24 values)"
+                    )
             elif low is not None:
                 low, high = float(low), float(high)
             t = replace(t, fill=(low, high, item["seed"]))
@@ -111,8 +116,9 @@ def with_inputs(lowered: LoweredKernel, inputs: dict[str, dict[str, Any]] | None
     return LoweredKernel(lowered._mod, lowered.symbol, tensors, lowered.ir_hash, load=lowered._load)
 
 
-def inspect_text(text: str, num_outputs: int, where: str, parse: Callable[[str], object],
-                 cache_dir: Path | None = None) -> LoweredKernel:
+def inspect_text(
+    text: str, num_outputs: int, where: str, parse: Callable[[str], object], cache_dir: Path | None = None
+) -> LoweredKernel:
     """inspect_module of a kernel given as TVMScript (a [[model]]'s), parsed once per text: its
     symbol, tensors and hash are recorded under the text's digest in `cache_dir`, and the module
     itself is parsed (`parse`) only when something needs it (a build, a loop nest, a host
@@ -125,16 +131,21 @@ def inspect_text(text: str, num_outputs: int, where: str, parse: Callable[[str],
     path = Path(cache_dir) / "lowered" / key[:2] / f"{key}.json"
     try:
         record = json.loads(path.read_text())
-        tensors = [TensorSpec(name, tuple(shape), dtype, output, index)
-                   for name, shape, dtype, output, index in record["tensors"]]
+        tensors = [
+            TensorSpec(name, tuple(shape), dtype, output, index)
+            for name, shape, dtype, output, index in record["tensors"]
+        ]
         for t in tensors:
             check_dtype(t.dtype, f"{where}: tensor '{t.name}'")
         return LoweredKernel(None, record["symbol"], tensors, record["ir_hash"], load=lambda: parse(text))
     except (OSError, ValueError, KeyError, TypeError):
         pass  # absent or damaged: parse it
     lowered = inspect_module(parse(text), num_outputs, where)
-    record = {"symbol": lowered.symbol, "ir_hash": lowered.ir_hash,
-              "tensors": [[t.name, list(t.shape), t.dtype, t.output, t.index] for t in lowered.tensors]}
+    record = {
+        "symbol": lowered.symbol,
+        "ir_hash": lowered.ir_hash,
+        "tensors": [[t.name, list(t.shape), t.dtype, t.output, t.index] for t in lowered.tensors],
+    }
     try:
         atomic_write_text(path, json.dumps(record, sort_keys=True))
     except (InfraError, OSError):
@@ -154,8 +165,10 @@ def build_object(kernel: LoweredKernel, tvm_target: dict, out: Path, where: str)
 
     free = shutil.disk_usage(out.parent).free
     if free < MIN_FREE_BYTES:  # LLVM ends the whole process when a write fails (a full disk): ask first
-        raise InfraError(f"{where}: {out.parent}: only {free // 1024} KiB free, the build needs "
-                         f"{MIN_FREE_BYTES >> 20} MiB (No space left on device)")
+        raise InfraError(
+            f"{where}: {out.parent}: only {free // 1024} KiB free, the build needs "
+            f"{MIN_FREE_BYTES >> 20} MiB (No space left on device)"
+        )
     try:
         lib = tvm.tirx.build(kernel.mod, target=tvm.target.Target(tvm_target))
         lib.write_to_file(str(out))

@@ -35,8 +35,14 @@ def find_cc(target: TargetProfile) -> str:
 def cc_has_type(cc: str, ctype: str) -> bool:
     """Whether `cc` compiles a variable of `ctype` (riscv64's GCC 12 has no _Float16: GCC 13 added it)."""
     try:
-        proc = subprocess.run([cc, "-x", "c", "-c", "-o", os.devnull, "-"], input=f"{ctype} x;\n", text=True,
-                              capture_output=True, check=False, timeout=60)
+        proc = subprocess.run(
+            [cc, "-x", "c", "-c", "-o", os.devnull, "-"],
+            input=f"{ctype} x;\n",
+            text=True,
+            capture_output=True,
+            check=False,
+            timeout=60,
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise InfraError(f"{cc} cannot be run: {exc}") from None
     return proc.returncode == 0
@@ -47,9 +53,11 @@ def check_tensor_types(target: TargetProfile, cc: str, tensors, where: str) -> N
     (a float16 kernel on riscv64): the target cannot build that dtype, not a toolchain failure."""
     for t in tensors:
         if t.ctype.startswith("_Float") and not cc_has_type(cc, t.ctype):
-            raise InputError(f"{where}: tensor '{t.name}' is {t.dtype}, which target '{target.name}' cannot build "
-                             f"({os.path.basename(cc)} has no {t.ctype}); leave {target.name} out of the kernel's "
-                             f"targets")
+            raise InputError(
+                f"{where}: tensor '{t.name}' is {t.dtype}, which target '{target.name}' cannot build "
+                f"({os.path.basename(cc)} has no {t.ctype}); leave {target.name} out of the kernel's "
+                f"targets"
+            )
 
 
 @cache
@@ -110,8 +118,9 @@ def ffi_include_dir() -> Path:
     return include
 
 
-def link_harness(target: TargetProfile, harness_c: Path, kernel_o: Path, out: Path, where: str,
-                 code_offset: int = 0) -> None:
+def link_harness(
+    target: TargetProfile, harness_c: Path, kernel_o: Path, out: Path, where: str, code_offset: int = 0
+) -> None:
     """Statically link (non-PIE: simulators and region-of-interest symbols want fixed addresses).
     `code_offset` bytes of padding linked between the harness and the kernel put the same kernel
     code that much further on (rounded up to the kernel object's section alignment)."""
@@ -119,11 +128,25 @@ def link_harness(target: TargetProfile, harness_c: Path, kernel_o: Path, out: Pa
     pad = []
     if code_offset:
         pad_s = out.parent / "code-offset.s"
-        pad_s.write_text(f"\t.text\n\t.globl perfguard_code_offset\nperfguard_code_offset:\n\t.skip {code_offset}\n"
-                         "\t.section .note.GNU-stack,\"\",@progbits\n")
+        pad_s.write_text(
+            f"\t.text\n\t.globl perfguard_code_offset\nperfguard_code_offset:\n\t.skip {code_offset}\n"
+            '\t.section .note.GNU-stack,"",@progbits\n'
+        )
         pad = [str(pad_s)]
-    cmd = [cc, *target.cflags, "-static", "-no-pie", "-I", str(ffi_include_dir()),
-           str(harness_c), *pad, str(kernel_o), "-o", str(out), "-lm"]
+    cmd = [
+        cc,
+        *target.cflags,
+        "-static",
+        "-no-pie",
+        "-I",
+        str(ffi_include_dir()),
+        str(harness_c),
+        *pad,
+        str(kernel_o),
+        "-o",
+        str(out),
+        "-lm",
+    ]
     # process.run: killed with its group (cc1, as, ld) on Ctrl-C, like a simulator
     done = process.run(cmd, LINK_TIMEOUT, env=os.environ)
     if done.timed_out:
@@ -137,6 +160,10 @@ def link_error(stderr: bytes | str) -> str:
     """The linker's first error (an undefined symbol, say), not collect2's closing 'ld returned 1 exit status'."""
     text = stderr.decode("utf-8", "replace") if isinstance(stderr, bytes) else stderr
     lines = [" ".join(line.split()) for line in text.splitlines() if line.strip()]
-    errors = [line for line in lines if not line.startswith("collect2") and
-              ("undefined reference" in line or "error" in line.lower() or "multiple definition" in line)]
+    errors = [
+        line
+        for line in lines
+        if not line.startswith("collect2")
+        and ("undefined reference" in line or "error" in line.lower() or "multiple definition" in line)
+    ]
     return process.one_line((errors or lines or [""])[0], 400)

@@ -26,6 +26,7 @@ def absent_if(value: Any) -> Any:
 
 # -- the conversion, driven by the dataclasses' annotations -------------------------------------
 
+
 def from_json(cls: type, data: Any, source: str) -> Any:
     """One part of a report (a Result, a TargetSummary, ...) from its JSON form; an error names `source`."""
     return _Reader(source).load(cls, data, "")
@@ -52,8 +53,14 @@ def _dump(value: Any) -> Any:
     return value
 
 
-_KINDS: dict[Any, str] = {str: "a string", int: "an integer", float: "a number", bool: "true or false",
-                          list: "a list", dict: "an object"}
+_KINDS: dict[Any, str] = {
+    str: "a string",
+    int: "an integer",
+    float: "a number",
+    bool: "true or false",
+    list: "a list",
+    dict: "an object",
+}
 
 
 class _Reader:

@@ -45,9 +45,11 @@ REPORT_SCHEMA = 2  # 2: a result's "machine" (the machine model its time stands 
 
 # -- the run ------------------------------------------------------------------------------------
 
+
 @dataclass
 class EnergyCosts:
     """Per-event energies in picojoules, for estimates only."""
+
     inst: float
     l1_access: float
     l2_access: float
@@ -57,6 +59,7 @@ class EnergyCosts:
 @dataclass
 class TargetSummary:
     """The target profile numbers the reports use, so re-rendering never needs the config."""
+
     isa: str
     clock_hz: float
     peak_gflops: float
@@ -69,6 +72,7 @@ class TargetSummary:
 @dataclass
 class ToolchainSummary:
     """The run's one statement about a toolchain other than the baselines' (judge.verdicts.toolchain_summary)."""
+
     tools: dict[str, list[ToolchainDifference]] = absent_if({})
     targets: list[str] = absent_if([])
     rebaseline: str = absent_if("")
@@ -79,14 +83,20 @@ class ToolchainSummary:
     @classmethod
     def of(cls, changes: dict[str, Any]) -> ToolchainSummary:
         """From judge.verdicts.toolchain_summary's plain statement."""
-        return cls({tool: [ToolchainDifference(p["baseline"], p["current"]) for p in pairs]
-                    for tool, pairs in (changes.get("tools") or {}).items()},
-                   list(changes.get("targets") or []), changes.get("rebaseline") or "")
+        return cls(
+            {
+                tool: [ToolchainDifference(p["baseline"], p["current"]) for p in pairs]
+                for tool, pairs in (changes.get("tools") or {}).items()
+            },
+            list(changes.get("targets") or []),
+            changes.get("rebaseline") or "",
+        )
 
 
 @dataclass
 class ModelKernel:
     """One kernel of a [[model]] on one target: its verdict, calls per inference and share."""
+
     kernel: str
     op: str | None
     verdict: str  # the kernel's verdict, or "removed" (a baseline the model no longer has)
@@ -118,6 +128,7 @@ class ModelKernel:
 @dataclass
 class ModelTotal:
     """A [[model]]'s total per inference on one target and its own verdict (judge.model_totals)."""
+
     model: str
     target: str
     verdict: str
@@ -137,6 +148,7 @@ class ModelPart:
     """A shard's part of a [[model]] on one target (`check --shard`): the rows of the model's kernels
     this shard measured, and those of removed kernels (every shard has them; they are equal), from
     which `perfguard merge` computes the total an unsharded check gives (judge.model_totals.total)."""
+
     model: str
     target: str
     threshold_pct: float
@@ -187,6 +199,7 @@ class Shard:
 @dataclass
 class Seconds:
     """Wall and CPU seconds (CPU: the process and the programs it ran, perfguard.timings)."""
+
     wall_s: float
     cpu_s: float
 
@@ -194,6 +207,7 @@ class Seconds:
 @dataclass
 class JobTimings:
     """One kernel x target job: its stages (perfguard.timings.JOB_STAGES) and its whole."""
+
     kernel: str
     target: str
     total: Seconds
@@ -205,6 +219,7 @@ class JobTimings:
 @dataclass
 class WorkerCost:
     """What one Dask worker spent on a check: the jobs it ran and their CPU seconds."""
+
     worker: str
     jobs: int
     cpu_s: float
@@ -214,6 +229,7 @@ class WorkerCost:
 class Timings:
     """Where a check's time went: each stage (perfguard.timings.STAGES) and each job. Measured
     again by every check, so two reports of the same results differ here (and in `created`)."""
+
     total: Seconds
     stages: dict[str, Seconds] = field(default_factory=dict)
     jobs: list[JobTimings] = absent_if([])
@@ -226,6 +242,7 @@ class Timings:
 @dataclass
 class Report:
     """Everything one check (or compare, merge, pytest session) found."""
+
     summary: Summary
     results: list[Result] = field(default_factory=list)
     schema: int = REPORT_SCHEMA
@@ -272,14 +289,20 @@ def worst_first(results: list[Result]) -> list[Result]:
 
 # -- versions -----------------------------------------------------------------------------------
 
+
 def _machine_unrecorded(data: dict[str, Any]) -> dict[str, Any]:
     """Schema 1 -> 2: a scored result's machine was not recorded; its model's kind is known from
     its model id (an interval it carries may have been calibrated on another ISA: its basis says)."""
     results = []
     for r in data["results"]:
         if isinstance(r, dict) and isinstance(r.get("model_id"), str) and "machine" not in r:
-            kind = ("calibrated" if r.get("calibrated") is True
-                    else "pipeline" if r["model_id"].startswith("pipeline-") else "analytical")
+            kind = (
+                "calibrated"
+                if r.get("calibrated") is True
+                else "pipeline"
+                if r["model_id"].startswith("pipeline-")
+                else "analytical"
+            )
             r = {**r, "machine": {"model": kind, "recorded": False}}
         results.append(r)
     return {**data, "results": results}
@@ -291,8 +314,11 @@ UPGRADES: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {1: _machine_u
 
 
 def upgrade(data: Any, source: str) -> dict[str, Any]:
-    if not isinstance(data, dict) or not isinstance(data.get("results"), list) \
-            or not isinstance(data.get("summary"), dict):
+    if (
+        not isinstance(data, dict)
+        or not isinstance(data.get("results"), list)
+        or not isinstance(data.get("summary"), dict)
+    ):
         raise InputError(f"{source}: not a perfguard report (no 'results' list and 'summary')")
     version = data.get("schema")
     if type(version) is int and version > REPORT_SCHEMA:
@@ -307,8 +333,10 @@ def upgrade(data: Any, source: str) -> dict[str, Any]:
 
 def _fill_summary(data: dict[str, Any]) -> dict[str, Any]:
     """A summary that lacks the verdict counts (a hand-made or shard-merged file) gets them from the results."""
-    counts = {summary_key(v): sum(1 for r in data["results"] if isinstance(r, dict) and r.get("verdict") == v)
-              for v in VERDICTS}
+    counts = {
+        summary_key(v): sum(1 for r in data["results"] if isinstance(r, dict) and r.get("verdict") == v)
+        for v in VERDICTS
+    }
     return {**data, "summary": {**counts, **data["summary"]}}
 
 

@@ -10,9 +10,11 @@ from perfguard.document.codec import absent_if
 
 # -- one result's parts -------------------------------------------------------------------------
 
+
 @dataclass
 class StatDelta:
     """One counter, baseline against current (judge.verdicts.stat_deltas)."""
+
     baseline: int | None
     current: int | None
     delta_pct: float | None = None
@@ -21,6 +23,7 @@ class StatDelta:
 @dataclass
 class LimitBreach:
     """A per-metric limit (perfguard.limits) the current run went over."""
+
     baseline: int
     current: int
     delta: int
@@ -31,6 +34,7 @@ class LimitBreach:
 @dataclass
 class ToolchainDifference:
     """One tool whose version differs from the baseline's."""
+
     baseline: str | None
     current: str | None
 
@@ -38,6 +42,7 @@ class ToolchainDifference:
 @dataclass
 class Energy:
     """An estimate for one call, in joules (judge.analysis.energy)."""
+
     core_j: float
     l1_j: float
     l2_j: float
@@ -53,6 +58,7 @@ ROOF_FRACTION = 0.5
 @dataclass
 class Metrics:
     """One side (baseline or current) of a result: every derived number, None where unknown."""
+
     time_s: float | None
     compute_s: float
     memory_s: float
@@ -72,6 +78,7 @@ class Metrics:
 @dataclass
 class Driver:
     """One counter's part in a change of predicted time (judge.analysis.drivers)."""
+
     stat: str
     baseline: int
     current: int
@@ -83,6 +90,7 @@ class Driver:
 @dataclass
 class Analysis:
     """What a result means on its target (judge.analysis)."""
+
     current: Metrics
     baseline: Metrics | None = None
     drivers: list[Driver] = field(default_factory=list)
@@ -109,6 +117,7 @@ class ChangePoint:
 @dataclass
 class History:
     """The baseline's committed versions re-scored with this run's model (judge.history)."""
+
     points: list[HistoryPoint] = field(default_factory=list)
     omitted: int = 0
     min_step_pct: float | None = None
@@ -118,6 +127,7 @@ class History:
 @dataclass
 class Calibration:
     """Hold-out metrics and predicted-vs-native points of the calibrated model that scored a result."""
+
     metrics: dict[str, Any] = field(default_factory=dict)
     points: list[list[float]] | None = absent_if(None)
     points_label: str | None = absent_if(None)
@@ -126,6 +136,7 @@ class Calibration:
 @dataclass
 class LoopStep:
     """One loop of a nest as TVM lowered it: its variable, iterations and kind."""
+
     var: str
     extent: int | None
     kind: str  # serial | parallel | vectorized | unrolled (compile.loops.KINDS)
@@ -136,6 +147,7 @@ class LoopStep:
 class BlockLoop:
     """The TIR loop a block runs in: the one whose body runs as often per call as the block
     did (judge.attribution, compile.loops)."""
+
     var: str  # the loop variable, e.g. k_1
     path: list[LoopStep]  # the loops around it, outermost first, ending with this one
     trips: int  # how often the block runs per kernel call as this loop's body (of one copy of it)
@@ -143,7 +155,9 @@ class BlockLoop:
     peeled: int = absent_if(0)  # iterations LLVM peeled off the loop (run by other blocks)
     unrolled: list[str] = absent_if([])  # loops inside it without a block of their own: LLVM flattened them into it
     located: bool = absent_if(False)  # other loops fit the count too: the object's debug information told them apart
-    ordered: bool = absent_if(False)  # other loops fit the count too: where the nests lie in the function told them apart
+    ordered: bool = absent_if(
+        False
+    )  # other loops fit the count too: where the nests lie in the function told them apart
     approximate: bool = absent_if(False)  # no plain way fits the count: per_execution is its average
     nest_name: str = absent_if("")  # the buffers its nest stores to (`scores`): the nest's name across builds
     nest_index: int = absent_if(0)  # which of the kernel's nests (1: the first outermost loop); 0: not known
@@ -152,16 +166,21 @@ class BlockLoop:
     def nest(self) -> str:
         """`i_0[8] > j_0[8] > k_1[4]`; a kind other than serial is named (`i_0[8 parallel]`), and so is a
         loop LLVM unrolled completely (`k_0[4 unrolled by LLVM]`)."""
-        return " > ".join(f"{s.var}[{'?' if s.extent is None else s.extent}"
-                          f"{'' if s.kind == 'serial' else ' ' + s.kind}"
-                          f"{' unrolled by LLVM' if s.llvm_unrolled else ''}]" for s in self.path)
+        return " > ".join(
+            f"{s.var}[{'?' if s.extent is None else s.extent}"
+            f"{'' if s.kind == 'serial' else ' ' + s.kind}"
+            f"{' unrolled by LLVM' if s.llvm_unrolled else ''}]"
+            for s in self.path
+        )
 
     def llvm_notes(self) -> list[str]:
         """What LLVM did to the loop, in words (empty: nothing seen)."""
         notes = []
         if self.approximate:
-            notes.append(f"about {self.per_execution} iteration{'s' if self.per_execution > 1 else ''} per "
-                         "execution: rewritten by LLVM")
+            notes.append(
+                f"about {self.per_execution} iteration{'s' if self.per_execution > 1 else ''} per "
+                "execution: rewritten by LLVM"
+            )
         elif self.per_execution > 1:
             notes.append(f"{self.per_execution} iterations per execution: unrolled or vectorised by LLVM")
         if self.peeled:
@@ -183,6 +202,7 @@ class BlockLoop:
 @dataclass
 class InsnCycles:
     """llvm-mca's cycles for one instruction of a block (sim.mca_insns: its instruction-info view)."""
+
     latency: int  # cycles from issue to its result
     rthroughput: float  # reciprocal throughput: cycles between two independent ones, at best
     uops: int
@@ -191,6 +211,7 @@ class InsnCycles:
 @dataclass
 class BlockSide:
     """One side of a changed block (judge.attribution)."""
+
     start: int
     end: int
     insns: int
@@ -219,6 +240,7 @@ class BlockSide:
 class BlockChange:
     """A block whose code changed (or that only one side ran), both sides (judge.attribution).
     Code that only moved is never one (judge.block_pairs)."""
+
     start: int
     delta_cycles: float
     share_pct: float | None = None  # of the whole change the attribution's model predicts (Attribution)
@@ -231,6 +253,7 @@ class BlockChange:
 class DiffNode:
     """One node of the differential view (judge.differential): a function, a loop nest, a loop,
     a group of blocks not placed in a loop, or a block, with what it cost on each side."""
+
     kind: str  # function | nest | loop | unplaced | block | more
     name: str  # a symbol, a nest's buffers, a loop variable, "not in a loop", a block's address, "3 more"
     baseline_cycles: float  # per call, every block under it (changed or not)
@@ -255,6 +278,7 @@ class Attribution:
     block (judge.differential). `code_cycles + stall_cycles + moved_cycles` is the whole change
     `current_cycles - baseline_cycles` the model predicts, and the nodes' shares with the stalls'
     and the moved code's add up to 100 %."""
+
     model: str  # the model whose cycles these are (the pipeline model: it scores blocks)
     model_id: str
     clock_hz: float
@@ -278,6 +302,7 @@ class Attribution:
 @dataclass
 class Mismatch:
     """Where a wrong output is furthest off its reference (verify.mismatch_error): its worst element."""
+
     output: str  # the output tensor's name
     index: list[int]  # the element, one index per dimension
     value: float | None  # what the kernel computed there (None: not a finite number, see `nonfinite`)
@@ -294,6 +319,7 @@ class Mismatch:
 class Interval:
     """The calibrated interval of a result's predicted change (predict.intervals): at `level`, the
     native change lies within [low_pct, high_pct] for changes like those it was calibrated on."""
+
     low_pct: float
     high_pct: float
     level: float
@@ -307,6 +333,7 @@ class Machine:
     """The machine model a result's time stands for (perfguard.machines): the core llvm-mca
     scheduled its blocks for, and the calibration profile of a real CPU its interval comes from
     (none: the generic model, and `uncalibrated` says why there is no interval)."""
+
     model: str  # the kind of model that scored it: pipeline | analytical | calibrated
     mca_cpu: str = absent_if("")  # llvm-mca's -mcpu, where the model's time comes from llvm-mca
     profile: str = absent_if("")  # the `[target.NAME] machine` profile; "": none chosen
@@ -320,6 +347,7 @@ class Machine:
 @dataclass
 class Result:
     """One kernel x target: what was measured, its verdict, and what it means."""
+
     kernel: str
     target: str
     verdict: str

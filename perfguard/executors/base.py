@@ -68,8 +68,9 @@ class Executor(abc.ABC):
         """Start one job; the handle's result() is fn(job)."""
 
     @abc.abstractmethod
-    def map(self, fn: Callable[[J], R], jobs: Sequence[J],
-            on_result: Callable[[int, R], None] | None = None) -> list[R]:
+    def map(
+        self, fn: Callable[[J], R], jobs: Sequence[J], on_result: Callable[[int, R], None] | None = None
+    ) -> list[R]:
         """fn over every job; on_result(i, result) as each finishes; results in job order."""
 
     def admit(self, check: Callable[[Any], dict[str, str]], arg: Any) -> None:  # noqa: B027 (optional hook)

@@ -82,8 +82,13 @@ class DaskExecutor(Executor):
     name = "dask"
     ships_work = True
 
-    def __init__(self, scheduler: str | None = None, workers: int | None = None, timeout: float = 30.0,
-                 join_timeout: float = 60.0):
+    def __init__(
+        self,
+        scheduler: str | None = None,
+        workers: int | None = None,
+        timeout: float = 30.0,
+        join_timeout: float = 60.0,
+    ):
         distributed = _import_distributed()
         import dask.config
 
@@ -105,8 +110,13 @@ class DaskExecutor(Executor):
                 self.client = distributed.Client(address, timeout=timeout, set_as_default=False)
             else:
                 self._cluster = distributed.LocalCluster(
-                    n_workers=workers or default_workers(), threads_per_worker=1, processes=True,
-                    host="127.0.0.1", dashboard_address=":0", silence_logs=40)
+                    n_workers=workers or default_workers(),
+                    threads_per_worker=1,
+                    processes=True,
+                    host="127.0.0.1",
+                    dashboard_address=":0",
+                    silence_logs=40,
+                )
                 self.client = distributed.Client(self._cluster, set_as_default=False)
         except (OSError, TimeoutError) as exc:
             self._close_cluster()
@@ -123,8 +133,10 @@ class DaskExecutor(Executor):
             self.client.wait_for_workers(1, timeout=self.join_timeout)
         except TimeoutError:
             self.close()
-            raise InfraError(f"{what} the scheduler at {self.address} in {self.join_timeout:.0f} s: start one "
-                             f"(`dask worker {self.address} --nthreads 1`) or run with --executor local") from None
+            raise InfraError(
+                f"{what} the scheduler at {self.address} in {self.join_timeout:.0f} s: start one "
+                f"(`dask worker {self.address} --nthreads 1`) or run with --executor local"
+            ) from None
 
     @property
     def workers(self) -> int:
@@ -184,11 +196,13 @@ class DaskExecutor(Executor):
     def submit(self, fn: Callable[[J], R], job: J):
         key = f"perfguard-{getattr(fn, '__name__', 'job')}-{uuid.uuid4().hex}"
         where = sorted(self._admitted) if self._checked else None
-        return self.client.submit(on_worker, fn, job, key, key=key, pure=False, workers=where,
-                                  allow_other_workers=False)
+        return self.client.submit(
+            on_worker, fn, job, key, key=key, pure=False, workers=where, allow_other_workers=False
+        )
 
-    def map(self, fn: Callable[[J], R], jobs: Sequence[J],
-            on_result: Callable[[int, R], None] | None = None) -> list[R]:
+    def map(
+        self, fn: Callable[[J], R], jobs: Sequence[J], on_result: Callable[[int, R], None] | None = None
+    ) -> list[R]:
         futures = [self.submit(fn, job) for job in jobs]
         self._learn_names()
         index = {future.key: i for i, future in enumerate(futures)}
@@ -211,8 +225,9 @@ class DaskExecutor(Executor):
                     try:
                         results[i] = result = future.result()
                     except Exception as exc:  # the worker process died on it more than Dask allows
-                        raise InfraError(f"Dask gave up on job {i + 1} of {len(jobs)}: {type(exc).__name__}: "
-                                         f"{exc}".splitlines()[0]) from None
+                        raise InfraError(
+                            f"Dask gave up on job {i + 1} of {len(jobs)}: {type(exc).__name__}: {exc}".splitlines()[0]
+                        ) from None
                     self._count(result)
                     if on_result:
                         on_result(i, result)
@@ -230,12 +245,16 @@ class DaskExecutor(Executor):
             return None
         now = time.monotonic()
         if alone_since is None:
-            _say(f"every Dask worker left the scheduler at {self.address}: waiting up to "
-                f"{self.join_timeout:.0f} s for one to come back")
+            _say(
+                f"every Dask worker left the scheduler at {self.address}: waiting up to "
+                f"{self.join_timeout:.0f} s for one to come back"
+            )
             return now
         if now - alone_since > self.join_timeout:
-            raise InfraError(f"every Dask worker left the scheduler at {self.address} and none came back in "
-                             f"{self.join_timeout:.0f} s")
+            raise InfraError(
+                f"every Dask worker left the scheduler at {self.address} and none came back in "
+                f"{self.join_timeout:.0f} s"
+            )
         return alone_since
 
     def _count(self, result: Any) -> None:
@@ -258,8 +277,10 @@ class DaskExecutor(Executor):
                 starts.setdefault(event["key"], []).append(self.worker_name(str(event.get("worker"))))
         for key, workers in sorted(starts.items(), key=lambda kv: index[kv[0]]):
             if len(workers) > 1:
-                line = (f"job {index[key] + 1} of {total} ran {len(workers)} times: started on "
-                        f"{', then '.join(workers)} (a worker left while running it)")
+                line = (
+                    f"job {index[key] + 1} of {total} ran {len(workers)} times: started on "
+                    f"{', then '.join(workers)} (a worker left while running it)"
+                )
                 self.reruns.append(line)
                 _say(line)
 

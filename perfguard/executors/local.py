@@ -49,8 +49,12 @@ class LocalExecutor(Executor):
 
     def _start(self) -> ProcessPoolExecutor:
         if self._pool is None:
-            self._pool = ProcessPoolExecutor(max_workers=self._workers, mp_context=multiprocessing.get_context("spawn"),
-                                             initializer=die_with_parent, initargs=(os.getpid(),))
+            self._pool = ProcessPoolExecutor(
+                max_workers=self._workers,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=die_with_parent,
+                initargs=(os.getpid(),),
+            )
         return self._pool
 
     def __enter__(self) -> LocalExecutor:
@@ -77,7 +81,9 @@ class LocalExecutor(Executor):
         try:
             _, still = wait(running, timeout=SIGNAL_GRACE)
             if still:
-                log(f"{len(still)} job(s) still running {SIGNAL_GRACE:g} s after the interruption: SIGTERM to the workers")
+                log(
+                    f"{len(still)} job(s) still running {SIGNAL_GRACE:g} s after the interruption: SIGTERM to the workers"
+                )
                 for pid in workers:
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(pid, signal.SIGTERM)
@@ -103,8 +109,9 @@ class LocalExecutor(Executor):
             return future
         return self._start().submit(fn, job)
 
-    def map(self, fn: Callable[[J], R], jobs: Sequence[J],
-            on_result: Callable[[int, R], None] | None = None) -> list[R]:
+    def map(
+        self, fn: Callable[[J], R], jobs: Sequence[J], on_result: Callable[[int, R], None] | None = None
+    ) -> list[R]:
         results: list[R | None] = [None] * len(jobs)
         if self._workers == 1 or len(jobs) <= 1:
             for i, job in enumerate(jobs):

@@ -81,8 +81,9 @@ def cpu_identity(cpuinfo: str) -> tuple[str, str]:
         key, _, value = line.partition(":")
         fields.setdefault(key.strip(), value.strip())
     name = fields.get("model name", "")
-    parts = [fields.get("vendor_id", "")] + [f"{k} {fields[k]}" for k in ("cpu family", "model", "stepping")
-                                             if k in fields]
+    parts = [fields.get("vendor_id", "")] + [
+        f"{k} {fields[k]}" for k in ("cpu family", "model", "stepping") if k in fields
+    ]
     flags = fields.get("flags") or fields.get("Features") or fields.get("isa") or ""
     if flags:
         parts.append("flags " + hashlib.sha256(" ".join(sorted(flags.split())).encode()).hexdigest()[:10])
@@ -96,8 +97,14 @@ def this_machine() -> Machine:
         cpu = name or cpu
     except OSError:
         pass
-    return Machine(cpu, platform.release(), platform.machine(),
-                   _dt.datetime.now(_dt.UTC).date().isoformat(), cpu_id, cycle_counter())
+    return Machine(
+        cpu,
+        platform.release(),
+        platform.machine(),
+        _dt.datetime.now(_dt.UTC).date().isoformat(),
+        cpu_id,
+        cycle_counter(),
+    )
 
 
 # perf_event_open(2): the syscall number per host ISA, and the attribute struct's first 64 bytes
@@ -108,27 +115,39 @@ _DISABLED, _EXCLUDE_KERNEL, _EXCLUDE_HV = 1 << 0, 1 << 5, 1 << 6
 
 
 def cycle_counter() -> str:
-    """"cycles" when this kernel lets a process count its own core cycles (perf_event_open with
+    """ "cycles" when this kernel lets a process count its own core cycles (perf_event_open with
     PERF_COUNT_HW_CPU_CYCLES, user space only), else why not: VMs often expose no PMU (ENOENT),
     and perf_event_paranoid may forbid it (EACCES)."""
     number = _PERF_EVENT_OPEN.get(platform.machine())
     if number is None:
         return f"not probed: no perf_event_open number known for {platform.machine()}"
-    attr = struct.pack("=IIQQQQQ", _PERF_TYPE_HARDWARE, 64, _PERF_COUNT_HW_CPU_CYCLES, 0, 0, 0,
-                       _DISABLED | _EXCLUDE_KERNEL | _EXCLUDE_HV) + bytes(8)
+    attr = struct.pack(
+        "=IIQQQQQ",
+        _PERF_TYPE_HARDWARE,
+        64,
+        _PERF_COUNT_HW_CPU_CYCLES,
+        0,
+        0,
+        0,
+        _DISABLED | _EXCLUDE_KERNEL | _EXCLUDE_HV,
+    ) + bytes(8)
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long
     buf = ctypes.create_string_buffer(attr, len(attr))
-    fd = libc.syscall(ctypes.c_long(number), buf, ctypes.c_int(0), ctypes.c_int(-1), ctypes.c_int(-1),
-                      ctypes.c_ulong(0))
+    fd = libc.syscall(
+        ctypes.c_long(number), buf, ctypes.c_int(0), ctypes.c_int(-1), ctypes.c_int(-1), ctypes.c_ulong(0)
+    )
     if fd >= 0:
         os.close(fd)
         return "cycles"
     code = ctypes.get_errno()
-    why = {errno.ENOENT: "the kernel exposes no hardware cycle event (no PMU: common in VMs)",
-           errno.EOPNOTSUPP: "the kernel exposes no hardware cycle event (no PMU: common in VMs)",
-           errno.EACCES: "forbidden by kernel.perf_event_paranoid", errno.EPERM: "forbidden by kernel.perf_event_paranoid",
-           errno.ENOSYS: "perf_event_open is not available"}.get(code, os.strerror(code))
+    why = {
+        errno.ENOENT: "the kernel exposes no hardware cycle event (no PMU: common in VMs)",
+        errno.EOPNOTSUPP: "the kernel exposes no hardware cycle event (no PMU: common in VMs)",
+        errno.EACCES: "forbidden by kernel.perf_event_paranoid",
+        errno.EPERM: "forbidden by kernel.perf_event_paranoid",
+        errno.ENOSYS: "perf_event_open is not available",
+    }.get(code, os.strerror(code))
     return f"not exposed: {why} (errno {errno.errorcode.get(code, code)})"
 
 
@@ -209,8 +228,9 @@ def process_spread(medians: list[float]) -> float:
     return (max(medians) - min(medians)) / middle if middle > 0 else float("inf")
 
 
-def run_harness(binary: Path, args: list[str], timeout: float, where: str,
-                in_child: Callable[[], None] | None = None) -> bytes:
+def run_harness(
+    binary: Path, args: list[str], timeout: float, where: str, in_child: Callable[[], None] | None = None
+) -> bytes:
     """What the harness run natively as `binary args...` wrote to stdout; InfraError if it
     cannot start, times out or fails."""
     try:
@@ -266,8 +286,14 @@ def cpu_jiffies(text: str) -> dict[int, tuple[int, int]]:
     return out
 
 
-def neighbour_load(before: dict[int, tuple[int, int]], after: dict[int, tuple[int, int]], cpu: int, wall_s: float,
-                   own_s: float = 0.0, hz: float = CLOCK_TICKS) -> float:
+def neighbour_load(
+    before: dict[int, tuple[int, int]],
+    after: dict[int, tuple[int, int]],
+    cpu: int,
+    wall_s: float,
+    own_s: float = 0.0,
+    hz: float = CLOCK_TICKS,
+) -> float:
     """How many CPUs' worth of work ran beside `cpu` between two `cpu_jiffies` snapshots `wall_s`
     apart: the non-idle jiffies of every other CPU (those in both snapshots), as seconds, less
     `own_s` (this process's own CPU time: its bookkeeping between the timed runs is not a
@@ -303,8 +329,9 @@ class NeighbourWatch:
         end = read_cpu_jiffies()
         if self.start is None or end is None:
             return None
-        return round(neighbour_load(self.start, end, self.cpu, time.monotonic() - self.started,
-                                    _own_cpu_s() - self.own), 4)
+        return round(
+            neighbour_load(self.start, end, self.cpu, time.monotonic() - self.started, _own_cpu_s() - self.own), 4
+        )
 
 
 @dataclass(frozen=True)
@@ -317,8 +344,9 @@ class QuietPolicy:
     budget_s: float = NEIGHBOUR_BUDGET_S
 
     @classmethod
-    def from_percent(cls, percent: float, budget_s: float = NEIGHBOUR_BUDGET_S, where: str = "--max-neighbour-busy"
-                     ) -> QuietPolicy:
+    def from_percent(
+        cls, percent: float, budget_s: float = NEIGHBOUR_BUDGET_S, where: str = "--max-neighbour-busy"
+    ) -> QuietPolicy:
         """The policy of a command-line bound in percent of one CPU (0 turns the check off)."""
         if not math.isfinite(percent) or percent < 0:
             raise InputError(f"{where} {percent:g}: must be a finite percentage, 0 (off) or above")
@@ -335,13 +363,22 @@ class QuietPolicy:
 def add_quiet_options(parser, round_name: str, timing_name: str, given_up: str) -> None:
     """--max-neighbour-busy and --quiet-budget, for every command that times natively; the names
     say what a round and a timing are there (a pair's round; a group's attempt)."""
-    parser.add_argument("--max-neighbour-busy", type=float, default=100 * NEIGHBOUR_BOUND, metavar="PCT",
-                        help=f"time {round_name} again while the other CPUs were busier than PCT %% of one CPU "
-                             f"during it (from /proc/stat; default {100 * NEIGHBOUR_BOUND:g}; 0: keep every one, "
-                             f"the load still recorded)")
-    parser.add_argument("--quiet-budget", type=float, default=NEIGHBOUR_BUDGET_S, metavar="SECONDS",
-                        help=f"wall time {timing_name} may spend on rejected ones before {given_up} "
-                             f"(default {NEIGHBOUR_BUDGET_S:g})")
+    parser.add_argument(
+        "--max-neighbour-busy",
+        type=float,
+        default=100 * NEIGHBOUR_BOUND,
+        metavar="PCT",
+        help=f"time {round_name} again while the other CPUs were busier than PCT %% of one CPU "
+        f"during it (from /proc/stat; default {100 * NEIGHBOUR_BOUND:g}; 0: keep every one, "
+        f"the load still recorded)",
+    )
+    parser.add_argument(
+        "--quiet-budget",
+        type=float,
+        default=NEIGHBOUR_BUDGET_S,
+        metavar="SECONDS",
+        help=f"wall time {timing_name} may spend on rejected ones before {given_up} (default {NEIGHBOUR_BUDGET_S:g})",
+    )
 
 
 @dataclass
@@ -389,10 +426,15 @@ def time_quietly(run: Callable[[], T], cpu: int, policy: QuietPolicy, budget: Qu
         time.sleep(policy.wait_s)
         budget.spent += policy.wait_s
     loads = [load for _, load in out.rejected]
-    out.not_quiet = (f"the other CPUs stayed busy: {len(loads)} tries of a round rejected, their load "
-                     f"{min(loads):.2f} .. {max(loads):.2f} CPUs above the bound {policy.bound:.2f}; "
-                     + (f"{policy.retries} tries at most" if len(loads) >= policy.retries
-                        else f"the {budget.seconds:g} s budget for rejected rounds is spent"))
+    out.not_quiet = (
+        f"the other CPUs stayed busy: {len(loads)} tries of a round rejected, their load "
+        f"{min(loads):.2f} .. {max(loads):.2f} CPUs above the bound {policy.bound:.2f}; "
+        + (
+            f"{policy.retries} tries at most"
+            if len(loads) >= policy.retries
+            else f"the {budget.seconds:g} s budget for rejected rounds is spent"
+        )
+    )
     return out
 
 
@@ -401,16 +443,32 @@ def check_native(profile: TargetProfile) -> None:
         raise InfraError(f"target {profile.name}: cannot time natively on a {platform.machine()} machine")
 
 
-def time_native(binary: Path, profile: TargetProfile, where: str, cv_bound: float = DEFAULT_CV_BOUND,
-                attempts: int = 5, timeout: float = 600.0, cpu: int | None = None, processes: int = 1,
-                quiet: QuietPolicy = QuietPolicy()) -> Timing:
+def time_native(
+    binary: Path,
+    profile: TargetProfile,
+    where: str,
+    cv_bound: float = DEFAULT_CV_BOUND,
+    attempts: int = 5,
+    timeout: float = 600.0,
+    cpu: int | None = None,
+    processes: int = 1,
+    quiet: QuietPolicy = QuietPolicy(),
+) -> Timing:
     """One binary's steady median call (`time_interleaved` of it alone)."""
     return time_interleaved([binary], profile, [where], cv_bound, attempts, timeout, cpu, processes, quiet)[0]
 
 
-def time_interleaved(binaries: list[Path], profile: TargetProfile, where: list[str],
-                     cv_bound: float = DEFAULT_CV_BOUND, attempts: int = 5, timeout: float = 600.0,
-                     cpu: int | None = None, processes: int = 1, quiet: QuietPolicy = QuietPolicy()) -> list[Timing]:
+def time_interleaved(
+    binaries: list[Path],
+    profile: TargetProfile,
+    where: list[str],
+    cv_bound: float = DEFAULT_CV_BOUND,
+    attempts: int = 5,
+    timeout: float = 600.0,
+    cpu: int | None = None,
+    processes: int = 1,
+    quiet: QuietPolicy = QuietPolicy(),
+) -> list[Timing]:
     """Each binary's median call after warm-up, from `processes` separate harness runs per attempt,
     interleaved: the first process of every binary, then the second of every binary in reverse
     order, ... (a machine whose speed drifts slows them alike). An attempt is steady when every
@@ -438,17 +496,27 @@ def time_interleaved(binaries: list[Path], profile: TargetProfile, where: list[s
         medians = [r.median_s for r in runs]
         cv = max(robust_cv(list(r.calls)) for r in runs)
         spread = process_spread(medians) if processes > 1 else 0.0
-        return Timing(statistics.median(medians), min(r.min_s for r in runs), cv, sum(len(r.calls) for r in runs),
-                      attempt, cv <= cv_bound and spread <= cv_bound, processes, spread,
-                      sum(r.preempted for r in runs), load)
+        return Timing(
+            statistics.median(medians),
+            min(r.min_s for r in runs),
+            cv,
+            sum(len(r.calls) for r in runs),
+            attempt,
+            cv <= cv_bound and spread <= cv_bound,
+            processes,
+            spread,
+            sum(r.preempted for r in runs),
+            load,
+        )
 
     def one_attempt(pending: list[int]) -> Callable[[], dict[int, list[ProcessRun]]]:
         def run() -> dict[int, list[ProcessRun]]:
             runs: dict[int, list[ProcessRun]] = {i: [] for i in pending}
             for k in range(processes):
-                for i in (pending if k % 2 == 0 else pending[::-1]):
+                for i in pending if k % 2 == 0 else pending[::-1]:
                     runs[i].append(time_process(binaries[i], reps[i], 3, cpu, timeout, where[i]))
             return runs
+
         return run
 
     for attempt in range(1, attempts + 1):
@@ -475,9 +543,12 @@ def time_interleaved(binaries: list[Path], profile: TargetProfile, where: list[s
         if i in pending and not_quiet:
             timing = replace(timing, steady=False, quiet=False, unsteady=not_quiet)
         elif not timing.steady:
-            timing = replace(timing, attempts=attempts,
-                             unsteady=f"spread {100 * max(timing.cv, timing.process_spread):.1f} % above the "
-                                      f"{100 * cv_bound:g} % bound in each of {attempts} attempts")
+            timing = replace(
+                timing,
+                attempts=attempts,
+                unsteady=f"spread {100 * max(timing.cv, timing.process_spread):.1f} % above the "
+                f"{100 * cv_bound:g} % bound in each of {attempts} attempts",
+            )
         out.append(timing)
     return out
 
@@ -499,8 +570,20 @@ class NativeKernel:
 
     def _link(self, build_dir: Path, profile: TargetProfile) -> None:
         tmp = build_dir / f".libharness.{os.getpid()}.so"
-        cmd = ["gcc", "-O2", "-shared", "-fPIC", "-DPERFGUARD_LIBRARY", "-I", str(ffi_include_dir()),
-               str(build_dir / "harness.c"), str(build_dir / "kernel.o"), "-o", str(tmp), "-lm"]
+        cmd = [
+            "gcc",
+            "-O2",
+            "-shared",
+            "-fPIC",
+            "-DPERFGUARD_LIBRARY",
+            "-I",
+            str(ffi_include_dir()),
+            str(build_dir / "harness.c"),
+            str(build_dir / "kernel.o"),
+            "-o",
+            str(tmp),
+            "-lm",
+        ]
         done = process.run(cmd, LINK_TIMEOUT, env=os.environ)  # killed with its group on Ctrl-C
         if done.status != 0:
             tmp.unlink(missing_ok=True)

@@ -39,11 +39,22 @@ _NOT_JOB_INPUTS = ("threshold", "limits", "targets")
 
 def job_key(job: Job) -> str:
     spec = {k: v for k, v in dataclasses.asdict(job.kernel).items() if k not in _NOT_JOB_INPUTS}
-    identity = {"kernel": spec, "profile": job.profile.to_dict(), "simulator": job.simulator, "reps": job.reps,
-                "warmup": job.warmup, "require_reference": job.require_reference,
-                "warm_pipeline": job.warm_pipeline, "code_offset": job.code_offset}  # not the project's folder: a clone elsewhere reuses it
-    return digest("job record", str(RECORD_VERSION), environment_digest(profile_tools([job.profile], job.simulator)),
-                  json.dumps(identity, sort_keys=True, default=str))
+    identity = {
+        "kernel": spec,
+        "profile": job.profile.to_dict(),
+        "simulator": job.simulator,
+        "reps": job.reps,
+        "warmup": job.warmup,
+        "require_reference": job.require_reference,
+        "warm_pipeline": job.warm_pipeline,
+        "code_offset": job.code_offset,
+    }  # not the project's folder: a clone elsewhere reuses it
+    return digest(
+        "job record",
+        str(RECORD_VERSION),
+        environment_digest(profile_tools([job.profile], job.simulator)),
+        json.dumps(identity, sort_keys=True, default=str),
+    )
 
 
 def record_path(cache_dir: Path, key: str) -> Path:
@@ -80,8 +91,14 @@ def store(job: Job, result: JobResult) -> None:
         return
     key = job_key(job)
     data = {k: v for k, v in result.to_dict().items() if k not in _NOT_RECORDED}
-    data.update(stats=None if result.stats is None else result.stats.to_record(),
-                rebuilt=False, resimulated=False, rechecked=False, seconds=0.0, cpu_seconds=0.0)
+    data.update(
+        stats=None if result.stats is None else result.stats.to_record(),
+        rebuilt=False,
+        resimulated=False,
+        rechecked=False,
+        seconds=0.0,
+        cpu_seconds=0.0,
+    )
     sealed.try_write(record_path(job.cache_dir, key), "job", key, {"depends": result.depends, "result": data})
 
 

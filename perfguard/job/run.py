@@ -72,8 +72,10 @@ class Shipped:
     source: str | None = None  # the entry function's lines (entry_source), recorded in the baseline
 
     def lowered(self, where: str) -> LoweredKernel:
-        tensors = [TensorSpec(n, tuple(shape), dtype, output, index, fill, values, values_file)
-                   for n, shape, dtype, output, index, fill, values, values_file in self.tensors]
+        tensors = [
+            TensorSpec(n, tuple(shape), dtype, output, index, fill, values, values_file)
+            for n, shape, dtype, output, index, fill, values, values_file in self.tensors
+        ]
         lowered = LoweredKernel(None, self.symbol, tensors, self.ir_hash, load=lambda: _parse_ir(self.ir, where))
         lowered.source = self.source
         return lowered
@@ -138,7 +140,9 @@ class JobResult:
     rechecked: bool = False  # the output check ran (its cache key was new)
     flops: int | None = None  # floating-point operations of one call (a family's count or the kernel's `flops`)
     tensor_bytes: int | None = None  # bytes of all tensors: the compulsory memory traffic
-    loops: dict | None = None  # the kernel's loop nest as compiled (compile.loops, plain JSON): names loops in attribution
+    loops: dict | None = (
+        None  # the kernel's loop nest as compiled (compile.loops, plain JSON): names loops in attribution
+    )
     mismatch: dict | None = None  # a wrong output: its worst element (errors.WrongResult, verify.mismatch_error)
     # where the job's time went (perfguard.timings.JOB_STAGES -> wall and CPU seconds, children included)
     timings: dict[str, Span] = field(default_factory=dict)
@@ -196,7 +200,9 @@ def failure_into(result: JobResult, label: str) -> Iterator[None]:
     except Exception as exc:  # a bug or an unexpected library failure: still a clear line
         last = traceback.extract_tb(exc.__traceback__)[-1]
         message = " ".join(str(exc).split())
-        result.error = f"{label}: internal error {type(exc).__name__}: {message} (at {Path(last.filename).name}:{last.lineno})"
+        result.error = (
+            f"{label}: internal error {type(exc).__name__}: {message} (at {Path(last.filename).name}:{last.lineno})"
+        )
         result.exit_code = InfraError.exit_code
 
 
@@ -218,8 +224,13 @@ def ship(job: Job) -> Job:
         return job
     with recording(job.root, exclude=(job.cache_dir,), whole=False) as deps:
         lowered, params, family = resolve_kernel(spec, job.root, job.where, job.cache_dir)
-        flops = (kernel_flops(spec, job.root, job.where) if spec.flops is not None
-                 else int(family.flops(**spec.params)) if family is not None else None)
+        flops = (
+            kernel_flops(spec, job.root, job.where)
+            if spec.flops is not None
+            else int(family.flops(**spec.params))
+            if family is not None
+            else None
+        )
         reference, expected = None, None
         if spec.reference:
             ref = resolve_reference(spec, job.root, lowered, family, job.where)
@@ -230,16 +241,27 @@ def ship(job: Job) -> Job:
             np.savez(buffer, **arrays)
             reference, expected = (ref.kind, ref.identity), buffer.getvalue()
     shipped = Shipped(
-        lowered.mod.script(), lowered.symbol,
-        tuple((t.name, tuple(t.shape), t.dtype, t.output, t.index, t.fill, t.values, t.values_file)
-              for t in lowered.tensors), lowered.ir_hash,
-        params, family.name if family is not None else None, flops, reference, expected,
-        tuple(tuple(item) for item in deps.digests()), lowered.source)
+        lowered.mod.script(),
+        lowered.symbol,
+        tuple(
+            (t.name, tuple(t.shape), t.dtype, t.output, t.index, t.fill, t.values, t.values_file)
+            for t in lowered.tensors
+        ),
+        lowered.ir_hash,
+        params,
+        family.name if family is not None else None,
+        flops,
+        reference,
+        expected,
+        tuple(tuple(item) for item in deps.digests()),
+        lowered.source,
+    )
     return dataclasses.replace(job, shipped=shipped)
 
 
-def run_jobs(executor: Executor, jobs: list[Job],
-             on_result: Callable[[int, JobResult], None] | None = None) -> list[JobResult]:
+def run_jobs(
+    executor: Executor, jobs: list[Job], on_result: Callable[[int, JobResult], None] | None = None
+) -> list[JobResult]:
     """run_job over the jobs on `executor`, results in job order. An executor whose workers may
     lack the project (Executor.ships_work) gets each job `ship`ped first; a job whose user code
     fails here fails as it would have there, and a worker's failure names the worker."""
@@ -251,8 +273,9 @@ def run_jobs(executor: Executor, jobs: list[Job],
     sent: list[int] = []
     payloads: list[Job] = []
     for i, job in enumerate(jobs):
-        failed = JobResult(job.kernel.name, job.profile.name, job.kernel.family, dict(job.kernel.params),
-                           job.simulator, ok=False)
+        failed = JobResult(
+            job.kernel.name, job.profile.name, job.kernel.family, dict(job.kernel.params), job.simulator, ok=False
+        )
         with failure_into(failed, job.label):
             payloads.append(ship(job))
             sent.append(i)
@@ -290,12 +313,15 @@ def _family_of(spec: KernelSpec, entry: Callable, where: str) -> Any:
     if entry is family.entry or spec.entry in SCHEDULE_ENTRIES:
         return family
     own = f"{family.entry.__module__}:{family.entry.__name__}"
-    raise InputError(f"{where}: entry '{spec.entry}' and family '{spec.family}' disagree (that family's entry is "
-                     f"'{own}'): name the family's entry, or leave `family` out for a kernel of your own")
+    raise InputError(
+        f"{where}: entry '{spec.entry}' and family '{spec.family}' disagree (that family's entry is "
+        f"'{own}'): name the family's entry, or leave `family` out for a kernel of your own"
+    )
 
 
-def resolve_kernel(spec: KernelSpec, root: Path, where: str,
-                   cache_dir: Path | None = None) -> tuple[LoweredKernel, dict[str, Any], Any]:
+def resolve_kernel(
+    spec: KernelSpec, root: Path, where: str, cache_dir: Path | None = None
+) -> tuple[LoweredKernel, dict[str, Any], Any]:
     """Call the kernel's entry and inspect the module; returns (lowered, full params, family). A
     kernel given as TVMScript (a [[model]]'s) is parsed once per text with a `cache_dir`."""
     if spec.ir is not None:  # a kernel extracted from a [[model]]: its PrimFunc travels as TVMScript
@@ -338,7 +364,7 @@ def entry_source(entry: Callable) -> str | None:
 # errors of common mistakes")
 _RENAMED = {
     "module 'tvm' has no attribute 'tir'": "TVM 0.27 has no tvm.tir: expression helpers (Select, floormod, const) "
-                                           "are tvm.tirx, schedules tvm.s_tir.Schedule",
+    "are tvm.tirx, schedules tvm.s_tir.Schedule",
     "'Schedule' object has no attribute 'get_block'": "TVM 0.27 finds blocks with sch.get_sblock",
 }
 
@@ -469,8 +495,11 @@ def _warm_block_timings(job: Job, stats: Stats) -> None:
     profile = job.profile
     assert stats.blocks is not None  # the caller checked
     try:
-        block_timings(stats.blocks.blocks, McaTarget(profile.triple, profile.pipeline_cpu, profile.mattr),
-                      timing_cache_dir(job.cache_dir))
+        block_timings(
+            stats.blocks.blocks,
+            McaTarget(profile.triple, profile.pipeline_cpu, profile.mattr),
+            timing_cache_dir(job.cache_dir),
+        )
     except PerfguardError:
         pass
 
@@ -489,8 +518,15 @@ def _cached_stats(record: dict | None, sim_key: str) -> Stats | None:
 def simulation_key(job: Job, binary_hash: str, fingerprint: str, programs: Sequence[str] = ()) -> str:
     """Everything that decides a simulation's statistics and outputs: the simulator's programs by
     their bytes (not only the version text in its fingerprint) and the variables they read."""
-    return digest(binary_hash, job.simulator, fingerprint, str(job.reps), str(job.warmup),
-                  *(tool_identity(p) for p in programs), tool_environment())
+    return digest(
+        binary_hash,
+        job.simulator,
+        fingerprint,
+        str(job.reps),
+        str(job.warmup),
+        *(tool_identity(p) for p in programs),
+        tool_environment(),
+    )
 
 
 def _decode(raw: bytes, built: Built, simulator: str) -> list[np.ndarray]:
@@ -509,7 +545,9 @@ def check_built(job: Job, result: JobResult, built: Built, outputs: list[np.ndar
     shipped = job.shipped if job.shipped is not None and job.shipped.reference is not None else None
     with recording(job.root, exclude=(job.cache_dir,), whole=False) as read:
         if shipped is not None:  # run by the submitting machine: its outputs are part of the key
-            assert shipped.reference is not None and shipped.expected is not None  # shipped with its reference's outputs
+            assert (
+                shipped.reference is not None and shipped.expected is not None
+            )  # shipped with its reference's outputs
             kind, identity = shipped.reference
             ref = Reference(kind, None, digest(identity, "shipped outputs", digest(shipped.expected.hex())))
         else:
@@ -517,11 +555,15 @@ def check_built(job: Job, result: JobResult, built: Built, outputs: list[np.ndar
         result.reference = ref.kind
         if ref.kind == "self" and job.require_reference:
             if spec.model is not None or spec.ir is not None:  # a model gives no numpy reference per kernel
-                raise InputError(f"{built.where}: a [[model]]'s kernels have no numpy reference, and "
-                                 f"require_reference = true refuses them: set require_reference = false to guard "
-                                 f"the model")
-            raise InputError(f"{built.where}: no numpy reference, and require_reference = true: add "
-                             f"reference = \"module:function\" to the kernel (docs/kernels.md, \"Output check\")")
+                raise InputError(
+                    f"{built.where}: a [[model]]'s kernels have no numpy reference, and "
+                    f"require_reference = true refuses them: set require_reference = false to guard "
+                    f"the model"
+                )
+            raise InputError(
+                f"{built.where}: no numpy reference, and require_reference = true: add "
+                f'reference = "module:function" to the kernel (docs/kernels.md, "Output check")'
+            )
         cache = BuildCache(job.cache_dir)
         key = check_key(outputs_key, spec, ref, sum(t.output for t in built.lowered.tensors))
         checked = None if job.recompute else cache.lookup_check(key)
@@ -529,12 +571,12 @@ def check_built(job: Job, result: JobResult, built: Built, outputs: list[np.ndar
             depend_on(job.root, checked["depends"])  # what the reference read is this job's input too
         else:
             expected = shipped.expected_outputs() if shipped is not None else None
-            checked = {"max_error": check_outputs(spec, ref, built.lowered, outputs, built.where, job.cache_dir,
-                                                  expected)}
+            checked = {
+                "max_error": check_outputs(spec, ref, built.lowered, outputs, built.where, job.cache_dir, expected)
+            }
             result.rechecked = True
     if result.rechecked:
         checked["depends"] = read.digests()
         if changed(job.root, checked["depends"]) is None:
             cache.store_check(key, checked)
     result.max_error = checked["max_error"]
-

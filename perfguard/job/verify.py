@@ -104,19 +104,23 @@ def resolve_reference(spec: KernelSpec, root: Path, lowered: LoweredKernel, fami
 def check_key(sim_key: str, spec: KernelSpec, ref: Reference, num_outputs: int) -> str:
     """Everything that decides the check's answer."""
     params = json.dumps(spec.params, sort_keys=True, default=repr)
-    return digest(sim_key, ref.kind, ref.identity, params, repr(spec.rtol), repr(spec.atol), str(num_outputs),
-                  str(CHECK_VERSION))
+    return digest(
+        sim_key, ref.kind, ref.identity, params, repr(spec.rtol), repr(spec.atol), str(num_outputs), str(CHECK_VERSION)
+    )
 
 
-def reference_outputs(spec: KernelSpec, ref: Reference, lowered: LoweredKernel, inputs, where,
-                      cache_dir: Path | None = None) -> list[np.ndarray]:
+def reference_outputs(
+    spec: KernelSpec, ref: Reference, lowered: LoweredKernel, inputs, where, cache_dir: Path | None = None
+) -> list[np.ndarray]:
     if ref.func is not None:
         try:
             with user_code():
                 outputs = ref.func(inputs, **spec.params)
         except Exception as exc:
             name = spec.reference or "the family's reference"
-            raise InputError(f"{where}: reference '{name}' raised {type(exc).__name__}: {exc}".splitlines()[0]) from None
+            raise InputError(
+                f"{where}: reference '{name}' raised {type(exc).__name__}: {exc}".splitlines()[0]
+            ) from None
     else:
         outputs = _self_reference(ref, lowered, inputs, where, cache_dir)
     if isinstance(outputs, np.ndarray):
@@ -126,16 +130,21 @@ def reference_outputs(spec: KernelSpec, ref: Reference, lowered: LoweredKernel, 
     return [np.asarray(o) for o in outputs]
 
 
-def _self_reference(ref: Reference, lowered: LoweredKernel, inputs: list[np.ndarray], where: str,
-                    cache_dir: Path | None) -> list[np.ndarray]:
+def _self_reference(
+    ref: Reference, lowered: LoweredKernel, inputs: list[np.ndarray], where: str, cache_dir: Path | None
+) -> list[np.ndarray]:
     """The kernel built for the host, run on the inputs: remembered in the cache by the kernel's code
     and tensors, so that a kernel whose code is the same on several targets (a [[model]]'s, often)
     is built for the host once, not once per target."""
     if cache_dir is None:
         return _tvm_host_reference(lowered, inputs, where)
 
-    layout = json.dumps([[t.name, list(t.shape), t.dtype, t.output, *([t.configured()] if t.configured() is not None else [])]
-                         for t in lowered.tensors])  # the configured inputs too: other values, other outputs
+    layout = json.dumps(
+        [
+            [t.name, list(t.shape), t.dtype, t.output, *([t.configured()] if t.configured() is not None else [])]
+            for t in lowered.tensors
+        ]
+    )  # the configured inputs too: other values, other outputs
     key = digest("self reference", ref.identity, layout, code_digest())  # code: how inputs are generated
     path = Path(cache_dir) / "references" / key[:2] / f"{key}.npz"
     try:
@@ -184,8 +193,9 @@ def check_output(spec: KernelSpec, name: str, dtype: str, got: np.ndarray, want:
     got64 = got.astype(np.float64)
     if not np.all(np.isfinite(want)):  # NaN compares false, inf makes atol infinite: any output would pass
         idx = tuple(int(i) for i in np.argwhere(~np.isfinite(want))[0])
-        raise InputError(f"{where}: reference output '{name}' has a non-finite value at "
-                         f"[{', '.join(map(str, idx))}]: {want[idx]}")
+        raise InputError(
+            f"{where}: reference output '{name}' has a non-finite value at [{', '.join(map(str, idx))}]: {want[idx]}"
+        )
     rtol, atol = tolerances(spec, dtype, want)
     with np.errstate(invalid="ignore"):
         diff = np.abs(got64 - want)
@@ -196,8 +206,15 @@ def check_output(spec: KernelSpec, name: str, dtype: str, got: np.ndarray, want:
     return float(diff.max()) if diff.size else 0.0
 
 
-def check_outputs(spec: KernelSpec, ref: Reference, lowered: LoweredKernel, outputs: list[np.ndarray],
-                  where: str, cache_dir: Path | None = None, expected: list[np.ndarray] | None = None) -> float:
+def check_outputs(
+    spec: KernelSpec,
+    ref: Reference,
+    lowered: LoweredKernel,
+    outputs: list[np.ndarray],
+    where: str,
+    cache_dir: Path | None = None,
+    expected: list[np.ndarray] | None = None,
+) -> float:
     """The worst difference; raises WrongResult for a wrong output, InputError for a broken reference.
     `expected`: the reference's outputs when they were computed elsewhere (a shipped job's)."""
     if expected is None:
@@ -221,13 +238,24 @@ def _with_input_hint(exc: WrongResult, lowered: LoweredKernel) -> WrongResult:
     if not drawn:
         return exc
     example = drawn[0]
-    hint = (f" (integer input{'s' if len(drawn) > 1 else ''} {', '.join(drawn)} drawn by default from [-8, 7]; "
-            f"an index input takes its range from `inputs = {{ {example} = {{ low = 0, high = N }} }}`)")
+    hint = (
+        f" (integer input{'s' if len(drawn) > 1 else ''} {', '.join(drawn)} drawn by default from [-8, 7]; "
+        f"an index input takes its range from `inputs = {{ {example} = {{ low = 0, high = N }} }}`)"
+    )
     return WrongResult(exc.message + hint, exc.mismatch)
 
 
-def mismatch_error(where: str, output: str, got: np.ndarray, want: np.ndarray, diff: np.ndarray,
-                   allowed: np.ndarray, bad: np.ndarray, rtol: float, atol: float) -> WrongResult:
+def mismatch_error(
+    where: str,
+    output: str,
+    got: np.ndarray,
+    want: np.ndarray,
+    diff: np.ndarray,
+    allowed: np.ndarray,
+    bad: np.ndarray,
+    rtol: float,
+    atol: float,
+) -> WrongResult:
     """The error of a wrong output, at its worst element: the first non-finite one, else the one
     furthest over its tolerance (difference / tolerance)."""
     finite = np.isfinite(got)
@@ -240,16 +268,30 @@ def mismatch_error(where: str, output: str, got: np.ndarray, want: np.ndarray, d
     idx = tuple(int(i) for i in np.unravel_index(flat, got.shape)) if got.ndim else ()
     value, expected, tolerance = float(got[idx]), float(want[idx]), float(allowed[idx])
     off, total = int(bad.sum()), int(bad.size)
-    mismatch = {"output": output, "index": list(idx), "value": value if math.isfinite(value) else None,
-                "expected": expected, "tolerance": tolerance, "rtol": rtol, "atol": atol,
-                "elements_off": off, "elements": total}
+    mismatch = {
+        "output": output,
+        "index": list(idx),
+        "value": value if math.isfinite(value) else None,
+        "expected": expected,
+        "tolerance": tolerance,
+        "rtol": rtol,
+        "atol": atol,
+        "elements_off": off,
+        "elements": total,
+    }
     at = f"'{output}'[{', '.join(map(str, idx))}]"
     if math.isfinite(value):
         difference = abs(value - expected)
-        by = f"off by {difference:.3g}" + (f", {difference / tolerance:.3g}x the tolerance {tolerance:.3g}"
-                                          if tolerance > 0 else " (tolerance 0: exact)")
+        by = f"off by {difference:.3g}" + (
+            f", {difference / tolerance:.3g}x the tolerance {tolerance:.3g}"
+            if tolerance > 0
+            else " (tolerance 0: exact)"
+        )
     else:
         mismatch["nonfinite"] = repr(value)
         by = "not a finite number"
-    return WrongResult(f"{where}: wrong result: output {at} = {value:.6g}, expected {expected:.6g}: {by} "
-                       f"({off} of {total} elements off; rtol {rtol:.3g}, atol {atol:.3g})", mismatch)
+    return WrongResult(
+        f"{where}: wrong result: output {at} = {value:.6g}, expected {expected:.6g}: {by} "
+        f"({off} of {total} elements off; rtol {rtol:.3g}, atol {atol:.3g})",
+        mismatch,
+    )

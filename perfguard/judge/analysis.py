@@ -51,8 +51,9 @@ def target_summary(profile: TargetProfile) -> TargetSummary:
         peak_bandwidth_gbs=profile.peak_bandwidth_gbs,
         ridge_intensity=profile.peak_gflops / profile.peak_bandwidth_gbs,
         dram_line_bytes=profile.l2.line,
-        energy_pj=EnergyCosts(profile.energy.inst, profile.energy.l1_access, profile.energy.l2_access,
-                              profile.energy.dram_access),
+        energy_pj=EnergyCosts(
+            profile.energy.inst, profile.energy.l1_access, profile.energy.l2_access, profile.energy.dram_access
+        ),
     )
 
 
@@ -83,8 +84,9 @@ def energy(stats: Stats, target: TargetSummary) -> Energy | None:
     return Energy(**out, total_j=sum(out.values()))
 
 
-def bound_class(flops: float, traffic: float, time_s: float, peak_gflops: float,
-                peak_bandwidth_gbs: float) -> tuple[str, float]:
+def bound_class(
+    flops: float, traffic: float, time_s: float, peak_gflops: float, peak_bandwidth_gbs: float
+) -> tuple[str, float]:
     """(bound, roof_pct) for a kernel of `flops` moving `traffic` DRAM bytes in `time_s`."""
     compute_floor = flops / (peak_gflops * 1e9)
     memory_floor = traffic / (peak_bandwidth_gbs * 1e9)
@@ -94,13 +96,19 @@ def bound_class(flops: float, traffic: float, time_s: float, peak_gflops: float,
     return ("compute" if compute_floor >= memory_floor else "memory"), roof_pct
 
 
-def metrics(stats: Stats, flops: float | None, time_s: float | None, profile: TargetProfile,
-            target: TargetSummary) -> Metrics:
+def metrics(
+    stats: Stats, flops: float | None, time_s: float | None, profile: TargetProfile, target: TargetSummary
+) -> Metrics:
     """One side (baseline or current) of a result: every derived number, None where unknown."""
     compute, memory = AnalyticalModel(profile).phases(raw_matrix([stats]))
     traffic = dram_bytes(stats, target.dram_line_bytes)
-    out = Metrics(time_s=time_s, compute_s=float(compute[0]), memory_s=float(memory[0]), dram_bytes=traffic,
-                  energy=energy(stats, target))
+    out = Metrics(
+        time_s=time_s,
+        compute_s=float(compute[0]),
+        memory_s=float(memory[0]),
+        dram_bytes=traffic,
+        energy=energy(stats, target),
+    )
     fp = _count(stats, "fp_insts", "vec_fp_insts")
     if fp:
         out.vector_fp_share_pct = 100.0 * (stats.vec_fp_insts or 0) / fp
@@ -114,8 +122,9 @@ def metrics(stats: Stats, flops: float | None, time_s: float | None, profile: Ta
             out.gflops = flops / time_s / 1e9
             out.peak_pct = 100.0 * out.gflops / target.peak_gflops
             if traffic is not None:
-                out.bound, out.roof_pct = bound_class(flops, traffic, time_s, target.peak_gflops,
-                                                      target.peak_bandwidth_gbs)
+                out.bound, out.roof_pct = bound_class(
+                    flops, traffic, time_s, target.peak_gflops, target.peak_bandwidth_gbs
+                )
     if flops and traffic:
         out.intensity = flops / traffic
     return out
@@ -142,21 +151,28 @@ def drivers(predictor: Predictor, baseline: Stats, current: Stats) -> list[Drive
     out = []
     for name, score in zip(changed, predicted[1:-1]):
         impact = score - base
-        out.append(Driver(
-            stat=name,
-            baseline=before[name],
-            current=after[name],
-            delta_pct=100.0 * (after[name] - before[name]) / before[name] if before[name] else None,
-            time_s=impact,
-            share_pct=100.0 * impact / total if total else None,
-        ))
+        out.append(
+            Driver(
+                stat=name,
+                baseline=before[name],
+                current=after[name],
+                delta_pct=100.0 * (after[name] - before[name]) / before[name] if before[name] else None,
+                time_s=impact,
+                share_pct=100.0 * impact / total if total else None,
+            )
+        )
     out.sort(key=lambda d: (-abs(d.time_s), -abs(d.current - d.baseline), d.stat))
     return out
 
 
-
-def analyse(result: Result, current: Stats | None, before: Stats | None, profile: TargetProfile,
-            predictor: Predictor, target: TargetSummary) -> Analysis | None:
+def analyse(
+    result: Result,
+    current: Stats | None,
+    before: Stats | None,
+    profile: TargetProfile,
+    predictor: Predictor,
+    target: TargetSummary,
+) -> Analysis | None:
     """The analysis of one result from its statistics and the baseline's (None: nothing compared),
     as counts: drivers move one count at a time, which a block profile would hide from a model
     that scores blocks. None for a result without statistics."""

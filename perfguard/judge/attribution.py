@@ -103,8 +103,9 @@ class LoopNamer:
             return any(lo <= addr < hi for lo, hi in self.nest.code)
         return self.nest is not None
 
-    def name(self, symbol: str | None, executions: int, start: int = 0, end: int = 0
-             ) -> tuple[BlockLoop | None, list[BlockLoop]]:
+    def name(
+        self, symbol: str | None, executions: int, start: int = 0, end: int = 0
+    ) -> tuple[BlockLoop | None, list[BlockLoop]]:
         """(the loop, []) when one is decided, (None, candidates) otherwise. A site of this
         side's profile (`start` with its `executions`) is named as decided for the whole
         profile; any other block by its count and the debug information alone."""
@@ -149,8 +150,7 @@ class LoopNamer:
         ordered = {symbol: points for symbol, points in anchors.items() if self._in_order(points)}
         # where a variable only one loop has is first located, that loop's body has not begun:
         # a block before it is neither that loop nor a loop inside it
-        starts = {symbol: [(at, loop) for s, at, loop in self._variable_anchors() if s == symbol]
-                  for symbol in ordered}
+        starts = {symbol: [(at, loop) for s, at, loop in self._variable_anchors() if s == symbol] for symbol in ordered}
         for pass_ in ("ordered", "located", "ordered"):
             changed = True
             while changed:
@@ -164,10 +164,15 @@ class LoopNamer:
                         keep = keep if len(keep) == 1 else found
                     else:
                         points = ordered.get(symbol, [])
-                        keep = [m for m in found if not any(
-                            (nest.before(a, m.loop) and at > addr) or (nest.before(m.loop, a) and at < addr)
-                            for at, a in points) and not any(
-                            addr < at and a in nest.path(m.loop) for at, a in starts.get(symbol, []))]
+                        keep = [
+                            m
+                            for m in found
+                            if not any(
+                                (nest.before(a, m.loop) and at > addr) or (nest.before(m.loop, a) and at < addr)
+                                for at, a in points
+                            )
+                            and not any(addr < at and a in nest.path(m.loop) for at, a in starts.get(symbol, []))
+                        ]
                     if keep and len(keep) < len(found):
                         left[addr] = (keep, pass_ if len(keep) == 1 else how)
                         if len(keep) == 1 and symbol in ordered:
@@ -190,8 +195,11 @@ class LoopNamer:
         when exactly one is deepest."""
         assert self.layout is not None
         nest, end = self.layout.nest, self.sites[addr][2]
-        found = [m for i, loop in enumerate(nest.loops) if nest.located(loop.var, addr, end)
-                 and (m := self.layout.rewritten(i, self.runs[addr])) is not None]
+        found = [
+            m
+            for i, loop in enumerate(nest.loops)
+            if nest.located(loop.var, addr, end) and (m := self.layout.rewritten(i, self.runs[addr])) is not None
+        ]
         deepest = [m for m in found if not any(o.loop != m.loop and m.loop in nest.path(o.loop) for o in found)]
         distinct = {nest.origin(m.loop): m for m in deepest}
         return next(iter(distinct.values())) if len(distinct) == 1 else None
@@ -270,14 +278,20 @@ class LoopNamer:
         layout = self.layout
         assert layout is not None
         loops = layout.nest.loops
-        return BlockLoop(var=loops[match.loop].var,
-                         path=[LoopStep(loops[j].var, loops[j].extent, loops[j].kind,
-                                        j in layout.flat and j != match.loop)
-                               for j in layout.nest.path(match.loop)],
-                         trips=match.executions, per_execution=match.per_execution, peeled=match.peeled,
-                         approximate=match.approximate,
-                         unrolled=[loops[j].var for j in layout.unrolled_inside(match.loop)],
-                         nest_name=layout.nest.nest_name(match.loop), nest_index=layout.nest.nest_index(match.loop))
+        return BlockLoop(
+            var=loops[match.loop].var,
+            path=[
+                LoopStep(loops[j].var, loops[j].extent, loops[j].kind, j in layout.flat and j != match.loop)
+                for j in layout.nest.path(match.loop)
+            ],
+            trips=match.executions,
+            per_execution=match.per_execution,
+            peeled=match.peeled,
+            approximate=match.approximate,
+            unrolled=[loops[j].var for j in layout.unrolled_inside(match.loop)],
+            nest_name=layout.nest.nest_name(match.loop),
+            nest_index=layout.nest.nest_index(match.loop),
+        )
 
 
 def _side(site: Site, namer: LoopNamer) -> BlockSide:
@@ -319,18 +333,21 @@ def _placer(namer: LoopNamer, names: bool) -> Callable[[Site], Place]:
             nest = None if root is None else namer.nest_key(root, names)
             return Place(function, nest, group=UNDECIDED if candidates else NOT_IN_LOOP)
         return Place(function, namer.nest_key(loop.nest_index, names), (loop.var,), loop)  # its variable
+
     return place
 
 
 @dataclass
 class Attributed:
     """A result's differential view and its changed blocks (the view's block nodes index them)."""
+
     attribution: Attribution
     blocks: list[BlockChange]
 
 
-def attribute(model: PipelineModel, baseline: Stats, current: Stats,
-              loops: tuple[dict | None, dict | None] = (None, None)) -> Attributed:
+def attribute(
+    model: PipelineModel, baseline: Stats, current: Stats, loops: tuple[dict | None, dict | None] = (None, None)
+) -> Attributed:
     """The differential view of a change and its changed blocks, largest change in cycles first
     (at most MAX_BLOCKS); `loops`: each side's loop nest (compile.loops, plain JSON) or None."""
     whats = ("the baseline", "this run")
@@ -341,20 +358,38 @@ def attribute(model: PipelineModel, baseline: Stats, current: Stats,
     def loop_key(side: int) -> Callable[[Site], tuple | None]:
         return lambda site: (p.nest, p.loop) if (p := places[side](site)).loop is not None else None
 
-    pairs = pair_blocks(model.block_costs(baseline, whats[0]), model.block_costs(current, whats[1]),
-                        model.profile.triple.split("-")[0], (loop_key(0), loop_key(1)))
-    changed = sorted((i for i, p in enumerate(pairs) if not p.unchanged and p.delta != 0),
-                     key=lambda i: (-abs(pairs[i].delta), pairs[i].start))[:MAX_BLOCKS]
-    view = differential(pairs, places, {i: n for n, i in enumerate(changed)}, model.name, model.model_id,
-                        model.profile.clock_hz, (model.stall_cycles(baseline), model.stall_cycles(current)))
+    pairs = pair_blocks(
+        model.block_costs(baseline, whats[0]),
+        model.block_costs(current, whats[1]),
+        model.profile.triple.split("-")[0],
+        (loop_key(0), loop_key(1)),
+    )
+    changed = sorted(
+        (i for i, p in enumerate(pairs) if not p.unchanged and p.delta != 0),
+        key=lambda i: (-abs(pairs[i].delta), pairs[i].start),
+    )[:MAX_BLOCKS]
+    view = differential(
+        pairs,
+        places,
+        {i: n for n, i in enumerate(changed)},
+        model.name,
+        model.model_id,
+        model.profile.clock_hz,
+        (model.stall_cycles(baseline), model.stall_cycles(current)),
+    )
     blocks = []
     for i in changed:
         pair = pairs[i]
-        blocks.append(BlockChange(
-            start=pair.start, delta_cycles=pair.delta, share_pct=view.share(pair.delta),
-            baseline=_side(pair.baseline[0], namers[0]) if pair.baseline else None,
-            current=_side(pair.current[0], namers[1]) if pair.current else None,
-            paired=pair.how))
+        blocks.append(
+            BlockChange(
+                start=pair.start,
+                delta_cycles=pair.delta,
+                share_pct=view.share(pair.delta),
+                baseline=_side(pair.baseline[0], namers[0]) if pair.baseline else None,
+                current=_side(pair.current[0], namers[1]) if pair.current else None,
+                paired=pair.how,
+            )
+        )
     _add_insn_cycles(blocks, model)
     return Attributed(view, blocks)
 
@@ -369,7 +404,6 @@ def _add_insn_cycles(blocks: list[BlockChange], model: PipelineModel) -> None:
     costs = instruction_costs([s.asm for s in sides], target, cache_dir)
     for side, rows in zip(sides, costs):
         side.insn_cycles = [InsnCycles(r.latency, r.rthroughput, r.uops) for r in rows or []]
-
 
 
 def attribution_between(before: Any, after: Any, profile: TargetProfile, cache_dir: Path) -> Attributed | None:

@@ -45,6 +45,7 @@ MAX_SPLIT = 4  # sites one block may have been split into
 @dataclass(frozen=True)
 class Site:
     """The blocks one side ran from one start address."""
+
     costs: tuple[BlockCost, ...]  # longest first
 
     @property
@@ -71,6 +72,7 @@ class Site:
 @dataclass(frozen=True)
 class BlockPair:
     """Sites of the baseline and of this run that are the same code, or its changed version."""
+
     baseline: tuple[Site, ...]
     current: tuple[Site, ...]
     how: str  # one of the step names above
@@ -102,8 +104,9 @@ def sites(costs: list[BlockCost]) -> list[Site]:
     by_addr: dict[int, list[BlockCost]] = defaultdict(list)
     for c in costs:
         by_addr[c.block.addr].append(c)
-    return [Site(tuple(sorted(group, key=lambda c: (-c.block.size, c.block.count)))) for _, group in
-            sorted(by_addr.items())]
+    return [
+        Site(tuple(sorted(group, key=lambda c: (-c.block.size, c.block.count)))) for _, group in sorted(by_addr.items())
+    ]
 
 
 class _Forms:
@@ -127,9 +130,12 @@ class _Forms:
         return renamed(tuple(line for s in run for line in self.norm[s.addr][0]), self.isa)
 
 
-def pair_blocks(before: list[BlockCost], after: list[BlockCost], isa: str,
-                loop_key: tuple[Callable[[Site], Hashable | None], Callable[[Site], Hashable | None]] | None = None
-                ) -> list[BlockPair]:
+def pair_blocks(
+    before: list[BlockCost],
+    after: list[BlockCost],
+    isa: str,
+    loop_key: tuple[Callable[[Site], Hashable | None], Callable[[Site], Hashable | None]] | None = None,
+) -> list[BlockPair]:
     """Every site of both sides in exactly one pair, in the order the steps found them.
     `loop_key`: per side, the loop a site runs in (None: not known); sites of equal keys pair
     in step 5."""
@@ -151,8 +157,9 @@ def pair_blocks(before: list[BlockCost], after: list[BlockCost], isa: str,
     _pair_splits(free, forms, take)
     _pair_by_key(free, lambda side, s: forms[side].key(s, RECOUNTED), RECOUNTED, take)
     if loop_key is not None:
-        _pair_alike(free, lambda side, s: None if (k := loop_key[side](s)) is None else (s.symbol, k), SAME_LOOP,
-                    forms, take)
+        _pair_alike(
+            free, lambda side, s: None if (k := loop_key[side](s)) is None else (s.symbol, k), SAME_LOOP, forms, take
+        )
     _pair_by_key(free, lambda side, s: (s.symbol, s.addr - starts[side][s.symbol]), SAME_OFFSET, take)
     for s in list(free[0].values()):
         take([s], [], ONLY_BASELINE)
@@ -179,8 +186,13 @@ def _pair_by_key(free: list[dict[int, Site]], key: Callable[[int, Site], Hashabl
             take([a], [b], how)
 
 
-def _pair_alike(free: list[dict[int, Site]], key: Callable[[int, Site], Hashable | None], how: str,
-                forms: tuple[_Forms, _Forms], take) -> None:
+def _pair_alike(
+    free: list[dict[int, Site]],
+    key: Callable[[int, Site], Hashable | None],
+    how: str,
+    forms: tuple[_Forms, _Forms],
+    take,
+) -> None:
     """Sites of equal keys pair, the most alike first (instructions in common, by mnemonic),
     ties broken by address."""
     groups: list[dict[Hashable, list[Site]]] = [defaultdict(list), defaultdict(list)]
@@ -193,10 +205,13 @@ def _pair_alike(free: list[dict[int, Site]], key: Callable[[int, Site], Hashable
         theirs = groups[1].get(k, [])
         if not theirs:
             continue
-        words = [{s.addr: _mnemonics(forms[side].norm[s.addr]) for s in group}
-                 for side, group in ((0, mine), (1, theirs))]
-        scored = sorted(((-_alike(words[0][a.addr], words[1][b.addr]), a.addr, b.addr, a, b)
-                         for a in mine for b in theirs), key=lambda t: t[:3])
+        words = [
+            {s.addr: _mnemonics(forms[side].norm[s.addr]) for s in group} for side, group in ((0, mine), (1, theirs))
+        ]
+        scored = sorted(
+            ((-_alike(words[0][a.addr], words[1][b.addr]), a.addr, b.addr, a, b) for a in mine for b in theirs),
+            key=lambda t: t[:3],
+        )
         used: tuple[set[int], set[int]] = (set(), set())
         for _, x, y, a, b in scored:
             if x not in used[0] and y not in used[1]:
@@ -230,8 +245,11 @@ def _pair_splits(free: list[dict[int, Site]], forms: tuple[_Forms, _Forms], take
                 continue
             target = forms[whole_side].joined([whole])
             for first in parts:
-                if first.addr not in free[parts_side] or first.symbol != whole.symbol \
-                        or first.executions != whole.executions:
+                if (
+                    first.addr not in free[parts_side]
+                    or first.symbol != whole.symbol
+                    or first.executions != whole.executions
+                ):
                     continue
                 run = [first]
                 while len(run) < MAX_SPLIT and len(forms[parts_side].joined(run)) < len(target):

@@ -126,7 +126,9 @@ _RV_BRANCH = re.compile(r"^(j|jal|b[a-z]+|c\.j|c\.jal|c\.bn?ez)\s+(.*?)-?\d+$")
 _RV_OFFSET = re.compile(r"-?\d+(?=\()")
 _RV_BASE = re.compile(r"\((\w+)\)")
 _RV_FIXED = {"zero", "sp", "gp", "tp", "ra"}
-_RV_REG = re.compile(r"\b(t[0-6]|s(?:[0-9]|1[01])|a[0-7]|f(?:t(?:[0-9]|1[01])|s(?:[0-9]|1[01])|a[0-7])|[xf](?:[12]?\d|3[01]))\b")
+_RV_REG = re.compile(
+    r"\b(t[0-6]|s(?:[0-9]|1[01])|a[0-7]|f(?:t(?:[0-9]|1[01])|s(?:[0-9]|1[01])|a[0-7])|[xf](?:[12]?\d|3[01]))\b"
+)
 _RV_SLOT = re.compile(r"-?\d+\(sp\)")
 _RV_STORE = re.compile(r"^(c\.)?f?s[bhwd](sp)?$")  # writes no register
 
@@ -169,8 +171,11 @@ def _rv_renamed(form: Form) -> Form:
     return tuple(_RV_REG.sub(rename, _RV_SLOT.sub(f"{SLOT}(sp)", line)) for line in form)
 
 
-_FORMS = {"x86_64": (_x86_normalised, _x86_renamed), "aarch64": (_a64_normalised, _a64_renamed),
-          "riscv64": (_rv_normalised, _rv_renamed)}
+_FORMS = {
+    "x86_64": (_x86_normalised, _x86_renamed),
+    "aarch64": (_a64_normalised, _a64_renamed),
+    "riscv64": (_rv_normalised, _rv_renamed),
+}
 
 
 def normalised(asm: Form, isa: str) -> Form:

@@ -27,11 +27,12 @@ from perfguard.predict.store import ModelFiles
 from perfguard.sim.mca_tools import timing_cache_dir
 from perfguard.targets import TargetProfile
 
-NO_INTERVAL_NOTE = ("gate = \"{gate}\" needs a calibrated interval, and none exists for this model: gated on the "
-                    "estimate")
-OLD_BASELINE_NOTE = ("the baseline has no block profile (recorded before perfguard kept them): compared with the "
-                     "analytical model on both sides; re-record it with 'perfguard baseline update' to use the "
-                     "pipeline model")
+NO_INTERVAL_NOTE = 'gate = "{gate}" needs a calibrated interval, and none exists for this model: gated on the estimate'
+OLD_BASELINE_NOTE = (
+    "the baseline has no block profile (recorded before perfguard kept them): compared with the "
+    "analytical model on both sides; re-record it with 'perfguard baseline update' to use the "
+    "pipeline model"
+)
 
 
 def judgement_of(config: Config, job: Job, threshold: float | None = None) -> Judgement:
@@ -39,8 +40,9 @@ def judgement_of(config: Config, job: Job, threshold: float | None = None) -> Ju
     caller's) gets it resolved here, by the same rule."""
     if job.judgement is not None:
         return job.judgement
-    return config.judging.resolve(job.kernel.threshold, job.kernel.limits, threshold,
-                                  machine=config.machines.get(job.profile.name))
+    return config.judging.resolve(
+        job.kernel.threshold, job.kernel.limits, threshold, machine=config.machines.get(job.profile.name)
+    )
 
 
 def calibration(judgement: Judgement, profile: TargetProfile) -> IntervalCalibration | None:
@@ -62,12 +64,21 @@ class ModelSource:
 def scorer(model: str, profile: TargetProfile, measured: JobResult | Baseline, source: ModelSource) -> Predictor:
     """The model that scores a measured kernel (a result, or a baseline) on `profile`, as `model`
     (the config's `model` key, carried by the judgement) chooses it."""
-    return predictor_for(profile, measured.family, measured.simulator, source.baseline_dir, source.files,
-                         source.cache_dir, model, measured.params)
+    return predictor_for(
+        profile,
+        measured.family,
+        measured.simulator,
+        source.baseline_dir,
+        source.files,
+        source.cache_dir,
+        model,
+        measured.params,
+    )
 
 
-def scorer_or_none(model: str, profile: TargetProfile, measured: JobResult | Baseline,
-                   source: ModelSource) -> Predictor | None:
+def scorer_or_none(
+    model: str, profile: TargetProfile, measured: JobResult | Baseline, source: ModelSource
+) -> Predictor | None:
     """`scorer`, or None when it cannot be had (the model file or llvm-mca is at fault: the other
     results say so); for a result with nothing to judge, whose report still shows its history."""
     try:
@@ -76,8 +87,9 @@ def scorer_or_none(model: str, profile: TargetProfile, measured: JobResult | Bas
         return None
 
 
-def like_with_like(predictor: Predictor, baseline: Baseline | None,
-                   profile: TargetProfile) -> tuple[Predictor, str | None]:
+def like_with_like(
+    predictor: Predictor, baseline: Baseline | None, profile: TargetProfile
+) -> tuple[Predictor, str | None]:
     """(the predictor to judge with, a note or None): a baseline the pipeline model (or a calibrated
     model on pipeline features) cannot score is compared under the old analytical model, on both
     sides, and the outputs say so."""
@@ -86,16 +98,21 @@ def like_with_like(predictor: Predictor, baseline: Baseline | None,
     return predictor, None
 
 
-def attribute_calibrated(predictor: Predictor, profile: TargetProfile, cache_dir: Path, baseline: Baseline,
-                         result: JobResult) -> Attributed | None:
+def attribute_calibrated(
+    predictor: Predictor, profile: TargetProfile, cache_dir: Path, baseline: Baseline, result: JobResult
+) -> Attributed | None:
     """Where a calibrated model's change happened, said by the pipeline model (the one that scores
     blocks; every output names it beside the verdict's model), when both sides have block profiles;
     None otherwise, or when the pipeline model cannot score them (the verdict stands without it)."""
     if not predictor.calibrated or baseline.stats.blocks is None or result.stats is None or result.stats.blocks is None:
         return None
     try:
-        return attribute(PipelineModel(profile, timing_cache_dir(cache_dir)), baseline.stats, result.stats,
-                         (baseline.loops, result.loops))
+        return attribute(
+            PipelineModel(profile, timing_cache_dir(cache_dir)),
+            baseline.stats,
+            result.stats,
+            (baseline.loops, result.loops),
+        )
     except (InputError, InfraError):
         return None
 
@@ -111,9 +128,17 @@ class Decision:
     attributed: Attributed | None = None
 
 
-def decide(judgement: Judgement, profile: TargetProfile, result: JobResult, baseline: Baseline | None,
-           source: ModelSource, baseline_file: str, kernel_where: str, explain: bool = True,
-           chosen: Predictor | None = None) -> Decision:
+def decide(
+    judgement: Judgement,
+    profile: TargetProfile,
+    result: JobResult,
+    baseline: Baseline | None,
+    source: ModelSource,
+    baseline_file: str,
+    kernel_where: str,
+    explain: bool = True,
+    chosen: Predictor | None = None,
+) -> Decision:
     """The verdict of `result` against `baseline` under `judgement`. InputError/InfraError when they
     cannot be compared (another simulator, a model that cannot score them): the caller reports an
     error. `explain`: also say where the change happened (bisect explains its first bad step apart).
@@ -122,13 +147,25 @@ def decide(judgement: Judgement, profile: TargetProfile, result: JobResult, base
     if result.stats is None:
         raise InputError(f"{kernel_where}: no statistics to judge")
     if baseline is not None and baseline.simulator != result.simulator:
-        raise InputError(f"{baseline_file}: baseline was simulated with {baseline.simulator}, this run with "
-                         f"{result.simulator}; refusing to compare")
+        raise InputError(
+            f"{baseline_file}: baseline was simulated with {baseline.simulator}, this run with "
+            f"{result.simulator}; refusing to compare"
+        )
     chosen = chosen if chosen is not None else scorer(judgement.model, profile, result, source)
     predictor, note = like_with_like(chosen, baseline, profile)
-    verdict = judge(result.stats, baseline, predictor, judgement.threshold_pct, result.toolchain, baseline_file,
-                    judgement.limits_by_metric, kernel_where, calibration(judgement, profile), profile.name,
-                    judgement.gate)
+    verdict = judge(
+        result.stats,
+        baseline,
+        predictor,
+        judgement.threshold_pct,
+        result.toolchain,
+        baseline_file,
+        judgement.limits_by_metric,
+        kernel_where,
+        calibration(judgement, profile),
+        profile.name,
+        judgement.gate,
+    )
     if baseline is not None and verdict.gate != judgement.gate:
         note = "; ".join(filter(None, [note, NO_INTERVAL_NOTE.format(gate=judgement.gate)]))
     attributed = None

@@ -33,6 +33,7 @@ NO_SYMBOL = "(no symbol)"
 class Place:
     """Where one side's site sits: its function, and for kernel code its nest and loop, or the
     group of kernel code no loop was named for (in its nest where the layout tells which)."""
+
     function: str
     nest: str | None = None  # the nest's key and name; None: not kernel code, or no nest known
     loop: tuple[str, ...] | None = None  # the loop's key in its nest (its variable: the same loop in both builds)
@@ -64,9 +65,15 @@ class _Node:
             self.unchanged = False
 
 
-def differential(pairs: list[BlockPair], places: tuple[Callable[[Site], Place], Callable[[Site], Place]],
-                 blocks: dict[int, int], model: str, model_id: str, clock_hz: float,
-                 stalls: tuple[float, float]) -> Attribution:
+def differential(
+    pairs: list[BlockPair],
+    places: tuple[Callable[[Site], Place], Callable[[Site], Place]],
+    blocks: dict[int, int],
+    model: str,
+    model_id: str,
+    clock_hz: float,
+    stalls: tuple[float, float],
+) -> Attribution:
     """The view of `pairs`; `places`: per side, where a site sits; `blocks`: pair index -> index
     of its BlockChange in the result's list; `stalls`: both sides' cache-miss stall cycles."""
     roots: dict[tuple, _Node] = {}
@@ -75,27 +82,43 @@ def differential(pairs: list[BlockPair], places: tuple[Callable[[Site], Place], 
         changed = not pair.unchanged
         if not changed:
             moved += pair.delta
-        sides = [(places[0](pair.baseline[0]) if pair.baseline else None, pair.baseline_cycles, 0),
-                 (places[1](pair.current[0]) if pair.current else None, pair.current_cycles, 1)]
+        sides = [
+            (places[0](pair.baseline[0]) if pair.baseline else None, pair.baseline_cycles, 0),
+            (places[1](pair.current[0]) if pair.current else None, pair.current_cycles, 1),
+        ]
         if sides[0][0] is not None and sides[1][0] is not None and sides[0][0].key == sides[1][0].key:
             _leaf(roots, sides[1][0], pair, index, blocks, pair.baseline_cycles, pair.current_cycles, changed)
             continue
         for place, cycles, side in sides:
             if place is not None:
-                _leaf(roots, place, pair, index, blocks, cycles if side == 0 else 0.0, cycles if side else 0.0,
-                      changed)
+                _leaf(roots, place, pair, index, blocks, cycles if side == 0 else 0.0, cycles if side else 0.0, changed)
     base_code = sum(n.baseline for n in roots.values())
     cur_code = sum(n.current for n in roots.values())
-    out = Attribution(model=model, model_id=model_id, clock_hz=clock_hz,
-                      baseline_cycles=base_code + stalls[0], current_cycles=cur_code + stalls[1],
-                      code_cycles=sum(n.delta for n in roots.values()), stall_cycles=stalls[1] - stalls[0],
-                      moved_cycles=moved, unchanged_blocks=sum(len(p.current) for p in pairs if p.unchanged))
+    out = Attribution(
+        model=model,
+        model_id=model_id,
+        clock_hz=clock_hz,
+        baseline_cycles=base_code + stalls[0],
+        current_cycles=cur_code + stalls[1],
+        code_cycles=sum(n.delta for n in roots.values()),
+        stall_cycles=stalls[1] - stalls[0],
+        moved_cycles=moved,
+        unchanged_blocks=sum(len(p.current) for p in pairs if p.unchanged),
+    )
     out.nodes = _finish(roots, out)
     return out
 
 
-def _leaf(roots: dict[tuple, _Node], place: Place, pair: BlockPair, index: int, blocks: dict[int, int],
-          baseline: float, current: float, changed: bool) -> None:
+def _leaf(
+    roots: dict[tuple, _Node],
+    place: Place,
+    pair: BlockPair,
+    index: int,
+    blocks: dict[int, int],
+    baseline: float,
+    current: float,
+    changed: bool,
+) -> None:
     path: list[tuple[tuple, str]] = [(("function", place.function), place.function)]
     if place.nest is not None:
         path.append((("nest", place.nest), place.nest))
@@ -128,13 +151,31 @@ def _finish(level: dict[tuple, _Node], out: Attribution) -> list[DiffNode]:
     rest = [n for i, n in enumerate(nodes) if i not in keep]
     if rest:
         delta = sum(n.delta for n in rest)
-        shown.append(DiffNode("more", f"{len(rest)} more", sum(n.baseline for n in rest),
-                              sum(n.current for n in rest), delta, out.share(delta),
-                              unchanged=all(n.unchanged for n in rest), folded=len(rest)))
+        shown.append(
+            DiffNode(
+                "more",
+                f"{len(rest)} more",
+                sum(n.baseline for n in rest),
+                sum(n.current for n in rest),
+                delta,
+                out.share(delta),
+                unchanged=all(n.unchanged for n in rest),
+                folded=len(rest),
+            )
+        )
     return shown
 
 
 def _done(node: _Node, out: Attribution) -> DiffNode:
-    return DiffNode(node.kind, node.name, node.baseline, node.current, node.delta, out.share(node.delta),
-                    unchanged=node.unchanged, loop=node.loop, block=node.block,
-                    children=_finish(node.children, out) if node.children else [])
+    return DiffNode(
+        node.kind,
+        node.name,
+        node.baseline,
+        node.current,
+        node.delta,
+        out.share(node.delta),
+        unchanged=node.unchanged,
+        loop=node.loop,
+        block=node.block,
+        children=_finish(node.children, out) if node.children else [],
+    )

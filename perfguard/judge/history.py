@@ -40,8 +40,10 @@ class BaselineHistory:
         try:
             import git
 
-            self.repo = git.Repo(self.baseline_dir if self.baseline_dir.is_dir() else self.baseline_dir.parent,
-                                 search_parent_directories=True)
+            self.repo = git.Repo(
+                self.baseline_dir if self.baseline_dir.is_dir() else self.baseline_dir.parent,
+                search_parent_directories=True,
+            )
             self.head = self.repo.head.commit.hexsha
         except Exception:  # not a repository, no commit yet, git missing: no history, still a report
             self.repo = None
@@ -68,8 +70,15 @@ class BaselineHistory:
         if self.repo is None:
             return self._log
         try:
-            text = self.repo.git.log(f"--format={_RECORD}%H{_FIELD}%cI{_FIELD}%s", "--name-only", "--no-renames",
-                                     "--reverse", "HEAD", "--", self._prefix() or ".")
+            text = self.repo.git.log(
+                f"--format={_RECORD}%H{_FIELD}%cI{_FIELD}%s",
+                "--name-only",
+                "--no-renames",
+                "--reverse",
+                "HEAD",
+                "--",
+                self._prefix() or ".",
+            )
         except Exception:
             return self._log
         for record in text.split(_RECORD)[1:]:
@@ -96,9 +105,15 @@ class BaselineHistory:
         return out
 
 
-def kernel_history(history: BaselineHistory, target: str, kernel: str, simulator: str,
-                   score: Callable[[Baseline], float], min_step_pct: float,
-                   usable: Callable[[Baseline], bool] = lambda b: True) -> History | None:
+def kernel_history(
+    history: BaselineHistory,
+    target: str,
+    kernel: str,
+    simulator: str,
+    score: Callable[[Baseline], float],
+    min_step_pct: float,
+    usable: Callable[[Baseline], bool] = lambda b: True,
+) -> History | None:
     """The history of a report's result, or None without committed versions;
     `usable` leaves out versions the model cannot score (no block profile for the pipeline model)."""
     versions = [(rev, b) for rev, b in history.versions(target, kernel) if b.simulator == simulator and usable(b)]
@@ -108,5 +123,9 @@ def kernel_history(history: BaselineHistory, target: str, kernel: str, simulator
     versions = versions[omitted:]
     points = [HistoryPoint(rev.commit, rev.date, rev.subject, score(b)) for rev, b in versions]
     changes = detect([p.time_s for p in points], min_step_pct)
-    return History(points, omitted, min_step_pct,
-                   [ChangePoint(c.index, points[c.index].commit, c.before, c.after, c.step_pct) for c in changes])
+    return History(
+        points,
+        omitted,
+        min_step_pct,
+        [ChangePoint(c.index, points[c.index].commit, c.before, c.after, c.step_pct) for c in changes],
+    )

@@ -43,10 +43,17 @@ def summarize(results: list[Result], exit_code: int) -> Summary:
     counts: dict[str, Any] = {summary_key(name): 0 for name in VERDICTS}
     for r in results:
         counts[summary_key(r.verdict)] += 1
-    changed = toolchain_summary((r.target, {k: {"baseline": d.baseline, "current": d.current}
-                                            for k, d in r.toolchain_changed.items()}) for r in results)
-    summary = Summary(exit_code=exit_code, **counts, toolchain_changed=ToolchainSummary.of(changed),
-                      orphaned=sum(r.orphaned for r in results), remeasured=sum(1 for r in results if r.base_remeasured))
+    changed = toolchain_summary(
+        (r.target, {k: {"baseline": d.baseline, "current": d.current} for k, d in r.toolchain_changed.items()})
+        for r in results
+    )
+    summary = Summary(
+        exit_code=exit_code,
+        **counts,
+        toolchain_changed=ToolchainSummary.of(changed),
+        orphaned=sum(r.orphaned for r in results),
+        remeasured=sum(1 for r in results if r.base_remeasured),
+    )
     if all(r.measured is not None for r in results):  # which errors had no statistics at all (the headline says)
         summary.not_measured = sum(1 for r in results if r.verdict == "error" and r.measured is False)
     return summary
@@ -57,12 +64,25 @@ def sort_results(results: list[Result]) -> list[Result]:
     return sorted(results, key=lambda r: (order[r.verdict], r.kernel, r.target))
 
 
-def assemble(results: list[Result], exit_code: int, created: str, config: str | None = None,
-             targets: dict[str, TargetSummary] | None = None, **extra: Any) -> Report:
+def assemble(
+    results: list[Result],
+    exit_code: int,
+    created: str,
+    config: str | None = None,
+    targets: dict[str, TargetSummary] | None = None,
+    **extra: Any,
+) -> Report:
     """A report from results (as runs.report_build makes them)."""
     results = sort_results(results)
-    return Report(summary=summarize(results, exit_code), results=results, perfguard_version=__version__,
-                  created=created, config=config, targets=targets or {}, **extra)
+    return Report(
+        summary=summarize(results, exit_code),
+        results=results,
+        perfguard_version=__version__,
+        created=created,
+        config=config,
+        targets=targets or {},
+        **extra,
+    )
 
 
 def _check_shards(reports: list[tuple[Path, Report]]) -> None:
@@ -73,8 +93,10 @@ def _check_shards(reports: list[tuple[Path, Report]]) -> None:
     counts = {s.count for _, s in shards if s is not None}
     unsharded = [path for path, s in shards if s is None]
     if unsharded or len(counts) != 1:
-        raise InputError(f"{unsharded[0] if unsharded else reports[0][0]}: cannot merge shards of different "
-                         f"splits (or sharded with unsharded reports)")
+        raise InputError(
+            f"{unsharded[0] if unsharded else reports[0][0]}: cannot merge shards of different "
+            f"splits (or sharded with unsharded reports)"
+        )
     count = counts.pop()
     seen: dict[int, Path] = {}
     for path, s in shards:
@@ -110,12 +132,23 @@ def merge_reports(reports: list[tuple[Path, Report]], created: str) -> Report:
     for _, report in reports:
         targets.update(report.targets)
     models = _models(reports) + _totals(reports)
-    code = combined_exit_code([*(report.summary.exit_code for _, report in reports),
-                               *(EXIT_REGRESSION for m in models if m.verdict == "regression")])
-    merged = assemble(results, code, created, configs.pop() if len(configs) == 1 else None, targets,
-                      merged_from=[str(path) for path, _ in reports],
-                      base=_same([report.base for _, report in reports]),
-                      commit=_same([report.commit for _, report in reports]), models=models)
+    code = combined_exit_code(
+        [
+            *(report.summary.exit_code for _, report in reports),
+            *(EXIT_REGRESSION for m in models if m.verdict == "regression"),
+        ]
+    )
+    merged = assemble(
+        results,
+        code,
+        created,
+        configs.pop() if len(configs) == 1 else None,
+        targets,
+        merged_from=[str(path) for path, _ in reports],
+        base=_same([report.base for _, report in reports]),
+        commit=_same([report.commit for _, report in reports]),
+        models=models,
+    )
     merged.summary.model_regressions = sum(m.verdict == "regression" for m in models)
     count_kernels(merged.summary, results, models)
     flags = [report.summary for _, report in reports]
@@ -152,8 +185,9 @@ def _totals(reports: list[tuple[Path, Report]]) -> list[ModelTotal]:
         rows: dict[str, tuple[Path, ModelKernel]] = {}
         for path, part in found:
             if part.kernels != first.kernels or part.threshold_pct != first.threshold_pct:
-                raise InputError(f"{path}: {label}: its kernels or threshold differ from {first_path}'s "
-                                 f"(shards of different runs?)")
+                raise InputError(
+                    f"{path}: {label}: its kernels or threshold differ from {first_path}'s (shards of different runs?)"
+                )
             for row in part.rows:
                 seen = rows.get(row.kernel)
                 if seen is not None and (row.verdict != "removed" or seen[1] != row):
@@ -162,6 +196,7 @@ def _totals(reports: list[tuple[Path, Report]]) -> list[ModelTotal]:
         missing = sorted(set(first.kernels) - set(rows))
         if missing:
             raise InputError(f"{label}: kernel {missing[0]} is in no shard's report ({len(missing)} missing)")
-        out.append(total(model, target, first.threshold_pct, [row for _, row in rows.values()], first.database,
-                         first.skipped))
+        out.append(
+            total(model, target, first.threshold_pct, [row for _, row in rows.values()], first.database, first.skipped)
+        )
     return out

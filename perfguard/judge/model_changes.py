@@ -38,11 +38,22 @@ _NO_PAIR = 1e9
 
 # --- relatedness and change wording ----------------------------------------------------------------
 
+
 def _kind(layer: dict[str, Any]) -> tuple:
     """What must be equal for two layers to be one layer with other shapes."""
-    depthwise = bool(layer.get("groups")) and layer.get("groups", 1) > 1 and layer.get("groups") == (layer.get("in") or [0, 0])[1]
-    return (layer.get("op"), len(layer.get("in") or []), len(layer.get("out") or []), tuple(layer.get("window") or []),
-            tuple(layer.get("stride") or []), depthwise)
+    depthwise = (
+        bool(layer.get("groups"))
+        and layer.get("groups", 1) > 1
+        and layer.get("groups") == (layer.get("in") or [0, 0])[1]
+    )
+    return (
+        layer.get("op"),
+        len(layer.get("in") or []),
+        len(layer.get("out") or []),
+        tuple(layer.get("window") or []),
+        tuple(layer.get("stride") or []),
+        depthwise,
+    )
 
 
 def related(op_a: str | None, layer_a: dict | None, op_b: str | None, layer_b: dict | None) -> bool:
@@ -72,8 +83,9 @@ def describe_change(before: dict | None, after: dict | None) -> str:
     b_out, a_out = before.get("out") or [], after.get("out") or []
     parts = []
     op = after.get("op") or ""
-    if len(b_in) == len(a_in) == len(b_out) == len(a_out) == 4 and (op.startswith("conv") or "pool" in op
-                                                                    or len(b_in) == 4):
+    if len(b_in) == len(a_in) == len(b_out) == len(a_out) == 4 and (
+        op.startswith("conv") or "pool" in op or len(b_in) == 4
+    ):
         c_b, c_a, f_b, f_a = b_in[1], a_in[1], b_out[1], a_out[1]
         if c_b != c_a and f_b != f_a and c_b == f_b and c_a == f_a:
             parts.append(_moved("width", c_b, c_a, "channels"))
@@ -116,9 +128,11 @@ def calls_change(before: list[str], after: list[str], calls_before: int | None, 
 
 # --- pairing -------------------------------------------------------------------------------------
 
+
 @dataclass
 class Side:
     """One kernel on one side, as the pairing sees it."""
+
     kernel: str
     op: str | None
     layer: dict | None

@@ -25,22 +25,43 @@ from perfguard.judge.verdicts import change_pct, classify
 CHANGED = "changed"  # a model kernel whose shapes changed: the count of such pairs in the summary
 
 
-def kernel_row(kernel: str, op: str | None, verdict: str, calls: int | None, baseline_calls: int | None,
-         current_time_s: float | None, baseline_time_s: float | None, params: dict | None = None,
-         baseline_params: dict | None = None, positions: Iterable[int] = (),
-         baseline_positions: Iterable[int] = ()) -> ModelKernel:
+def kernel_row(
+    kernel: str,
+    op: str | None,
+    verdict: str,
+    calls: int | None,
+    baseline_calls: int | None,
+    current_time_s: float | None,
+    baseline_time_s: float | None,
+    params: dict | None = None,
+    baseline_params: dict | None = None,
+    positions: Iterable[int] = (),
+    baseline_positions: Iterable[int] = (),
+) -> ModelKernel:
     """One kernel's row with its per-inference totals (time per call x calls) and what it is on each side."""
     params, baseline_params = params or {}, baseline_params or {}
     return ModelKernel(
-        kernel, op, verdict, calls, baseline_calls, current_time_s, baseline_time_s,
+        kernel,
+        op,
+        verdict,
+        calls,
+        baseline_calls,
+        current_time_s,
+        baseline_time_s,
         current_total_s=None if current_time_s is None or calls is None else current_time_s * calls,
-        baseline_total_s=None if baseline_time_s is None or baseline_calls is None else baseline_time_s * baseline_calls,
-        label=model_labels.label(params), baseline_label=model_labels.label(baseline_params),
-        layer=params.get("layer") or None, baseline_layer=baseline_params.get("layer") or None,
+        baseline_total_s=None
+        if baseline_time_s is None or baseline_calls is None
+        else baseline_time_s * baseline_calls,
+        label=model_labels.label(params),
+        baseline_label=model_labels.label(baseline_params),
+        layer=params.get("layer") or None,
+        baseline_layer=baseline_params.get("layer") or None,
         nodes=model_labels.anchor_names(params.get("nodes")),
         baseline_nodes=model_labels.anchor_names(baseline_params.get("nodes")),
-        positions=sorted(positions), baseline_positions=sorted(baseline_positions),
-        schedule=str(params.get("schedule") or ""))
+        positions=sorted(positions),
+        baseline_positions=sorted(baseline_positions),
+        schedule=str(params.get("schedule") or ""),
+    )
 
 
 @dataclass(frozen=True)
@@ -58,9 +79,12 @@ class ModelKernelResult:
     positions: tuple[int, ...] = ()  # its calls in the model's call order now
 
 
-def kernel_rows(results: Iterable[ModelKernelResult], leftover: Iterable[Baseline],
-                score: Callable[[Baseline], float], baseline_positions: dict[str, list[int]] | None = None
-                ) -> list[ModelKernel]:
+def kernel_rows(
+    results: Iterable[ModelKernelResult],
+    leftover: Iterable[Baseline],
+    score: Callable[[Baseline], float],
+    baseline_positions: dict[str, list[int]] | None = None,
+) -> list[ModelKernel]:
     """The model's rows on one target: one per measured kernel, one per `leftover` baseline (a
     kernel the model no longer has: removed, or changed; `score` re-scores it with the run's model).
     `baseline_positions`: each baseline kernel's calls in the baseline's call order (its model graph)."""
@@ -68,26 +92,67 @@ def kernel_rows(results: Iterable[ModelKernelResult], leftover: Iterable[Baselin
     rows: list[ModelKernel] = []
     for r in results:
         b = r.baseline
-        rows.append(kernel_row(
-            r.kernel, r.op, r.verdict, r.calls, _calls(b) if b is not None else None,
-            r.current_time_s, r.baseline_time_s if b is not None else None, r.params,
-            b.params if b is not None else None, r.positions, where.get(r.kernel, ()) if b is not None else ()))
+        rows.append(
+            kernel_row(
+                r.kernel,
+                r.op,
+                r.verdict,
+                r.calls,
+                _calls(b) if b is not None else None,
+                r.current_time_s,
+                r.baseline_time_s if b is not None else None,
+                r.params,
+                b.params if b is not None else None,
+                r.positions,
+                where.get(r.kernel, ()) if b is not None else (),
+            )
+        )
     for b in leftover:
         if b.stats is None:  # `compare`: the base revision could not measure it, so its total is incomplete
-            rows.append(kernel_row(b.kernel, b.params.get("op"), ERROR, None, _calls(b), None, None,
-                             baseline_params=b.params, baseline_positions=where.get(b.kernel, ())))
+            rows.append(
+                kernel_row(
+                    b.kernel,
+                    b.params.get("op"),
+                    ERROR,
+                    None,
+                    _calls(b),
+                    None,
+                    None,
+                    baseline_params=b.params,
+                    baseline_positions=where.get(b.kernel, ()),
+                )
+            )
         else:
-            rows.append(kernel_row(b.kernel, b.params.get("op"), REMOVED, None, _calls(b), None, score(b),
-                             baseline_params=b.params, baseline_positions=where.get(b.kernel, ())))
+            rows.append(
+                kernel_row(
+                    b.kernel,
+                    b.params.get("op"),
+                    REMOVED,
+                    None,
+                    _calls(b),
+                    None,
+                    score(b),
+                    baseline_params=b.params,
+                    baseline_positions=where.get(b.kernel, ()),
+                )
+            )
     return rows
 
 
-def total(model: str, target: str, threshold_pct: float, rows: Iterable[ModelKernel], database: str | None = None,
-          skipped: Iterable[str] = ()) -> ModelTotal:
+def total(
+    model: str,
+    target: str,
+    threshold_pct: float,
+    rows: Iterable[ModelKernel],
+    database: str | None = None,
+    skipped: Iterable[str] = (),
+) -> ModelTotal:
     """The model's total and verdict from its rows alone: `perfguard merge` calls it with the rows
     of every shard, and gets what one unsharded check gives (rows are summed in name order)."""
-    rows = sorted((replace(r, share_pct=None, renamed_from=None, renamed_to=None, change="", replaces=[])
-                   for r in rows), key=lambda r: r.kernel)
+    rows = sorted(
+        (replace(r, share_pct=None, renamed_from=None, renamed_to=None, change="", replaces=[]) for r in rows),
+        key=lambda r: r.kernel,
+    )
     _match(rows)
     failed = [r for r in rows if r.verdict == ERROR]
     present = [r for r in rows if r.verdict != REMOVED]
@@ -98,10 +163,14 @@ def total(model: str, target: str, threshold_pct: float, rows: Iterable[ModelKer
     changes, breakdown = [], ""
     if failed:
         verdict = ERROR
-        breakdown = (f"no total: {len(failed)} kernel(s) could not be measured "
-                     f"({', '.join(r.kernel for r in failed)}); the rows show what was measured")
-        changes.append(f"{len(failed)} kernel(s) could not be measured ({', '.join(r.kernel for r in failed)}): "
-                       f"the model's total is incomplete and not judged")
+        breakdown = (
+            f"no total: {len(failed)} kernel(s) could not be measured "
+            f"({', '.join(r.kernel for r in failed)}); the rows show what was measured"
+        )
+        changes.append(
+            f"{len(failed)} kernel(s) could not be measured ({', '.join(r.kernel for r in failed)}): "
+            f"the model's total is incomplete and not judged"
+        )
     elif not present:
         verdict = REMOVED  # `compare`: only the base revision has the model
     elif baseline is None:
@@ -121,8 +190,20 @@ def total(model: str, target: str, threshold_pct: float, rows: Iterable[ModelKer
     else:
         changes.extend(_kernel_changes(rows))
     schedule = schedule_text([r.schedule for r in present], database)
-    return ModelTotal(model, target, verdict, threshold_pct, current, baseline, delta, rows, changes,
-                      schedule=schedule, skipped=list(skipped), breakdown=breakdown)
+    return ModelTotal(
+        model,
+        target,
+        verdict,
+        threshold_pct,
+        current,
+        baseline,
+        delta,
+        rows,
+        changes,
+        schedule=schedule,
+        skipped=list(skipped),
+        breakdown=breakdown,
+    )
 
 
 def _calls(baseline: Baseline) -> int:
@@ -163,10 +244,15 @@ def _kernel_changes(rows: list[ModelKernel]) -> list[str]:
     for r in rows:
         if r.verdict == NEW and r.renamed_from:
             old = by_name[r.renamed_from]
-            calls = (f"; {model_changes.calls_change(old.baseline_nodes, r.nodes, old.baseline_calls, r.calls)}"
-                     if old.baseline_calls != r.calls else "")
-            lines.append(f"changed: {_named(r.label, r.kernel)}: {r.change}{calls} (was {old.kernel}; "
-                         f"{_time(old.baseline_total_s)} -> {_time(r.current_total_s)} per inference)")
+            calls = (
+                f"; {model_changes.calls_change(old.baseline_nodes, r.nodes, old.baseline_calls, r.calls)}"
+                if old.baseline_calls != r.calls
+                else ""
+            )
+            lines.append(
+                f"changed: {_named(r.label, r.kernel)}: {r.change}{calls} (was {old.kernel}; "
+                f"{_time(old.baseline_total_s)} -> {_time(r.current_total_s)} per inference)"
+            )
         elif r.verdict == NEW:
             instead = ""
             if r.replaces:
@@ -174,16 +260,25 @@ def _kernel_changes(rows: list[ModelKernel]) -> list[str]:
                 instead = "; in place of " + ", ".join(_named(o.baseline_label, o.kernel) for o in olds)
             lines.append(f"new: {_named(r.label, r.kernel)}, {_time(r.current_total_s)} per inference{instead}")
         elif r.verdict == REMOVED and not r.renamed_to:
-            lines.append(f"removed: {_named(r.baseline_label, r.kernel)}, {_time(r.baseline_total_s)} per "
-                         f"inference in the baseline")
+            lines.append(
+                f"removed: {_named(r.baseline_label, r.kernel)}, {_time(r.baseline_total_s)} per "
+                f"inference in the baseline"
+            )
         elif r.verdict in (REGRESSION, IMPROVEMENT):
-            lines.append(f"{r.verdict}: {_named(r.label, r.kernel)} {_pct(r.current_time_s, r.baseline_time_s)} "
-                         f"per call")
-        if (r.verdict not in (NEW, REMOVED) and r.calls is not None and r.baseline_calls is not None
-                and r.calls != r.baseline_calls):
-            lines.append(f"{model_changes.calls_change(r.baseline_nodes, r.nodes, r.baseline_calls, r.calls)}: "
-                         f"{_named(r.label, r.kernel)} ({_time(r.baseline_total_s)} -> {_time(r.current_total_s)} "
-                         f"per inference)")
+            lines.append(
+                f"{r.verdict}: {_named(r.label, r.kernel)} {_pct(r.current_time_s, r.baseline_time_s)} per call"
+            )
+        if (
+            r.verdict not in (NEW, REMOVED)
+            and r.calls is not None
+            and r.baseline_calls is not None
+            and r.calls != r.baseline_calls
+        ):
+            lines.append(
+                f"{model_changes.calls_change(r.baseline_nodes, r.nodes, r.baseline_calls, r.calls)}: "
+                f"{_named(r.label, r.kernel)} ({_time(r.baseline_total_s)} -> {_time(r.current_total_s)} "
+                f"per inference)"
+            )
     return lines
 
 
@@ -194,13 +289,21 @@ def schedule_text(schedules: Iterable[str], database: str | None) -> str:
     for s in schedules:
         if s:  # a row from before kernels recorded their schedule says nothing
             counts[s] = counts.get(s, 0) + 1
-    words = {"database": f"tuned schedules from the MetaSchedule database {database}",
-             "default": "TVM's default CPU schedule rules with fixed decisions (perfguard's default)",
-             "none": "TVM's unscheduled loops (schedule = \"none\")",
-             "unscheduled": "TVM's unscheduled loops (the default rules did not apply)"}
-    parts = [f"{words.get(kind, kind)}: {n} kernel{'s' if n != 1 else ''}"
-             for kind, n in sorted(counts.items(), key=lambda kv: ("database", "default", "none").index(kv[0])
-                                   if kv[0] in ("database", "default", "none") else 9)]
+    words = {
+        "database": f"tuned schedules from the MetaSchedule database {database}",
+        "default": "TVM's default CPU schedule rules with fixed decisions (perfguard's default)",
+        "none": 'TVM\'s unscheduled loops (schedule = "none")',
+        "unscheduled": "TVM's unscheduled loops (the default rules did not apply)",
+    }
+    parts = [
+        f"{words.get(kind, kind)}: {n} kernel{'s' if n != 1 else ''}"
+        for kind, n in sorted(
+            counts.items(),
+            key=lambda kv: (
+                ("database", "default", "none").index(kv[0]) if kv[0] in ("database", "default", "none") else 9
+            ),
+        )
+    ]
     return "; ".join(parts)
 
 

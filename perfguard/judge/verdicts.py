@@ -81,8 +81,11 @@ def toolchain_changes(baseline: dict[str, str], current: dict[str, str]) -> dict
     """Each tool both recorded whose version differs. A tool the baseline did not record (it is
     older than that field) is no difference: re-baselining records it. perfguard's own version is
     one only beside another (`perfguard 0.1.0 -> 0.2.0` with the harness it changed)."""
-    changed = {tool: {"baseline": baseline[tool], "current": current[tool]}
-               for tool in sorted((set(baseline) & set(current)) - NOT_COMPARED) if baseline[tool] != current[tool]}
+    changed = {
+        tool: {"baseline": baseline[tool], "current": current[tool]}
+        for tool in sorted((set(baseline) & set(current)) - NOT_COMPARED)
+        if baseline[tool] != current[tool]
+    }
     for tool in sorted(NOT_COMPARED & set(baseline) & set(current) if changed else ()):
         if baseline[tool] != current[tool]:
             changed[tool] = {"baseline": baseline[tool], "current": current[tool]}
@@ -96,7 +99,7 @@ def toolchain_summary(changes: Iterable[tuple[str, dict]]) -> dict:
     tools: dict[str, list[dict]] = {}
     targets: set[str] = set()
     for target, changed in changes:
-        for tool, pair in (changed.items() if isinstance(changed, dict) else ()):
+        for tool, pair in changed.items() if isinstance(changed, dict) else ():
             if not isinstance(pair, dict):
                 continue
             targets.add(target)
@@ -106,8 +109,11 @@ def toolchain_summary(changes: Iterable[tuple[str, dict]]) -> dict:
     if not targets:
         return {}
     ordered = sorted(targets)
-    return {"tools": {tool: tools[tool] for tool in sorted(tools)}, "targets": ordered,
-            "rebaseline": f"{REBASELINE} --targets {','.join(ordered)}"}
+    return {
+        "tools": {tool: tools[tool] for tool in sorted(tools)},
+        "targets": ordered,
+        "rebaseline": f"{REBASELINE} --targets {','.join(ordered)}",
+    }
 
 
 def change_pct(baseline: float, current: float) -> float:
@@ -131,15 +137,25 @@ def _score(predictor: Predictor, stats: Stats, what: str) -> float:
     with np.errstate(all="ignore"):
         value = float(predictor.predict_stats([stats])[0])
     if not math.isfinite(value) or value < 0:
-        raise InputError(f"model {predictor.model_id} scores {what} as {value!r} s, not a time "
-                         f"(a model file out of shape?)")
+        raise InputError(
+            f"model {predictor.model_id} scores {what} as {value!r} s, not a time (a model file out of shape?)"
+        )
     return value
 
 
-def judge(current: Stats, baseline: Baseline | None, predictor: Predictor, threshold_pct: float,
-          toolchain: dict[str, str] | None = None, source: str = "baseline",
-          limits: dict[str, Limit] | None = None, limits_source: str = "limits",
-          intervals: IntervalCalibration | None = None, target: str = "", gate: str = "estimate") -> Verdict:
+def judge(
+    current: Stats,
+    baseline: Baseline | None,
+    predictor: Predictor,
+    threshold_pct: float,
+    toolchain: dict[str, str] | None = None,
+    source: str = "baseline",
+    limits: dict[str, Limit] | None = None,
+    limits_source: str = "limits",
+    intervals: IntervalCalibration | None = None,
+    target: str = "",
+    gate: str = "estimate",
+) -> Verdict:
     """The verdict; InputError (naming `source`, the baseline's file) when the two runs cannot be compared.
 
     With `intervals`, the change carries its calibrated interval; `gate` says what is compared with
@@ -153,15 +169,26 @@ def judge(current: Stats, baseline: Baseline | None, predictor: Predictor, thres
         b, c = getattr(baseline.stats, name), getattr(current, name)
         if (b is None) != (c is None):
             have, lack = ("this run", "the baseline") if b is None else ("the baseline", "this run")
-            raise InputError(f"{source}: {have} has a '{name}' count and {lack} has none: cannot compare like "
-                             f"with like (re-record it with 'perfguard baseline update')")
+            raise InputError(
+                f"{source}: {have} has a '{name}' count and {lack} has none: cannot compare like "
+                f"with like (re-record it with 'perfguard baseline update')"
+            )
     baseline_time = _score(predictor, baseline.stats, "the baseline's statistics")
     if baseline_time == 0 and current_time != 0:
-        raise InputError(f"{source}: the baseline's statistics score 0 s under {predictor.model_id}: "
-                         f"no relative change can be computed (corrupted baseline?)")
+        raise InputError(
+            f"{source}: the baseline's statistics score 0 s under {predictor.model_id}: "
+            f"no relative change can be computed (corrupted baseline?)"
+        )
     delta = change_pct(baseline_time, current_time)
-    interval = delta_interval(intervals, target, predictor.model_id, predictor.calibrated, baseline_time,
-                              current_time, same_statistics=baseline.stats == current)
+    interval = delta_interval(
+        intervals,
+        target,
+        predictor.model_id,
+        predictor.calibrated,
+        baseline_time,
+        current_time,
+        same_statistics=baseline.stats == current,
+    )
     gated = delta
     if gate != "estimate" and interval is not None:
         gated = interval.low_pct if gate == "lower" else interval.high_pct
@@ -178,5 +205,15 @@ def judge(current: Stats, baseline: Baseline | None, predictor: Predictor, thres
     changed = toolchain_changes(baseline.toolchain, toolchain or {})
     if changed and verdict in (REGRESSION, IMPROVEMENT):
         verdict = TOOLCHAIN  # counts from another toolchain explain a breach as well as a time change
-    return Verdict(verdict, threshold_pct, current_time, baseline_time, delta, stat_deltas(baseline.stats, current),
-                   changed, breaches, interval, gate)
+    return Verdict(
+        verdict,
+        threshold_pct,
+        current_time,
+        baseline_time,
+        delta,
+        stat_deltas(baseline.stats, current),
+        changed,
+        breaches,
+        interval,
+        gate,
+    )

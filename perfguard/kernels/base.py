@@ -54,8 +54,10 @@ def check_params(family: str, knobs: dict[str, Knob], params: dict[str, Any]) ->
     """Fill defaults and validate; the error names the family and the offending key."""
     unknown = sorted(set(params) - set(knobs))
     if unknown:
-        raise InputError(f"{family}: unknown parameter '{unknown[0]}'{did_you_mean(unknown[0], knobs)} "
-                         f"(known: {', '.join(sorted(knobs))})")
+        raise InputError(
+            f"{family}: unknown parameter '{unknown[0]}'{did_you_mean(unknown[0], knobs)} "
+            f"(known: {', '.join(sorted(knobs))})"
+        )
     values: dict[str, Any] = {}
     for key, knob in knobs.items():
         if key not in params:
@@ -213,9 +215,22 @@ def standard_normal_inputs(rng: np.random.Generator, dtype: str, *shapes: tuple)
     return [rng.standard_normal(shape).astype(dtype) for shape in shapes]
 
 
-def builtin_family(name: str, knobs: dict[str, Knob], shape_keys: tuple[str, ...], module_doc: str, *,
-                   entry, resolve, compute, reference, flops, space, make_inputs, output_shapes,
-                   check_target=None) -> Family:
+def builtin_family(
+    name: str,
+    knobs: dict[str, Knob],
+    shape_keys: tuple[str, ...],
+    module_doc: str,
+    *,
+    entry,
+    resolve,
+    compute,
+    reference,
+    flops,
+    space,
+    make_inputs,
+    output_shapes,
+    check_target=None,
+) -> Family:
     """The Family of a built-in kernel module: one output, the doc's first line, and the `extra`
     hooks (resolve, make_inputs, output_shapes, compute) that tests and tuning look up by key.
     `check_target(tvm_target, where, **params)`, when given, raises InputError before a build for
@@ -223,5 +238,15 @@ def builtin_family(name: str, knobs: dict[str, Knob], shape_keys: tuple[str, ...
     extra = {"resolve": resolve, "make_inputs": make_inputs, "output_shapes": output_shapes, "compute": compute}
     if check_target is not None:
         extra["check_target"] = check_target
-    return Family(name=name, entry=entry, knobs=knobs, reference=reference, flops=flops, num_outputs=1,
-                  shape_keys=shape_keys, space=space, doc=module_doc.splitlines()[0], extra=extra)
+    return Family(
+        name=name,
+        entry=entry,
+        knobs=knobs,
+        reference=reference,
+        flops=flops,
+        num_outputs=1,
+        shape_keys=shape_keys,
+        space=space,
+        doc=module_doc.splitlines()[0],
+        extra=extra,
+    )

@@ -121,8 +121,11 @@ def compute(**params):
     weight = te.placeholder((p["F"], p["C"], p["R"], p["S"]), p["dtype"], name="weight")
     padded = topi_zero_padded(data, p)
     c, r, s = (te.reduce_axis((0, p[key]), name=key.lower()) for key in ("C", "R", "S"))
-    out = te.compute((p["N"], p["F"], *output_hw(p)), lambda n, f, y, x: te.sum(
-        padded[n, c, y * st + r, x * st + s] * weight[f, c, r, s], axis=[c, r, s]), name="conv")
+    out = te.compute(
+        (p["N"], p["F"], *output_hw(p)),
+        lambda n, f, y, x: te.sum(padded[n, c, y * st + r, x * st + s] * weight[f, c, r, s], axis=[c, r, s]),
+        name="conv",
+    )
     return main_module([data, weight, out])
 
 
@@ -156,8 +159,7 @@ def space(**shape) -> Iterator[dict]:
 
 def make_inputs(rng: np.random.Generator, **params) -> list[np.ndarray]:
     p = resolve(**params)
-    return standard_normal_inputs(rng, p["dtype"], (p["N"], p["C"], p["H"], p["W"]),
-                                  (p["F"], p["C"], p["R"], p["S"]))
+    return standard_normal_inputs(rng, p["dtype"], (p["N"], p["C"], p["H"], p["W"]), (p["F"], p["C"], p["R"], p["S"]))
 
 
 def output_shapes(**params) -> list[tuple]:
@@ -165,6 +167,17 @@ def output_shapes(**params) -> list[tuple]:
     return [(p["N"], p["F"], *output_hw(p))]
 
 
-FAMILY = builtin_family(NAME, KNOBS, SHAPE_KEYS, __doc__, entry=conv2d, resolve=resolve, compute=compute,
-                        reference=reference, flops=flops, space=space, make_inputs=make_inputs,
-                        output_shapes=output_shapes)
+FAMILY = builtin_family(
+    NAME,
+    KNOBS,
+    SHAPE_KEYS,
+    __doc__,
+    entry=conv2d,
+    resolve=resolve,
+    compute=compute,
+    reference=reference,
+    flops=flops,
+    space=space,
+    make_inputs=make_inputs,
+    output_shapes=output_shapes,
+)

@@ -29,8 +29,7 @@ def out_size(extent: int, kernel: int, stride: int, padding: int) -> int:
 
 def output_hw(p: dict) -> tuple[int, int]:
     """The output height P and width Q for the resolved (or checked) parameters."""
-    return (out_size(p["H"], p["R"], p["stride"], p["padding"]),
-            out_size(p["W"], p["S"], p["stride"], p["padding"]))
+    return (out_size(p["H"], p["R"], p["stride"], p["padding"]), out_size(p["W"], p["S"], p["stride"], p["padding"]))
 
 
 def resolve_conv_like(family: str, knobs: dict[str, Knob], params: dict, tile_caps: dict[str, int]) -> dict:
@@ -43,8 +42,10 @@ def resolve_conv_like(family: str, knobs: dict[str, Knob], params: dict, tile_ca
     p = check_params(family, knobs, params)
     P, Q = output_hw(p)
     if P < 1 or Q < 1:
-        raise InputError(f"{family}: the kernel ({p['R']}x{p['S']}) is larger than the padded input; "
-                         f"check 'R', 'S', 'H', 'W', 'padding'")
+        raise InputError(
+            f"{family}: the kernel ({p['R']}x{p['S']}) is larger than the padded input; "
+            f"check 'R', 'S', 'H', 'W', 'padding'"
+        )
     fill_tile_defaults(p, knobs, tile_caps, extents={"tile_p": P, "tile_q": Q})
     check_divides(family, "tile_p", p["tile_p"], "the output height P", P)
     check_divides(family, "tile_q", p["tile_q"], "the output width Q", Q)

@@ -68,9 +68,7 @@ def dense_relu(**params):
     bias = te.placeholder((On,), dtype, name="bias")
     i = te.reduce_axis((0, In), name="i")
     D = te.compute((Bn, On), lambda b, o: te.sum(X[b, i] * Wt[o, i], axis=i), name="dense")
-    Y = te.compute(
-        (Bn, On), lambda b, o: te.max(D[b, o] + bias[o], tvm.tirx.const(0, dtype)), name="relu"
-    )
+    Y = te.compute((Bn, On), lambda b, o: te.max(D[b, o] + bias[o], tvm.tirx.const(0, dtype)), name="relu")
     sch = tvm.s_tir.Schedule(main_module([X, Wt, bias, Y]))
 
     dense = sch.get_sblock("dense")
@@ -112,8 +110,7 @@ def compute(**params):
     bias = te.placeholder((p["O"],), p["dtype"], name="bias")
     i = te.reduce_axis((0, p["I"]), name="i")
     D = te.compute((p["B"], p["O"]), lambda b, o: te.sum(X[b, i] * Wt[o, i], axis=i), name="dense")
-    Y = te.compute((p["B"], p["O"]), lambda b, o: te.max(D[b, o] + bias[o], tvm.tirx.const(0, p["dtype"])),
-                   name="relu")
+    Y = te.compute((p["B"], p["O"]), lambda b, o: te.max(D[b, o] + bias[o], tvm.tirx.const(0, p["dtype"])), name="relu")
     return main_module([X, Wt, bias, Y])
 
 
@@ -152,6 +149,17 @@ def output_shapes(**params) -> list[tuple]:
     return [(p["B"], p["O"])]
 
 
-FAMILY = builtin_family(NAME, KNOBS, SHAPE_KEYS, __doc__, entry=dense_relu, resolve=resolve, compute=compute,
-                        reference=reference, flops=flops, space=space, make_inputs=make_inputs,
-                        output_shapes=output_shapes)
+FAMILY = builtin_family(
+    NAME,
+    KNOBS,
+    SHAPE_KEYS,
+    __doc__,
+    entry=dense_relu,
+    resolve=resolve,
+    compute=compute,
+    reference=reference,
+    flops=flops,
+    space=space,
+    make_inputs=make_inputs,
+    output_shapes=output_shapes,
+)

@@ -113,8 +113,11 @@ def compute(**params):
     weight = te.placeholder((p["C"], 1, p["R"], p["S"]), p["dtype"], name="weight")
     padded = topi_zero_padded(data, p)
     r, s = (te.reduce_axis((0, p[key]), name=key.lower()) for key in ("R", "S"))
-    out = te.compute((p["N"], p["C"], *output_hw(p)), lambda n, c, y, x: te.sum(
-        padded[n, c, y * st + r, x * st + s] * weight[c, 0, r, s], axis=[r, s]), name="depthwise")
+    out = te.compute(
+        (p["N"], p["C"], *output_hw(p)),
+        lambda n, c, y, x: te.sum(padded[n, c, y * st + r, x * st + s] * weight[c, 0, r, s], axis=[r, s]),
+        name="depthwise",
+    )
     return main_module([data, weight, out])
 
 
@@ -148,8 +151,7 @@ def space(**shape) -> Iterator[dict]:
 
 def make_inputs(rng: np.random.Generator, **params) -> list[np.ndarray]:
     p = resolve(**params)
-    return standard_normal_inputs(rng, p["dtype"], (p["N"], p["C"], p["H"], p["W"]),
-                                  (p["C"], 1, p["R"], p["S"]))
+    return standard_normal_inputs(rng, p["dtype"], (p["N"], p["C"], p["H"], p["W"]), (p["C"], 1, p["R"], p["S"]))
 
 
 def output_shapes(**params) -> list[tuple]:
@@ -157,6 +159,17 @@ def output_shapes(**params) -> list[tuple]:
     return [(p["N"], p["C"], *output_hw(p))]
 
 
-FAMILY = builtin_family(NAME, KNOBS, SHAPE_KEYS, __doc__, entry=depthwise_conv2d, resolve=resolve,
-                        compute=compute, reference=reference, flops=flops, space=space,
-                        make_inputs=make_inputs, output_shapes=output_shapes)
+FAMILY = builtin_family(
+    NAME,
+    KNOBS,
+    SHAPE_KEYS,
+    __doc__,
+    entry=depthwise_conv2d,
+    resolve=resolve,
+    compute=compute,
+    reference=reference,
+    flops=flops,
+    space=space,
+    make_inputs=make_inputs,
+    output_shapes=output_shapes,
+)

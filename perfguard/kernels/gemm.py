@@ -145,8 +145,9 @@ def space(**shape) -> Iterator[dict]:
         tms, tns, tks, ORDERS, INNER_ORDERS, SPACE_UNROLL_STEPS, (False, True)
     ):
         for vec in lanes_dividing(tn, MATRIX_SPACE_LANES[p["dtype"]]):
-            yield dict(base, tile_m=tm, tile_n=tn, tile_k=tk, vector=vec, unroll=unroll,
-                       order=order, inner=inner, pack_b=pack)
+            yield dict(
+                base, tile_m=tm, tile_n=tn, tile_k=tk, vector=vec, unroll=unroll, order=order, inner=inner, pack_b=pack
+            )
 
 
 def make_inputs(rng: np.random.Generator, **params) -> list[np.ndarray]:
@@ -159,6 +160,17 @@ def output_shapes(**params) -> list[tuple]:
     return [(p["M"], p["N"])]
 
 
-FAMILY = builtin_family(NAME, KNOBS, SHAPE_KEYS, __doc__, entry=gemm, resolve=resolve, compute=compute,
-                        reference=reference, flops=flops, space=space, make_inputs=make_inputs,
-                        output_shapes=output_shapes)
+FAMILY = builtin_family(
+    NAME,
+    KNOBS,
+    SHAPE_KEYS,
+    __doc__,
+    entry=gemm,
+    resolve=resolve,
+    compute=compute,
+    reference=reference,
+    flops=flops,
+    space=space,
+    make_inputs=make_inputs,
+    output_shapes=output_shapes,
+)

@@ -58,6 +58,7 @@ def layer_name(weight: str) -> str:
 
 # --- ONNX -----------------------------------------------------------------------------------------
 
+
 def name_onnx_nodes(model) -> list[str]:
     """A unique, readable name for every node of the graph: its own, else its weight's, else op type
     and count. Returned in node order (the model itself is left as it is)."""
@@ -86,7 +87,6 @@ def import_onnx(model, shapes: dict, dtypes: dict, where: str, source: str):
     from tvm import relax
     from tvm.relax.frontend.onnx import onnx_frontend
 
-
     names = name_onnx_nodes(model)
 
     class NamingImporter(onnx_frontend.ONNXGraphImporter):
@@ -108,8 +108,9 @@ def import_onnx(model, shapes: dict, dtypes: dict, where: str, source: str):
                     raise
                 except Exception as exc:
                     what = f"ONNX node '{self.current.name}' ({node.op_type})" if self.current else node.op_type
-                    raise InputError(f"{where}: {source}: {what}: TVM's ONNX frontend refused it: {_last(exc)}") \
-                        from None
+                    raise InputError(
+                        f"{where}: {source}: {what}: TVM's ONNX frontend refused it: {_last(exc)}"
+                    ) from None
 
         def _convert_operator(self, op_name, inputs, attrs, opset):
             out = super()._convert_operator(op_name, inputs, attrs, opset)
@@ -117,7 +118,7 @@ def import_onnx(model, shapes: dict, dtypes: dict, where: str, source: str):
                 return out
             if isinstance(out, relax.Call) and isinstance(out.ty, relax.TensorType):
                 out = self.bb.emit(out, name_hint="onnx")
-            for var in (out.fields if isinstance(out, relax.Tuple) else [out]):
+            for var in out.fields if isinstance(out, relax.Tuple) else [out]:
                 if isinstance(var, relax.Var):
                     self.nodes.setdefault(str(var.name), self.current)  # the first node to produce it
             return out
@@ -156,6 +157,7 @@ def _attach_unnamed(func, named: dict[str, Node]) -> dict[str, Node]:
 
 
 # --- Relax sources -----------------------------------------------------------------------------
+
 
 def relax_nodes(func) -> dict[str, Node]:
     """{binding variable: Node} of a Relax function: a binding that reads a weight parameter (one
@@ -201,6 +203,7 @@ def _last(exc: BaseException) -> str:
 
 
 # --- tracing calls through fusion ------------------------------------------------------------------
+
 
 class _Numbering:
     """Value numbers: equal computations (operator, numbered arguments) get equal numbers."""
@@ -268,7 +271,9 @@ def trace_calls(source, legalised, fused, final, nodes: dict[str, Node], entry: 
         callee = _callee(binding.value)
         if callee is not None and callee in funcs:
             func = funcs[callee]
-            pattern[str(binding.var.name)] = int(func.attrs["op_pattern"]) if func.attrs and "op_pattern" in func.attrs else 0
+            pattern[str(binding.var.name)] = (
+                int(func.attrs["op_pattern"]) if func.attrs and "op_pattern" in func.attrs else 0
+            )
     source_bindings = {str(b.var.name): b for b in _bindings(source[entry])}
 
     per_var: dict[str, list[str]] = {}  # fused main's binding -> the legalised bindings it computes
@@ -330,6 +335,7 @@ def _callee(value) -> str | None:
 
 # --- layer descriptions ---------------------------------------------------------------------------
 
+
 def _shape(expr) -> list[int] | None:
     ty = getattr(expr, "ty", None)
     shape = getattr(ty, "shape", None)
@@ -360,8 +366,12 @@ def describe(binding) -> dict[str, Any]:
     attrs = getattr(value, "attrs", None)
     if op.startswith("conv") and len(tensors) > 1:
         weight = _shape(tensors[1])
-        layer.update(weight=weight, window=weight[2:] if weight else None,
-                     stride=_ints(getattr(attrs, "strides", None)), groups=int(getattr(attrs, "groups", 1)))
+        layer.update(
+            weight=weight,
+            window=weight[2:] if weight else None,
+            stride=_ints(getattr(attrs, "strides", None)),
+            groups=int(getattr(attrs, "groups", 1)),
+        )
     elif op in ("matmul", "dense", "linear") and len(tensors) > 1:
         layer["weight"] = _shape(tensors[1])
     elif "pool" in op and attrs is not None and hasattr(attrs, "pool_size"):

@@ -59,8 +59,8 @@ def _rules(ms) -> list:
             continue
         if kind == "ParallelizeVectorizeUnroll":
             rule = ms.schedule_rule.ParallelizeVectorizeUnroll(
-                max_jobs_per_core=-1, max_vectorize_extent=64, unroll_max_steps=[0, 16, 64, 512],
-                unroll_explicit=True)
+                max_jobs_per_core=-1, max_vectorize_extent=64, unroll_max_steps=[0, 16, 64, 512], unroll_explicit=True
+            )
         rules.append(rule)
     return rules
 
@@ -120,9 +120,16 @@ def default_schedule(ir: str, tvm_target: dict) -> str | None:
     bits = max(8, tvm.DataType(str(outputs[0].dtype)).bits) if outputs else 32
     lanes = max(1, int(tvm.target.codegen.llvm_get_vector_width(target)) // bits)
     try:
-        context = _tune_context(ms, mod=mod, target=target, task_name="perfguard-default", rand_state=1,
-                                space_generator=ms.space_generator.PostOrderApply(
-                                    sch_rules=_rules(ms), postprocs="llvm", mutator_probs="llvm"))
+        context = _tune_context(
+            ms,
+            mod=mod,
+            target=target,
+            task_name="perfguard-default",
+            rand_state=1,
+            space_generator=ms.space_generator.PostOrderApply(
+                sch_rules=_rules(ms), postprocs="llvm", mutator_probs="llvm"
+            ),
+        )
         spaces = context.space_generator.generate_design_space(mod)
         if not spaces:
             return None

@@ -22,6 +22,7 @@ def model_where(config: Config, spec: ModelSpec) -> str:
 
 # --- (content digest, a thunk giving the Relax IRModule and its nodes) ---
 
+
 def onnx_source(config: Config, spec: ModelSpec):
     where = model_where(config, spec)
     path = Path(spec.source) if os.path.isabs(spec.source) else config.root / spec.source
@@ -42,8 +43,9 @@ def onnx_source(config: Config, spec: ModelSpec):
         try:
             import onnx
         except ImportError:
-            raise InfraError(f"{where}: the 'onnx' package is not installed (pip install onnx; "
-                             f"scripts/setup.sh installs it)") from None
+            raise InfraError(
+                f"{where}: the 'onnx' package is not installed (pip install onnx; scripts/setup.sh installs it)"
+            ) from None
         try:
             model = onnx.load_model_from_string(data)
         except Exception as exc:  # protobuf's DecodeError and friends: not an ONNX file
@@ -51,8 +53,10 @@ def onnx_source(config: Config, spec: ModelSpec):
         shapes, dtypes = _onnx_inputs(model, spec, where)
         unsupported = _unsupported_onnx_ops(model)
         if unsupported:
-            raise InputError(f"{where}: {spec.source}: unsupported ONNX operator(s) {', '.join(unsupported)} "
-                             f"(TVM's ONNX frontend has no converter)")
+            raise InputError(
+                f"{where}: {spec.source}: unsupported ONNX operator(s) {', '.join(unsupported)} "
+                f"(TVM's ONNX frontend has no converter)"
+            )
         if model.ir_version < 3:
             raise InputError(f"{where}: {spec.source}: ONNX IR version {model.ir_version}: TVM reads 3 and later")
         return model_graph.import_onnx(model, shapes, dtypes, where, spec.source)
@@ -81,16 +85,19 @@ def _onnx_inputs(model, spec: ModelSpec, where: str) -> tuple[dict, dict]:
     names = {i.name for i in graph_inputs}
     for name in spec.inputs:
         if name not in names:
-            raise InputError(f"{where}: inputs.{name}: the model has no such input (its inputs: "
-                             f"{', '.join(sorted(names)) or 'none'})")
+            raise InputError(
+                f"{where}: inputs.{name}: the model has no such input (its inputs: "
+                f"{', '.join(sorted(names)) or 'none'})"
+            )
     shapes, dtypes = {}, {}
     for info in graph_inputs:
         tensor = info.type.tensor_type
         given_shape, given_dtype = spec.inputs.get(info.name, (None, None))
         dims = [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None for d in tensor.shape.dim]
         if given_shape is None and (not tensor.HasField("shape") or None in dims):
-            raise InputError(f"{where}: input '{info.name}' has no static shape in {spec.source}: "
-                             f"{_shape_hint(info.name, tensor)}")
+            raise InputError(
+                f"{where}: input '{info.name}' has no static shape in {spec.source}: {_shape_hint(info.name, tensor)}"
+            )
         shapes[info.name] = list(given_shape) if given_shape is not None else dims
         dtypes[info.name] = given_dtype or str(onnx.helper.tensor_dtype_to_np_dtype(tensor.elem_type))
     return shapes, dtypes
@@ -107,10 +114,14 @@ def _shape_hint(name: str, tensor) -> str:
         else:
             dims.append("1")
             symbolic.append(d.dim_param or "?")
-    declared = "x".join(str(d.dim_value) if d.HasField("dim_value") and d.dim_value > 0 else (d.dim_param or "?")
-                        for d in tensor.shape.dim)
-    return (f"it declares {declared}; give the size of {', '.join(repr(s) for s in symbolic)}, e.g. "
-            f"inputs = {{ {name} = [{', '.join(dims)}] }}")
+    declared = "x".join(
+        str(d.dim_value) if d.HasField("dim_value") and d.dim_value > 0 else (d.dim_param or "?")
+        for d in tensor.shape.dim
+    )
+    return (
+        f"it declares {declared}; give the size of {', '.join(repr(s) for s in symbolic)}, e.g. "
+        f"inputs = {{ {name} = [{', '.join(dims)}] }}"
+    )
 
 
 def _unsupported_onnx_ops(model) -> list[str]:
@@ -133,13 +144,13 @@ def python_source(config: Config, spec: ModelSpec):
     import tvm
 
     if not isinstance(mod, tvm.IRModule):
-        raise InputError(f"{where}: source '{spec.source}' returned {type(mod).__name__}, expected a Relax "
-                         f"IRModule (or export_tvm's (IRModule, params))")
+        raise InputError(
+            f"{where}: source '{spec.source}' returned {type(mod).__name__}, expected a Relax "
+            f"IRModule (or export_tvm's (IRModule, params))"
+        )
     return digest("relax", mod.script()), lambda: (mod, None)
 
 
 def first_line(exc: BaseException) -> str:
     lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
     return (lines[-1] if lines else type(exc).__name__)[:300]
-
-

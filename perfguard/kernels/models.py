@@ -50,8 +50,10 @@ from perfguard.user_code.reads import depend_on, recording, unchanged
 EXTRACT_RECIPE = 4
 ENTRY = "perfguard.kernels.models:extracted"  # what a model kernel's `entry` says (its `ir` is what builds)
 # Relax operators that may stay in a legalised model: they call kernels or move memory, none computes.
-_PLUMBING = re.compile(r"^relax\.(call_tir|call_tir_inplace|builtin\.|memory\.|vm\.|null_value|reshape$|"
-                       r"shape_of|tensor_to_shape|shape_to_tensor|print|assert_op)")
+_PLUMBING = re.compile(
+    r"^relax\.(call_tir|call_tir_inplace|builtin\.|memory\.|vm\.|null_value|reshape$|"
+    r"shape_of|tensor_to_shape|shape_to_tensor|print|assert_op)"
+)
 
 
 # What built a model kernel's code (its `schedule` param): its record in the model's database; the
@@ -78,8 +80,16 @@ class ModelKernel:
     def params(self, model: str) -> dict[str, Any]:
         """What the kernel is, as its results and baselines record it (`positions` travel apart: an
         edit elsewhere in the model moves them, and must not rewrite this kernel's baseline)."""
-        return {"model": model, "op": self.op, "calls": self.calls, "shapes": self.signature, "layer": self.layer,
-                "nodes": self.nodes, "graph": self.graph, "schedule": self.schedule}
+        return {
+            "model": model,
+            "op": self.op,
+            "calls": self.calls,
+            "shapes": self.signature,
+            "layer": self.layer,
+            "nodes": self.nodes,
+            "graph": self.graph,
+            "schedule": self.schedule,
+        }
 
 
 def extracted(**params: Any):
@@ -88,6 +98,7 @@ def extracted(**params: Any):
 
 
 # --- extraction: Relax IRModule -> fused kernels --------------------------------------------------
+
 
 def _entry_function(mod, where: str):
     from tvm import relax
@@ -99,8 +110,10 @@ def _entry_function(mod, where: str):
         return "main", funcs["main"]
     if len(funcs) == 1:
         return next(iter(funcs.items()))
-    raise InputError(f"{where}: the module has several Relax functions ({', '.join(sorted(funcs))}) and no "
-                     f"'main': keep the one to guard")
+    raise InputError(
+        f"{where}: the module has several Relax functions ({', '.join(sorted(funcs))}) and no "
+        f"'main': keep the one to guard"
+    )
 
 
 def _bind_weights(mod, name: str, func):
@@ -203,8 +216,9 @@ def _outputs_per_kernel(mod, name: str) -> dict[str, int]:
     return counts
 
 
-def extract_model(mod, tvm_target: dict, model_name: str, where: str,
-                  nodes: dict[str, model_graph.Node] | None = None) -> list[ModelKernel]:
+def extract_model(
+    mod, tvm_target: dict, model_name: str, where: str, nodes: dict[str, model_graph.Node] | None = None
+) -> list[ModelKernel]:
     """The model's fused kernels for one target, unscheduled, named, in name order. `nodes`: the
     graph node of each binding of the entry function (an ONNX import's); None: a Relax source's,
     named after the weights the bindings read."""
@@ -220,8 +234,9 @@ def extract_model(mod, tvm_target: dict, model_name: str, where: str,
     legalised, fused, final = _legalise(source, target, where)
     left = _leftover_ops(final, name)
     if left:
-        raise InputError(f"{where}: unsupported operator(s) {', '.join(left)} (TVM has no legalisation to a "
-                         f"kernel for them)")
+        raise InputError(
+            f"{where}: unsupported operator(s) {', '.join(left)} (TVM has no legalisation to a kernel for them)"
+        )
     calls = model_graph.trace_calls(source, legalised, fused, final, nodes, name)
     outputs_of = _outputs_per_kernel(final, name)
     functions = {gv.name_hint: f for gv, f in final.functions.items()}
@@ -229,8 +244,9 @@ def extract_model(mod, tvm_target: dict, model_name: str, where: str,
 
     def code(func_name: str) -> object:  # equal code, equal task (extract_tasks groups calls so)
         if func_name not in digest_of:
-            digest_of[func_name] = (tvm_ffi.structural_hash(functions[func_name]) if func_name in functions
-                                    else ("unknown", func_name))
+            digest_of[func_name] = (
+                tvm_ffi.structural_hash(functions[func_name]) if func_name in functions else ("unknown", func_name)
+            )
         return digest_of[func_name]
 
     kernels: dict[str, list] = {}
@@ -244,16 +260,18 @@ def extract_model(mod, tvm_target: dict, model_name: str, where: str,
         sites = [[[n.name, n.op] for n in calls[i].nodes] for i in mine]
         layer = calls[mine[0]].layer if mine else {}
         base = f"{model_name}.{op}.{digest(signature)[:6]}"
-        kernels.setdefault(base, []).append((op, int(task.weight), signature, outputs, kmod.script(), mine, sites,
-                                             layer, _flops(kmod)))
+        kernels.setdefault(base, []).append(
+            (op, int(task.weight), signature, outputs, kmod.script(), mine, sites, layer, _flops(kmod))
+        )
     out = []
     for base, group in kernels.items():
         # Same operator, same shapes, other code (a slice at another offset): told apart by their code.
         group.sort(key=lambda g: digest(g[4]))
         for op, calls_, signature, outputs, ir, positions, sites, layer, flops in group:
             kernel = base if len(group) == 1 else f"{base}-{digest(ir)[:4]}"
-            out.append(ModelKernel(kernel, op, calls_, signature, outputs, ir, positions, sites, layer, "none", graph,
-                                   flops))
+            out.append(
+                ModelKernel(kernel, op, calls_, signature, outputs, ir, positions, sites, layer, "none", graph, flops)
+            )
     return sorted(out, key=lambda k: k.name)
 
 
@@ -285,11 +303,17 @@ def model_kernels(config: Config, spec: ModelSpec, target: str) -> list[ModelKer
     if spec.is_file:  # outside the project folder too
         read.add(Path(spec.source) if os.path.isabs(spec.source) else config.root / spec.source)
     if spec.database:
-        read.add(*(_database_folder(config, spec) / name
-                   for name in ("database_workload.json", "database_tuning_record.json")))
+        read.add(
+            *(
+                _database_folder(config, spec) / name
+                for name in ("database_workload.json", "database_tuning_record.json")
+            )
+        )
     try:
-        atomic_write_text(_cache_file(config.storage.cache_dir, front), json.dumps(
-            {"depends": read.digests(), "kernels": [k.__dict__ for k in kernels]}, sort_keys=True))
+        atomic_write_text(
+            _cache_file(config.storage.cache_dir, front),
+            json.dumps({"depends": read.digests(), "kernels": [k.__dict__ for k in kernels]}, sort_keys=True),
+        )
     except (InfraError, OSError):
         pass  # a cache that cannot be written costs only the reuse
     return kernels
@@ -297,9 +321,14 @@ def model_kernels(config: Config, spec: ModelSpec, target: str) -> list[ModelKer
 
 def _front_key(config: Config, spec: ModelSpec, target: str) -> str:
     """The model entry, the target and everything perfguard runs it with (not the files its source reads)."""
-    return digest("model record", json.dumps(spec.__dict__, sort_keys=True, default=str),
-                json.dumps(config.profile(target).tvm_target, sort_keys=True), str(EXTRACT_RECIPE),
-                str(SCHEDULE_RECIPE), environment_digest())
+    return digest(
+        "model record",
+        json.dumps(spec.__dict__, sort_keys=True, default=str),
+        json.dumps(config.profile(target).tvm_target, sort_keys=True),
+        str(EXTRACT_RECIPE),
+        str(SCHEDULE_RECIPE),
+        environment_digest(),
+    )
 
 
 def _read_front(config: Config, key: str) -> list[ModelKernel] | None:
@@ -330,8 +359,16 @@ def _model_kernels(config: Config, spec: ModelSpec, target: str) -> list[ModelKe
     where = model_where(config, spec)
     content, load = (onnx_source if spec.is_file else python_source)(config, spec)
     profile = config.profile(target)
-    key = digest(content, json.dumps(profile.tvm_target, sort_keys=True), _tvm_version(), str(EXTRACT_RECIPE),
-               spec.name, _database_digest(config, spec), spec.schedule, str(SCHEDULE_RECIPE))
+    key = digest(
+        content,
+        json.dumps(profile.tvm_target, sort_keys=True),
+        _tvm_version(),
+        str(EXTRACT_RECIPE),
+        spec.name,
+        _database_digest(config, spec),
+        spec.schedule,
+        str(SCHEDULE_RECIPE),
+    )
     path = _cache_file(config.storage.cache_dir, key)
     try:
         records = json.loads(path.read_text())
@@ -386,8 +423,9 @@ def _database_schedule(kernel: ModelKernel, config: Config, spec: ModelSpec, pro
     folder = _database_folder(config, spec)
     files = folder / "database_workload.json", folder / "database_tuning_record.json"
     if not all(f.is_file() for f in files):
-        raise InputError(f"{where}: database '{spec.database}': expected {files[0].name} and {files[1].name} "
-                         f"in {folder}")
+        raise InputError(
+            f"{where}: database '{spec.database}': expected {files[0].name} and {files[1].name} in {folder}"
+        )
     try:
         database = ms.database.JSONDatabase(str(files[0]), str(files[1]), allow_missing=False)
         mod = tvm.script.from_source(kernel.ir)
@@ -399,6 +437,7 @@ def _database_schedule(kernel: ModelKernel, config: Config, spec: ModelSpec, pro
 
 
 # --- what is guarded: every call not skipped ----------------------------------------------------------
+
 
 def _skipped(kernel: ModelKernel, skip: set[str]) -> list[int]:
     """The indices of the kernel's calls that `skip` names (by a node of the call, or the kernel)."""
@@ -415,8 +454,9 @@ def _guarded(kernel: ModelKernel, skip: set[str]) -> ModelKernel | None:
     keep = [i for i in range(len(kernel.positions)) if i not in gone]
     if not keep:
         return None
-    return replace(kernel, calls=len(keep), positions=[kernel.positions[i] for i in keep],
-                   nodes=[kernel.nodes[i] for i in keep])
+    return replace(
+        kernel, calls=len(keep), positions=[kernel.positions[i] for i in keep], nodes=[kernel.nodes[i] for i in keep]
+    )
 
 
 def skipped_calls(config: Config, spec: ModelSpec, target: str) -> list[dict[str, Any]]:
@@ -426,8 +466,15 @@ def skipped_calls(config: Config, spec: ModelSpec, target: str) -> list[dict[str
     for k in model_kernels(config, spec, target):
         gone = _skipped(k, set(spec.skip))
         if gone:
-            out.append({"kernel": k.name, "op": k.op, "calls": len(gone), "nodes": [k.nodes[i] for i in gone],
-                        "layer": k.layer})
+            out.append(
+                {
+                    "kernel": k.name,
+                    "op": k.op,
+                    "calls": len(gone),
+                    "nodes": [k.nodes[i] for i in gone],
+                    "layer": k.layer,
+                }
+            )
     return out
 
 
@@ -460,10 +507,21 @@ def model_specs(config: Config, spec: ModelSpec, targets: list[str]) -> list[Ker
             key = json.dumps([k.ir, k.positions, k.params(spec.name)], sort_keys=True)
             groups.setdefault(key, (k, []))[1].append(target)
         for k, ts in groups.values():
-            out.append(KernelSpec(name=name, entry=ENTRY, family=None, params=k.params(spec.name),
-                                  threshold=spec.kernel_threshold, targets=tuple(ts), outputs=k.outputs, ir=k.ir,
-                                  model=spec.name, positions=tuple(k.positions),
-                                  flops=None if k.flops is None else str(k.flops)))
+            out.append(
+                KernelSpec(
+                    name=name,
+                    entry=ENTRY,
+                    family=None,
+                    params=k.params(spec.name),
+                    threshold=spec.kernel_threshold,
+                    targets=tuple(ts),
+                    outputs=k.outputs,
+                    ir=k.ir,
+                    model=spec.name,
+                    positions=tuple(k.positions),
+                    flops=None if k.flops is None else str(k.flops),
+                )
+            )
     return out
 
 

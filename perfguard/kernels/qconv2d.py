@@ -65,8 +65,10 @@ def resolve(**params) -> dict:
     p = check_params(NAME, KNOBS, params)
     P, Q = output_hw(p)
     if P < 1 or Q < 1:
-        raise InputError(f"{NAME}: the kernel ({p['R']}x{p['S']}) is larger than the padded input; "
-                         f"check 'R', 'S', 'H', 'W', 'padding'")
+        raise InputError(
+            f"{NAME}: the kernel ({p['R']}x{p['S']}) is larger than the padded input; "
+            f"check 'R', 'S', 'H', 'W', 'padding'"
+        )
     if p["tile_f"] is None:
         p["tile_f"] = largest_divisor_at_most(p["F"], 16)
     if p["tile_q"] is None:
@@ -88,13 +90,23 @@ def _stages(p: dict):
     weight = te.placeholder((F, R, S, C), "int8", name="weight")
     padded = data
     if pad:
-        padded = te.compute((N, H + 2 * pad, W + 2 * pad, C), lambda n, h, w, c: tvm.tirx.if_then_else(
-            tvm.tirx.all(h >= pad, h < H + pad, w >= pad, w < W + pad), data[n, h - pad, w - pad, c],
-            tvm.tirx.const(0, "int8")), name="pad")
+        padded = te.compute(
+            (N, H + 2 * pad, W + 2 * pad, C),
+            lambda n, h, w, c: tvm.tirx.if_then_else(
+                tvm.tirx.all(h >= pad, h < H + pad, w >= pad, w < W + pad),
+                data[n, h - pad, w - pad, c],
+                tvm.tirx.const(0, "int8"),
+            ),
+            name="pad",
+        )
     r, s, c = (te.reduce_axis((0, p[key]), name=key.lower()) for key in ("R", "S", "C"))
-    acc = te.compute((N, *output_hw(p), F), lambda n, y, x, f: te.sum(
-        padded[n, y * st + r, x * st + s, c].astype("int32") * weight[f, r, s, c].astype("int32"), axis=[r, s, c]),
-        name="conv")
+    acc = te.compute(
+        (N, *output_hw(p), F),
+        lambda n, y, x, f: te.sum(
+            padded[n, y * st + r, x * st + s, c].astype("int32") * weight[f, r, s, c].astype("int32"), axis=[r, s, c]
+        ),
+        name="conv",
+    )
     return data, weight, acc, requantize_stage(acc, p) if p["requantize"] else None
 
 
@@ -150,9 +162,9 @@ def space(**shape) -> Iterator[dict]:
     """Schedule variants for one problem: filter and column tiles x unroll."""
     p = resolve(**shape)
     base = {key: p[key] for key in SHAPE_KEYS}
-    for tf, tq, unroll in itertools.product(tile_candidates(p["F"], 64, limit=4), tile_candidates(output_hw(p)[1], 16,
-                                                                                                  limit=4),
-                                            SPACE_UNROLL_STEPS):
+    for tf, tq, unroll in itertools.product(
+        tile_candidates(p["F"], 64, limit=4), tile_candidates(output_hw(p)[1], 16, limit=4), SPACE_UNROLL_STEPS
+    ):
         yield dict(base, tile_f=tf, tile_q=tq, unroll=unroll)
 
 
@@ -166,6 +178,17 @@ def output_shapes(**params) -> list[tuple]:
     return [(p["N"], *output_hw(p), p["F"])]
 
 
-FAMILY = builtin_family(NAME, KNOBS, SHAPE_KEYS, __doc__, entry=qconv2d, resolve=resolve, compute=compute,
-                        reference=reference, flops=flops, space=space, make_inputs=make_inputs,
-                        output_shapes=output_shapes)
+FAMILY = builtin_family(
+    NAME,
+    KNOBS,
+    SHAPE_KEYS,
+    __doc__,
+    entry=qconv2d,
+    resolve=resolve,
+    compute=compute,
+    reference=reference,
+    flops=flops,
+    space=space,
+    make_inputs=make_inputs,
+    output_shapes=output_shapes,
+)

@@ -61,7 +61,9 @@ KNOBS: dict[str, Knob] = {
     "tile_m": Knob(int, None, minimum=1, divides="M", doc="rows per tile (default: largest divisor of M <= 8)"),
     "tile_n": Knob(int, None, minimum=1, divides="N", doc="columns per tile (default: largest divisor of N <= 16)"),
     "unroll": UNROLL_KNOB,
-    "dot": Knob(str, "auto", choices=DOTS, doc="auto: LLVM vectorizes the reduction; vnni: AVX-VNNI vpdpbusd, tensorized"),
+    "dot": Knob(
+        str, "auto", choices=DOTS, doc="auto: LLVM vectorizes the reduction; vnni: AVX-VNNI vpdpbusd, tensorized"
+    ),
     **REQUANT_KNOBS,
 }
 
@@ -95,11 +97,13 @@ def _stages(p: dict):
     if p["dot"] == "vnni":
         L, D = VNNI_LANES, VNNI_DEPTH
         packed = te.compute((N // L, K // D, L, D), lambda jo, ko, jl, kd: B[jo * L + jl, ko * D + kd], name="B_pack")
-        C = te.compute((M, N), lambda i, j: te.sum(
-            A[i, k].astype("int32") * packed[j // L, k // D, j % L, k % D].astype("int32"), axis=k), name="C")
+        C = te.compute(
+            (M, N),
+            lambda i, j: te.sum(A[i, k].astype("int32") * packed[j // L, k // D, j % L, k % D].astype("int32"), axis=k),
+            name="C",
+        )
     else:
-        C = te.compute((M, N), lambda i, j: te.sum(A[i, k].astype("int32") * B[j, k].astype("int32"), axis=k),
-                       name="C")
+        C = te.compute((M, N), lambda i, j: te.sum(A[i, k].astype("int32") * B[j, k].astype("int32"), axis=k), name="C")
     return A, B, packed, C, requantize_stage(C, p) if p["requantize"] else None
 
 
@@ -148,8 +152,11 @@ def register_vnni_intrin() -> None:
 
     @T.prim_func(s_tir=True)
     # TVMScript: T.Buffer(...) declares a buffer, it is no type mypy knows.
-    def desc(A: T.Buffer((4,), "uint8", offset_factor=1), B: T.Buffer((8, 4), "int8", offset_factor=1),  # type: ignore[valid-type]
-             C: T.Buffer((8,), "int32", offset_factor=1)) -> None:  # type: ignore[valid-type]
+    def desc(
+        A: T.Buffer((4,), "uint8", offset_factor=1),  # type: ignore[valid-type]
+        B: T.Buffer((8, 4), "int8", offset_factor=1),  # type: ignore[valid-type]
+        C: T.Buffer((8,), "int32", offset_factor=1),  # type: ignore[valid-type]
+    ) -> None:
         with T.sblock("root"):
             T.reads(C[0:8], A[0:4], B[0:8, 0:4])
             T.writes(C[0:8])
@@ -160,8 +167,11 @@ def register_vnni_intrin() -> None:
                         C[vi] = C[vi] + T.cast(A[vk], "int32") * T.cast(B[vi, vk], "int32")
 
     @T.prim_func(s_tir=True)
-    def impl(A: T.Buffer((4,), "uint8", offset_factor=1), B: T.Buffer((8, 4), "int8", offset_factor=1),  # type: ignore[valid-type]
-             C: T.Buffer((8,), "int32", offset_factor=1)) -> None:  # type: ignore[valid-type]
+    def impl(
+        A: T.Buffer((4,), "uint8", offset_factor=1),  # type: ignore[valid-type]
+        B: T.Buffer((8, 4), "int8", offset_factor=1),  # type: ignore[valid-type]
+        C: T.Buffer((8,), "int32", offset_factor=1),  # type: ignore[valid-type]
+    ) -> None:
         with T.sblock("root"):
             T.reads(C[0:8], A[0:4], B[0:8, 0:4])
             T.writes(C[0:8])
@@ -185,8 +195,10 @@ def check_target(tvm_target: dict, where: str, **params) -> None:
     from tvm.target.codegen import target_has_features
 
     if not target_has_features(["avxvnni"], tvm.target.Target(tvm_target)):
-        raise InputError(f"{where}: {NAME} dot = 'vnni' needs AVX-VNNI, which this target lacks: build it for "
-                         f"the x86_64vnni profile, or use dot = 'auto'")
+        raise InputError(
+            f"{where}: {NAME} dot = 'vnni' needs AVX-VNNI, which this target lacks: build it for "
+            f"the x86_64vnni profile, or use dot = 'auto'"
+        )
 
 
 def compute(**params):
@@ -214,8 +226,9 @@ def space(**shape) -> Iterator[dict]:
     """Schedule variants for one problem: row and column tiles x unroll."""
     p = resolve(**shape)
     base = {key: p[key] for key in SHAPE_KEYS}
-    for tm, tn, unroll in itertools.product(tile_candidates(p["M"], 16, limit=4), tile_candidates(p["N"], 64, limit=4),
-                                            SPACE_UNROLL_STEPS):
+    for tm, tn, unroll in itertools.product(
+        tile_candidates(p["M"], 16, limit=4), tile_candidates(p["N"], 64, limit=4), SPACE_UNROLL_STEPS
+    ):
         yield dict(base, tile_m=tm, tile_n=tn, unroll=unroll)
 
 
@@ -229,6 +242,18 @@ def output_shapes(**params) -> list[tuple]:
     return [(p["M"], p["N"])]
 
 
-FAMILY = builtin_family(NAME, KNOBS, SHAPE_KEYS, __doc__, entry=qgemm, resolve=resolve, compute=compute,
-                        reference=reference, flops=flops, space=space, make_inputs=make_inputs,
-                        output_shapes=output_shapes, check_target=check_target)
+FAMILY = builtin_family(
+    NAME,
+    KNOBS,
+    SHAPE_KEYS,
+    __doc__,
+    entry=qgemm,
+    resolve=resolve,
+    compute=compute,
+    reference=reference,
+    flops=flops,
+    space=space,
+    make_inputs=make_inputs,
+    output_shapes=output_shapes,
+    check_target=check_target,
+)

@@ -32,8 +32,10 @@ def check_quant_params(family: str, p: dict, reduction: int, what: str, a_dtype:
     """InputError for a reduction that could overflow int32, or requantize knobs out of range."""
     limit = INT32_MAX // MAX_PRODUCT[a_dtype]
     if reduction > limit:
-        raise InputError(f"{family}: the reduction {what} = {reduction} is above {limit}: int32 accumulation "
-                         f"of {a_dtype} inputs could overflow")
+        raise InputError(
+            f"{family}: the reduction {what} = {reduction} is above {limit}: int32 accumulation "
+            f"of {a_dtype} inputs could overflow"
+        )
     if p["rq_shift"] > 62 or p["rq_multiplier"] > INT32_MAX:
         raise InputError(f"{family}: 'rq_shift' must be <= 62 and 'rq_multiplier' < 2^31")
 
@@ -47,9 +49,16 @@ def requantize_stage(acc, p: dict):
         return tvm.tirx.const(value, "int64")
 
     shift = p["rq_shift"]
-    return te.compute(acc.shape, lambda *idx: tvm.tirx.max(tvm.tirx.min(
-        (acc(*idx).astype("int64") * i64(p["rq_multiplier"]) + i64((1 << shift) >> 1)) >> i64(shift), i64(127)),
-        i64(-128)).astype("int8"), name="Q")
+    return te.compute(
+        acc.shape,
+        lambda *idx: tvm.tirx.max(
+            tvm.tirx.min(
+                (acc(*idx).astype("int64") * i64(p["rq_multiplier"]) + i64((1 << shift) >> 1)) >> i64(shift), i64(127)
+            ),
+            i64(-128),
+        ).astype("int8"),
+        name="Q",
+    )
 
 
 def requantize_reference(acc: np.ndarray, p: dict) -> np.ndarray:

@@ -26,8 +26,9 @@ class CalibratedModel(Predictor):
 
     calibrated = True
 
-    def __init__(self, estimator: CalibratedPredictor, profile, cache_dir: Path | None = None,
-                 meta: dict | None = None):
+    def __init__(
+        self, estimator: CalibratedPredictor, profile, cache_dir: Path | None = None, meta: dict | None = None
+    ):
         self.estimator = estimator
         self.meta = meta or {}  # the stored model's file: its hold-out metrics go into the report
         self.name = estimator.name

@@ -44,8 +44,14 @@ class Row:
 
     def to_dict(self, block_index: dict | None = None) -> dict:
         """The row as stored; with `block_index` (the file's block table being built) its blocks as references."""
-        data = {"group": self.group, "params": self.params, "stats": self.stats.to_dict(),
-                "native_s": self.native_s, "native": self.native, "machine": self.machine}
+        data = {
+            "group": self.group,
+            "params": self.params,
+            "stats": self.stats.to_dict(),
+            "native_s": self.native_s,
+            "native": self.native,
+            "machine": self.machine,
+        }
         if self.binary is not None:
             data["binary"] = self.binary
         if self.stats.blocks is not None and block_index is not None:
@@ -69,8 +75,11 @@ class Dataset:
         return hashlib.sha256(self._body().encode()).hexdigest()
 
     def arrays(self) -> tuple[list[Stats], np.ndarray, np.ndarray]:
-        return ([r.stats for r in self.rows], np.array([r.native_s for r in self.rows]),
-                np.array([r.group for r in self.rows]))
+        return (
+            [r.stats for r in self.rows],
+            np.array([r.native_s for r in self.rows]),
+            np.array([r.group for r in self.rows]),
+        )
 
     def groups(self) -> list[str]:
         return sorted({r.group for r in self.rows})
@@ -99,9 +108,17 @@ class Dataset:
         return '"blocks": [\n' + table + '\n],\n"rows": [\n' + rows + "\n]"
 
     def to_json(self) -> str:
-        head = json.dumps({"schema": DATASET_SCHEMA, "perfguard_version": __version__, "target": self.target,
-                           "family": self.family, "simulator": self.simulator,
-                           "simulator_fingerprint": self.simulator_fingerprint}, sort_keys=True)
+        head = json.dumps(
+            {
+                "schema": DATASET_SCHEMA,
+                "perfguard_version": __version__,
+                "target": self.target,
+                "family": self.family,
+                "simulator": self.simulator,
+                "simulator_fingerprint": self.simulator_fingerprint,
+            },
+            sort_keys=True,
+        )
         return head[:-1] + ",\n" + self._body() + "}\n"
 
     def save(self, path: Path) -> Path:
@@ -124,8 +141,9 @@ def load_dataset(path: Path) -> Dataset:
     if type(data.get("schema")) is int and data["schema"] > DATASET_SCHEMA:
         raise newer_format(source, "dataset schema", data["schema"], DATASET_SCHEMA, data.get("perfguard_version"))
     if type(data.get("schema")) is not int or data["schema"] not in READABLE_SCHEMAS:
-        raise InputError(f"{source}: dataset schema {data.get('schema')!r} is not one of "
-                         f"{', '.join(map(str, READABLE_SCHEMAS))}")
+        raise InputError(
+            f"{source}: dataset schema {data.get('schema')!r} is not one of {', '.join(map(str, READABLE_SCHEMAS))}"
+        )
     table = _block_table(data.get("blocks", []), source)
     for key in ("target", "family", "simulator", "simulator_fingerprint"):
         if not isinstance(data.get(key), str):
@@ -135,8 +153,14 @@ def load_dataset(path: Path) -> Dataset:
         where = f"{source}: row {i}"
         if not isinstance(raw, dict):
             raise InputError(f"{where}: corrupted dataset row (not an object)")
-        for key, kind in (("group", str), ("params", dict), ("stats", dict), ("native_s", (int, float)),
-                          ("native", dict), ("machine", dict)):
+        for key, kind in (
+            ("group", str),
+            ("params", dict),
+            ("stats", dict),
+            ("native_s", (int, float)),
+            ("native", dict),
+            ("machine", dict),
+        ):
             if not isinstance(raw.get(key), kind) or isinstance(raw[key], bool):
                 raise InputError(f"{where}: corrupted dataset row ('{key}' missing or of the wrong type)")
         if not raw["native_s"] > 0:
@@ -149,8 +173,9 @@ def load_dataset(path: Path) -> Dataset:
         binary = raw.get("binary")
         if binary is not None and not (isinstance(binary, str) and len(binary) == 64):
             raise InputError(f"{where}: corrupted dataset row ('binary' must be a sha256 hex digest)")
-        rows.append(Row(raw["group"], raw["params"], stats, float(raw["native_s"]), raw["native"], raw["machine"],
-                        binary))
+        rows.append(
+            Row(raw["group"], raw["params"], stats, float(raw["native_s"]), raw["native"], raw["machine"], binary)
+        )
     return Dataset(data["target"], data["family"], data["simulator"], data["simulator_fingerprint"], rows)
 
 
@@ -158,21 +183,32 @@ def _block_table(raw: object, source: str) -> list[Block]:
     if not isinstance(raw, list):
         raise InputError(f"{source}: corrupted dataset ('blocks' must be a list)")
     # The block profile's own reader checks each block: give it the table with a count of 1.
-    profile = BlockProfile.from_dict({"version": 1, "blocks": [
-        [*b[:3], 1, *b[3:]] if isinstance(b, list) and len(b) == 5 else b for b in raw]}, f"{source}: blocks table") \
-        if raw else BlockProfile(())
+    profile = (
+        BlockProfile.from_dict(
+            {"version": 1, "blocks": [[*b[:3], 1, *b[3:]] if isinstance(b, list) and len(b) == 5 else b for b in raw]},
+            f"{source}: blocks table",
+        )
+        if raw
+        else BlockProfile(())
+    )
     return list(profile.blocks)
 
 
 def _row_blocks(refs: object, table: list[Block], where: str) -> BlockProfile:
-    bad = InputError(f"{where}: corrupted dataset row ('blocks' must be [[table index, executions], ...], "
-                     f"sorted by index)")
+    bad = InputError(
+        f"{where}: corrupted dataset row ('blocks' must be [[table index, executions], ...], sorted by index)"
+    )
     if not isinstance(refs, list):
         raise bad
     blocks, last = [], -1
     for ref in refs:
-        if not (isinstance(ref, list) and len(ref) == 2 and all(type(v) is int for v in ref)
-                and last < ref[0] < len(table) and ref[1] >= 1):
+        if not (
+            isinstance(ref, list)
+            and len(ref) == 2
+            and all(type(v) is int for v in ref)
+            and last < ref[0] < len(table)
+            and ref[1] >= 1
+        ):
             raise bad
         last = ref[0]
         b = table[ref[0]]

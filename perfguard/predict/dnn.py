@@ -15,8 +15,14 @@ from perfguard.predict.estimator import CalibratedPredictor
 class NeuralNetwork(CalibratedPredictor):
     name = "dnn"
 
-    def __init__(self, features: str = "counts", hidden: tuple[int, ...] = (64, 32), alpha: float = 1e-3,
-                 max_iter: int = 3000, seed: int = 0):
+    def __init__(
+        self,
+        features: str = "counts",
+        hidden: tuple[int, ...] = (64, 32),
+        alpha: float = 1e-3,
+        max_iter: int = 3000,
+        seed: int = 0,
+    ):
         self.features = features
         self.hidden = hidden
         self.alpha = alpha
@@ -30,8 +36,15 @@ class NeuralNetwork(CalibratedPredictor):
         self.x_mean_, self.x_scale_ = X.mean(axis=0), X.std(axis=0)
         self.x_scale_[self.x_scale_ == 0] = 1.0
         self.y_mean_, self.y_scale_ = float(t.mean()), float(t.std() or 1.0)
-        net = MLPRegressor(hidden_layer_sizes=tuple(self.hidden), alpha=self.alpha, max_iter=self.max_iter,
-                           random_state=self.seed, learning_rate_init=1e-3, tol=1e-7, n_iter_no_change=50)
+        net = MLPRegressor(
+            hidden_layer_sizes=tuple(self.hidden),
+            alpha=self.alpha,
+            max_iter=self.max_iter,
+            random_state=self.seed,
+            learning_rate_init=1e-3,
+            tol=1e-7,
+            n_iter_no_change=50,
+        )
         standardized = (t - self.y_mean_) / self.y_scale_
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
@@ -56,17 +69,26 @@ class NeuralNetwork(CalibratedPredictor):
 
     def to_payload(self) -> dict:
         return {
-            "features": self.features, "hidden": list(self.hidden), "alpha": self.alpha,
-            "max_iter": self.max_iter, "seed": self.seed,
-            "x_mean": to_list(self.x_mean_), "x_scale": to_list(self.x_scale_),
-            "y_mean": self.y_mean_, "y_scale": self.y_scale_, "y_low": self.y_low_, "y_high": self.y_high_,
-            "weights": [to_list(w) for w in self.weights_], "biases": [to_list(b) for b in self.biases_],
+            "features": self.features,
+            "hidden": list(self.hidden),
+            "alpha": self.alpha,
+            "max_iter": self.max_iter,
+            "seed": self.seed,
+            "x_mean": to_list(self.x_mean_),
+            "x_scale": to_list(self.x_scale_),
+            "y_mean": self.y_mean_,
+            "y_scale": self.y_scale_,
+            "y_low": self.y_low_,
+            "y_high": self.y_high_,
+            "weights": [to_list(w) for w in self.weights_],
+            "biases": [to_list(b) for b in self.biases_],
         }
 
     @classmethod
     def from_payload(cls, payload):
-        model = cls(payload["features"], tuple(payload["hidden"]), payload["alpha"], payload["max_iter"],
-                    payload["seed"])
+        model = cls(
+            payload["features"], tuple(payload["hidden"]), payload["alpha"], payload["max_iter"], payload["seed"]
+        )
         model.x_mean_ = np.asarray(payload["x_mean"], dtype=np.float64)
         model.x_scale_ = np.asarray(payload["x_scale"], dtype=np.float64)
         model.n_features_in_ = len(model.x_mean_)

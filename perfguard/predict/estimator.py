@@ -26,12 +26,10 @@ class CalibratedPredictor(RegressorMixin, BaseEstimator):
     view: str = "derived"
 
     @abc.abstractmethod
-    def fit(self, X, y, groups=None) -> CalibratedPredictor:
-        ...
+    def fit(self, X, y, groups=None) -> CalibratedPredictor: ...
 
     @abc.abstractmethod
-    def predict(self, X) -> np.ndarray:
-        ...
+    def predict(self, X) -> np.ndarray: ...
 
     @abc.abstractmethod
     def to_payload(self) -> dict:
@@ -39,8 +37,7 @@ class CalibratedPredictor(RegressorMixin, BaseEstimator):
 
     @classmethod
     @abc.abstractmethod
-    def from_payload(cls, payload: dict) -> CalibratedPredictor:
-        ...
+    def from_payload(cls, payload: dict) -> CalibratedPredictor: ...
 
     def _finish(self) -> CalibratedPredictor:
         """Called at the end of fit (and from_payload): the id is the digest of what was learnt."""
@@ -50,8 +47,9 @@ class CalibratedPredictor(RegressorMixin, BaseEstimator):
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "model_id_"):
-            raise NotFittedError(f"this {type(self).__name__} is not fitted yet: call fit(X, y) or load a model "
-                                 f"file before predict")
+            raise NotFittedError(
+                f"this {type(self).__name__} is not fitted yet: call fit(X, y) or load a model file before predict"
+            )
 
     @property
     def model_id(self) -> str:
@@ -62,6 +60,8 @@ class CalibratedPredictor(RegressorMixin, BaseEstimator):
         """X as floats, checked against the width fit saw (a model file for another feature set)."""
         X = np.asarray(X, dtype=np.float64)
         if X.ndim != 2 or X.shape[1] != self.n_features_in_:
-            raise ValueError(f"{type(self).__name__} was fitted on {self.n_features_in_} features "
-                             f"({self.features!r}), got an array of shape {X.shape}")
+            raise ValueError(
+                f"{type(self).__name__} was fitted on {self.n_features_in_} features "
+                f"({self.features!r}), got an array of shape {X.shape}"
+            )
         return X

@@ -44,8 +44,15 @@ def metrics(group: str, predicted: np.ndarray, native: np.ndarray) -> GroupMetri
     order = np.argsort(predicted, kind="stable")
     true_best = int(np.argmin(native))
     position = int(np.flatnonzero(order == true_best)[0])
-    return GroupMetrics(group, len(native), mape, rmse, float(0.0 if np.isnan(rho) else rho),
-                        100.0 * (position + 1) / len(native), float(native[order[0]] / native[true_best]))
+    return GroupMetrics(
+        group,
+        len(native),
+        mape,
+        rmse,
+        float(0.0 if np.isnan(rho) else rho),
+        100.0 * (position + 1) / len(native),
+        float(native[order[0]] / native[true_best]),
+    )
 
 
 def leave_one_group_out(estimator, X: np.ndarray, native: np.ndarray, groups: np.ndarray) -> list[GroupMetrics]:

@@ -59,10 +59,16 @@ _RATES = (
 # Per unit of arithmetic work: how much memory traffic and overhead each FP instruction carries.
 _PER_FLOP_INST = ("loads", "stores", "l1d_misses", "l2_misses", "insts", "branches")
 
-DERIVED_FEATURES = tuple(f"log_{name}" for name in STAT_FIELDS) + tuple(r[0] for r in _RATES) + (
-    "log_dram_bytes",
-    "log_l1_misses",
-) + tuple(f"{name}_per_fp_inst" for name in _PER_FLOP_INST) + ("writebacks_per_l1d_miss", "accesses_per_mem_inst")
+DERIVED_FEATURES = (
+    tuple(f"log_{name}" for name in STAT_FIELDS)
+    + tuple(r[0] for r in _RATES)
+    + (
+        "log_dram_bytes",
+        "log_l1_misses",
+    )
+    + tuple(f"{name}_per_fp_inst" for name in _PER_FLOP_INST)
+    + ("writebacks_per_l1d_miss", "accesses_per_mem_inst")
+)
 
 # The bound of a block (perfguard.sim.mca): "latency", "dispatch", "rep string" or a
 # scheduling-model resource, whose names differ per CPU model (Zn4FP45, Zn4ALU0, A57UnitL,
@@ -73,8 +79,12 @@ _FP = re.compile(r"FP|Vec|UnitV|UnitX|UnitW|VPU|PipeV", re.I)
 _INTEGER = re.compile(r"ALU|Int|BRU|Branch|UnitI|UnitB|UnitM|Pipe[AB]$", re.I)
 
 PIPELINE_RAW = ("pipeline_core_cycles", "pipeline_stall_cycles") + tuple(f"cycles_{c}_bound" for c in BOUND_CLASSES)
-PIPELINE_DERIVED = ("log_pipeline_cycles", "log_pipeline_core_cycles", "log_pipeline_stall_cycles",
-                    "pipeline_cpi") + tuple(f"{c}_bound_share" for c in BOUND_CLASSES)
+PIPELINE_DERIVED = (
+    "log_pipeline_cycles",
+    "log_pipeline_core_cycles",
+    "log_pipeline_stall_cycles",
+    "pipeline_cpi",
+) + tuple(f"{c}_bound_share" for c in BOUND_CLASSES)
 
 
 def bound_class(bound: str) -> str:
@@ -174,8 +184,9 @@ def pipeline_derived(raw_counts: np.ndarray, pipe: np.ndarray) -> np.ndarray:
     return np.column_stack([np.log1p(total), np.log1p(core), np.log1p(stall), cpi, shares])
 
 
-def matrix(stats: list[Stats], features: str, view: str, line_bytes: int = 64, pipeline=None,
-           pipe: np.ndarray | None = None) -> np.ndarray:
+def matrix(
+    stats: list[Stats], features: str, view: str, line_bytes: int = 64, pipeline=None, pipe: np.ndarray | None = None
+) -> np.ndarray:
     """The feature matrix. The pipeline set needs `pipeline` (a PipelineModel), or its columns
     already computed (`pipe`, PIPELINE_RAW per row)."""
     _check(features, view)
@@ -197,7 +208,9 @@ class Featurizer:
         self.needs_blocks = features == "pipeline"
         self._pipeline = None
         if self.needs_blocks:
-            self._pipeline = PipelineModel(profile, timing_cache_dir(default_cache_dir() if cache_dir is None else cache_dir))
+            self._pipeline = PipelineModel(
+                profile, timing_cache_dir(default_cache_dir() if cache_dir is None else cache_dir)
+            )
 
     @property
     def pipeline_id(self) -> str | None:

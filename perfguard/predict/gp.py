@@ -33,13 +33,13 @@ def _rbf(a: np.ndarray, b: np.ndarray, amplitude: float, length: float) -> np.nd
 
 
 def _fit_dual(X: np.ndarray, t: np.ndarray, theta: np.ndarray) -> np.ndarray:
-    amplitude, length, noise = 10.0 ** theta
+    amplitude, length, noise = 10.0**theta
     K = _rbf(X, X, amplitude, length) + (noise + 1e-10) * np.eye(len(X))
     return cho_solve(cho_factor(K, lower=True), t)
 
 
 def _cv_rmse(X: np.ndarray, t: np.ndarray, theta: np.ndarray, folds: list[np.ndarray]) -> float:
-    amplitude, length, _ = 10.0 ** theta
+    amplitude, length, _ = 10.0**theta
     errors = []
     for test in folds:
         train = np.setdiff1d(np.arange(len(X)), test)
@@ -52,8 +52,15 @@ def _cv_rmse(X: np.ndarray, t: np.ndarray, theta: np.ndarray, folds: list[np.nda
 class GaussianProcess(CalibratedPredictor):
     name = "gp"
 
-    def __init__(self, features: str = "counts", iterations: int = 16, initial: int = 6, folds: int = 5,
-                 max_points: int = 1200, seed: int = 0):
+    def __init__(
+        self,
+        features: str = "counts",
+        iterations: int = 16,
+        initial: int = 6,
+        folds: int = 5,
+        max_points: int = 1200,
+        seed: int = 0,
+    ):
         self.features = features
         self.iterations = iterations
         self.initial = initial
@@ -107,25 +114,40 @@ class GaussianProcess(CalibratedPredictor):
 
     def predict(self, X):
         self._check_fitted()
-        amplitude, length, _ = 10.0 ** self.theta_
+        amplitude, length, _ = 10.0**self.theta_
         X = self._columns(X)
         Xs = (X - self.x_mean_) / self.x_scale_
-        return time_from_log_ratio(X, (_rbf(Xs, self.x_train_, amplitude, length) @ self.alpha_) * self.y_scale_
-                                   + self.y_mean_, self.features)
+        return time_from_log_ratio(
+            X, (_rbf(Xs, self.x_train_, amplitude, length) @ self.alpha_) * self.y_scale_ + self.y_mean_, self.features
+        )
 
     def to_payload(self) -> dict:
         return {
-            "features": self.features, "iterations": self.iterations, "initial": self.initial, "folds": self.folds,
-            "max_points": self.max_points, "seed": self.seed, "theta_log10": to_list(self.theta_),
-            "x_mean": to_list(self.x_mean_), "x_scale": to_list(self.x_scale_),
-            "y_mean": self.y_mean_, "y_scale": self.y_scale_,
-            "x_train": to_list(self.x_train_), "alpha": to_list(self.alpha_),
+            "features": self.features,
+            "iterations": self.iterations,
+            "initial": self.initial,
+            "folds": self.folds,
+            "max_points": self.max_points,
+            "seed": self.seed,
+            "theta_log10": to_list(self.theta_),
+            "x_mean": to_list(self.x_mean_),
+            "x_scale": to_list(self.x_scale_),
+            "y_mean": self.y_mean_,
+            "y_scale": self.y_scale_,
+            "x_train": to_list(self.x_train_),
+            "alpha": to_list(self.alpha_),
         }
 
     @classmethod
     def from_payload(cls, payload):
-        model = cls(payload["features"], payload["iterations"], payload["initial"], payload["folds"],
-                    payload["max_points"], payload["seed"])
+        model = cls(
+            payload["features"],
+            payload["iterations"],
+            payload["initial"],
+            payload["folds"],
+            payload["max_points"],
+            payload["seed"],
+        )
         model.theta_ = np.asarray(payload["theta_log10"], dtype=np.float64)
         model.x_mean_, model.x_scale_ = np.asarray(payload["x_mean"]), np.asarray(payload["x_scale"])
         model.n_features_in_ = len(model.x_mean_)

@@ -80,6 +80,7 @@ def ratio_bounds(predicted_ratio: float, quantile: float, scale: float = SCALE) 
 @dataclass(frozen=True)
 class Entry:
     """One model's calibration on one target."""
+
     target: str
     model_id: str
     kind: str
@@ -110,8 +111,13 @@ class IntervalCalibration:
         return None
 
     def to_json(self) -> str:
-        doc = {"schema": INTERVALS_SCHEMA, "level": self.level, "scale": self.scale, "source": self.source,
-               "entries": [e.to_dict() for e in sorted(self.entries, key=lambda e: (e.target, e.kind, e.model_id))]}
+        doc = {
+            "schema": INTERVALS_SCHEMA,
+            "level": self.level,
+            "scale": self.scale,
+            "source": self.source,
+            "entries": [e.to_dict() for e in sorted(self.entries, key=lambda e: (e.target, e.kind, e.model_id))],
+        }
         return json.dumps(doc, indent=1, sort_keys=True) + "\n"
 
     def save(self, path: Path) -> Path:
@@ -119,8 +125,12 @@ class IntervalCalibration:
         return path
 
 
-def calibrate(residuals: dict[tuple[str, str, str], list[tuple[float, float]]], source: dict,
-              level: float = LEVEL, scale: float = SCALE) -> IntervalCalibration:
+def calibrate(
+    residuals: dict[tuple[str, str, str], list[tuple[float, float]]],
+    source: dict,
+    level: float = LEVEL,
+    scale: float = SCALE,
+) -> IntervalCalibration:
     """From (target, model_id, kind) -> [(predicted ratio, native ratio), ...]; models whose pairs
     are too few for the level get no entry."""
     entries = []
@@ -147,13 +157,15 @@ def for_machine(profile: MachineProfile | None, isa: str) -> IntervalCalibration
     section = None if profile is None else profile.isas.get(isa)
     if profile is None or section is None:
         return None
-    return IntervalCalibration(profile.level, profile.scale, tuple(Entry(**e) for e in section.entries),
-                               section.source, profile.name)
+    return IntervalCalibration(
+        profile.level, profile.scale, tuple(Entry(**e) for e in section.entries), section.source, profile.name
+    )
 
 
 @dataclass(frozen=True)
 class DeltaInterval:
     """The interval of one predicted change, in percent, and where it came from."""
+
     low_pct: float
     high_pct: float
     level: float
@@ -161,8 +173,15 @@ class DeltaInterval:
     exact: bool  # calibrated for this very model on this target
 
 
-def delta_interval(calibration: IntervalCalibration | None, target: str, model_id: str, calibrated: bool,
-                   baseline_s: float, current_s: float, same_statistics: bool = False) -> DeltaInterval | None:
+def delta_interval(
+    calibration: IntervalCalibration | None,
+    target: str,
+    model_id: str,
+    calibrated: bool,
+    baseline_s: float,
+    current_s: float,
+    same_statistics: bool = False,
+) -> DeltaInterval | None:
     """The interval of the change baseline_s -> current_s scored by `model_id`, or None (no entry).
     Identical statistics are the same code run the same way: the interval is the point 0."""
     if calibration is None or baseline_s <= 0 or current_s <= 0:
@@ -172,7 +191,8 @@ def delta_interval(calibration: IntervalCalibration | None, target: str, model_i
         return None
     entry, exact = found
     basis = f"{entry.model_id} on {entry.target}, {entry.pairs} verdict pairs" + (
-        f" timed on {calibration.machine}" if calibration.machine else "")
+        f" timed on {calibration.machine}" if calibration.machine else ""
+    )
     if same_statistics:
         return DeltaInterval(0.0, 0.0, calibration.level, basis, exact)
     low, high = ratio_bounds(current_s / baseline_s, entry.quantile, calibration.scale)

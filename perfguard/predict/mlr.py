@@ -38,8 +38,12 @@ class MultipleLinearRegression(CalibratedPredictor):
         return np.maximum(y, 1e-12)  # a time is never zero or negative
 
     def to_payload(self) -> dict:
-        return {"features": self.features, "positive": self.positive, "coef": to_list(self.coef_),
-                "intercept": self.intercept_}
+        return {
+            "features": self.features,
+            "positive": self.positive,
+            "coef": to_list(self.coef_),
+            "intercept": self.intercept_,
+        }
 
     @classmethod
     def from_payload(cls, payload):

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 from perfguard.registry import Registry
 
-PREDICTORS = Registry("predictor", {
-    "mlr": "perfguard.predict.mlr:MultipleLinearRegression",
-    "dnn": "perfguard.predict.dnn:NeuralNetwork",
-    "gp": "perfguard.predict.gp:GaussianProcess",
-    "xgboost": "perfguard.predict.xgb:XGBoostPredictor",
-})
+PREDICTORS = Registry(
+    "predictor",
+    {
+        "mlr": "perfguard.predict.mlr:MultipleLinearRegression",
+        "dnn": "perfguard.predict.dnn:NeuralNetwork",
+        "gp": "perfguard.predict.gp:GaussianProcess",
+        "xgboost": "perfguard.predict.xgb:XGBoostPredictor",
+    },
+)
 
 PREDICTOR_NAMES = PREDICTORS.names
 predictor_class = PREDICTORS.load

@@ -30,8 +30,9 @@ from perfguard.targets import TargetProfile
 _LOADED: dict[tuple[str, float], StoredModel] = {}
 
 
-def stored_model(baseline_dir: Path, target: str, family: str | None,
-                 source: ModelFiles | None = None) -> StoredModel | None:
+def stored_model(
+    baseline_dir: Path, target: str, family: str | None, source: ModelFiles | None = None
+) -> StoredModel | None:
     """The model for a target and family; `source` reads it from a revision (None: the working tree)."""
     if family is None:
         return None
@@ -49,9 +50,16 @@ def stored_model(baseline_dir: Path, target: str, family: str | None,
     return _LOADED[key]
 
 
-def predictor_for(profile: TargetProfile, family: str | None, simulator: str = "qemu",
-                  baseline_dir: Path | None = None, source: ModelFiles | None = None, cache_dir: Path | None = None,
-                  model: str = "auto", params: dict | None = None) -> Predictor:
+def predictor_for(
+    profile: TargetProfile,
+    family: str | None,
+    simulator: str = "qemu",
+    baseline_dir: Path | None = None,
+    source: ModelFiles | None = None,
+    cache_dir: Path | None = None,
+    model: str = "auto",
+    params: dict | None = None,
+) -> Predictor:
     """The predictor that scores a kernel of `family` on `profile`. With the kernel's `params`, a
     calibrated model is used only for a dtype it was trained on (a float32 model says nothing
     about float16 code): other kernels get what a target without a model gets."""
@@ -60,9 +68,11 @@ def predictor_for(profile: TargetProfile, family: str | None, simulator: str = "
         return AnalyticalModel(profile)
     if model == "pipeline":
         if not records_blocks(simulator):
-            use = " or ".join(f"simulator = \"{name}\"" for name in block_profile_simulators())
-            raise InputError(f"model = \"pipeline\" needs a block profile, which the {simulator} simulator "
-                             f"does not record (use {use} or model = \"analytical\")")
+            use = " or ".join(f'simulator = "{name}"' for name in block_profile_simulators())
+            raise InputError(
+                f'model = "pipeline" needs a block profile, which the {simulator} simulator '
+                f'does not record (use {use} or model = "analytical")'
+            )
         return _pipeline(profile, cache_dir)
     if model != "auto":
         raise InputError(f"unknown model '{model}' (one of {', '.join(MODEL_NAMES)})")
@@ -77,19 +87,25 @@ def predictor_for(profile: TargetProfile, family: str | None, simulator: str = "
         return AnalyticalModel(profile)
     meta = stored.meta
     if meta["target"] != profile.name or meta["family"] != family:
-        raise InputError(f"{stored.path}: model is for {meta['family']} on {meta['target']}, "
-                         f"not {family} on {profile.name}")
+        raise InputError(
+            f"{stored.path}: model is for {meta['family']} on {meta['target']}, not {family} on {profile.name}"
+        )
     if meta["simulator"] != simulator:
-        raise InputError(f"{stored.path}: model was trained on {meta['simulator']} statistics, "
-                         f"this run uses {simulator}")
+        raise InputError(
+            f"{stored.path}: model was trained on {meta['simulator']} statistics, this run uses {simulator}"
+        )
     if meta.get("profile_fingerprint") != profile.fingerprint():
-        raise InputError(f"{stored.path}: model was trained for a different '{profile.name}' profile "
-                         f"(codegen or cache geometry changed); retrain with 'perfguard calibrate train'")
+        raise InputError(
+            f"{stored.path}: model was trained for a different '{profile.name}' profile "
+            f"(codegen or cache geometry changed); retrain with 'perfguard calibrate train'"
+        )
     calibrated = CalibratedModel(stored.predictor, profile, cache_dir, meta)
     if calibrated.needs_blocks and meta.get("pipeline_model_id") != calibrated.featurizer.pipeline_id:
-        raise InputError(f"{stored.path}: model's pipeline features came from {meta.get('pipeline_model_id')}, this "
-                         f"perfguard's pipeline model is {calibrated.featurizer.pipeline_id}; retrain with "
-                         f"'perfguard calibrate train --target {profile.name}'")
+        raise InputError(
+            f"{stored.path}: model's pipeline features came from {meta.get('pipeline_model_id')}, this "
+            f"perfguard's pipeline model is {calibrated.featurizer.pipeline_id}; retrain with "
+            f"'perfguard calibrate train --target {profile.name}'"
+        )
     return calibrated
 
 

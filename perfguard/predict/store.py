@@ -87,8 +87,14 @@ def model_path(root: Path, target: str, family: str) -> Path:
 
 
 def save_model(path: Path, predictor: CalibratedPredictor, meta: dict[str, Any]) -> Path:
-    document = {"schema": MODEL_SCHEMA, "perfguard_version": __version__, "predictor": predictor.name,
-                "model_id": predictor.model_id, **meta, "payload": predictor.to_payload()}
+    document = {
+        "schema": MODEL_SCHEMA,
+        "perfguard_version": __version__,
+        "predictor": predictor.name,
+        "model_id": predictor.model_id,
+        **meta,
+        "payload": predictor.to_payload(),
+    }
     atomic_write_text(path, json.dumps(document, sort_keys=True) + "\n")
     return path
 
@@ -105,16 +111,27 @@ def load_model(path: Path, text: str | None = None, source: str | None = None) -
     if type(data.get("schema")) is int and data["schema"] > MODEL_SCHEMA:
         raise newer_format(source, "model schema", data["schema"], MODEL_SCHEMA, data.get("perfguard_version"))
     if type(data.get("schema")) is not int or data["schema"] != MODEL_SCHEMA:
-        raise InputError(f"{source}: model schema {data.get('schema')!r}, this perfguard reads {MODEL_SCHEMA}; "
-                         f"retrain with 'perfguard calibrate train'")
-    for key, kind in (("predictor", str), ("model_id", (str, type(None))), ("payload", dict), ("target", str), ("family", str),
-                      ("simulator", str), ("features", list)):
+        raise InputError(
+            f"{source}: model schema {data.get('schema')!r}, this perfguard reads {MODEL_SCHEMA}; "
+            f"retrain with 'perfguard calibrate train'"
+        )
+    for key, kind in (
+        ("predictor", str),
+        ("model_id", (str, type(None))),
+        ("payload", dict),
+        ("target", str),
+        ("family", str),
+        ("simulator", str),
+        ("features", list),
+    ):
         if key not in data:
             raise InputError(f"{source}: corrupted model file (missing '{key}')")
         if not isinstance(data[key], kind):
             raise InputError(f"{source}: corrupted model file ('{key}' has the wrong type)")
     if data["predictor"] not in PREDICTOR_NAMES:
-        raise InputError(f"{source}: unknown predictor {data['predictor'][:40]!r} (one of {', '.join(PREDICTOR_NAMES)})")
+        raise InputError(
+            f"{source}: unknown predictor {data['predictor'][:40]!r} (one of {', '.join(PREDICTOR_NAMES)})"
+        )
     cls = predictor_class(data["predictor"])
     try:
         predictor = cls.from_payload(data["payload"])
@@ -125,18 +142,36 @@ def load_model(path: Path, text: str | None = None, source: str | None = None) -
     if predictor.model_id != data["model_id"]:
         raise InputError(f"{source}: model payload does not match its model_id {data['model_id']} (edited?)")
     if not _scores(predictor):
-        raise InputError(f"{source}: corrupted model payload (it does not turn statistics into a positive, "
-                         f"finite time)")
+        raise InputError(
+            f"{source}: corrupted model payload (it does not turn statistics into a positive, finite time)"
+        )
     meta = {k: v for k, v in data.items() if k != "payload"}
     return StoredModel(predictor, meta, Path(path))
 
 
 # Statistics of a plausible kernel: a model that loads must score them (an id can be recomputed
 # by hand, so a matching model_id says nothing about whether the payload's arrays fit together).
-_PROBE = Stats(insts=1_000_000, loads=300_000, stores=100_000, branches=100_000, cond_branches=90_000,
-               indirect_branches=0, calls=10, returns=10, fp_insts=200_000, vec_insts=200_000,
-               vec_fp_insts=100_000, l1i_accesses=1_000_000, l1i_misses=100, l1d_accesses=400_000,
-               l1d_misses=20_000, l1d_writebacks=5_000, l2_accesses=20_100, l2_misses=2_000, l2_writebacks=500)
+_PROBE = Stats(
+    insts=1_000_000,
+    loads=300_000,
+    stores=100_000,
+    branches=100_000,
+    cond_branches=90_000,
+    indirect_branches=0,
+    calls=10,
+    returns=10,
+    fp_insts=200_000,
+    vec_insts=200_000,
+    vec_fp_insts=100_000,
+    l1i_accesses=1_000_000,
+    l1i_misses=100,
+    l1d_accesses=400_000,
+    l1d_misses=20_000,
+    l1d_writebacks=5_000,
+    l2_accesses=20_100,
+    l2_misses=2_000,
+    l2_writebacks=500,
+)
 
 
 # What the pipeline model might say of them: core cycles, stall cycles, core cycles per bound class.

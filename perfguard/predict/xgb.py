@@ -19,8 +19,15 @@ from sklearn.model_selection import LeaveOneGroupOut
 from perfguard.predict.calibrated import as_log_time, log_ratio, time_from_log_ratio, to_list
 from perfguard.predict.estimator import CalibratedPredictor
 
-_PARAMS = {"n_estimators": 300, "max_depth": 5, "learning_rate": 0.05, "subsample": 0.8,
-           "colsample_bytree": 0.8, "n_jobs": 1, "tree_method": "hist"}
+_PARAMS = {
+    "n_estimators": 300,
+    "max_depth": 5,
+    "learning_rate": 0.05,
+    "subsample": 0.8,
+    "colsample_bytree": 0.8,
+    "n_jobs": 1,
+    "tree_method": "hist",
+}
 
 
 class XGBoostPredictor(CalibratedPredictor):
@@ -99,8 +106,12 @@ class XGBoostPredictor(CalibratedPredictor):
 
     def to_payload(self) -> dict:
         return {
-            "features": self.features, "objective": self.objective, "chosen": self.chosen_, "seed": self.seed,
-            "n_features": self.n_features_in_, "booster": json.loads(self.booster_json_),
+            "features": self.features,
+            "objective": self.objective,
+            "chosen": self.chosen_,
+            "seed": self.seed,
+            "n_features": self.n_features_in_,
+            "booster": json.loads(self.booster_json_),
             "isotonic_x": None if self.iso_x_ is None else to_list(self.iso_x_),
             "isotonic_y": None if self.iso_y_ is None else to_list(self.iso_y_),
         }

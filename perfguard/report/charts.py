@@ -36,8 +36,15 @@ from perfguard.report.scales import (
     time_labels,
 )
 
-VERDICT_COLOURS = {"regression": "#c62828", "error": "#b26a00", "toolchain": "#6a1b9a", "improvement": "#2e7d32",
-                   "new": "#1565c0", "removed": "#6a1b9a", "unchanged": "#616161"}
+VERDICT_COLOURS = {
+    "regression": "#c62828",
+    "error": "#b26a00",
+    "toolchain": "#6a1b9a",
+    "improvement": "#2e7d32",
+    "new": "#1565c0",
+    "removed": "#6a1b9a",
+    "unchanged": "#616161",
+}
 BOUND_COLOURS = {"compute": "#6a1b9a", "memory": "#1565c0", "latency": "#e65100", None: "#757575"}
 PHASE_COLOURS = {"compute": "#5c6bc0", "memory": "#ef6c00"}
 BASELINE_COLOUR = "#9e9e9e"
@@ -49,9 +56,14 @@ MAX_LABEL = 44  # characters of a bar label; a longer one loses its middle (its 
 
 @lru_cache(maxsize=1)
 def _env() -> jinja2.Environment:
-    env = jinja2.Environment(loader=jinja2.PackageLoader("perfguard.report", "templates/charts"), autoescape=True,
-                             auto_reload=False, undefined=jinja2.StrictUndefined, trim_blocks=True,
-                             lstrip_blocks=True)
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("perfguard.report", "templates/charts"),
+        autoescape=True,
+        auto_reload=False,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
     env.filters["n"] = coordinate
     return env
 
@@ -73,7 +85,7 @@ def _cut(label: str) -> str:
     """A label of at most MAX_LABEL characters: its start and its end (the target, a model kernel's hash)."""
     if len(label) <= MAX_LABEL:
         return label
-    return label[: (MAX_LABEL - 1) // 2] + "\u2026" + label[-(MAX_LABEL // 2):]
+    return label[: (MAX_LABEL - 1) // 2] + "\u2026" + label[-(MAX_LABEL // 2) :]
 
 
 class _Frame:
@@ -92,6 +104,7 @@ class _Frame:
 
 
 # What the templates draw. Objects with attributes, not dicts: a template reads thousands of them.
+
 
 @dataclass(slots=True)
 class Tick:
@@ -112,6 +125,7 @@ class Axis:
 @dataclass(slots=True)
 class Entry:
     """One legend entry: its swatch (line, marker, dot, marker-line, star, bar or tick) and text."""
+
     kind: str
     colour: str
     text: str
@@ -127,6 +141,7 @@ class Entry:
 class Mark:
     """One data point on the canvas, its tooltip and an optional label beside it (at lx, ly: the
     start of its baseline, placed by `_place_labels`)."""
+
     x: float
     y: float
     tip: str
@@ -138,8 +153,13 @@ class Mark:
 LABEL_SIZE = 9.5
 # where a point's label may go, tried in turn: right above, right below, left above, left below, then
 # further out; (dx, dy) of the label's baseline start from the point, dx < 0 meaning "ends left of it"
-_LABEL_SPOTS = [(5, -5), (5, 12), (-5, -5), (-5, 12),
-                *((dx, dy) for dx in (9, -9, -20, -32, -44) for dy in (3, -8, 14, -19, 25))]
+_LABEL_SPOTS = [
+    (5, -5),
+    (5, 12),
+    (-5, -5),
+    (-5, 12),
+    *((dx, dy) for dx in (9, -9, -20, -32, -44) for dy in (3, -8, 14, -19, 25)),
+]
 
 
 def _place_labels(marks: list[Mark], frame: _Frame, notes: Sequence[SimpleNamespace] = ()) -> None:
@@ -154,8 +174,10 @@ def _place_labels(marks: list[Mark], frame: _Frame, notes: Sequence[SimpleNamesp
 
     def clear(box: tuple[float, float, float, float], own: int) -> bool:
         inside = frame.x0 <= box[0] and box[2] <= frame.x1 and frame.y0 <= box[1] and box[3] <= frame.y1
-        return inside and not any(box[0] < b[2] and b[0] < box[2] and box[1] < b[3] and b[1] < box[3]
-                                  for b in taken + [d for i, d in enumerate(dots) if i != own])
+        return inside and not any(
+            box[0] < b[2] and b[0] < box[2] and box[1] < b[3] and b[1] < box[3]
+            for b in taken + [d for i, d in enumerate(dots) if i != own]
+        )
 
     for i, m in enumerate(marks):
         if not m.label:
@@ -215,8 +237,9 @@ def _render(template: str, **context: Any) -> str:
     return _env().get_template(template).render(**context)
 
 
-def roofline(target: TargetSummary, series: list[dict[str, Any]], chart_id: str, title: str,
-             arrow: bool = False) -> str:
+def roofline(
+    target: TargetSummary, series: list[dict[str, Any]], chart_id: str, title: str, arrow: bool = False
+) -> str:
     """The roofs of `target` and kernel points.
 
     `series`: [{name, colour, hollow, points: [{label, intensity, gflops}]}], one legend entry
@@ -238,14 +261,17 @@ def roofline(target: TargetSummary, series: list[dict[str, Any]], chart_id: str,
     corners = [x_lo, *([ridge] if x_lo < ridge < x_hi else []), x_hi]
     roof = [(xs(x), ys(min(peak, x * bw))) for x in corners]
     half = [(xs(x), ys(min(peak, x * bw) * ROOF_FRACTION)) for x in corners]
-    notes = [SimpleNamespace(x=xs(ridge) + 4, y=ys(y_hi / 1.3) + 9, anchor="start", fill="#616161",
-                             text=f"ridge {ridge:.3g} flop/B"),
-             SimpleNamespace(x=xs(x_hi / 1.1), y=ys(peak) - 4, anchor="end", fill="#424242",
-                             text=f"peak {peak:g} GFLOP/s")]
+    notes = [
+        SimpleNamespace(
+            x=xs(ridge) + 4, y=ys(y_hi / 1.3) + 9, anchor="start", fill="#616161", text=f"ridge {ridge:.3g} flop/B"
+        ),
+        SimpleNamespace(x=xs(x_hi / 1.1), y=ys(peak) - 4, anchor="end", fill="#424242", text=f"peak {peak:g} GFLOP/s"),
+    ]
     x_bw = max(x_lo * 1.5, y_lo * 3.0 / bw)
     if x_bw < ridge / 2:
-        notes.append(SimpleNamespace(x=xs(x_bw) - 3, y=ys(x_bw * bw) - 5, anchor="end", fill="#424242",
-                                     text=f"{bw:g} GB/s"))
+        notes.append(
+            SimpleNamespace(x=xs(x_bw) - 3, y=ys(x_bw * bw) - 5, anchor="end", fill="#424242", text=f"{bw:g} GB/s")
+        )
 
     groups, ends, far_noted = [], [], False
     for k, s in enumerate(series):
@@ -255,17 +281,31 @@ def roofline(target: TargetSummary, series: list[dict[str, Any]], chart_id: str,
                 continue
             where = f"{p['intensity']:.3g} flop/B" if p["intensity"] else "no DRAM traffic"
             label = p.get("label")
-            mark = Mark(xs(p["intensity"] or x_hi / 1.6), ys(p["gflops"]),
-                        f"{s['name']}{': ' + label if label else ''}: {p['gflops']:.3g} GFLOP/s at {where}", label)
+            mark = Mark(
+                xs(p["intensity"] or x_hi / 1.6),
+                ys(p["gflops"]),
+                f"{s['name']}{': ' + label if label else ''}: {p['gflops']:.3g} GFLOP/s at {where}",
+                label,
+            )
             marks.append(mark)
             if p["intensity"] is None and not far_noted:
                 far_noted = True
-                notes.append(SimpleNamespace(x=mark.x - 8, y=mark.y + 3, anchor="end", fill="#616161",
-                                             text="no DRAM traffic \u2192"))
+                notes.append(
+                    SimpleNamespace(
+                        x=mark.x - 8, y=mark.y + 3, anchor="end", fill="#616161", text="no DRAM traffic \u2192"
+                    )
+                )
         ends.append(marks[0] if marks else None)
         if marks:
-            groups.append(SimpleNamespace(id=f"{chart_id}-points-{k}", name=s["name"], colour=s["colour"],
-                                          hollow=bool(s.get("hollow")), marks=marks))
+            groups.append(
+                SimpleNamespace(
+                    id=f"{chart_id}-points-{k}",
+                    name=s["name"],
+                    colour=s["colour"],
+                    hollow=bool(s.get("hollow")),
+                    marks=marks,
+                )
+            )
     _place_labels([m for g in groups for m in g.marks], frame, notes)
     line = None
     if arrow and len(ends) >= 2 and ends[0] and ends[1]:
@@ -275,25 +315,50 @@ def roofline(target: TargetSummary, series: list[dict[str, Any]], chart_id: str,
             ux, uy = (bx - ax) / length, (by - ay) / length
             line = SimpleNamespace(x1=ax + 7 * ux, y1=ay + 7 * uy, x2=bx - 8 * ux, y2=by - 8 * uy)
 
-    legend = [Entry("line", "#212121", "roofline", width=1.8),
-              Entry("line", "#212121", f"{ROOF_FRACTION:.0%} of the roof", dash="5 4"),
-              *(Entry("marker", g.colour, g.name, hollow=g.hollow) for g in groups)]
+    legend = [
+        Entry("line", "#212121", "roofline", width=1.8),
+        Entry("line", "#212121", f"{ROOF_FRACTION:.0%} of the roof", dash="5 4"),
+        *(Entry("marker", g.colour, g.name, hollow=g.hollow) for g in groups),
+    ]
     return _render(
-        "roofline.svg.j2", id=chart_id, label=f"Roofline: {title}", title=title, width=frame.width,
-        height=frame.height, plot=frame,
+        "roofline.svg.j2",
+        id=chart_id,
+        label=f"Roofline: {title}",
+        title=title,
+        width=frame.width,
+        height=frame.height,
+        plot=frame,
         x=_axis(xs, labelled(xs.ticks(), compact), "arithmetic intensity (flop / DRAM byte)"),
         y=_axis(ys, labelled(ys.ticks(), compact), "GFLOP/s"),
         legend=_legend_column(frame, legend, "lower right"),
-        roof=roof, half=half, ridge=xs(ridge), notes=notes, groups=groups, arrow=line)
+        roof=roof,
+        half=half,
+        ridge=xs(ridge),
+        notes=notes,
+        groups=groups,
+        arrow=line,
+    )
 
 
 def phases(rows: list[dict[str, Any]], chart_id: str, title: str) -> str:
     """Stacked horizontal bars: rows of {label, compute_s, memory_s}, first row on top."""
     labels = [r["label"] for r in rows]
-    frame = _Frame(560, 95 + 38 * len(rows), left=max(75, 16 + max(map(text_width, labels), default=0)),
-                   right=15, top=30, bottom=35)
-    legend = _legend_row(frame, title, [Entry("bar", PHASE_COLOURS["compute"], "compute phase"),
-                                        Entry("bar", PHASE_COLOURS["memory"], "memory phase")])
+    frame = _Frame(
+        560,
+        95 + 38 * len(rows),
+        left=max(75, 16 + max(map(text_width, labels), default=0)),
+        right=15,
+        top=30,
+        bottom=35,
+    )
+    legend = _legend_row(
+        frame,
+        title,
+        [
+            Entry("bar", PHASE_COLOURS["compute"], "compute phase"),
+            Entry("bar", PHASE_COLOURS["memory"], "memory phase"),
+        ],
+    )
     totals = [r["compute_s"] + r["memory_s"] for r in rows]
     xs = Linear(0.0, max(totals + [1e-12]) * 1.5, frame.x0, frame.x1)
     band = (frame.y1 - frame.y0) / max(len(rows), 1)
@@ -301,18 +366,39 @@ def phases(rows: list[dict[str, Any]], chart_id: str, title: str) -> str:
     for i, (r, total) in enumerate(zip(rows, totals)):
         mid = frame.y0 + band * (i + 0.5)
         share = 100.0 * r["memory_s"] / total if total else 0.0
-        bars.append(SimpleNamespace(label=r["label"], y=mid - 0.3 * band, h=0.6 * band, mid=mid,
-                                    x0=xs(0.0), x1=xs(r["compute_s"]), x2=xs(total),
-                                    compute=seconds(r["compute_s"]), memory=seconds(r["memory_s"]),
-                                    note=f"{seconds(total)} ({share:.0f} % memory)"))
+        bars.append(
+            SimpleNamespace(
+                label=r["label"],
+                y=mid - 0.3 * band,
+                h=0.6 * band,
+                mid=mid,
+                x0=xs(0.0),
+                x1=xs(r["compute_s"]),
+                x2=xs(total),
+                compute=seconds(r["compute_s"]),
+                memory=seconds(r["memory_s"]),
+                note=f"{seconds(total)} ({share:.0f} % memory)",
+            )
+        )
     return _render(
-        "phases.svg.j2", id=chart_id, label=title, title=title, width=frame.width, height=frame.height,
-        plot=frame, x=_axis(xs, labelled(linear_ticks(xs.lo, xs.hi, 5), labels=time_labels)), y=_bands(bars),
-        legend=legend, colours=PHASE_COLOURS, bars=bars)
+        "phases.svg.j2",
+        id=chart_id,
+        label=title,
+        title=title,
+        width=frame.width,
+        height=frame.height,
+        plot=frame,
+        x=_axis(xs, labelled(linear_ticks(xs.lo, xs.hi, 5), labels=time_labels)),
+        y=_bands(bars),
+        legend=legend,
+        colours=PHASE_COLOURS,
+        bars=bars,
+    )
 
 
-def history(points: list[HistoryPoint], change_points: list[ChangePoint], current: float | None,
-            chart_id: str, title: str) -> str:
+def history(
+    points: list[HistoryPoint], change_points: list[ChangePoint], current: float | None, chart_id: str, title: str
+) -> str:
     """Predicted time per baseline commit (oldest left), change points marked, this run last."""
     frame = _Frame(560, 270, left=95, right=15, top=30, bottom=65)
     entries = [Entry("marker-line", "#1565c0", "baseline commits")]
@@ -336,17 +422,29 @@ def history(points: list[HistoryPoint], change_points: list[ChangePoint], curren
         x, y = xs(len(points)), ys(current)
         star = SimpleNamespace(path=_star(x, y, 7.0), tip=f"this run: {seconds(current)}")
     return _render(
-        "history.svg.j2", id=chart_id, label=title, title=title, width=frame.width, height=frame.height,
-        plot=frame, x=_axis(xs, [(float(i), ticks[i]) for i in range(0, len(ticks), step)], rotate=True),
+        "history.svg.j2",
+        id=chart_id,
+        label=title,
+        title=title,
+        width=frame.width,
+        height=frame.height,
+        plot=frame,
+        x=_axis(xs, [(float(i), ticks[i]) for i in range(0, len(ticks), step)], rotate=True),
         y=_axis(ys, labelled(ys.ticks(5), labels=time_labels), "predicted time"),
         legend=legend,
         marks=[Mark(xs(i), ys(p.time_s), f"{p.commit[:10]}: {seconds(p.time_s)}") for i, p in enumerate(points)],
-        levels=[SimpleNamespace(x1=xs(a - 0.3), x2=xs(b - 0.7), y=ys(level))
-                for (a, b), level in zip(zip(edges, edges[1:]), levels)],
-        changes=[SimpleNamespace(x=xs(c.index - 0.5),
-                                 text="change" + (f" {c.step_pct:+.1f} %" if c.step_pct is not None else ""))
-                 for c in change_points],
-        star=star)
+        levels=[
+            SimpleNamespace(x1=xs(a - 0.3), x2=xs(b - 0.7), y=ys(level))
+            for (a, b), level in zip(zip(edges, edges[1:]), levels)
+        ],
+        changes=[
+            SimpleNamespace(
+                x=xs(c.index - 0.5), text="change" + (f" {c.step_pct:+.1f} %" if c.step_pct is not None else "")
+            )
+            for c in change_points
+        ],
+        star=star,
+    )
 
 
 def _star(cx: float, cy: float, r: float) -> str:
@@ -370,11 +468,19 @@ def calibration(points: Sequence[Sequence[float]], chart_id: str, title: str, li
     ticks = labelled(xs.ticks(), labels=time_labels) if pairs else []
     legend = [Entry("line", "#9e9e9e", "predicted = native", dash="5 4"), Entry("dot", "#1565c0", "hold-out kernels")]
     return _render(
-        "calibration.svg.j2", id=chart_id, label=title, title=title, width=frame.width, height=frame.height,
-        plot=frame, x=_axis(xs, ticks, "native time"), y=_axis(ys, ticks, "predicted time"),
+        "calibration.svg.j2",
+        id=chart_id,
+        label=title,
+        title=title,
+        width=frame.width,
+        height=frame.height,
+        plot=frame,
+        x=_axis(xs, ticks, "native time"),
+        y=_axis(ys, ticks, "predicted time"),
         legend=_legend_column(frame, legend, "upper left") if pairs else [],
         diagonal=SimpleNamespace(x1=xs(lo), y1=ys(lo), x2=xs(hi), y2=ys(hi)) if pairs else None,
-        marks=[Mark(xs(n), ys(p), f"native {seconds(n)}, predicted {seconds(p)}") for p, n in pairs])
+        marks=[Mark(xs(n), ys(p), f"native {seconds(n)}, predicted {seconds(p)}") for p, n in pairs],
+    )
 
 
 def _whisker(xs: Linear, span: float, low: float | None, high: float | None) -> tuple[float, float] | None:
@@ -389,8 +495,14 @@ def deltas(rows: list[dict[str, Any]], chart_id: str, title: str) -> str:
     interval's low_pct and high_pct where it has one}, each with grey ticks at +-its threshold and
     a whisker over its interval."""
     labels = [_cut(r["label"]) for r in rows]
-    frame = _Frame(760, 75 + 22 * len(rows), left=16 + max([text_width(x, FONT) for x in labels] + [30]),
-                   right=15, top=30, bottom=30)
+    frame = _Frame(
+        760,
+        75 + 22 * len(rows),
+        left=16 + max([text_width(x, FONT) for x in labels] + [30]),
+        right=15,
+        top=30,
+        bottom=30,
+    )
     limits = [r["threshold_pct"] for r in rows if r.get("threshold_pct") is not None]
     legend = _legend_row(frame, title, [Entry("tick", "#757575", "threshold")] if limits else [])
     span = max([abs(r["delta_pct"]) for r in rows] + limits + [1.0]) * 1.15
@@ -400,14 +512,38 @@ def deltas(rows: list[dict[str, Any]], chart_id: str, title: str) -> str:
     for i, (r, label) in enumerate(zip(rows, labels)):
         mid = frame.y0 + band * (i + 0.5)
         v, t = r["delta_pct"], r.get("threshold_pct")
-        bars.append(SimpleNamespace(
-            label=label, mid=mid, y=mid - 0.325 * band, h=0.65 * band, x=xs(min(0.0, v)), w=abs(xs(v) - xs(0.0)),
-            colour=VERDICT_COLOURS[r["verdict"]], limits=None if t is None else (xs(-t), xs(t)),
-            tick=min(band * 0.8, 12.0),
-            whisker=_whisker(xs, span, r.get("low_pct"), r.get("high_pct")),
-            tip=f"{r['label']}: {v:+.2f} % ({r['verdict']}" + (f", threshold {t:.2f} %" if t is not None else "")
-            + (f", interval {r['low_pct']:+.1f} .. {r['high_pct']:+.1f} %)" if r.get("low_pct") is not None else ")")))
+        bars.append(
+            SimpleNamespace(
+                label=label,
+                mid=mid,
+                y=mid - 0.325 * band,
+                h=0.65 * band,
+                x=xs(min(0.0, v)),
+                w=abs(xs(v) - xs(0.0)),
+                colour=VERDICT_COLOURS[r["verdict"]],
+                limits=None if t is None else (xs(-t), xs(t)),
+                tick=min(band * 0.8, 12.0),
+                whisker=_whisker(xs, span, r.get("low_pct"), r.get("high_pct")),
+                tip=f"{r['label']}: {v:+.2f} % ({r['verdict']}"
+                + (f", threshold {t:.2f} %" if t is not None else "")
+                + (
+                    f", interval {r['low_pct']:+.1f} .. {r['high_pct']:+.1f} %)"
+                    if r.get("low_pct") is not None
+                    else ")"
+                ),
+            )
+        )
     return _render(
-        "deltas.svg.j2", id=chart_id, label=title, title=title, width=frame.width, height=frame.height,
-        plot=frame, x=_axis(xs, labelled(linear_ticks(-span, span, 5), signed_pct)), y=_bands(bars, FONT),
-        legend=legend, zero=xs(0.0), bars=bars)
+        "deltas.svg.j2",
+        id=chart_id,
+        label=title,
+        title=title,
+        width=frame.width,
+        height=frame.height,
+        plot=frame,
+        x=_axis(xs, labelled(linear_ticks(-span, span, 5), signed_pct)),
+        y=_bands(bars, FONT),
+        legend=legend,
+        zero=xs(0.0),
+        bars=bars,
+    )

@@ -35,9 +35,11 @@ def cycles_text(c: InsnCycles | None) -> tuple[str, str]:
     """`4/0.5` and `latency 4 cycles, reciprocal throughput 0.5 cycles, 1 micro-op` ("" without)."""
     if c is None:
         return "", ""
-    return (f"{c.latency}/{c.rthroughput:g}",
-            f"latency {c.latency} cycles, reciprocal throughput {c.rthroughput:g} cycles, "
-            f"{c.uops} micro-op{'' if c.uops == 1 else 's'}")
+    return (
+        f"{c.latency}/{c.rthroughput:g}",
+        f"latency {c.latency} cycles, reciprocal throughput {c.rthroughput:g} cycles, "
+        f"{c.uops} micro-op{'' if c.uops == 1 else 's'}",
+    )
 
 
 def _key(line: str) -> str:
@@ -50,25 +52,40 @@ def _same(a: str, b: str) -> bool:
     return a.split() == b.split()
 
 
-def aligned(baseline: list[str], current: list[str], baseline_cycles: Sequence[InsnCycles] = (),
-            current_cycles: Sequence[InsnCycles] = ()) -> list[Row]:
+def aligned(
+    baseline: list[str],
+    current: list[str],
+    baseline_cycles: Sequence[InsnCycles] = (),
+    current_cycles: Sequence[InsnCycles] = (),
+) -> list[Row]:
     """One row per instruction pair, in order; every line of each side appears once, with its
     cycles where the side has one entry per line (else none on that side)."""
     bc = list(baseline_cycles) if len(baseline_cycles) == len(baseline) else [None] * len(baseline)
     cc = list(current_cycles) if len(current_cycles) == len(current) else [None] * len(current)
 
     def row(kind: str, b: int | None, c: int | None) -> Row:
-        (b_text, b_title), (c_text, c_title) = (cycles_text(bc[b] if b is not None else None),
-                                                cycles_text(cc[c] if c is not None else None))
-        return Row(kind, baseline[b] if b is not None else "", current[c] if c is not None else "",
-                   b_text, c_text, b_title, c_title)
+        (b_text, b_title), (c_text, c_title) = (
+            cycles_text(bc[b] if b is not None else None),
+            cycles_text(cc[c] if c is not None else None),
+        )
+        return Row(
+            kind,
+            baseline[b] if b is not None else "",
+            current[c] if c is not None else "",
+            b_text,
+            c_text,
+            b_title,
+            c_title,
+        )
 
     rows: list[Row] = []
     matcher = SequenceMatcher(None, [_key(x) for x in baseline], [_key(x) for x in current], autojunk=False)
     for op, b0, b1, c0, c1 in matcher.get_opcodes():
         if op == "equal":
-            rows += [row(SAME if _same(baseline[b], current[c]) else CHANGED, b, c)
-                     for b, c in zip(range(b0, b1), range(c0, c1))]
+            rows += [
+                row(SAME if _same(baseline[b], current[c]) else CHANGED, b, c)
+                for b, c in zip(range(b0, b1), range(c0, c1))
+            ]
             continue
         for i in range(max(b1 - b0, c1 - c0)):
             b = b0 + i if b0 + i < b1 else None

@@ -56,7 +56,7 @@ def failing(result: Result) -> bool:
 
 def _message(value: str) -> str:
     value = " ".join(value.split())
-    return value if len(value) <= _MESSAGE else value[:_MESSAGE - 3] + "..."
+    return value if len(value) <= _MESSAGE else value[: _MESSAGE - 3] + "..."
 
 
 def of_result(r: Result) -> Failure:
@@ -64,24 +64,37 @@ def of_result(r: Result) -> Failure:
         where = _message(r.error or r.note or "")
     elif r.mismatch is not None:
         m = r.mismatch
-        where = (f"{m.elements_off} of {m.elements} elements of {m.output} off their reference; worst at "
-                 f"[{', '.join(map(str, m.index))}]: {m.nonfinite or m.value}, expected {m.expected}")
+        where = (
+            f"{m.elements_off} of {m.elements} elements of {m.output} off their reference; worst at "
+            f"[{', '.join(map(str, m.index))}]: {m.nonfinite or m.value}, expected {m.expected}"
+        )
     else:
         where = text.limit_note(r) if r.limit_breaches else ""
         top = text.what_changed_most(r) if r.delta_pct else ""
         where = "; ".join(filter(None, [where, top]))
     delta = text.delta_with_interval(r) if r.delta_pct is not None else "-"
-    return Failure(r.kernel, r.target, r.verdict, text.verdict_text(r), delta, where, text.change_text(r),
-                   text.machine_tag(r), result=r)
+    return Failure(
+        r.kernel,
+        r.target,
+        r.verdict,
+        text.verdict_text(r),
+        delta,
+        where,
+        text.change_text(r),
+        text.machine_tag(r),
+        result=r,
+    )
 
 
 def of_model(m: ModelTotal) -> Failure:
-    return Failure(f"model {m.model}", m.target, m.verdict, m.verdict, pct(m.delta_pct), "; ".join(m.changes[:2]), "",
-                   model=m)
+    return Failure(
+        f"model {m.model}", m.target, m.verdict, m.verdict, pct(m.delta_pct), "; ".join(m.changes[:2]), "", model=m
+    )
 
 
 def failures(report: Report) -> list[Failure]:
     """Every failing result (worst first, as every renderer lists results), then every model total
     that regressed."""
-    return ([of_result(r) for r in report.worst_first() if failing(r)]
-            + [of_model(m) for m in report.models if m.verdict == REGRESSION])
+    return [of_result(r) for r in report.worst_first() if failing(r)] + [
+        of_model(m) for m in report.models if m.verdict == REGRESSION
+    ]

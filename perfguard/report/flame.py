@@ -30,8 +30,9 @@ UNCHANGED, MORE = "#cfd8dc", "#eceff1"
 
 
 def _width(node: DiffNode) -> float:
-    return sum(_width(c) for c in node.children) if node.children else max(node.baseline_cycles,
-                                                                            node.current_cycles, 0.0)
+    return (
+        sum(_width(c) for c in node.children) if node.children else max(node.baseline_cycles, node.current_cycles, 0.0)
+    )
 
 
 ADDED, REMOVED = "added", "removed"
@@ -70,25 +71,32 @@ def _patterns(chart_id: str) -> str:
     """The stripes of added (red) and removed (grey) code."""
     out = ["<defs>"]
     for kind, ground, stripe in ((ADDED, "hsl(4, 75%, 80%)", "hsl(4, 75%, 45%)"), (REMOVED, "#f5f5f5", "#9e9e9e")):
-        out.append(f'<pattern id="{escape(chart_id)}-{kind}" width="6" height="6" patternUnits="userSpaceOnUse" '
-                   f'patternTransform="rotate(45)"><rect width="6" height="6" fill="{ground}"/>'
-                   f'<rect width="2.5" height="6" fill="{stripe}"/></pattern>')
+        out.append(
+            f'<pattern id="{escape(chart_id)}-{kind}" width="6" height="6" patternUnits="userSpaceOnUse" '
+            f'patternTransform="rotate(45)"><rect width="6" height="6" fill="{ground}"/>'
+            f'<rect width="2.5" height="6" fill="{stripe}"/></pattern>'
+        )
     return "".join(out) + "</defs>"
 
 
 def legend() -> str:
     """The key of every icicle, as HTML (no text from a report: nothing to escape)."""
+
     def swatch(background: str) -> str:
-        return (f'<span style="display:inline-block;width:2.2em;height:.8em;vertical-align:middle;'
-                f'border:1px solid #bdbdbd;background:{background}"></span>')
+        return (
+            f'<span style="display:inline-block;width:2.2em;height:.8em;vertical-align:middle;'
+            f'border:1px solid #bdbdbd;background:{background}"></span>'
+        )
 
     ramp = "linear-gradient(to right, hsl({h}, 75%, {a}%), hsl({h}, 75%, {b}%))"
     stripes = "repeating-linear-gradient(45deg, {s} 0 2px, {g} 2px 6px)"
-    keys = [(ramp.format(h=_HUE[1], a=_LIGHT[0], b=_LIGHT[1]), "slower (deeper: a larger share of the whole change)"),
-            (ramp.format(h=_HUE[-1], a=_LIGHT[0], b=_LIGHT[1]), "faster"),
-            (stripes.format(s="hsl(4, 75%, 45%)", g="hsl(4, 75%, 80%)"), "added: code only this build has"),
-            (stripes.format(s="#9e9e9e", g="#f5f5f5"), "removed: code only the baseline had"),
-            (UNCHANGED, "the same code on both sides")]
+    keys = [
+        (ramp.format(h=_HUE[1], a=_LIGHT[0], b=_LIGHT[1]), "slower (deeper: a larger share of the whole change)"),
+        (ramp.format(h=_HUE[-1], a=_LIGHT[0], b=_LIGHT[1]), "faster"),
+        (stripes.format(s="hsl(4, 75%, 45%)", g="hsl(4, 75%, 80%)"), "added: code only this build has"),
+        (stripes.format(s="#9e9e9e", g="#f5f5f5"), "removed: code only the baseline had"),
+        (UNCHANGED, "the same code on both sides"),
+    ]
     return " ".join(f'<span class="key">{swatch(b)} {t}</span>' for b, t in keys)
 
 
@@ -96,14 +104,24 @@ def _label(text: str, width: float) -> str:
     fits = int((width - 6) / CHAR)
     if width < MIN_LABEL or fits < 3:
         return ""
-    return text if len(text) <= fits else text[:max(1, fits - 1)] + "\u2026"
+    return text if len(text) <= fits else text[: max(1, fits - 1)] + "\u2026"
 
 
 def _title(node: DiffNode, a: Attribution) -> str:
     share = a.share(node.delta_cycles)
-    what = {"function": "function", "nest": "loop nest", "loop": "loop", "unplaced": "kernel code,",
-            "block": "block", "more": "folded:", "stalls": ""}.get(node.kind, node.kind)
-    line = (f"{what} {node.name}: ".lstrip() + f"{node.baseline_cycles:,.0f} \u2192 {node.current_cycles:,.0f} cycles per call")
+    what = {
+        "function": "function",
+        "nest": "loop nest",
+        "loop": "loop",
+        "unplaced": "kernel code,",
+        "block": "block",
+        "more": "folded:",
+        "stalls": "",
+    }.get(node.kind, node.kind)
+    line = (
+        f"{what} {node.name}: ".lstrip()
+        + f"{node.baseline_cycles:,.0f} \u2192 {node.current_cycles:,.0f} cycles per call"
+    )
     if node.unchanged:
         return line + " (the same code on both sides)"
     kind = state(node)
@@ -121,12 +139,20 @@ def stalls(a: Attribution) -> DiffNode:
     """The cache-miss stalls as a node of their own (no block holds them)."""
     before = a.baseline_cycles - sum(n.baseline_cycles for n in a.nodes)
     after = a.current_cycles - sum(n.current_cycles for n in a.nodes)
-    return DiffNode("stalls", "cache-miss stalls", before, after, after - before, a.share(after - before),
-                    unchanged=not round(after - before))
+    return DiffNode(
+        "stalls",
+        "cache-miss stalls",
+        before,
+        after,
+        after - before,
+        a.share(after - before),
+        unchanged=not round(after - before),
+    )
 
 
-def icicle(a: Attribution, chart_id: str, block_anchor: Callable[[int], str | None] | None = None,
-           verdict: str = "") -> str:
+def icicle(
+    a: Attribution, chart_id: str, block_anchor: Callable[[int], str | None] | None = None, verdict: str = ""
+) -> str:
     """The SVG of `a`; `block_anchor(i)`: the page anchor of Result.blocks[i] (None: no link); `verdict`:
     the whole change as the model that gave the verdict says it, when that is another model than `a`'s."""
     nodes = [*a.nodes, stalls(a)]
@@ -134,14 +160,19 @@ def icicle(a: Attribution, chart_id: str, block_anchor: Callable[[int], str | No
     scale = WIDTH / total if total > 0 else 0.0
     height = ROW * (_depth(nodes) + 1)
     ident = escape(chart_id)
-    parts = [f'<svg class="flame" id="{ident}" xmlns="http://www.w3.org/2000/svg" '
-             f'viewBox="0 0 {WIDTH} {height}" width="{WIDTH}" height="{height}" role="img" '
-             f'aria-label="differential icicle of predicted cycles per call">',
-             f'<style>#{ident} text{{font:{FONT}px sans-serif;fill:#212121;pointer-events:none}}'
-             f'#{ident} rect{{stroke:#fff;stroke-width:1}}</style>', _patterns(chart_id)]
+    parts = [
+        f'<svg class="flame" id="{ident}" xmlns="http://www.w3.org/2000/svg" '
+        f'viewBox="0 0 {WIDTH} {height}" width="{WIDTH}" height="{height}" role="img" '
+        f'aria-label="differential icicle of predicted cycles per call">',
+        f"<style>#{ident} text{{font:{FONT}px sans-serif;fill:#212121;pointer-events:none}}"
+        f"#{ident} rect{{stroke:#fff;stroke-width:1}}</style>",
+        _patterns(chart_id),
+    ]
     whole = DiffNode("all", "all", a.baseline_cycles, a.current_cycles, a.change_cycles - a.moved_cycles)
-    head = (f"{a.model} model: {a.baseline_cycles:,.0f} \u2192 {a.current_cycles:,.0f} cycles per call "
-            f"({signed_count(round(a.change_cycles))})")
+    head = (
+        f"{a.model} model: {a.baseline_cycles:,.0f} \u2192 {a.current_cycles:,.0f} cycles per call "
+        f"({signed_count(round(a.change_cycles))})"
+    )
     if verdict:
         head = f"{verdict}; placed by the {head}"
     parts.append(_rect(0, 0, WIDTH, _colour(whole, a, chart_id), head, _label(head, WIDTH), None, f"{chart_id}-all"))
@@ -156,8 +187,16 @@ def _depth(nodes: list[DiffNode]) -> int:
     return max((1 + _depth(n.children) for n in nodes), default=0)
 
 
-def _draw(node: DiffNode, x: float, row: int, scale: float, a: Attribution, parts: list[str],
-          block_anchor: Callable[[int], str | None] | None, chart_id: str) -> float:
+def _draw(
+    node: DiffNode,
+    x: float,
+    row: int,
+    scale: float,
+    a: Attribution,
+    parts: list[str],
+    block_anchor: Callable[[int], str | None] | None,
+    chart_id: str,
+) -> float:
     w = _width(node) * scale
     kind = state(node)
     text = node.name if kind == "same" else f"{node.name} {signed_count(round(node.delta_cycles))}"
@@ -175,10 +214,14 @@ def _draw(node: DiffNode, x: float, row: int, scale: float, a: Attribution, part
     return x + w
 
 
-def _rect(x: float, y: float, w: float, colour: str, title: str, label: str, link: str | None,
-          element_id: str | None) -> str:
+def _rect(
+    x: float, y: float, w: float, colour: str, title: str, label: str, link: str | None, element_id: str | None
+) -> str:
     ident = f' id="{escape(element_id)}"' if element_id else ""
-    body = (f'<g{ident}><title>{escape(title)}</title>'
-            f'<rect x="{x:.1f}" y="{y}" width="{max(w, 0.0):.1f}" height="{ROW}" fill="{colour}"/>'
-            + (f'<text x="{x + 3:.1f}" y="{y + ROW - 7}">{escape(label)}</text>' if label else "") + "</g>")
+    body = (
+        f"<g{ident}><title>{escape(title)}</title>"
+        f'<rect x="{x:.1f}" y="{y}" width="{max(w, 0.0):.1f}" height="{ROW}" fill="{colour}"/>'
+        + (f'<text x="{x + 3:.1f}" y="{y + ROW - 7}">{escape(label)}</text>' if label else "")
+        + "</g>"
+    )
     return f'<a href="#{escape(link)}">{body}</a>' if link else body

@@ -40,8 +40,18 @@ def _env() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    for name in ("pct", "seconds", "signed_seconds", "count", "signed_count", "share", "nbytes", "number",
-                 "joules", "threshold"):
+    for name in (
+        "pct",
+        "seconds",
+        "signed_seconds",
+        "count",
+        "signed_count",
+        "share",
+        "nbytes",
+        "number",
+        "joules",
+        "threshold",
+    ):
         env.filters[name] = getattr(numbers, name)
     for name in ("bound", "block_side"):
         env.filters[name] = getattr(text, name)
@@ -87,8 +97,19 @@ def _row(r: Result) -> dict[str, Any]:
         "interval_text": text.interval(r),
         "verdict_text": text.verdict_detail(r),
         "what": model_labels.label(r.params) if model_view.is_model_kernel(r) else "",  # a model's kernel: its layer
-        "why": "" if r.orphaned else "; ".join(filter(None, [text.limit_note(r), r.note or "", text.interval_note(r),
-                                       text.what_changed_most(r) if r.delta_pct else ""])),
+        "why": ""
+        if r.orphaned
+        else "; ".join(
+            filter(
+                None,
+                [
+                    text.limit_note(r),
+                    r.note or "",
+                    text.interval_note(r),
+                    text.what_changed_most(r) if r.delta_pct else "",
+                ],
+            )
+        ),
     }
 
 
@@ -107,31 +128,56 @@ def _overview_charts(report: Report, results: list[Result]) -> tuple[list[dict[s
         for r in rows:
             cur = _current(r)
             assert cur is not None  # drawn: each has one
-            s = series.setdefault(cur.bound, {"name": text.bound(cur.bound),
-                                              "colour": charts.BOUND_COLOURS.get(cur.bound), "points": []})
-            s["points"].append({"label": str(number[r.kernel]) if numbered else None, "intensity": cur.intensity,
-                                "gflops": cur.gflops})
+            s = series.setdefault(
+                cur.bound, {"name": text.bound(cur.bound), "colour": charts.BOUND_COLOURS.get(cur.bound), "points": []}
+            )
+            s["points"].append(
+                {"label": str(number[r.kernel]) if numbered else None, "intensity": cur.intensity, "gflops": cur.gflops}
+            )
         svg = charts.roofline(target, list(series.values()), f"ov-roof-{t_index}", f"{name}: current run")
-        rooflines.append({"target": name, "svg": _svg(svg), "numbered": numbered,
-                          "rows": [{**_row(r), "number": number[r.kernel]}
-                                   for r in sorted(rows, key=lambda r: number[r.kernel])]})
+        rooflines.append(
+            {
+                "target": name,
+                "svg": _svg(svg),
+                "numbered": numbered,
+                "rows": [{**_row(r), "number": number[r.kernel]} for r in sorted(rows, key=lambda r: number[r.kernel])],
+            }
+        )
     moved = sorted((r for r in results if r.delta_pct), key=lambda r: -abs(r.delta_pct or 0.0))
     deltas = None
     if moved:
         title = "change in predicted time" + (f" (the {_OVERVIEW_BARS} largest)" if len(moved) > _OVERVIEW_BARS else "")
-        deltas = _svg(charts.deltas(
-            [{"label": f"{r.kernel} [{r.target}]", "delta_pct": r.delta_pct,
-              "threshold_pct": r.threshold_pct, "verdict": r.verdict,
-              "low_pct": r.interval.low_pct if r.interval else None,
-              "high_pct": r.interval.high_pct if r.interval else None} for r in moved[:_OVERVIEW_BARS]],
-            "ov-deltas", title))
+        deltas = _svg(
+            charts.deltas(
+                [
+                    {
+                        "label": f"{r.kernel} [{r.target}]",
+                        "delta_pct": r.delta_pct,
+                        "threshold_pct": r.threshold_pct,
+                        "verdict": r.verdict,
+                        "low_pct": r.interval.low_pct if r.interval else None,
+                        "high_pct": r.interval.high_pct if r.interval else None,
+                    }
+                    for r in moved[:_OVERVIEW_BARS]
+                ],
+                "ov-deltas",
+                title,
+            )
+        )
     return rooflines, deltas
 
 
 def _common(report: Report, results: list[Result]) -> dict[str, Any]:
     summary = report.summary
-    status = ("fail" if summary.wrong_result else "error" if summary.error or summary.orphaned
-              else "fail" if summary.regression or summary.model_regressions else "ok")
+    status = (
+        "fail"
+        if summary.wrong_result
+        else "error"
+        if summary.error or summary.orphaned
+        else "fail"
+        if summary.regression or summary.model_regressions
+        else "ok"
+    )
     return {
         "headline": text.headline(summary),
         "title": text.headline(summary, toolchain=False),  # the page says the toolchain sentence once, below
@@ -188,23 +234,31 @@ def render_index(report: Report) -> str:
     changed = [_row(r) for r in rows if r.verdict != UNCHANGED]
     unchanged = [_row(r) for r in rows if r.verdict == UNCHANGED]
     common = _common(report, results)
-    shown = {"failing": bool(failing), "models": bool(moved), "unchanged": bool(unchanged or still),
-             "results": bool(changed) or not (moved or unchanged or still)}  # the sections the page has
-    return _env().get_template("index.html.j2").render(
-        **common,
-        root="",
-        failing=failing,
-        results=changed,
-        unchanged=unchanged,
-        chip_links={name: _chip_link(name, common["counts"][name], failing, shown) for name in VERDICTS},
-        in_models=len([r for r in results if (r.kernel, r.target) in in_models]),
-        unchanged_in_models=sum(len(m.kernels) for m in still),
-        still_models=len(still),
-        rooflines=rooflines,
-        deltas=deltas,
-        model_view=Markup(model_view.html(moved, _kernel_href)),  # escaped by model_view.html
-        still_view=Markup(model_view.html(still, _kernel_href, heading="")),
-        gate_rule=text.gate_rule(results),
+    shown = {
+        "failing": bool(failing),
+        "models": bool(moved),
+        "unchanged": bool(unchanged or still),
+        "results": bool(changed) or not (moved or unchanged or still),
+    }  # the sections the page has
+    return (
+        _env()
+        .get_template("index.html.j2")
+        .render(
+            **common,
+            root="",
+            failing=failing,
+            results=changed,
+            unchanged=unchanged,
+            chip_links={name: _chip_link(name, common["counts"][name], failing, shown) for name in VERDICTS},
+            in_models=len([r for r in results if (r.kernel, r.target) in in_models]),
+            unchanged_in_models=sum(len(m.kernels) for m in still),
+            still_models=len(still),
+            rooflines=rooflines,
+            deltas=deltas,
+            model_view=Markup(model_view.html(moved, _kernel_href)),  # escaped by model_view.html
+            still_view=Markup(model_view.html(still, _kernel_href, heading="")),
+            gate_rule=text.gate_rule(results),
+        )
     )
 
 
@@ -235,12 +289,20 @@ def _metric_rows(before: Metrics | None, after: Metrics, target: TargetSummary |
         row("share of the roof reached", "roof_pct", numbers.share, change=False),
         row("vector share of FP instructions", "vector_fp_share_pct", numbers.share, change=False),
         row("flops per FP instruction", "flops_per_fp_inst", numbers.number),
-        {"label": "bound class", "baseline": text.bound(before.bound) if before else "",
-         "current": text.bound(after.bound), "change": ""},
-        {"label": "energy, estimate", "baseline": numbers.joules(energy_b) if before else "",
-         "current": numbers.joules(energy_c),
-         "change": numbers.pct(100.0 * (energy_c - energy_b) / energy_b)
-         if energy_b and energy_c and energy_b != energy_c else ""},
+        {
+            "label": "bound class",
+            "baseline": text.bound(before.bound) if before else "",
+            "current": text.bound(after.bound),
+            "change": "",
+        },
+        {
+            "label": "energy, estimate",
+            "baseline": numbers.joules(energy_b) if before else "",
+            "current": numbers.joules(energy_c),
+            "change": numbers.pct(100.0 * (energy_c - energy_b) / energy_b)
+            if energy_b and energy_c and energy_b != energy_c
+            else "",
+        },
     ]
     return rows
 
@@ -253,11 +315,13 @@ def phase_note(after: Metrics) -> str:
         return ""
     if abs(split - after.time_s) <= 1e-3 * after.time_s:
         return f"The phases add up to the predicted time ({numbers.seconds(after.time_s)})."
-    return (f"The phases add up to {numbers.seconds(split)}, the analytical model's time; the predicted time "
-            f"({numbers.seconds(after.time_s)}) is the scoring model's, which counts the same instructions with "
-            f"another cost (the pipeline model schedules each block, a calibrated model weighs the counters): "
-            f"read the split as shares, {100 * after.compute_s / split:.0f} % compute and "
-            f"{100 * after.memory_s / split:.0f} % memory.")
+    return (
+        f"The phases add up to {numbers.seconds(split)}, the analytical model's time; the predicted time "
+        f"({numbers.seconds(after.time_s)}) is the scoring model's, which counts the same instructions with "
+        f"another cost (the pipeline model schedules each block, a calibrated model weighs the counters): "
+        f"read the split as shares, {100 * after.compute_s / split:.0f} % compute and "
+        f"{100 * after.memory_s / split:.0f} % memory."
+    )
 
 
 def _stat_rows(r: Result) -> list[dict[str, Any]]:
@@ -272,12 +336,18 @@ def _stat_rows(r: Result) -> list[dict[str, Any]]:
         c = d.current if d else stats.get(name)
         i = impact.get(name)
         moved = bool(i and i.time_s)  # a counter the model does not price moved no time
-        rows.append({"stat": name, "baseline": b, "current": c,
-                     "delta": None if b is None or c is None else c - b,
-                     "delta_pct": d.delta_pct if d else None,
-                     "time_s": i.time_s if i and moved else None,
-                     "share_pct": i.share_pct if i and moved and abs(i.share_pct or 0) >= 0.5 else None,
-                     "changed": bool(d and b != c)})
+        rows.append(
+            {
+                "stat": name,
+                "baseline": b,
+                "current": c,
+                "delta": None if b is None or c is None else c - b,
+                "delta_pct": d.delta_pct if d else None,
+                "time_s": i.time_s if i and moved else None,
+                "share_pct": i.share_pct if i and moved and abs(i.share_pct or 0) >= 0.5 else None,
+                "changed": bool(d and b != c),
+            }
+        )
     return rows
 
 
@@ -286,18 +356,32 @@ def _section(r: Result, index: int, targets: dict[str, TargetSummary]) -> dict[s
     before = r.analysis.baseline if r.analysis else None
     after = r.analysis.current if r.analysis else None
     target = targets.get(r.target)
-    out: dict[str, Any] = {**vars(r), "anchor": anchor(r.target), "findings": text.findings(r, most=5),
-                           "model": text.model_kind(r), "reference_text": text.reference_kind(r),
-                           "interval_note": text.interval_note(r),
-                           "interval_text": text.interval(r), "verdict_detail": text.verdict_detail(r),
-                           "machine_text": text.machine_line(r),
-                           "change": text.change_text(r), "gate_rule": text.gate_rule([r]),
-                           "in_model": model_view.is_model_kernel(r), "story": "",
-                           "metrics": None, "stat_rows": (stat_rows := _stat_rows(r)),
-                           "stat_effects": any(row["time_s"] is not None for row in stat_rows),
-                           "roofline": None, "phases": None, "phase_note": "",
-                           "history": None, "calibration": None, "energy": None, "target_info": target,
-                           "bytes_moved": text.bytes_moved(r)}
+    out: dict[str, Any] = {
+        **vars(r),
+        "anchor": anchor(r.target),
+        "findings": text.findings(r, most=5),
+        "model": text.model_kind(r),
+        "reference_text": text.reference_kind(r),
+        "interval_note": text.interval_note(r),
+        "interval_text": text.interval(r),
+        "verdict_detail": text.verdict_detail(r),
+        "machine_text": text.machine_line(r),
+        "change": text.change_text(r),
+        "gate_rule": text.gate_rule([r]),
+        "in_model": model_view.is_model_kernel(r),
+        "story": "",
+        "metrics": None,
+        "stat_rows": (stat_rows := _stat_rows(r)),
+        "stat_effects": any(row["time_s"] is not None for row in stat_rows),
+        "roofline": None,
+        "phases": None,
+        "phase_note": "",
+        "history": None,
+        "calibration": None,
+        "energy": None,
+        "target_info": target,
+        "bytes_moved": text.bytes_moved(r),
+    }
     out.update(_where(r, index))
     if after:
         out["metrics"] = _metric_rows(before, after, target)
@@ -308,21 +392,41 @@ def _section(r: Result, index: int, targets: dict[str, TargetSummary]) -> dict[s
         if target and after.gflops:
             series = []
             if before and before.gflops:
-                series.append({"name": "baseline", "colour": charts.BASELINE_COLOUR, "hollow": True,
-                               "points": [{"intensity": before.intensity, "gflops": before.gflops}]})
-            series.append({"name": f"current ({text.bound(after.bound)})",
-                           "colour": charts.VERDICT_COLOURS.get(r.verdict, "#212121"),
-                           "points": [{"intensity": after.intensity, "gflops": after.gflops}]})
-            out["roofline"] = _svg(charts.roofline(target, series, f"s{index}-roof", f"roofline: {r.target}",
-                                                   arrow=True))
+                series.append(
+                    {
+                        "name": "baseline",
+                        "colour": charts.BASELINE_COLOUR,
+                        "hollow": True,
+                        "points": [{"intensity": before.intensity, "gflops": before.gflops}],
+                    }
+                )
+            series.append(
+                {
+                    "name": f"current ({text.bound(after.bound)})",
+                    "colour": charts.VERDICT_COLOURS.get(r.verdict, "#212121"),
+                    "points": [{"intensity": after.intensity, "gflops": after.gflops}],
+                }
+            )
+            out["roofline"] = _svg(
+                charts.roofline(target, series, f"s{index}-roof", f"roofline: {r.target}", arrow=True)
+            )
     history = r.history
     if history and history.points:
         marks = {c.index: c for c in history.change_points}
         out["history"] = {
-            "omitted": history.omitted, "min_step_pct": history.min_step_pct, "points": history.points,
+            "omitted": history.omitted,
+            "min_step_pct": history.min_step_pct,
+            "points": history.points,
             "change_points": list(marks.values()),
-            "svg": _svg(charts.history(history.points, history.change_points, r.current_time_s,
-                                       f"s{index}-history", f"predicted time over baseline commits: {r.target}")),
+            "svg": _svg(
+                charts.history(
+                    history.points,
+                    history.change_points,
+                    r.current_time_s,
+                    f"s{index}-history",
+                    f"predicted time over baseline commits: {r.target}",
+                )
+            ),
             "rows": [{**vars(p), "change": marks.get(i)} for i, p in reversed(list(enumerate(history.points)))],
         }
     cal = r.calibration
@@ -333,7 +437,8 @@ def _section(r: Result, index: int, targets: dict[str, TargetSummary]) -> dict[s
             "count": len(points),
             "points_label": cal.points_label or "the family's hold-out kernels",
             "svg": _svg(charts.calibration(points, f"s{index}-cal", f"{r.family or r.kernel} on {r.target}: hold-out"))
-            if points else None,
+            if points
+            else None,
         }
     return out
 
@@ -351,19 +456,41 @@ def _where(r: Result, index: int) -> dict[str, Any]:
     cycles moved by at least one: a change that rounds to nothing is not listed), their two sides
     of disassembly aligned."""
     shown = [i for i, c in enumerate(r.blocks or []) if round(c.delta_cycles)]
-    rows = [{"change": c, "line": text.block_line(c), "anchor": block_anchor(index, i), "open": n < OPEN_BLOCKS,
-             "asm": disassembly.aligned(c.baseline.asm if c.baseline else [], c.current.asm if c.current else [],
-                                        c.baseline.insn_cycles if c.baseline else [],
-                                        c.current.insn_cycles if c.current else []),
-             "cycles": bool((c.baseline and c.baseline.insn_cycles) or (c.current and c.current.insn_cycles))}
-            for n, (i, c) in enumerate((i, (r.blocks or [])[i]) for i in shown)]
-    out: dict[str, Any] = {"flame": None, "where_lines": [], "where_rest": "", "ledger": "", "open_blocks": OPEN_BLOCKS,
-                           "block_rows": rows, "flame_legend": Markup(flame.legend())}
+    rows = [
+        {
+            "change": c,
+            "line": text.block_line(c),
+            "anchor": block_anchor(index, i),
+            "open": n < OPEN_BLOCKS,
+            "asm": disassembly.aligned(
+                c.baseline.asm if c.baseline else [],
+                c.current.asm if c.current else [],
+                c.baseline.insn_cycles if c.baseline else [],
+                c.current.insn_cycles if c.current else [],
+            ),
+            "cycles": bool((c.baseline and c.baseline.insn_cycles) or (c.current and c.current.insn_cycles)),
+        }
+        for n, (i, c) in enumerate((i, (r.blocks or [])[i]) for i in shown)
+    ]
+    out: dict[str, Any] = {
+        "flame": None,
+        "where_lines": [],
+        "where_rest": "",
+        "ledger": "",
+        "open_blocks": OPEN_BLOCKS,
+        "block_rows": rows,
+        "flame_legend": Markup(flame.legend()),
+    }
     if r.attribution is not None:
         linked = set(shown)
-        out["flame"] = Markup(flame.icicle(  # escaped by flame.icicle
-            r.attribution, f"s{index}-flame", lambda i: block_anchor(index, i) if i in linked else None,
-            verdict=text.verdict_model_change(r, r.attribution.model)))
+        out["flame"] = Markup(
+            flame.icicle(  # escaped by flame.icicle
+                r.attribution,
+                f"s{index}-flame",
+                lambda i: block_anchor(index, i) if i in linked else None,
+                verdict=text.verdict_model_change(r, r.attribution.model),
+            )
+        )
         out["where_lines"], out["where_rest"] = where.top_lines(r.attribution)
         out["ledger"] = where.ledger(r.attribution)
     return out
@@ -378,29 +505,37 @@ def render_kernel(report: Report, kernel: str, results: list[Result] | None = No
         section["story"] = model_view.kernel_story(report, kernel, section["target"])
     head = results[0]
     in_model = model_view.is_model_kernel(head)
-    return _env().get_template("kernel.html.j2").render(
-        **_common(report, shown),
-        root="../",
-        kernel=kernel,
-        family=head.family,
-        # a model's kernel: what it is in the model (its layer, nodes, calls) instead of its raw params
-        params=[] if in_model else sorted(head.params.items()),
-        model_params=_model_params(head.params) if in_model else [],
-        sections=sections,
+    return (
+        _env()
+        .get_template("kernel.html.j2")
+        .render(
+            **_common(report, shown),
+            root="../",
+            kernel=kernel,
+            family=head.family,
+            # a model's kernel: what it is in the model (its layer, nodes, calls) instead of its raw params
+            params=[] if in_model else sorted(head.params.items()),
+            model_params=_model_params(head.params) if in_model else [],
+            sections=sections,
+        )
     )
 
 
 def _model_params(params: dict[str, Any]) -> list[tuple[str, str]]:
     """A model kernel's header: model, what it is, calls per inference, schedule (plain text pairs)."""
     names = model_labels.anchor_names(params.get("nodes"))
-    return [(key, value) for key, value in (
-        ("model", str(params.get("model", ""))),
-        ("layer", model_labels.layer_text(params.get("layer"))),
-        ("graph nodes", ", ".join(names)),
-        ("calls per inference", str(params.get("calls", ""))),
-        ("shapes", str(params.get("shapes", ""))),
-        ("schedule", str(params.get("schedule", ""))),
-    ) if value]
+    return [
+        (key, value)
+        for key, value in (
+            ("model", str(params.get("model", ""))),
+            ("layer", model_labels.layer_text(params.get("layer"))),
+            ("graph nodes", ", ".join(names)),
+            ("calls per inference", str(params.get("calls", ""))),
+            ("shapes", str(params.get("shapes", ""))),
+            ("schedule", str(params.get("schedule", ""))),
+        )
+        if value
+    ]
 
 
 def by_kernel(results: list[Result]) -> OrderedDict[str, list[Result]]:

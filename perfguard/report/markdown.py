@@ -26,8 +26,16 @@ from perfguard.report.html import anchor, kernel_file
 MARKER = "<!-- perfguard-report -->"
 LIMIT = 60_000
 _ERROR_CHARS = 300
-_ICON = {"wrong result": "\U0001f6ab", "regression": "\u274c", "error": "\u26a0\ufe0f", "toolchain": "\U0001f527", "improvement": "\u2705",
-         "new": "\U0001f195", "removed": "\U0001f5d1\ufe0f", "unchanged": "\u2796"}
+_ICON = {
+    "wrong result": "\U0001f6ab",
+    "regression": "\u274c",
+    "error": "\u26a0\ufe0f",
+    "toolchain": "\U0001f527",
+    "improvement": "\u2705",
+    "new": "\U0001f195",
+    "removed": "\U0001f5d1\ufe0f",
+    "unchanged": "\u2796",
+}
 _CHANGED = ("wrong result", "regression", "error", "improvement")
 _SPECIAL = re.compile(r"([\\`*_\[\]|~])")
 
@@ -51,11 +59,16 @@ def _cells(values: list[str]) -> str:
     return "| " + " | ".join(values) + " |"
 
 
-_CHANGED_HEAD = [_cells(["", "kernel", "target", "delta", "threshold", "predicted", "baseline", "bound",
-                         "what changed most", "machine"]),
-                 "|---|---|---|--:|--:|--:|--:|---|---|---|"]
-_REST_HEAD = [_cells(["", "kernel", "target", "delta", "predicted", "bound", "of peak GFLOP/s", "model"]),
-              "|---|---|---|--:|--:|---|--:|---|"]
+_CHANGED_HEAD = [
+    _cells(
+        ["", "kernel", "target", "delta", "threshold", "predicted", "baseline", "bound", "what changed most", "machine"]
+    ),
+    "|---|---|---|--:|--:|--:|--:|---|---|---|",
+]
+_REST_HEAD = [
+    _cells(["", "kernel", "target", "delta", "predicted", "bound", "of peak GFLOP/s", "model"]),
+    "|---|---|---|--:|--:|---|--:|---|",
+]
 
 
 def _current(r: Result) -> Metrics | None:
@@ -68,25 +81,51 @@ def _changed_row(r: Result) -> str:
         message = r.error or r.note or ""
         why = message if len(message) <= _ERROR_CHARS else message[:_ERROR_CHARS] + "..."
     current = _current(r)
-    return _cells([f"{_ICON[r.verdict]} {md(text.verdict_text(r))}", _kernel(r), md(r.target),
-                   md(text.delta_with_interval(r)), md(numbers.threshold(r.threshold_pct)),
-                   md(numbers.seconds(r.current_time_s)), md(numbers.seconds(r.baseline_time_s)),
-                   md(text.bound(current.bound if current else None)), md(why), md(text.machine_tag(r))])
+    return _cells(
+        [
+            f"{_ICON[r.verdict]} {md(text.verdict_text(r))}",
+            _kernel(r),
+            md(r.target),
+            md(text.delta_with_interval(r)),
+            md(numbers.threshold(r.threshold_pct)),
+            md(numbers.seconds(r.current_time_s)),
+            md(numbers.seconds(r.baseline_time_s)),
+            md(text.bound(current.bound if current else None)),
+            md(why),
+            md(text.machine_tag(r)),
+        ]
+    )
 
 
 def _rest_row(r: Result) -> str:
     current = _current(r)
-    return _cells([_ICON[r.verdict], _kernel(r), md(r.target), md(text.delta_with_interval(r)),
-                   md(numbers.seconds(r.current_time_s)), md(text.bound(current.bound if current else None)),
-                   md(numbers.share(current.peak_pct if current else None)),
-                   md(text.model_kind(r) + (f" ({text.machine_tag(r)})" if r.machine else ""))])
+    return _cells(
+        [
+            _ICON[r.verdict],
+            _kernel(r),
+            md(r.target),
+            md(text.delta_with_interval(r)),
+            md(numbers.seconds(r.current_time_s)),
+            md(text.bound(current.bound if current else None)),
+            md(numbers.share(current.peak_pct if current else None)),
+            md(text.model_kind(r) + (f" ({text.machine_tag(r)})" if r.machine else "")),
+        ]
+    )
 
 
 def _verdict_line(report: Report, results: list[Result]) -> list[str]:
     summary = report.summary
-    icon = (_ICON["wrong result"] if summary.wrong_result else _ICON["error"] if summary.error or summary.orphaned
-            else _ICON["regression"] if summary.regression or summary.model_regressions
-            else _ICON["toolchain"] if summary.toolchain_changed else _ICON["improvement"])
+    icon = (
+        _ICON["wrong result"]
+        if summary.wrong_result
+        else _ICON["error"]
+        if summary.error or summary.orphaned
+        else _ICON["regression"]
+        if summary.regression or summary.model_regressions
+        else _ICON["toolchain"]
+        if summary.toolchain_changed
+        else _ICON["improvement"]
+    )
     counts = " \u00b7 ".join(f"**{summary.count(name)}** {name}" for name in _ICON)
     if summary.changed:  # [[model]] kernels whose shapes changed (one new kernel paired with a removed one)
         counts += f" \u00b7 **{summary.changed}** changed"
@@ -100,8 +139,9 @@ def _verdict_line(report: Report, results: list[Result]) -> list[str]:
     sides = report.compared()
     if sides:
         base, head = sides["base"], sides["head"]  # `perfguard compare`: both revisions were measured
-        context.append(f"{md(head['ref'])} `{md(head['commit'][:10])}` against "
-                       f"{md(base['ref'])} `{md(base['commit'][:10])}`")
+        context.append(
+            f"{md(head['ref'])} `{md(head['commit'][:10])}` against {md(base['ref'])} `{md(base['commit'][:10])}`"
+        )
     elif report.commit:
         context.append(f"commit `{md(report.commit[:10])}`")
     return [MARKER, f"### {icon} perfguard: {md(text.headline(summary))}", "", f"{counts} ({', '.join(context)})"]
@@ -152,25 +192,40 @@ def _block_section(r: Result) -> list[str]:
     for c in changes:
         before = c.baseline.asm if c.baseline else []
         after = c.current.asm if c.current else []
-        rows = [_cells([f"`{md(a)}`" if a else "", f"`{md(b)}`" if b else ""])
-                for a, b in zip(before + [""] * (len(after) - len(before)), after + [""] * (len(before) - len(after)))]
-        out += ["", f"<details><summary>{_inline_html(text.block_line(c))}</summary>", "",
-                _cells(["baseline", "current"]), "|---|---|", *rows[:40], "", "</details>"]
+        rows = [
+            _cells([f"`{md(a)}`" if a else "", f"`{md(b)}`" if b else ""])
+            for a, b in zip(before + [""] * (len(after) - len(before)), after + [""] * (len(before) - len(after)))
+        ]
+        out += [
+            "",
+            f"<details><summary>{_inline_html(text.block_line(c))}</summary>",
+            "",
+            _cells(["baseline", "current"]),
+            "|---|---|",
+            *rows[:40],
+            "",
+            "</details>",
+        ]
     return out
 
 
 def _failing_line(n: int, f: failures.Failure) -> str:
     """One failing result (or model total) on one line of a numbered list, its kernel linked to its
     page in the report folder: what failed, by how much, what changed, where."""
-    href = ("index.html#" + model_view.anchor(f.model) if f.model is not None
-            else kernel_file(f.kernel) + "#" + anchor(f.target))
+    href = (
+        "index.html#" + model_view.anchor(f.model)
+        if f.model is not None
+        else kernel_file(f.kernel) + "#" + anchor(f.target)
+    )
     r = f.result
     name = _kernel(r) if r is not None else md(f.kernel)
     limit = r.threshold_pct if r is not None else f.model.threshold_pct if f.model is not None else None
-    parts = [f"{n}. {_ICON.get(f.verdict, _ICON['regression'])} **[{name}]({quote(href, safe='/#')})** "
-             f"\\[{md(f.target)}\\] {md(f.label)}"
-             + (f": **{md(f.delta)}**" if f.delta != "-" else "")
-             + (f", threshold {md(numbers.threshold(limit))}" if limit is not None and f.delta != "-" else "")]
+    parts = [
+        f"{n}. {_ICON.get(f.verdict, _ICON['regression'])} **[{name}]({quote(href, safe='/#')})** "
+        f"\\[{md(f.target)}\\] {md(f.label)}"
+        + (f": **{md(f.delta)}**" if f.delta != "-" else "")
+        + (f", threshold {md(numbers.threshold(limit))}" if limit is not None and f.delta != "-" else "")
+    ]
     if f.change:
         parts.append(f"change: {md(f.change)}")
     if f.where:
@@ -203,7 +258,10 @@ class _Budget:
         out = head + shown if shown else []
         if len(shown) < len(rows):
             more = len(rows) - len(shown)
-            out += ["", f"_{more} more {what}{'s' if more != 1 else ''} not shown: see perfguard.json or the HTML report._"]
+            out += [
+                "",
+                f"_{more} more {what}{'s' if more != 1 else ''} not shown: see perfguard.json or the HTML report._",
+            ]
         return out
 
 
@@ -216,16 +274,27 @@ def render_markdown(report: Report, limit: int = LIMIT) -> str:
     moved_models, still_models = model_view.split(report.models)
     in_moved, in_still = model_view.kernels_of(moved_models), model_view.kernels_of(still_models)
     failing = failures.failures(report)
-    others = [r for r in results if not failures.failing(r) and r.verdict != UNCHANGED
-              and (r.verdict == "improvement" or (r.kernel, r.target) not in in_moved | in_still)]
+    others = [
+        r
+        for r in results
+        if not failures.failing(r)
+        and r.verdict != UNCHANGED
+        and (r.verdict == "improvement" or (r.kernel, r.target) not in in_moved | in_still)
+    ]
     unchanged = [r for r in results if r.verdict == UNCHANGED]
     listed = [r for r in unchanged if (r.kernel, r.target) not in in_moved | in_still]
-    footer = ["", f"<sub>perfguard {md(report.perfguard_version)} \u00b7 per-kernel pages, roofline, "
-                  "history and statistics: <code>index.html</code> in the report folder (the links above open "
-                  "there)</sub>", ""]
+    footer = [
+        "",
+        f"<sub>perfguard {md(report.perfguard_version)} \u00b7 per-kernel pages, roofline, "
+        "history and statistics: <code>index.html</code> in the report folder (the links above open "
+        "there)</sub>",
+        "",
+    ]
     head = _verdict_line(report, results)
     notes = _notes(results)
-    budget = _Budget(limit - sum(len(line) + 1 for line in head + notes + footer) - 600)  # 600: headings and omission notes
+    budget = _Budget(
+        limit - sum(len(line) + 1 for line in head + notes + footer) - 600
+    )  # 600: headings and omission notes
     # by priority: the failing rows, the other changes, the changed models, where the cycles moved, the unchanged
     fail_part = budget.rows([], [_failing_line(n, f) for n, f in enumerate(failing, 1)], "failing result")
     other_part = budget.rows(_CHANGED_HEAD, [_changed_row(r) for r in others], "changed row")
@@ -261,8 +330,10 @@ def render_markdown(report: Report, limit: int = LIMIT) -> str:
     if unchanged or still_models:
         parts = []
         if in_still:
-            parts.append(f"{sum((r.kernel, r.target) in in_still for r in unchanged)} in the tables of "
-                         f"{len(still_models)} unchanged model total{'s' if len(still_models) != 1 else ''}")
+            parts.append(
+                f"{sum((r.kernel, r.target) in in_still for r in unchanged)} in the tables of "
+                f"{len(still_models)} unchanged model total{'s' if len(still_models) != 1 else ''}"
+            )
         if in_moved and (n := sum((r.kernel, r.target) in in_moved for r in unchanged)):
             parts.append(f"{n} in the models above")
         if parts:
@@ -270,8 +341,16 @@ def render_markdown(report: Report, limit: int = LIMIT) -> str:
         label = f"{len(unchanged)} unchanged" + (f" ({', '.join(parts)})" if parts else "")
         if len(still_part) < sum(len(model_view.markdown_lines([m], md)[3:]) for m in still_models):
             still_part += ["", "_unchanged models not shown: see the HTML report._"]
-        out += ["", f"<details><summary>{label}</summary>", "", *still_part, *([""] if still_part else []),
-                *rest_part, "", "</details>"]
+        out += [
+            "",
+            f"<details><summary>{label}</summary>",
+            "",
+            *still_part,
+            *([""] if still_part else []),
+            *rest_part,
+            "",
+            "</details>",
+        ]
     text = "\n".join(out + footer)
     if len(text) >= limit:  # only a pathological header gets here
         text = text[: limit - 200] + "\n\n_(cut: the summary was too long)_\n"

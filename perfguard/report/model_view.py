@@ -61,8 +61,10 @@ def anchor(m: ModelTotal) -> str:
 
 def _numbers(m: ModelTotal) -> str:
     delta = "" if m.delta_pct is None else f" {pct(m.delta_pct)}"
-    return (f"{delta}, total {seconds(m.current_total_s)} per inference (baseline {seconds(m.baseline_total_s)}, "
-            f"threshold {m.threshold_pct:.2f} %)")
+    return (
+        f"{delta}, total {seconds(m.current_total_s)} per inference (baseline {seconds(m.baseline_total_s)}, "
+        f"threshold {m.threshold_pct:.2f} %)"
+    )
 
 
 def _title(m: ModelTotal) -> str:
@@ -124,8 +126,10 @@ def terminal_lines(models: list[ModelTotal]) -> list[str]:
         rows = shown(m)
         for k in rows:
             name, described, judged, share, n, now, before = _cells(k)
-            out.append(f"  {share:>7} {name} {n} {judged}: {now} (baseline {before})"
-                       + (f"\n            {described}" if described else ""))
+            out.append(
+                f"  {share:>7} {name} {n} {judged}: {now} (baseline {before})"
+                + (f"\n            {described}" if described else "")
+            )
         if len(m.kernels) > len(rows):
             out.append(f"  ... {len(m.kernels) - len(rows)} more unchanged kernel(s) in perfguard.json")
         out += [f"  {line}" for line in m.changes]
@@ -137,8 +141,9 @@ def parts_lines(parts: list[ModelPart]) -> list[str]:
     if not parts:
         return []
     names = ", ".join(f"{p.model} [{p.target}]" for p in parts)
-    return [f"model totals ({names}): this shard holds part of them; 'perfguard merge' of every shard's "
-            f"report judges them"]
+    return [
+        f"model totals ({names}): this shard holds part of them; 'perfguard merge' of every shard's report judges them"
+    ]
 
 
 def markdown_lines(models: list[ModelTotal], md) -> list[str]:
@@ -149,8 +154,11 @@ def markdown_lines(models: list[ModelTotal], md) -> list[str]:
     for m in models:
         out += [f"**{md(_title(m))}**", ""]
         out += [f"<sub>{md(line)}</sub>  " for line in _notes(m)]
-        out += ["", "| kernel | in the model | verdict | share | calls | per inference | baseline |",
-                "|---|---|---|--:|--:|--:|--:|"]
+        out += [
+            "",
+            "| kernel | in the model | verdict | share | calls | per inference | baseline |",
+            "|---|---|---|--:|--:|--:|--:|",
+        ]
         rows = shown(m)
         out += ["| " + " | ".join(md(c) for c in _cells(k)) + " |" for k in rows]
         if len(m.kernels) > len(rows):
@@ -171,20 +179,25 @@ def html(models: list[ModelTotal], href=None, heading: str = "Models") -> str:
         return ""
     parts = [f'<section class="models"><h2>{escape(heading)}</h2>'] if heading else []
     for m in models:
-        parts.append(f'<h3 class="verdict-{escape(m.verdict)}" id="{escape(anchor(m))}"><span class="verdict '
-                     f'{escape(m.verdict)}">{escape(m.verdict)}</span> {escape(_heading(m))}</h3>')
+        parts.append(
+            f'<h3 class="verdict-{escape(m.verdict)}" id="{escape(anchor(m))}"><span class="verdict '
+            f'{escape(m.verdict)}">{escape(m.verdict)}</span> {escape(_heading(m))}</h3>'
+        )
         parts += [f'<p class="note">{escape(line)}</p>' for line in _notes(m)]
-        parts.append('<div class="scroll"><table class="results"><thead><tr><th>kernel</th><th>in the model</th>'
-                     '<th>verdict</th><th class="num">share</th><th class="num">calls</th>'
-                     '<th class="num">per inference</th><th class="num">baseline</th></tr></thead><tbody>')
+        parts.append(
+            '<div class="scroll"><table class="results"><thead><tr><th>kernel</th><th>in the model</th>'
+            '<th>verdict</th><th class="num">share</th><th class="num">calls</th>'
+            '<th class="num">per inference</th><th class="num">baseline</th></tr></thead><tbody>'
+        )
         for k in m.kernels:
             cells = [escape(c) for c in _cells(k)]
             if href is not None and k.verdict != "removed":
                 cells[0] = f'<a href="{escape(href(k.kernel, m.target))}">{cells[0]}</a>'
             judged = verdict(k).split()[0]
             cells[2] = f'<span class="verdict {escape(judged)}">{cells[2]}</span>'
-            parts.append("<tr>" + "".join(f'<td{" class=num" if i >= 3 else ""}>{c}</td>'
-                                          for i, c in enumerate(cells)) + "</tr>")
+            parts.append(
+                "<tr>" + "".join(f"<td{' class=num' if i >= 3 else ''}>{c}</td>" for i, c in enumerate(cells)) + "</tr>"
+            )
         parts.append("</tbody></table></div>")
         if m.changes:
             parts.append("<ul>" + "".join(f"<li>{escape(line)}</li>" for line in m.changes) + "</ul>")
@@ -208,15 +221,23 @@ def kernel_story(report: Report, kernel: str, target: str) -> str:
         if k.renamed_from:
             old = by_name.get(k.renamed_from)
             before = f" ({old.baseline_label})" if old is not None and old.baseline_label else ""
-            cost = (f"; that kernel's baseline: {seconds(old.baseline_total_s)} per inference, this one "
-                    f"{seconds(k.current_total_s)}") if old is not None else ""
+            cost = (
+                (
+                    f"; that kernel's baseline: {seconds(old.baseline_total_s)} per inference, this one "
+                    f"{seconds(k.current_total_s)}"
+                )
+                if old is not None
+                else ""
+            )
             return f"{here}. Changed from {k.renamed_from}{before}: {k.change}{cost}."
         if k.verdict == "new" and k.replaces:
             olds = [by_name[o] for o in k.replaces if o in by_name]
             named = ", ".join(f"{o.kernel} ({o.baseline_label})" if o.baseline_label else o.kernel for o in olds)
             return f"{here}. New, in place of {named} (removed: another kind of layer at this place in the model)."
         if k.verdict == "new":
-            return (f"{here}. New: no kernel of the baseline's model is at this place "
-                    f"(perfguard baseline update records one).")
+            return (
+                f"{here}. New: no kernel of the baseline's model is at this place "
+                f"(perfguard baseline update records one)."
+            )
         return here + "."
     return ""

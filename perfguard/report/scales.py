@@ -71,8 +71,8 @@ def log_ticks(lo: float, hi: float, most: int = 8) -> list[float]:
     decades = list(range(first, last + 1))
     if len(decades) >= 2:
         stride = math.ceil(len(decades) / most)
-        return [_clean(10.0 ** e) for e in decades if e % stride == 0] or [_clean(10.0 ** first)]
-    ticks = [_clean(m * 10.0 ** e) for e in range(first - 1, last + 1) for m in (1, 2, 5)]
+        return [_clean(10.0**e) for e in decades if e % stride == 0] or [_clean(10.0**first)]
+    ticks = [_clean(m * 10.0**e) for e in range(first - 1, last + 1) for m in (1, 2, 5)]
     ticks = [t for t in ticks if lo * (1 - 1e-9) <= t <= hi * (1 + 1e-9)]
     return ticks if len(ticks) >= 2 else [t for t in linear_ticks(lo, hi, 4) if t > 0]
 
@@ -87,6 +87,7 @@ def padded_log_limits(values: Sequence[float], pad: float) -> tuple[float, float
 
 
 # -- tick labels ---------------------------------------------------------------------------------
+
 
 def compact(value: float) -> str:
     """Log-axis labels: 0.01, 1, 10, 1k, 100k, 1M."""
@@ -117,8 +118,11 @@ def time_labels(ticks: Sequence[float]) -> list[str]:
     return ["0" if v == 0 else f"{v / scale:.{decimals}f} {unit}" for v in ticks]
 
 
-def labelled(ticks: Sequence[float], label: Callable[[float], str] | None = None,
-             labels: Callable[[Sequence[float]], list[str]] | None = None) -> list[tuple[float, str]]:
+def labelled(
+    ticks: Sequence[float],
+    label: Callable[[float], str] | None = None,
+    labels: Callable[[Sequence[float]], list[str]] | None = None,
+) -> list[tuple[float, str]]:
     """(value, text) per tick, from a per-tick `label` or an axis-wide `labels`."""
     texts = labels(ticks) if labels else [(label or compact)(t) for t in ticks]
     return list(zip(ticks, texts))

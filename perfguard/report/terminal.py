@@ -35,8 +35,16 @@ from perfguard.report.text import (
 )
 from perfguard.timings import JOB_STAGES, STAGES
 
-_STYLE = {"regression": "bold red", "error": "bold yellow", "toolchain": "bold magenta", "improvement": "bold green",
-          "new": "cyan", "removed": "magenta", "unchanged": "dim", "wrong result": "bold red"}
+_STYLE = {
+    "regression": "bold red",
+    "error": "bold yellow",
+    "toolchain": "bold magenta",
+    "improvement": "bold green",
+    "new": "cyan",
+    "removed": "magenta",
+    "unchanged": "dim",
+    "wrong result": "bold red",
+}
 
 
 def console(stderr: bool = False) -> Console:
@@ -48,8 +56,16 @@ def console(stderr: bool = False) -> Console:
 
 @contextmanager
 def progress(total: int, out: Console) -> Iterator[Any]:
-    bar = Progress(TextColumn("[bold]perfguard[/]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                   TextColumn("{task.description}"), console=out, transient=True, disable=not out.is_terminal)
+    bar = Progress(
+        TextColumn("[bold]perfguard[/]"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.description}"),
+        console=out,
+        transient=True,
+        disable=not out.is_terminal,
+    )
     with bar:
         task = bar.add_task("", total=total)
 
@@ -83,8 +99,10 @@ def print_table(report: Report, out: Console) -> None:
             if note := limit_note(r):
                 out.print(f"[bold]note[/] {escape(label + note)}")
             if r.note:
-                out.print(f"[{_STYLE['removed'] if r.orphaned else 'bold'}]{'removed' if r.orphaned else 'note'}[/] "
-                          f"{escape(label + r.note)}")
+                out.print(
+                    f"[{_STYLE['removed'] if r.orphaned else 'bold'}]{'removed' if r.orphaned else 'note'}[/] "
+                    f"{escape(label + r.note)}"
+                )
             if note := interval_note(r):
                 out.print(f"[bold]note[/] {escape(label + note)}")
             if r.verdict in ("regression", "improvement") and (r.attribution is not None or r.blocks):
@@ -119,22 +137,36 @@ def unchanged_line(results: list[Result]) -> str:
 def _print_results(results, out: Console) -> None:
     table = Table(show_edge=False, pad_edge=False)
     level = next((r.interval.level for r in results if r.interval is not None), None)
-    columns: tuple[tuple[str, JustifyMethod], ...] = (("kernel", "left"), ("target", "left"), ("verdict", "left"), ("delta", "right"),
-                          (f"{100 * level:.0f} % interval" if level else "interval", "right"), ("threshold", "right"),
-                          ("predicted", "right"), ("baseline", "right"), ("model", "left"), ("machine", "left"))
+    columns: tuple[tuple[str, JustifyMethod], ...] = (
+        ("kernel", "left"),
+        ("target", "left"),
+        ("verdict", "left"),
+        ("delta", "right"),
+        (f"{100 * level:.0f} % interval" if level else "interval", "right"),
+        ("threshold", "right"),
+        ("predicted", "right"),
+        ("baseline", "right"),
+        ("model", "left"),
+        ("machine", "left"),
+    )
     for name, justify in columns:
         table.add_column(name, justify=justify)
     for r in results:
         what = model_labels.label(r.params) if model_view.is_model_kernel(r) else ""
         table.add_row(
-            escape(r.kernel) + (f" [dim]{escape(what)}[/]" if what else ""), escape(r.target),
-            f"[{_STYLE[r.verdict]}]{escape(verdict_text(r))}[/]" + (f" ({SELF_CONSISTENCY})" if r.reference == "self" else ""),
-            pct(r.delta_pct), interval(r), threshold(r.threshold_pct),
-            seconds(r.current_time_s), seconds(r.baseline_time_s),
-            "" if not r.model_id else model_kind(r), escape(machine_tag(r)),
+            escape(r.kernel) + (f" [dim]{escape(what)}[/]" if what else ""),
+            escape(r.target),
+            f"[{_STYLE[r.verdict]}]{escape(verdict_text(r))}[/]"
+            + (f" ({SELF_CONSISTENCY})" if r.reference == "self" else ""),
+            pct(r.delta_pct),
+            interval(r),
+            threshold(r.threshold_pct),
+            seconds(r.current_time_s),
+            seconds(r.baseline_time_s),
+            "" if not r.model_id else model_kind(r),
+            escape(machine_tag(r)),
         )
     out.print(table)
-
 
 
 def print_timings(report: Report, out: Console, slowest: int = 5) -> None:
@@ -147,28 +179,43 @@ def print_timings(report: Report, out: Console, slowest: int = 5) -> None:
     what = dict(STAGES)
     table = Table(show_edge=False, pad_edge=False, title="where the time went", title_justify="left")
     stage_columns: tuple[tuple[str, JustifyMethod], ...] = (
-        ("stage", "left"), ("wall s", "right"), ("CPU s", "right"), ("what", "left"))
+        ("stage", "left"),
+        ("wall s", "right"),
+        ("CPU s", "right"),
+        ("what", "left"),
+    )
     for name, justify in stage_columns:
         table.add_column(name, justify=justify)
     for name, span in timings.stages.items():
         wall = "-" if name == "workers" else f"{span.wall_s:.2f}"
         label = f"  {name}" if name in JOB_STAGES or name == "workers" else name
         table.add_row(label, wall, f"{span.cpu_s:.2f}", escape(what.get(name, "")))
-    table.add_row("[bold]total[/]", f"[bold]{timings.total.wall_s:.2f}[/]", f"[bold]{timings.total.cpu_s:.2f}[/]",
-                  "the whole command")
+    table.add_row(
+        "[bold]total[/]",
+        f"[bold]{timings.total.wall_s:.2f}[/]",
+        f"[bold]{timings.total.cpu_s:.2f}[/]",
+        "the whole command",
+    )
     out.print(table)
     reused = sum(j.reused for j in timings.jobs)
     if timings.reused:
-        out.print(f"the whole check was reused from its record: nothing it depends on changed "
-                  f"({len(report.results)} results)")
+        out.print(
+            f"the whole check was reused from its record: nothing it depends on changed ({len(report.results)} results)"
+        )
     else:
-        out.print(f"{len(timings.jobs)} jobs: {len(timings.jobs) - reused} ran, {reused} reused from their records; "
-                  f"{timings.workers} pool worker{'' if timings.workers == 1 else 's'}")
+        out.print(
+            f"{len(timings.jobs)} jobs: {len(timings.jobs) - reused} ran, {reused} reused from their records; "
+            f"{timings.workers} pool worker{'' if timings.workers == 1 else 's'}"
+        )
     if timings.cluster:
         used = sum(w.cpu_s for w in timings.cluster)
-        out.print(f"on Dask workers: {used:.2f} CPU s beside this process's {timings.total.cpu_s:.2f} ("
-                  + ", ".join(escape(f"{w.worker} {w.jobs} job{'' if w.jobs == 1 else 's'} {w.cpu_s:.2f} s")
-                              for w in timings.cluster) + ")")
+        out.print(
+            f"on Dask workers: {used:.2f} CPU s beside this process's {timings.total.cpu_s:.2f} ("
+            + ", ".join(
+                escape(f"{w.worker} {w.jobs} job{'' if w.jobs == 1 else 's'} {w.cpu_s:.2f} s") for w in timings.cluster
+            )
+            + ")"
+        )
     for line in timings.reruns:
         out.print(escape(f"run again: {line}"))
     ran = sorted((j for j in timings.jobs if not j.reused), key=lambda j: -j.total.cpu_s)[:slowest]

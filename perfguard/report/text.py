@@ -43,8 +43,9 @@ def headline(summary: Summary, toolchain: bool = True) -> str:
         parts.append(f"{summary.model_regressions} model total(s) regressed")
     if summary.orphaned:
         parts.append(f"{summary.orphaned} baseline(s) without a configured kernel (perfguard baseline prune or rename)")
-    line = ", ".join(parts) or ("no regressions among the judged kernels" if toolchain and summary.toolchain
-                                else "no regressions")
+    line = ", ".join(parts) or (
+        "no regressions among the judged kernels" if toolchain and summary.toolchain else "no regressions"
+    )
     if summary.interrupted:
         line = f"interrupted: {line}"
     if toolchain and summary.toolchain_changed:
@@ -83,8 +84,10 @@ def toolchain_differences(toolchain: ToolchainSummary) -> str:
         parts.append(f"{tool}: {len(said)} different versions" if len(said) > 2 else ", ".join(said))
     versions = toolchain.tools.get("perfguard")
     if versions:
-        return (f"{', '.join(_difference(p.baseline, p.current, 'perfguard') for p in versions)} and its toolchain "
-                f"differ from the baselines' ({'; '.join(parts)})")
+        return (
+            f"{', '.join(_difference(p.baseline, p.current, 'perfguard') for p in versions)} and its toolchain "
+            f"differ from the baselines' ({'; '.join(parts)})"
+        )
     return f"toolchain differs from the baselines' ({'; '.join(parts)})"
 
 
@@ -92,13 +95,19 @@ def toolchain_headline(toolchain: ToolchainSummary, not_judged: int, remeasured:
     """The run's one sentence about a toolchain that differs from its baselines': what differs,
     what it means for the verdicts (`errors`: results the run could not check, a base that could
     not be measured again among them), and the one command that re-baselines."""
-    said = [f"{remeasured} kernel(s) judged against their base revision measured again with this toolchain"] \
-        if remeasured else []
+    said = (
+        [f"{remeasured} kernel(s) judged against their base revision measured again with this toolchain"]
+        if remeasured
+        else []
+    )
     if not_judged:
-        said.append(f"{not_judged} kernel(s) moved but are not judged (measured with another toolchain than their "
-                    f"baselines': an edit of them is not guarded until you re-baseline)")
-    judged = "; ".join(said) or ("the errors say which kernels could not be judged" if errors
-                                 else "no kernel moved beyond its threshold")
+        said.append(
+            f"{not_judged} kernel(s) moved but are not judged (measured with another toolchain than their "
+            f"baselines': an edit of them is not guarded until you re-baseline)"
+        )
+    judged = "; ".join(said) or (
+        "the errors say which kernels could not be judged" if errors else "no kernel moved beyond its threshold"
+    )
     command = toolchain.rebaseline or "perfguard baseline update"
     return f"{toolchain_differences(toolchain)}: {judged}; re-baseline with: {command}"
 
@@ -133,13 +142,15 @@ def bytes_moved(result: Result) -> str:
 
 def reference_kind(result: Result) -> str:
     """What checked the outputs, as every report says it."""
-    return {"numpy": "numpy reference", "family": "family's numpy reference",
-            "self": SELF_CONSISTENCY}.get(result.reference or "", "")
+    return {"numpy": "numpy reference", "family": "family's numpy reference", "self": SELF_CONSISTENCY}.get(
+        result.reference or "", ""
+    )
 
 
 def self_consistency_note(results: list[Result]) -> str:
     """One line for the results whose outputs only met the same kernel built for the host. A
     [[model]]'s kernels are said apart, without the hint: a model has no numpy reference per kernel."""
+
     def is_model(r: Result) -> bool:
         return isinstance(r.params, dict) and "model" in r.params and "shapes" in r.params
 
@@ -148,12 +159,16 @@ def self_consistency_note(results: list[Result]) -> str:
     parts = []
     if names:
         shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
-        parts.append(f"{len(names)} result(s) {SELF_CONSISTENCY} ({shown}): no numpy reference, so the outputs were "
-                     "compared with the same kernel built for the host; a wrong kernel passes that. "
-                     'Add reference = "module:function" to check against numpy')
+        parts.append(
+            f"{len(names)} result(s) {SELF_CONSISTENCY} ({shown}): no numpy reference, so the outputs were "
+            "compared with the same kernel built for the host; a wrong kernel passes that. "
+            'Add reference = "module:function" to check against numpy'
+        )
     if in_models:
-        parts.append(f"{in_models} [[model]] kernel result(s) checked against the same kernel built for the host "
-                     f"({SELF_CONSISTENCY}: a model gives no numpy reference per kernel)")
+        parts.append(
+            f"{in_models} [[model]] kernel result(s) checked against the same kernel built for the host "
+            f"({SELF_CONSISTENCY}: a model gives no numpy reference per kernel)"
+        )
     return "; ".join(parts)
 
 
@@ -205,8 +220,11 @@ def verdict_detail(result: Result) -> str:
     its name: `estimate over the threshold; the interval reaches below it`, `the whole interval over
     the threshold`, `the interval's lower end over the threshold`; "" for other verdicts."""
     i = result.interval
-    if result.verdict == "regression" and result.limit_breaches and (result.delta_pct or 0.0) <= (
-            result.threshold_pct or 0.0):
+    if (
+        result.verdict == "regression"
+        and result.limit_breaches
+        and (result.delta_pct or 0.0) <= (result.threshold_pct or 0.0)
+    ):
         return "a per-metric limit breached"
     if i is None or result.verdict not in ("regression", "improvement") or result.delta_pct is None:
         return ""
@@ -227,7 +245,7 @@ def verdict_text(result: Result) -> str:
 
 GATE_RULES = {
     "estimate": 'gate = "estimate": a result is a regression when its predicted change is over its threshold, '
-                "whatever its interval; the interval says where the native change may lie",
+    "whatever its interval; the interval says where the native change may lie",
     "lower": 'gate = "lower": a result is a regression only when its whole interval is over its threshold',
     "upper": 'gate = "upper": a result is a regression when its interval reaches over its threshold',
 }
@@ -247,8 +265,10 @@ def interval_note(result: Result) -> str:
         return ""
     parts = []
     if could_flip(result):
-        parts.append(f"the {100 * i.level:.0f} % interval {pct_range(i.low_pct, i.high_pct)} straddles the "
-                     f"{threshold(result.threshold_pct)} threshold: the native change may be on either side of it")
+        parts.append(
+            f"the {100 * i.level:.0f} % interval {pct_range(i.low_pct, i.high_pct)} straddles the "
+            f"{threshold(result.threshold_pct)} threshold: the native change may be on either side of it"
+        )
     if result.gate != "estimate":
         parts.append(f"gated on the interval's {result.gate} end")
     if parts and not i.exact:
@@ -295,14 +315,21 @@ def input_diff(result: Result) -> list[str]:
     for name in sorted(set(before) | set(after)):
         old, new = before.get(name) or {}, after.get(name) or {}
         if not old or not new:  # configured on one side only: the other drew the defaults
-            show = lambda item: "{" + ", ".join(f"{k} {_input_value(k, v)}" for k, v in item.items()) + "}" if item else "(default)"  # noqa: E731
+
+            def show(item: dict) -> str:
+                return (
+                    "{" + ", ".join(f"{k} {_input_value(k, v)}" for k, v in item.items()) + "}" if item else "(default)"
+                )
+
             parts.append(f"inputs.{name} {show(old)} -> {show(new)}")
             continue
         known = ("low", "high", "seed", "file", "sha256")
         for key in [k for k in known if k in old or k in new] + sorted((set(old) | set(new)) - set(known)):
             if old.get(key) != new.get(key):
-                parts.append(f"inputs.{name}.{key} {_input_value(key, old.get(key, '(none)'))} -> "
-                             f"{_input_value(key, new.get(key, '(none)'))}")
+                parts.append(
+                    f"inputs.{name}.{key} {_input_value(key, old.get(key, '(none)'))} -> "
+                    f"{_input_value(key, new.get(key, '(none)'))}"
+                )
     return parts
 
 
@@ -319,8 +346,10 @@ def source_change(result: Result) -> str:
         return ""
     if len(removed) + len(added) <= 2 and all(len(x) <= _SHORT_SOURCE for x in removed + added):
         return "entry " + " ".join([f"- {x}" for x in removed] + [f"+ {x}" for x in added])
-    return (f"entry source: {len(removed)} line{'' if len(removed) == 1 else 's'} removed, {len(added)} "
-            f"added (the diff is on the kernel's page)")
+    return (
+        f"entry source: {len(removed)} line{'' if len(removed) == 1 else 's'} removed, {len(added)} "
+        f"added (the diff is on the kernel's page)"
+    )
 
 
 def same_code(result: Result) -> bool:
@@ -340,8 +369,10 @@ def same_code_line(results: list[Result]) -> str:
     if not targets:
         return ""
     names = ", ".join(f"{k} [{', '.join(sorted(t))}]" for k, t in targets.items())
-    return (f"same machine code as the baseline: {names} (rebuilt from a changed kernel; every block it ran is "
-            f"the baseline's, byte for byte)")
+    return (
+        f"same machine code as the baseline: {names} (rebuilt from a changed kernel; every block it ran is "
+        f"the baseline's, byte for byte)"
+    )
 
 
 def change_text(result: Result) -> str:
@@ -354,8 +385,11 @@ def change_text(result: Result) -> str:
     if diff:
         return diff
     # inputs the baseline did not record (before schema 5) may be what changed: said among the causes
-    causes = ("kernel source, inputs, TVM or toolchain" if result.inputs and result.baseline_inputs is None
-              else "kernel source, TVM or toolchain")
+    causes = (
+        "kernel source, inputs, TVM or toolchain"
+        if result.inputs and result.baseline_inputs is None
+        else "kernel source, TVM or toolchain"
+    )
     if same and result.content_hash != result.baseline_content_hash:
         return f"same params as the baseline, another build ({causes}), same machine code"
     if same:
@@ -402,11 +436,16 @@ def machine_line(result: Result) -> str:
         return f"{m.model} model; its machine was not recorded (a report older than schema 2)"
     core = f"llvm-mca -mcpu={m.mca_cpu}" if m.mca_cpu else f"the {m.model} model's cost table"
     if m.model == "calibrated":
-        core = f"a calibrated model on llvm-mca -mcpu={m.mca_cpu}'s cycles" if m.mca_cpu else \
-            "a calibrated model on counts"
+        core = (
+            f"a calibrated model on llvm-mca -mcpu={m.mca_cpu}'s cycles"
+            if m.mca_cpu
+            else "a calibrated model on counts"
+        )
     if m.profile:
-        out = (f"{core}; interval from {m.profile}: {m.cpu}, {m.pairs} verdict pair{'s' if m.pairs != 1 else ''} "
-               f"timed natively {m.date}")
+        out = (
+            f"{core}; interval from {m.profile}: {m.cpu}, {m.pairs} verdict pair{'s' if m.pairs != 1 else ''} "
+            f"timed natively {m.date}"
+        )
         return out + (f"; uncalibrated: {m.uncalibrated}" if m.uncalibrated else "")
     generic = " (the generic pipeline model)" if m.model == "pipeline" else ""
     return f"{core}{generic}; uncalibrated: {m.uncalibrated or 'no machine profile'}"
@@ -422,7 +461,9 @@ def machine_lines(results: list[Result]) -> list[str]:
             targets = seen.setdefault(line, [])
             if r.target not in targets:
                 targets.append(r.target)
-    return [f"machine [{', '.join(sorted(t))}]: {line}" for line, t in sorted(seen.items(), key=lambda kv: sorted(kv[1]))]
+    return [
+        f"machine [{', '.join(sorted(t))}]: {line}" for line, t in sorted(seen.items(), key=lambda kv: sorted(kv[1]))
+    ]
 
 
 def driver(d: Driver) -> str:
@@ -473,19 +514,24 @@ def phase_split(result: Result) -> str:
     a = result.attribution
     if a is not None:
         clock = a.clock_hz
-        parts = [f"changed code {signed_seconds(a.code_cycles / clock)}",
-                 f"cache-miss stalls {signed_seconds(a.stall_cycles / clock)}"]
+        parts = [
+            f"changed code {signed_seconds(a.code_cycles / clock)}",
+            f"cache-miss stalls {signed_seconds(a.stall_cycles / clock)}",
+        ]
         if round(a.moved_cycles):
             parts.append(f"code that only moved {signed_seconds(a.moved_cycles / clock)}")
-        return (f"{a.model} model: {' + '.join(parts)} = {signed_seconds(a.change_cycles / clock)}"
-                + _verdict_model(result, a.model))
+        return f"{a.model} model: {' + '.join(parts)} = {signed_seconds(a.change_cycles / clock)}" + _verdict_model(
+            result, a.model
+        )
     before = result.analysis.baseline if result.analysis else None
     after = result.analysis.current if result.analysis else None
     if before is None or after is None:
         return ""
     compute, memory = after.compute_s - before.compute_s, after.memory_s - before.memory_s
-    text = (f"analytical model: compute phase {signed_seconds(compute)} + memory phase "
-            f"{signed_seconds(memory)} = {signed_seconds(compute + memory)}")
+    text = (
+        f"analytical model: compute phase {signed_seconds(compute)} + memory phase "
+        f"{signed_seconds(memory)} = {signed_seconds(compute + memory)}"
+    )
     return text + _verdict_model(result, "analytical")
 
 
@@ -519,8 +565,10 @@ def block_side(side: BlockSide | None) -> str:
         return "not run"
     where = f"{side.symbol} " if side.symbol else ""
     loop = f" in {side.loop_text}" if side.loop_text else ""
-    return (f"{where}0x{side.start:x}-0x{side.end:x}{loop}, {side.insns} insns x {side.executions:,}, "
-            f"{side.cycles_per_execution:.1f} cyc/exec ({side.bound})")
+    return (
+        f"{where}0x{side.start:x}-0x{side.end:x}{loop}, {side.insns} insns x {side.executions:,}, "
+        f"{side.cycles_per_execution:.1f} cyc/exec ({side.bound})"
+    )
 
 
 def top_block(result: Result) -> BlockChange | None:
@@ -536,8 +584,7 @@ def block_line(change: BlockChange) -> str:
     # a share only when it reads as one: blocks moving both ways can exceed the net change
     share_pct = change.share_pct
     share = f", {share_pct:.0f} % of the change" if share_pct is not None and 0 < share_pct <= 100 else ""
-    return (f"{change.delta_cycles:+,.0f} cycles{share}: {block_side(change.baseline)} → "
-            f"{block_side(change.current)}")
+    return f"{change.delta_cycles:+,.0f} cycles{share}: {block_side(change.baseline)} → {block_side(change.current)}"
 
 
 def what_changed_most(result: Result) -> str:

@@ -93,8 +93,10 @@ def _offsets(a: Attribution, place: Place, found: list[Place]) -> str:
         return ""
     sign = _sign(a)
     excess = abs(place.node.delta_cycles) - abs(a.change_cycles)
-    against = sorted((p for p in found if p.node.delta_cycles * sign < 0 and abs(p.node.delta_cycles) >= 0.1 * excess),
-                     key=lambda p: sign * p.node.delta_cycles)[:OFFSETS]
+    against = sorted(
+        (p for p in found if p.node.delta_cycles * sign < 0 and abs(p.node.delta_cycles) >= 0.1 * excess),
+        key=lambda p: sign * p.node.delta_cycles,
+    )[:OFFSETS]
     parts = [f"{signed_count(round(p.node.delta_cycles))} in {name(p)}" for p in against]
     if a.stall_cycles * sign < 0 and abs(a.stall_cycles) >= 0.1 * excess and len(parts) < OFFSETS:
         parts.append(f"{signed_count(round(a.stall_cycles))} in cache-miss stalls")
@@ -115,8 +117,10 @@ def where_line(a: Attribution) -> str:
     top = found[0] if found and found[0].node.delta_cycles * sign > 0 else None
     stalls = signed_count(round(a.stall_cycles))
     if a.stall_cycles * sign > 0 and (top is None or abs(a.stall_cycles) > abs(top.node.delta_cycles)):
-        text = (f"cache-miss stalls: {stalls} cycles = {_share(a, a.stall_cycles)} of the change (misses are "
-                f"counted per run, not per block)")
+        text = (
+            f"cache-miss stalls: {stalls} cycles = {_share(a, a.stall_cycles)} of the change (misses are "
+            f"counted per run, not per block)"
+        )
         largest = max(found, key=lambda p: (abs(p.node.delta_cycles), -found.index(p)), default=None)
         if largest is not None:  # the code's largest change, whichever way it went
             text += f"; in the code: {_place_text(a, largest, found)}"
@@ -133,17 +137,22 @@ def _place_text(a: Attribution, top: Place, found: list[Place]) -> str:
     share = a.share(node.delta_cycles)
     if share is not None and abs(share) > SHARE_MAX:  # a net change much smaller than its parts: cycles, not a share
         return f"{name(top)}{brief}: {signed_count(round(node.delta_cycles))} cycles{_offsets(a, top, found)}"
-    return (f"{name(top)}{brief}: {signed_count(round(node.delta_cycles))} cycles = "
-            f"{_share(a, node.delta_cycles)} of the change{_offsets(a, top, found)}")
+    return (
+        f"{name(top)}{brief}: {signed_count(round(node.delta_cycles))} cycles = "
+        f"{_share(a, node.delta_cycles)} of the change{_offsets(a, top, found)}"
+    )
 
 
 def top_lines(a: Attribution, most: int = MOST) -> tuple[list[str], str]:
     """The `most` places with the largest change (the where line's first, then the largest either
     way) and one line for everything else, so the shares add up to 100 % of the change."""
     found = places(a)
-    shown = found[:1] + sorted(found[1:], key=lambda p: (-abs(p.node.delta_cycles), name(p)))[:most - 1]
-    out = [f"{name(p)}{' ' + loop_brief(p.node.loop) if p.node.loop else ''}: "
-           f"{signed_count(round(p.node.delta_cycles))} cycles ({_share(a, p.node.delta_cycles)})" for p in shown]
+    shown = found[:1] + sorted(found[1:], key=lambda p: (-abs(p.node.delta_cycles), name(p)))[: most - 1]
+    out = [
+        f"{name(p)}{' ' + loop_brief(p.node.loop) if p.node.loop else ''}: "
+        f"{signed_count(round(p.node.delta_cycles))} cycles ({_share(a, p.node.delta_cycles)})"
+        for p in shown
+    ]
     rest = a.code_cycles - sum(p.node.delta_cycles for p in shown)
     parts = []
     if len(found) > len(shown) or abs(rest) >= 0.5:
@@ -158,8 +167,14 @@ def top_lines(a: Attribution, most: int = MOST) -> tuple[list[str], str]:
 def ledger(a: Attribution) -> str:
     """How the model's whole change splits: `pipeline model: +18,000 cycles per call = changed code
     +17,997 + cache-miss stalls +12 + code that only moved -9`."""
-    parts = [f"changed code {signed_count(round(a.code_cycles))}",
-             f"cache-miss stalls {signed_count(round(a.stall_cycles))}"]
+    parts = [
+        f"changed code {signed_count(round(a.code_cycles))}",
+        f"cache-miss stalls {signed_count(round(a.stall_cycles))}",
+    ]
     if round(a.moved_cycles):
         parts.append(f"code that only moved {signed_count(round(a.moved_cycles))}")
-    return f"{model_total(a)} = " + " + ".join(parts) + f" ({a.unchanged_blocks} blocks are the same code as the baseline's)"
+    return (
+        f"{model_total(a)} = "
+        + " + ".join(parts)
+        + f" ({a.unchanged_blocks} blocks are the same code as the baseline's)"
+    )

@@ -65,12 +65,18 @@ class Visit:
     def to_dict(self) -> dict:
         v, r = self.verdict, self.result
         results = list(self.side.results.values()) if self.side is not None else [r] if r else []
-        return {"commit": self.sha, "subject": self.subject, "index": self.index, "skipped": self.skipped,
-                "crossed": self.crossed if v else None,
-                "predicted_time_s": self.time_s, "delta_pct": v.delta_pct if v else None,
-                "content_hash": r.content_hash if r else None,
-                "rebuilt": any(x.rebuilt for x in results) if results else None,
-                "resimulated": any(x.resimulated for x in results) if results else None}
+        return {
+            "commit": self.sha,
+            "subject": self.subject,
+            "index": self.index,
+            "skipped": self.skipped,
+            "crossed": self.crossed if v else None,
+            "predicted_time_s": self.time_s,
+            "delta_pct": v.delta_pct if v else None,
+            "content_hash": r.content_hash if r else None,
+            "rebuilt": any(x.rebuilt for x in results) if results else None,
+            "resimulated": any(x.resimulated for x in results) if results else None,
+        }
 
 
 @dataclass
@@ -100,14 +106,24 @@ def first_parent_range(project: Project, good: str, bad: str, good_ref: str, bad
     commits = git(project.repo, "rev-list", "--first-parent", "--reverse", f"{good}..{bad}").stdout.split()
     first_parent = git(project.repo, "rev-parse", f"{commits[0]}^1", check=False).stdout.strip()
     if first_parent != good:
-        raise InputError(f"bisect: --good {good_ref} is not on the first-parent history of --bad {bad_ref} "
-                         f"(it was merged in from a side branch)")
+        raise InputError(
+            f"bisect: --good {good_ref} is not on the first-parent history of --bad {bad_ref} "
+            f"(it was merged in from a side branch)"
+        )
     return commits
 
 
 class Bisector:
-    def __init__(self, project: Project, kernel: str, target: str, threshold: float | None, measurer: Measurer,
-                 on_visit: Callable[[Visit], None] | None = None, model: bool = False):
+    def __init__(
+        self,
+        project: Project,
+        kernel: str,
+        target: str,
+        threshold: float | None,
+        measurer: Measurer,
+        on_visit: Callable[[Visit], None] | None = None,
+        model: bool = False,
+    ):
         self.project, self.kernel, self.target = project, kernel, target  # kernel: the model's name when `model`
         self.threshold, self.measurer = threshold, measurer
         self.on_visit = on_visit
@@ -172,8 +188,9 @@ class Bisector:
             visit.result = side.results[(self.kernel, self.target)]
             if self.judgement is None:  # the good side: its judgement and model judge every revision
                 config = side.config
-                self.judgement = config.judging.resolve(spec.threshold, spec.limits, self.threshold,
-                                                        machine=config.machines.get(self.target))
+                self.judgement = config.judging.resolve(
+                    spec.threshold, spec.limits, self.threshold, machine=config.machines.get(self.target)
+                )
                 self.threshold_pct = self.judgement.threshold_pct
                 if visit.result.ok:
                     storage = config.storage
@@ -193,9 +210,17 @@ class Bisector:
         good = f"--good {(self.reference.commit or '')[:12]}"
         # set with the predictor at --good, which every later revision is judged against
         assert self.judgement is not None and self.profile is not None and self.source is not None
-        visit.verdict = decide(self.judgement, self.profile, result, self.reference, self.source,
-                               good, f"{good}: kernel '{self.kernel}'", explain=False,
-                               chosen=self.predictor).verdict
+        visit.verdict = decide(
+            self.judgement,
+            self.profile,
+            result,
+            self.reference,
+            self.source,
+            good,
+            f"{good}: kernel '{self.kernel}'",
+            explain=False,
+            chosen=self.predictor,
+        ).verdict
 
     def visit(self, visit: Visit, ref: str, end: bool) -> Visit:
         """Measure and judge one revision; at an end of the range a failure is an error, elsewhere a skip."""

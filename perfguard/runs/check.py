@@ -32,6 +32,7 @@ from perfguard.sim.base import get_simulator
 @dataclass
 class JudgedResult:
     """A measured (or failed) job with its verdict and the model that judged it."""
+
     result: JobResult
     verdict: Verdict
     model_id: str | None = None
@@ -103,8 +104,12 @@ def whole_models(pairs: list[tuple[KernelSpec, str]]) -> dict[tuple[str, str], l
     return out
 
 
-def select(config: Config, kernels: list[str] | None, targets: list[str] | None,
-           option_names: tuple[str, str] = ("--kernels", "--targets")) -> list[tuple[KernelSpec, str]]:
+def select(
+    config: Config,
+    kernels: list[str] | None,
+    targets: list[str] | None,
+    option_names: tuple[str, str] = ("--kernels", "--targets"),
+) -> list[tuple[KernelSpec, str]]:
     """The kernel x target pairs to run, in config order; unknown names are input errors naming the option."""
     if targets:
         for name in targets:
@@ -145,15 +150,22 @@ def _selected_specs(config: Config, names: list[str] | None, targets: list[str],
                 theirs = sorted({s.name for s in model_specs(config, owner, targets)})
                 raise InputError(f"{option}: unknown kernel '{n}' (model '{owner.name}' has {', '.join(theirs)})")
             if config.models:
-                raise InputError(f"{option}: unknown kernel '{n}' (configured in {config.path}: kernels "
-                                 f"{', '.join(k.name for k in config.kernels) or 'none'}; models "
-                                 f"{', '.join(sorted(model_names))})")
+                raise InputError(
+                    f"{option}: unknown kernel '{n}' (configured in {config.path}: kernels "
+                    f"{', '.join(k.name for k in config.kernels) or 'none'}; models "
+                    f"{', '.join(sorted(model_names))})"
+                )
             config.kernel(n, option)  # raises: unknown kernel, naming the option
     return specs
 
 
-def make_jobs(config: Config, pairs: list[tuple[KernelSpec, str]], simulator: str | None = None,
-              threshold: float | None = None, marker: float | None = None) -> list[Job]:
+def make_jobs(
+    config: Config,
+    pairs: list[tuple[KernelSpec, str]],
+    simulator: str | None = None,
+    threshold: float | None = None,
+    marker: float | None = None,
+) -> list[Job]:
     """The jobs of the pairs, each with its resolved judgement (the command line's `threshold`, a
     test's `marker`); InputError first when the simulator cannot execute a target's code."""
     sim, cache_dir, judging = config.simulation, config.storage.cache_dir, config.judging
@@ -162,9 +174,19 @@ def make_jobs(config: Config, pairs: list[tuple[KernelSpec, str]], simulator: st
     for target in dict.fromkeys(target for _, target in pairs):
         backend.check_target(config.profile(target))
     return [
-        Job(spec, config.profile(target), config.root, cache_dir, name, sim.timeout, sim.reps, sim.warmup,
-            config.require_reference, warm_pipeline=judging.model != "analytical",
-            judgement=judging.resolve(spec.threshold, spec.limits, threshold, marker, config.machines.get(target)))
+        Job(
+            spec,
+            config.profile(target),
+            config.root,
+            cache_dir,
+            name,
+            sim.timeout,
+            sim.reps,
+            sim.warmup,
+            config.require_reference,
+            warm_pipeline=judging.model != "analytical",
+            judgement=judging.resolve(spec.threshold, spec.limits, threshold, marker, config.machines.get(target)),
+        )
         for spec, target in pairs
     ]
 
@@ -174,9 +196,14 @@ def recorded(jobs: list[Job]) -> list[JobResult | None]:
     return [record.lookup(job) for job in jobs]
 
 
-def measure(config: Config, jobs: list[Job], workers: int | None = None,
-            on_result: Callable[[int, JobResult], None] | None = None,
-            executor: Executor | None = None, known: list[JobResult | None] | None = None) -> list[JobResult]:
+def measure(
+    config: Config,
+    jobs: list[Job],
+    workers: int | None = None,
+    on_result: Callable[[int, JobResult], None] | None = None,
+    executor: Executor | None = None,
+    known: list[JobResult | None] | None = None,
+) -> list[JobResult]:
     """Every job's result, in job order: those in `known` (recorded results, `recorded`) as they
     are, the others run by the executor (started only when there is one to run; by default a local
     pool of executors.pool_size workers) and recorded."""
@@ -204,14 +231,26 @@ INTERRUPTED = "not measured: the check was interrupted (Ctrl-C or SIGTERM) befor
 
 def not_measured(job: Job, why: str) -> JobResult:
     spec = job.kernel
-    return JobResult(spec.name, job.profile.name, spec.family, dict(spec.params), job.simulator, ok=False,
-                     error=f"{job.label}: {why}", exit_code=EXIT_INFRA)
+    return JobResult(
+        spec.name,
+        job.profile.name,
+        spec.family,
+        dict(spec.params),
+        job.simulator,
+        ok=False,
+        error=f"{job.label}: {why}",
+        exit_code=EXIT_INFRA,
+    )
 
 
-def measure_until_interrupted(config: Config, jobs: list[Job], workers: int | None = None,
-                              on_result: Callable[[int, JobResult], None] | None = None,
-                              executor: Executor | None = None,
-                              known: list[JobResult | None] | None = None) -> tuple[list[JobResult], bool]:
+def measure_until_interrupted(
+    config: Config,
+    jobs: list[Job],
+    workers: int | None = None,
+    on_result: Callable[[int, JobResult], None] | None = None,
+    executor: Executor | None = None,
+    known: list[JobResult | None] | None = None,
+) -> tuple[list[JobResult], bool]:
     """`measure`, except that Ctrl-C keeps what finished: (results, interrupted), the jobs that
     did not finish coming back as errors."""
     finished: dict[int, JobResult] = {}
@@ -246,11 +285,17 @@ def run_check(
     return judge_results(config, jobs, results, threshold, store, interrupted, whole_models)
 
 
-def judge_results(config: Config, jobs: list[Job], results: list[JobResult], threshold: float | None = None,
-                  store: BaselineSource | None = None, interrupted: bool = False,
-                  whole_models: dict[tuple[str, str], list[str]] | None = None,
-                  also_models: Collection[tuple[str, str]] = frozenset(),
-                  known: list[Result | None] | None = None) -> CheckRun:
+def judge_results(
+    config: Config,
+    jobs: list[Job],
+    results: list[JobResult],
+    threshold: float | None = None,
+    store: BaselineSource | None = None,
+    interrupted: bool = False,
+    whole_models: dict[tuple[str, str], list[str]] | None = None,
+    also_models: Collection[tuple[str, str]] = frozenset(),
+    known: list[Result | None] | None = None,
+) -> CheckRun:
     """Verdicts for measured results against `store`'s baselines (the working tree's by default;
     a git revision's, or another revision's measured results for `perfguard compare`). With
     `whole_models` (a shard), each model's part of its total instead of the total. `also_models`:
@@ -265,32 +310,64 @@ def judge_results(config: Config, jobs: list[Job], results: list[JobResult], thr
         judgement = judgement_of(config, job, threshold)
         entry = known[i] if known else None
         if entry is not None and result.ok:
-            run.outcomes.append(JudgedResult(result, verdict_of(entry), entry.model_id, entry.calibrated,
-                                             entry.baseline_commit, note=entry.note, blocks=entry.blocks,
-                                             attribution=entry.attribution, explained=entry))
+            run.outcomes.append(
+                JudgedResult(
+                    result,
+                    verdict_of(entry),
+                    entry.model_id,
+                    entry.calibrated,
+                    entry.baseline_commit,
+                    note=entry.note,
+                    blocks=entry.blocks,
+                    attribution=entry.attribution,
+                    explained=entry,
+                )
+            )
             continue
         if not result.ok:
             verdict = WRONG_RESULT if result.exit_code == EXIT_WRONG_RESULT else ERROR
-            run.outcomes.append(JudgedResult(result, Verdict(verdict, judgement.threshold_pct), error=result.error,
-                                             predictor=scorer_or_none(judgement.model, job.profile, result, source)))
+            run.outcomes.append(
+                JudgedResult(
+                    result,
+                    Verdict(verdict, judgement.threshold_pct),
+                    error=result.error,
+                    predictor=scorer_or_none(judgement.model, job.profile, result, source),
+                )
+            )
             continue
         try:
             baseline = store.read(job.profile.name, job.kernel.name)
-            decision = decide(judgement, job.profile, result, baseline, source,
-                              str(store.path(job.profile.name, job.kernel.name)),
-                              f"{config.path}: kernel '{job.kernel.name}'")
+            decision = decide(
+                judgement,
+                job.profile,
+                result,
+                baseline,
+                source,
+                str(store.path(job.profile.name, job.kernel.name)),
+                f"{config.path}: kernel '{job.kernel.name}'",
+            )
         except (InputError, InfraError) as exc:
             result.exit_code = exc.exit_code
             chosen = scorer_or_none(judgement.model, job.profile, result, source)
-            run.outcomes.append(JudgedResult(result, Verdict(ERROR, judgement.threshold_pct), error=exc.message,
-                                             predictor=chosen))
+            run.outcomes.append(
+                JudgedResult(result, Verdict(ERROR, judgement.threshold_pct), error=exc.message, predictor=chosen)
+            )
             continue
         predictor, attributed = decision.predictor, decision.attributed
-        run.outcomes.append(JudgedResult(result, decision.verdict, predictor.model_id, predictor.calibrated,
-                                         baseline.commit if baseline else None, note=decision.note,
-                                         blocks=attributed.blocks if attributed else None,
-                                         attribution=attributed.attribution if attributed else None,
-                                         predictor=predictor, baseline=baseline))
+        run.outcomes.append(
+            JudgedResult(
+                result,
+                decision.verdict,
+                predictor.model_id,
+                predictor.calibrated,
+                baseline.commit if baseline else None,
+                note=decision.note,
+                blocks=attributed.blocks if attributed else None,
+                attribution=attributed.attribution if attributed else None,
+                predictor=predictor,
+                baseline=baseline,
+            )
+        )
     if whole_models is None:
         run.model_summaries = model_summaries(config, jobs, run.outcomes, store, threshold, models, also_models)
     else:
@@ -298,28 +375,55 @@ def judge_results(config: Config, jobs: list[Job], results: list[JobResult], thr
     return run
 
 
-def model_summaries(config: Config, jobs: list[Job], outcomes: list[JudgedResult], store, threshold: float | None,
-                    models, also: Collection[tuple[str, str]] = frozenset()) -> list:
+def model_summaries(
+    config: Config,
+    jobs: list[Job],
+    outcomes: list[JudgedResult],
+    store,
+    threshold: float | None,
+    models,
+    also: Collection[tuple[str, str]] = frozenset(),
+) -> list:
     """Each [[model]] x target whose kernels were all checked (and each in `also`): its total and
     verdict (judge.model_totals)."""
     threshold_for = config.judging.threshold_for
-    return [total(spec.name, target, threshold_for(spec.threshold, threshold), rows, spec.database, skipped)
-            for spec, target, rows, skipped in _model_rows(config, jobs, outcomes, store, models, also=also)]
+    return [
+        total(spec.name, target, threshold_for(spec.threshold, threshold), rows, spec.database, skipped)
+        for spec, target, rows, skipped in _model_rows(config, jobs, outcomes, store, models, also=also)
+    ]
 
 
-def model_parts(config: Config, jobs: list[Job], outcomes: list[JudgedResult], store, threshold: float | None,
-                models, whole: dict[tuple[str, str], list[str]]) -> list:
+def model_parts(
+    config: Config,
+    jobs: list[Job],
+    outcomes: list[JudgedResult],
+    store,
+    threshold: float | None,
+    models,
+    whole: dict[tuple[str, str], list[str]],
+) -> list:
     """A shard's parts of each [[model]] x target of the whole run (`whole`: its kernels in every
     shard): the rows `perfguard merge` sums into the totals (document.report.ModelPart)."""
-    found = {(spec.name, target): (rows, skipped)
-             for spec, target, rows, skipped in _model_rows(config, jobs, outcomes, store, models, whole)}
+    found = {
+        (spec.name, target): (rows, skipped)
+        for spec, target, rows, skipped in _model_rows(config, jobs, outcomes, store, models, whole)
+    }
     parts = []
     for spec in config.models:
         for target in _targets(config, {t for _, t in whole}):
             if (spec.name, target) in whole:
                 rows, skipped = found.get((spec.name, target), ([], []))
-                parts.append(ModelPart(spec.name, target, config.judging.threshold_for(spec.threshold, threshold),
-                                       sorted(whole[(spec.name, target)]), rows, spec.database, skipped))
+                parts.append(
+                    ModelPart(
+                        spec.name,
+                        target,
+                        config.judging.threshold_for(spec.threshold, threshold),
+                        sorted(whole[(spec.name, target)]),
+                        rows,
+                        spec.database,
+                        skipped,
+                    )
+                )
     return parts
 
 
@@ -328,8 +432,15 @@ def _targets(config: Config, seen) -> list[str]:
     return list(dict.fromkeys([*config.targets, *sorted(seen)]))
 
 
-def _model_rows(config: Config, jobs: list[Job], outcomes: list[JudgedResult], store, models,
-                whole: dict[tuple[str, str], list[str]] | None = None, also: Collection[tuple[str, str]] = frozenset()):
+def _model_rows(
+    config: Config,
+    jobs: list[Job],
+    outcomes: list[JudgedResult],
+    store,
+    models,
+    whole: dict[tuple[str, str], list[str]] | None = None,
+    also: Collection[tuple[str, str]] = frozenset(),
+):
     """(model spec, target, rows, skipped) per [[model]] x target with a kernel among `jobs` or in
     `also` (a shard: every one in `whole`, the model's kernels in the whole run, none of which is a
     leftover); `skipped`: the calls the model's `skip` leaves out."""
@@ -350,13 +461,25 @@ def _model_rows(config: Config, jobs: list[Job], outcomes: list[JudgedResult], s
                     baseline = store.read(target, job.kernel.name)
                 except InputError:
                     baseline = None  # its own outcome already says why
-                results.append(ModelKernelResult(job.kernel.name, job.kernel.params.get("op"),
-                                                 job.kernel.params.get("calls", 1), o.verdict.verdict,
-                                                 o.verdict.current_time_s, o.verdict.baseline_time_s, baseline,
-                                                 dict(job.kernel.params), tuple(job.kernel.positions or ())))
+                results.append(
+                    ModelKernelResult(
+                        job.kernel.name,
+                        job.kernel.params.get("op"),
+                        job.kernel.params.get("calls", 1),
+                        o.verdict.verdict,
+                        o.verdict.current_time_s,
+                        o.verdict.baseline_time_s,
+                        baseline,
+                        dict(job.kernel.params),
+                        tuple(job.kernel.positions or ()),
+                    )
+                )
             current = {job.kernel.name for job, _ in pairs} | set((whole or {}).get((spec.name, target), ()))
-            leftover = [store.read(target, n) for n in (names(target) if names else [])
-                        if n.startswith(spec.name + ".") and n not in current]
+            leftover = [
+                store.read(target, n)
+                for n in (names(target) if names else [])
+                if n.startswith(spec.name + ".") and n not in current
+            ]
             order = store.model_graph(target, spec.name)  # a damaged file is an input error naming it
 
             def score(baseline: Baseline, profile=profile) -> float:
@@ -370,16 +493,33 @@ def _model_rows(config: Config, jobs: list[Job], outcomes: list[JudgedResult], s
             yield spec, target, kernel_rows(results, [b for b in leftover if b is not None], score, order), skipped
 
 
-def removed_outcome(config: Config, shown: JobResult, stats, threshold: float | None, models, commit: str | None,
-                    spec: KernelSpec | None = None, note: str | None = None, orphaned: bool = False) -> JudgedResult:
+def removed_outcome(
+    config: Config,
+    shown: JobResult,
+    stats,
+    threshold: float | None,
+    models,
+    commit: str | None,
+    spec: KernelSpec | None = None,
+    note: str | None = None,
+    orphaned: bool = False,
+) -> JudgedResult:
     """A kernel with a baseline and no current run: `removed`, with the baseline's time under this
     run's model (None when it cannot be scored), never unchanged. `compare`: a kernel only the base
     revision has (`stats` its base run's); `check`: an orphaned baseline (runs.orphans)."""
     limit = config.judging.threshold_for(spec.threshold if spec is not None else None, threshold)
     time_s, model_id, calibrated = None, None, False
     profile = config.profiles.get(shown.target)
-    predictor = None if profile is None else scorer_or_none(
-        config.judging.model, profile, shown, ModelSource(config.storage.baseline_dir, config.storage.cache_dir, models))
+    predictor = (
+        None
+        if profile is None
+        else scorer_or_none(
+            config.judging.model,
+            profile,
+            shown,
+            ModelSource(config.storage.baseline_dir, config.storage.cache_dir, models),
+        )
+    )
     if stats is not None and predictor is not None and profile is not None:
         scoring = AnalyticalModel(profile) if predictor.needs_blocks and stats.blocks is None else predictor
         try:
@@ -387,8 +527,16 @@ def removed_outcome(config: Config, shown: JobResult, stats, threshold: float | 
             predictor, model_id, calibrated = scoring, scoring.model_id, scoring.calibrated
         except (InputError, InfraError):  # the verdict stays `removed`; a model problem shows on the other results
             pass
-    return JudgedResult(shown, Verdict(REMOVED, limit, baseline_time_s=time_s), model_id, calibrated, commit,
-                        note=note, orphaned=orphaned, predictor=predictor)
+    return JudgedResult(
+        shown,
+        Verdict(REMOVED, limit, baseline_time_s=time_s),
+        model_id,
+        calibrated,
+        commit,
+        note=note,
+        orphaned=orphaned,
+        predictor=predictor,
+    )
 
 
 def _scorer(config: Config, profile, measured: JobResult | Baseline, models) -> Predictor:
@@ -407,6 +555,7 @@ def head_commit(root: Path) -> str | None:
 class BaselineUpdate:
     """What `baseline update` did: files written, files left as they were (nothing but the commit and
     date would have changed), files removed (kernels a model no longer has)."""
+
     written: list[Path] = field(default_factory=list)
     unchanged: list[Path] = field(default_factory=list)
     removed: list[Path] = field(default_factory=list)
@@ -428,11 +577,21 @@ def write_baselines(config: Config, jobs: list[Job], results: list[JobResult]) -
         predictor = _scorer(config, job.profile, r, None)
         assert r.stats is not None  # an ok result has its statistics
         new = Baseline(
-            kernel=r.kernel, target=r.target, family=r.family, params=r.params, simulator=r.simulator,
-            content_hash=r.content_hash or "", stats=r.stats,
+            kernel=r.kernel,
+            target=r.target,
+            family=r.family,
+            params=r.params,
+            simulator=r.simulator,
+            content_hash=r.content_hash or "",
+            stats=r.stats,
             predicted_time_s=float(predictor.predict_stats([r.stats])[0]),
-            model_id=predictor.model_id, commit=commit, created=created, toolchain=r.toolchain, loops=r.loops,
-            inputs=dict(r.inputs), source=r.source,
+            model_id=predictor.model_id,
+            commit=commit,
+            created=created,
+            toolchain=r.toolchain,
+            loops=r.loops,
+            inputs=dict(r.inputs),
+            source=r.source,
         )
         try:
             old = store.read(r.target, r.kernel)
@@ -480,8 +639,9 @@ def _whole_models(jobs: list[Job], results: list[JobResult]) -> dict[tuple[str, 
     return {key: [(kernel, node) for _, kernel, node in sorted(found)] for key, found in calls.items() if found}
 
 
-def _drop_stale_model_baselines(config: Config, store: BaselineStore, jobs: list[Job],
-                                results: list[JobResult]) -> list[Path]:
+def _drop_stale_model_baselines(
+    config: Config, store: BaselineStore, jobs: list[Job], results: list[JobResult]
+) -> list[Path]:
     """A model updated whole on a target keeps no baseline of a kernel it no longer has (else the
     model view would call it removed forever). Returns the files removed."""
     done: dict[tuple[str, str], set[str] | None] = {}

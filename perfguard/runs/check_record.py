@@ -55,15 +55,23 @@ def git_head(folder: Path) -> str:
 def check_key(config: Config, options: dict[str, Any], simulator: str) -> str:
     """Everything but the files that decides a check's report: the config's bytes, the options,
     the baselines' commit, perfguard and its environment."""
-    profiles = [config.profile(t) for t in config.targets if t in config.profiles] + \
-        [config.profile(t) for t in options.get("targets") or [] if t in config.profiles]
+    profiles = [config.profile(t) for t in config.targets if t in config.profiles] + [
+        config.profile(t) for t in options.get("targets") or [] if t in config.profiles
+    ]
     try:
         config_bytes = hashlib.sha256(config.path.read_bytes()).hexdigest()
     except OSError:
         config_bytes = "unreadable"
-    return digest("check record", str(RECORD_VERSION), environment_digest(profile_tools(profiles, simulator)),
-                  str(config.path.resolve()), config_bytes, str(Path(config.storage.cache_dir).resolve()),
-                  json.dumps(options, sort_keys=True, default=str), git_head(config.storage.baseline_dir))
+    return digest(
+        "check record",
+        str(RECORD_VERSION),
+        environment_digest(profile_tools(profiles, simulator)),
+        str(config.path.resolve()),
+        config_bytes,
+        str(Path(config.storage.cache_dir).resolve()),
+        json.dumps(options, sort_keys=True, default=str),
+        git_head(config.storage.baseline_dir),
+    )
 
 
 def baseline_files(config: Config, targets: list[str]) -> list[Path]:
@@ -128,8 +136,11 @@ def lookup(config: Config, key: str) -> tuple[dict, dict[str, bytes]] | None:
     nothing the check depends on changed; None otherwise."""
     folder = record_dir(config.storage.cache_dir, key)
     record = sealed.read(folder / "record.json", "check", key)
-    if not isinstance(record, dict) or not isinstance(record.get("report"), dict) \
-            or not isinstance(record.get("pages"), dict):
+    if (
+        not isinstance(record, dict)
+        or not isinstance(record.get("report"), dict)
+        or not isinstance(record.get("pages"), dict)
+    ):
         return None  # absent or damaged: check in full
     if not unchanged_files(config.root.resolve(), record.get("depends")):
         return None
@@ -145,8 +156,9 @@ def lookup(config: Config, key: str) -> tuple[dict, dict[str, bytes]] | None:
     return record["report"], pages
 
 
-def store(config: Config, key: str, report_json: dict, depends: list[list[str]], report_dir: Path,
-          pages: list[Path]) -> None:
+def store(
+    config: Config, key: str, report_json: dict, depends: list[list[str]], report_dir: Path, pages: list[Path]
+) -> None:
     """Record a check (best effort: a cache that cannot be written costs only reuse)."""
     final = record_dir(config.storage.cache_dir, key)
     try:
@@ -160,8 +172,9 @@ def store(config: Config, key: str, report_json: dict, depends: list[list[str]],
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(data)
             recorded[relative] = hashlib.sha256(data).hexdigest()
-        (staging / "record.json").write_bytes(sealed.seal(
-            "check", key, {"depends": depends, "pages": recorded, "report": report_json}))
+        (staging / "record.json").write_bytes(
+            sealed.seal("check", key, {"depends": depends, "pages": recorded, "report": report_json})
+        )
         if final.exists():  # an older record of the same key: replaced whole
             old = Path(tempfile.mkdtemp(dir=final.parent, prefix=".old-"))
             os.rename(final, old / "record")

@@ -56,9 +56,12 @@ def find_orphans(config: Config, store: BaselineSource, targets: list[str] | Non
     names = getattr(store, "names", None)
     if names is None:
         return []
-    return [Orphan(target, kernel, store.path(target, kernel))
-            for target in scanned_targets(config, store, targets) for kernel in names(target)
-            if not is_configured(config, target, kernel)]
+    return [
+        Orphan(target, kernel, store.path(target, kernel))
+        for target in scanned_targets(config, store, targets)
+        for kernel in names(target)
+        if not is_configured(config, target, kernel)
+    ]
 
 
 def closest_kernel(config: Config, name: str) -> str | None:
@@ -74,8 +77,10 @@ def reason(config: Config, orphan: Orphan) -> str:
     if any(orphan.kernel.startswith(m.name + ".") for m in config.models):
         return f"[[model]] '{orphan.kernel.split('.')[0]}' is not configured for target '{orphan.target}'"
     if "." in orphan.kernel:  # "<model>.<operator>.<digest>": a [[model]]'s kernel, or a kernel with a dot
-        return (f"no kernel '{orphan.kernel}' and no [[model]] '{orphan.kernel.split('.')[0]}' is configured in "
-                f"{Path(config.path).name}")
+        return (
+            f"no kernel '{orphan.kernel}' and no [[model]] '{orphan.kernel.split('.')[0]}' is configured in "
+            f"{Path(config.path).name}"
+        )
     return f"no kernel or [[model]] named '{orphan.kernel}' is configured in {Path(config.path).name}"
 
 
@@ -94,14 +99,18 @@ def way_out(config: Config, orphan: Orphan, removed_too: bool = False) -> str:
         return f"{why}; this change removed its baseline {shown(config, orphan.path)} too"
     closest = closest_kernel(config, orphan.kernel) if spec is None else None
     rename = f"perfguard baseline rename {orphan.kernel} {closest or 'NEW_NAME'}"
-    fix = (f"renamed to '{closest}'? run '{rename}'" if closest else f"renamed? run '{rename}'") + \
-        "; gone for good? run 'perfguard baseline prune --yes'"
-    return (f"{why}: its committed baseline {shown(config, orphan.path)} is no longer checked ({fix}; then commit "
-            f"the baselines)")
+    fix = (
+        f"renamed to '{closest}'? run '{rename}'" if closest else f"renamed? run '{rename}'"
+    ) + "; gone for good? run 'perfguard baseline prune --yes'"
+    return (
+        f"{why}: its committed baseline {shown(config, orphan.path)} is no longer checked ({fix}; then commit "
+        f"the baselines)"
+    )
 
 
-def orphan_outcomes(config: Config, store: BaselineSource, targets: list[str] | None = None,
-                    threshold: float | None = None) -> list:
+def orphan_outcomes(
+    config: Config, store: BaselineSource, targets: list[str] | None = None, threshold: float | None = None
+) -> list:
     """A `removed` result for each orphan of `store` (runs.check.JudgedResult); each fails the check
     unless `store` is another revision's and the working tree removed the file too."""
     working = store if isinstance(store, BaselineStore) else BaselineStore(config.storage.baseline_dir)
@@ -112,9 +121,24 @@ def orphan_outcomes(config: Config, store: BaselineSource, targets: list[str] | 
         except InputError:  # unreadable: still an orphan, only without its time
             baseline = None
         removed_too = working is not store and not working.path(orphan.target, orphan.kernel).exists()
-        shown = JobResult(orphan.kernel, orphan.target, baseline.family if baseline else None,
-                          dict(baseline.params) if baseline else {}, baseline.simulator if baseline else "", ok=True)
-        out.append(removed_outcome(config, shown, baseline.stats if baseline else None, threshold, store.models(),
-                                   baseline.commit if baseline else None, note=way_out(config, orphan, removed_too),
-                                   orphaned=not removed_too))
+        shown = JobResult(
+            orphan.kernel,
+            orphan.target,
+            baseline.family if baseline else None,
+            dict(baseline.params) if baseline else {},
+            baseline.simulator if baseline else "",
+            ok=True,
+        )
+        out.append(
+            removed_outcome(
+                config,
+                shown,
+                baseline.stats if baseline else None,
+                threshold,
+                store.models(),
+                baseline.commit if baseline else None,
+                note=way_out(config, orphan, removed_too),
+                orphaned=not removed_too,
+            )
+        )
     return out

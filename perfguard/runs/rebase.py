@@ -38,14 +38,21 @@ from perfguard.runs.two_revisions import catalogue
 _SHA = re.compile(r"^[0-9a-f]{7,64}$")
 
 
-def remeasure_bases(config: Config, jobs: list[Job], check: CheckRun, threshold: float | None,
-                    store: BaselineSource | None, simulator: str | None, workers: int | None) -> list[str]:
+def remeasure_bases(
+    config: Config,
+    jobs: list[Job],
+    check: CheckRun,
+    threshold: float | None,
+    store: BaselineSource | None,
+    simulator: str | None,
+    workers: int | None,
+) -> list[str]:
     """Judge again every result of `check` (one per job, in job order) whose baseline was measured
     with another toolchain, against its base revision measured with this one; the base commits
     measured, in order."""
     store = BaselineStore(config.storage.baseline_dir) if store is None else store
     stale: dict[str | None, list[int]] = {}
-    for i, outcome in enumerate(check.outcomes[:len(jobs)]):
+    for i, outcome in enumerate(check.outcomes[: len(jobs)]):
         if outcome.result.ok and outcome.verdict.toolchain_changed and outcome.verdict.verdict != ERROR:
             base = getattr(store, "sha", None) or outcome.baseline_commit  # --base REF, else the baseline's commit
             stale.setdefault(base, []).append(i)
@@ -70,8 +77,9 @@ def _measure(config: Config, sha: str | None, jobs: list[Job], simulator: str | 
     try:
         project = Project.of(config.path, "check")
     except InputError:
-        raise InfraError(f"{config.path.parent} is not in a git repository, so its base revision cannot be measured "
-                         f"again") from None
+        raise InfraError(
+            f"{config.path.parent} is not in a git repository, so its base revision cannot be measured again"
+        ) from None
     _fetch(project, sha)
     with project.worktree(sha) as tree:
         side = load_side(project, sha[:12], sha, tree)
@@ -80,16 +88,21 @@ def _measure(config: Config, sha: str | None, jobs: list[Job], simulator: str | 
         with Measurer(config.storage.cache_dir, simulator, workers) as measurer:
             measurer.expand(side, sorted({job.profile.name for job in jobs}))
             known = catalogue(side)
-            measurer.measure(side, [(job.kernel.name, job.profile.name) for job in jobs
-                                    if (job.kernel.name, job.profile.name) in known])
+            measurer.measure(
+                side,
+                [(job.kernel.name, job.profile.name) for job in jobs if (job.kernel.name, job.profile.name) in known],
+            )
     return side
 
 
 def _fetch(project: Project, sha: str) -> None:
     """Make sure the commit is here: a shallow clone is deepened once; otherwise say why it cannot be."""
+
     def have() -> bool:
-        return bool(_SHA.fullmatch(sha)) and git(project.repo, "cat-file", "-e", f"{sha}^{{commit}}",
-                                                  check=False).returncode == 0
+        return (
+            bool(_SHA.fullmatch(sha))
+            and git(project.repo, "cat-file", "-e", f"{sha}^{{commit}}", check=False).returncode == 0
+        )
 
     if have():
         return
@@ -98,34 +111,56 @@ def _fetch(project: Project, sha: str) -> None:
         git(project.repo, "fetch", "--quiet", "--unshallow", check=False)
         if have():
             return
-        raise InfraError(f"the base revision {sha[:12]} is not in this shallow clone, and it could not be deepened "
-                         f"(check out with fetch-depth: 0)")
-    raise InfraError(f"the base revision {sha[:12]} is not in the history of {project.repo} (rewritten, or never "
-                     f"fetched)")
+        raise InfraError(
+            f"the base revision {sha[:12]} is not in this shallow clone, and it could not be deepened "
+            f"(check out with fetch-depth: 0)"
+        )
+    raise InfraError(
+        f"the base revision {sha[:12]} is not in the history of {project.repo} (rewritten, or never fetched)"
+    )
 
 
-def _rejudge(config: Config, job: Job, check: CheckRun, i: int, side: Side, threshold: float | None,
-             store: BaselineSource) -> None:
+def _rejudge(
+    config: Config, job: Job, check: CheckRun, i: int, side: Side, threshold: float | None, store: BaselineSource
+) -> None:
     before = side.results.get((job.kernel.name, job.profile.name))
     if before is None:
-        _not_judged(config, check, i, f"the base revision {side.sha[:12]} does not configure kernel "
-                                      f"'{job.kernel.name}' on {job.profile.name}")
+        _not_judged(
+            config,
+            check,
+            i,
+            f"the base revision {side.sha[:12]} does not configure kernel '{job.kernel.name}' on {job.profile.name}",
+        )
         return
     if not before.ok:
-        _not_judged(config, check, i, f"the base revision {side.sha[:12]} could not be measured with this toolchain: "
-                                      f"{before.error}")
+        _not_judged(
+            config,
+            check,
+            i,
+            f"the base revision {side.sha[:12]} could not be measured with this toolchain: {before.error}",
+        )
         return
     old = check.outcomes[i]
-    new = judge_results(config, [job], [old.result], threshold, MeasuredBaselines(side.label, side.sha, side.results, failed_as_missing=True,
-                                                                      models=store.models(), graph=store.model_graph), whole_models={}).outcomes[0]
+    new = judge_results(
+        config,
+        [job],
+        [old.result],
+        threshold,
+        MeasuredBaselines(
+            side.label, side.sha, side.results, failed_as_missing=True, models=store.models(), graph=store.model_graph
+        ),
+        whole_models={},
+    ).outcomes[0]
     if new.verdict.verdict == ERROR:  # the comparison itself failed (a model file, another simulator): as it says
         check.outcomes[i] = new
         return
     # the headline still says that the committed baseline's toolchain differs, and how to re-baseline
     new.verdict = dataclasses.replace(new.verdict, toolchain_changed=old.verdict.toolchain_changed)
     new.base_remeasured = new.baseline_commit = side.sha
-    said = (f"judged against {side.sha[:12]} measured again with this toolchain (the committed baseline was "
-            f"measured with another: {_tools(old)})")
+    said = (
+        f"judged against {side.sha[:12]} measured again with this toolchain (the committed baseline was "
+        f"measured with another: {_tools(old)})"
+    )
     new.note = "; ".join(filter(None, [said, new.note]))
     check.outcomes[i] = new
 
@@ -139,12 +174,15 @@ def _not_judged(config: Config, check: CheckRun, i: int, why: str) -> None:
         old.note = "; ".join(filter(None, [old.note, f"not judged: {why} (allow_unjudged = true)"]))
         return
     r = old.result
-    message = (f"{r.kernel}[{r.target}]: not judged: its baseline was measured with another toolchain ({_tools(old)}) "
-               f"and {why}; re-baseline with: perfguard baseline update --targets {r.target} (or allow_unjudged = "
-               f"true in {config.path.name})")
+    message = (
+        f"{r.kernel}[{r.target}]: not judged: its baseline was measured with another toolchain ({_tools(old)}) "
+        f"and {why}; re-baseline with: perfguard baseline update --targets {r.target} (or allow_unjudged = "
+        f"true in {config.path.name})"
+    )
     r.exit_code = EXIT_INFRA
-    check.outcomes[i] = dataclasses.replace(old, verdict=dataclasses.replace(old.verdict, verdict=ERROR), error=message,
-                                            explained=None, note=None)
+    check.outcomes[i] = dataclasses.replace(
+        old, verdict=dataclasses.replace(old.verdict, verdict=ERROR), error=message, explained=None, note=None
+    )
 
 
 def _tools(outcome: JudgedResult) -> str:

@@ -75,21 +75,45 @@ def result_of(o: JudgedResult) -> Result:
     """One judged result as the report holds it (before its analysis, history and calibration)."""
     r, v = o.result, o.verdict
     return Result(
-        kernel=r.kernel, target=r.target, family=r.family, params=r.params, simulator=r.simulator,
-        verdict=v.verdict, delta_pct=v.delta_pct, threshold_pct=v.threshold_pct,
-        current_time_s=v.current_time_s, baseline_time_s=v.baseline_time_s, baseline_commit=o.baseline_commit,
-        model_id=o.model_id, calibrated=o.calibrated, stats=None if r.stats is None else r.stats.to_dict(),
+        kernel=r.kernel,
+        target=r.target,
+        family=r.family,
+        params=r.params,
+        simulator=r.simulator,
+        verdict=v.verdict,
+        delta_pct=v.delta_pct,
+        threshold_pct=v.threshold_pct,
+        current_time_s=v.current_time_s,
+        baseline_time_s=v.baseline_time_s,
+        baseline_commit=o.baseline_commit,
+        model_id=o.model_id,
+        calibrated=o.calibrated,
+        stats=None if r.stats is None else r.stats.to_dict(),
         stat_deltas={k: StatDelta(**d) for k, d in v.stat_deltas.items()},
-        error=o.error, measured=r.ok,
+        error=o.error,
+        measured=r.ok,
         toolchain_changed={k: ToolchainDifference(**d) for k, d in v.toolchain_changed.items()},
         limit_breaches={k: LimitBreach(**d) for k, d in v.limit_breaches.items()},
-        note=o.note, blocks=o.blocks, attribution=o.attribution, flops=r.flops, reference=r.reference, max_error=r.max_error,
-        tensor_bytes=r.tensor_bytes, content_hash=r.content_hash, toolchain=r.toolchain, rebuilt=r.rebuilt,
-        resimulated=r.resimulated, seconds=round(r.seconds, 3),
-        interval=None if v.interval is None else Interval(v.interval.low_pct, v.interval.high_pct, v.interval.level,
-                                                          v.interval.basis, v.interval.exact, v.straddles),
+        note=o.note,
+        blocks=o.blocks,
+        attribution=o.attribution,
+        flops=r.flops,
+        reference=r.reference,
+        max_error=r.max_error,
+        tensor_bytes=r.tensor_bytes,
+        content_hash=r.content_hash,
+        toolchain=r.toolchain,
+        rebuilt=r.rebuilt,
+        resimulated=r.resimulated,
+        seconds=round(r.seconds, 3),
+        interval=None
+        if v.interval is None
+        else Interval(
+            v.interval.low_pct, v.interval.high_pct, v.interval.level, v.interval.basis, v.interval.exact, v.straddles
+        ),
         gate=v.gate,
-        mismatch=None if r.mismatch is None else Mismatch(**r.mismatch), orphaned=o.orphaned,
+        mismatch=None if r.mismatch is None else Mismatch(**r.mismatch),
+        orphaned=o.orphaned,
         baseline_params=None if o.baseline is None else dict(o.baseline.params),
         baseline_content_hash=None if o.baseline is None else o.baseline.content_hash or None,
         inputs=(dict(r.inputs) or None) if r.ok else None,
@@ -119,8 +143,11 @@ def source_diff(o: JudgedResult) -> list[str]:
     r, baseline = o.result, o.baseline
     if not r.ok or baseline is None or baseline.source is None or r.source is None or baseline.source == r.source:
         return []
-    lines = list(difflib.unified_diff(baseline.source.splitlines(), r.source.splitlines(), "baseline", "current",
-                                      n=2, lineterm=""))
+    lines = list(
+        difflib.unified_diff(
+            baseline.source.splitlines(), r.source.splitlines(), "baseline", "current", n=2, lineterm=""
+        )
+    )
     return lines if len(lines) <= SOURCE_DIFF_LINES else lines[:SOURCE_DIFF_LINES] + ["... (cut)"]
 
 
@@ -131,26 +158,44 @@ def same_code(o: JudgedResult) -> bool:
     r, baseline = o.result, o.baseline
     if baseline is None or r.stats is None or not r.content_hash or r.content_hash == baseline.content_hash:
         return False
-    return (r.stats.blocks is not None and baseline.stats.blocks is not None and bool(r.stats.blocks.blocks)
-            and r.stats.blocks == baseline.stats.blocks and r.simulator == baseline.simulator)
+    return (
+        r.stats.blocks is not None
+        and baseline.stats.blocks is not None
+        and bool(r.stats.blocks.blocks)
+        and r.stats.blocks == baseline.stats.blocks
+        and r.simulator == baseline.simulator
+    )
 
 
 def build_report(run: CheckRun, config_path: Path | None = None, config: Config | None = None) -> Report:
     """The run's Report; with `config`, also target summaries, per-result analysis and baseline
     history, each from the model that judged the result and the baseline it was judged against."""
     order = {name: i for i, name in enumerate(VERDICTS)}
-    entries = sorted(((o.explained or result_of(o), o) for o in run.outcomes),
-                     key=lambda e: (order[e[0].verdict], e[0].kernel, e[0].target))
+    entries = sorted(
+        ((o.explained or result_of(o), o) for o in run.outcomes),
+        key=lambda e: (order[e[0].verdict], e[0].kernel, e[0].target),
+    )
     results = [r for r, _ in entries]
-    summary = Summary(exit_code=run.exit_code(), **{summary_key(name): run.count(name) for name in VERDICTS},
-                      not_measured=run.not_measured(), toolchain_changed=ToolchainSummary.of(run.toolchain_summary()),
-                      model_regressions=sum(m.verdict == "regression" for m in run.model_summaries),
-                      interrupted=run.interrupted, errors_allowed=run.allow_errors,
-                      orphaned=sum(o.orphaned for o in run.outcomes),
-                      remeasured=sum(1 for r in results if r.base_remeasured))
-    report = Report(summary=summary, results=results, perfguard_version=__version__, created=now_iso(),
-                    config=None if config_path is None else str(config_path),
-                    models=list(run.model_summaries), model_parts=list(run.model_parts))
+    summary = Summary(
+        exit_code=run.exit_code(),
+        **{summary_key(name): run.count(name) for name in VERDICTS},
+        not_measured=run.not_measured(),
+        toolchain_changed=ToolchainSummary.of(run.toolchain_summary()),
+        model_regressions=sum(m.verdict == "regression" for m in run.model_summaries),
+        interrupted=run.interrupted,
+        errors_allowed=run.allow_errors,
+        orphaned=sum(o.orphaned for o in run.outcomes),
+        remeasured=sum(1 for r in results if r.base_remeasured),
+    )
+    report = Report(
+        summary=summary,
+        results=results,
+        perfguard_version=__version__,
+        created=now_iso(),
+        config=None if config_path is None else str(config_path),
+        models=list(run.model_summaries),
+        model_parts=list(run.model_parts),
+    )
     count_kernels(summary, results, report.models)  # a model's removed and changed kernels, as a reviewer counts
     if config is not None:
         history = BaselineHistory(config.storage.baseline_dir)
@@ -160,8 +205,15 @@ def build_report(run: CheckRun, config_path: Path | None = None, config: Config 
             target = report.targets.setdefault(r.target, target_summary(profile))
             if o.explained is None:  # a result record's entry is explained already
                 r.machine = machine_of(config, profile, r, o.predictor)
-                explain_result(r, o.predictor, o.result.stats, None if o.baseline is None else o.baseline.stats,
-                               profile, target, history)
+                explain_result(
+                    r,
+                    o.predictor,
+                    o.result.stats,
+                    None if o.baseline is None else o.baseline.stats,
+                    profile,
+                    target,
+                    history,
+                )
     return report
 
 
@@ -183,13 +235,21 @@ def machine_of(config: Config, profile: TargetProfile, r: Result, predictor: Pre
             out.uncalibrated = f"no {kind} model was scored on {profile.isa} verdict pairs in {name}"
         return out
     on_isa = [n for n in machines.names() if profile.isa in machines.load(n).isas]
-    out.uncalibrated = (f"{machines.NO_PROFILE} (on {profile.isa}: {', '.join(on_isa)})" if on_isa
-                        else machines.NO_NATIVE_RUNS)
+    out.uncalibrated = (
+        f"{machines.NO_PROFILE} (on {profile.isa}: {', '.join(on_isa)})" if on_isa else machines.NO_NATIVE_RUNS
+    )
     return out
 
 
-def explain_result(r: Result, predictor: Predictor | None, current: Stats | None, baseline: Stats | None,
-                   profile: TargetProfile, target: TargetSummary, history: BaselineHistory) -> None:
+def explain_result(
+    r: Result,
+    predictor: Predictor | None,
+    current: Stats | None,
+    baseline: Stats | None,
+    profile: TargetProfile,
+    target: TargetSummary,
+    history: BaselineHistory,
+) -> None:
     """One result's analysis, baseline history and calibration, under `predictor` (None: the model
     could not be had, and the result says why)."""
     if predictor is None:
@@ -197,7 +257,10 @@ def explain_result(r: Result, predictor: Predictor | None, current: Stats | None
         return
     r.analysis = analyse(r, current, baseline, profile, predictor, target)
     r.history = kernel_history(
-        history, r.target, r.kernel, r.simulator,
+        history,
+        r.target,
+        r.kernel,
+        r.simulator,
         score=lambda b: float(predictor.predict_stats([b.stats])[0]),
         usable=lambda b: b.stats.blocks is not None or not predictor.needs_blocks,
         min_step_pct=max(r.threshold_pct or 0.0, MIN_STEP_FLOOR_PCT),
@@ -209,8 +272,14 @@ def _seconds(span: Span) -> Seconds:
     return Seconds(round(span.wall_s, 3), round(span.cpu_s, 3))
 
 
-def check_timings(clock: StageClock, results: list, reused: list[bool] | None = None, workers: int = 0,
-                  whole_check_reused: bool = False, reruns: list[str] | None = None) -> Timings:
+def check_timings(
+    clock: StageClock,
+    results: list,
+    reused: list[bool] | None = None,
+    workers: int = 0,
+    whole_check_reused: bool = False,
+    reruns: list[str] | None = None,
+) -> Timings:
     """The check's Timings: its clock's stages, each job's (pipeline.JobResult.timings), their sums
     per job stage, and "workers", what the job stage cost beyond the jobs it ran; for jobs that ran
     on Dask workers, each worker's jobs and CPU (not this process's, so not in the total)."""
@@ -224,20 +293,35 @@ def check_timings(clock: StageClock, results: list, reused: list[bool] | None = 
         for name, span in job_stages.items():
             stages.setdefault(name, Span()).add(span)
         imports = result.timings.get("imports", Span())  # TVM's, in each worker's first job: the pool's cost
-        whole = Span() if was_reused else Span(max(0.0, result.seconds - imports.wall_s),
-                                                max(0.0, result.cpu_seconds - imports.cpu_s))
+        whole = (
+            Span()
+            if was_reused
+            else Span(max(0.0, result.seconds - imports.wall_s), max(0.0, result.cpu_seconds - imports.cpu_s))
+        )
         ran_cpu += whole.cpu_s
         worker = None if was_reused else getattr(result, "worker", None)
-        jobs.append(JobTimings(result.kernel, result.target, _seconds(whole),
-                               {name: _seconds(span) for name, span in job_stages.items()}, reused=was_reused,
-                               worker=worker))
+        jobs.append(
+            JobTimings(
+                result.kernel,
+                result.target,
+                _seconds(whole),
+                {name: _seconds(span) for name, span in job_stages.items()},
+                reused=was_reused,
+                worker=worker,
+            )
+        )
         if worker:
             cost = cluster.setdefault(worker, WorkerCost(worker, 0, 0.0))
             cost.jobs, cost.cpu_s = cost.jobs + 1, round(cost.cpu_s + result.cpu_seconds, 3)
     if "jobs" in stages and workers and not cluster:  # the pool's own cost; its wall time is not apart from the jobs'
         stages["workers"] = Span(0.0, max(0.0, stages["jobs"].cpu_s - ran_cpu))
     order = {name: i for i, name in enumerate(STAGE_NAMES)}
-    return Timings(_seconds(clock.total()),
-                   {name: _seconds(stages[name]) for name in sorted(stages, key=lambda n: order.get(n, len(order)))},
-                   jobs, workers, reused=whole_check_reused, cluster=[cluster[w] for w in sorted(cluster)],
-                   reruns=list(reruns or []))
+    return Timings(
+        _seconds(clock.total()),
+        {name: _seconds(stages[name]) for name in sorted(stages, key=lambda n: order.get(n, len(order)))},
+        jobs,
+        workers,
+        reused=whole_check_reused,
+        cluster=[cluster[w] for w in sorted(cluster)],
+        reruns=list(reruns or []),
+    )

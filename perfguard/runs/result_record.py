@@ -55,14 +55,24 @@ def keys(config: Config, jobs: list[Job], results: list[JobResult], threshold: f
         target, kernel = job.profile.name, job.kernel.name
         commits = [rev.commit for rev in history.changes(target, kernel)]
         judgement = judgement_of(config, job, threshold)
-        out.append(digest(
-            "result record", str(RECORD_VERSION), environment, str(config.path),
-            json.dumps(data, sort_keys=True, default=str), json.dumps(job.profile.to_dict(), sort_keys=True),
-            judgement.key(),
-            file_sha256(BaselineStore(config.storage.baseline_dir).path(target, kernel)) or "absent",
-            (file_sha256(model_path(config.storage.baseline_dir, target, result.family)) or "absent") if result.family \
-            else "no family",
-            json.dumps(commits), history.head or "", _machine_digest(judgement.machine)))
+        out.append(
+            digest(
+                "result record",
+                str(RECORD_VERSION),
+                environment,
+                str(config.path),
+                json.dumps(data, sort_keys=True, default=str),
+                json.dumps(job.profile.to_dict(), sort_keys=True),
+                judgement.key(),
+                file_sha256(BaselineStore(config.storage.baseline_dir).path(target, kernel)) or "absent",
+                (file_sha256(model_path(config.storage.baseline_dir, target, result.family)) or "absent")
+                if result.family
+                else "no family",
+                json.dumps(commits),
+                history.head or "",
+                _machine_digest(judgement.machine),
+            )
+        )
     return out
 
 
@@ -105,11 +115,23 @@ def store(config: Config, key: str | None, entry: Result) -> None:
 def verdict_of(entry: Result) -> Verdict:
     """The Verdict a recorded entry was made from (runs.report_build.result_of, backwards)."""
     assert entry.threshold_pct is not None  # recorded from a judged result
-    return Verdict(entry.verdict, entry.threshold_pct, entry.current_time_s, entry.baseline_time_s, entry.delta_pct,
-                   {k: vars(d) for k, d in entry.stat_deltas.items()},
-                   {k: vars(d) for k, d in entry.toolchain_changed.items()},
-                   {k: vars(d) for k, d in entry.limit_breaches.items()},
-                   None if entry.interval is None else DeltaInterval(
-                       entry.interval.low_pct, entry.interval.high_pct, entry.interval.level, entry.interval.basis,
-                       entry.interval.exact),
-                   entry.gate)
+    return Verdict(
+        entry.verdict,
+        entry.threshold_pct,
+        entry.current_time_s,
+        entry.baseline_time_s,
+        entry.delta_pct,
+        {k: vars(d) for k, d in entry.stat_deltas.items()},
+        {k: vars(d) for k, d in entry.toolchain_changed.items()},
+        {k: vars(d) for k, d in entry.limit_breaches.items()},
+        None
+        if entry.interval is None
+        else DeltaInterval(
+            entry.interval.low_pct,
+            entry.interval.high_pct,
+            entry.interval.level,
+            entry.interval.basis,
+            entry.interval.exact,
+        ),
+        entry.gate,
+    )

@@ -20,8 +20,19 @@ from dataclasses import dataclass
 from perfguard.job.run import JobResult
 
 # What a reused result must give exactly as a fresh run does.
-COMPARED = ("ok", "content_hash", "binary_hash", "stats", "max_error", "reference", "flops", "tensor_bytes",
-            "loops", "params", "toolchain")
+COMPARED = (
+    "ok",
+    "content_hash",
+    "binary_hash",
+    "stats",
+    "max_error",
+    "reference",
+    "flops",
+    "tensor_bytes",
+    "loops",
+    "params",
+    "toolchain",
+)
 
 
 @dataclass(frozen=True)
@@ -31,10 +42,15 @@ class Mismatch:
     inputs: tuple[str, ...]  # inputs whose digests differ between the record and the fresh run
 
     def message(self) -> str:
-        where = (f"inputs that differ: {', '.join(self.inputs)}" if self.inputs else
-                 "every recorded input is as it was: the record's key misses an input of this job")
-        return (f"{self.label}: the reused result differs from a fresh run in {', '.join(self.fields)} ({where}); "
-                f"the fresh result is judged and recorded")
+        where = (
+            f"inputs that differ: {', '.join(self.inputs)}"
+            if self.inputs
+            else "every recorded input is as it was: the record's key misses an input of this job"
+        )
+        return (
+            f"{self.label}: the reused result differs from a fresh run in {', '.join(self.fields)} ({where}); "
+            f"the fresh result is judged and recorded"
+        )
 
 
 def pick(reused: list[tuple[int, str]], count: int, day: datetime.date | None = None) -> list[int]:

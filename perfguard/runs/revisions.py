@@ -89,8 +89,10 @@ class Project:
         if changed:
             more = f" and {len(changed) - 3} more" if len(changed) > 3 else ""
             which = "HEAD" if named[0] == "HEAD" else f"{named[0]} (HEAD)"
-            raise InputError(f"{what}: the working tree has uncommitted changes ({', '.join(changed[:3])}{more}) that "
-                             f"{which} does not include: commit or stash them, or pass --allow-dirty")
+            raise InputError(
+                f"{what}: the working tree has uncommitted changes ({', '.join(changed[:3])}{more}) that "
+                f"{which} does not include: commit or stash them, or pass --allow-dirty"
+            )
 
     @contextmanager
     def worktree(self, sha: str) -> Iterator[Path]:
@@ -133,7 +135,9 @@ def load_side(project: Project, ref: str, sha: str, tree: Path) -> Side:
     try:
         config = load_config(path)
     except InputError as exc:  # name the revision, not the temporary folder
-        raise InputError(f"{ref} ({sha[:12]}):{project.relative}: {exc.message.replace(str(path) + ': ', '')}") from None
+        raise InputError(
+            f"{ref} ({sha[:12]}):{project.relative}: {exc.message.replace(str(path) + ': ', '')}"
+        ) from None
     return Side(ref, sha, tree, config)
 
 
@@ -143,8 +147,13 @@ def spec_to_dict(spec: KernelSpec) -> dict:
 
 
 def spec_from_dict(data: dict) -> KernelSpec:
-    return KernelSpec(**{**data, "targets": None if data["targets"] is None else tuple(data["targets"]),
-                         "positions": None if data.get("positions") is None else tuple(data["positions"])})
+    return KernelSpec(
+        **{
+            **data,
+            "targets": None if data["targets"] is None else tuple(data["targets"]),
+            "positions": None if data.get("positions") is None else tuple(data["positions"]),
+        }
+    )
 
 
 def result_from_dict(data: dict) -> JobResult:
@@ -163,8 +172,9 @@ class Measurer:
     previous revision's tree (and takes that tree off sys.path), so each revision runs its own
     kernel modules. Pool workers (-j > 1) are fresh processes per revision anyway."""
 
-    def __init__(self, cache_dir: Path, simulator: str | None, jobs: int | None,
-                 executor: ExecutorChoice = ExecutorChoice()):
+    def __init__(
+        self, cache_dir: Path, simulator: str | None, jobs: int | None, executor: ExecutorChoice = ExecutorChoice()
+    ):
         self.cache_dir, self.simulator, self.jobs, self.executor = cache_dir, simulator, jobs, executor
         self._proc: subprocess.Popen | None = None
         self._home = Path(tempfile.mkdtemp(prefix="perfguard-measure-"))
@@ -192,9 +202,15 @@ class Measurer:
             env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH")) if p)
             # cwd: a folder holding no Python package, so `-m` cannot import a revision's own perfguard/ first.
             with open(self._home / "stderr.log", "w") as log:  # a file: a full pipe would stall the worker
-                self._proc = subprocess.Popen([sys.executable, "-m", "perfguard.runs.revisions"], cwd=self._home,
-                                              env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log,
-                                              text=True)
+                self._proc = subprocess.Popen(
+                    [sys.executable, "-m", "perfguard.runs.revisions"],
+                    cwd=self._home,
+                    env=env,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=log,
+                    text=True,
+                )
         return self._proc
 
     def expand(self, side: Side, targets: list[str] | None) -> None:
@@ -210,9 +226,16 @@ class Measurer:
         if not pairs:
             return
         wanted = {name for name, _ in pairs}
-        answer = self._ask(side, {"pairs": pairs, "simulator": self.simulator, "jobs": self.jobs,
-                                  "executor": dataclasses.asdict(self.executor),
-                                  "specs": [spec_to_dict(s) for s in side.model_specs if s.name in wanted]})
+        answer = self._ask(
+            side,
+            {
+                "pairs": pairs,
+                "simulator": self.simulator,
+                "jobs": self.jobs,
+                "executor": dataclasses.asdict(self.executor),
+                "specs": [spec_to_dict(s) for s in side.model_specs if s.name in wanted],
+            },
+        )
         for data in answer["results"]:
             result = result_from_dict(data)
             side.results[(result.kernel, result.target)] = result
@@ -243,8 +266,11 @@ class Measurer:
 
 
 def _model_specs(config: Config, targets: list[str]) -> list[KernelSpec]:
-    return [spec for model in config.models
-            for spec in model_specs(config, model, [t for t in targets if model.targets is None or t in model.targets])]
+    return [
+        spec
+        for model in config.models
+        for spec in model_specs(config, model, [t for t in targets if model.targets is None or t in model.targets])
+    ]
 
 
 def _serve() -> int:
@@ -273,8 +299,10 @@ def _answer_requests(answers, executors: dict) -> None:
                 answer = {"specs": [spec_to_dict(s) for s in _model_specs(config, request["expand"])]}
             else:
                 models = {(s.name, t): s for s in map(spec_from_dict, request["specs"]) for t in s.targets or ()}
-                pairs = [(models.get((kernel, target)) or config.kernel(kernel), target)
-                         for kernel, target in request["pairs"]]
+                pairs = [
+                    (models.get((kernel, target)) or config.kernel(kernel), target)
+                    for kernel, target in request["pairs"]
+                ]
                 jobs = make_jobs(config, pairs, request["simulator"])
                 # as `check`: a job whose inputs are as recorded is not run (no TVM, no pool), and
                 # measure sizes the pool to the jobs that are
@@ -285,8 +313,11 @@ def _answer_requests(answers, executors: dict) -> None:
                     executor = executors.get(choice) or executors.setdefault(choice, choice.make())
                 results = measure(config, jobs, request["jobs"] or config.jobs, executor=executor, known=known)
                 # to_record: the block profile travels too (compare's attribution, bisect's changed blocks)
-                answer = {"results": [dict(r.to_dict(), stats=None if r.stats is None else r.stats.to_record())
-                                      for r in results]}
+                answer = {
+                    "results": [
+                        dict(r.to_dict(), stats=None if r.stats is None else r.stats.to_record()) for r in results
+                    ]
+                }
         except PerfguardError as exc:
             answer = {"error": exc.message, "exit_code": exc.exit_code}  # type: ignore[dict-item]  # answer's type is the results' dict
         answers.write(json.dumps(answer, sort_keys=True) + "\n")

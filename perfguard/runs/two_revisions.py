@@ -24,14 +24,19 @@ from perfguard.runs.revisions import Side
 def base_baselines(side: Side, model_kernels: Collection[tuple[str, str]] = frozenset()) -> MeasuredBaselines:
     """The base revision's measurements read like committed baselines; its calibrated models and
     [[model]] call orders too (so a pull request cannot swap the yardstick both sides are judged by)."""
+
     def graph(target: str, model: str) -> dict[str, list[int]] | None:
-        found = {s.name: list(s.positions) for s in side.model_specs
-                 if s.model == model and s.positions is not None and (s.targets is None or target in s.targets)}
+        found = {
+            s.name: list(s.positions)
+            for s in side.model_specs
+            if s.model == model and s.positions is not None and (s.targets is None or target in s.targets)
+        }
         return found or None
 
     models = TreeModelFiles(side.config.storage.baseline_dir, side.tree, side.label) if side.config else None
-    return MeasuredBaselines(side.label, side.sha, side.results, models=models, graph=graph,
-                             model_kernels=model_kernels)
+    return MeasuredBaselines(
+        side.label, side.sha, side.results, models=models, graph=graph, model_kernels=model_kernels
+    )
 
 
 def catalogue(side: Side, kernels: list[str] | None = None) -> dict[tuple[str, str], KernelSpec]:
@@ -60,8 +65,9 @@ def _names(side: Side) -> set[str]:
     return {name for name, _ in catalogue(side)} | {m.name for m in (side.config.models if side.config else ())}
 
 
-def plan(base: Side, head: Side, kernels: list[str] | None,
-         targets: list[str] | None) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+def plan(
+    base: Side, head: Side, kernels: list[str] | None, targets: list[str] | None
+) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
     """The (kernel, target) pairs to measure on each side; unknown names are input errors."""
     if base.config is None and head.config is None:
         raise InputError(f"compare: neither {base.label} nor {head.label} has a perfguard config at that path")
@@ -96,9 +102,15 @@ def _judged_by(base: KernelSpec | None, head: KernelSpec | None) -> KernelSpec:
     return base
 
 
-def judge_sides(base: Side, head: Side, head_pairs: list[tuple[str, str]], base_pairs: list[tuple[str, str]],
-                threshold: float | None, simulator: str | None,
-                kernels: list[str] | None = None) -> tuple[CheckRun, Config]:
+def judge_sides(
+    base: Side,
+    head: Side,
+    head_pairs: list[tuple[str, str]],
+    base_pairs: list[tuple[str, str]],
+    threshold: float | None,
+    simulator: str | None,
+    kernels: list[str] | None = None,
+) -> tuple[CheckRun, Config]:
     """Verdicts of head against base, and the config they were judged by (the base's, with the
     head's target profiles added for targets only the head knows, and the head's [[model]]s the
     base does not have)."""
@@ -106,8 +118,11 @@ def judge_sides(base: Side, head: Side, head_pairs: list[tuple[str, str]], base_
     assert judging is not None  # plan refused two sides without a config
     if head.config is not None and judging is not head.config:
         mine = {m.name for m in judging.models}
-        judging = dataclasses.replace(judging, profiles={**head.config.profiles, **judging.profiles},
-                                      models=judging.models + tuple(m for m in head.config.models if m.name not in mine))
+        judging = dataclasses.replace(
+            judging,
+            profiles={**head.config.profiles, **judging.profiles},
+            models=judging.models + tuple(m for m in head.config.models if m.name not in mine),
+        )
     a, b = catalogue(base, kernels), catalogue(head, kernels)
     jobs, results = [], []
     for kernel, target in head_pairs:
@@ -115,18 +130,32 @@ def judge_sides(base: Side, head: Side, head_pairs: list[tuple[str, str]], base_
         profile = judging.profiles[target]
         assert head.config is not None  # it has pairs to measure
         sim = judging.simulation
-        jobs.append(Job(spec, profile, head.config.root, judging.storage.cache_dir, simulator or sim.simulator,
-                        sim.timeout, sim.reps, sim.warmup,
-                        judgement=judging.judging.resolve(spec.threshold, spec.limits, threshold,
-                                                          machine=judging.machines.get(target))))
+        jobs.append(
+            Job(
+                spec,
+                profile,
+                head.config.root,
+                judging.storage.cache_dir,
+                simulator or sim.simulator,
+                sim.timeout,
+                sim.reps,
+                sim.warmup,
+                judgement=judging.judging.resolve(
+                    spec.threshold, spec.limits, threshold, machine=judging.machines.get(target)
+                ),
+            )
+        )
         result = head.results[(kernel, target)]
         before = base.results.get((kernel, target))
         if result.ok and before is not None and not before.ok:  # nothing to compare with: the base failed
             # (an error, never this side's `wrong result`: the base's wrong output is not the head's)
             code = EXIT_USAGE if before.exit_code == EXIT_WRONG_RESULT else before.exit_code
-            result = dataclasses.replace(result, ok=False, exit_code=code,
-                                         error=f"{kernel}[{target}]: the base revision {base.label} could not be "
-                                               f"measured: {before.error}")
+            result = dataclasses.replace(
+                result,
+                ok=False,
+                exit_code=code,
+                error=f"{kernel}[{target}]: the base revision {base.label} could not be measured: {before.error}",
+            )
         results.append(result)
     store = base_baselines(base, {key for key, spec in a.items() if spec.model is not None})
     base_models = {(model, pair[1]) for pair in base_pairs if (model := a[pair].model) is not None}
@@ -139,15 +168,15 @@ def judge_sides(base: Side, head: Side, head_pairs: list[tuple[str, str]], base_
     return run, judging
 
 
-def _removed(config: Config, spec: KernelSpec, before: JobResult, threshold: float | None,
-             store: MeasuredBaselines) -> JudgedResult:
+def _removed(
+    config: Config, spec: KernelSpec, before: JobResult, threshold: float | None, store: MeasuredBaselines
+) -> JudgedResult:
     """A kernel only the base revision has: reported with its base time, never as unchanged."""
     shown = dataclasses.replace(before, stats=None, ok=True, error=None, exit_code=0)
-    return removed_outcome(config, shown, before.stats if before.ok else None, threshold, store.models(), store.commit,
-                           spec)
+    return removed_outcome(
+        config, shown, before.stats if before.ok else None, threshold, store.models(), store.commit, spec
+    )
 
 
 def side_summary(side: Side) -> dict:
-    return {"ref": side.ref, "commit": side.sha, "has_config": side.config is not None,
-            "measured": len(side.results)}
-
+    return {"ref": side.ref, "commit": side.sha, "has_config": side.config is not None, "measured": len(side.results)}

@@ -56,6 +56,7 @@ EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, EXIT_INFRA, EXIT_WRONG_RESULT = 0, 1, 2, 3
 
 # -- keys -------------------------------------------------------------------------------------------
 
+
 def action_root() -> Path:
     return Path(__file__).resolve().parents[2]  # perfguard/shells/action.py -> the repository
 
@@ -106,7 +107,11 @@ def gem5_build_isas() -> list[str]:
         data = data.get("tool", {}).get("perfguard", {}) if isinstance(data.get("tool"), dict) else {}
     top = data.get("perfguard", {}) if isinstance(data.get("perfguard"), dict) else {}
     tables = data.get("target", {}) if isinstance(data.get("target"), dict) else {}
-    names = [t.strip() for t in action_input("targets").split(",") if t.strip()] or top.get("targets") or list(GEM5_BUILD_ISA)
+    names = (
+        [t.strip() for t in action_input("targets").split(",") if t.strip()]
+        or top.get("targets")
+        or list(GEM5_BUILD_ISA)
+    )
     isas = {_target_isa(str(n), tables) for n in names}
     return sorted(GEM5_BUILD_ISA[isa] for isa in isas if isa in GEM5_BUILD_ISA)
 
@@ -164,6 +169,7 @@ def cmd_keys(args: argparse.Namespace) -> int:
 
 # -- run: check or merge, then report -------------------------------------------------------------
 
+
 def report_label() -> str:
     """A name unique per matrix job: shard, or targets, or 'all' (artifact names must not collide)."""
     if action_input("merge"):
@@ -186,9 +192,11 @@ def dubious_ownership(stderr: str) -> str:
     """git's refusal of a checkout owned by another user, with its cause and the one-line fix."""
     found = re.search(r"dubious ownership in repository at '([^']*)'", stderr)
     where = found.group(1) if found else (env("GITHUB_WORKSPACE") or str(Path.cwd()))
-    return (f"git refuses the checkout at {where}: detected dubious ownership (the job runs as another user "
-            "than the one who owns the checkout, e.g. in a container): add a step "
-            "`git config --global --add safe.directory \"$GITHUB_WORKSPACE\"` after the checkout")
+    return (
+        f"git refuses the checkout at {where}: detected dubious ownership (the job runs as another user "
+        "than the one who owns the checkout, e.g. in a container): add a step "
+        '`git config --global --add safe.directory "$GITHUB_WORKSPACE"` after the checkout'
+    )
 
 
 def git_preflight() -> None:
@@ -275,7 +283,16 @@ def compare_base(payload: dict[str, Any]) -> tuple[str | None, str]:
 
 
 def compare_command(report_dir: Path, base_commit: str) -> list[str]:
-    cmd = [sys.executable, "-m", "perfguard.shells.cli", "compare", base_commit, "HEAD", "--report-dir", str(report_dir)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "perfguard.shells.cli",
+        "compare",
+        base_commit,
+        "HEAD",
+        "--report-dir",
+        str(report_dir),
+    ]
     return cmd + _options("config", "targets", "threshold", "simulator")
 
 
@@ -295,6 +312,7 @@ def merge_command(report_dir: Path) -> list[str]:
 @dataclass
 class ActionResult:
     """What the action reports as its outputs and exits with."""
+
     verdict: str  # pass | regression | wrong-result | error
     regressions: int
     exit_code: int
@@ -309,8 +327,9 @@ def action_result(report: Report | None, exit_code: int) -> ActionResult:
     if exit_code in (EXIT_USAGE, EXIT_INFRA) or summary.error:
         return ActionResult("error", summary.regression, exit_code if exit_code > 1 else EXIT_INFRA)
     regressions = summary.regression
-    return ActionResult("regression" if regressions else "pass", regressions,
-                        EXIT_REGRESSION if regressions else EXIT_OK)
+    return ActionResult(
+        "regression" if regressions else "pass", regressions, EXIT_REGRESSION if regressions else EXIT_OK
+    )
 
 
 def kernel_line(config_path: Path | None, kernel: str) -> int | None:
@@ -346,29 +365,47 @@ def annotation_lines(report: Report) -> list[str]:
         label = r.label
         line = kernel_line(config_path, r.kernel)
         if r.verdict == "regression":
-            message = (f"{label} is {pct(r.delta_pct)} slower than its baseline (threshold "
-                       f"{threshold(r.threshold_pct)}): predicted {seconds(r.current_time_s)}, baseline "
-                       f"{seconds(r.baseline_time_s)}")
+            message = (
+                f"{label} is {pct(r.delta_pct)} slower than its baseline (threshold "
+                f"{threshold(r.threshold_pct)}): predicted {seconds(r.current_time_s)}, baseline "
+                f"{seconds(r.baseline_time_s)}"
+            )
             lines.append(annotation("error", message, f"perfguard regression: {label}", file, line))
         elif r.verdict == "wrong result":
-            lines.append(annotation("error", f"{label}: {r.error or 'wrong result'}", f"perfguard wrong result: {label}",
-                                    file, line))
+            lines.append(
+                annotation(
+                    "error", f"{label}: {r.error or 'wrong result'}", f"perfguard wrong result: {label}", file, line
+                )
+            )
         elif r.orphaned:
             lines.append(annotation("error", f"{label}: {r.note}", f"perfguard removed: {label}", file, line))
         elif r.verdict == "error":
-            lines.append(annotation("error", f"{label}: {r.error or 'failed'}", f"perfguard error: {label}",
-                                    file, line))
+            lines.append(
+                annotation("error", f"{label}: {r.error or 'failed'}", f"perfguard error: {label}", file, line)
+            )
         elif r.verdict == "improvement":
-            lines.append(annotation("notice", f"{label} is {pct(r.delta_pct)} faster than its baseline",
-                                    f"perfguard improvement: {label}", file, line))
+            lines.append(
+                annotation(
+                    "notice",
+                    f"{label} is {pct(r.delta_pct)} faster than its baseline",
+                    f"perfguard improvement: {label}",
+                    file,
+                    line,
+                )
+            )
     toolchain = report.summary.toolchain_changed
     if toolchain:  # once for the run, not per kernel
         said = toolchain_headline(toolchain, report.summary.toolchain, report.summary.remeasured, report.summary.error)
         lines.append(annotation("warning", said, "perfguard: toolchain differs from the baselines'"))
     errors = [a for a in lines if a.startswith("::error")]
     if len(errors) > MAX_ANNOTATIONS:
-        lines = errors[:MAX_ANNOTATIONS] + [annotation("error", f"{len(errors) - MAX_ANNOTATIONS} more regression(s) "
-                                                       "or error(s): see the job summary", "perfguard")]
+        lines = errors[:MAX_ANNOTATIONS] + [
+            annotation(
+                "error",
+                f"{len(errors) - MAX_ANNOTATIONS} more regression(s) or error(s): see the job summary",
+                "perfguard",
+            )
+        ]
     return lines
 
 
@@ -382,7 +419,6 @@ def markdown_for(report: Report, report_dir: Path) -> str:
     from perfguard.report.markdown import render_markdown
 
     return render_markdown(report)
-
 
 
 def run_link() -> str:
@@ -440,8 +476,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         else:
             base_label, base_commit = choose_base(payload)
             if base_commit:
-                print(f"perfguard: comparing with the baselines of {base_label} at merge-base {base_commit}",
-                      flush=True)
+                print(
+                    f"perfguard: comparing with the baselines of {base_label} at merge-base {base_commit}", flush=True
+                )
             cmd = check_command(report_dir, base_commit)
     print("perfguard: " + " ".join(cmd[1:]), flush=True)
     code = subprocess.run(cmd, check=False, env=gem5_environment(os.environ)).returncode
@@ -452,8 +489,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     if data is not None and code == EXIT_USAGE and not data.results:
         data = None  # stopped before checking anything (bad input): the error is in the log
     result = action_result(data, code)
-    outputs = {"verdict": result.verdict, "regressions": str(result.regressions), "report": str(report_dir),
-               "exit-code": str(code), "artifact-name": f"perfguard-report-{label}", "comment-dir": ""}
+    outputs = {
+        "verdict": result.verdict,
+        "regressions": str(result.regressions),
+        "report": str(report_dir),
+        "exit-code": str(code),
+        "artifact-name": f"perfguard-report-{label}",
+        "comment-dir": "",
+    }
     if data is not None:
         for line in annotation_lines(data):
             print(line, flush=True)
@@ -473,6 +516,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 # -- recalibrate ----------------------------------------------------------------------------------
+
 
 def _perfguard(*args: str) -> int:
     print("perfguard: " + " ".join(args), flush=True)
@@ -497,8 +541,9 @@ def cmd_recalibrate(args: argparse.Namespace) -> int:
         families = list(FAMILY_NAMES)
     else:
         verdicts = Path(env("RUNNER_TEMP") or ".") / f"perfguard-drift-{args.target}.json"
-        code = _perfguard("calibrate", "drift", *common, "--json", str(verdicts), "--variants", str(args.drift_variants),
-                          *timing)
+        code = _perfguard(
+            "calibrate", "drift", *common, "--json", str(verdicts), "--variants", str(args.drift_variants), *timing
+        )
         if code == EXIT_OK:
             set_outputs({"drifted": "false", "families": ""})
             return EXIT_OK
@@ -528,9 +573,13 @@ def main(argv: list[str] | None = None) -> int:
     recal.add_argument("--config", type=Path)
     recal.add_argument("--drift-variants", type=int, default=10, help="fresh variants per group in the drift check")
     recal.add_argument("--max-cv", type=float, default=3.0, metavar="PCT", help="passed to calibrate drift and collect")
-    recal.add_argument("--max-neighbour-busy", type=float, metavar="PCT",
-                       help="passed to calibrate drift and collect (default: theirs; 0, off, for a runner whose "
-                            "other CPUs run other jobs)")
+    recal.add_argument(
+        "--max-neighbour-busy",
+        type=float,
+        metavar="PCT",
+        help="passed to calibrate drift and collect (default: theirs; 0, off, for a runner whose "
+        "other CPUs run other jobs)",
+    )
     recal.set_defaults(run=cmd_recalibrate)
     args = parser.parse_args(argv)
     try:

@@ -78,12 +78,17 @@ class CaseResult:
         if self.verdict == NEW:
             return f"{head} (no baseline yet; predicted {seconds(self.current_time_s)})"
         delta = pct(self.delta_pct) if self.report is None else delta_with_interval(self.report)
-        lines = [f"{head} {delta} (threshold {self.threshold_pct:.2f} %): predicted "
-                 f"{seconds(self.current_time_s)}, baseline {seconds(self.baseline_time_s)}"]
+        lines = [
+            f"{head} {delta} (threshold {self.threshold_pct:.2f} %): predicted "
+            f"{seconds(self.current_time_s)}, baseline {seconds(self.baseline_time_s)}"
+        ]
         if self.report is not None and (note := interval_note(self.report)):
             lines.append(note)
-        if self.report is not None and self.verdict in (REGRESSION, IMPROVEMENT) \
-                and (self.report.attribution is not None or self.report.blocks):
+        if (
+            self.report is not None
+            and self.verdict in (REGRESSION, IMPROVEMENT)
+            and (self.report.attribution is not None or self.report.blocks)
+        ):
             lines.append(f"where: {what_changed_most(self.report)}")  # as `perfguard check` says it
         if self.report is not None and (change := change_text(self.report)):
             lines.append(f"change: {change}")  # the params' diff against the baseline's
@@ -105,6 +110,7 @@ class CaseResult:
 class ModelCaseResult:
     """A [[model]]'s total on one target (`perfguard_check("mlp", target)`): its verdict, and the
     result of every kernel of the model (each judged as `perfguard check` judges it)."""
+
     model: str
     target: str
     verdict: str
@@ -133,7 +139,9 @@ class ModelCaseResult:
         for k in self.kernels:
             if k.kernel == name:
                 return k
-        raise KeyError(f"{self.label} has no kernel '{name}' (its kernels: {', '.join(k.kernel for k in self.kernels)})")
+        raise KeyError(
+            f"{self.label} has no kernel '{name}' (its kernels: {', '.join(k.kernel for k in self.kernels)})"
+        )
 
     def explain(self) -> str:
         """The total against the threshold, what changed, and each kernel that is not ok."""
@@ -156,8 +164,14 @@ class NativeCase:
 
 
 class CaseRunner:
-    def __init__(self, config: Config, simulator: str | None = None, threshold: float | None = None,
-                 update: bool = False, base: str | None = None):
+    def __init__(
+        self,
+        config: Config,
+        simulator: str | None = None,
+        threshold: float | None = None,
+        update: bool = False,
+        base: str | None = None,
+    ):
         self.config = config
         self.simulator = simulator
         self.threshold = threshold
@@ -176,9 +190,19 @@ class CaseRunner:
         cases = []
         for o in orphan_outcomes(self.config, self.store, targets, self.threshold):
             v = o.verdict
-            cases.append(CaseResult(o.result.kernel, o.result.target, v.verdict, v.threshold_pct,
-                                    EXIT_USAGE if o.orphaned else 0, baseline_time_s=v.baseline_time_s, error=o.note,
-                                    report=build_report(CheckRun([o])).results[0], orphaned=o.orphaned))
+            cases.append(
+                CaseResult(
+                    o.result.kernel,
+                    o.result.target,
+                    v.verdict,
+                    v.threshold_pct,
+                    EXIT_USAGE if o.orphaned else 0,
+                    baseline_time_s=v.baseline_time_s,
+                    error=o.note,
+                    report=build_report(CheckRun([o])).results[0],
+                    orphaned=o.orphaned,
+                )
+            )
         return cases
 
     def spec(self, kernel: str | KernelSpec | Mapping[str, Any], target: str | None = None) -> KernelSpec:
@@ -188,8 +212,10 @@ class CaseRunner:
         if isinstance(kernel, str):
             found = self.named(kernel, target)
             if found is None:
-                raise InputError(f"perfguard_check: '{kernel}' is the [[model]] {kernel}: its total is "
-                                 f"perfguard_check('{kernel}', target) (a ModelCaseResult), not a kernel")
+                raise InputError(
+                    f"perfguard_check: '{kernel}' is the [[model]] {kernel}: its total is "
+                    f"perfguard_check('{kernel}', target) (a ModelCaseResult), not a kernel"
+                )
             return found[0]
         if not isinstance(kernel, Mapping):
             raise InputError(f"kernel must be a name, a KernelSpec or a mapping, got {type(kernel).__name__}")
@@ -205,8 +231,10 @@ class CaseRunner:
         if model is not None and target is not None:
             self.config.profile(target)
             if model.targets is not None and target not in model.targets:
-                raise InputError(f"perfguard_check: model '{model.name}' does not run on target '{target}' "
-                                 f"(its targets: {', '.join(model.targets)})")
+                raise InputError(
+                    f"perfguard_check: model '{model.name}' does not run on target '{target}' "
+                    f"(its targets: {', '.join(model.targets)})"
+                )
             if name == model.name:
                 return None
 
@@ -214,20 +242,29 @@ class CaseRunner:
             found = [replace(s, model=None) for s in specs if s.name == name]  # one kernel: no model total
             if found:
                 return found
-            raise InputError(f"perfguard_check: unknown kernel '{name}' of model '{model.name}' on {target} (its "
-                             f"kernels: {', '.join(s.name for s in specs)})")
+            raise InputError(
+                f"perfguard_check: unknown kernel '{name}' of model '{model.name}' on {target} (its "
+                f"kernels: {', '.join(s.name for s in specs)})"
+            )
         kernels = ", ".join(k.name for k in self.config.kernels) or "none"
         models = ", ".join(m.name for m in self.config.models) or "none"
-        raise InputError(f"perfguard_check: unknown kernel or model '{name}' (configured in {self.config.path}: "
-                         f"kernels {kernels}; models {models})")
+        raise InputError(
+            f"perfguard_check: unknown kernel or model '{name}' (configured in {self.config.path}: "
+            f"kernels {kernels}; models {models})"
+        )
 
     def run_model(self, name: str, target: str, threshold: float | None = None) -> ModelCaseResult:
         """Every kernel of the [[model]] `name` on `target`, judged, and the model's total (as check does)."""
         if self.named(name, target) is not None:
             raise InputError(f"perfguard_check: '{name}' is not a [[model]]")
         model = next(m for m in self.config.models if m.name == name)
-        jobs = make_jobs(self.config, [(spec, target) for spec in model_specs(self.config, model, [target])],
-                         self.simulator, self.threshold, threshold)
+        jobs = make_jobs(
+            self.config,
+            [(spec, target) for spec in model_specs(self.config, model, [target])],
+            self.simulator,
+            self.threshold,
+            threshold,
+        )
         imposed = self.config.judging.imposed(self.threshold, threshold)  # the model total's, as its kernels'
         check = run_check(self.config, jobs, 1, imposed, store=self.store, known=recorded(jobs))
         (total,) = check.model_summaries
@@ -237,20 +274,46 @@ class CaseRunner:
             updated = done.written + done.removed
         report = build_report(CheckRun(check.outcomes), self.config.path, self.config)
         by_name = {r.kernel: r for r in report.results}
-        kernels = [CaseResult(o.result.kernel, target, o.verdict.verdict, o.verdict.threshold_pct,
-                              CheckRun([o]).exit_code(), o.verdict.delta_pct, o.verdict.current_time_s,
-                              o.verdict.baseline_time_s, dict(o.verdict.stat_deltas), o.error, None,
-                              by_name[o.result.kernel], report.targets.get(target)) for o in check.outcomes]
-        return ModelCaseResult(name, target, total.verdict, total.threshold_pct, check.exit_code(), total.delta_pct,
-                               total.current_total_s, total.baseline_total_s, list(total.changes), kernels, total,
-                               updated)
+        kernels = [
+            CaseResult(
+                o.result.kernel,
+                target,
+                o.verdict.verdict,
+                o.verdict.threshold_pct,
+                CheckRun([o]).exit_code(),
+                o.verdict.delta_pct,
+                o.verdict.current_time_s,
+                o.verdict.baseline_time_s,
+                dict(o.verdict.stat_deltas),
+                o.error,
+                None,
+                by_name[o.result.kernel],
+                report.targets.get(target),
+            )
+            for o in check.outcomes
+        ]
+        return ModelCaseResult(
+            name,
+            target,
+            total.verdict,
+            total.threshold_pct,
+            check.exit_code(),
+            total.delta_pct,
+            total.current_total_s,
+            total.baseline_total_s,
+            list(total.changes),
+            kernels,
+            total,
+            updated,
+        )
 
     def _job(self, spec: KernelSpec, target: str, threshold: float | None = None):
         """The kernel's job, judged with the test's `threshold` over the command line's and its own."""
         return make_jobs(self.config, [(spec, target)], self.simulator, self.threshold, threshold)[0]
 
-    def run(self, kernel: str | KernelSpec | Mapping[str, Any], target: str,
-            threshold: float | None = None) -> CaseResult | ModelCaseResult:
+    def run(
+        self, kernel: str | KernelSpec | Mapping[str, Any], target: str, threshold: float | None = None
+    ) -> CaseResult | ModelCaseResult:
         """One kernel; a [[model]]'s name gives its total and all its kernels (run_model)."""
         if isinstance(kernel, str) and any(m.name == kernel for m in self.config.models):
             return self.run_model(kernel, target, threshold)
@@ -264,9 +327,21 @@ class CaseRunner:
             updated = written[0] if written else None  # unchanged: not rewritten
         report = build_report(CheckRun([outcome]), self.config.path, self.config)
         v = outcome.verdict
-        return CaseResult(spec.name, target, v.verdict, v.threshold_pct, check.exit_code(), v.delta_pct,
-                          v.current_time_s, v.baseline_time_s, dict(v.stat_deltas), outcome.error, updated,
-                          report.results[0], report.targets.get(target))
+        return CaseResult(
+            spec.name,
+            target,
+            v.verdict,
+            v.threshold_pct,
+            check.exit_code(),
+            v.delta_pct,
+            v.current_time_s,
+            v.baseline_time_s,
+            dict(v.stat_deltas),
+            outcome.error,
+            updated,
+            report.results[0],
+            report.targets.get(target),
+        )
 
     def native(self, kernel: str | KernelSpec | Mapping[str, Any], target: str) -> NativeCase:
         """Simulate (for the statistics) and build a host library of the very same object code."""
@@ -275,7 +350,9 @@ class CaseRunner:
         check_native(job.profile)
         simulated = run_job(job)
         if not simulated.ok:
-            raise (InputError if simulated.exit_code == InputError.exit_code else InfraError)(simulated.error or "failed")
+            raise (InputError if simulated.exit_code == InputError.exit_code else InfraError)(
+                simulated.error or "failed"
+            )
         assert simulated.stats is not None  # an ok result has its statistics
         scratch = JobResult(spec.name, target, spec.family, dict(spec.params), job.simulator, ok=False)
         built = build_kernel(job, scratch)
@@ -284,12 +361,19 @@ class CaseRunner:
         shape = {k: simulated.params[k] for k in shape_keys if k in simulated.params}
         extra = {
             "perfguard_schema": 1,
-            "kernel": spec.name, "target": target, "family": spec.family, "params": simulated.params,
+            "kernel": spec.name,
+            "target": target,
+            "family": spec.family,
+            "params": simulated.params,
             "group": group_label(shape) if shape else None,
-            "simulator": simulated.simulator, "simulator_fingerprint": simulated.toolchain.get("simulator"),
-            "stats": simulated.stats.to_dict(), "flops": simulated.flops, "tensor_bytes": simulated.tensor_bytes,
-            "content_hash": simulated.content_hash, "binary_hash": simulated.binary_hash,
-            "toolchain": simulated.toolchain, "machine": this_machine().to_dict(),
+            "simulator": simulated.simulator,
+            "simulator_fingerprint": simulated.toolchain.get("simulator"),
+            "stats": simulated.stats.to_dict(),
+            "flops": simulated.flops,
+            "tensor_bytes": simulated.tensor_bytes,
+            "content_hash": simulated.content_hash,
+            "binary_hash": simulated.binary_hash,
+            "toolchain": simulated.toolchain,
+            "machine": this_machine().to_dict(),
         }
         return NativeCase(library.call, extra)
-

@@ -33,20 +33,34 @@ _MARKER_KEYS = {"threshold", "simulator"}
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("perfguard", "perfguard: performance regressions of compute kernels")
-    group.addoption("--perfguard", action="store_true",
-                    help="collect every configured kernel x target as a test that fails on a regression")
-    group.addoption("--perfguard-update", action="store_true",
-                    help="rewrite the baselines of the collected kernels instead of failing (implies --perfguard)")
-    group.addoption("--perfguard-native", action="store_true",
-                    help="time host-ISA kernels natively with pytest-benchmark's fixture (implies --perfguard)")
-    group.addoption("--perfguard-config", metavar="FILE",
-                    help="perfguard.toml or pyproject.toml (default: found from the rootdir)")
+    group.addoption(
+        "--perfguard",
+        action="store_true",
+        help="collect every configured kernel x target as a test that fails on a regression",
+    )
+    group.addoption(
+        "--perfguard-update",
+        action="store_true",
+        help="rewrite the baselines of the collected kernels instead of failing (implies --perfguard)",
+    )
+    group.addoption(
+        "--perfguard-native",
+        action="store_true",
+        help="time host-ISA kernels natively with pytest-benchmark's fixture (implies --perfguard)",
+    )
+    group.addoption(
+        "--perfguard-config", metavar="FILE", help="perfguard.toml or pyproject.toml (default: found from the rootdir)"
+    )
     group.addoption("--perfguard-targets", metavar="A,B", help="only these targets")
     group.addoption("--perfguard-kernels", metavar="K,..", help="only these kernels")
-    group.addoption("--perfguard-base", metavar="REF",
-                    help="read baselines from this git revision instead of the working tree")
-    group.addoption("--perfguard-report-dir", metavar="DIR",
-                    help="where perfguard.json, index.html and summary.md go (default: the config's report_dir)")
+    group.addoption(
+        "--perfguard-base", metavar="REF", help="read baselines from this git revision instead of the working tree"
+    )
+    group.addoption(
+        "--perfguard-report-dir",
+        metavar="DIR",
+        help="where perfguard.json, index.html and summary.md go (default: the config's report_dir)",
+    )
 
 
 def _enabled(config: pytest.Config) -> bool:
@@ -65,8 +79,13 @@ def pytest_configure(config: pytest.Config) -> None:
         "(threshold in percent); such tests run only with --perfguard",
     )
     if not _enabled(config):
-        for name in ("perfguard_targets", "perfguard_kernels", "perfguard_config", "perfguard_base",
-                     "perfguard_report_dir"):
+        for name in (
+            "perfguard_targets",
+            "perfguard_kernels",
+            "perfguard_config",
+            "perfguard_base",
+            "perfguard_report_dir",
+        ):
             if config.getoption(name):
                 raise pytest.UsageError(f"--{name.replace('_', '-')} needs --perfguard")
         return
@@ -100,8 +119,9 @@ def perfguard_check(request: pytest.FixtureRequest):
     options = dict(marker.kwargs) if marker else {}
     unknown = sorted(set(options) - _MARKER_KEYS)
     if unknown or (marker and marker.args):
-        raise pytest.UsageError(f"{request.node.nodeid}: @pytest.mark.perfguard takes only "
-                                f"{', '.join(sorted(_MARKER_KEYS))} as keywords")
+        raise pytest.UsageError(
+            f"{request.node.nodeid}: @pytest.mark.perfguard takes only {', '.join(sorted(_MARKER_KEYS))} as keywords"
+        )
     return session.checker(request.node, **options)
 
 
@@ -149,9 +169,12 @@ class PerfguardSession:
             # lazy: pytest loads this plugin in every session; the rest of perfguard only with --perfguard
             from perfguard.shells.pytest_cases import CaseRunner
 
-            self._runners[simulator] = CaseRunner(self.perfguard_config(), simulator=simulator,
-                                                  update=bool(self.config.getoption("perfguard_update")),
-                                                  base=self.config.getoption("perfguard_base"))
+            self._runners[simulator] = CaseRunner(
+                self.perfguard_config(),
+                simulator=simulator,
+                update=bool(self.config.getoption("perfguard_update")),
+                base=self.config.getoption("perfguard_base"),
+            )
         return self._runners[simulator]
 
     def checker(self, node: pytest.Item, threshold: float | None = None, simulator: str | None = None):
@@ -164,23 +187,35 @@ class PerfguardSession:
 
     # -- collection -------------------------------------------------------------------------------
     @pytest.hookimpl(tryfirst=True)  # before -k/-m deselection, so those select perfguard items too
-    def pytest_collection_modifyitems(self, session: pytest.Session, config: pytest.Config,
-                                      items: list[pytest.Item]) -> None:
+    def pytest_collection_modifyitems(
+        self, session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+    ) -> None:
         try:
-            pairs = self.runner().pairs(_names(config.getoption("perfguard_kernels")),
-                                        _names(config.getoption("perfguard_targets")))
+            pairs = self.runner().pairs(
+                _names(config.getoption("perfguard_kernels")), _names(config.getoption("perfguard_targets"))
+            )
         except PerfguardError as exc:
             raise pytest.UsageError(f"perfguard: {exc.message}") from None
         if _files_only(config) and not config.getoption("perfguard_kernels"):
             pairs = []  # `pytest --perfguard tests/test_x.py`: what that file holds, no configured kernel besides
         native = bool(config.getoption("perfguard_native"))
         explicit = set() if native else _explicit_checks(items)  # a test's check times nothing natively
-        pairs = [(spec, target) for spec, target in pairs
-                 if (spec.name, target) not in explicit and (spec.name, None) not in explicit]
+        pairs = [
+            (spec, target)
+            for spec, target in pairs
+            if (spec.name, target) not in explicit and (spec.name, None) not in explicit
+        ]
         collector = PerfguardCollector.from_parent(session, name="perfguard", nodeid="perfguard")
-        kernel_items = [KernelItem.from_parent(collector, name=f"{spec.name}[{target}]",
-                                               callobj=_native_case if native else _simulated_case,
-                                               spec=spec, target=target) for spec, target in pairs]
+        kernel_items = [
+            KernelItem.from_parent(
+                collector,
+                name=f"{spec.name}[{target}]",
+                callobj=_native_case if native else _simulated_case,
+                spec=spec,
+                target=target,
+            )
+            for spec, target in pairs
+        ]
 
         items.extend(kernel_items)
         collected: list[pytest.Item | pytest.Collector] = list(kernel_items)
@@ -235,8 +270,9 @@ class PerfguardSession:
             self.codes.append(case.exit_code)
         if any(not case.ok for case in self.orphans) and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED  # a guard lost fails the run, as `check` does
-        report = assemble(self.results, combined_exit_code(self.codes), now_iso(), str(config.path), self.targets,
-                          models=self.models)
+        report = assemble(
+            self.results, combined_exit_code(self.codes), now_iso(), str(config.path), self.targets, models=self.models
+        )
         report.summary.model_regressions = sum(m.verdict == "regression" for m in self.models)
         folder = self.config.getoption("perfguard_report_dir")
         report_dir = Path(folder) if folder else config.storage.report_dir
@@ -251,12 +287,20 @@ class PerfguardSession:
         perfguard.toml does not name). None when the run was a selection (-k, -m, --perfguard-kernels):
         a kernel left out of it is not orphaned."""
         option = self.config.getoption
-        if self.deselected or option("keyword") or option("markexpr") or option("perfguard_kernels") \
-                or option("perfguard_native"):  # (under xdist only the workers see what -k deselected)
+        if (
+            self.deselected
+            or option("keyword")
+            or option("markexpr")
+            or option("perfguard_kernels")
+            or option("perfguard_native")
+        ):  # (under xdist only the workers see what -k deselected)
             return []
         checked = {(r.kernel, r.target) for r in self.results}
-        return [case for case in self.runner().orphans(_names(self.config.getoption("perfguard_targets")))
-                if (case.kernel, case.target) not in checked]
+        return [
+            case
+            for case in self.runner().orphans(_names(self.config.getoption("perfguard_targets")))
+            if (case.kernel, case.target) not in checked
+        ]
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         if not self.results or hasattr(self.config, "workerinput"):
@@ -309,10 +353,17 @@ def _record(node: pytest.Item, result) -> None:
     model = getattr(result, "total", None)
     for one in result.kernels if model is not None else [result]:
         updated = one.updated if model is None else (result.updated[0] if result.updated else None)
-        node.user_properties.append((_PROPERTY, {
-            "result": to_json(one.report), "exit_code": one.exit_code, "target": to_json(one.target_summary),
-            "updated": None if updated is None else str(updated),
-        }))
+        node.user_properties.append(
+            (
+                _PROPERTY,
+                {
+                    "result": to_json(one.report),
+                    "exit_code": one.exit_code,
+                    "target": to_json(one.target_summary),
+                    "updated": None if updated is None else str(updated),
+                },
+            )
+        )
     if model is not None:
         node.user_properties.append((_MODEL_PROPERTY, {"total": to_json(model), "exit_code": result.exit_code}))
 
@@ -331,7 +382,9 @@ def _explicit_checks(items: list[pytest.Item]) -> set[tuple[str, str | None]]:
     the collected tests' code; target None when it is not a literal (every target of the kernel).
     Such a test is the kernel's check: its auto-collected item is not added beside it."""
     found: set[tuple[str, str | None]] = set()
-    functions = {getattr(item, "function", None) for item in items if "perfguard_check" in getattr(item, "fixturenames", ())}
+    functions = {
+        getattr(item, "function", None) for item in items if "perfguard_check" in getattr(item, "fixturenames", ())
+    }
     for function in functions:
         if function is None:
             continue
@@ -340,11 +393,15 @@ def _explicit_checks(items: list[pytest.Item]) -> set[tuple[str, str | None]]:
         except (OSError, TypeError, SyntaxError):
             continue  # no source to read: its checks are not known before it runs
         for node in ast.walk(tree):
-            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "perfguard_check"):
+            if not (
+                isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "perfguard_check"
+            ):
                 continue
             keywords = {k.arg: k.value for k in node.keywords}
-            kernel, target = (node.args[i] if len(node.args) > i else keywords.get(name)
-                              for i, name in enumerate(("kernel", "target")))
+            kernel, target = (
+                node.args[i] if len(node.args) > i else keywords.get(name)
+                for i, name in enumerate(("kernel", "target"))
+            )
             if isinstance(kernel, ast.Constant) and isinstance(kernel.value, str):
                 literal = target.value if isinstance(target, ast.Constant) and isinstance(target.value, str) else None
                 found.add((kernel.value, literal))
@@ -421,6 +478,3 @@ class KernelItem(pytest.Function):
     def reportinfo(self):
         path = self.session_state.perfguard_config().path
         return path, None, f"perfguard::{self.name}"
-
-
-

@@ -13,7 +13,6 @@ from typing import Any
 PR_EVENTS = ("pull_request", "pull_request_target")
 
 
-
 def env(name: str, default: str = "") -> str:
     return os.environ.get(name, default).strip()
 

@@ -49,11 +49,14 @@ class Simulator(abc.ABC):
         """Simulate `binary args...`; InfraError on crash, timeout or unreadable output."""
 
 
-SIMULATORS = Registry("simulator", {
-    "qemu": "perfguard.sim.qemu:QemuSimulator",
-    "gem5": "perfguard.sim.gem5:Gem5Simulator",
-    "cachegrind": "perfguard.sim.cachegrind:CachegrindSimulator",
-})
+SIMULATORS = Registry(
+    "simulator",
+    {
+        "qemu": "perfguard.sim.qemu:QemuSimulator",
+        "gem5": "perfguard.sim.gem5:Gem5Simulator",
+        "cachegrind": "perfguard.sim.cachegrind:CachegrindSimulator",
+    },
+)
 
 SIMULATOR_NAMES = SIMULATORS.names
 

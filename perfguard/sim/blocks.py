@@ -51,12 +51,15 @@ class BlockProfile:
         return sum(b.insns * b.count for b in self.blocks)
 
     def scaled(self, factor: float) -> BlockProfile:
-        return BlockProfile(tuple(Block(b.addr, b.size, b.insns, int(round(b.count * factor)), b.code, b.symbol)
-                                  for b in self.blocks))
+        return BlockProfile(
+            tuple(Block(b.addr, b.size, b.insns, int(round(b.count * factor)), b.code, b.symbol) for b in self.blocks)
+        )
 
     def to_dict(self) -> dict:
-        return {"version": PROFILE_VERSION,
-                "blocks": [[b.addr, b.size, b.insns, b.count, b.code, b.symbol] for b in self.blocks]}
+        return {
+            "version": PROFILE_VERSION,
+            "blocks": [[b.addr, b.size, b.insns, b.count, b.code, b.symbol] for b in self.blocks],
+        }
 
     @classmethod
     def from_dict(cls, data: object, source: str) -> BlockProfile:
@@ -69,14 +72,20 @@ class BlockProfile:
             raise InputError(f"{where}: 'blocks' must be a list")
         blocks = []
         for i, row in enumerate(data["blocks"]):
-            if not (isinstance(row, list) and len(row) == 6
-                    and all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 1 << 64 for v in row[:4])
-                    and isinstance(row[4], str) and isinstance(row[5], str)):
+            if not (
+                isinstance(row, list)
+                and len(row) == 6
+                and all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 1 << 64 for v in row[:4])
+                and isinstance(row[4], str)
+                and isinstance(row[5], str)
+            ):
                 raise InputError(f"{where}: block {i} must be [addr, size, insns, count, code-hex, symbol]")
             addr, size, insns, count, code, symbol = row
             if len(code) != 2 * size or not set(code) <= _HEX or insns < 1 or insns > size:
-                raise InputError(f"{where}: block {i} at 0x{addr:x}: code is not {size} bytes of lower-case "
-                                 f"hex or its instruction count {insns} does not fit")
+                raise InputError(
+                    f"{where}: block {i} at 0x{addr:x}: code is not {size} bytes of lower-case "
+                    f"hex or its instruction count {insns} does not fit"
+                )
             blocks.append(Block(addr, size, insns, count, code, symbol))
         profile = cls.merged(blocks)
         if len(profile.blocks) != len(blocks) or list(profile.blocks) != blocks:
@@ -98,7 +107,8 @@ def parse_block_lines(lines: list[str], source: str, first_line: int) -> BlockPr
             if not set(code) <= _HEX or len(code) != 2 * size or insns < 1 or count < 1 or size < insns:
                 raise ValueError
         except ValueError:
-            raise InputError(f"{source}: line {number}: not a block line "
-                             f"'ADDR SIZE INSNS COUNT CODE SYMBOL': {line[:80]!r}") from None
+            raise InputError(
+                f"{source}: line {number}: not a block line 'ADDR SIZE INSNS COUNT CODE SYMBOL': {line[:80]!r}"
+            ) from None
         blocks.append(Block(addr, size, insns, count, code, symbol))
     return BlockProfile.merged(blocks)

@@ -80,8 +80,22 @@ ROI_MARKERS = ("perfguard_roi_begin", "perfguard_roi_end")
 # cachegrind refuses a line shorter than the widest data access (32-byte AVX registers).
 MIN_LINE_BYTES = 32
 # /proc/cpuinfo flags valgrind 3.19 reads to choose the CPUID it shows an amd64 guest.
-_CPUID_FLAGS = ("pni", "ssse3", "sse4_2", "cx16", "avx", "avx2", "fma", "bmi1", "bmi2", "abm",
-                "f16c", "rdrand", "rdseed", "rdtscp")
+_CPUID_FLAGS = (
+    "pni",
+    "ssse3",
+    "sse4_2",
+    "cx16",
+    "avx",
+    "avx2",
+    "fma",
+    "bmi1",
+    "bmi2",
+    "abm",
+    "f16c",
+    "rdrand",
+    "rdseed",
+    "rdtscp",
+)
 
 # The events the mapping reads, plus Dr and Dw for the sanity check of the difference.
 EVENTS_NEEDED = ("Ir", "I1mr", "ILmr", "Dr", "D1mr", "DLmr", "Dw", "D1mw", "DLmw")
@@ -115,8 +129,10 @@ class CachegrindOutput:
 
 
 # valgrind writes "%d B, %d B, %d-way associative", or "direct-mapped" for one way.
-_DESC_CACHE_RE = re.compile(r"^(?P<name>I1|D1|LL) cache: +(?P<size>[0-9]{1,19}) B, (?P<line>[0-9]{1,19}) B, "
-                            r"(?:(?P<ways>[0-9]{1,19})-way associative|direct-mapped)$")
+_DESC_CACHE_RE = re.compile(
+    r"^(?P<name>I1|D1|LL) cache: +(?P<size>[0-9]{1,19}) B, (?P<line>[0-9]{1,19}) B, "
+    r"(?:(?P<ways>[0-9]{1,19})-way associative|direct-mapped)$"
+)
 _EVENT_NAME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9]*$")
 _COUNT_LIMIT = 1 << 64
 
@@ -157,14 +173,14 @@ def parse_cachegrind_out(data: bytes | str, source: str = "cachegrind.out") -> C
     desc: list[str] = []
     number = 0
     while number < len(lines) and lines[number].startswith("desc: "):
-        desc.append(lines[number][len("desc: "):].strip())
+        desc.append(lines[number][len("desc: ") :].strip())
         number += 1
     header = {}
     for key in ("cmd", "events"):
         if number >= len(lines) or not lines[number].startswith(f"{key}: "):
             got = lines[number][:60] if number < len(lines) else "end of file"
             raise InputError(f"{source}:{number + 1}: expected the '{key}:' line, got {got!r}")
-        header[key] = lines[number][len(key) + 2:]
+        header[key] = lines[number][len(key) + 2 :]
         number += 1
     events = tuple(header["events"].split())
     if not events:
@@ -196,7 +212,7 @@ def parse_cachegrind_out(data: bytes | str, source: str = "cachegrind.out") -> C
                 raise InputError(f"{source}:{here}: 'fn=' without a function name")
             current = functions.setdefault(line[3:], [0] * width)
         elif line.startswith("summary: "):
-            summary = _counts(line[len("summary: "):].split(" "), source, here)
+            summary = _counts(line[len("summary: ") :].split(" "), source, here)
             if len(summary) != width:
                 raise InputError(f"{source}:{here}: summary has {len(summary)} counts for {width} events")
         else:
@@ -246,8 +262,10 @@ def event_difference(longer: dict[str, int], shorter: dict[str, int], what: str)
     longer run counted clearly less, see the module docstring)."""
 
     def refuse(name: str, with_calls: int, without: int) -> InfraError:
-        return InfraError(f"{what}: {name} is {with_calls} with the kernel calls and {without} "
-                          f"without them: the two runs did not execute the same program")
+        return InfraError(
+            f"{what}: {name} is {with_calls} with the kernel calls and {without} "
+            f"without them: the two runs did not execute the same program"
+        )
 
     counts = kernel_counts(longer, shorter, EVENTS_NEEDED, _MONOTONE_EVENTS, refuse)
     return {name: value for name, value in counts.items() if value is not None}  # no count is None: none here
@@ -258,8 +276,10 @@ def event_difference(longer: dict[str, int], shorter: dict[str, int], what: str)
 
 
 def geometry_args(target: TargetProfile) -> list[str]:
-    return [f"--{flag}={c.size},{c.assoc},{c.line}"
-            for flag, c in (("I1", target.l1i), ("D1", target.l1d), ("LL", target.l2))]
+    return [
+        f"--{flag}={c.size},{c.assoc},{c.line}"
+        for flag, c in (("I1", target.l1i), ("D1", target.l1d), ("LL", target.l2))
+    ]
 
 
 def _last_message(stderr: bytes) -> str:
@@ -268,7 +288,7 @@ def _last_message(stderr: bytes) -> str:
     messages: list[str] = []
     for raw in stderr.decode("utf-8", "replace").splitlines():
         match = re.match(r"^(?:==|--)\d+(?:==|--) ?", raw)
-        body = raw[match.end():] if match else raw
+        body = raw[match.end() :] if match else raw
         if not body.strip():
             continue
         if match and body[:1].isspace() and messages:
@@ -306,8 +326,10 @@ class CachegrindSimulator(Simulator):
     def _valgrind(self) -> str:
         path = shutil.which(VALGRIND)
         if path is None:
-            raise InfraError("valgrind (the cachegrind back end) not found on PATH: install the Debian "
-                             "package valgrind (apt-get install valgrind)")
+            raise InfraError(
+                "valgrind (the cachegrind back end) not found on PATH: install the Debian "
+                "package valgrind (apt-get install valgrind)"
+            )
         return path
 
     def check_target(self, target: TargetProfile) -> None:
@@ -317,23 +339,30 @@ class CachegrindSimulator(Simulator):
         self.check_target(target)
         host = platform.machine()
         if host != HOST_ISA:
-            raise InfraError(f"simulator cachegrind runs the harness natively and needs an {HOST_ISA} host; "
-                             f"this host is {host}: use --simulator qemu")
+            raise InfraError(
+                f"simulator cachegrind runs the harness natively and needs an {HOST_ISA} host; "
+                f"this host is {host}: use --simulator qemu"
+            )
         if target.isa != host:
-            raise InfraError(f"simulator cachegrind cannot run target {target.name} ({target.isa} code) on this "
-                             f"{host} host: it runs {host} targets only; use --simulator qemu")
+            raise InfraError(
+                f"simulator cachegrind cannot run target {target.name} ({target.isa} code) on this "
+                f"{host} host: it runs {host} targets only; use --simulator qemu"
+            )
         for level in ("l1i", "l1d", "l2"):
             line = getattr(target, level).line
             if line < MIN_LINE_BYTES:
-                raise InfraError(f"simulator cachegrind: target {target.name} {level} line of {line} B is shorter "
-                                 f"than the {MIN_LINE_BYTES} B cachegrind needs for 256-bit accesses")
+                raise InfraError(
+                    f"simulator cachegrind: target {target.name} {level} line of {line} B is shorter "
+                    f"than the {MIN_LINE_BYTES} B cachegrind needs for 256-bit accesses"
+                )
         self._valgrind()
 
     def version(self) -> str:
         if self._version is None:
             try:
-                proc = subprocess.run([self._valgrind(), "--version"], stdin=subprocess.DEVNULL,
-                                      capture_output=True, timeout=30, env={})
+                proc = subprocess.run(
+                    [self._valgrind(), "--version"], stdin=subprocess.DEVNULL, capture_output=True, timeout=30, env={}
+                )
             except (OSError, subprocess.TimeoutExpired) as exc:
                 raise InfraError(f"valgrind --version failed: {one_line(str(exc))}") from None
             lines = proc.stdout.decode("utf-8", "replace").split()
@@ -368,20 +397,31 @@ class CachegrindSimulator(Simulator):
         with process.fixed_path(binary, "cachegrind") as guest:
             kernel_run, stdout = self._run_once(guest, target, runs, runs.reps, where)
             empty_run, _ = self._run_once(guest, target, runs, 0, where)
-        counts = event_difference(kernel_run.totals, empty_run.totals,
-                                  f"{where}: runs with REPS={runs.reps} and REPS=0")
+        counts = event_difference(
+            kernel_run.totals, empty_run.totals, f"{where}: runs with REPS={runs.reps} and REPS=0"
+        )
         stats = stats_from_events(counts, where)
         return SimResult(stats=stats, stdout=stdout, roi_count=1, total_insts=kernel_run.totals["Ir"])
 
-    def _run_once(self, guest: Path, target: TargetProfile, runs: TwoRuns, reps: int,
-                  where: str) -> tuple[CachegrindOutput, bytes]:
+    def _run_once(
+        self, guest: Path, target: TargetProfile, runs: TwoRuns, reps: int, where: str
+    ) -> tuple[CachegrindOutput, bytes]:
         out = guest.parent / OUT_NAME
         out.unlink(missing_ok=True)
         # -q: valgrind's banner and summary stay off stderr, so its last line is the guest's or
         # valgrind's own complaint. Branch simulation is on as documented; nothing of it is mapped.
-        command = [self._valgrind(), "-q", "--tool=cachegrind", "--cache-sim=yes", "--branch-sim=yes",
-                   *geometry_args(target), f"--main-stacksize={MAIN_STACK_BYTES}",
-                   f"--cachegrind-out-file={out}", str(guest), *runs.argv(reps)]
+        command = [
+            self._valgrind(),
+            "-q",
+            "--tool=cachegrind",
+            "--cache-sim=yes",
+            "--branch-sim=yes",
+            *geometry_args(target),
+            f"--main-stacksize={MAIN_STACK_BYTES}",
+            f"--cachegrind-out-file={out}",
+            str(guest),
+            *runs.argv(reps),
+        ]
         label = f"{where}, REPS={reps}"
         try:
             done = process.run(command, runs.time_left(), cwd=guest.parent)
@@ -418,9 +458,12 @@ class CachegrindSimulator(Simulator):
             raise InfraError(exc.message) from None
         for name, wanted in (("I1", target.l1i), ("D1", target.l1d), ("LL", target.l2)):
             if geometry.get(name) != wanted:
-                raise InfraError(f"{label}: cachegrind simulated {name} as {geometry.get(name)}, "
-                                 f"not the target's {wanted}")
+                raise InfraError(
+                    f"{label}: cachegrind simulated {name} as {geometry.get(name)}, not the target's {wanted}"
+                )
         for marker in ROI_MARKERS:
             if parsed.functions.get(marker, {}).get("Ir", 0) == 0:
-                raise InfraError(f"{label}: the harness never ran {marker} (no region of interest; "
-                                 f"a stripped binary has no symbols to find it by)")
+                raise InfraError(
+                    f"{label}: the harness never ran {marker} (no region of interest; "
+                    f"a stripped binary has no symbols to find it by)"
+                )

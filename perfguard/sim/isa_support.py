@@ -70,4 +70,5 @@ def check_emulated(target: TargetProfile, simulator: str, cache_dir: Path | None
         raise InputError(
             f"target '{target.name}': {simulator} cannot execute {', '.join(beyond)} (it stops at AVX2): "
             f"its kernels build (for inspection) but cannot be simulated; check the 'x86_64' profile "
-            f"(x86-64-v3) instead")
+            f"(x86-64-v3) instead"
+        )

@@ -53,8 +53,14 @@ def parse_instruction_info(text: str) -> list[InsnCost]:
 
 
 def _run(blocks: Sequence[Sequence[str]], target: McaTarget) -> list[list[InsnCost]]:
-    cmd = [LLVM_MCA, f"-mtriple={target.triple}", f"-mcpu={target.cpu}", "-iterations=1", "-all-views=0",
-           "-instruction-info"]
+    cmd = [
+        LLVM_MCA,
+        f"-mtriple={target.triple}",
+        f"-mcpu={target.cpu}",
+        "-iterations=1",
+        "-all-views=0",
+        "-instruction-info",
+    ]
     if target.mattr:
         cmd.append(f"-mattr={target.mattr}")
     parts = []
@@ -65,8 +71,10 @@ def _run(blocks: Sequence[Sequence[str]], target: McaTarget) -> list[list[InsnCo
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise InfraError(f"{LLVM_MCA} -instruction-info: {' '.join(str(exc).split())[:200]}") from None
     if proc.returncode != 0:
-        raise InfraError(f"{LLVM_MCA} -instruction-info failed (exit {proc.returncode}): "
-                         f"{' | '.join(proc.stderr.split(chr(10)))[:300]}")
+        raise InfraError(
+            f"{LLVM_MCA} -instruction-info failed (exit {proc.returncode}): "
+            f"{' | '.join(proc.stderr.split(chr(10)))[:300]}"
+        )
     out = proc.stdout
     found = list(_REGION.finditer(out))
     if [int(m.group(2)) for m in found] != list(range(len(blocks))):
@@ -74,7 +82,7 @@ def _run(blocks: Sequence[Sequence[str]], target: McaTarget) -> list[list[InsnCo
     costs = []
     for k, m in enumerate(found):
         end = found[k + 1].start() if k + 1 < len(found) else len(out)
-        rows = parse_instruction_info(out[m.end():end])
+        rows = parse_instruction_info(out[m.end() : end])
         if len(rows) != len(blocks[k]):
             raise ValueError(f"region {k}: {len(rows)} rows for {len(blocks[k])} instructions")
         costs.append(rows)
@@ -86,8 +94,9 @@ def _key(asm: Sequence[str], target: McaTarget, version: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def instruction_costs(blocks: Sequence[Sequence[str]], target: McaTarget, cache_dir: Path
-                      ) -> list[list[InsnCost] | None]:
+def instruction_costs(
+    blocks: Sequence[Sequence[str]], target: McaTarget, cache_dir: Path
+) -> list[list[InsnCost] | None]:
     """Each block's per-instruction costs (None: llvm-mca could not read it, or is not installed)."""
     try:
         version = llvm_version(cache_dir)
@@ -120,6 +129,8 @@ def instruction_costs(blocks: Sequence[Sequence[str]], target: McaTarget, cache_
     for i, rows in zip(missing, found):
         out[i] = rows
         if rows is not None:
-            atomic_write_text(folder / f"{_key(blocks[i], target, version)}.json",
-                              json.dumps([[r.uops, r.latency, r.rthroughput] for r in rows]))
+            atomic_write_text(
+                folder / f"{_key(blocks[i], target, version)}.json",
+                json.dumps([[r.uops, r.latency, r.rthroughput] for r in rows]),
+            )
     return out

@@ -52,7 +52,7 @@ def parse_plugin_output(text: str, source: str) -> tuple[Stats, int, int]:
     if not lines or lines[0] != OUTPUT_HEADER:
         raise InputError(f"{source}: first line is not '{OUTPUT_HEADER}'")
     expected = list(STAT_FIELDS) + ["roi_count", "total_insts"]
-    body = lines[1:len(expected) + 1]
+    body = lines[1 : len(expected) + 1]
     if len(body) != len(expected):
         raise InputError(f"{source}: expected {len(expected)} statistics lines, got {len(body)}")
     values: dict[str, int] = {}
@@ -65,7 +65,7 @@ def parse_plugin_output(text: str, source: str) -> tuple[Stats, int, int]:
         if len(parts[1]) > 20 or int(parts[1]) >= COUNT_LIMIT:
             raise InputError(f"{source}: line {number}: '{key}' does not fit in 64 bits")
         values[key] = int(parts[1])
-    rest = lines[len(expected) + 1:]
+    rest = lines[len(expected) + 1 :]
     head = rest[0].split(" ") if rest else []
     if len(head) != 2 or head[0] != "blocks" or not head[1].isdigit() or int(head[1]) != len(rest) - 1:
         raise InputError(f"{source}: line {len(expected) + 2}: expected 'blocks N' followed by N block lines")
@@ -91,7 +91,8 @@ def check_plugin_api(version_line: str, target: TargetProfile) -> None:
         raise InfraError(
             f"{target.qemu} (target {target.name}) is {match.group(1)}.{match.group(2)}: QEMU 9.0 and newer need "
             f"plugin API version 2 or later, perfguard's plugin implements version 1 (QEMU 7.2 to 8.2, validated "
-            f"with {VALIDATED_QEMU}): use the perfguard image or scripts/setup.sh's QEMU 7.2")
+            f"with {VALIDATED_QEMU}): use the perfguard image or scripts/setup.sh's QEMU 7.2"
+        )
 
 
 GUEST_STACK_BYTES = 8 * 1024 * 1024
@@ -119,8 +120,10 @@ class QemuSimulator(Simulator):
     def _which(self, program: str, package: str, role: str) -> str:
         path = shutil.which(program)
         if path is None:
-            raise InfraError(f"{program} ({role}) not found on PATH: install the Debian package {package} "
-                             f"(apt-get install {package})")
+            raise InfraError(
+                f"{program} ({role}) not found on PATH: install the Debian package {package} "
+                f"(apt-get install {package})"
+            )
         return path
 
     def check_target(self, target: TargetProfile) -> None:
@@ -136,8 +139,10 @@ class QemuSimulator(Simulator):
             except (OSError, subprocess.TimeoutExpired) as exc:
                 raise InfraError(f"{target.qemu} (target {target.name}) cannot be run: {one_line(str(exc))}") from None
             if b"-plugin" not in proc.stdout + proc.stderr:
-                raise InfraError(f"{target.qemu} (target {target.name}) has no TCG plugin support "
-                                 f"(qemu-user-static has none): install the Debian package qemu-user")
+                raise InfraError(
+                    f"{target.qemu} (target {target.name}) has no TCG plugin support "
+                    f"(qemu-user-static has none): install the Debian package qemu-user"
+                )
             check_plugin_api(self._qemu_version(target), target)
             self._plugin_ok.add(qemu)
 
@@ -147,7 +152,9 @@ class QemuSimulator(Simulator):
             try:
                 proc = subprocess.run([qemu, "--version"], stdin=subprocess.DEVNULL, capture_output=True, timeout=30)
             except (OSError, subprocess.TimeoutExpired) as exc:
-                raise InfraError(f"{target.qemu} --version failed (target {target.name}): {one_line(str(exc))}") from None
+                raise InfraError(
+                    f"{target.qemu} --version failed (target {target.name}): {one_line(str(exc))}"
+                ) from None
             lines = proc.stdout.decode("utf-8", "replace").strip().splitlines()
             if proc.returncode != 0 or not lines:
                 raise InfraError(f"{target.qemu} --version failed (target {target.name}): {_stderr_tail(proc.stderr)}")
@@ -175,8 +182,9 @@ class QemuSimulator(Simulator):
         cc = self._which(HOST_CC, "gcc", "host C compiler that builds the perfguard QEMU plugin")
         source = source_path.read_bytes()
         try:
-            version = subprocess.run([cc, "--version"], stdin=subprocess.DEVNULL, capture_output=True,
-                                     timeout=60).stdout
+            version = subprocess.run(
+                [cc, "--version"], stdin=subprocess.DEVNULL, capture_output=True, timeout=60
+            ).stdout
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise InfraError(f"{HOST_CC} --version failed: {one_line(str(exc))}") from None
         digest = hashlib.sha256(source + b"\0" + version).hexdigest()[:20]
@@ -188,16 +196,22 @@ class QemuSimulator(Simulator):
             fd, tmp_name = tempfile.mkstemp(prefix=".build-", suffix=".so", dir=directory)
             os.close(fd)
             try:
-                proc = subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", tmp_name, str(source_path)],
-                                      stdin=subprocess.DEVNULL, capture_output=True, timeout=300)
+                proc = subprocess.run(
+                    [cc, "-O2", "-shared", "-fPIC", "-o", tmp_name, str(source_path)],
+                    stdin=subprocess.DEVNULL,
+                    capture_output=True,
+                    timeout=300,
+                )
                 if proc.returncode != 0:
-                    raise InfraError(f"{HOST_CC} failed to build the QEMU plugin {source_path}: "
-                                     f"{_stderr_tail(proc.stderr, 3)}")
+                    raise InfraError(
+                        f"{HOST_CC} failed to build the QEMU plugin {source_path}: {_stderr_tail(proc.stderr, 3)}"
+                    )
                 os.replace(tmp_name, final)
                 atomic_write_text(sealed, _file_sha(final))
             except (OSError, subprocess.TimeoutExpired) as exc:
-                raise InfraError(f"{HOST_CC} failed to build the QEMU plugin {source_path}: "
-                                 f"{one_line(str(exc))}") from None
+                raise InfraError(
+                    f"{HOST_CC} failed to build the QEMU plugin {source_path}: {one_line(str(exc))}"
+                ) from None
             finally:
                 if os.path.exists(tmp_name):
                     os.unlink(tmp_name)
@@ -206,10 +220,14 @@ class QemuSimulator(Simulator):
     # -- interface -----------------------------------------------------------------------
 
     def fingerprint(self, target: TargetProfile) -> str:
-        geometry = " ".join(f"{level}={c.size}/{c.assoc}/{c.line}"
-                            for level, c in (("l1i", target.l1i), ("l1d", target.l1d), ("l2", target.l2)))
-        return (f"{self._qemu_version(target)}; cpu={' '.join(target.qemu_cpu)}; isa={target.isa}; "
-                f"plugin={self.plugin_source_hash()[:20]}; run={RUN_RECIPE}; {geometry}")
+        geometry = " ".join(
+            f"{level}={c.size}/{c.assoc}/{c.line}"
+            for level, c in (("l1i", target.l1i), ("l1d", target.l1d), ("l2", target.l2))
+        )
+        return (
+            f"{self._qemu_version(target)}; cpu={' '.join(target.qemu_cpu)}; isa={target.isa}; "
+            f"plugin={self.plugin_source_hash()[:20]}; run={RUN_RECIPE}; {geometry}"
+        )
 
     def _plugin_arg(self, plugin: Path, out: Path, target: TargetProfile) -> str:
         parts = [str(plugin), f"arch={target.isa}", f"out={out}"]
@@ -236,37 +254,53 @@ class QemuSimulator(Simulator):
             check.symlink_to(api_check.resolve())
             out = work / "stats.txt"
             # -s: a fixed guest stack size (QEMU would otherwise grow it to the host RLIMIT_STACK).
-            cmd = [qemu, "-s", str(GUEST_STACK_BYTES), *target.qemu_cpu, "-plugin", str(check),
-                   "-plugin", self._plugin_arg(so, out, target), str(guest), *args]
+            cmd = [
+                qemu,
+                "-s",
+                str(GUEST_STACK_BYTES),
+                *target.qemu_cpu,
+                "-plugin",
+                str(check),
+                "-plugin",
+                self._plugin_arg(so, out, target),
+                str(guest),
+                *args,
+            ]
             try:
                 done = process.run(cmd, timeout)
             except OSError as exc:
                 raise InfraError(f"{where}: cannot start {target.qemu}: {one_line(str(exc))}") from None
             stdout, stderr = done.stdout, done.stderr
             if done.timed_out:
-                raise InfraError(f"{where}: simulation timed out after {timeout:g} s; "
-                                 f"stderr: {_stderr_tail(stderr)}")
+                raise InfraError(f"{where}: simulation timed out after {timeout:g} s; stderr: {_stderr_tail(stderr)}")
             if done.signal is not None:
-                raise InfraError(f"{where}: killed by {done.signal_name}{done.oom_hint}; "
-                                 f"stderr: {_stderr_tail(stderr)}")
+                raise InfraError(
+                    f"{where}: killed by {done.signal_name}{done.oom_hint}; stderr: {_stderr_tail(stderr)}"
+                )
             if done.status != 0:
                 raise InfraError(f"{where}: exited with status {done.status}; stderr: {_stderr_tail(stderr)}")
             try:
                 text = out.read_text(encoding="ascii")
             except FileNotFoundError:
-                raise InfraError(f"{where}: the plugin wrote no statistics file; "
-                                 f"stderr: {_stderr_tail(stderr)}") from None
+                raise InfraError(
+                    f"{where}: the plugin wrote no statistics file; stderr: {_stderr_tail(stderr)}"
+                ) from None
             except (OSError, UnicodeDecodeError) as exc:
-                raise InfraError(f"{where}: plugin output is unreadable (prints garbage): "
-                                 f"{one_line(str(exc))}") from None
+                raise InfraError(
+                    f"{where}: plugin output is unreadable (prints garbage): {one_line(str(exc))}"
+                ) from None
             try:
                 stats, roi_count, total_insts = parse_plugin_output(text, "plugin output")
             except InputError as exc:
-                raise InfraError(f"{where}: plugin output is unparseable (prints garbage): {one_line(exc.message)}; "
-                                 f"stderr: {_stderr_tail(stderr)}") from None
+                raise InfraError(
+                    f"{where}: plugin output is unparseable (prints garbage): {one_line(exc.message)}; "
+                    f"stderr: {_stderr_tail(stderr)}"
+                ) from None
         if roi_count == 0:
-            raise InfraError(f"{where}: the harness never entered its region of interest (no call to "
-                             f"perfguard_roi_begin followed by perfguard_roi_end); stderr: {_stderr_tail(stderr)}")
+            raise InfraError(
+                f"{where}: the harness never entered its region of interest (no call to "
+                f"perfguard_roi_begin followed by perfguard_roi_end); stderr: {_stderr_tail(stderr)}"
+            )
         return SimResult(stats=stats, stdout=stdout, roi_count=roi_count, total_insts=total_insts)
 
 

@@ -30,10 +30,12 @@ class Simulation:
     def parse(cls, table: Table) -> Simulation:
         simulator = table.get("simulator", cls.simulator)
         if simulator not in SIMULATOR_NAMES:
-            raise InputError(f"{table.where('simulator')}: unknown simulator {simulator!r} "
-                             f"(one of {', '.join(SIMULATOR_NAMES)})")
-        return cls(simulator=simulator,
-                   timeout=number(table.get("timeout", cls.timeout), table.where("timeout"), 1.0),
-                   reps=number(table.get("reps", cls.reps), table.where("reps"), 1, integer=True),
-                   warmup=number(table.get("warmup", cls.warmup), table.where("warmup"), 0, integer=True))
-
+            raise InputError(
+                f"{table.where('simulator')}: unknown simulator {simulator!r} (one of {', '.join(SIMULATOR_NAMES)})"
+            )
+        return cls(
+            simulator=simulator,
+            timeout=number(table.get("timeout", cls.timeout), table.where("timeout"), 1.0),
+            reps=number(table.get("reps", cls.reps), table.where("reps"), 1, integer=True),
+            warmup=number(table.get("warmup", cls.warmup), table.where("warmup"), 0, integer=True),
+        )

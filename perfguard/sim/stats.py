@@ -95,8 +95,10 @@ class Stats:
 
     def scaled(self, factor: float) -> Stats:
         """Counts divided per repetition etc.; rounding keeps them integers."""
-        return Stats(**{k: (None if v is None else int(round(v * factor))) for k, v in self.to_dict().items()},
-                     blocks=None if self.blocks is None else self.blocks.scaled(factor))
+        return Stats(
+            **{k: (None if v is None else int(round(v * factor))) for k, v in self.to_dict().items()},
+            blocks=None if self.blocks is None else self.blocks.scaled(factor),
+        )
 
 
 assert tuple(f.name for f in fields(Stats)) == STAT_FIELDS + ("blocks",)

@@ -38,8 +38,9 @@ def compute_module(family_name: str, shape: dict[str, Any]):
     family = get_family(family_name)
     compute = family.extra.get("compute")
     if compute is None:
-        raise InputError(f"family '{family_name}' has no unscheduled compute() to tune with MetaSchedule "
-                         f"(use --strategy knobs)")
+        raise InputError(
+            f"family '{family_name}' has no unscheduled compute() to tune with MetaSchedule (use --strategy knobs)"
+        )
     return compute(**shape)
 
 
@@ -112,9 +113,11 @@ def tuned(schedule: str):
     record = load_record(schedule)
     mod = compute_module(record["family"], record["shape"])
     if workload_digest(mod) != record["workload"]:
-        raise InputError(f"{record['path']}: the schedule was tuned on a different computation (the family's "
-                         f"compute() or TVM changed since); tune again with 'perfguard tune {record['kernel']} "
-                         f"--target {record['target']}'")
+        raise InputError(
+            f"{record['path']}: the schedule was tuned on a different computation (the family's "
+            f"compute() or TVM changed since); tune again with 'perfguard tune {record['kernel']} "
+            f"--target {record['target']}'"
+        )
     return apply_trace(mod, record["trace"], record["path"])
 
 

@@ -75,8 +75,9 @@ def _gp(X: np.ndarray, y: np.ndarray, seed: int, kernel=None):
     from sklearn.gaussian_process.kernels import ConstantKernel, Matern, WhiteKernel
 
     if kernel is None:
-        kernel = ConstantKernel(1.0, (1e-2, 1e2)) * Matern(np.ones(X.shape[1]), (1e-2, 1e2), nu=2.5) \
-            + WhiteKernel(1e-3, (1e-6, 1e-1))
+        kernel = ConstantKernel(1.0, (1e-2, 1e2)) * Matern(np.ones(X.shape[1]), (1e-2, 1e2), nu=2.5) + WhiteKernel(
+            1e-3, (1e-6, 1e-1)
+        )
         gp = GaussianProcessRegressor(kernel, normalize_y=True, n_restarts_optimizer=1, random_state=seed)
     else:
         gp = GaussianProcessRegressor(kernel, normalize_y=True, optimizer=None)
@@ -101,8 +102,15 @@ def propose(X_seen: np.ndarray, y_seen: np.ndarray, X_pool: np.ndarray, count: i
     return chosen
 
 
-def search(family: Family, default: dict[str, Any], spec: KernelSpec, measurer: Measurer, trials: int,
-           batch: int, seed: int = 0) -> list[Trial]:
+def search(
+    family: Family,
+    default: dict[str, Any],
+    spec: KernelSpec,
+    measurer: Measurer,
+    trials: int,
+    batch: int,
+    seed: int = 0,
+) -> list[Trial]:
     """Evaluate up to `trials` knob sets (the configured one first); returns every trial."""
     resolve = family.extra["resolve"]
     assert family.space is not None  # tune refuses a family without a space
@@ -124,8 +132,21 @@ def search(family: Family, default: dict[str, Any], spec: KernelSpec, measurer: 
 
     def run(indices: list[int]) -> None:
         entry = spec.entry
-        specs = [KernelSpec(f"{spec.name}-k{len(evaluated) + n}", entry, family.name, space[i], spec.threshold,
-                            None, None, spec.outputs, spec.rtol, spec.atol) for n, i in enumerate(indices)]
+        specs = [
+            KernelSpec(
+                f"{spec.name}-k{len(evaluated) + n}",
+                entry,
+                family.name,
+                space[i],
+                spec.threshold,
+                None,
+                None,
+                spec.outputs,
+                spec.rtol,
+                spec.atol,
+            )
+            for n, i in enumerate(indices)
+        ]
         labels = [knob_label(space[i], family.shape_keys) for i in indices]
         for i, trial in zip(indices, measurer.measure(specs, labels, [space[i] for i in indices])):
             evaluated.append(i)
@@ -135,7 +156,7 @@ def search(family: Family, default: dict[str, Any], spec: KernelSpec, measurer: 
     if budget >= len(space):
         order = [0, *rng.permutation(np.arange(1, len(space))).tolist()]
         for start in range(0, len(order), batch):
-            run(order[start:start + batch])
+            run(order[start : start + batch])
         return measurer.trials
     initial = min(budget, max(batch, min(10, budget // 4)))
     run([0, *rng.choice(np.arange(1, len(space)), size=initial - 1, replace=False).tolist()])
@@ -147,7 +168,8 @@ def search(family: Family, default: dict[str, Any], spec: KernelSpec, measurer: 
             picks = rng.choice(pool, size=min(count, len(pool)), replace=False).tolist()
         else:
             idx = sorted(scores)
-            picks = [int(pool[j]) for j in propose(X_all[idx], np.array([scores[i] for i in idx]),
-                                                    X_all[pool], count, seed)]
+            picks = [
+                int(pool[j]) for j in propose(X_all[idx], np.array([scores[i] for i in idx]), X_all[pool], count, seed)
+            ]
         run(picks)
     return measurer.trials

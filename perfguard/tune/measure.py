@@ -86,8 +86,15 @@ class Measurer:
     batch it came in, with trials numbered in submission order.
     """
 
-    def __init__(self, config: Config, profile: TargetProfile, family: str, executor: Executor,
-                 measure: str = "sim", on_trial: Callable[[Trial], None] | None = None):
+    def __init__(
+        self,
+        config: Config,
+        profile: TargetProfile,
+        family: str,
+        executor: Executor,
+        measure: str = "sim",
+        on_trial: Callable[[Trial], None] | None = None,
+    ):
         if measure not in MEASURES:
             raise ValueError(f"measure must be one of {MEASURES}")
         if measure == "native":
@@ -95,8 +102,15 @@ class Measurer:
         self.config, self.profile, self.family, self.executor = config, profile, family, executor
         self.measure_kind = measure
         self.on_trial = on_trial
-        self.predictor = predictor_for(profile, family, config.simulation.simulator, config.storage.baseline_dir, None,
-                                       config.storage.cache_dir, config.judging.model)
+        self.predictor = predictor_for(
+            profile,
+            family,
+            config.simulation.simulator,
+            config.storage.baseline_dir,
+            None,
+            config.storage.cache_dir,
+            config.judging.model,
+        )
         self.trials: list[Trial] = []
 
     @property
@@ -133,8 +147,9 @@ class Measurer:
             self.on_trial(trial)
         return trial
 
-    def measure(self, specs: list[KernelSpec], labels: list[str], params: list[dict | None],
-                record: bool = True) -> list[Trial]:
+    def measure(
+        self, specs: list[KernelSpec], labels: list[str], params: list[dict | None], record: bool = True
+    ) -> list[Trial]:
         """Score a batch: in parallel through the executor (native timings one at a time after).
 
         With record=False the trials are not part of the search (the configured kernel, the
@@ -181,5 +196,3 @@ class Measurer:
     def best(self) -> Trial | None:
         scored = [t for t in self.trials if t.ok and t.predicted_s is not None]
         return min(scored, key=lambda t: (t.predicted_s, t.index)) if scored else None
-
-

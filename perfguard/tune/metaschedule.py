@@ -54,8 +54,9 @@ def _fast_stack(context: int = 1) -> list:
         if len(frames) < 3:
             frames.append(inspect.FrameInfo(frame, *inspect.getframeinfo(frame, context)))
         else:
-            frames.append(inspect.FrameInfo(frame, frame.f_code.co_filename, frame.f_lineno,
-                                            frame.f_code.co_name, None, None))
+            frames.append(
+                inspect.FrameInfo(frame, frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name, None, None)
+            )
         frame = frame.f_back
     return frames
 
@@ -176,9 +177,16 @@ def _classes():
 
 def candidate_spec(base: KernelSpec, family: str, shape: dict[str, Any], name: str, ir: str) -> KernelSpec:
     """A candidate as a kernel: its module travels as TVM JSON, the family's reference checks it."""
-    return KernelSpec(name, "perfguard.tune.apply:candidate", family, {"ir": ir, "family": family, "shape": shape},
-                      reference="perfguard.tune.apply:reference", outputs=base.outputs, rtol=base.rtol,
-                      atol=base.atol)
+    return KernelSpec(
+        name,
+        "perfguard.tune.apply:candidate",
+        family,
+        {"ir": ir, "family": family, "shape": shape},
+        reference="perfguard.tune.apply:reference",
+        outputs=base.outputs,
+        rtol=base.rtol,
+        atol=base.atol,
+    )
 
 
 class CandidateSession:
@@ -240,8 +248,16 @@ def target_for(profile) -> Any:
     return tvm.target.Target({**profile.tvm_target, "num-cores": 1})
 
 
-def tune(measurer: Measurer, base: KernelSpec, shape: dict[str, Any], strategy: str, trials: int, batch: int,
-         seed: int = 0, work_dir: Path | None = None) -> tuple[list[Trial], list | None]:
+def tune(
+    measurer: Measurer,
+    base: KernelSpec,
+    shape: dict[str, Any],
+    strategy: str,
+    trials: int,
+    batch: int,
+    seed: int = 0,
+    work_dir: Path | None = None,
+) -> tuple[list[Trial], list | None]:
     """MetaSchedule over the family's unscheduled compute; (trials, best trace as JSON or None)."""
     ms, SimBuilder, SimRunner = _classes()
     mod = compute_module(measurer.family, shape)
@@ -250,11 +266,24 @@ def tune(measurer: Measurer, base: KernelSpec, shape: dict[str, Any], strategy: 
         session = CandidateSession(measurer, base, shape, Path(scratch))
         with quiet_and_seeded(seed):
             database = ms.tune_tir(
-                mod, target, scratch, max_trials_global=trials, num_trials_per_iter=batch,
-                builder=SimBuilder(session), runner=SimRunner(session), database="memory",
-                cost_model="xgb", strategy=STRATEGIES[strategy], num_tuning_cores=1, seed=seed)
+                mod,
+                target,
+                scratch,
+                max_trials_global=trials,
+                num_trials_per_iter=batch,
+                builder=SimBuilder(session),
+                runner=SimRunner(session),
+                database="memory",
+                cost_model="xgb",
+                strategy=STRATEGIES[strategy],
+                num_tuning_cores=1,
+                seed=seed,
+            )
         # MetaSchedule files a failed candidate at 1e10 s: only real measurements compete
-        scored = [(float(r.run_secs[0]), i, r) for i, r in enumerate(database.get_all_tuning_records())
-                  if r.run_secs and float(r.run_secs[0]) < 1e9]
+        scored = [
+            (float(r.run_secs[0]), i, r)
+            for i, r in enumerate(database.get_all_tuning_records())
+            if r.run_secs and float(r.run_secs[0]) < 1e9
+        ]
     trace = plain(min(scored, key=lambda x: x[:2])[2].trace.as_json()) if scored else None
     return measurer.trials, trace

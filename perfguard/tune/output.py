@@ -41,13 +41,20 @@ def kernel_snippet(spec: KernelSpec, result) -> str:
         f"tuned {fmt_time(result.tuned.predicted_s if result.tuned else None)}{gain}",
     ]
     if result.strategy == "knobs":
-        lines.append(f"# Add this kernel, or put its params into kernel '{result.kernel}' (they were tuned for "
-                     f"{result.target}).")
+        lines.append(
+            f"# Add this kernel, or put its params into kernel '{result.kernel}' (they were tuned for {result.target})."
+        )
     else:
-        lines.append("# Add this kernel and commit the schedule file it names; "
-                     "'perfguard baseline update' then records its baseline.")
-    lines += ["[[kernel]]", f"name = {toml_value(spec.name)}", f"entry = {toml_value(spec.entry)}",
-              f"family = {toml_value(spec.family)}"]
+        lines.append(
+            "# Add this kernel and commit the schedule file it names; "
+            "'perfguard baseline update' then records its baseline."
+        )
+    lines += [
+        "[[kernel]]",
+        f"name = {toml_value(spec.name)}",
+        f"entry = {toml_value(spec.entry)}",
+        f"family = {toml_value(spec.family)}",
+    ]
     if spec.reference:
         lines.append(f"reference = {toml_value(spec.reference)}")
     lines.append(f"params = {toml_value(spec.params)}")

@@ -1,8 +1,8 @@
 """One tuning run: a configured kernel on one target, start to end.
 
-    configured kernel -> candidates (knob search or MetaSchedule) -> measured trials
-    -> best -> written back (params table or schedule file + [[kernel]] snippet)
-    -> the written kernel measured once more, exactly as `perfguard check` will build it
+configured kernel -> candidates (knob search or MetaSchedule) -> measured trials
+-> best -> written back (params table or schedule file + [[kernel]] snippet)
+-> the written kernel measured once more, exactly as `perfguard check` will build it
 """
 
 from __future__ import annotations
@@ -61,12 +61,22 @@ class TuneResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "kernel": self.kernel, "target": self.target, "family": self.family, "strategy": self.strategy,
-            "measure": self.measure, "model": self.model, "executor": self.executor, "budget": self.budget,
-            "seconds": self.seconds, "speedup": self.speedup, "errors": self.errors,
-            "configured": self.configured.to_dict(), "best": None if self.best is None else self.best.to_dict(),
+            "kernel": self.kernel,
+            "target": self.target,
+            "family": self.family,
+            "strategy": self.strategy,
+            "measure": self.measure,
+            "model": self.model,
+            "executor": self.executor,
+            "budget": self.budget,
+            "seconds": self.seconds,
+            "speedup": self.speedup,
+            "errors": self.errors,
+            "configured": self.configured.to_dict(),
+            "best": None if self.best is None else self.best.to_dict(),
             "tuned": None if self.tuned is None else self.tuned.to_dict(),
-            "trials": [t.to_dict() for t in self.trials], "written": [str(p) for p in self.written],
+            "trials": [t.to_dict() for t in self.trials],
+            "written": [str(p) for p in self.written],
             "perfguard": __version__,
         }
 
@@ -74,20 +84,33 @@ class TuneResult:
 def tunable(spec: KernelSpec, where: str):
     """The built-in family behind a configured kernel, or an input error saying why not."""
     if spec.family not in FAMILY_NAMES:
-        raise InputError(f"{where}: only kernels of a built-in family can be tuned "
-                         f"(family = one of {', '.join(FAMILY_NAMES)})")
+        raise InputError(
+            f"{where}: only kernels of a built-in family can be tuned (family = one of {', '.join(FAMILY_NAMES)})"
+        )
     family = get_family(spec.family)
     entry = f"{family.entry.__module__}:{family.entry.__name__}"
     if spec.entry != entry:
-        raise InputError(f"{where}: entry '{spec.entry}' is not the {family.name} family's ({entry}); "
-                         f"tune the kernel it was tuned from")
+        raise InputError(
+            f"{where}: entry '{spec.entry}' is not the {family.name} family's ({entry}); "
+            f"tune the kernel it was tuned from"
+        )
     return family
 
 
-def tune_kernel(config: Config, spec: KernelSpec, profile: TargetProfile, executor: Executor, *,
-                strategy: str = "knobs", trials: int = 64, batch: int | None = None, measure: str = "sim",
-                seed: int = 0, out_dir: Path | None = None,
-                on_trial: Callable[[Trial], None] | None = None) -> TuneResult:
+def tune_kernel(
+    config: Config,
+    spec: KernelSpec,
+    profile: TargetProfile,
+    executor: Executor,
+    *,
+    strategy: str = "knobs",
+    trials: int = 64,
+    batch: int | None = None,
+    measure: str = "sim",
+    seed: int = 0,
+    out_dir: Path | None = None,
+    on_trial: Callable[[Trial], None] | None = None,
+) -> TuneResult:
     if strategy not in STRATEGY_NAMES:
         raise InputError(f"--strategy {strategy}: one of {', '.join(STRATEGY_NAMES)}")
     if trials < 1:
@@ -112,8 +135,11 @@ def tune_kernel(config: Config, spec: KernelSpec, profile: TargetProfile, execut
     if strategy == "knobs":
         search(family, default, spec, measurer, trials, batch, seed)
         best = measurer.best()
-        tuned_spec = None if best is None else dataclasses.replace(
-            spec, name=name, params=best.params or {}, targets=(profile.name,))
+        tuned_spec = (
+            None
+            if best is None
+            else dataclasses.replace(spec, name=name, params=best.params or {}, targets=(profile.name,))
+        )
         check_spec = tuned_spec
     else:
         _, trace = metaschedule.tune(measurer, spec, shape, strategy, trials, batch, seed)
@@ -121,18 +147,41 @@ def tune_kernel(config: Config, spec: KernelSpec, profile: TargetProfile, execut
         tuned_spec = check_spec = None
         if trace is not None:
             schedule = out_dir / f"{stem}.json"
-            atomic_write_text(schedule, dump_record({
-                "format": apply.FORMAT, "kernel": spec.name, "target": profile.name, "family": family.name,
-                "shape": shape, "workload": apply.workload_digest(apply.compute_module(family.name, shape)),
-                "trace": trace, "strategy": strategy, "trials": len(measurer.trials), "seed": seed,
-                "measure": measure, "model": measurer.model, "predicted_s": None if best is None else best.predicted_s,
-                "tvm": _tvm_version(), "perfguard": __version__,
-            }))
+            atomic_write_text(
+                schedule,
+                dump_record(
+                    {
+                        "format": apply.FORMAT,
+                        "kernel": spec.name,
+                        "target": profile.name,
+                        "family": family.name,
+                        "shape": shape,
+                        "workload": apply.workload_digest(apply.compute_module(family.name, shape)),
+                        "trace": trace,
+                        "strategy": strategy,
+                        "trials": len(measurer.trials),
+                        "seed": seed,
+                        "measure": measure,
+                        "model": measurer.model,
+                        "predicted_s": None if best is None else best.predicted_s,
+                        "tvm": _tvm_version(),
+                        "perfguard": __version__,
+                    }
+                ),
+            )
             written.append(schedule)
-            tuned_spec = KernelSpec(name, "perfguard.tune.apply:tuned", family.name,
-                                    {"schedule": _relative(schedule, config.root)}, spec.threshold,
-                                    "perfguard.tune.apply:reference", (profile.name,), spec.outputs,
-                                    spec.rtol, spec.atol)
+            tuned_spec = KernelSpec(
+                name,
+                "perfguard.tune.apply:tuned",
+                family.name,
+                {"schedule": _relative(schedule, config.root)},
+                spec.threshold,
+                "perfguard.tune.apply:reference",
+                (profile.name,),
+                spec.outputs,
+                spec.rtol,
+                spec.atol,
+            )
             # the module `check` will build, replayed here from the file just written; it travels
             # to the workers as a candidate, so they need no copy of the file
             import tvm
@@ -142,9 +191,21 @@ def tune_kernel(config: Config, spec: KernelSpec, profile: TargetProfile, execut
     tuned = None
     if check_spec is not None and tuned_spec is not None:  # both or neither
         tuned = measurer.measure([check_spec], ["tuned"], [tuned_spec.params], record=False)[0]
-    result = TuneResult(spec.name, profile.name, family.name, strategy, measure, measurer.model,
-                        executor.describe(), trials, configured, best, tuned, measurer.trials,
-                        time.monotonic() - started)
+    result = TuneResult(
+        spec.name,
+        profile.name,
+        family.name,
+        strategy,
+        measure,
+        measurer.model,
+        executor.describe(),
+        trials,
+        configured,
+        best,
+        tuned,
+        measurer.trials,
+        time.monotonic() - started,
+    )
     if tuned_spec is not None:
         result.snippet = kernel_snippet(tuned_spec, result)
         snippet = out_dir / f"{stem}.toml"

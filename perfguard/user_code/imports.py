@@ -11,7 +11,6 @@ a long session) makes its folder's modules be imported afresh too. What the impo
 reads is recorded by user_code/reads.py.
 """
 
-
 from __future__ import annotations
 
 import importlib
@@ -40,7 +39,6 @@ def callable_parts(text: str) -> tuple[str, str] | None:
 _LOADED: dict[Path, dict[str, tuple[int, int] | None]] = {}  # config folder -> user module -> its file's (mtime, size)
 _ON_PATH: list[str] = []  # folders perfguard itself put on sys.path (others are left alone)
 _current: Path | None = None
-
 
 
 def _is_user_module(name: str, module: ModuleType, root: Path) -> bool:
@@ -117,5 +115,3 @@ def import_user_module(module_name: str, root: Path) -> ModuleType:
             module = sys.modules.get(name)
             if module is not None and _is_user_module(name, module, root):
                 loaded[name] = _file_state(module)
-
-

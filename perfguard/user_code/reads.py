@@ -317,13 +317,13 @@ class Dependencies:
         out: list[list[str]] = []
         for path in sorted(p for p in inputs.files if self._listed(p)):
             full = Path(path)
-            out.append([full.relative_to(self.root).as_posix() if self.root in full.parents else path,
-                        inputs.files[path]])
+            out.append(
+                [full.relative_to(self.root).as_posix() if self.root in full.parents else path, inputs.files[path]]
+            )
         out += [["env", name, inputs.env[name]] for name in sorted(inputs.env)]
         if inputs.cwd is not None:
             out.append(["cwd", "", inputs.cwd])
         return out
-
 
 
 def _closure(start, step) -> None:
@@ -417,16 +417,23 @@ def forget_edited_modules() -> None:
     if not moved and not _MODULE_READS:
         return
     for path, reads in list(_MODULE_READS.items()):  # a module whose import read what changed since
-        if moved & reads.files.keys() or (not _site_folder(path) and (
+        if moved & reads.files.keys() or (
+            not _site_folder(path)
+            and (
                 (reads.cwd is not None and reads.cwd != _real_getcwd())
-                or any(env_digest(name) != value for name, value in reads.env.items()))):
+                or any(env_digest(name) != value for name, value in reads.env.items())
+            )
+        ):
             edited.add(os.path.realpath(path))
     if not edited:
         for path in moved:
             _READ_STATE.pop(path, None)
         return
-    names = {name for name, module in list(sys.modules.items())
-             if module is not None and str(module_file(module) or "") in edited}
+    names = {
+        name
+        for name, module in list(sys.modules.items())
+        if module is not None and str(module_file(module) or "") in edited
+    }
     grew = True
     while grew:  # their packages (which hold them as attributes) and whatever imported any of them
         parents = {name.rsplit(".", 1)[0] for name in names if "." in name}

@@ -62,7 +62,7 @@ def test_pr_rewriting_its_own_baseline_is_caught_with_base(pr_repo, capsys):
     assert verdicts["gemm_b"]["verdict"] == "unchanged"
     assert data["base"] == {"ref": "main", "commit": base}
     # The working tree was not touched: the PR's rewritten baseline is still there.
-    assert "tile_m\": 32" in (config.parent / "baselines" / "x86_64" / "gemm_a.json").read_text()
+    assert 'tile_m": 32' in (config.parent / "baselines" / "x86_64" / "gemm_a.json").read_text()
 
 
 @pytest.mark.slow

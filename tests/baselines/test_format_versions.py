@@ -56,7 +56,7 @@ def test_files_of_earlier_commits_are_read(commit, target):
     path = fixture(commit, target)
     b = parse_baseline(path.read_bytes(), str(path))
     assert (b.kernel, b.target, b.family, b.schema) == ("gemm_256", target, "gemm", schema)
-    assert b.predicted_time_s == seconds and b.params["vector"] == 8 and b.stats.insts > 10 ** 5
+    assert b.predicted_time_s == seconds and b.params["vector"] == 8 and b.stats.insts > 10**5
     assert (b.stats.blocks is not None) == blocks
     assert b.toolchain.get("harness") == harness and b.perfguard_version == "0.1.0"
     # before schema 5 neither inputs nor the entry's source were recorded: None, not "none configured"
@@ -81,9 +81,9 @@ def test_rewritten_by_this_perfguard_as_the_current_schema(commit, tmp_path):
     written = store.write(new)
     again = parse_baseline(written.read_bytes(), str(written))
     assert again == new and json.loads(written.read_text())["schema"] == SCHEMA_VERSION == 5
-    assert {k: v for k, v in json.loads(written.read_text()).items() if k != "schema"} == \
-        {k: v for k, v in json.loads(path.read_text()).items() if k != "schema"} | {"loops": old.loops,
-                                                                                    "inputs": None, "source": None}
+    assert {k: v for k, v in json.loads(written.read_text()).items() if k != "schema"} == {
+        k: v for k, v in json.loads(path.read_text()).items() if k != "schema"
+    } | {"loops": old.loops, "inputs": None, "source": None}
 
 
 def test_schema_5_records_inputs_and_source_and_an_older_file_may_not_claim_them(tmp_path):
@@ -110,18 +110,27 @@ def test_a_newer_schema_is_refused_naming_the_file_and_the_writer():
     text = newer(data, schema=SCHEMA_VERSION + 1, perfguard_version="9.1.0", energy={"joules": 1.0})
     with pytest.raises(NewerFormat) as caught:
         parse_baseline(text, "baselines/aarch64/gemm_256.json")
-    assert str(caught.value) == (f"baselines/aarch64/gemm_256.json: baseline schema 6, written by perfguard 9.1.0; "
-                                 f"this is perfguard {__version__} (reads up to baseline schema 5): upgrade perfguard")
+    assert str(caught.value) == (
+        f"baselines/aarch64/gemm_256.json: baseline schema 6, written by perfguard 9.1.0; "
+        f"this is perfguard {__version__} (reads up to baseline schema 5): upgrade perfguard"
+    )
     assert caught.value.exit_code == EXIT_USAGE == 2
 
 
 def test_a_newer_loop_nest_is_refused_naming_the_writer():
     path = fixture("a14f59e", "aarch64")
     data = json.loads(path.read_text())
-    text = newer(data, schema=SCHEMA_VERSION, perfguard_version="0.9.0",
-                 loops={**data["loops"], "version": LOOPS_VERSION + 1, "calls": []})
-    with pytest.raises(NewerFormat, match=r"^v\.json: loop nest version 3, written by perfguard 0\.9\.0; this is "
-                                          r"perfguard .* \(reads up to loop nest version 2\): upgrade perfguard$"):
+    text = newer(
+        data,
+        schema=SCHEMA_VERSION,
+        perfguard_version="0.9.0",
+        loops={**data["loops"], "version": LOOPS_VERSION + 1, "calls": []},
+    )
+    with pytest.raises(
+        NewerFormat,
+        match=r"^v\.json: loop nest version 3, written by perfguard 0\.9\.0; this is "
+        r"perfguard .* \(reads up to loop nest version 2\): upgrade perfguard$",
+    ):
         parse_baseline(text, "v.json")
     with pytest.raises(NewerFormat, match=r"^x: loop nest version 3, written by a newer perfguard; .*upgrade"):
         LoopNest.from_dict({**data["loops"], "version": 3}, "x")
@@ -130,11 +139,19 @@ def test_a_newer_loop_nest_is_refused_naming_the_writer():
 def test_damage_is_still_damage():
     path = fixture("a14f59e", "aarch64")
     data = json.loads(path.read_text())
-    for schema, message in ((0, r"corrupted baseline \(schema 0\)"), ("4", r"'schema' has the wrong type"),
-                            (True, r"'schema' has the wrong type"), (None, r"missing 'schema'")):
+    for schema, message in (
+        (0, r"corrupted baseline \(schema 0\)"),
+        ("4", r"'schema' has the wrong type"),
+        (True, r"'schema' has the wrong type"),
+        (None, r"missing 'schema'"),
+    ):
         with pytest.raises(InputError, match=message) as caught:
-            parse_baseline(newer(data, schema=schema) if schema is not None else
-                           json.dumps({k: v for k, v in data.items() if k != "schema"}), "v.json")
+            parse_baseline(
+                newer(data, schema=schema)
+                if schema is not None
+                else json.dumps({k: v for k, v in data.items() if k != "schema"}),
+                "v.json",
+            )
         assert not isinstance(caught.value, NewerFormat)
 
 
@@ -158,11 +175,16 @@ def test_update_over_a_newer_file_refuses_and_writes_nothing(tmp_path):
 
 def test_model_graphs_of_a_newer_schema_are_refused_and_kept(tmp_path):
     path = FIXTURES / "a14f59e-aarch64-graphs-mlp.json"
-    assert parse_graph(path.read_bytes(), str(path), "mlp", "aarch64") == {"mlp.matmul_add_relu.6142ed": [0],
-                                                                           "mlp.matmul_add.2d43f3": [1]}
+    assert parse_graph(path.read_bytes(), str(path), "mlp", "aarch64") == {
+        "mlp.matmul_add_relu.6142ed": [0],
+        "mlp.matmul_add.2d43f3": [1],
+    }
     text = path.read_text().replace('"schema": 1', '"schema": 2')
-    with pytest.raises(NewerFormat, match=r"mlp\.json: model graph schema 2, written by a newer perfguard; .*"
-                                          r"\(reads up to model graph schema 1\): upgrade perfguard$"):
+    with pytest.raises(
+        NewerFormat,
+        match=r"mlp\.json: model graph schema 2, written by a newer perfguard; .*"
+        r"\(reads up to model graph schema 1\): upgrade perfguard$",
+    ):
         parse_graph(text, "mlp.json", "mlp", "aarch64")
     store = BaselineStore(tmp_path)
     graph = graph_path(tmp_path, "aarch64", "mlp")
@@ -176,8 +198,10 @@ def test_model_graphs_of_a_newer_schema_are_refused_and_kept(tmp_path):
 def test_baseline_update_refuses_before_measuring(tmp_path, capsys):
     """`perfguard baseline update` over a baseline a newer perfguard wrote: exit 2 and the one line,
     before any kernel is measured."""
-    (tmp_path / "perfguard.toml").write_text('[perfguard]\ntargets = ["aarch64"]\n\n[[kernel]]\nname = "gemm_256"\n'
-                                             'entry = "perfguard.kernels.gemm:gemm"\nfamily = "gemm"\n')
+    (tmp_path / "perfguard.toml").write_text(
+        '[perfguard]\ntargets = ["aarch64"]\n\n[[kernel]]\nname = "gemm_256"\n'
+        'entry = "perfguard.kernels.gemm:gemm"\nfamily = "gemm"\n'
+    )
     folder = tmp_path / "baselines" / "aarch64"
     folder.mkdir(parents=True)
     data = json.loads(fixture("a14f59e", "aarch64").read_text())
@@ -185,32 +209,44 @@ def test_baseline_update_refuses_before_measuring(tmp_path, capsys):
     (folder / "gemm_256.json").write_bytes(text)
     assert main(["baseline", "update", "--config", str(tmp_path / "perfguard.toml")]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.endswith(f"gemm_256.json: baseline schema 6, written by perfguard 9.1.0; this is perfguard "
-                        f"{__version__} (reads up to baseline schema 5): upgrade perfguard") and "\n" not in err
+    assert (
+        err.endswith(
+            f"gemm_256.json: baseline schema 6, written by perfguard 9.1.0; this is perfguard "
+            f"{__version__} (reads up to baseline schema 5): upgrade perfguard"
+        )
+        and "\n" not in err
+    )
     assert (folder / "gemm_256.json").read_bytes() == text
 
 
 def test_doctor_says_which_perfguard_and_formats_wrote_the_baselines(tmp_path, capsys):
     """Baselines of three commits and one of a newer perfguard: doctor names each writer and format,
     the refusal, and how old ones become current; its exit code stays about tools."""
-    (tmp_path / "perfguard.toml").write_text('[perfguard]\ntargets = ["aarch64", "x86_64"]\n\n[[kernel]]\n'
-                                             'name = "gemm_256"\nentry = "perfguard.kernels.gemm:gemm"\n'
-                                             'family = "gemm"\n')
+    (tmp_path / "perfguard.toml").write_text(
+        '[perfguard]\ntargets = ["aarch64", "x86_64"]\n\n[[kernel]]\n'
+        'name = "gemm_256"\nentry = "perfguard.kernels.gemm:gemm"\n'
+        'family = "gemm"\n'
+    )
     for commit, target in (("81ac9d1", "aarch64"), ("ed7dcc1", "x86_64")):
         (tmp_path / "baselines" / target).mkdir(parents=True)
         (tmp_path / "baselines" / target / "gemm_256.json").write_bytes(fixture(commit, target).read_bytes())
     data = json.loads(fixture("a14f59e", "x86_64").read_text())
     (tmp_path / "baselines" / "x86_64" / "gemm_b.json").write_text(json.dumps({**data, "kernel": "gemm_b"}))
     (tmp_path / "baselines" / "x86_64" / "gemm_c.json").write_bytes(
-        newer(data, kernel="gemm_c", schema=6, perfguard_version="9.1.0"))
+        newer(data, kernel="gemm_c", schema=6, perfguard_version="9.1.0")
+    )
     main(["doctor", "--config", str(tmp_path / "perfguard.toml")])
     out = " ".join(capsys.readouterr().out.split())
-    assert f"perfguard {__version__} (writes baseline schema 5 with loop nest version 2; reads baseline schema 1 to 5)" \
+    assert (
+        f"perfguard {__version__} (writes baseline schema 5 with loop nest version 2; reads baseline schema 1 to 5)"
         in out
+    )
     assert "baselines written by perfguard 0.1.0 as baseline schema 1: 1 on x86_64" in out
     assert "baselines written by perfguard 0.1.0 as baseline schema 3 with loop nest version 1: 1 on aarch64" in out
     assert "baselines written by perfguard 0.1.0 as baseline schema 3 with loop nest version 2: 1 on x86_64" in out
     assert "the next `perfguard baseline update` writes them as schema 5" in out
-    assert (f"newer {tmp_path}/baselines/x86_64/gemm_c.json: baseline schema 6, written by perfguard 9.1.0; this is "
-            f"perfguard {__version__} (reads up to baseline schema 5): upgrade perfguard") in out
+    assert (
+        f"newer {tmp_path}/baselines/x86_64/gemm_c.json: baseline schema 6, written by perfguard 9.1.0; this is "
+        f"perfguard {__version__} (reads up to baseline schema 5): upgrade perfguard"
+    ) in out
     assert "toolchain toolchain" not in out

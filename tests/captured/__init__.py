@@ -23,6 +23,7 @@ DATASET = HERE / "calibration" / "x86_64-gemm.json"  # gemm on x86_64: 3 shapes 
 MODELS = HERE / "models"  # <predictor>.json: each predictor fitted on synthetic_stats(24), as save_model writes it
 REGENERATE = "PERFGUARD_CACHE_DIR=/tmp/golden-cache python -m tests.report.golden.regenerate --only captured"
 
+
 @dataclass(frozen=True)
 class Capture:
     """One kernel on one target, built and simulated under QEMU by regenerate.py."""
@@ -34,8 +35,12 @@ class Capture:
 
     @property
     def spec(self) -> KernelSpec:
-        return KernelSpec(self.name.rsplit("-", 1)[0], f"perfguard.kernels.{self.family}:{self.family}", self.family,
-                          dict(self.params))
+        return KernelSpec(
+            self.name.rsplit("-", 1)[0],
+            f"perfguard.kernels.{self.family}:{self.family}",
+            self.family,
+            dict(self.params),
+        )
 
     @property
     def path(self) -> Path:
@@ -43,16 +48,23 @@ class Capture:
 
 
 _ATTRIBUTION = dict(M=64, N=64, K=256, tile_m=16, tile_n=32, vector=8, unroll=0)
-CAPTURES = {c.name: c for c in (
-    # tests/judge/test_loop_attribution.py: the k_1 loop of tile_k 64, unrolled away at tile_k 16
-    *(Capture(f"gemm_k{k}-{t}", t, {**_ATTRIBUTION, "tile_k": k}) for t in ("x86_64", "aarch64") for k in (64, 16)),
-    # the zeroing and the product loops of one count (i_1_init and i_1)
-    Capture("gemm_init-x86_64", "x86_64",
-            dict(M=512, N=64, K=128, tile_m=16, tile_n=64, tile_k=32, vector=8, unroll=16)),
-    # tests/predict/test_pipeline_model.py: scalar against 8-wide vector code
-    *(Capture(f"{family}_v{v}-x86_64", "x86_64", {**shape, "vector": v}, family)
-      for family, shape in (("dense_relu", dict(B=8, I=256, O=128)), ("gemv", dict(M=256, K=256))) for v in (8, 1)),
-)}
+CAPTURES = {
+    c.name: c
+    for c in (
+        # tests/judge/test_loop_attribution.py: the k_1 loop of tile_k 64, unrolled away at tile_k 16
+        *(Capture(f"gemm_k{k}-{t}", t, {**_ATTRIBUTION, "tile_k": k}) for t in ("x86_64", "aarch64") for k in (64, 16)),
+        # the zeroing and the product loops of one count (i_1_init and i_1)
+        Capture(
+            "gemm_init-x86_64", "x86_64", dict(M=512, N=64, K=128, tile_m=16, tile_n=64, tile_k=32, vector=8, unroll=16)
+        ),
+        # tests/predict/test_pipeline_model.py: scalar against 8-wide vector code
+        *(
+            Capture(f"{family}_v{v}-x86_64", "x86_64", {**shape, "vector": v}, family)
+            for family, shape in (("dense_relu", dict(B=8, I=256, O=128)), ("gemv", dict(M=256, K=256)))
+            for v in (8, 1)
+        ),
+    )
+}
 
 
 @cache
@@ -63,16 +75,35 @@ def _document(name: str) -> dict:
 def job(name: str) -> JobResult:
     """The captured result of a real run: its statistics with their block profile and its loop nest."""
     data = _document(name)
-    return JobResult(data["kernel"], data["target"], data["family"], dict(data["params"]), data["simulator"], True,
-                     stats=Stats.from_dict(data["stats"], str(CAPTURES[name].path)), content_hash=data["content_hash"],
-                     binary_hash=data["binary_hash"], toolchain=dict(data["toolchain"]), loops=data["loops"])
+    return JobResult(
+        data["kernel"],
+        data["target"],
+        data["family"],
+        dict(data["params"]),
+        data["simulator"],
+        True,
+        stats=Stats.from_dict(data["stats"], str(CAPTURES[name].path)),
+        content_hash=data["content_hash"],
+        binary_hash=data["binary_hash"],
+        toolchain=dict(data["toolchain"]),
+        loops=data["loops"],
+    )
 
 
 def record(result: JobResult) -> str:
     """What a capture file holds: the result's identity, its build and simulator, its statistics and loops."""
-    data = {"kernel": result.kernel, "target": result.target, "family": result.family, "params": result.params,
-            "simulator": result.simulator, "content_hash": result.content_hash, "binary_hash": result.binary_hash,
-            "toolchain": result.toolchain, "stats": result.stats.to_record(), "loops": result.loops}
+    data = {
+        "kernel": result.kernel,
+        "target": result.target,
+        "family": result.family,
+        "params": result.params,
+        "simulator": result.simulator,
+        "content_hash": result.content_hash,
+        "binary_hash": result.binary_hash,
+        "toolchain": result.toolchain,
+        "stats": result.stats.to_record(),
+        "loops": result.loops,
+    }
     return json.dumps(data, indent=1, sort_keys=True) + "\n"
 
 
@@ -83,8 +114,16 @@ def synthetic_stats(n: int) -> tuple[list[Stats], np.ndarray, np.ndarray]:
     for _ in range(n):
         insts = int(rng.uniform(1e5, 1e6))
         misses = int(insts * rng.uniform(0.001, 0.05))
-        stats.append(Stats(**{**{k: insts // 4 for k in STAT_FIELDS}, "insts": insts, "l1d_misses": misses,
-                               "l2_misses": misses // 4}))
+        stats.append(
+            Stats(
+                **{
+                    **{k: insts // 4 for k in STAT_FIELDS},
+                    "insts": insts,
+                    "l1d_misses": misses,
+                    "l2_misses": misses // 4,
+                }
+            )
+        )
         times.append(1e-9 * (0.3 * insts + 15 * misses))
     return stats, np.array(times), np.array([f"g{i % 3}" for i in range(n)])
 

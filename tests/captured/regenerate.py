@@ -52,8 +52,16 @@ def dataset(cache: Path) -> None:
     with tempfile.TemporaryDirectory(prefix="captured-calibration-") as tmp:
         (Path(tmp) / "perfguard.toml").write_text(f'[perfguard]\ntargets = ["x86_64"]\ncache_dir = "{cache}"\n')
         config = load_config(Path(tmp) / "perfguard.toml")
-        collected = collect(config, config.profile("x86_64"), "gemm", GROUPS, VARIANTS, workers=2, max_cv=100.0,
-                            quiet=QuietPolicy(bound=None))
+        collected = collect(
+            config,
+            config.profile("x86_64"),
+            "gemm",
+            GROUPS,
+            VARIANTS,
+            workers=2,
+            max_cv=100.0,
+            quiet=QuietPolicy(bound=None),
+        )
     if collected.failed or len(collected.dataset.rows) != len(GROUPS) * VARIANTS:
         raise SystemExit(f"the collection lost rows: {collected.failed}")
     DATASET.parent.mkdir(parents=True, exist_ok=True)
@@ -64,8 +72,9 @@ def dataset(cache: Path) -> None:
 def models(cache: Path) -> None:
     from tests.captured import resnet
 
-    atomic_write_text(resnet.CAPTURE, resnet.text({name: resnet.extract(edit, cache)
-                                                   for name, edit in resnet.EDITS.items()}))
+    atomic_write_text(
+        resnet.CAPTURE, resnet.text({name: resnet.extract(edit, cache) for name, edit in resnet.EDITS.items()})
+    )
     print(f"wrote {resnet.CAPTURE}")
 
 

@@ -64,5 +64,7 @@ def kernels() -> dict[str, list[dict]]:
 
 def specs(edit: str) -> list[KernelSpec]:
     """The captured kernels of an edit (a name of EDITS), as the KernelSpecs model_specs gave."""
-    return [KernelSpec(k["name"], "", None, k["params"], model="r", positions=tuple(k["positions"]), flops=k["flops"])
-            for k in kernels()[edit]]
+    return [
+        KernelSpec(k["name"], "", None, k["params"], model="r", positions=tuple(k["positions"]), flops=k["flops"])
+        for k in kernels()[edit]
+    ]

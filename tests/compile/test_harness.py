@@ -83,7 +83,9 @@ def test_a_code_offset_moves_the_kernels_code_and_nothing_it_counts(built_twice)
     """Job.code_offset links padding before the kernel object: every code symbol of the kernel
     lands that many bytes further on, the harness's stay, and the counts are the same code's."""
     first, _, cache = built_twice("x86_64")
-    shifted = run_job(Job(CONV, BUILTIN["x86_64"], REPO, cache, "qemu", 300, 1, 1, warm_pipeline=False, code_offset=192))
+    shifted = run_job(
+        Job(CONV, BUILTIN["x86_64"], REPO, cache, "qemu", 300, 1, 1, warm_pipeline=False, code_offset=192)
+    )
     assert shifted.ok, shifted.error
     assert shifted.content_hash != first.content_hash and shifted.binary_hash != first.binary_hash
     build = {r.content_hash: BuildCache(cache).lookup_build(r.content_hash) for r in (first, shifted)}
@@ -92,6 +94,7 @@ def test_a_code_offset_moves_the_kernels_code_and_nothing_it_counts(built_twice)
     assert kernel and all(moved[name] - at[name] == 192 for name in kernel), {n: moved[n] - at[n] for n in kernel}
     assert moved["perfguard_roi_begin"] == at["perfguard_roi_begin"]
     assert shifted.stats.insts == first.stats.insts and shifted.stats.loads == first.stats.loads
+
     # per function the same instructions ran (the blocks themselves may differ: QEMU ends blocks at
     # page ends, which now fall elsewhere in the kernel's code, and cuts long straight runs from there)
     def executed(stats) -> dict[str, int]:
@@ -114,6 +117,7 @@ def test_reps_are_normalised_per_call(built_twice):
 def test_input_generator_matches_known_values():
     spec = TensorSpec("A", (4,), "float32", False, 0)
     values = generate(spec)
+
     # Independent re-derivation of the counter-based hash for element 0 and 3.
     def lowbias(x):
         x ^= x >> 16
@@ -121,6 +125,7 @@ def test_input_generator_matches_known_values():
         x ^= x >> 15
         x = (x * 0x846CA68B) & 0xFFFFFFFF
         return x ^ (x >> 16)
+
     for i in (0, 3):
         h = lowbias((i * 0x9E3779B1 + spec.seed) & 0xFFFFFFFF)
         assert values[i] == np.float32((h >> 8) * (2.0 / 16777216.0) - 1.0)
@@ -134,8 +139,7 @@ def test_wrong_kernel_is_an_error_not_a_score(tmp_path):
     # and where: the worst element, its value, the reference's and the tolerance there.
     mod = tmp_path / "wrongref.py"
     mod.write_text("def ref(inputs, **params):\n    return [inputs[0] @ inputs[1] + 1.0]\n")
-    spec = KernelSpec("g", "perfguard.kernels.gemm:gemm", None, {"M": 16, "N": 16, "K": 16},
-                      reference="wrongref:ref")
+    spec = KernelSpec("g", "perfguard.kernels.gemm:gemm", None, {"M": 16, "N": 16, "K": 16}, reference="wrongref:ref")
     result = run_job(job(spec, "riscv64", tmp_path, tmp_path / "cache"))
     assert not result.ok and result.exit_code == 4
     assert "wrong result" in result.error and result.stats is None
@@ -155,8 +159,12 @@ def test_a_link_failure_names_the_linkers_first_error_not_collect2s_summary(tmp_
     if shutil.which(cc) is None:
         pytest.skip(f"{cc} not installed")
     source = tmp_path / "k.c"
-    source.write_text("float perfguard_missing_helper(float);\nint main(void) { return (int)perfguard_missing_helper(1); }\n")
-    proc = subprocess.run([cc, "-static", "-no-pie", str(source), "-o", str(tmp_path / "k")], capture_output=True, text=True)
+    source.write_text(
+        "float perfguard_missing_helper(float);\nint main(void) { return (int)perfguard_missing_helper(1); }\n"
+    )
+    proc = subprocess.run(
+        [cc, "-static", "-no-pie", str(source), "-o", str(tmp_path / "k")], capture_output=True, text=True
+    )
     assert proc.returncode != 0 and proc.stderr.rstrip().endswith("collect2: error: ld returned 1 exit status")
     line = link_error(proc.stderr)
     assert line.endswith("undefined reference to `perfguard_missing_helper'"), line

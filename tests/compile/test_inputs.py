@@ -18,7 +18,7 @@ ISAS = ["x86_64", "aarch64", "riscv64"]
 
 # Every input copied to an output, so the output check (exact: rtol = atol = 0) compares the values
 # the simulated harness wrote into the inputs with compile.inputs.generate's, bit for bit.
-KERNELS = '''
+KERNELS = """
 import numpy as np
 
 
@@ -41,9 +41,9 @@ def copies_ref(inputs, n=96):
     idx, wide, x, byte = inputs
     assert 0 <= idx.min() and idx.max() < 4096, "idx outside [0, 4096)"
     return [a.copy() for a in inputs]
-'''
+"""
 
-CONFIG = '''
+CONFIG = """
 [perfguard]
 targets = {targets}
 cache_dir = "{cache}"
@@ -57,10 +57,12 @@ rtol = 0
 atol = 0
 flops = "0"
 inputs = {inputs}
-'''
+"""
 
-GOOD = ('{ idx = { low = 0, high = 4096 }, wide = { low = -5000000000, high = -4999999000 }, '
-        'x = { low = -2.5, high = 7, seed = 3 }, byte = { low = 200, high = 256 } }')
+GOOD = (
+    "{ idx = { low = 0, high = 4096 }, wide = { low = -5000000000, high = -4999999000 }, "
+    "x = { low = -2.5, high = 7, seed = 3 }, byte = { low = 200, high = 256 } }"
+)
 
 
 def project(root: Path, cache: Path, inputs: str, targets: list[str]) -> Path:
@@ -110,9 +112,11 @@ def test_default_integer_inputs_are_named_in_a_wrong_results_hint(tmp_path, caps
     # asking for exactness against a reference that shifts the values
     config = project(tmp_path / "p", tmp_path / "cache", "{ x = { seed = 1 } }", ["x86_64"])
     ops = tmp_path / "p" / "mykernels" / "ops.py"
-    ops.write_text(ops.read_text().replace('    assert 0 <= idx.min() and idx.max() < 4096, "idx outside [0, 4096)"\n',
-                                           "").replace("return [a.copy() for a in inputs]",
-                                                       "return [inputs[0] + 1, *inputs[1:]]"))
+    ops.write_text(
+        ops.read_text()
+        .replace('    assert 0 <= idx.min() and idx.max() < 4096, "idx outside [0, 4096)"\n', "")
+        .replace("return [a.copy() for a in inputs]", "return [inputs[0] + 1, *inputs[1:]]")
+    )
     assert main(["check", "--config", str(config)]) == 4
     out = capsys.readouterr().out
     assert "integer inputs idx, wide, byte drawn by default from [-8, 7]" in out, out
@@ -120,17 +124,26 @@ def test_default_integer_inputs_are_named_in_a_wrong_results_hint(tmp_path, caps
 
 
 # the first five are refused as the config is read (stderr), the rest once the kernel's module is made
-@pytest.mark.parametrize("inputs, message", [
-    ("{ idx = { low = 0 } }", "kernel 'copies': inputs: idx: low and high go together"),
-    ("{ idx = { low = 0, hihg = 3 } }", "kernel 'copies': inputs: idx: unknown key 'hihg' (did you mean 'high'?)"),
-    ("{ idx = { low = 5, high = 5 } }", "inputs: idx: low must be below high (values in [low, high)), got low = 5, high = 5"),
-    ("{ idx = { seed = -1 } }", "inputs: idx: seed"),
-    ("{ idx = 3 }", "inputs: idx: must be a table"),
-    ("{ idz = { low = 0, high = 4 } }", "inputs: 'idz' is not an input of the kernel (its inputs: idx, wide, x, byte)"),
-    ("{ idx_out = { low = 0, high = 4 } }", "inputs: 'idx_out' is an output"),
-    ("{ idx = { low = 0, high = 4.5 } }", "inputs: idx: int32 takes whole numbers, got low = 0, high = 4.5"),
-    ("{ byte = { low = -1, high = 4 } }", "inputs: byte: [-1, 4) does not fit uint8"),
-])
+@pytest.mark.parametrize(
+    "inputs, message",
+    [
+        ("{ idx = { low = 0 } }", "kernel 'copies': inputs: idx: low and high go together"),
+        ("{ idx = { low = 0, hihg = 3 } }", "kernel 'copies': inputs: idx: unknown key 'hihg' (did you mean 'high'?)"),
+        (
+            "{ idx = { low = 5, high = 5 } }",
+            "inputs: idx: low must be below high (values in [low, high)), got low = 5, high = 5",
+        ),
+        ("{ idx = { seed = -1 } }", "inputs: idx: seed"),
+        ("{ idx = 3 }", "inputs: idx: must be a table"),
+        (
+            "{ idz = { low = 0, high = 4 } }",
+            "inputs: 'idz' is not an input of the kernel (its inputs: idx, wide, x, byte)",
+        ),
+        ("{ idx_out = { low = 0, high = 4 } }", "inputs: 'idx_out' is an output"),
+        ("{ idx = { low = 0, high = 4.5 } }", "inputs: idx: int32 takes whole numbers, got low = 0, high = 4.5"),
+        ("{ byte = { low = -1, high = 4 } }", "inputs: byte: [-1, 4) does not fit uint8"),
+    ],
+)
 def test_a_bad_inputs_entry_is_an_input_error_naming_it(tmp_path, capsys, inputs, message):
     config = project(tmp_path / "p", tmp_path / "cache", inputs, ["x86_64"])
     assert main(["check", "--config", str(config)]) == 2
@@ -157,15 +170,18 @@ def test_npy_inputs_reach_kernel_and_reference_and_a_changed_file_is_built_and_c
     content is another build and another output check, never the recorded result."""
     root = tmp_path / "p"
     config = project(root, tmp_path / "cache", NPY_INPUTS, ISAS)
-    write_npy(root, (np.arange(96, dtype=np.int32) * 37) % 4096,
-              (np.arange(96, dtype=np.int64) * -123456789013).astype(">i8"))
+    write_npy(
+        root, (np.arange(96, dtype=np.int32) * 37) % 4096, (np.arange(96, dtype=np.int64) * -123456789013).astype(">i8")
+    )
     assert main(["baseline", "update", "--config", str(config)]) == 0
     recorded = json.loads((root / "baselines" / "x86_64" / "copies.json").read_text())
     assert recorded["schema"] == 5 and recorded["source"].startswith("def copies(n=96):\n")
     idx_digest = recorded["inputs"]["idx"]["sha256"]
-    assert recorded["inputs"] == {"idx": {"file": "data/idx.npy", "sha256": idx_digest},
-                                  "wide": {"file": "data/wide.npy", "sha256": recorded["inputs"]["wide"]["sha256"]},
-                                  "x": {"seed": 2}}
+    assert recorded["inputs"] == {
+        "idx": {"file": "data/idx.npy", "sha256": idx_digest},
+        "wide": {"file": "data/wide.npy", "sha256": recorded["inputs"]["wide"]["sha256"]},
+        "x": {"seed": 2},
+    }
     assert main(["check", "--config", str(config)]) == 0
     results = json.loads((root / "reports" / "perfguard.json").read_text())["results"]
     assert all(r["verdict"] == "unchanged" and r["max_error"] == 0.0 and not r["rebuilt"] for r in results), results
@@ -188,19 +204,39 @@ def test_npy_inputs_reach_kernel_and_reference_and_a_changed_file_is_built_and_c
     assert all(e and "idx outside [0, 4096)" in e for e in errors), errors
 
 
-@pytest.mark.parametrize("inputs, files, message", [
-    ('{ idx = { file = "data/idx.npy" } }', {"idx.npy": np.zeros(95, np.int32)},
-     "kernel 'copies' on x86_64: inputs: idx: 'data/idx.npy' holds int32[95], the kernel's input 'idx' is int32[96]"),
-    ('{ idx = { file = "data/idx.npy" } }', {"idx.npy": np.zeros(96, np.int64)},
-     "kernel 'copies' on x86_64: inputs: idx: 'data/idx.npy' holds int64[96], the kernel's input 'idx' is int32[96]"),
-    ('{ x = { file = "data/x.npy" } }', {"x.npy": np.zeros((8, 12), np.float32)},
-     "inputs: x: 'data/x.npy' holds float32[8, 12], the kernel's input 'x' is float32[96]"),
-    ('{ idx = { file = "data/gone.npy" } }', {}, "inputs: idx: file 'data/gone.npy' does not exist"),
-    ('{ idx = { file = "data/idx.npy" } }', {"idx.npy": b"not numpy"}, "inputs: idx: 'data/idx.npy' is not a readable .npy file"),
-    ('{ idx = { file = "../idx.npy" } }', {}, "inputs: idx: file '../idx.npy' leads outside the config's folder"),
-    ('{ idx = { file = "data/idx.npy", low = 0 } }', {}, "inputs: idx: file gives the values whole: no low beside it"),
-    ('{ idx = { file = "data/idx.txt" } }', {}, "inputs: idx: file must be the path of a .npy file"),
-])
+@pytest.mark.parametrize(
+    "inputs, files, message",
+    [
+        (
+            '{ idx = { file = "data/idx.npy" } }',
+            {"idx.npy": np.zeros(95, np.int32)},
+            "kernel 'copies' on x86_64: inputs: idx: 'data/idx.npy' holds int32[95], the kernel's input 'idx' is int32[96]",
+        ),
+        (
+            '{ idx = { file = "data/idx.npy" } }',
+            {"idx.npy": np.zeros(96, np.int64)},
+            "kernel 'copies' on x86_64: inputs: idx: 'data/idx.npy' holds int64[96], the kernel's input 'idx' is int32[96]",
+        ),
+        (
+            '{ x = { file = "data/x.npy" } }',
+            {"x.npy": np.zeros((8, 12), np.float32)},
+            "inputs: x: 'data/x.npy' holds float32[8, 12], the kernel's input 'x' is float32[96]",
+        ),
+        ('{ idx = { file = "data/gone.npy" } }', {}, "inputs: idx: file 'data/gone.npy' does not exist"),
+        (
+            '{ idx = { file = "data/idx.npy" } }',
+            {"idx.npy": b"not numpy"},
+            "inputs: idx: 'data/idx.npy' is not a readable .npy file",
+        ),
+        ('{ idx = { file = "../idx.npy" } }', {}, "inputs: idx: file '../idx.npy' leads outside the config's folder"),
+        (
+            '{ idx = { file = "data/idx.npy", low = 0 } }',
+            {},
+            "inputs: idx: file gives the values whole: no low beside it",
+        ),
+        ('{ idx = { file = "data/idx.txt" } }', {}, "inputs: idx: file must be the path of a .npy file"),
+    ],
+)
 def test_a_bad_npy_input_is_an_input_error_naming_file_input_and_both_shapes(tmp_path, capsys, inputs, files, message):
     root = tmp_path / "p"
     config = project(root, tmp_path / "cache", inputs, ["x86_64"])
@@ -213,7 +249,8 @@ def test_a_bad_npy_input_is_an_input_error_naming_file_input_and_both_shapes(tmp
     assert main(["check", "--config", str(config)]) == 2
     captured = capsys.readouterr()
     report = root / "reports" / "perfguard.json"
-    said = captured.err.splitlines() + ([r["error"] for r in json.loads(report.read_text())["results"]]
-                                        if report.exists() else [])
+    said = captured.err.splitlines() + (
+        [r["error"] for r in json.loads(report.read_text())["results"]] if report.exists() else []
+    )
     line = next((line for line in said if message in line), None)
     assert line is not None and "\n" not in line and len(line) < 300, (said, captured.out)

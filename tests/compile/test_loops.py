@@ -22,14 +22,17 @@ from perfguard.errors import InputError
 from perfguard.targets import BUILTIN
 
 # gemm 256^3, tiles 32 x 32 x 4, 8 lanes, the j chunks unrolled by TVM (kind "unrolled")
-GEMM = LoopNest((
-    Loop("i_0", 8, "serial", None),
-    Loop("j_0", 8, "serial", 0),
-    Loop("k_0", 64, "serial", 1),
-    Loop("i_1", 32, "serial", 2),
-    Loop("k_1", 4, "serial", 3),
-    Loop("j_1_0", 4, "unrolled", 4),
-), ("main_compute_",))
+GEMM = LoopNest(
+    (
+        Loop("i_0", 8, "serial", None),
+        Loop("j_0", 8, "serial", 0),
+        Loop("k_0", 64, "serial", 1),
+        Loop("i_1", 32, "serial", 2),
+        Loop("k_1", 4, "serial", 3),
+        Loop("j_1_0", 4, "unrolled", 4),
+    ),
+    ("main_compute_",),
+)
 
 
 ALL = {8, 64, 4096, 131072, 524288}  # every loop kept: a block per loop body
@@ -76,8 +79,9 @@ def test_equal_counts_of_two_loops_are_ambiguous_but_copies_of_one_loop_are_not(
     siblings = LoopNest((Loop("i", 64, "serial", None), Loop("j", 64, "serial", None)))
     assert LoopLayout(siblings, {64}).matches(64) == [LoopMatch(0, 64), LoopMatch(1, 64)]
     # TVM unrolled `u` (2 copies of the loop k inside it: the second is a copy of the first)
-    copies = LoopNest((Loop("u", 2, "unrolled", None), Loop("k", 16, "serial", 0),
-                       Loop("k", 16, "serial", 0, copy_of=1)))
+    copies = LoopNest(
+        (Loop("u", 2, "unrolled", None), Loop("k", 16, "serial", 0), Loop("k", 16, "serial", 0, copy_of=1))
+    )
     assert LoopLayout(copies, {16}).matches(16) == [LoopMatch(1, 16)]
     # an exact fit is plainer than a peeled one: the peeled candidate is not shown
     plain = LoopNest((Loop("a", 30, "serial", None), Loop("b", 31, "serial", None)))
@@ -94,8 +98,15 @@ def test_debug_ranges_say_where_a_variable_lives_and_round_trip():
 
 
 def test_loops_that_do_not_iterate_are_never_named():
-    nest = LoopNest((Loop("i", 16, "parallel", None), Loop("v", 8, "vectorized", 0), Loop("one", 1, "serial", 0),
-                     Loop("n", None, "serial", 0), Loop("m", 4, "serial", 3)))
+    nest = LoopNest(
+        (
+            Loop("i", 16, "parallel", None),
+            Loop("v", 8, "vectorized", 0),
+            Loop("one", 1, "serial", 0),
+            Loop("n", None, "serial", 0),
+            Loop("m", 4, "serial", 3),
+        )
+    )
     assert nest.iterating() == [0]  # extent 1 and vectorized do not loop; n's extent is not constant
     assert LoopLayout(nest, {16}).matches(16) == [LoopMatch(0, 16)] and nest.trips(4) is None
 
@@ -108,8 +119,11 @@ def test_the_nest_round_trips_and_bad_files_are_input_errors_naming_the_source()
     old = {**good, "version": 1, "loops": [{k: v for k, v in row.items() if k != "stores"} for row in good["loops"]]}
     assert LoopNest.from_dict(old, "old.json") == GEMM
     for bad, message in [
-        ({**good, "version": 3}, r"version 3, written by a newer perfguard; this is perfguard .* \(reads up to loop "
-                                 r"nest version 2\): upgrade perfguard$"),
+        (
+            {**good, "version": 3},
+            r"version 3, written by a newer perfguard; this is perfguard .* \(reads up to loop "
+            r"nest version 2\): upgrade perfguard$",
+        ),
         ({**good, "version": 0}, r"version 0 is not one of \[1, 2\]"),
         ({**good, "version": 1}, "loop 0 must be"),  # version 1 rows have no stores
         ({**good, "loops": [dict(good["loops"][0], stores="C")]}, "loop 0 must be"),
@@ -124,6 +138,7 @@ def test_the_nest_round_trips_and_bad_files_are_input_errors_naming_the_source()
 
 
 # -- real builds --------------------------------------------------------------------------------
+
 
 def _gemm_nest(tmp_path, target: str, **params) -> tuple[LoopNest, object]:
     from perfguard.kernels.gemm import gemm
@@ -148,8 +163,12 @@ def test_a_real_gemm_nest_is_the_schedule_as_lowered(tmp_path, target):
     assert nest.trips(k_1) == 64 * 64 * (64 // 32)  # every (i, k) pair once per j tile
     assert "j_1_1" not in by_var  # vectorized away
     # the nest's name: what its blocks write (the zeroing and the product both write C)
-    assert {nest.loops[i].var: nest.loops[i].stores for i in range(len(nest.loops)) if nest.loops[i].stores} \
-        == {"i_0": ("C",)} and nest.nest_name(k_1) == "C" and nest.nest_index(k_1) == 1
+    assert (
+        {nest.loops[i].var: nest.loops[i].stores for i in range(len(nest.loops)) if nest.loops[i].stores}
+        == {"i_0": ("C",)}
+        and nest.nest_name(k_1) == "C"
+        and nest.nest_index(k_1) == 1
+    )
     assert any(f.startswith("__tvm_ffi_") for f in nest.functions)
     assert set(nest.functions) == set(object_functions(tmp_path / "kernel.o"))
 

@@ -24,7 +24,7 @@ from perfguard.shells.cli import main
 from perfguard.targets import BUILTIN
 
 # A user kernel B = 2 A (+ an ignored param), references to check it with, and a softmax.
-KERNELS = '''
+KERNELS = """
 import numpy as np
 import tvm
 from tvm import te
@@ -73,8 +73,8 @@ def softmax_ref(inputs, rows=4, n=512):
     (a,) = inputs
     e = np.exp(a.astype(np.float64) - a.max(axis=1, keepdims=True))
     return [(e / e.sum(axis=1, keepdims=True)).astype(np.float32)]
-'''
-REFS = '''
+"""
+REFS = """
 def ref(inputs, n=64, bias=0.0, factor=2.0):
     return [inputs[0] * factor + bias]
 
@@ -85,7 +85,7 @@ def twice(inputs, n=64, bias=0.0, factor=2.0):
 
 def no_args():
     return []
-'''
+"""
 
 # model = "analytical": no verdict is judged here (every result is new), so the jobs do not schedule
 # their blocks with llvm-mca for the pipeline model
@@ -136,18 +136,48 @@ def run(root: Path, cache: Path, entry: str, params: str, extra: str, capsys=Non
 
 # (what changes, warm config, changed config): entry, params, extra lines, and the expected answer
 CHANGES = [
-    ("reference function", ("double", "{ n = 64 }", 'reference = "mykernels.refs:ref"'),
-     ("double", "{ n = 64 }", 'reference = "mykernels.refs:twice"'), 4, "wrong result"),
-    ("reference signature", ("double", "{ n = 64 }", 'reference = "mykernels.refs:ref"'),
-     ("double", "{ n = 64 }", 'reference = "mykernels.refs:no_args"'), 2, "reference 'mykernels.refs:no_args' raised TypeError"),
-    ("reference params", ("double", "{ n = 64, bias = 0.0 }", 'reference = "mykernels.refs:ref"'),
-     ("double", "{ n = 64, bias = 1.0 }", 'reference = "mykernels.refs:ref"'), 4, "wrong result"),
-    ("rtol", ("nearly_double", "{ n = 64 }", 'reference = "mykernels.refs:ref"\nrtol = 1e-3\natol = 0.0'),
-     ("nearly_double", "{ n = 64 }", 'reference = "mykernels.refs:ref"\nrtol = 1e-6\natol = 0.0'), 4, "rtol 1e-06, atol 0"),
-    ("atol", ("nearly_double", "{ n = 64 }", 'reference = "mykernels.refs:ref"\nrtol = 0.0\natol = 1e-3'),
-     ("nearly_double", "{ n = 64 }", 'reference = "mykernels.refs:ref"\nrtol = 0.0\natol = 1e-7'), 4, "rtol 0, atol 1e-07"),
-    ("outputs", ("double", "{ n = 64 }", 'reference = "mykernels.refs:ref"'),
-     ("double", "{ n = 64 }", 'reference = "mykernels.refs:ref"\noutputs = 2'), 2, "reference 'mykernels.refs:ref' raised IndexError"),
+    (
+        "reference function",
+        ("double", "{ n = 64 }", 'reference = "mykernels.refs:ref"'),
+        ("double", "{ n = 64 }", 'reference = "mykernels.refs:twice"'),
+        4,
+        "wrong result",
+    ),
+    (
+        "reference signature",
+        ("double", "{ n = 64 }", 'reference = "mykernels.refs:ref"'),
+        ("double", "{ n = 64 }", 'reference = "mykernels.refs:no_args"'),
+        2,
+        "reference 'mykernels.refs:no_args' raised TypeError",
+    ),
+    (
+        "reference params",
+        ("double", "{ n = 64, bias = 0.0 }", 'reference = "mykernels.refs:ref"'),
+        ("double", "{ n = 64, bias = 1.0 }", 'reference = "mykernels.refs:ref"'),
+        4,
+        "wrong result",
+    ),
+    (
+        "rtol",
+        ("nearly_double", "{ n = 64 }", 'reference = "mykernels.refs:ref"\nrtol = 1e-3\natol = 0.0'),
+        ("nearly_double", "{ n = 64 }", 'reference = "mykernels.refs:ref"\nrtol = 1e-6\natol = 0.0'),
+        4,
+        "rtol 1e-06, atol 0",
+    ),
+    (
+        "atol",
+        ("nearly_double", "{ n = 64 }", 'reference = "mykernels.refs:ref"\nrtol = 0.0\natol = 1e-3'),
+        ("nearly_double", "{ n = 64 }", 'reference = "mykernels.refs:ref"\nrtol = 0.0\natol = 1e-7'),
+        4,
+        "rtol 0, atol 1e-07",
+    ),
+    (
+        "outputs",
+        ("double", "{ n = 64 }", 'reference = "mykernels.refs:ref"'),
+        ("double", "{ n = 64 }", 'reference = "mykernels.refs:ref"\noutputs = 2'),
+        2,
+        "reference 'mykernels.refs:ref' raised IndexError",
+    ),
 ]
 
 
@@ -189,13 +219,17 @@ def test_an_edited_reference_module_is_checked_again(warmed, tmp_path, capsys):
 def test_the_check_runs_again_only_when_its_key_changes(tmp_path, monkeypatch):
     """Unchanged: neither simulated nor checked again; a new CHECK_VERSION: checked, not simulated."""
     from perfguard.job import verify
+
     root = tmp_path / "p"
     (root / "mykernels").mkdir(parents=True)
     (root / "mykernels" / "__init__.py").write_text("")
     (root / "mykernels" / "ops.py").write_text(KERNELS)
     (root / "mykernels" / "refs.py").write_text(REFS)
-    (root / "perfguard.toml").write_text(CONFIG.format(cache=tmp_path / "cache", entry="double", params="{ n = 64 }",
-                                                       extra='reference = "mykernels.refs:ref"'))
+    (root / "perfguard.toml").write_text(
+        CONFIG.format(
+            cache=tmp_path / "cache", entry="double", params="{ n = 64 }", extra='reference = "mykernels.refs:ref"'
+        )
+    )
     config = load_config(root / "perfguard.toml")
     job = make_jobs(config, select(config, None, None))[0]
     first, second = run_job(job), run_job(job)
@@ -207,11 +241,14 @@ def test_the_check_runs_again_only_when_its_key_changes(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("entry, caught", [("softmax", False), ("softmax_off_0_6pct", True),
-                                           ("softmax_off_1pct", True), ("softmax_off_5pct", True)])
+@pytest.mark.parametrize(
+    "entry, caught",
+    [("softmax", False), ("softmax_off_0_6pct", True), ("softmax_off_1pct", True), ("softmax_off_5pct", True)],
+)
 def test_default_tolerances_catch_a_softmax_off_by_0_6_percent(tmp_path, cache_dir, capsys, entry, caught):
-    code, out, result = run(tmp_path / "p", cache_dir, entry, "{ rows = 4, n = 512 }",
-                            'reference = "mykernels.ops:softmax_ref"', capsys)
+    code, out, result = run(
+        tmp_path / "p", cache_dir, entry, "{ rows = 4, n = 512 }", 'reference = "mykernels.ops:softmax_ref"', capsys
+    )
     if caught:
         assert code == 4 and "wrong result: output 'B'[" in out, out
         assert "np.int64" not in out and "rtol 1e-05" in out  # plain indices, the defaults it used
@@ -228,8 +265,9 @@ def test_without_a_numpy_reference_it_says_self_consistency_only(tmp_path, cache
     assert "self-consistency only" in (reports / "summary.md").read_text()
     assert "self-consistency only" in (reports / "index.html").read_text()
     assert "self-consistency only" in (reports / "kernels" / "k.html").read_text()
-    code, out, result = run(tmp_path / "p", cache_dir, "double", "{ n = 64 }", 'reference = "mykernels.refs:ref"',
-                            capsys)
+    code, out, result = run(
+        tmp_path / "p", cache_dir, "double", "{ n = 64 }", 'reference = "mykernels.refs:ref"', capsys
+    )
     assert code == 0 and result["reference"] == "numpy" and "self-consistency only" not in out
     assert "self-consistency only" not in (reports / "summary.md").read_text()
 
@@ -266,7 +304,10 @@ def test_without_flops_the_page_says_how_to_add_them(tmp_path, cache_dir, capsys
     code, out, result = run(tmp_path / "p", cache_dir, "double", "{ n = 64 }", "", capsys)
     assert code == 0 and result["flops"] is None
     page = " ".join((tmp_path / "p" / "reports" / "kernels" / "k.html").read_text().split())
-    assert 'add <code>flops = &#34;2 * M * N * K&#34;</code>' in page or "add <code>flops = &quot;2 * M * N * K&quot;</code>" in page
+    assert (
+        "add <code>flops = &#34;2 * M * N * K&#34;</code>" in page
+        or "add <code>flops = &quot;2 * M * N * K&quot;</code>" in page
+    )
     summary = " ".join((tmp_path / "p" / "reports" / "index.html").read_text().split())
     assert "1 kernel x target result without a flop count" in summary
 
@@ -286,8 +327,10 @@ GEMV = '[perfguard]\ntargets = ["aarch64"]\n\n[[kernel]]\nname = "v"\nentry = "p
 
 def test_messages(tmp_path, capsys):
     line = _config_error(tmp_path, capsys, GEMV, ("--targets", "mips"))
-    assert line.startswith("error: --targets: unknown target 'mips' (known: aarch64, riscv64") or \
-        "--targets: unknown target 'mips' (known: aarch64" in line
+    assert (
+        line.startswith("error: --targets: unknown target 'mips' (known: aarch64, riscv64")
+        or "--targets: unknown target 'mips' (known: aarch64" in line
+    )
     assert "perfguard.toml: " not in line.split("unknown target")[0]
     line = _config_error(tmp_path, capsys, GEMV, ("--kernels", "nope"))
     assert "--kernels: unknown kernel 'nope'" in line and "perfguard.toml: " not in line.split("unknown kernel")[0]
@@ -300,9 +343,11 @@ def test_messages(tmp_path, capsys):
 
 def test_doctor_reads_the_config(tmp_path, capsys):
     path = tmp_path / "perfguard.toml"
-    path.write_text('[perfguard]\ntargets = ["aarch64", "odd"]\n\n[target.odd]\nbase = "riscv64"\n'
-                    'cc = "no-such-linux-gnu-gcc"\n\n[[kernel]]\nname = "v"\nentry = "perfguard.kernels.gemv:gemv"\n'
-                    'targets = ["x86_64"]\n')
+    path.write_text(
+        '[perfguard]\ntargets = ["aarch64", "odd"]\n\n[target.odd]\nbase = "riscv64"\n'
+        'cc = "no-such-linux-gnu-gcc"\n\n[[kernel]]\nname = "v"\nentry = "perfguard.kernels.gemv:gemv"\n'
+        'targets = ["x86_64"]\n'
+    )
     assert main(["doctor", "--config", str(path)]) == 3
     out = " ".join(capsys.readouterr().out.split())
     assert f"{path} needs simulator qemu for 3 target(s): aarch64, odd, x86_64" in out
@@ -319,10 +364,20 @@ def test_flop_expressions_are_arithmetic_over_params_only():
 
     params = {"M": 6, "N": 4, "K": 5, "dtype": "float32", "fast": True}
     assert flopcount.evaluate("2 * M * N * K", params, "w") == 240
-    assert flopcount.evaluate("max(M, N) ** 2 // 4 - min(K, 3) + 7 % 4 + 1.6", params, "w") == 11  # 9 - 3 + 3 + 1.6, rounded
+    assert (
+        flopcount.evaluate("max(M, N) ** 2 // 4 - min(K, 3) + 7 % 4 + 1.6", params, "w") == 11
+    )  # 9 - 3 + 3 + 1.6, rounded
     assert flopcount.parse(120, params, "w") == "120" and flopcount.parse("m.mod:f", params, "w") == "m.mod:f"
-    for text, needle in [("M.bit_length()", "only numbers"), ("open('x')", "only numbers"), ("dtype * 2", "not a numeric"),
-                         ("fast * 2", "not a numeric"), ("M / (N - 4)", "division by zero"), ("2 **", "not an arithmetic"),
-                         ("9 ** 99", "too large"), ("-M", "finite number >= 0"), ("[M]", "only numbers")]:
+    for text, needle in [
+        ("M.bit_length()", "only numbers"),
+        ("open('x')", "only numbers"),
+        ("dtype * 2", "not a numeric"),
+        ("fast * 2", "not a numeric"),
+        ("M / (N - 4)", "division by zero"),
+        ("2 **", "not an arithmetic"),
+        ("9 ** 99", "too large"),
+        ("-M", "finite number >= 0"),
+        ("[M]", "only numbers"),
+    ]:
         with pytest.raises(InputError, match=re.escape(needle)):
             flopcount.evaluate(text, params, "kernel 'k': flops")

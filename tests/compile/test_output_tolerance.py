@@ -37,6 +37,7 @@ def down(x, dtype=np.float64):
 
 # -- the tolerances themselves ---------------------------------------------------------------------
 
+
 def test_default_tolerances_per_dtype():
     want = np.array([0.5, -4.0, 2.0])  # largest magnitude 4: atol scales with it
     assert tolerances(spec(), "float32", want) == (1e-5, 1e-5 * 4.0)
@@ -65,7 +66,7 @@ def test_an_all_zero_or_empty_reference_gets_the_default_as_absolute_tolerance()
 # -- at, just under, just over ----------------------------------------------------------------------
 
 # rtol 2^-10, atol 2^-12, reference 1: the bound 2^-10 + 2^-12 is exact in float32 and float64
-RTOL, ATOL = 2.0 ** -10, 2.0 ** -12
+RTOL, ATOL = 2.0**-10, 2.0**-12
 BOUND = RTOL * 1.0 + ATOL
 
 
@@ -90,7 +91,9 @@ def test_rtol_scales_with_each_elements_reference_and_atol_does_not():
     assert check([4.0 + big, 0.25 + small], want, "float64", RTOL, ATOL) == big
     with pytest.raises(WrongResult) as info:  # the small element may not borrow the big one's allowance
         check([4.0 + big, up(0.25 + small)], want, "float64", RTOL, ATOL)
-    assert "output 'B'[1] = " in info.value.message  # the element off is named (not [0], whose larger difference passes) ...
+    assert (
+        "output 'B'[1] = " in info.value.message
+    )  # the element off is named (not [0], whose larger difference passes) ...
     assert "(1 of 2 elements off; rtol 0.000977, atol 0.000244)" in info.value.message  # ... and the count off
 
 
@@ -118,14 +121,20 @@ def test_an_all_zero_reference_accepts_the_default_and_no_more():
     assert check([0.0, 1e-12, -1e-12], [0.0, 0.0, 0.0], "float64") == 1e-12
     with pytest.raises(WrongResult) as info:
         check([0.0, up(1e-12)], [0.0, 0.0], "float64")
-    assert "output 'B'[1] = 1e-12, expected 0: off by 1e-12, 1x the tolerance 1e-12 (1 of 2 elements off; rtol 1e-12, atol 1e-12)" in info.value.message
+    assert (
+        "output 'B'[1] = 1e-12, expected 0: off by 1e-12, 1x the tolerance 1e-12 (1 of 2 elements off; rtol 1e-12, atol 1e-12)"
+        in info.value.message
+    )
 
 
 def test_integer_outputs_are_exact():
     assert check(np.array([3, -7], np.int32), np.array([3, -7], np.int32), "int32") == 0.0
     with pytest.raises(WrongResult) as info:
         check(np.array([3, -6], np.int32), np.array([3, -7], np.int32), "int32")
-    assert "output 'B'[1] = -6, expected -7: off by 1 (tolerance 0: exact) (1 of 2 elements off; rtol 0, atol 0)" in info.value.message
+    assert (
+        "output 'B'[1] = -6, expected -7: off by 1 (tolerance 0: exact) (1 of 2 elements off; rtol 0, atol 0)"
+        in info.value.message
+    )
 
 
 def test_the_index_of_a_multi_dimensional_output_is_plain_numbers():
@@ -139,12 +148,15 @@ def test_the_index_of_a_multi_dimensional_output_is_plain_numbers():
 
 # -- non-finite values and shapes -------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
 def test_a_non_finite_kernel_output_is_a_wrong_result(bad):
     with pytest.raises(WrongResult) as info:
         check([1.0, bad], [1.0, 2.0], "float32", 1.0, 1.0)  # whatever the tolerance
-    assert info.value.message == (f"{WHERE}: wrong result: output 'B'[1] = {bad:.6g}, expected 2: not a finite number "
-                                  f"(1 of 2 elements off; rtol 1, atol 1)")
+    assert info.value.message == (
+        f"{WHERE}: wrong result: output 'B'[1] = {bad:.6g}, expected 2: not a finite number "
+        f"(1 of 2 elements off; rtol 1, atol 1)"
+    )
     assert info.value.mismatch["value"] is None and info.value.mismatch["index"] == [1]
 
 

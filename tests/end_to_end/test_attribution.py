@@ -22,8 +22,12 @@ from tests.projects import kernel_table
 ISAS = ["x86_64", "aarch64", "riscv64"]
 
 TOML = '[perfguard]\ntargets = ["x86_64", "aarch64", "riscv64"]\nthreshold = 0.0\n' + kernel_table(
-    "attention", "examples.kernels.attention:attention", 'S = 32, D = 16, vector = 4, qk_order = "idj"',
-    reference='"examples.kernels.attention:reference"', flops='"examples.kernels.attention:flops"')
+    "attention",
+    "examples.kernels.attention:attention",
+    'S = 32, D = 16, vector = 4, qk_order = "idj"',
+    reference='"examples.kernels.attention:reference"',
+    flops='"examples.kernels.attention:flops"',
+)
 
 
 def _exp_blocks(stats: dict) -> set[int]:

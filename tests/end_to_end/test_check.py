@@ -13,14 +13,22 @@ from tests.projects import kernel_table, repository_project
 ISAS = ["x86_64", "aarch64", "riscv64"]
 
 # One small kernel per built-in family: every output is checked against numpy on every ISA.
-FAMILIES_TOML = '[perfguard]\ntargets = ["x86_64", "aarch64", "riscv64"]\nthreshold = 1.0\n' + "".join([
-    kernel_table("gemm_s", "perfguard.kernels.gemm:gemm", "M = 32, N = 32, K = 32, tile_m = 8, tile_n = 16, "
-                 "tile_k = 8, vector = 8", "gemm"),
-    kernel_table("gemv_s", "perfguard.kernels.gemv:gemv", "M = 64, K = 128", "gemv"),
-    kernel_table("conv_s", "perfguard.kernels.conv2d:conv2d", "C = 8, H = 8, W = 8, F = 8", "conv2d"),
-    kernel_table("dw_s", "perfguard.kernels.depthwise:depthwise_conv2d", "C = 8, H = 10, W = 10", "depthwise_conv2d"),
-    kernel_table("dense_s", "perfguard.kernels.dense_relu:dense_relu", "B = 4, I = 64, O = 32", "dense_relu"),
-])
+FAMILIES_TOML = '[perfguard]\ntargets = ["x86_64", "aarch64", "riscv64"]\nthreshold = 1.0\n' + "".join(
+    [
+        kernel_table(
+            "gemm_s",
+            "perfguard.kernels.gemm:gemm",
+            "M = 32, N = 32, K = 32, tile_m = 8, tile_n = 16, tile_k = 8, vector = 8",
+            "gemm",
+        ),
+        kernel_table("gemv_s", "perfguard.kernels.gemv:gemv", "M = 64, K = 128", "gemv"),
+        kernel_table("conv_s", "perfguard.kernels.conv2d:conv2d", "C = 8, H = 8, W = 8, F = 8", "conv2d"),
+        kernel_table(
+            "dw_s", "perfguard.kernels.depthwise:depthwise_conv2d", "C = 8, H = 10, W = 10", "depthwise_conv2d"
+        ),
+        kernel_table("dense_s", "perfguard.kernels.dense_relu:dense_relu", "B = 4, I = 64, O = 32", "dense_relu"),
+    ]
+)
 
 
 def report(config: Path) -> dict:
@@ -91,7 +99,7 @@ def test_real_improvement_is_reported(tmp_path, cache_dir, capsys):
     assert result["verdict"] == "improvement" and result["delta_pct"] < -2.0
 
 
-USER_KERNEL = '''
+USER_KERNEL = """
 import tvm
 from tvm import te
 
@@ -115,14 +123,16 @@ def wrong_reference(inputs, n=64):
 
 def not_a_module(n=1):
     return 42
-'''
+"""
 
 
 @pytest.mark.slow
 def test_user_kernel_with_tvm_host_reference(project, capsys):
-    config = project('[perfguard]\ntargets = ["riscv64"]\n' +
-                     kernel_table("saxpy", "mykernels.ops:scale_add", "n = 512", "elementwise"),
-                     {"mykernels/__init__.py": "", "mykernels/ops.py": USER_KERNEL})
+    config = project(
+        '[perfguard]\ntargets = ["riscv64"]\n'
+        + kernel_table("saxpy", "mykernels.ops:scale_add", "n = 512", "elementwise"),
+        {"mykernels/__init__.py": "", "mykernels/ops.py": USER_KERNEL},
+    )
     assert main(["check", "--config", str(config)]) == 0
     result = by_key(report(config))[("saxpy", "riscv64")]
     assert result["verdict"] == "new"
@@ -134,10 +144,16 @@ def test_user_kernel_with_tvm_host_reference(project, capsys):
     [
         ('entry = "mykernels.missing:f"', 2, "cannot import 'mykernels.missing'"),
         ('entry = "mykernels.ops:not_a_module"', 2, "expected a tvm IRModule"),
-        ('entry = "perfguard.kernels.gemm:gemm"\nfamily = "gemm"\nparams = { M = 64, tile_m = 48 }', 2,
-         "'tile_m' = 48 does not divide 'M' = 64"),
-        ('entry = "perfguard.kernels.gemm:gemm"\nfamily = "gemm"\nparams = { M = 64, tile_z = 4 }', 2,
-         "unknown parameter 'tile_z'"),
+        (
+            'entry = "perfguard.kernels.gemm:gemm"\nfamily = "gemm"\nparams = { M = 64, tile_m = 48 }',
+            2,
+            "'tile_m' = 48 does not divide 'M' = 64",
+        ),
+        (
+            'entry = "perfguard.kernels.gemm:gemm"\nfamily = "gemm"\nparams = { M = 64, tile_z = 4 }',
+            2,
+            "unknown parameter 'tile_z'",
+        ),
         ('entry = "mykernels.ops:broken"\nreference = "mykernels.ops:wrong_reference"', 4, "wrong result"),
     ],
 )
@@ -153,21 +169,28 @@ def test_bad_kernels(project, capsys, kernel_toml, code, needle):
     assert result["verdict"] == ("wrong result" if code == 4 else "error") and needle in result["error"]
 
 
-@pytest.mark.parametrize("field, value, needle", [
-    ("cc", "no-such-linux-gnu-gcc", "cross compiler 'no-such-linux-gnu-gcc' not found"),
-    ("qemu", "qemu-no-such-arch", "qemu-no-such-arch"),
-])
+@pytest.mark.parametrize(
+    "field, value, needle",
+    [
+        ("cc", "no-such-linux-gnu-gcc", "cross compiler 'no-such-linux-gnu-gcc' not found"),
+        ("qemu", "qemu-no-such-arch", "qemu-no-such-arch"),
+    ],
+)
 def test_missing_toolchain_is_exit_3(project, capsys, field, value, needle):
-    config = project(f'[perfguard]\ntargets = ["odd"]\n\n[target.odd]\nbase = "aarch64"\n{field} = "{value}"\n' +
-                     kernel_table("g", "perfguard.kernels.gemm:gemm", "M = 16, N = 16, K = 16", "gemm"))
+    config = project(
+        f'[perfguard]\ntargets = ["odd"]\n\n[target.odd]\nbase = "aarch64"\n{field} = "{value}"\n'
+        + kernel_table("g", "perfguard.kernels.gemm:gemm", "M = 16, N = 16, K = 16", "gemm")
+    )
     assert main(["check", "--config", str(config)]) == 3
     assert needle in capsys.readouterr().out
 
 
 @pytest.mark.slow
 def test_corrupted_baseline_is_exit_2_and_untouched(project, capsys):
-    config = project('[perfguard]\ntargets = ["aarch64"]\n' +
-                     kernel_table("g", "perfguard.kernels.gemm:gemm", "M = 16, N = 16, K = 16", "gemm"))
+    config = project(
+        '[perfguard]\ntargets = ["aarch64"]\n'
+        + kernel_table("g", "perfguard.kernels.gemm:gemm", "M = 16, N = 16, K = 16", "gemm")
+    )
     path = config.parent / "baselines" / "aarch64" / "g.json"
     path.parent.mkdir(parents=True)
     damaged = b'{"schema": 1, "kernel": "g", "stats": {"insts": 12'

@@ -24,10 +24,17 @@ RECIPES = ["gather", "argmax", "stencil", "softmax", "qmatmul"]
 # Schedule edits: (kernel, config text, edited text).
 EDITS = [
     ("gather", "params = { V = 512, D = 32, N = 64, vector = 8 }", "params = { V = 512, D = 32, N = 64, vector = 1 }"),
-    ("stencil", "params = { H = 32, W = 64, tile = 8, vector = 8 }", "params = { H = 32, W = 64, tile = 8, vector = 1 }"),
+    (
+        "stencil",
+        "params = { H = 32, W = 64, tile = 8, vector = 8 }",
+        "params = { H = 32, W = 64, tile = 8, vector = 1 }",
+    ),
     ("qmatmul", "params = { M = 16, N = 32, K = 64, vector = 16 }", "params = { M = 16, N = 32, K = 64, vector = 1 }"),
-    ("argmax", 'params = { R = 16, N = 256, split = 8, order = "ik" }',
-     'params = { R = 16, N = 256, split = 8, order = "ki" }'),
+    (
+        "argmax",
+        'params = { R = 16, N = 256, split = 8, order = "ik" }',
+        'params = { R = 16, N = 256, split = 8, order = "ki" }',
+    ),
 ]
 
 
@@ -92,13 +99,17 @@ def test_cookbook_recipes_check_on_every_target_and_edits_are_judged(tmp_path, c
         gather = results[("gather", target)]
         assert gather["verdict"] == "unchanged" and gather["delta_pct"] == 0.0 and gather["same_code"] is True
         assert gather["content_hash"] != gather["baseline_content_hash"]  # the edit was picked up
-        assert results[("softmax", target)]["verdict"] == "unchanged" and "same_code" not in results[("softmax", target)]
+        assert (
+            results[("softmax", target)]["verdict"] == "unchanged" and "same_code" not in results[("softmax", target)]
+        )
         # the arg-max's partial results' loops turned around: faster, and the where line names the loop
         # of the rfactor nest on every ISA (riscv64, which peels a chunk off, said "no loop named")
         argmax = from_json(Result, results[("argmax", target)], "perfguard.json")
         assert argmax.verdict == "improvement", (target, argmax.verdict)
-        assert what_changed_most(argmax).startswith("loop k_1 of nest best.v0.rf, best.v1.rf in main_compute_"), \
-            (target, what_changed_most(argmax))
+        assert what_changed_most(argmax).startswith("loop k_1 of nest best.v0.rf, best.v1.rf in main_compute_"), (
+            target,
+            what_changed_most(argmax),
+        )
     # the stencil without its vectorise: slower on riscv64 (rv64gc, no vectors: the eight lanes were
     # eight unrolled scalars), where x86_64 and aarch64 re-vectorise it
     assert results[("stencil", "riscv64")]["verdict"] == "regression"
@@ -106,18 +117,35 @@ def test_cookbook_recipes_check_on_every_target_and_edits_are_judged(tmp_path, c
     assert "Same machine code as the baseline: gather [aarch64, riscv64, x86_64]" in summary
 
 
-@pytest.mark.parametrize("recipe, before, after, said, page", [
-    ("argmax", "tvm.tirx.Select(x[1] >= y[1], x[0], y[0])", "tvm.tir.Select(x[1] >= y[1], x[0], y[0])",
-     "raised AttributeError: module 'tvm' has no attribute 'tir' (TVM 0.27 has no tvm.tir: expression helpers "
-     "(Select, floormod, const) are tvm.tirx, schedules tvm.s_tir.Schedule)",
-     "`AttributeError: module 'tvm' has no attribute 'tir'`"),
-    ("argmax", "return keep, tvm.tirx.Select(x[1] >= y[1], x[1], y[1])", "return keep, tvm.te.max(x[1], y[1])",
-     "raised ScheduleError: ScheduleError: An error occurred in the schedule primitive 'rfactor'. Error message: "
-     "No matched reducer for identity", "Error message: No matched reducer for identity"),
-    ("stencil", 'sch.get_sblock("out")', 'sch.get_block("out")',
-     "raised AttributeError: 'Schedule' object has no attribute 'get_block' (TVM 0.27 finds blocks with "
-     "sch.get_sblock)", "`AttributeError: 'Schedule' object has no attribute 'get_block'`"),
-])
+@pytest.mark.parametrize(
+    "recipe, before, after, said, page",
+    [
+        (
+            "argmax",
+            "tvm.tirx.Select(x[1] >= y[1], x[0], y[0])",
+            "tvm.tir.Select(x[1] >= y[1], x[0], y[0])",
+            "raised AttributeError: module 'tvm' has no attribute 'tir' (TVM 0.27 has no tvm.tir: expression helpers "
+            "(Select, floormod, const) are tvm.tirx, schedules tvm.s_tir.Schedule)",
+            "`AttributeError: module 'tvm' has no attribute 'tir'`",
+        ),
+        (
+            "argmax",
+            "return keep, tvm.tirx.Select(x[1] >= y[1], x[1], y[1])",
+            "return keep, tvm.te.max(x[1], y[1])",
+            "raised ScheduleError: ScheduleError: An error occurred in the schedule primitive 'rfactor'. Error message: "
+            "No matched reducer for identity",
+            "Error message: No matched reducer for identity",
+        ),
+        (
+            "stencil",
+            'sch.get_sblock("out")',
+            'sch.get_block("out")',
+            "raised AttributeError: 'Schedule' object has no attribute 'get_block' (TVM 0.27 finds blocks with "
+            "sch.get_sblock)",
+            "`AttributeError: 'Schedule' object has no attribute 'get_block'`",
+        ),
+    ],
+)
 def test_the_pages_tvm_mistakes_give_the_errors_it_lists(tmp_path, capsys, recipe, before, after, said, page):
     """Three rows of the page's table, made in a recipe: the kernel's error (exit 2) says what the page says."""
     project = tmp_path / "cookbook"
@@ -126,8 +154,11 @@ def test_the_pages_tvm_mistakes_give_the_errors_it_lists(tmp_path, capsys, recip
     assert before in source.read_text()
     source.write_text(source.read_text().replace(before, after))
     config = project / "perfguard.toml"
-    config.write_text(config.read_text().replace('targets = ["x86_64", "aarch64", "riscv64"]',
-                                                 f'targets = ["x86_64"]\ncache_dir = "{tmp_path / "cache"}"'))
+    config.write_text(
+        config.read_text().replace(
+            'targets = ["x86_64", "aarch64", "riscv64"]', f'targets = ["x86_64"]\ncache_dir = "{tmp_path / "cache"}"'
+        )
+    )
     assert main(["check", "--config", str(config), "--kernels", recipe]) == 2
     out = capsys.readouterr().out
     assert said in out, out

@@ -63,8 +63,9 @@ def check(config: Path, *extra: str) -> tuple:
     """A check's answer: the exit code and each result's verdict, delta and predicted time."""
     code = main(["check", "--config", str(config), "-j", "1", *extra])
     report = json.loads((config.parent / "reports" / "perfguard.json").read_text())
-    return code, sorted((r["kernel"], r["verdict"], r["delta_pct"], r["current_time_s"], r["max_error"])
-                        for r in report["results"])
+    return code, sorted(
+        (r["kernel"], r["verdict"], r["delta_pct"], r["current_time_s"], r["max_error"]) for r in report["results"]
+    )
 
 
 @pytest.fixture(scope="module")
@@ -126,11 +127,15 @@ def damage(path: Path, how: str, rng: random.Random) -> None:
         pass
     else:  # random bytes at a random place
         at = rng.randrange(len(data) + 1)
-        path.write_bytes(data[:at] + bytes(rng.randrange(256) for _ in range(rng.randint(1, 16))) + data[at + 1:])
+        path.write_bytes(data[:at] + bytes(rng.randrange(256) for _ in range(rng.randint(1, 16))) + data[at + 1 :])
 
 
-@settings(max_examples=8, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=8,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(st.integers(0, 2**32 - 1), st.sampled_from(["bytes", "cut", "delete", "value"]))
 def test_a_damaged_record_gives_the_answer_of_an_empty_cache(damaged_project, seed, how):
     config, cache, truth = damaged_project

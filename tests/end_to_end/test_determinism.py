@@ -30,8 +30,10 @@ family = "gemv"
 params = { M = 16, K = 16 }
 """
 # One process: record the baselines, then check against them (every stage from an empty cache).
-SCRIPT = "import sys; from perfguard.shells.cli import main; " \
-         "sys.exit(main(['baseline', 'update', '-j', '1']) or main(['check', '-j', '1']))"
+SCRIPT = (
+    "import sys; from perfguard.shells.cli import main; "
+    "sys.exit(main(['baseline', 'update', '-j', '1']) or main(['check', '-j', '1']))"
+)
 
 # What may differ between two runs: when they ran, how long a result and each stage took.
 VARYING = [
@@ -56,10 +58,19 @@ def outputs(root: Path) -> dict[str, str]:
 def test_a_cold_process_and_this_one_write_byte_identical_baselines_and_reports(tmp_path, monkeypatch, capsys):
     roots = [write_project(tmp_path / side, TOML).parent for side in ("a", "b")]
     caches = [root.parent / f"{root.name}-cache" for root in roots]
-    env = {**os.environ, "PERFGUARD_CACHE_DIR": str(caches[0]),
-           "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.Popen([sys.executable, "-c", SCRIPT], cwd=roots[0], env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    env = {
+        **os.environ,
+        "PERFGUARD_CACHE_DIR": str(caches[0]),
+        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SCRIPT],
+        cwd=roots[0],
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     # meanwhile the same, as the script does it, in this process (a second cold process would only import TVM again)
     monkeypatch.setenv("PERFGUARD_CACHE_DIR", str(caches[1]))
     monkeypatch.chdir(roots[1])
@@ -69,8 +80,13 @@ def test_a_cold_process_and_this_one_write_byte_identical_baselines_and_reports(
     assert proc.returncode == 0, out
     assert sorted(p.name for p in caches[1].iterdir()) == sorted(p.name for p in caches[0].iterdir())  # both built
     a, b = (outputs(root) for root in roots)
-    assert sorted(a) == ["baselines/aarch64/v.json", "reports/index.html", "reports/kernels/v.html",
-                         "reports/perfguard.json", "reports/summary.md"]
+    assert sorted(a) == [
+        "baselines/aarch64/v.json",
+        "reports/index.html",
+        "reports/kernels/v.html",
+        "reports/perfguard.json",
+        "reports/summary.md",
+    ]
     for name in a:
         assert a[name] == b[name], name
     # what was masked is the only difference: the files are whole, with real numbers in them

@@ -62,8 +62,7 @@ def test_fault_is_exit_3_with_a_partial_report_and_baselines_kept(name, work, ca
     healthy = run.result(*F.HEALTHY)
     if healthy["verdict"] != "error":
         assert healthy["verdict"] == "unchanged" and healthy["measured"] is True
-    assert run.report["summary"]["not_measured"] == sum(
-        1 for r in run.report["results"] if r["verdict"] == "error")
+    assert run.report["summary"]["not_measured"] == sum(1 for r in run.report["results"] if r["verdict"] == "error")
     assert run.notes.get("leftover", []) == []  # no simulator or wrapper left running
     if "update" in run.notes:  # the same fault during a baseline update writes nothing
         update = run.notes["update"]
@@ -106,6 +105,7 @@ def test_full_disk_cache_measures_nothing_and_says_so(work, cache_dir):
 
 
 # -- concurrent writers ------------------------------------------------------------------------------
+
 
 @pytest.mark.slow
 def test_second_writer_waits_for_the_lock_then_writes(work, cache_dir):

@@ -35,7 +35,10 @@ def script(commands: list[tuple[str, int]]) -> str:
     """One bash script that runs each command and stops at the first unexpected exit code."""
     lines = ["set -u"]
     for command, code in commands:
-        lines += [command, f"rc=$?; if [ $rc -ne {code} ]; then echo \"UNEXPECTED exit $rc (wanted {code}): \"{shlex.quote(command)}; exit 99; fi"]
+        lines += [
+            command,
+            f'rc=$?; if [ $rc -ne {code} ]; then echo "UNEXPECTED exit $rc (wanted {code}): "{shlex.quote(command)}; exit 99; fi',
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -47,21 +50,34 @@ def test_the_page_has_the_steps_it_promises():
 
 
 def test_getting_started_runs_as_written(tmp_path, cache_dir):
-    env = {**os.environ, "PERFGUARD_CACHE_DIR": str(cache_dir), "GIT_AUTHOR_NAME": "newcomer",
-           "GIT_AUTHOR_EMAIL": "newcomer@example.com", "GIT_COMMITTER_NAME": "newcomer",
-           "GIT_COMMITTER_EMAIL": "newcomer@example.com", "GIT_CONFIG_GLOBAL": str(tmp_path / "gitconfig")}
+    env = {
+        **os.environ,
+        "PERFGUARD_CACHE_DIR": str(cache_dir),
+        "GIT_AUTHOR_NAME": "newcomer",
+        "GIT_AUTHOR_EMAIL": "newcomer@example.com",
+        "GIT_COMMITTER_NAME": "newcomer",
+        "GIT_COMMITTER_EMAIL": "newcomer@example.com",
+        "GIT_CONFIG_GLOBAL": str(tmp_path / "gitconfig"),
+    }
     (tmp_path / "gitconfig").write_text("[init]\n\tdefaultBranch = main\n[commit]\n\tgpgsign = false\n")
-    proc = subprocess.run(["bash", "-c", script(page_commands())], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=1200)
+    proc = subprocess.run(
+        ["bash", "-c", script(page_commands())], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1200
+    )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
     project = tmp_path / "myproject"
     assert "next:\n  perfguard baseline update\n  git add perfguard.toml" in out  # init says the next two commands
     assert out.count("report: reports/index.html (summary: reports/summary.md)") == 2
     tracked = subprocess.run(["git", "ls-files"], cwd=project, capture_output=True, text=True, check=True).stdout
-    assert {"perfguard.toml", "perfguard_kernels/matmul.py", ".github/workflows/perfguard.yml", ".gitignore",
-            "baselines/x86_64/matmul.json", "baselines/aarch64/matmul.json",
-            "baselines/riscv64/matmul.json"} <= set(tracked.split())
+    assert {
+        "perfguard.toml",
+        "perfguard_kernels/matmul.py",
+        ".github/workflows/perfguard.yml",
+        ".gitignore",
+        "baselines/x86_64/matmul.json",
+        "baselines/aarch64/matmul.json",
+        "baselines/riscv64/matmul.json",
+    } <= set(tracked.split())
     report = json.loads((project / "reports" / "perfguard.json").read_text())
     verdicts = {r["target"]: r for r in report["results"]}
     assert verdicts["x86_64"]["verdict"] == "regression" and verdicts["x86_64"]["delta_pct"] > 50

@@ -69,7 +69,9 @@ def test_compare_states_the_model_total_of_base_and_head(revisions, cache_dir, c
     assert len(changed) == 2 and all("(m.matmul_add_relu." in line for line in changed)
     assert any("narrowed 32 -> 24 output features" in line for line in changed)
     assert any("narrowed 32 -> 24 input features" in line for line in changed)
-    assert any(line.startswith("calls 2 -> 3: +more.2: ") and f"({eight['kernel']})" in line for line in view["changes"])
+    assert any(
+        line.startswith("calls 2 -> 3: +more.2: ") and f"({eight['kernel']})" in line for line in view["changes"]
+    )
     out = capsys.readouterr().out
     assert "model m [x86_64]: regression" in out and "1 model total(s) regressed" in out
 
@@ -129,6 +131,22 @@ def test_bisect_a_model_total(tmp_path, cache_dir, capsys):
 
     assert main([*args, "--good", shas[0], "--bad", shas[1]]) == 0  # nothing crossed
     assert "no crossing" in capsys.readouterr().out
-    assert main(["bisect", "--config", str(config), "--model", "nope", "--target", "x86_64",
-                 "--good", shas[0], "--bad", shas[1]]) == 2
+    assert (
+        main(
+            [
+                "bisect",
+                "--config",
+                str(config),
+                "--model",
+                "nope",
+                "--target",
+                "x86_64",
+                "--good",
+                shas[0],
+                "--bad",
+                shas[1],
+            ]
+        )
+        == 2
+    )
     assert "does not configure model 'nope'" in capsys.readouterr().err

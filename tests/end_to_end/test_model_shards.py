@@ -34,8 +34,21 @@ def test_merged_shards_give_the_unsharded_model_totals(project, tmp_path, capsys
     files = []
     for i in (1, 2):
         files.append(tmp_path / f"shard-{i}.json")
-        code = main(["check", "--config", str(path), "-j", "1", "--shard", f"{i}/2",
-                     "--report-dir", str(tmp_path / f"r{i}"), "--json", str(files[-1])])
+        code = main(
+            [
+                "check",
+                "--config",
+                str(path),
+                "-j",
+                "1",
+                "--shard",
+                f"{i}/2",
+                "--report-dir",
+                str(tmp_path / f"r{i}"),
+                "--json",
+                str(files[-1]),
+            ]
+        )
         shard = json.loads(files[-1].read_text())
         jsonschema.validate(shard, schema)
         assert code == EXIT_OK and "models" not in shard  # a part of a model is not judged
@@ -47,8 +60,10 @@ def test_merged_shards_give_the_unsharded_model_totals(project, tmp_path, capsys
 
     capsys.readouterr()
     merged_json = tmp_path / "merged.json"
-    assert main(["merge", *map(str, files), "--report-dir", str(tmp_path / "m"),
-                 "--json", str(merged_json)]) == EXIT_REGRESSION
+    assert (
+        main(["merge", *map(str, files), "--report-dir", str(tmp_path / "m"), "--json", str(merged_json)])
+        == EXIT_REGRESSION
+    )
     merged = json.loads(merged_json.read_text())
     jsonschema.validate(merged, schema)
     assert merged["models"] == whole["models"]  # every float, row, share and change line

@@ -15,7 +15,7 @@ from perfguard.shells.cli import main
 from tests.conftest import REPO
 
 # A chain of Linear + ReLU layers, then `repeat` equal 8x8 ones (one kernel, called `repeat` times).
-NET = '''
+NET = """
 from tvm.relax.frontend import nn
 
 
@@ -35,7 +35,7 @@ class Net(nn.Module):
 def net(widths=(16, 32, 8), repeat=2, batch=2):
     spec = {"forward": {"x": nn.spec.Tensor((batch, widths[0]), "float32")}}
     return Net(list(widths), repeat).export_tvm(spec=spec)
-'''
+"""
 
 TOML = """
 [perfguard]
@@ -97,8 +97,12 @@ def test_onnx_example_extraction_and_specs():
     kernels = model_kernels(config, spec, "aarch64")
     # conv+bias+ReLU fused, the global average pool (mean), the dense layer, softmax; the reshape between
     # the pool and the dense layer is a view in TVM's CPU pipeline and no kernel
-    assert sorted((k.op, k.calls) for k in kernels) == [("conv2d_add_relu", 1), ("matmul_add", 1), ("mean", 1),
-                                                         ("softmax", 1)]
+    assert sorted((k.op, k.calls) for k in kernels) == [
+        ("conv2d_add_relu", 1),
+        ("matmul_add", 1),
+        ("mean", 1),
+        ("softmax", 1),
+    ]
     conv = next(k for k in kernels if k.op == "conv2d_add_relu")
     assert conv.signature == "float32[1,4,12,12],float32[8,4,3,3],float32[1,8,1,1]->float32[1,8,12,12]"
     specs = model_specs(config, spec, ["x86_64", "aarch64"])
@@ -128,8 +132,11 @@ def _check(path: Path, *args: str) -> tuple[int, dict]:
 
 
 def _set(path: Path, widths, repeat) -> None:
-    path.write_text(TOML.format(widths=list(widths), repeat=repeat).replace(
-        "[perfguard]\n", f"[perfguard]\ncache_dir = \"{load_config(path).storage.cache_dir}\"\n", 1))
+    path.write_text(
+        TOML.format(widths=list(widths), repeat=repeat).replace(
+            "[perfguard]\n", f'[perfguard]\ncache_dir = "{load_config(path).storage.cache_dir}"\n', 1
+        )
+    )
 
 
 @pytest.mark.slow
@@ -154,9 +161,9 @@ def test_model_total_new_removed_renamed_end_to_end(project, capsys):
 
     jsonschema.validate(report, json.loads((REPO / "docs" / "report.schema.json").read_text()))
     summary = (path.parent / "reports" / "summary.md").read_text()
-    assert "**model m \\[x86\\_64\\]: unchanged" in summary[summary.index("<details>"):]  # unchanged: folded last
+    assert "**model m \\[x86\\_64\\]: unchanged" in summary[summary.index("<details>") :]  # unchanged: folded last
     index = (path.parent / "reports" / "index.html").read_text()
-    assert 'id="m-m-x86_64"' in index[index.index('<details id="unchanged">'):]
+    assert 'id="m-m-x86_64"' in index[index.index('<details id="unchanged">') :]
 
     # a third 8x8 layer: no kernel changed, the model did (one more call of one kernel)
     _set(path, [16, 32, 8], 3)
@@ -233,9 +240,15 @@ def _database(folder: Path, ir: str, target: dict) -> str:
     sch.unroll(sch.get_loops(sch.get_sblock("matmul"))[-1])
     folder.mkdir()
     db = ms.database.JSONDatabase(str(folder / "database_workload.json"), str(folder / "database_tuning_record.json"))
-    db.commit_tuning_record(ms.database.TuningRecord(sch.trace, db.commit_workload(mod), [1e-3],
-                                                     tvm.target.Target({**target, "num-cores": 1}),
-                                                     ms.arg_info.ArgInfo.from_prim_func(mod["main"])))
+    db.commit_tuning_record(
+        ms.database.TuningRecord(
+            sch.trace,
+            db.commit_workload(mod),
+            [1e-3],
+            tvm.target.Target({**target, "num-cores": 1}),
+            ms.arg_info.ArgInfo.from_prim_func(mod["main"]),
+        )
+    )
     return sch.mod.script()
 
 
@@ -243,7 +256,7 @@ def _database(folder: Path, ir: str, target: dict) -> str:
 def test_tuned_schedules_from_a_database_apply(project):
     config, kernels = _kernels(project, (16, 32, 8), 2)  # the default schedule
     assert {k.schedule for k in kernels} == {"default"}
-    config.path.write_text(config.path.read_text().replace('threshold = 1.0\n', 'threshold = 1.0\nschedule = "none"\n'))
+    config.path.write_text(config.path.read_text().replace("threshold = 1.0\n", 'threshold = 1.0\nschedule = "none"\n'))
     unscheduled = load_config(config.path)
     plain = model_kernels(unscheduled, unscheduled.models[0], "x86_64")  # TVM's loops: the workloads
     assert {k.schedule for k in plain} == {"none"} and [k.name for k in plain] == [k.name for k in kernels]
@@ -256,8 +269,9 @@ def test_tuned_schedules_from_a_database_apply(project):
     assert [k.ir for k in with_db[1:]] == [k.ir for k in kernels[1:]]  # no record: the default schedule
     assert {k.schedule for k in with_db[1:]} == {"default"}
     (config.root / "db" / "database_tuning_record.json").unlink()
-    with pytest.raises(InputError, match="database 'db': expected database_workload.json and "
-                                         "database_tuning_record.json"):
+    with pytest.raises(
+        InputError, match="database 'db': expected database_workload.json and database_tuning_record.json"
+    ):
         model_kernels(load_config(config.path), config.models[0], "aarch64")
 
 
@@ -267,12 +281,21 @@ def _argmax_onnx(path: Path) -> None:
     from onnx import TensorProto, helper, numpy_helper
 
     rng = np.random.default_rng(7)
-    weights = [numpy_helper.from_array(rng.standard_normal((16, 10)).astype(np.float32), "fc.weight"),
-               numpy_helper.from_array(rng.standard_normal(10).astype(np.float32), "fc.bias")]
-    nodes = [helper.make_node("Gemm", ["x", "fc.weight", "fc.bias"], ["logits"], name="fc"),
-             helper.make_node("ArgMax", ["logits"], ["label"], name="head.argmax", axis=1, keepdims=0)]
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16])],
-                              [helper.make_tensor_value_info("label", TensorProto.INT64, [1])], weights)
+    weights = [
+        numpy_helper.from_array(rng.standard_normal((16, 10)).astype(np.float32), "fc.weight"),
+        numpy_helper.from_array(rng.standard_normal(10).astype(np.float32), "fc.bias"),
+    ]
+    nodes = [
+        helper.make_node("Gemm", ["x", "fc.weight", "fc.bias"], ["logits"], name="fc"),
+        helper.make_node("ArgMax", ["logits"], ["label"], name="head.argmax", axis=1, keepdims=0),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16])],
+        [helper.make_tensor_value_info("label", TensorProto.INT64, [1])],
+        weights,
+    )
     path.write_bytes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString())
 
 

@@ -29,7 +29,9 @@ params = {{ widths = [16, 32, 8], repeat = {repeat} }}
 
 def _changed(root) -> list[str]:
     """The files git sees changed under baselines/ (modified or new)."""
-    paths = [line.split(maxsplit=1)[1] for line in git(root, "status", "--porcelain", "--untracked-files=all").splitlines()]
+    paths = [
+        line.split(maxsplit=1)[1] for line in git(root, "status", "--porcelain", "--untracked-files=all").splitlines()
+    ]
     return sorted(p for p in paths if p.startswith("baselines/"))
 
 

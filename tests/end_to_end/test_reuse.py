@@ -65,9 +65,11 @@ FILES = {
 }
 
 # The check in a process of its own, saying which heavy packages it imported.
-PROBE = ("import sys; from perfguard.shells.cli import main; code = main(sys.argv[1:]); "
-         "print('IMPORTED', sorted({m.split('.')[0] for m in sys.modules} & {'tvm', 'matplotlib', 'sklearn'})); "
-         "sys.exit(code)")
+PROBE = (
+    "import sys; from perfguard.shells.cli import main; code = main(sys.argv[1:]); "
+    "print('IMPORTED', sorted({m.split('.')[0] for m in sys.modules} & {'tvm', 'matplotlib', 'sklearn'})); "
+    "sys.exit(code)"
+)
 
 
 def check(config: Path, *extra: str) -> tuple[int, dict]:
@@ -96,13 +98,21 @@ def test_a_noop_check_is_the_uncached_one_without_the_work(project, capsys):
 
     code, uncached = check(config, "--recompute")  # judged and rendered again, every job lowered again
     assert code == 0 and ran(uncached) == {"a", "b"}
-    pages = {p.relative_to(config.parent / "reports"): p.read_bytes() for p in (config.parent / "reports").rglob("*")
-             if p.is_file() and p.name != "perfguard.json"}
+    pages = {
+        p.relative_to(config.parent / "reports"): p.read_bytes()
+        for p in (config.parent / "reports").rglob("*")
+        if p.is_file() and p.name != "perfguard.json"
+    }
     assert {p.as_posix() for p in pages} >= {"index.html", "summary.md", "kernels/a.html", "kernels/b.html"}
 
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    proc = subprocess.run([sys.executable, "-c", PROBE, "check", "--config", str(config), "--timings"],
-                          capture_output=True, text=True, env=env, cwd=config.parent)
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE, "check", "--config", str(config), "--timings"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=config.parent,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "IMPORTED []" in proc.stdout  # neither TVM nor matplotlib (nor scikit-learn)
     assert "the whole check was reused from its record" in proc.stdout
@@ -204,8 +214,12 @@ def test_a_changed_machine_profile_is_judged_again_and_named(project):
         code, report = check(config)
         assert code == 0 and not report["timings"].get("reused")  # the same statistics, judged again
         for r in report["results"]:
-            assert r["machine"]["profile"] == name and r["machine"]["pairs"] == 85 and "uncalibrated" not in r["machine"]
+            assert (
+                r["machine"]["profile"] == name and r["machine"]["pairs"] == 85 and "uncalibrated" not in r["machine"]
+            )
             assert r["interval"]["basis"].endswith(f"85 verdict pairs timed on {name}")
         quantiles[name] = report["results"][0]["machine"]["cpu"]
-    assert quantiles == {"intel-6-167": "Intel(R) Xeon(R) Processor (GenuineIntel family 6 model 167)",
-                         "amd-23-1": "AMD EPYC (AuthenticAMD family 23 model 1)"}
+    assert quantiles == {
+        "intel-6-167": "Intel(R) Xeon(R) Processor (GenuineIntel family 6 model 167)",
+        "amd-23-1": "AMD EPYC (AuthenticAMD family 23 model 1)",
+    }

@@ -141,7 +141,7 @@ def stale_project(tmp_path_factory, cache_dir):
         path = root / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(textwrap.dedent(text))
-    (root / "perfguard.toml").write_text(TOML.replace("[perfguard]\n", f"[perfguard]\ncache_dir = \"{cache_dir}\"\n", 1))
+    (root / "perfguard.toml").write_text(TOML.replace("[perfguard]\n", f'[perfguard]\ncache_dir = "{cache_dir}"\n', 1))
     np.save(root / "kern" / "weights.npy", np.ones(64, dtype="float32"))
     site = _site_packages(base, 64)
     here = Path.cwd()
@@ -240,7 +240,8 @@ def test_a_file_edited_while_the_job_runs_gives_no_stale_record(stale_project):
     config, _, _ = stale_project
     root = config.parent
     size = root / "kern" / "racy_size.txt"
-    (root / "kern" / "racy.py").write_text(textwrap.dedent(f"""
+    (root / "kern" / "racy.py").write_text(
+        textwrap.dedent(f"""
         import subprocess, sys
         from pathlib import Path
         from kern.scale import scale
@@ -252,11 +253,14 @@ def test_a_file_edited_while_the_job_runs_gives_no_stale_record(stale_project):
                 subprocess.run([sys.executable, "-c", "import pathlib; pathlib.Path({str(size)!r}).write_text('128')"],
                                check=True)
             return scale(n)
-    """))
+    """)
+    )
     size.write_text("64")
     racy = root / "racy.toml"
-    racy.write_text(config.read_text().split("[[kernel]]")[0].replace("[perfguard]\n", "[perfguard]\nbaseline_dir = \"racy\"\n")
-                    + '[[kernel]]\nname = "racy"\nentry = "kern.racy:kernel"\n')
+    racy.write_text(
+        config.read_text().split("[[kernel]]")[0].replace("[perfguard]\n", '[perfguard]\nbaseline_dir = "racy"\n')
+        + '[[kernel]]\nname = "racy"\nentry = "kern.racy:kernel"\n'
+    )
 
     def racy_check(*extra: str) -> dict:
         assert main(["check", "--config", str(racy), "-j", "1", *extra]) == 0
@@ -284,13 +288,35 @@ def test_wrapped_llvm_mca_is_another_timing_model(stale_project, tmp_path, monke
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     # in a process of its own, as a CI run is (a long-lived process keeps the timings it computed)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).resolve().parents[2]), str(site)]))
-    proc = subprocess.run([sys.executable, "-m", "perfguard.shells.cli", "check", "--config", str(config), "-j", "1"],
-                          capture_output=True, text=True, env=env, cwd=config.parent)
+    proc = subprocess.run(
+        [sys.executable, "-m", "perfguard.shells.cli", "check", "--config", str(config), "-j", "1"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=config.parent,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert calls.is_file() and "-mcpu=" in calls.read_text()  # the wrapper scheduled the blocks
     plain = json.loads((config.parent / "reports" / "perfguard.json").read_text())
-    proc = subprocess.run([sys.executable, "-m", "perfguard.shells.cli", "check", "--config", str(config), "-j", "1",
-                           "--kernels", "env", "--recompute"], capture_output=True, text=True, env=env, cwd=config.parent)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "perfguard.shells.cli",
+            "check",
+            "--config",
+            str(config),
+            "-j",
+            "1",
+            "--kernels",
+            "env",
+            "--recompute",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=config.parent,
+    )
     fresh = json.loads((config.parent / "reports" / "perfguard.json").read_text())
     pick = lambda report: next(answer(r) for r in report["results"] if r["kernel"] == "env")  # noqa: E731
     assert pick(plain) == pick(fresh)

@@ -30,10 +30,21 @@ def lock() -> dict[str, str]:
 
 # -- the lock and setup.sh ---------------------------------------------------------------------------
 
+
 def test_the_lock_pins_every_package_setup_installed_before():
     pinned = lock()
-    for package in ("qemu-user", "gcc-aarch64-linux-gnu", "libc6-dev-arm64-cross", "gcc-riscv64-linux-gnu",
-                    "libc6-dev-riscv64-cross", "gcc", "libc6-dev", "valgrind", "llvm-19", "git"):
+    for package in (
+        "qemu-user",
+        "gcc-aarch64-linux-gnu",
+        "libc6-dev-arm64-cross",
+        "gcc-riscv64-linux-gnu",
+        "libc6-dev-riscv64-cross",
+        "gcc",
+        "libc6-dev",
+        "valgrind",
+        "llvm-19",
+        "git",
+    ):
         assert package in pinned, package
     assert pinned["qemu-user"].startswith("1:7.2+"), "the plugin is validated with QEMU 7.2"
 
@@ -125,13 +136,20 @@ def test_one_changed_toolchain_field_is_one_headline_not_a_regression(tmp_path, 
     assert summary["regression"] == 0 and summary["toolchain"] == 1 and summary["exit_code"] == 0
     assert summary["toolchain_changed"] == {
         "tools": {"simulator": [{"baseline": data["toolchain"]["simulator"], "current": old}]},
-        "targets": ["x86_64"], "rebaseline": "perfguard baseline update --targets x86_64"}
+        "targets": ["x86_64"],
+        "rebaseline": "perfguard baseline update --targets x86_64",
+    }
 
     # Once in every output, naming what differs and the command.
-    sentence = ("toolchain differs from the baselines' (simulator qemu-x86_64 version 8.2.2 (Debian 1:8.2.2+ds-0) "
-                "\u2192 qemu-x86_64 version 7.2.")
-    for name, text in (("terminal", out), ("summary.md", (reports / "summary.md").read_text().replace("\\_", "_")),  # Markdown-escaped
-                       ("index.html", html.unescape((reports / "index.html").read_text()))):
+    sentence = (
+        "toolchain differs from the baselines' (simulator qemu-x86_64 version 8.2.2 (Debian 1:8.2.2+ds-0) "
+        "\u2192 qemu-x86_64 version 7.2."
+    )
+    for name, text in (
+        ("terminal", out),
+        ("summary.md", (reports / "summary.md").read_text().replace("\\_", "_")),  # Markdown-escaped
+        ("index.html", html.unescape((reports / "index.html").read_text())),
+    ):
         assert _headline_count(text) == 1, name
         assert "re-baseline with: perfguard baseline update --targets x86_64" in text, name
         assert "regression" not in text.split(HEADLINE)[1].split("\n")[0], name
@@ -145,10 +163,12 @@ def test_one_changed_toolchain_field_is_one_headline_not_a_regression(tmp_path, 
     capsys.readouterr()
     assert main(argv) == 3
     said = " ".join(capsys.readouterr().out.split())
-    assert (f"gemv_1024[x86_64]: not judged: its baseline was measured with another toolchain (simulator) and "
-            f"{config.parent} is not in a git repository, so its base revision cannot be measured again; "
-            f"re-baseline with: perfguard baseline update --targets x86_64 (or allow_unjudged = true in "
-            f"perfguard.toml)") in said
+    assert (
+        f"gemv_1024[x86_64]: not judged: its baseline was measured with another toolchain (simulator) and "
+        f"{config.parent} is not in a git repository, so its base revision cannot be measured again; "
+        f"re-baseline with: perfguard baseline update --targets x86_64 (or allow_unjudged = true in "
+        f"perfguard.toml)"
+    ) in said
     data["toolchain"]["simulator"] = old
     path.write_text(json.dumps(data))
     assert main(argv) == 1
@@ -222,8 +242,12 @@ def plugin_host(tmp_path_factory, cache_dir):
     plugin = QemuSimulator(cache_dir).api_check_path()
 
     def install(api_min: int, api_cur: int, *args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([str(folder / "host"), str(plugin), str(api_min), str(api_cur), *args],
-                              capture_output=True, text=True, timeout=30)
+        return subprocess.run(
+            [str(folder / "host"), str(plugin), str(api_min), str(api_cur), *args],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
 
     return install
 
@@ -232,8 +256,10 @@ def plugin_host(tmp_path_factory, cache_dir):
 def test_the_plugin_refuses_an_unsupported_plugin_api(plugin_host, api_min, api_cur):
     proc = plugin_host(api_min, api_cur)
     assert proc.returncode == 1 and "plugin_version=1" in proc.stdout
-    assert proc.stderr.strip() == (f"perfguard plugin: QEMU offers plugin API versions {api_min}..{api_cur}, "
-                                   f"perfguard's plugin supports 1..1 (QEMU 7.2 to 8.2; validated with 7.2)")
+    assert proc.stderr.strip() == (
+        f"perfguard plugin: QEMU offers plugin API versions {api_min}..{api_cur}, "
+        f"perfguard's plugin supports 1..1 (QEMU 7.2 to 8.2; validated with 7.2)"
+    )
 
 
 @pytest.mark.parametrize("api_min", [0, 1])
@@ -258,19 +284,24 @@ def test_a_qemu_without_plugin_api_1_is_exit_3_before_any_run(tmp_path, cache_di
     stops with a clear message instead of letting QEMU refuse or the plugin miscount."""
     fake = tmp_path / "bin" / "qemu-x86_64"
     fake.parent.mkdir()
-    fake.write_text("#!/bin/sh\ncase \"$1\" in\n  --version) echo 'qemu-x86_64 version 9.2.0';;\n"
-                    "  *) echo '-plugin FILE load a plugin';;\nesac\n")
+    fake.write_text(
+        "#!/bin/sh\ncase \"$1\" in\n  --version) echo 'qemu-x86_64 version 9.2.0';;\n"
+        "  *) echo '-plugin FILE load a plugin';;\nesac\n"
+    )
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", f"{fake.parent}:{__import__('os').environ['PATH']}")
     config = repository_project(tmp_path / "repo", cache_dir)
     code = main(["check", "--config", str(config), "--kernels", "gemv_1024", "--targets", "x86_64"])
     out = " ".join(capsys.readouterr().out.split())
     assert code == 3, out
-    assert ("qemu-x86_64 (target x86_64) is 9.2: QEMU 9.0 and newer need plugin API version 2 or later, "
-            "perfguard's plugin implements version 1") in out
+    assert (
+        "qemu-x86_64 (target x86_64) is 9.2: QEMU 9.0 and newer need plugin API version 2 or later, "
+        "perfguard's plugin implements version 1"
+    ) in out
 
 
 # -- perfguard doctor ----------------------------------------------------------------------------------
+
 
 def test_doctor_prints_the_fingerprint_and_whether_it_matches_the_baselines(tmp_path, cache_dir, capsys):
     config = repository_project(tmp_path / "repo", cache_dir)
@@ -294,15 +325,21 @@ def test_doctor_prints_the_fingerprint_and_whether_it_matches_the_baselines(tmp_
     path.write_text(json.dumps(data))
     assert main(["doctor", "--config", str(config)]) == 0  # informational: check --fail-on-toolchain-change gates
     out = " ".join(capsys.readouterr().out.split())
-    assert re.search(rf"toolchain riscv64: [0-9a-f]{{16}} differs from 1 of its {counts['riscv64']} baseline\(s\)",
-                     out), out
-    assert ("toolchain differs from the baselines' (cc riscv64-linux-gnu-gcc (Debian 13.2.0-1) 13.2.0 \u2192 "
-            "riscv64-linux-gnu-gcc (Debian 12.2.0-13) 12.2.0); re-baseline with: perfguard baseline update "
-            "--targets riscv64") in out
+    assert re.search(
+        rf"toolchain riscv64: [0-9a-f]{{16}} differs from 1 of its {counts['riscv64']} baseline\(s\)", out
+    ), out
+    assert (
+        "toolchain differs from the baselines' (cc riscv64-linux-gnu-gcc (Debian 13.2.0-1) 13.2.0 \u2192 "
+        "riscv64-linux-gnu-gcc (Debian 12.2.0-13) 12.2.0); re-baseline with: perfguard baseline update "
+        "--targets riscv64"
+    ) in out
     assert "toolchain toolchain" not in out  # the line's label is not the sentence's first word again
     # who wrote the baselines: the committed ones, by 0.1.0 as schema 3
-    assert re.search(r"baselines written by perfguard 0\.1\.0 as baseline schema 3 with loop nest version 2: \d+ on "
-                     r"aarch64, \d+ on riscv64, \d+ on x86_64", out), out
+    assert re.search(
+        r"baselines written by perfguard 0\.1\.0 as baseline schema 3 with loop nest version 2: \d+ on "
+        r"aarch64, \d+ on riscv64, \d+ on x86_64",
+        out,
+    ), out
 
 
 def test_the_action_annotates_a_toolchain_change_once():
@@ -312,12 +349,24 @@ def test_the_action_annotates_a_toolchain_change_once():
 
     changed = {"cc": {"baseline": "gcc 12", "current": "gcc 13"}}
     summary = toolchain_summary([("aarch64", changed), ("riscv64", changed), ("x86_64", {})])
-    assert summary == {"tools": {"cc": [{"baseline": "gcc 12", "current": "gcc 13"}]},
-                       "targets": ["aarch64", "riscv64"],
-                       "rebaseline": "perfguard baseline update --targets aarch64,riscv64"}
-    results = [{"kernel": "k", "target": t, "verdict": "toolchain", "toolchain_changed": changed}
-               for t in ("aarch64", "riscv64")]
-    lines = annotation_lines(Report.from_json({"schema": 1, "config": None, "results": results,
-                                          "summary": {"exit_code": 0, "toolchain_changed": summary, "toolchain": 2}}))
+    assert summary == {
+        "tools": {"cc": [{"baseline": "gcc 12", "current": "gcc 13"}]},
+        "targets": ["aarch64", "riscv64"],
+        "rebaseline": "perfguard baseline update --targets aarch64,riscv64",
+    }
+    results = [
+        {"kernel": "k", "target": t, "verdict": "toolchain", "toolchain_changed": changed}
+        for t in ("aarch64", "riscv64")
+    ]
+    lines = annotation_lines(
+        Report.from_json(
+            {
+                "schema": 1,
+                "config": None,
+                "results": results,
+                "summary": {"exit_code": 0, "toolchain_changed": summary, "toolchain": 2},
+            }
+        )
+    )
     assert len(lines) == 1 and lines[0].startswith("::warning ")
     assert "cc gcc 12 \u2192 gcc 13" in lines[0] and "2 kernel(s) moved but are not judged" in lines[0]

@@ -31,8 +31,9 @@ def as_recorded_by_0_1_0(path: Path) -> None:
     data = json.loads(path.read_text())
     tools = data["toolchain"]
     tools.update(OLD)
-    tools["simulator"] = "; ".join(OLD_PLUGIN if part.startswith("plugin=") else part
-                                   for part in tools["simulator"].split("; "))
+    tools["simulator"] = "; ".join(
+        OLD_PLUGIN if part.startswith("plugin=") else part for part in tools["simulator"].split("; ")
+    )
     kept = data["stats"]["blocks"]["blocks"][::2]  # another harness, other counts
     data["stats"]["blocks"]["blocks"] = kept
     data["stats"]["insts"] = sum(row[2] * row[3] for row in kept)
@@ -73,8 +74,10 @@ def check(config: Path, capsys, *args: str) -> tuple[int, str, dict]:
     return code, out, json.loads((config.parent / "reports" / "perfguard.json").read_text())
 
 
-HEADLINE = (f"perfguard 0.1.0 \u2192 {__version__} and its toolchain differ from the baselines' (harness 3, template "
-            f"9c05e39152cb \u2192 harness 4, template ")
+HEADLINE = (
+    f"perfguard 0.1.0 \u2192 {__version__} and its toolchain differ from the baselines' (harness 3, template "
+    f"9c05e39152cb \u2192 harness 4, template "
+)
 
 
 @pytest.mark.slow
@@ -82,7 +85,10 @@ def test_after_the_upgrade_without_an_edit_nothing_regresses_and_the_headline_sa
     config, measured_at, _, _ = repo
     code, out, report = check(config, capsys)
     assert code == 0, out
-    assert {(r["kernel"], r["verdict"]) for r in report["results"]} == {("gemm_a", "unchanged"), ("gemm_b", "unchanged")}
+    assert {(r["kernel"], r["verdict"]) for r in report["results"]} == {
+        ("gemm_a", "unchanged"),
+        ("gemm_b", "unchanged"),
+    }
     for r in report["results"]:
         assert r["base_remeasured"] == measured_at and r["baseline_commit"] == measured_at
         assert r["delta_pct"] == 0.0  # the base measured again is this very code under this very toolchain
@@ -91,8 +97,10 @@ def test_after_the_upgrade_without_an_edit_nothing_regresses_and_the_headline_sa
     assert report["summary"]["remeasured"] == 2 and report["summary"]["toolchain"] == 0
     assert f"measured the base revision {measured_at[:12]} again with this toolchain" in out
     assert f"no regressions; {HEADLINE}" in out
-    assert ("2 kernel(s) judged against their base revision measured again with this toolchain; re-baseline with: "
-            f"perfguard baseline update --targets {TARGET}") in out
+    assert (
+        "2 kernel(s) judged against their base revision measured again with this toolchain; re-baseline with: "
+        f"perfguard baseline update --targets {TARGET}"
+    ) in out
 
 
 @pytest.mark.slow
@@ -147,7 +155,8 @@ def test_a_base_that_cannot_be_measured_again_is_an_error_unless_allowed(repo, c
         f"gemm_a[{TARGET}]: not judged: its baseline was measured with another toolchain (harness, perfguard, "
         f"simulator) and the base revision {gone[:12]} is not in the history of {config.parent.resolve()} "
         f"(rewritten, or never fetched); re-baseline with: perfguard baseline update --targets {TARGET} (or "
-        f"allow_unjudged = true in perfguard.toml)")
+        f"allow_unjudged = true in perfguard.toml)"
+    )
     assert f"2 kernel(s) could not be checked; {HEADLINE}" in out
     assert "the errors say which kernels could not be judged; re-baseline with" in out
 

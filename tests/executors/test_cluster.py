@@ -27,7 +27,7 @@ distributed = pytest.importorskip("distributed")
 KERNELS = {
     "ops/__init__.py": "",
     "ops/shapes.py": "TILE = 4\n",
-    "ops/scale.py": '''
+    "ops/scale.py": """
         import numpy as np
         from pathlib import Path
         import tvm
@@ -51,9 +51,9 @@ KERNELS = {
 
         def flops(n=64):
             return 2 * n
-        ''',
+        """,
     "ops/factor.txt": "2.0\n",
-    "mymodels.py": '''
+    "mymodels.py": """
         from tvm.relax.frontend import nn
 
         class Net(nn.Module):
@@ -65,7 +65,7 @@ KERNELS = {
 
         def net():
             return Net().export_tvm(spec={"forward": {"x": nn.spec.Tensor((2, 8), "float32")}})
-        ''',
+        """,
 }
 
 TOML = """
@@ -86,8 +86,7 @@ source = "mymodels:net"
 
 
 def _can_hide(folder: Path) -> bool:
-    probe = subprocess.run(["unshare", "--mount", "sh", "-c", f"mount -t tmpfs tmpfs {folder}"],
-                           capture_output=True)
+    probe = subprocess.run(["unshare", "--mount", "sh", "-c", f"mount -t tmpfs tmpfs {folder}"], capture_output=True)
     return probe.returncode == 0
 
 
@@ -97,20 +96,33 @@ def scheduler():
     import dask
 
     with dask.config.set({"distributed.admin.tick.interval": "1s"}):
-        cluster = distributed.LocalCluster(n_workers=0, processes=True, host="127.0.0.1", dashboard_address=":0",
-                                           silence_logs=40)
+        cluster = distributed.LocalCluster(
+            n_workers=0, processes=True, host="127.0.0.1", dashboard_address=":0", silence_logs=40
+        )
     with cluster:
         yield cluster.scheduler_address
 
 
-def _worker(address: str, name: str, cache: Path, hide: Path | None = None, env: dict | None = None,
-            nanny: bool = True):
-    command = [sys.executable, "-m", "distributed.cli.dask_worker", address, "--nthreads", "1", "--nworkers", "1",
-               "--name", name, "--no-dashboard", *([] if nanny else ["--no-nanny"])]
+def _worker(
+    address: str, name: str, cache: Path, hide: Path | None = None, env: dict | None = None, nanny: bool = True
+):
+    command = [
+        sys.executable,
+        "-m",
+        "distributed.cli.dask_worker",
+        address,
+        "--nthreads",
+        "1",
+        "--nworkers",
+        "1",
+        "--name",
+        name,
+        "--no-dashboard",
+        *([] if nanny else ["--no-nanny"]),
+    ]
     environment = {**os.environ, "PERFGUARD_WORKER_CACHE_DIR": str(cache), **(env or {})}
     if hide is not None:  # the project's folder empty for this process and its children
-        command = ["unshare", "--mount", "sh", "-c", f'mount -t tmpfs tmpfs "{hide}" && exec "$@"', "worker",
-                   *command]
+        command = ["unshare", "--mount", "sh", "-c", f'mount -t tmpfs tmpfs "{hide}" && exec "$@"', "worker", *command]
     return subprocess.Popen(command, env=environment, cwd="/", stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
@@ -137,15 +149,18 @@ def _stop(processes) -> None:
 
 def _results(config: Path) -> tuple[list, dict]:
     data = json.loads((config.parent / "reports" / "perfguard.json").read_text())
-    rows = [(r["kernel"], r["target"], r["verdict"], r["stats"], r["current_time_s"], r.get("max_error"))
-            for r in data["results"]]
+    rows = [
+        (r["kernel"], r["target"], r["verdict"], r["stats"], r["current_time_s"], r.get("max_error"))
+        for r in data["results"]
+    ]
     return rows, data["timings"]
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("unshare") is None, reason="needs unshare (util-linux)")
 def test_a_worker_that_cannot_see_the_project_checks_user_kernels_and_models_as_the_local_pool(
-        scheduler, project, tmp_path):
+    scheduler, project, tmp_path
+):
     config = project(TOML, KERNELS)
     if not _can_hide(config.parent):
         pytest.skip("mount namespaces are not available here (needs root or user namespaces)")
@@ -159,8 +174,9 @@ def test_a_worker_that_cannot_see_the_project_checks_user_kernels_and_models_as_
         _wait_for(scheduler, {"blind"})
         with distributed.Client(scheduler, set_as_default=False) as client:  # it really cannot see the project
             assert client.run(os.listdir, str(config.parent)) == {next(iter(client.nthreads())): []}
-        assert main(["check", "--config", str(config), "--executor", "dask", "--scheduler", scheduler,
-                     "--recompute"]) == 0
+        assert (
+            main(["check", "--config", str(config), "--executor", "dask", "--scheduler", scheduler, "--recompute"]) == 0
+        )
     finally:
         _stop([worker])
     remote, timings = _results(config)
@@ -174,8 +190,9 @@ def test_a_worker_that_cannot_see_the_project_checks_user_kernels_and_models_as_
 
 
 @pytest.mark.slow
-def test_a_worker_with_other_tools_is_refused_by_name_and_the_others_run_its_share(scheduler, project, tmp_path,
-                                                                                     capsys):
+def test_a_worker_with_other_tools_is_refused_by_name_and_the_others_run_its_share(
+    scheduler, project, tmp_path, capsys
+):
     config = project("""
         [perfguard]
         targets = ["riscv64"]
@@ -187,8 +204,10 @@ def test_a_worker_with_other_tools_is_refused_by_name_and_the_others_run_its_sha
         params = { M = 16, N = 16, K = 16 }
         """)
     # a QEMU variable set on one worker only: its simulations could differ from this machine's
-    workers = [_worker(scheduler, "good", tmp_path / "good"),
-               _worker(scheduler, "odd", tmp_path / "odd", env={"QEMU_CPU": "rv64,v=false"})]
+    workers = [
+        _worker(scheduler, "good", tmp_path / "good"),
+        _worker(scheduler, "odd", tmp_path / "odd", env={"QEMU_CPU": "rv64,v=false"}),
+    ]
     try:
         _wait_for(scheduler, {"good", "odd"})
         assert main(["check", "--config", str(config), "--executor", "dask", "--scheduler", scheduler]) == 0
@@ -203,8 +222,11 @@ def test_a_worker_with_other_tools_is_refused_by_name_and_the_others_run_its_sha
 @pytest.mark.slow
 def test_a_scheduler_without_workers_fails_with_a_message_not_a_hang(scheduler):
     started = time.monotonic()
-    with pytest.raises(InfraError, match=r"no Dask worker has joined the scheduler at tcp://127\.0\.0\.1:\d+ in 1 s: "
-                                         r"start one \(`dask worker tcp://"):
+    with pytest.raises(
+        InfraError,
+        match=r"no Dask worker has joined the scheduler at tcp://127\.0\.0\.1:\d+ in 1 s: "
+        r"start one \(`dask worker tcp://",
+    ):
         make_executor("dask", scheduler=scheduler, join_timeout=1.0)
     assert time.monotonic() - started < 20
 
@@ -227,9 +249,17 @@ def test_a_job_run_again_after_its_worker_died_is_said_and_a_failure_names_its_w
             assert "ran 2 times: started on a, then b (a worker left while running it)" in executor.reruns[0]
 
             # a simulation that cannot finish in its time: the error says where it ran
-            job = Job(KernelSpec("g", "perfguard.kernels.gemm:gemm", "gemm", dict(M=64, N=64, K=64)),
-                      BUILTIN["riscv64"], tmp_path, tmp_path / "client-cache", "qemu", 0.001, 1, 1,
-                      warm_pipeline=False)
+            job = Job(
+                KernelSpec("g", "perfguard.kernels.gemm:gemm", "gemm", dict(M=64, N=64, K=64)),
+                BUILTIN["riscv64"],
+                tmp_path,
+                tmp_path / "client-cache",
+                "qemu",
+                0.001,
+                1,
+                1,
+                warm_pipeline=False,
+            )
             [result] = run_jobs(executor, [job])
     finally:
         _stop(workers.values())

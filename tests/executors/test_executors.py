@@ -24,8 +24,11 @@ GEMM = "perfguard.kernels.gemm:gemm"
 # The cluster's own bookkeeping at a slower pace and without the statistical profiler, which no test
 # here reads: at Dask's defaults (an event-loop tick every 20 ms in each of its five processes, a system
 # monitor every 0.5 s, stacks sampled every 10 ms) an idle two-worker cluster burns ~0.15 CPU-s a second.
-QUIET_CLUSTER = {"distributed.admin.tick.interval": "1s", "distributed.admin.system-monitor.interval": "2s",
-                 "distributed.worker.profile.enabled": False}
+QUIET_CLUSTER = {
+    "distributed.admin.tick.interval": "1s",
+    "distributed.admin.system-monitor.interval": "2s",
+    "distributed.worker.profile.enabled": False,
+}
 
 
 @pytest.fixture(scope="module")
@@ -34,8 +37,9 @@ def cluster():
     import dask
 
     with dask.config.set(QUIET_CLUSTER):  # read as the scheduler and the workers start
-        started = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                           dashboard_address=":0", silence_logs=40)
+        started = distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=":0", silence_logs=40
+        )
     with started as c:
         yield c
 
@@ -46,14 +50,35 @@ def _jobs(cache: Path) -> list[Job]:
     shapes = [dict(M=32, N=32, K=32, tile_m=t, vector=v) for t, v in ((4, 1), (16, 8), (8, 4))]
     # warm_pipeline off (as for model = "analytical"): what is compared is the jobs' results, not
     # llvm-mca's schedules of their blocks, which a job only writes to its cache
-    return [Job(KernelSpec(f"g{i}", GEMM, "gemm", params), BUILTIN["aarch64"], Path("."), cache, "qemu", 300.0, 1, 1,
-                warm_pipeline=False)
-            for i, params in enumerate(shapes)]
+    return [
+        Job(
+            KernelSpec(f"g{i}", GEMM, "gemm", params),
+            BUILTIN["aarch64"],
+            Path("."),
+            cache,
+            "qemu",
+            300.0,
+            1,
+            1,
+            warm_pipeline=False,
+        )
+        for i, params in enumerate(shapes)
+    ]
 
 
 def _fingerprint(results) -> list[tuple]:
-    return [(r.kernel, r.target, r.ok, r.content_hash, r.binary_hash, json.dumps(r.stats.to_record(), sort_keys=True), r.max_error)
-            for r in results]
+    return [
+        (
+            r.kernel,
+            r.target,
+            r.ok,
+            r.content_hash,
+            r.binary_hash,
+            json.dumps(r.stats.to_record(), sort_keys=True),
+            r.max_error,
+        )
+        for r in results
+    ]
 
 
 @pytest.mark.slow
@@ -137,7 +162,8 @@ def test_tuning_runs_the_same_trials_on_either_executor(cluster, project):
     from perfguard.config import load_config
     from perfguard.tune.session import tune_kernel
 
-    config = load_config(project("""
+    config = load_config(
+        project("""
         [perfguard]
         targets = ["riscv64"]
 
@@ -146,13 +172,21 @@ def test_tuning_runs_the_same_trials_on_either_executor(cluster, project):
         entry = "perfguard.kernels.gemm:gemm"
         family = "gemm"
         params = { M = 16, N = 16, K = 16 }
-        """))
+        """)
+    )
     runs = []
     # the local run in this process (no pool to start); the cluster's two workers score a batch at once
     for executor in (LocalExecutor(1), make_executor("dask", scheduler=cluster.scheduler_address)):
         with executor:
-            result = tune_kernel(config, config.kernel("gemm_tiny"), config.profile("riscv64"), executor,
-                                 strategy="knobs", trials=4, batch=3)  # 3 at random, then 1 the model proposes
+            result = tune_kernel(
+                config,
+                config.kernel("gemm_tiny"),
+                config.profile("riscv64"),
+                executor,
+                strategy="knobs",
+                trials=4,
+                batch=3,
+            )  # 3 at random, then 1 the model proposes
         runs.append([(t.params, t.ok, t.predicted_s, t.stats) for t in result.trials])
     assert runs[0] == runs[1] and len(runs[0]) == 4
 
@@ -179,9 +213,33 @@ def test_calibration_on_workers_with_their_own_cache(cluster, worker_cache, proj
         """)
     groups = config.parent / "groups.json"
     groups.write_text(json.dumps([{"M": 64, "N": 32, "K": 64}]))  # one shape of two variants
-    assert main(["calibrate", "collect", "--config", str(config), "--target", "x86_64", "--family", "gemm",
-                 "--variants", "2", "--groups", str(groups), "--executor", "dask",
-                 "--scheduler", cluster.scheduler_address, "--max-cv", "100", "--max-neighbour-busy", "0"]) == 0
+    assert (
+        main(
+            [
+                "calibrate",
+                "collect",
+                "--config",
+                str(config),
+                "--target",
+                "x86_64",
+                "--family",
+                "gemm",
+                "--variants",
+                "2",
+                "--groups",
+                str(groups),
+                "--executor",
+                "dask",
+                "--scheduler",
+                cluster.scheduler_address,
+                "--max-cv",
+                "100",
+                "--max-neighbour-busy",
+                "0",
+            ]
+        )
+        == 0
+    )
     rows = json.loads((config.parent / "baselines/datasets/x86_64/gemm.json").read_text())["rows"]
     # Every variant was timed here (--max-cv 100: no timing rejected as unsteady, however busy the machine).
     assert [r["group"] for r in rows] == ["K=64,M=64,N=32"] * 2 and all(r["native_s"] > 0 for r in rows)

@@ -17,8 +17,10 @@ import pytest
 
 from tests.conftest import REPO
 
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(shutil.which("qemu-aarch64") is None, reason="needs qemu-aarch64 (scripts/setup.sh)")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("qemu-aarch64") is None, reason="needs qemu-aarch64 (scripts/setup.sh)"),
+]
 
 # Two kernels that each simulate for several seconds, so each of the JOBS workers is busy in QEMU
 # when the main process is killed.
@@ -80,19 +82,28 @@ def _alive(procs: list[psutil.Process]) -> list[str]:
 # process, each taking its simulator with it) and a Dask cluster. `-j 1`, where the main process
 # runs the simulator itself, has no tree of its own: its simulator dies with the process that
 # started it, as every pool worker's does here.
-@pytest.mark.parametrize("command", [
-    ["baseline", "update", "-j", str(JOBS)],  # a local process pool
-    # A Dask LocalCluster started for the run: its worker processes exit when the pipe from their
-    # parent closes (distributed's own watch), and take their simulators with them.
-    ["check", "--executor", "dask", "-j", str(JOBS)],
-], ids=["pool", "dask"])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["baseline", "update", "-j", str(JOBS)],  # a local process pool
+        # A Dask LocalCluster started for the run: its worker processes exit when the pipe from their
+        # parent closes (distributed's own watch), and take their simulators with them.
+        ["check", "--executor", "dask", "-j", str(JOBS)],
+    ],
+    ids=["pool", "dask"],
+)
 def test_sigkill_of_the_main_process_leaves_no_worker_or_simulator(tmp_path, built, command):
     if "dask" in command:
         pytest.importorskip("distributed", reason="--executor dask needs Dask distributed")
     (tmp_path / "perfguard.toml").write_text(PROJECT.format(cache=built))
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    main = subprocess.Popen([sys.executable, "-m", "perfguard.shells.cli", *command],
-                            cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    main = subprocess.Popen(
+        [sys.executable, "-m", "perfguard.shells.cli", *command],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     parent = psutil.Process(main.pid)
     deadline = time.monotonic() + 240
     descendants: list[psutil.Process] = []

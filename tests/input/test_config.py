@@ -61,14 +61,16 @@ def test_pyproject_table(tmp_path):
     [
         ("[perfguard]\nthreshold = ", "TOML syntax error"),
         ("[perfguard]\nthreshhold = 2.0\n", "unknown key 'perfguard.threshhold'"),
-        ("[perfguard]\ntargets = [\"sparc\"]\n", "unknown target 'sparc'"),
-        ("[perfguard]\nthreshold = \"two\"\n", "perfguard.threshold: must be a number"),
-        ("[perfguard]\nsimulator = \"spike\"\n", "unknown simulator 'spike'"),
-        ("[perfguard]\n[[kernel]]\nname = \"a\"\nentry = \"m:f\"\ncolour = 1\n", "unknown key 'colour'"),
-        ("[perfguard]\n[[kernel]]\nname = \"a\"\nentry = \"m:f\"\n[[kernel]]\nname = \"a\"\nentry = \"m:f\"\n",
-         "duplicate kernel name 'a'"),
-        ("[perfguard]\n[[kernel]]\nname = \"a/../b\"\nentry = \"m:f\"\n", "name has characters"),
-        ("[perfguard]\n[[kernel]]\nname = \"a\"\nentry = \"nocolon\"\n", "must be 'module:function'"),
+        ('[perfguard]\ntargets = ["sparc"]\n', "unknown target 'sparc'"),
+        ('[perfguard]\nthreshold = "two"\n', "perfguard.threshold: must be a number"),
+        ('[perfguard]\nsimulator = "spike"\n', "unknown simulator 'spike'"),
+        ('[perfguard]\n[[kernel]]\nname = "a"\nentry = "m:f"\ncolour = 1\n', "unknown key 'colour'"),
+        (
+            '[perfguard]\n[[kernel]]\nname = "a"\nentry = "m:f"\n[[kernel]]\nname = "a"\nentry = "m:f"\n',
+            "duplicate kernel name 'a'",
+        ),
+        ('[perfguard]\n[[kernel]]\nname = "a/../b"\nentry = "m:f"\n', "name has characters"),
+        ('[perfguard]\n[[kernel]]\nname = "a"\nentry = "nocolon"\n', "must be 'module:function'"),
         ("[perfguard]\n[target.x86_64]\nl1d = { size = 1000 }\n", "target.x86_64.l1d"),
         ("[perfguard]\n[target.new]\nclock_hz = 1e9\n", "needs 'base'"),
         ("[perfguard]\n[target.x86_64]\nvoltage = 1\n", "unknown key 'voltage'"),
@@ -105,7 +107,9 @@ def test_bad_cli_usage_exit_2(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["check", "--shard", "3/2"])
     assert exc.value.code == 2
-    assert capsys.readouterr().err.splitlines()[-1] == "perfguard: error: argument --shard: --shard 3/2: need 1 <= i <= n"
+    assert (
+        capsys.readouterr().err.splitlines()[-1] == "perfguard: error: argument --shard: --shard 3/2: need 1 <= i <= n"
+    )
 
 
 def test_load_config_raises_input_error(project):

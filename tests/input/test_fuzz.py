@@ -42,8 +42,13 @@ from tests.captured import synthetic_stats
 pytestmark = pytest.mark.slow  # hundreds of examples per reader; tests/input/test_bad_input.py is the quick pass
 
 EXAMPLES = 200  # per property: the suite stays quick and CI sees the same inputs every run
-FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+FUZZ = settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
 COUNT_LIMIT = 1 << 64
 
 _WORK = Path(tempfile.mkdtemp(prefix="perfguard-fuzz-"))
@@ -89,19 +94,43 @@ def valid_stats(stats: Stats) -> None:
 
 # -- value strategies -------------------------------------------------------------------------------
 
-edgy_ints = st.one_of(st.integers(-3, 70), st.sampled_from([-(1 << 63), (1 << 63) - 1, 1 << 64, 10 ** 30]),
-                      st.integers())
+edgy_ints = st.one_of(st.integers(-3, 70), st.sampled_from([-(1 << 63), (1 << 63) - 1, 1 << 64, 10**30]), st.integers())
 edgy_floats = st.one_of(st.floats(), st.sampled_from([0.0, -0.0, 1e-300, 1e308, math.inf, -math.inf, math.nan]))
-edgy_text = st.one_of(st.text(max_size=12), st.sampled_from(
-    ["", "../..", "/etc/passwd", "a:b", "a;rm -rf /", "<script>x</script>", "x86_64", "qemu", "gemm",
-     "perfguard.kernels.gemm:gemm", "m:f", "..m:f", "a/b:c", "NaN", "\u00e9", "\x00", "\ud800"]))
+edgy_text = st.one_of(
+    st.text(max_size=12),
+    st.sampled_from(
+        [
+            "",
+            "../..",
+            "/etc/passwd",
+            "a:b",
+            "a;rm -rf /",
+            "<script>x</script>",
+            "x86_64",
+            "qemu",
+            "gemm",
+            "perfguard.kernels.gemm:gemm",
+            "m:f",
+            "..m:f",
+            "a/b:c",
+            "NaN",
+            "\u00e9",
+            "\x00",
+            "\ud800",
+        ]
+    ),
+)
 json_scalars = st.one_of(st.none(), st.booleans(), edgy_ints, edgy_floats, edgy_text)
-json_values = st.recursive(json_scalars, lambda inner: st.one_of(
-    st.lists(inner, max_size=4), st.dictionaries(edgy_text, inner, max_size=4)), max_leaves=12)
+json_values = st.recursive(
+    json_scalars,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(edgy_text, inner, max_size=4)),
+    max_leaves=12,
+)
 
 
-def mutated_json(document: dict, values: st.SearchStrategy | None = None,
-                 keys: st.SearchStrategy | None = None) -> st.SearchStrategy:
+def mutated_json(
+    document: dict, values: st.SearchStrategy | None = None, keys: st.SearchStrategy | None = None
+) -> st.SearchStrategy:
     """The document with some of its (nested) values replaced, keys dropped or keys added."""
     values = json_values if values is None else values
     keys = edgy_text if keys is None else keys
@@ -140,7 +169,8 @@ def raw_inputs(seed_text: str) -> st.SearchStrategy:
     """Raw text and bytes, and the seed cut at any point or with a slice of it repeated."""
     cut = st.integers(0, len(seed_text)).map(lambda i: seed_text[:i])
     repeated = st.tuples(st.integers(0, len(seed_text)), st.integers(0, len(seed_text))).map(
-        lambda ij: seed_text[:max(ij)] + seed_text[min(ij):])
+        lambda ij: seed_text[: max(ij)] + seed_text[min(ij) :]
+    )
     return st.one_of(st.text(), st.binary(), cut, repeated)
 
 
@@ -174,11 +204,16 @@ def edited_lines(seed_text: str, tokens: st.SearchStrategy) -> st.SearchStrategy
     return build()
 
 
-count_tokens = st.one_of(edgy_text, edgy_ints.map(str), edgy_floats.map(repr), st.sampled_from(
-    ["nan", "inf", "-inf", "1e400", "-1", "0x10", "１２", "1_000", "+5", " "]))
+count_tokens = st.one_of(
+    edgy_text,
+    edgy_ints.map(str),
+    edgy_floats.map(repr),
+    st.sampled_from(["nan", "inf", "-inf", "1e400", "-1", "0x10", "１２", "1_000", "+5", " "]),
+)
 
 
 # -- config -------------------------------------------------------------------------------------------
+
 
 def toml_value(value) -> str:
     if isinstance(value, bool):
@@ -196,19 +231,50 @@ def toml_value(value) -> str:
     raise TypeError(value)
 
 
-toml_scalars = st.one_of(st.booleans(), edgy_ints.filter(lambda i: -(1 << 63) <= i < (1 << 63)), edgy_floats,
-                         edgy_text.filter(lambda s: not any(0xD800 <= ord(c) <= 0xDFFF or c == "\x00" for c in s)))
-toml_values = st.recursive(toml_scalars, lambda inner: st.one_of(
-    st.lists(inner, max_size=3), st.dictionaries(st.sampled_from(["size", "assoc", "line", "M", "x", "kind"]),
-                                                 inner, max_size=3)), max_leaves=8)
+toml_scalars = st.one_of(
+    st.booleans(),
+    edgy_ints.filter(lambda i: -(1 << 63) <= i < (1 << 63)),
+    edgy_floats,
+    edgy_text.filter(lambda s: not any(0xD800 <= ord(c) <= 0xDFFF or c == "\x00" for c in s)),
+)
+toml_values = st.recursive(
+    toml_scalars,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3),
+        st.dictionaries(st.sampled_from(["size", "assoc", "line", "M", "x", "kind"]), inner, max_size=3),
+    ),
+    max_leaves=8,
+)
 GOOD_CONFIG = {
-    "perfguard": {"targets": ["x86_64", "aarch64"], "simulator": "qemu", "threshold": 2.0, "baseline_dir": "baselines",
-                  "report_dir": "reports", "jobs": 2, "timeout": 600, "reps": 1, "warmup": 1, "drift_mape": 15.0},
-    "kernel": [{"name": "k", "entry": "perfguard.kernels.gemm:gemm", "family": "gemm", "params": {"M": 16},
-                "threshold": 1.0, "targets": ["x86_64"], "outputs": 1, "rtol": 1e-4},
-               {"name": "u", "entry": "mykernels.ops:f", "reference": "mykernels.ops:ref"}],
-    "target": {"aarch64": {"l1d": {"size": 65536, "assoc": 4}, "clock_hz": 2e9},
-               "myrv": {"base": "riscv64", "cflags": ["-O2"], "cost": {"inst": 0.5}}},
+    "perfguard": {
+        "targets": ["x86_64", "aarch64"],
+        "simulator": "qemu",
+        "threshold": 2.0,
+        "baseline_dir": "baselines",
+        "report_dir": "reports",
+        "jobs": 2,
+        "timeout": 600,
+        "reps": 1,
+        "warmup": 1,
+        "drift_mape": 15.0,
+    },
+    "kernel": [
+        {
+            "name": "k",
+            "entry": "perfguard.kernels.gemm:gemm",
+            "family": "gemm",
+            "params": {"M": 16},
+            "threshold": 1.0,
+            "targets": ["x86_64"],
+            "outputs": 1,
+            "rtol": 1e-4,
+        },
+        {"name": "u", "entry": "mykernels.ops:f", "reference": "mykernels.ops:ref"},
+    ],
+    "target": {
+        "aarch64": {"l1d": {"size": 65536, "assoc": 4}, "clock_hz": 2e9},
+        "myrv": {"base": "riscv64", "cflags": ["-O2"], "cost": {"inst": 0.5}},
+    },
 }
 
 
@@ -247,8 +313,11 @@ def toml_document(doc: dict) -> str:
 
 
 def config_documents() -> st.SearchStrategy:
-    return mutated_json(GOOD_CONFIG, toml_values, st.sampled_from(
-        ["targets", "threshold", "name", "entry", "params", "base", "size", "colour", "../x", "<b>"])).map(toml_document)
+    return mutated_json(
+        GOOD_CONFIG,
+        toml_values,
+        st.sampled_from(["targets", "threshold", "name", "entry", "params", "base", "size", "colour", "../x", "<b>"]),
+    ).map(toml_document)
 
 
 def check_config(config: Config) -> None:
@@ -275,9 +344,13 @@ def check_config(config: Config) -> None:
             assert math.isfinite(value) and value > 0
 
 
-@fuzz('config loader: perfguard.toml (perfguard.config.load_config)',
-      st.one_of(config_documents(), raw_inputs(
-    '[perfguard]\ntargets = ["x86_64"]\nthreshold = 2.0\n\n[[kernel]]\nname = "k"\nentry = "m:f"\n')))
+@fuzz(
+    "config loader: perfguard.toml (perfguard.config.load_config)",
+    st.one_of(
+        config_documents(),
+        raw_inputs('[perfguard]\ntargets = ["x86_64"]\nthreshold = 2.0\n\n[[kernel]]\nname = "k"\nentry = "m:f"\n'),
+    ),
+)
 def test_config_loader(text):
     path = scratch("proj/perfguard.toml", text)
     config = rejects_or_returns(load_config, path)
@@ -285,13 +358,27 @@ def test_config_loader(text):
         check_config(config)
 
 
-@fuzz('config loader: pyproject.toml [tool.perfguard]',
-      st.one_of(config_documents().map(lambda t: t.replace("[perfguard]", "[tool.perfguard]")
-                                        .replace("[[kernel]]", "[[tool.perfguard.kernel]]")
-                                        .replace("[target]", "[tool.perfguard.target]")),
-                 st.sampled_from(["tool = 1\n", "[tool]\nperfguard = 3\n", "[tool.perfguard]\nkernel = 1\n",
-                                  "[tool.perfguard]\ntarget = []\n"]),
-                 raw_inputs("[project]\nname = \"x\"\n[tool.perfguard]\ntargets = [\"riscv64\"]\n")))
+@fuzz(
+    "config loader: pyproject.toml [tool.perfguard]",
+    st.one_of(
+        config_documents().map(
+            lambda t: (
+                t.replace("[perfguard]", "[tool.perfguard]")
+                .replace("[[kernel]]", "[[tool.perfguard.kernel]]")
+                .replace("[target]", "[tool.perfguard.target]")
+            )
+        ),
+        st.sampled_from(
+            [
+                "tool = 1\n",
+                "[tool]\nperfguard = 3\n",
+                "[tool.perfguard]\nkernel = 1\n",
+                "[tool.perfguard]\ntarget = []\n",
+            ]
+        ),
+        raw_inputs('[project]\nname = "x"\n[tool.perfguard]\ntargets = ["riscv64"]\n'),
+    ),
+)
 def test_config_loader_pyproject(text):
     path = scratch("pyproj/pyproject.toml", text)
     config = rejects_or_returns(load_config, path)
@@ -301,12 +388,18 @@ def test_config_loader_pyproject(text):
 
 # -- simulator statistics -----------------------------------------------------------------------------
 
-PLUGIN_OUTPUT = OUTPUT_HEADER + "\n" + "".join(f"{k} {i * 1000 + 7}\n" for i, k in enumerate(STAT_FIELDS)) \
+PLUGIN_OUTPUT = (
+    OUTPUT_HEADER
+    + "\n"
+    + "".join(f"{k} {i * 1000 + 7}\n" for i, k in enumerate(STAT_FIELDS))
     + "roi_count 1\ntotal_insts 123456\n"
+)
 
 
-@fuzz('QEMU plugin statistics (perfguard.sim.qemu.parse_plugin_output)',
-      st.one_of(raw_inputs(PLUGIN_OUTPUT), edited_lines(PLUGIN_OUTPUT, count_tokens)))
+@fuzz(
+    "QEMU plugin statistics (perfguard.sim.qemu.parse_plugin_output)",
+    st.one_of(raw_inputs(PLUGIN_OUTPUT), edited_lines(PLUGIN_OUTPUT, count_tokens)),
+)
 def test_qemu_plugin_output_parser(text):
     if isinstance(text, bytes):
         text = text.decode("utf-8", "replace")
@@ -385,16 +478,37 @@ type=Cache
 size=1048576
 assoc=16
 """
-gem5_tokens = st.one_of(count_tokens, st.sampled_from(
-    ["---------- Begin Simulation Statistics ----------", "---------- End Simulation Statistics   ----------",
-     "system.cpu.commitStats1.numOps", "system.cpu1.commitStats0.numOps", "[root]", "type=Root", "clock=",
-     "clock=0", "init_perf_level=7", "clk_divider=0", "type=Cache", "mem_side=system.l2.cpu_side", "="]))
+gem5_tokens = st.one_of(
+    count_tokens,
+    st.sampled_from(
+        [
+            "---------- Begin Simulation Statistics ----------",
+            "---------- End Simulation Statistics   ----------",
+            "system.cpu.commitStats1.numOps",
+            "system.cpu1.commitStats0.numOps",
+            "[root]",
+            "type=Root",
+            "clock=",
+            "clock=0",
+            "init_perf_level=7",
+            "clk_divider=0",
+            "type=Cache",
+            "mem_side=system.l2.cpu_side",
+            "=",
+        ]
+    ),
+)
 
 
-@fuzz('gem5 stats.txt + config.ini (perfguard.sim.gem5.parse_stats, stats_from_file)',
-      st.one_of(raw_inputs(GEM5_STATS), edited_lines(GEM5_STATS, gem5_tokens),
-                 edited_lines(GEM5_STATS + GEM5_STATS, gem5_tokens)),
-       st.one_of(st.none(), st.just(GEM5_INI), edited_lines(GEM5_INI, gem5_tokens)))
+@fuzz(
+    "gem5 stats.txt + config.ini (perfguard.sim.gem5.parse_stats, stats_from_file)",
+    st.one_of(
+        raw_inputs(GEM5_STATS),
+        edited_lines(GEM5_STATS, gem5_tokens),
+        edited_lines(GEM5_STATS + GEM5_STATS, gem5_tokens),
+    ),
+    st.one_of(st.none(), st.just(GEM5_INI), edited_lines(GEM5_INI, gem5_tokens)),
+)
 def test_gem5_stats_and_config_parsers(stats_text, ini_text):
     folder = _WORK / "gem5"
     if folder.exists():
@@ -413,14 +527,50 @@ def test_gem5_stats_and_config_parsers(stats_text, ini_text):
             valid_stats(stats)
 
 
-@example({"type": "Root", "path": "root", "system": {"type": "System", "path": "system", "cpu": {  # found: peers
-    "type": "BaseTimingSimpleCPU", "path": "system.cpu", "mem_side": {"peer": [{"qemu": None}]}}}})  # not strings
-@fuzz('gem5 config.json (perfguard.sim.gem5.read_config)',
-      mutated_json({"type": "Root", "path": "root", "full_system": False, "system": {
-    "type": "System", "path": "system", "cache_line_size": 64, "cpu": [{
-        "type": "BaseTimingSimpleCPU", "path": "system.cpu", "dcache_port": {"peer": "system.cpu.dcache.cpu_side"},
-        "dcache": {"type": "Cache", "path": "system.cpu.dcache", "size": 32768, "assoc": 8,
-                   "mem_side": {"peer": ["system.membus.cpu_side_ports[1]"]}}}]}}))
+@example(
+    {
+        "type": "Root",
+        "path": "root",
+        "system": {
+            "type": "System",
+            "path": "system",
+            "cpu": {  # found: peers
+                "type": "BaseTimingSimpleCPU",
+                "path": "system.cpu",
+                "mem_side": {"peer": [{"qemu": None}]},
+            },
+        },
+    }
+)  # not strings
+@fuzz(
+    "gem5 config.json (perfguard.sim.gem5.read_config)",
+    mutated_json(
+        {
+            "type": "Root",
+            "path": "root",
+            "full_system": False,
+            "system": {
+                "type": "System",
+                "path": "system",
+                "cache_line_size": 64,
+                "cpu": [
+                    {
+                        "type": "BaseTimingSimpleCPU",
+                        "path": "system.cpu",
+                        "dcache_port": {"peer": "system.cpu.dcache.cpu_side"},
+                        "dcache": {
+                            "type": "Cache",
+                            "path": "system.cpu.dcache",
+                            "size": 32768,
+                            "assoc": 8,
+                            "mem_side": {"peer": ["system.membus.cpu_side_ports[1]"]},
+                        },
+                    }
+                ],
+            },
+        }
+    ),
+)
 def test_gem5_config_json_reader(doc):
     path = scratch("gem5json/config.json", as_json_text(doc))
     config = rejects_or_returns(gem5.read_config, path)
@@ -445,8 +595,10 @@ summary: 1105 6 4 342 33 11 121 7 3 60 4 1 0
 """
 
 
-@fuzz('cachegrind.out (perfguard.sim.cachegrind.parse_cachegrind_out)',
-      st.one_of(raw_inputs(CACHEGRIND_OUT), edited_lines(CACHEGRIND_OUT, count_tokens)))
+@fuzz(
+    "cachegrind.out (perfguard.sim.cachegrind.parse_cachegrind_out)",
+    st.one_of(raw_inputs(CACHEGRIND_OUT), edited_lines(CACHEGRIND_OUT, count_tokens)),
+)
 def test_cachegrind_output_parser(data):
     parsed = rejects_or_returns(cachegrind.parse_cachegrind_out, data, "cachegrind.out")
     if parsed is None:
@@ -461,20 +613,41 @@ def test_cachegrind_output_parser(data):
 
 # -- baselines, models, datasets, reports -----------------------------------------------------------------
 
-BASELINE = json.loads(Baseline(
-    kernel="g", target="x86_64", family="gemm", params={"M": 16}, simulator="qemu", content_hash="ab" * 32,
-    stats=Stats(**{k: 10 + i for i, k in enumerate(STAT_FIELDS)}), predicted_time_s=1.5e-6,
-    model_id="analytical-v1-0123456789ab", commit=None, created="2026-01-01T00:00:00+00:00",
-    toolchain={"cc": "gcc 12", "tvm": "0.27"}).to_json())
+BASELINE = json.loads(
+    Baseline(
+        kernel="g",
+        target="x86_64",
+        family="gemm",
+        params={"M": 16},
+        simulator="qemu",
+        content_hash="ab" * 32,
+        stats=Stats(**{k: 10 + i for i, k in enumerate(STAT_FIELDS)}),
+        predicted_time_s=1.5e-6,
+        model_id="analytical-v1-0123456789ab",
+        commit=None,
+        created="2026-01-01T00:00:00+00:00",
+        toolchain={"cc": "gcc 12", "tvm": "0.27"},
+    ).to_json()
+)
 
 
-@fuzz('baseline reader (perfguard.baselines.store.parse_baseline)',
-      st.one_of(mutated_json(BASELINE), mutated_json(BASELINE).map(as_json_text),
-                 raw_inputs(json.dumps(BASELINE, indent=1)),
-                 st.sampled_from(["[" * 5000 + "]" * 5000, '{"schema": 1e999}', "NaN", '"\\ud800"'])))
+@fuzz(
+    "baseline reader (perfguard.baselines.store.parse_baseline)",
+    st.one_of(
+        mutated_json(BASELINE),
+        mutated_json(BASELINE).map(as_json_text),
+        raw_inputs(json.dumps(BASELINE, indent=1)),
+        st.sampled_from(["[" * 5000 + "]" * 5000, '{"schema": 1e999}', "NaN", '"\\ud800"']),
+    ),
+)
 def test_baseline_reader(doc):
-    text = doc if isinstance(doc, str) else as_json_text(doc) if not isinstance(doc, bytes) \
+    text = (
+        doc
+        if isinstance(doc, str)
+        else as_json_text(doc)
+        if not isinstance(doc, bytes)
         else doc.decode("utf-8", "replace")
+    )
     baseline = rejects_or_returns(parse_baseline, text, "baselines/x86_64/g.json")
     if baseline is None:
         return
@@ -495,12 +668,15 @@ PROBE = synthetic_stats(3)[0]
 def model_cases() -> st.SearchStrategy:
     if not MODELS:
         MODELS.update({name: json.loads(captured.model_file(name).read_text()) for name in sorted(PREDICTORS)})
-    return st.sampled_from(sorted(MODELS)).flatmap(lambda name: st.tuples(
-        st.just(name), mutated_json(MODELS[name]), st.booleans()))
+    return st.sampled_from(sorted(MODELS)).flatmap(
+        lambda name: st.tuples(st.just(name), mutated_json(MODELS[name]), st.booleans())
+    )
 
 
-@fuzz('model reader (perfguard.predict.store.load_model)',
-      st.one_of(st.deferred(model_cases), raw_inputs('{"schema": 1, "predictor": "mlr", "payload": {}}')))
+@fuzz(
+    "model reader (perfguard.predict.store.load_model)",
+    st.one_of(st.deferred(model_cases), raw_inputs('{"schema": 1, "predictor": "mlr", "payload": {}}')),
+)
 def test_model_reader(case):
     if isinstance(case, tuple):
         name, doc, consistent = case
@@ -525,13 +701,24 @@ def test_model_reader(case):
     assert np.all(np.isfinite(predicted)) and np.all(predicted > 0)
 
 
-DATASET = json.loads(Dataset("x86_64", "gemm", "qemu", "qemu 7.2", rows=[
-    Row("M=16", {"M": 16, "tile_m": 4}, s, float(t), {"min_s": float(t), "cv": 0.01}, {"cpu": "test"})
-    for s, t in zip(*synthetic_stats(2)[:2])]).to_json())
+DATASET = json.loads(
+    Dataset(
+        "x86_64",
+        "gemm",
+        "qemu",
+        "qemu 7.2",
+        rows=[
+            Row("M=16", {"M": 16, "tile_m": 4}, s, float(t), {"min_s": float(t), "cv": 0.01}, {"cpu": "test"})
+            for s, t in zip(*synthetic_stats(2)[:2])
+        ],
+    ).to_json()
+)
 
 
-@fuzz('dataset reader (perfguard.predict.dataset.load_dataset)',
-      st.one_of(mutated_json(DATASET), raw_inputs(json.dumps(DATASET))))
+@fuzz(
+    "dataset reader (perfguard.predict.dataset.load_dataset)",
+    st.one_of(mutated_json(DATASET), raw_inputs(json.dumps(DATASET))),
+)
 def test_dataset_reader(doc):
     text = as_json_text(doc) if isinstance(doc, dict) else doc
     dataset = rejects_or_returns(load_dataset, scratch("datasets/x86_64/gemm.json", text))
@@ -547,14 +734,30 @@ def test_dataset_reader(doc):
     dataset.to_json()
 
 
-REPORT = {"schema": 1, "perfguard_version": "0.1.0", "created": "2026-01-01T00:00:00+00:00", "config": None,
-          "summary": {"exit_code": 0, "regression": 0, "error": 0, "improvement": 0, "new": 0, "unchanged": 1},
-          "results": [{"kernel": "g", "target": "x86_64", "verdict": "unchanged", "delta_pct": 0.0,
-                       "threshold_pct": 2.0, "stats": {"insts": 1}, "error": None}]}
+REPORT = {
+    "schema": 1,
+    "perfguard_version": "0.1.0",
+    "created": "2026-01-01T00:00:00+00:00",
+    "config": None,
+    "summary": {"exit_code": 0, "regression": 0, "error": 0, "improvement": 0, "new": 0, "unchanged": 1},
+    "results": [
+        {
+            "kernel": "g",
+            "target": "x86_64",
+            "verdict": "unchanged",
+            "delta_pct": 0.0,
+            "threshold_pct": 2.0,
+            "stats": {"insts": 1},
+            "error": None,
+        }
+    ],
+}
 
 
-@fuzz('report reader (perfguard.document.report.read_report)',
-      st.one_of(mutated_json(REPORT), raw_inputs(json.dumps(REPORT))))
+@fuzz(
+    "report reader (perfguard.document.report.read_report)",
+    st.one_of(mutated_json(REPORT), raw_inputs(json.dumps(REPORT))),
+)
 def test_report_reader(doc):
     text = as_json_text(doc) if isinstance(doc, dict) else doc
     data = rejects_or_returns(read_report, scratch("reports/perfguard.json", text))
@@ -563,13 +766,29 @@ def test_report_reader(doc):
         assert type(data).from_json(data.to_json()) == data  # what was read writes back to the same report
 
 
-@pytest.mark.parametrize("text, message", [
-    ("1e999", "number 1e999 is out of range"), ("[-1E+400]", "number -1E+400 is out of range"),
-    ("[1" + "0" * 40 + "]", "has more than 40 digits"), ('"\\ud800"', "lone surrogate"),
-    ('{"\\uDC00": 1}', "lone surrogate"), ('"\ud800"', "lone surrogate"), ("[NaN]", "non-finite number NaN"),
-    ('{"a": [1, 2.5, "x", "\\ud83d\\ude00", 1e308, 1.5e-400, ' + "9" * 40 + "]}", None),
-], ids=["exponent", "capital-exponent", "digits", "escaped-surrogate", "escaped-surrogate-key", "raw-surrogate",
-        "nan", "valid"])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("1e999", "number 1e999 is out of range"),
+        ("[-1E+400]", "number -1E+400 is out of range"),
+        ("[1" + "0" * 40 + "]", "has more than 40 digits"),
+        ('"\\ud800"', "lone surrogate"),
+        ('{"\\uDC00": 1}', "lone surrogate"),
+        ('"\ud800"', "lone surrogate"),
+        ("[NaN]", "non-finite number NaN"),
+        ('{"a": [1, 2.5, "x", "\\ud83d\\ude00", 1e308, 1.5e-400, ' + "9" * 40 + "]}", None),
+    ],
+    ids=[
+        "exponent",
+        "capital-exponent",
+        "digits",
+        "escaped-surrogate",
+        "escaped-surrogate-key",
+        "raw-surrogate",
+        "nan",
+        "valid",
+    ],
+)
 def test_strict_json_checks_every_text_the_same_way(text, message):
     """perfguard.jsonfile parses most texts with the json module alone and hands the rest to its
     checks: either way, what is out of range is refused and what is not reads as Python reads it."""

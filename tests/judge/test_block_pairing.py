@@ -65,9 +65,17 @@ def profile(*blocks: Block) -> Stats:
 
 def side(start: int, end: int, code: str, executions: int, cycles: float) -> BlockSide:
     asm, _ = CODE[code]
-    return BlockSide(start=start, end=end, insns=len(asm), executions=executions,
-                     cycles_per_execution=cycles / executions, cycles=cycles, bound="dispatch", symbol="k",
-                     asm=list(asm))
+    return BlockSide(
+        start=start,
+        end=end,
+        insns=len(asm),
+        executions=executions,
+        cycles_per_execution=cycles / executions,
+        cycles=cycles,
+        bound="dispatch",
+        symbol="k",
+        asm=list(asm),
+    )
 
 
 # baseline                                     current
@@ -80,10 +88,21 @@ def side(start: int, end: int, code: str, executions: int, cycles: float) -> Blo
 #                          = 30 at 0x1040            = 40      +10
 # 0x1050 F 480fafc1  -                          10 x 3 =  30    +30  (current only)
 # totals                 471                       571          +100
-BASELINE = profile(block(0x1000, "4801c8", 100), block(0x1010, "4883e901", 50), block(0x1020, "4801d8", 20),
-                   block(0x1030, "c3", 7), block(0x1040, "9090", 20), block(0x1040, "90909090", 5))
-CURRENT = profile(block(0x1000, "4801c8", 130), block(0x1010, "4883e901", 55), block(0x1030, "c3", 7),
-                  block(0x1040, "9090", 40), block(0x1050, "480fafc1", 10))
+BASELINE = profile(
+    block(0x1000, "4801c8", 100),
+    block(0x1010, "4883e901", 50),
+    block(0x1020, "4801d8", 20),
+    block(0x1030, "c3", 7),
+    block(0x1040, "9090", 20),
+    block(0x1040, "90909090", 5),
+)
+CURRENT = profile(
+    block(0x1000, "4801c8", 130),
+    block(0x1010, "4883e901", 55),
+    block(0x1030, "c3", 7),
+    block(0x1040, "9090", 40),
+    block(0x1050, "480fafc1", 10),
+)
 
 
 def block_changes(model, baseline, current):
@@ -95,8 +114,12 @@ def test_pairs_shares_and_order_of_a_hand_made_change():
     changes = block_changes(HandCycles(), BASELINE, CURRENT)
     # largest |change| first; B and C tie at 20 cycles: the lower address first
     assert [(c.start, c.delta_cycles, c.share_pct) for c in changes] == [
-        (0x1000, 60.0, 60.0), (0x1050, 30.0, 30.0), (0x1010, 20.0, 20.0), (0x1020, -20.0, -20.0),
-        (0x1040, 10.0, 10.0)]
+        (0x1000, 60.0, 60.0),
+        (0x1050, 30.0, 30.0),
+        (0x1010, 20.0, 20.0),
+        (0x1020, -20.0, -20.0),
+        (0x1040, 10.0, 10.0),
+    ]
     assert sum(c.share_pct for c in changes) == 100.0  # every changed block listed: the shares add up
     by_start = {c.start: c for c in changes}
     assert by_start[0x1000].baseline == side(0x1000, 0x1003, "4801c8", 100, 200.0)
@@ -110,8 +133,17 @@ def test_pairs_shares_and_order_of_a_hand_made_change():
     # the range to the longer one's end; instructions, disassembly and bound are the longer one's
     # (the site's code as a whole)
     e = by_start[0x1040]
-    assert e.baseline == BlockSide(start=0x1040, end=0x1044, insns=4, executions=25, cycles_per_execution=1.2,
-                                   cycles=30.0, bound="dispatch", symbol="k", asm=["nop"] * 4)
+    assert e.baseline == BlockSide(
+        start=0x1040,
+        end=0x1044,
+        insns=4,
+        executions=25,
+        cycles_per_execution=1.2,
+        cycles=30.0,
+        bound="dispatch",
+        symbol="k",
+        asm=["nop"] * 4,
+    )
     assert e.current == side(0x1040, 0x1042, "9090", 40, 40.0)
 
 
@@ -123,8 +155,12 @@ def test_the_same_profile_on_both_sides_changes_nothing():
 def test_the_direction_is_current_minus_baseline():
     changes = block_changes(HandCycles(), CURRENT, BASELINE)  # the sides swapped
     assert [(c.start, c.delta_cycles, c.share_pct) for c in changes] == [
-        (0x1000, -60.0, 60.0), (0x1050, -30.0, 30.0), (0x1010, -20.0, 20.0), (0x1020, 20.0, -20.0),
-        (0x1040, -10.0, 10.0)]  # shares of a change of -100: the same signs as above
+        (0x1000, -60.0, 60.0),
+        (0x1050, -30.0, 30.0),
+        (0x1010, -20.0, 20.0),
+        (0x1020, 20.0, -20.0),
+        (0x1040, -10.0, 10.0),
+    ]  # shares of a change of -100: the same signs as above
     assert changes[1].baseline is not None and changes[1].current is None
 
 
@@ -148,7 +184,8 @@ def test_code_that_only_moved_is_no_change():
     more = profile(block(0x1000, "4801c8", 10), block(0x1020, "4883e901", 13))
     changes = block_changes(HandCycles(), base, more)
     assert [(c.start, c.delta_cycles, c.share_pct, c.baseline.start, c.current.start) for c in changes] == [
-        (0x1020, 12.0, 100.0, 0x1010, 0x1020)]
+        (0x1020, 12.0, 100.0, 0x1010, 0x1020)
+    ]
 
 
 def test_at_most_max_blocks_are_kept_the_largest_with_shares_of_the_whole_change():
@@ -172,8 +209,9 @@ def test_pairing_with_the_real_pipeline_model_uses_its_cycles(tmp_path):
     loop = "4801c84883e90175f7"  # addq %rcx, %rax; subq $1, %rcx; jne -9
     tail = "4801d8c3"  # addq %rbx, %rax; retq
     base = profile(Block(0x401000, 9, 3, 100, loop, "k"), Block(0x401009, 4, 2, 1, tail, "k"))
-    cur = profile(Block(0x401000, 9, 3, 250, loop, "k"), Block(0x401009, 4, 2, 1, tail, "k"),
-                  Block(0x401100, 4, 2, 3, tail, "k"))
+    cur = profile(
+        Block(0x401000, 9, 3, 250, loop, "k"), Block(0x401009, 4, 2, 1, tail, "k"), Block(0x401100, 4, 2, 3, tail, "k")
+    )
     per = {c.block.code: c.cycles_per_execution for c in model.block_costs(cur)}
     changes = block_changes(model, base, cur)
     assert [(c.start, c.delta_cycles) for c in changes] == [(0x401000, 150 * per[loop]), (0x401100, 3 * per[tail])]

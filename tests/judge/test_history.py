@@ -28,11 +28,31 @@ def score(b: Baseline) -> float:
 
 
 def baseline(insts: int, kernel: str = "k", simulator: str = "qemu") -> Baseline:
-    stats = Stats(insts=insts, loads=insts // 4, stores=insts // 10, branches=insts // 20, fp_insts=0,
-                  vec_insts=insts // 3, vec_fp_insts=insts // 8, l1i_misses=2, l1d_misses=insts // 50, l2_misses=3)
-    return Baseline(kernel=kernel, target="x86_64", family="gemm", params={}, simulator=simulator,
-                    content_hash="h", stats=stats, predicted_time_s=0.0, model_id="m", commit=None,
-                    created="2026-01-01T00:00:00+00:00")
+    stats = Stats(
+        insts=insts,
+        loads=insts // 4,
+        stores=insts // 10,
+        branches=insts // 20,
+        fp_insts=0,
+        vec_insts=insts // 3,
+        vec_fp_insts=insts // 8,
+        l1i_misses=2,
+        l1d_misses=insts // 50,
+        l2_misses=3,
+    )
+    return Baseline(
+        kernel=kernel,
+        target="x86_64",
+        family="gemm",
+        params={},
+        simulator=simulator,
+        content_hash="h",
+        stats=stats,
+        predicted_time_s=0.0,
+        model_id="m",
+        commit=None,
+        created="2026-01-01T00:00:00+00:00",
+    )
 
 
 @pytest.fixture
@@ -56,8 +76,10 @@ LEVELS = [100_000, 100_150, 99_900, 100_050, 100_100, 125_000, 125_200, 124_900,
 
 
 def test_history_of_a_real_repository_finds_the_one_step(repo):
-    shas = [commit_baseline(repo, baseline(n), f"tune <b>kernel</b> step {i} <script>x()</script>")
-            for i, n in enumerate(LEVELS)]
+    shas = [
+        commit_baseline(repo, baseline(n), f"tune <b>kernel</b> step {i} <script>x()</script>")
+        for i, n in enumerate(LEVELS)
+    ]
     # Commits that do not touch this baseline are not points of its history.
     other = BaselineStore(repo.working_tree_dir + "/baselines").write(baseline(5, kernel="other"))
     repo.index.add([str(other)])
@@ -115,9 +137,17 @@ def test_history_commit_messages_are_escaped_in_the_kernel_page(repo):
         commit_baseline(repo, baseline(n), f"<img src=x onerror=alert({i})> & more")
     history = BaselineHistory(repo.working_tree_dir + "/baselines")
     h = kernel_history(history, "x86_64", "k", "qemu", score, 2.0)
-    result = Result(kernel="k", target="x86_64", verdict="unchanged", delta_pct=0.0, threshold_pct=2.0,
-                    current_time_s=h.points[-1].time_s, baseline_time_s=h.points[-1].time_s,
-                    simulator="qemu", history=h)
+    result = Result(
+        kernel="k",
+        target="x86_64",
+        verdict="unchanged",
+        delta_pct=0.0,
+        threshold_pct=2.0,
+        current_time_s=h.points[-1].time_s,
+        baseline_time_s=h.points[-1].time_s,
+        simulator="qemu",
+        history=h,
+    )
     data = Report(Summary(exit_code=0, unchanged=1), [result])
     page = render_kernel(data, "k", [result])
     assert "<img" not in page and "&lt;img src=x onerror=alert(3)&gt; &amp; more" in page
@@ -126,29 +156,33 @@ def test_history_commit_messages_are_escaped_in_the_kernel_page(repo):
     assert "<img" not in render_markdown(data)
 
 
-@pytest.mark.parametrize("values, expected", [
-    ([1.0] * 6 + [1.3] * 6, [6]),  # one step up
-    ([1.0] * 8, []),  # flat
-    ([1.0, 1.004, 0.997, 1.002, 0.999, 1.003, 0.998, 1.001], []),  # noise far below the step size
-    ([1.0] * 5 + [1.5] + [1.0] * 5, [5, 6]),  # a regression that was reverted: two steps
-    ([1.0] * 4 + [1.2] * 4 + [0.8] * 4, [4, 8]),  # up, then down below the start
-    ([1.0] * 5 + [1.01] * 5, []),  # a 1 % step under a 2 % threshold is not a change point
-    ([100.0] * 5 + [102.0] * 5, [5]),  # a step of exactly min_step is one (a step "of at least min_step")
-    ([100.0] * 5 + [101.99] * 5, []),  # just under it is not
-    ([100.0] * 5 + [98.0] * 5, [5]),  # the same downwards
-    ([100.0] * 5 + [98.01] * 5, []),
-    ([2.0, 1.0], [1]),  # the shortest series with a step
-    ([1.0], []),
-    ([], []),
-])
+@pytest.mark.parametrize(
+    "values, expected",
+    [
+        ([1.0] * 6 + [1.3] * 6, [6]),  # one step up
+        ([1.0] * 8, []),  # flat
+        ([1.0, 1.004, 0.997, 1.002, 0.999, 1.003, 0.998, 1.001], []),  # noise far below the step size
+        ([1.0] * 5 + [1.5] + [1.0] * 5, [5, 6]),  # a regression that was reverted: two steps
+        ([1.0] * 4 + [1.2] * 4 + [0.8] * 4, [4, 8]),  # up, then down below the start
+        ([1.0] * 5 + [1.01] * 5, []),  # a 1 % step under a 2 % threshold is not a change point
+        ([100.0] * 5 + [102.0] * 5, [5]),  # a step of exactly min_step is one (a step "of at least min_step")
+        ([100.0] * 5 + [101.99] * 5, []),  # just under it is not
+        ([100.0] * 5 + [98.0] * 5, [5]),  # the same downwards
+        ([100.0] * 5 + [98.01] * 5, []),
+        ([2.0, 1.0], [1]),  # the shortest series with a step
+        ([1.0], []),
+        ([], []),
+    ],
+)
 def test_change_points(values, expected):
     assert [c.index for c in detect(values, min_step_pct=2.0)] == expected
 
 
 def test_change_points_in_long_noisy_series():
     rng = random.Random(7)
-    values = [1.0 + rng.uniform(-0.004, 0.004) for _ in range(60)] + \
-             [1.1 + rng.uniform(-0.004, 0.004) for _ in range(40)]
+    values = [1.0 + rng.uniform(-0.004, 0.004) for _ in range(60)] + [
+        1.1 + rng.uniform(-0.004, 0.004) for _ in range(40)
+    ]
     found = detect(values, min_step_pct=2.0)
     assert [c.index for c in found] == [60]
     before, after = statistics.median(values[:60]), statistics.median(values[60:])

@@ -31,8 +31,9 @@ MODEL = AnalyticalModel(X86)
 
 
 def _stats(insts: int) -> Stats:
-    return Stats(insts=insts, loads=insts // 4, stores=insts // 8, branches=insts // 10, l1d_misses=0, l1i_misses=0,
-                 l2_misses=0)
+    return Stats(
+        insts=insts, loads=insts // 4, stores=insts // 8, branches=insts // 10, l1d_misses=0, l1i_misses=0, l2_misses=0
+    )
 
 
 def _baseline(stats: Stats) -> Baseline:
@@ -41,13 +42,21 @@ def _baseline(stats: Stats) -> Baseline:
 
 def _calibration(quantile: float) -> IntervalCalibration:
     cal = calibrate({("x86_64", MODEL.model_id, "analytical"): [(1.1, 1.1)] * 19}, {})
-    return IntervalCalibration(cal.level, cal.scale, (cal.entries[0].__class__("x86_64", MODEL.model_id, "analytical",
-                                                                                19, quantile),), {})
+    return IntervalCalibration(
+        cal.level, cal.scale, (cal.entries[0].__class__("x86_64", MODEL.model_id, "analytical", 19, quantile),), {}
+    )
 
 
 def _judge(insts: int, gate: str, quantile: float = 0.2, threshold: float = 5.0):
-    return judge(_stats(insts), _baseline(_stats(10000)), MODEL, threshold, intervals=_calibration(quantile),
-                 target="x86_64", gate=gate)
+    return judge(
+        _stats(insts),
+        _baseline(_stats(10000)),
+        MODEL,
+        threshold,
+        intervals=_calibration(quantile),
+        target="x86_64",
+        gate=gate,
+    )
 
 
 def test_the_verdict_carries_the_interval_of_its_change():
@@ -79,17 +88,43 @@ def test_the_gate_compares_the_named_end_of_the_interval():
 
 
 def _report(with_interval: bool = True) -> dict:
-    row = {"kernel": "gemm_a", "target": "x86_64", "verdict": "regression", "delta_pct": 5.7, "threshold_pct": 5.0,
-           "current_time_s": 1.057e-3, "baseline_time_s": 1e-3, "simulator": "qemu", "model_id": "pipeline-v3-x",
-           "calibrated": False}
+    row = {
+        "kernel": "gemm_a",
+        "target": "x86_64",
+        "verdict": "regression",
+        "delta_pct": 5.7,
+        "threshold_pct": 5.0,
+        "current_time_s": 1.057e-3,
+        "baseline_time_s": 1e-3,
+        "simulator": "qemu",
+        "model_id": "pipeline-v3-x",
+        "calibrated": False,
+    }
     big = {**row, "kernel": "gemv_b", "delta_pct": 140.0, "current_time_s": 2.4e-3}
     if with_interval:
-        row["interval"] = {"low_pct": 1.2, "high_pct": 10.4, "level": 0.9, "basis": "pipeline-v3-x on x86_64, 56 "
-                           "verdict pairs", "exact": True, "straddles": True}
-        big["interval"] = {"low_pct": 96.0, "high_pct": 194.0, "level": 0.9, "basis": "pipeline-v3-x on x86_64, 56 "
-                           "verdict pairs", "exact": True}
-    return {"schema": 1, "perfguard_version": "0", "created": "now", "config": None,
-            "summary": {"exit_code": 1, "regression": 2}, "results": [row, big]}
+        row["interval"] = {
+            "low_pct": 1.2,
+            "high_pct": 10.4,
+            "level": 0.9,
+            "basis": "pipeline-v3-x on x86_64, 56 verdict pairs",
+            "exact": True,
+            "straddles": True,
+        }
+        big["interval"] = {
+            "low_pct": 96.0,
+            "high_pct": 194.0,
+            "level": 0.9,
+            "basis": "pipeline-v3-x on x86_64, 56 verdict pairs",
+            "exact": True,
+        }
+    return {
+        "schema": 1,
+        "perfguard_version": "0",
+        "created": "now",
+        "config": None,
+        "summary": {"exit_code": 1, "regression": 2},
+        "results": [row, big],
+    }
 
 
 def _terminal(report: Report) -> str:
@@ -124,8 +159,10 @@ def test_every_output_shows_the_interval_and_says_when_it_straddles_the_threshol
     assert "regression (estimate over the threshold; the interval reaches below it)" in summary
     assert "regression (the whole interval over the threshold)" in summary
     assert 'gate = "estimate": a result is a regression when its predicted change is over its threshold' in summary
-    assert "FAIL gemm_a [x86_64] regression (estimate over the threshold; the interval reaches below it) +5.70 % " \
-           "(90 %: +1.2 .. +10.4 %)" in term
+    assert (
+        "FAIL gemm_a [x86_64] regression (estimate over the threshold; the interval reaches below it) +5.70 % "
+        "(90 %: +1.2 .. +10.4 %)" in term
+    )
 
     write_html(report, tmp_path)
     index = (tmp_path / "index.html").read_text()

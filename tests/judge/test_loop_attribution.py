@@ -19,12 +19,18 @@ from tests import captured
 
 
 def _stats(*blocks: Block) -> Stats:
-    return Stats(insts=sum(b.insns * b.count for b in blocks), l1d_misses=0, l1i_misses=0, l2_misses=0,
-                 blocks=BlockProfile.merged(list(blocks)))
+    return Stats(
+        insts=sum(b.insns * b.count for b in blocks),
+        l1d_misses=0,
+        l1i_misses=0,
+        l2_misses=0,
+        blocks=BlockProfile.merged(list(blocks)),
+    )
 
 
-NEST = LoopNest((Loop("i", 8, "serial", None), Loop("k", 16, "serial", 0), Loop("j", 16, "serial", None)),
-                ("main_compute_",)).to_dict()
+NEST = LoopNest(
+    (Loop("i", 8, "serial", None), Loop("k", 16, "serial", 0), Loop("j", 16, "serial", None)), ("main_compute_",)
+).to_dict()
 
 
 def test_only_the_kernels_blocks_are_named_and_two_fitting_loops_are_candidates_not_an_answer():
@@ -58,11 +64,18 @@ def test_a_loop_head_entered_by_falling_through_counts_every_iteration():
 
 
 # nests a (i > j[16]), c (i > m[12]), b (i > k[16]), in this order; j and k fit a count of 128
-ORDERED = LoopNest((Loop("i", 8, "serial", None, stores=("a",)), Loop("j", 16, "serial", 0),
-                    Loop("i", 8, "serial", None, stores=("c",)), Loop("m", 12, "serial", 2),
-                    Loop("i", 8, "serial", None, stores=("b",)), Loop("k", 16, "serial", 4)),
-                   ("main_compute_",)).to_dict()
-OUTER = _block(0x0f00, 8)  # a block of an outer i loop: they are kept (LLVM did not unroll them)
+ORDERED = LoopNest(
+    (
+        Loop("i", 8, "serial", None, stores=("a",)),
+        Loop("j", 16, "serial", 0),
+        Loop("i", 8, "serial", None, stores=("c",)),
+        Loop("m", 12, "serial", 2),
+        Loop("i", 8, "serial", None, stores=("b",)),
+        Loop("k", 16, "serial", 4),
+    ),
+    ("main_compute_",),
+).to_dict()
+OUTER = _block(0x0F00, 8)  # a block of an outer i loop: they are kept (LLVM did not unroll them)
 
 
 def test_the_order_of_the_nests_tells_loops_of_one_count_apart():
@@ -84,9 +97,14 @@ def test_the_order_of_the_nests_tells_loops_of_one_count_apart():
 
 def test_anchors_out_of_the_nests_order_narrow_nothing():
     # a fourth nest d (i > n[20]) after b; n's block lies before c's m: not the nest's order
-    nest = {**ORDERED, "loops": ORDERED["loops"] + [
-        {"var": "i", "extent": 8, "kind": "serial", "parent": None, "copy_of": None, "stores": ["d"]},
-        {"var": "n", "extent": 20, "kind": "serial", "parent": 6, "copy_of": None, "stores": []}]}
+    nest = {
+        **ORDERED,
+        "loops": ORDERED["loops"]
+        + [
+            {"var": "i", "extent": 8, "kind": "serial", "parent": None, "copy_of": None, "stores": ["d"]},
+            {"var": "n", "extent": 20, "kind": "serial", "parent": 6, "copy_of": None, "stores": []},
+        ],
+    }
     assert len(LoopNest.from_dict(nest, "t").loops) == len(LoopNest.from_dict(ORDERED, "t").loops) + 2
     blocks = [OUTER, _block(0x1000, 128), _block(0x1050, 160), _block(0x1100, 96)]
     namer = LoopNamer(nest, _stats(*blocks), "this run")
@@ -101,16 +119,20 @@ def test_a_count_no_plain_way_fits_names_the_loop_the_debug_information_places_t
     # k[256] under i[8]: LLVM's vector loop ran 17 times per entry (8 x 17 = 136): no plain fit
     odd = _block(0x1010, 136)
     nest = {**NEST, "ranges": {"k": [[0x1000, 0x1040]]}}
-    loop, _ = LoopNamer({**nest, "loops": [nest["loops"][0], {**nest["loops"][1], "extent": 256},
-                                           nest["loops"][2]]}, _stats(_block(0x1000, 8), odd), "t").name(
-        "main_compute_", 136, 0x1010, 0x1020)
+    loop, _ = LoopNamer(
+        {**nest, "loops": [nest["loops"][0], {**nest["loops"][1], "extent": 256}, nest["loops"][2]]},
+        _stats(_block(0x1000, 8), odd),
+        "t",
+    ).name("main_compute_", 136, 0x1010, 0x1020)
     assert (loop.var, loop.approximate, loop.per_execution, loop.located) == ("k", True, 15, True)
     assert "about 15 iterations per execution: rewritten by LLVM" in loop.describe()
     # without the variable's location (or with a count that is no whole number of runs per entry)
     # there is no name
     plain = {**NEST, "loops": [NEST["loops"][0], {**NEST["loops"][1], "extent": 256}, NEST["loops"][2]]}
-    assert LoopNamer(plain, _stats(_block(0x1000, 8), odd), "t").name("main_compute_", 136, 0x1010, 0x1020) \
-        == (None, [])
+    assert LoopNamer(plain, _stats(_block(0x1000, 8), odd), "t").name("main_compute_", 136, 0x1010, 0x1020) == (
+        None,
+        [],
+    )
 
 
 def test_code_no_loop_fits_is_placed_in_the_nest_around_it():
@@ -118,13 +140,12 @@ def test_code_no_loop_fits_is_placed_in_the_nest_around_it():
     namer = LoopNamer(ORDERED, _stats(OUTER, first, odd, last, _block(0x1100, 96)), "this run")
     assert namer.name("main_compute_", 77, 0x1040, 0x1050) == (None, [])
     assert namer.nest_of("main_compute_", 0x1040, 77) == 1  # between two of nest a's blocks
-    assert namer.nest_of("main_compute_", 0x10f0, 77) is None  # between nest a's and nest c's
+    assert namer.nest_of("main_compute_", 0x10F0, 77) is None  # between nest a's and nest c's
 
 
 def test_a_baseline_written_before_loop_nests_reads_without_one(tmp_path):
     stats = _stats(Block(0x401000, 4, 1, 128, "90909090", "main_compute_"))
-    new = Baseline("k", "x86_64", "gemm", {}, "qemu", "ab" * 32, stats, 1e-3, "pipeline-v2-x", None, "now",
-                   loops=NEST)
+    new = Baseline("k", "x86_64", "gemm", {}, "qemu", "ab" * 32, stats, 1e-3, "pipeline-v2-x", None, "now", loops=NEST)
     assert parse_baseline(new.to_json(), "k.json").loops == NEST
     old = json.loads(new.to_json())
     del old["loops"]
@@ -133,6 +154,7 @@ def test_a_baseline_written_before_loop_nests_reads_without_one(tmp_path):
 
 
 # -- real builds, real simulations (captured: tests/captured/regenerate.py) ---------------------
+
 
 def _need(profile) -> None:
     missing = [p for p in (profile.cc, profile.qemu, "llvm-mca-19", "llvm-mc-19") if shutil.which(p) is None]
@@ -143,8 +165,9 @@ def _need(profile) -> None:
 def _hottest(result, most: int = 4) -> list[tuple[Block, object, list]]:
     """The kernel blocks that ran the most instructions, each with its loop and candidates."""
     namer = LoopNamer(result.loops, result.stats, result.kernel)
-    kernel = sorted((b for b in result.stats.blocks.blocks if namer.in_kernel(b.symbol)),
-                    key=lambda b: (-b.insns * b.count, b.addr))
+    kernel = sorted(
+        (b for b in result.stats.blocks.blocks if namer.in_kernel(b.symbol)), key=lambda b: (-b.insns * b.count, b.addr)
+    )
     return [(b, *namer.name(b.symbol, b.count)) for b in kernel[:most]]
 
 
@@ -211,8 +234,9 @@ def test_check_names_both_sides_loops_in_every_output_and_an_old_baseline_names_
     out = capsys.readouterr().out
     reports = config.parent / "reports"
     data = json.loads((reports / "perfguard.json").read_text())
-    jsonschema.validate(data, json.loads((REPO / "docs" / "report.schema.json").read_text()),
-                        cls=jsonschema.Draft202012Validator)
+    jsonschema.validate(
+        data, json.loads((REPO / "docs" / "report.schema.json").read_text()), cls=jsonschema.Draft202012Validator
+    )
     result = data["results"][0]
     assert result["verdict"] == "improvement" and result["delta_pct"] < -5.0 and result["blocks"]
     # and the blocks listed moved the same way in all
@@ -242,8 +266,9 @@ def test_init_and_product_loops_of_one_count_are_ambiguous_until_the_layout_tell
     result = captured.job("gemm_init-x86_64")
     namer = LoopNamer(result.loops, result.stats, result.kernel)
     # i_1_init (zeroing C) and i_1 (the products) both run 32 x 16 times per call (each peeled)
-    both = [b for b in result.stats.blocks.blocks if namer.in_kernel(b.symbol)
-            and len(namer.layout.matches(b.count)) == 2]
+    both = [
+        b for b in result.stats.blocks.blocks if namer.in_kernel(b.symbol) and len(namer.layout.matches(b.count)) == 2
+    ]
     assert both
     for b in both:
         loop, candidates = namer.name(b.symbol, b.count)  # by the count alone: no answer, two candidates

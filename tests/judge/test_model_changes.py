@@ -27,12 +27,27 @@ def _time(spec) -> float:
 
 def _view(base_specs, head_specs):
     """The model view of `head_specs` judged against baselines recorded from `base_specs`."""
-    baselines = {s.name: Baseline(s.name, "x86_64", None, dict(s.params), "qemu", "", Stats(insts=1), _time(s),
-                                  "analytical", None, "") for s in base_specs}
+    baselines = {
+        s.name: Baseline(
+            s.name, "x86_64", None, dict(s.params), "qemu", "", Stats(insts=1), _time(s), "analytical", None, ""
+        )
+        for s in base_specs
+    }
     order = {s.name: list(s.positions) for s in base_specs}
-    results = [ModelKernelResult(s.name, s.params["op"], s.params["calls"], "unchanged" if s.name in baselines else "new",
-                                 _time(s), baselines[s.name].predicted_time_s if s.name in baselines else None,
-                                 baselines.get(s.name), dict(s.params), tuple(s.positions)) for s in head_specs]
+    results = [
+        ModelKernelResult(
+            s.name,
+            s.params["op"],
+            s.params["calls"],
+            "unchanged" if s.name in baselines else "new",
+            _time(s),
+            baselines[s.name].predicted_time_s if s.name in baselines else None,
+            baselines.get(s.name),
+            dict(s.params),
+            tuple(s.positions),
+        )
+        for s in head_specs
+    ]
     leftover = [b for name, b in sorted(baselines.items()) if name not in {s.name for s in head_specs}]
     return total("r", "x86_64", 1.0, kernel_rows(results, leftover, lambda b: b.predicted_time_s, order))
 
@@ -47,8 +62,10 @@ def test_kernels_carry_their_graph_nodes_layers_and_call_order():
     assert label(conv.params) == "layer3.0.conv1 conv2d 1x16x4x4 -> 1x32x2x2 3x3/2"
     assert conv.params["nodes"] == [[["layer3.0.conv1", "Conv"], ["layer3.0.relu1", "Relu"]]]
     twice = specs["layer3.0.conv2"]  # conv + bias + residual add + ReLU, in both blocks of the stage
-    assert twice.params["calls"] == 2 and [site[0][0] for site in twice.params["nodes"]] == \
-        ["layer3.0.conv2", "layer3.1.conv2"]
+    assert twice.params["calls"] == 2 and [site[0][0] for site in twice.params["nodes"]] == [
+        "layer3.0.conv2",
+        "layer3.1.conv2",
+    ]
     assert [n for n, _ in twice.params["nodes"][0]] == ["layer3.0.conv2", "layer3.0.add", "layer3.0.relu2"]
     calls = sorted(p for s in extract("base") for p in s.positions)
     assert calls == list(range(len(calls)))  # every call once, in model order
@@ -72,8 +89,10 @@ def test_widening_a_stage_pairs_each_layer_with_itself():
     for r in rows.values():  # each pair: the same operator, window and stride
         if r.renamed_from:
             old = rows[r.renamed_from]
-            assert (old.op, old.baseline_layer["window"] if "window" in old.baseline_layer else None) == \
-                (r.op, r.layer["window"] if "window" in r.layer else None)
+            assert (old.op, old.baseline_layer["window"] if "window" in old.baseline_layer else None) == (
+                r.op,
+                r.layer["window"] if "window" in r.layer else None,
+            )
             assert old.baseline_calls == r.calls
 
 
@@ -81,9 +100,13 @@ def test_deepening_a_stage_adds_calls_and_names_the_new_nodes():
     view = _view(extract("base"), extract("deepened"))
     assert not _lines(view, "changed: ") and not _lines(view, "new: ") and not _lines(view, "removed: ")
     calls = _lines(view, "calls ")
-    assert any(line.startswith("calls 1 -> 2: +layer2.2.conv1: layer2.1.conv1, layer2.2.conv1 conv2d") for line in calls)
-    assert any(line.startswith("calls 2 -> 3: +layer2.2.conv2: layer2.0.conv2, layer2.1.conv2 +1 more conv2d")
-               for line in calls)
+    assert any(
+        line.startswith("calls 1 -> 2: +layer2.2.conv1: layer2.1.conv1, layer2.2.conv1 conv2d") for line in calls
+    )
+    assert any(
+        line.startswith("calls 2 -> 3: +layer2.2.conv2: layer2.0.conv2, layer2.1.conv2 +1 more conv2d")
+        for line in calls
+    )
     assert len(calls) == 2 and view.verdict == "regression"
 
 
@@ -116,8 +139,15 @@ def test_unnamed_nodes_are_named_after_their_weights_or_operator():
 
 
 def test_without_positions_only_operator_and_shapes_pair():
-    conv = {"op": "conv2d", "in": [1, 16, 8, 8], "out": [1, 16, 8, 8], "weight": [16, 16, 3, 3], "window": [3, 3],
-            "stride": [1, 1], "groups": 1}
+    conv = {
+        "op": "conv2d",
+        "in": [1, 16, 8, 8],
+        "out": [1, 16, 8, 8],
+        "weight": [16, 16, 3, 3],
+        "window": [3, 3],
+        "stride": [1, 1],
+        "groups": 1,
+    }
     wider = {**conv, "in": [1, 24, 8, 8], "out": [1, 24, 8, 8], "weight": [24, 24, 3, 3]}
     pointwise = {**wider, "weight": [24, 24, 1, 1], "window": [1, 1]}
     old = [Side("m.c.1", "conv2d_add", conv, [])]

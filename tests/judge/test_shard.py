@@ -13,13 +13,16 @@ from perfguard.shells.cli import main
 from tests.conftest import write_project
 from tests.projects import GOOD, WORSE, config_text
 
-TOML = config_text(["x86_64", "aarch64"], """
+TOML = config_text(
+    ["x86_64", "aarch64"],
+    """
 [[kernel]]
 name = "gemv_c"
 entry = "perfguard.kernels.gemv:gemv"
 family = "gemv"
 params = { M = 32, K = 64 }
-""")
+""",
+)
 
 
 def load(path: Path) -> dict:
@@ -34,8 +37,9 @@ def pairs(data: dict) -> dict[tuple[str, str], str]:
 def regressed(tmp_path_factory, cache_dir):
     """Baselines for every kernel, then gemm_a made slower: 6 pairs, some of them regressions.
     Made once: the tests only check it (each into its own report folder or JSON file)."""
-    config = write_project(tmp_path_factory.mktemp("shard"),
-                           TOML.replace("[perfguard]\n", f'[perfguard]\ncache_dir = "{cache_dir}"\n', 1))
+    config = write_project(
+        tmp_path_factory.mktemp("shard"), TOML.replace("[perfguard]\n", f'[perfguard]\ncache_dir = "{cache_dir}"\n', 1)
+    )
     assert main(["baseline", "update", "--config", str(config), "-j", "1"]) == 0
     config.write_text(config.read_text().replace(GOOD, WORSE))
     return config
@@ -54,8 +58,21 @@ def test_shards_partition_the_run_and_merge_to_the_same_verdict(regressed, tmp_p
     for i in range(1, n + 1):
         out_dir = tmp_path / f"shard-{i}"
         files.append(out_dir / "perfguard.json")
-        code = main(["check", "--config", str(config), "-j", "1", "--shard", f"{i}/{n}",
-                     "--report-dir", str(out_dir), "--json", str(tmp_path / f"shard-{i}.json")])
+        code = main(
+            [
+                "check",
+                "--config",
+                str(config),
+                "-j",
+                "1",
+                "--shard",
+                f"{i}/{n}",
+                "--report-dir",
+                str(out_dir),
+                "--json",
+                str(tmp_path / f"shard-{i}.json"),
+            ]
+        )
         shard = load(files[-1])
         assert shard["shard"] == {"index": i, "count": n}
         assert load(tmp_path / f"shard-{i}.json")["results"] == shard["results"]
@@ -72,21 +89,33 @@ def test_shards_partition_the_run_and_merge_to_the_same_verdict(regressed, tmp_p
     merged = load(merged_dir / "perfguard.json")
     assert pairs(merged) == pairs(full)
     assert merged["summary"] == full["summary"]
-    assert [(r["kernel"], r["target"]) for r in merged["results"]] == [(r["kernel"], r["target"]) for r in full["results"]]
+    assert [(r["kernel"], r["target"]) for r in merged["results"]] == [
+        (r["kernel"], r["target"]) for r in full["results"]
+    ]
     assert (merged_dir / "index.html").is_file()
     assert "regression" in capsys.readouterr().out
 
 
 @pytest.mark.slow
 def test_a_shard_beyond_the_pairs_is_empty_and_ok(regressed, tmp_path):
-    assert main(["check", "--config", str(regressed), "-j", "1", "--shard", "8/8",
-                 "--report-dir", str(tmp_path / "empty")]) == EXIT_OK
+    assert (
+        main(
+            ["check", "--config", str(regressed), "-j", "1", "--shard", "8/8", "--report-dir", str(tmp_path / "empty")]
+        )
+        == EXIT_OK
+    )
     assert load(tmp_path / "empty" / "perfguard.json")["results"] == []
 
 
 def _report(path: Path, results: list[dict], code: int = 0, shard: tuple[int, int] | None = None) -> Path:
-    data = {"schema": 1, "perfguard_version": "0", "created": "2026-01-01T00:00:00+00:00", "config": None,
-            "summary": {"exit_code": code}, "results": results}
+    data = {
+        "schema": 1,
+        "perfguard_version": "0",
+        "created": "2026-01-01T00:00:00+00:00",
+        "config": None,
+        "summary": {"exit_code": code},
+        "results": results,
+    }
     if shard:
         data["shard"] = {"index": shard[0], "count": shard[1]}
     path.write_text(json.dumps(data))
@@ -94,24 +123,50 @@ def _report(path: Path, results: list[dict], code: int = 0, shard: tuple[int, in
 
 
 def _result(kernel: str, target: str = "x86_64", verdict: str = "unchanged") -> dict:
-    return {"kernel": kernel, "target": target, "verdict": verdict, "delta_pct": 0.0, "threshold_pct": 2.0,
-            "current_time_s": 1e-6, "baseline_time_s": 1e-6, "model_id": "analytical", "calibrated": False,
-            "error": None}
+    return {
+        "kernel": kernel,
+        "target": target,
+        "verdict": verdict,
+        "delta_pct": 0.0,
+        "threshold_pct": 2.0,
+        "current_time_s": 1e-6,
+        "baseline_time_s": 1e-6,
+        "model_id": "analytical",
+        "calibrated": False,
+        "error": None,
+    }
 
 
-@pytest.mark.parametrize("setup, needle", [
-    (lambda d: [_report(d / "a.json", [_result("k")], shard=(1, 3)), _report(d / "b.json", [_result("j")], shard=(2, 3))],
-     "shard 3/3 is missing"),
-    (lambda d: [_report(d / "a.json", [_result("k")], shard=(1, 2)), _report(d / "b.json", [_result("j")], shard=(1, 2))],
-     "shard 1/2 is also in"),
-    (lambda d: [_report(d / "a.json", [_result("k")]), _report(d / "b.json", [_result("k")])],
-     "k[x86_64] is also in"),
-    (lambda d: [_report(d / "a.json", [_result("k")], shard=(1, 2)), _report(d / "b.json", [_result("j")])],
-     "cannot merge shards of different splits"),
-    (lambda d: [_report(d / "a.json", [_result("k", verdict="slower")])], "unknown verdict 'slower'"),
-    (lambda d: [d / "missing.json"], "missing.json: report not found"),
-    (lambda d: [(d / "bad.json", (d / "bad.json").write_text("{not json"))[0]], "bad.json: not a perfguard report"),
-])
+@pytest.mark.parametrize(
+    "setup, needle",
+    [
+        (
+            lambda d: [
+                _report(d / "a.json", [_result("k")], shard=(1, 3)),
+                _report(d / "b.json", [_result("j")], shard=(2, 3)),
+            ],
+            "shard 3/3 is missing",
+        ),
+        (
+            lambda d: [
+                _report(d / "a.json", [_result("k")], shard=(1, 2)),
+                _report(d / "b.json", [_result("j")], shard=(1, 2)),
+            ],
+            "shard 1/2 is also in",
+        ),
+        (
+            lambda d: [_report(d / "a.json", [_result("k")]), _report(d / "b.json", [_result("k")])],
+            "k[x86_64] is also in",
+        ),
+        (
+            lambda d: [_report(d / "a.json", [_result("k")], shard=(1, 2)), _report(d / "b.json", [_result("j")])],
+            "cannot merge shards of different splits",
+        ),
+        (lambda d: [_report(d / "a.json", [_result("k", verdict="slower")])], "unknown verdict 'slower'"),
+        (lambda d: [d / "missing.json"], "missing.json: report not found"),
+        (lambda d: [(d / "bad.json", (d / "bad.json").write_text("{not json"))[0]], "bad.json: not a perfguard report"),
+    ],
+)
 def test_merge_refuses_what_it_cannot_merge_honestly(tmp_path, capsys, setup, needle):
     files = setup(tmp_path)
     assert main(["merge", *map(str, files), "--report-dir", str(tmp_path / "out")]) == EXIT_USAGE

@@ -23,18 +23,24 @@ def summary_of(pairs) -> ToolchainSummary:
 
 
 def test_an_upgrade_from_harness_3_names_perfguard_and_each_change_once():
-    pairs = [(t, toolchain_changes(toolchain("81ac9d1", t), toolchain("a14f59e", t, perfguard="0.2.0")))
-             for t in ("aarch64", "x86_64")]
+    pairs = [
+        (t, toolchain_changes(toolchain("81ac9d1", t), toolchain("a14f59e", t, perfguard="0.2.0")))
+        for t in ("aarch64", "x86_64")
+    ]
     assert set(pairs[0][1]) == {"harness", "perfguard", "simulator"}
     said = toolchain_differences(summary_of(pairs))
-    assert said == ("perfguard 0.1.0 \u2192 0.2.0 and its toolchain differ from the baselines' "
-                    "(harness 3, template 9c05e39152cb \u2192 harness 4, template 95644c68a139; "
-                    "simulator plugin=d0bf293e9b8831be07a5 \u2192 plugin=2137aa98fa3ba0b0a03b)")
+    assert said == (
+        "perfguard 0.1.0 \u2192 0.2.0 and its toolchain differ from the baselines' "
+        "(harness 3, template 9c05e39152cb \u2192 harness 4, template 95644c68a139; "
+        "simulator plugin=d0bf293e9b8831be07a5 \u2192 plugin=2137aa98fa3ba0b0a03b)"
+    )
     line = headline(Summary(exit_code=0, toolchain=1, toolchain_changed=summary_of(pairs)))
     assert line.startswith("no regressions among the judged kernels; perfguard 0.1.0 \u2192 0.2.0 and its toolchain")
-    assert line.endswith("1 kernel(s) moved but are not judged (measured with another toolchain than their "
-                         "baselines': an edit of them is not guarded until you re-baseline); re-baseline "
-                         "with: perfguard baseline update --targets aarch64,x86_64")
+    assert line.endswith(
+        "1 kernel(s) moved but are not judged (measured with another toolchain than their "
+        "baselines': an edit of them is not guarded until you re-baseline); re-baseline "
+        "with: perfguard baseline update --targets aarch64,x86_64"
+    )
     assert "not a change of the code" not in line
 
 
@@ -44,7 +50,9 @@ def test_perfguard_alone_is_no_change_and_a_tool_alone_names_no_perfguard():
     cc = {**same, "cc": "aarch64-linux-gnu-gcc (Debian 13.2.0-1) 13.2.0"}
     assert toolchain_differences(summary_of([("aarch64", toolchain_changes(same, cc))])) == (
         "toolchain differs from the baselines' (cc aarch64-linux-gnu-gcc (Debian 12.2.0-14) 12.2.0 \u2192 "
-        "aarch64-linux-gnu-gcc (Debian 13.2.0-1) 13.2.0)")
-    line = headline(Summary(exit_code=0, toolchain=0, toolchain_changed=summary_of([("aarch64", toolchain_changes(
-        same, cc))])))
+        "aarch64-linux-gnu-gcc (Debian 13.2.0-1) 13.2.0)"
+    )
+    line = headline(
+        Summary(exit_code=0, toolchain=0, toolchain_changed=summary_of([("aarch64", toolchain_changes(same, cc))]))
+    )
     assert line.startswith("no regressions; toolchain differs") and "no kernel moved beyond its threshold" in line

@@ -215,8 +215,9 @@ def test_references_on_tiny_hand_cases():
     dense = get_family("dense_relu")
     x = np.array([[1.0, -2.0]], dtype="float32")
     w = np.array([[1.0, 1.0], [-1.0, 0.0]], dtype="float32")
-    np.testing.assert_array_equal(dense.reference([x, w, np.array([0.5, 0.0], "float32")], B=1, I=2, O=2)[0],
-                                  [[0.0, 0.0]])
+    np.testing.assert_array_equal(
+        dense.reference([x, w, np.array([0.5, 0.0], "float32")], B=1, I=2, O=2)[0], [[0.0, 0.0]]
+    )
     # 1x1 identity conv returns its input
     conv = get_family("conv2d")
     data = np.random.default_rng(0).standard_normal((1, 2, 3, 3)).astype("float32")

@@ -32,7 +32,7 @@ def test_the_default_tiles_and_vectorises_the_same_way_every_time(conv):
     assert first is not None and first == second  # deterministic: the same code every time
     assert "T.vectorized" not in conv and "T.vectorized" in first
     assert "T.parallel" not in first  # one core: the simulator's
-    assert "pragma_auto_unroll_max_step\": 16" in first
+    assert 'pragma_auto_unroll_max_step": 16' in first
     neon = default_schedule(conv, BUILTIN["aarch64"].tvm_target)
     assert neon is not None and neon != first  # 8-element tiles on NEON, 32 on x86_64
 
@@ -46,6 +46,13 @@ def test_tile_decisions_follow_the_rules():
     insts = [Inst(4), Inst(4), Inst(4), Inst(4), Inst(2), Inst(2), Inst(2)]
     extents = {0: 1, 1: 32, 2: 8, 3: 8, 4: 16, 5: 3, 6: 3}
     tiles = _tiles(insts, extents, lanes=16)  # two vectors: 32 elements, ow (8) whole, then 4 of oh
-    assert tiles == {0: [1, 1, 1, 1], 1: [8, 1, 4, 1], 2: [2, 1, 1, 4], 3: [1, 1, 1, 8],
-                     4: [1, 16], 5: [1, 3], 6: [1, 3]}
+    assert tiles == {
+        0: [1, 1, 1, 1],
+        1: [8, 1, 4, 1],
+        2: [2, 1, 1, 4],
+        3: [1, 1, 1, 8],
+        4: [1, 16],
+        5: [1, 3],
+        6: [1, 3],
+    }
     assert _largest_divisor(12, 8) == 6 and _largest_divisor(7, 4) == 1

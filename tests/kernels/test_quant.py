@@ -43,8 +43,10 @@ def _host_run(family, params):
     inputs = family.extra["make_inputs"](np.random.default_rng(7), **full)
     expected = family.reference(inputs, **full)
     dev = tvm.cpu()
-    outs = [tvm.runtime.empty(shape, str(want.dtype), dev)
-            for shape, want in zip(family.extra["output_shapes"](**full), expected)]
+    outs = [
+        tvm.runtime.empty(shape, str(want.dtype), dev)
+        for shape, want in zip(family.extra["output_shapes"](**full), expected)
+    ]
     lib["main"](*[tvm.runtime.tensor(a, dev) for a in inputs], *outs)
     return [o.numpy() for o in outs], expected
 
@@ -140,8 +142,7 @@ def test_dotprod_profile_build_contains_sdot_and_a72_does_not(tmp_path):
 
 
 def test_vnni_profile_build_contains_vpdpbusd(tmp_path):
-    text = _object_text("qgemm", dict(M=16, N=32, K=64, a_dtype="uint8", dot="vnni", **REQUANT), "x86_64vnni",
-                        tmp_path)
+    text = _object_text("qgemm", dict(M=16, N=32, K=64, a_dtype="uint8", dot="vnni", **REQUANT), "x86_64vnni", tmp_path)
     assert len(re.findall(r"\{vex\}\s+vpdpbusd\s.*%ymm", text)) >= 8
     assert "zmm" not in text  # the 256-bit VEX form: no AVX-512
 
@@ -161,8 +162,11 @@ def test_vnni_and_avx512_profiles_are_refused_before_simulating(tmp_path):
     qemu, grind = QemuSimulator(tmp_path), CachegrindSimulator(tmp_path)
     for ok in ("x86_64", "x86_64v1", "aarch64", "aarch64dot", "riscv64v"):
         qemu.check_target(BUILTIN[ok])
-    avx512 = dataclasses.replace(BUILTIN["x86_64"], name="skx",
-                                 tvm_target={"kind": "llvm", "mtriple": "x86_64-linux-gnu", "mcpu": "skylake-avx512"})
+    avx512 = dataclasses.replace(
+        BUILTIN["x86_64"],
+        name="skx",
+        tvm_target={"kind": "llvm", "mtriple": "x86_64-linux-gnu", "mcpu": "skylake-avx512"},
+    )
     by_flag = dataclasses.replace(BUILTIN["x86_64"], name="flagged", cflags=("-O2", "-mavx512f"))
     for profile, feature in ((BUILTIN["x86_64vnni"], "avxvnni"), (avx512, "avx512f"), (by_flag, "avx512f")):
         for sim in (qemu, grind):
@@ -212,9 +216,13 @@ def _sdot_executions(blocks, profile) -> int:
     """sdot/udot executed, from the block profile's bytes disassembled by llvm-mc (not by the plugin)."""
     total = 0
     for block in blocks:
-        text = " ".join("0x" + block.code[i:i + 2] for i in range(0, len(block.code), 2))
-        out = subprocess.run(["llvm-mc-19", "--disassemble", f"-triple={profile.triple}",
-                              f"-mattr={profile.mattr}"], input=text + "\n", capture_output=True, text=True).stdout
+        text = " ".join("0x" + block.code[i : i + 2] for i in range(0, len(block.code), 2))
+        out = subprocess.run(
+            ["llvm-mc-19", "--disassemble", f"-triple={profile.triple}", f"-mattr={profile.mattr}"],
+            input=text + "\n",
+            capture_output=True,
+            text=True,
+        ).stdout
         total += block.count * len(re.findall(r"^\s*[su]dot\s", out, re.M))
     return total
 
@@ -224,8 +232,14 @@ def simulated(tmp_path_factory):
     from perfguard.config import load_config
     from perfguard.runs.check import make_jobs, measure, select
 
-    for tool in ("qemu-aarch64", "aarch64-linux-gnu-gcc", "qemu-x86_64", "qemu-riscv64", "riscv64-linux-gnu-gcc",
-                 "llvm-mc-19"):
+    for tool in (
+        "qemu-aarch64",
+        "aarch64-linux-gnu-gcc",
+        "qemu-x86_64",
+        "qemu-riscv64",
+        "riscv64-linux-gnu-gcc",
+        "llvm-mc-19",
+    ):
         if shutil.which(tool) is None:
             pytest.skip(f"missing {tool}")
     root = tmp_path_factory.mktemp("quant-project")
@@ -296,8 +310,10 @@ def test_plugin_counts_armv82_words_capstone_cannot_decode(tmp_path):
         pytest.skip("missing the aarch64 cross compiler or QEMU")
     (tmp_path / "g.c").write_text(A64_GUEST)
     binary = tmp_path / "g"
-    subprocess.run([target.cc, "-O1", "-static", "-march=armv8.2-a+dotprod+fp16", "-o", str(binary),
-                    str(tmp_path / "g.c")], check=True)
+    subprocess.run(
+        [target.cc, "-O1", "-static", "-march=armv8.2-a+dotprod+fp16", "-o", str(binary), str(tmp_path / "g.c")],
+        check=True,
+    )
     sim = QemuSimulator(cache_dir=tmp_path / "cache")
     a, b = (sim.run(binary, target, [str(n)], 60).stats for n in (1000, 2000))
     per_iter = {k: (getattr(b, k) - getattr(a, k)) / 1000 for k in ("vec_insts", "vec_fp_insts", "fp_insts")}

@@ -62,6 +62,7 @@ def test_a_module_edited_on_disk_is_imported_afresh(tmp_path):
 
 # -- dependency files (user_code.recording) ---------------------------------------------------------
 
+
 def _deps_project(root: Path) -> Path:
     """entry -> mid -> helper (two imports away), a module imported lazily inside a function, a
     data file the entry reads, and an unrelated module another entry uses."""
@@ -69,12 +70,15 @@ def _deps_project(root: Path) -> Path:
     pkg.mkdir(parents=True)
     (pkg / "__init__.py").write_text("")
     (pkg / "entry.py").write_text("from deps import mid\n\ndef run():\n    return mid.value()\n")
-    (pkg / "mid.py").write_text("from deps.helper import FACTOR\n\ndef value():\n"
-                                "    from deps import lazy\n    return FACTOR * lazy.TWO\n")
+    (pkg / "mid.py").write_text(
+        "from deps.helper import FACTOR\n\ndef value():\n    from deps import lazy\n    return FACTOR * lazy.TWO\n"
+    )
     (pkg / "helper.py").write_text("FACTOR = 3\n")
     (pkg / "lazy.py").write_text("TWO = 2\n")
-    (pkg / "other.py").write_text("import json\n\ndef run():\n    with open(__file__.replace('other.py', 'table.json')) as f:\n"
-                                  "        return json.load(f)\n")
+    (pkg / "other.py").write_text(
+        "import json\n\ndef run():\n    with open(__file__.replace('other.py', 'table.json')) as f:\n"
+        "        return json.load(f)\n"
+    )
     (pkg / "table.json").write_text("[1, 2]\n")
     return root
 

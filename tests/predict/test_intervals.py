@@ -45,9 +45,11 @@ def test_a_split_conformal_interval_covers_exchangeable_pairs_at_its_level():
 
 
 def _calibration() -> iv.IntervalCalibration:
-    residuals = {("x86_64", "pipeline-v2-aaa", "pipeline"): [(1.0 + d / 100, 1.0 + d / 100 * 1.2) for d in range(1, 20)],
-                 ("x86_64", "xgboost-bbb", "calibrated"): [(1.1, 1.0)] * 9,
-                 ("x86_64", "gp-ccc", "calibrated"): [(1.1, 1.0)] * 5}  # too few for 90 %: no entry
+    residuals = {
+        ("x86_64", "pipeline-v2-aaa", "pipeline"): [(1.0 + d / 100, 1.0 + d / 100 * 1.2) for d in range(1, 20)],
+        ("x86_64", "xgboost-bbb", "calibrated"): [(1.1, 1.0)] * 9,
+        ("x86_64", "gp-ccc", "calibrated"): [(1.1, 1.0)] * 5,
+    }  # too few for 90 %: no entry
     return iv.calibrate(residuals, {"command": "test"})
 
 
@@ -67,8 +69,13 @@ def test_a_result_gets_its_own_model_then_the_same_kind_then_another_target():
     assert entry.target == "x86_64" and not exact
     assert cal.find("x86_64", "analytical-v1-x", "analytical") is None
     # a calibrated model's column scored by the pipeline model shares its id, not its errors
-    mixed = iv.calibrate({("x86_64", "pipeline-v2-aaa", "calibrated"): [(1.1, 2.0)] * 9,
-                          ("x86_64", "pipeline-v2-aaa", "pipeline"): [(1.1, 1.1)] * 9}, {})
+    mixed = iv.calibrate(
+        {
+            ("x86_64", "pipeline-v2-aaa", "calibrated"): [(1.1, 2.0)] * 9,
+            ("x86_64", "pipeline-v2-aaa", "pipeline"): [(1.1, 1.1)] * 9,
+        },
+        {},
+    )
     own, exact = mixed.find("x86_64", "pipeline-v2-aaa", "pipeline")
     assert exact and own.kind == "pipeline" and own.quantile == 0.0
 
@@ -89,7 +96,10 @@ def test_the_committed_machine_profiles_cover_the_default_models_of_x86_64_and_n
     from perfguard import machines
 
     assert machines.names() == ["amd-23-1", "intel-6-167"]
-    files = {"amd-23-1": "benchmarks/verdicts-native.json", "intel-6-167": "benchmarks/verdicts-native-intel-6-167.json"}
+    files = {
+        "amd-23-1": "benchmarks/verdicts-native.json",
+        "intel-6-167": "benchmarks/verdicts-native-intel-6-167.json",
+    }
     for name, native in files.items():
         profile = machines.load(name)
         assert list(profile.isas) == ["x86_64"] and profile.isas["x86_64"].pairs == 85
@@ -105,6 +115,8 @@ def test_the_committed_machine_profiles_cover_the_default_models_of_x86_64_and_n
     assert (amd.cpu.vendor, amd.cpu.family, amd.cpu.model) == ("AuthenticAMD", 23, 1)
     assert (intel.cpu.vendor, intel.cpu.family, intel.cpu.model) == ("GenuineIntel", 6, 167)
     # the two CPUs' residuals differ: each profile is its own CPU's (the pipeline model's quantile)
-    q = {n: next(e.quantile for e in iv.for_machine(machines.load(n), "x86_64").entries if e.kind == "pipeline")
-         for n in files}
+    q = {
+        n: next(e.quantile for e in iv.for_machine(machines.load(n), "x86_64").entries if e.kind == "pipeline")
+        for n in files
+    }
     assert q == {"amd-23-1": 0.692473, "intel-6-167": 0.652911}

@@ -21,8 +21,10 @@ from perfguard.sim.stats import Stats
 from perfguard.targets import BUILTIN
 from tests.conftest import REPO
 
-pytestmark = pytest.mark.skipif(shutil.which(LLVM_MCA) is None or shutil.which(LLVM_MC) is None,
-                                reason="llvm-19 (llvm-mca-19, llvm-mc-19) not installed")
+pytestmark = pytest.mark.skipif(
+    shutil.which(LLVM_MCA) is None or shutil.which(LLVM_MC) is None,
+    reason="llvm-19 (llvm-mca-19, llvm-mc-19) not installed",
+)
 
 HOT = 4  # blocks per ISA, by instructions executed
 
@@ -33,17 +35,26 @@ def cpu_flags(target: str) -> list[str]:
 
 
 def disassemble(block: Block, target: str) -> list[str]:
-    text = " ".join("0x" + block.code[i:i + 2] for i in range(0, len(block.code), 2))
-    out = subprocess.run([LLVM_MC, "--disassemble", f"-triple={BUILTIN[target].triple}", *cpu_flags(target)],
-                         input=text + "\n", capture_output=True, text=True, check=True).stdout
+    text = " ".join("0x" + block.code[i : i + 2] for i in range(0, len(block.code), 2))
+    out = subprocess.run(
+        [LLVM_MC, "--disassemble", f"-triple={BUILTIN[target].triple}", *cpu_flags(target)],
+        input=text + "\n",
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return [" ".join(line.split()) for line in out.splitlines() if line.strip() and not line.strip().startswith(".")]
 
 
 def mca_cycles(asm: list[str], target: str) -> float:
     """llvm-mca on `asm` as a loop body: total cycles over iterations."""
-    out = subprocess.run([LLVM_MCA, f"-mtriple={BUILTIN[target].triple}", *cpu_flags(target),
-                          f"-iterations={ITERATIONS}"],
-                         input="\n".join(asm) + "\n", capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [LLVM_MCA, f"-mtriple={BUILTIN[target].triple}", *cpu_flags(target), f"-iterations={ITERATIONS}"],
+        input="\n".join(asm) + "\n",
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     iterations = int(re.search(r"^Iterations:\s+(\d+)$", out, re.M).group(1))
     total = int(re.search(r"^Total Cycles:\s+(\d+)$", out, re.M).group(1))
     assert iterations == ITERATIONS
@@ -55,13 +66,17 @@ def baseline_stats(target: str, kernel: str) -> Stats:
     return Stats.from_dict(data["stats"], f"{target}/{kernel}")
 
 
-@pytest.mark.parametrize("target, kernel", [("x86_64", "gemv_1024"), ("x86_64", "gemm_256"),
-                                            ("aarch64", "gemv_1024"), ("riscv64", "gemv_1024")])
+@pytest.mark.parametrize(
+    "target, kernel",
+    [("x86_64", "gemv_1024"), ("x86_64", "gemm_256"), ("aarch64", "gemv_1024"), ("riscv64", "gemv_1024")],
+)
 def test_block_cycles_are_llvm_mca_run_directly_on_the_same_block(target, kernel, tmp_path):
     profile = BUILTIN[target]
     mca = McaTarget(profile.triple, profile.pipeline_cpu, profile.mattr)
-    blocks = sorted((b for b in baseline_stats(target, kernel).blocks.blocks if not _page_tail(b, mca)),
-                    key=lambda b: (-b.count * b.insns, b.addr))[:HOT]
+    blocks = sorted(
+        (b for b in baseline_stats(target, kernel).blocks.blocks if not _page_tail(b, mca)),
+        key=lambda b: (-b.count * b.insns, b.addr),
+    )[:HOT]
     assert len(blocks) == HOT
     hot = BlockProfile.merged(blocks)  # scheduled alone (a cold cache): a loop body split in two is the next test's
     costs = PipelineModel(profile, tmp_path).block_costs(Stats(insts=hot.insts, blocks=hot))
@@ -75,8 +90,9 @@ def test_block_cycles_are_llvm_mca_run_directly_on_the_same_block(target, kernel
 
 @pytest.mark.parametrize("target, kernel", [("x86_64", "gemv_1024")])
 def test_a_loop_body_of_several_blocks_is_scaled_by_llvm_mca_on_the_whole_body(target, kernel, tmp_path):
-    kernel_only = BlockProfile.merged([b for b in baseline_stats(target, kernel).blocks.blocks
-                                       if b.symbol.startswith("main_compute")])  # not the harness's blocks
+    kernel_only = BlockProfile.merged(
+        [b for b in baseline_stats(target, kernel).blocks.blocks if b.symbol.startswith("main_compute")]
+    )  # not the harness's blocks
     costs = PipelineModel(BUILTIN[target], tmp_path).block_costs(Stats(insts=kernel_only.insts, blocks=kernel_only))
     bodies = loop_bodies(costs, BUILTIN[target].triple)
     assert bodies, "no loop body of several blocks in this baseline: pick another kernel"

@@ -22,8 +22,10 @@ from perfguard.targets import BUILTIN
 from tests import captured
 from tests.predict.test_pipeline_against_mca import mca_cycles
 
-pytestmark = pytest.mark.skipif(shutil.which(LLVM_MCA) is None or shutil.which(LLVM_MC) is None,
-                                reason="llvm-19 (llvm-mca-19, llvm-mc-19) not installed")
+pytestmark = pytest.mark.skipif(
+    shutil.which(LLVM_MCA) is None or shutil.which(LLVM_MC) is None,
+    reason="llvm-19 (llvm-mca-19, llvm-mc-19) not installed",
+)
 
 # The same 4 additions and 4 loads per iteration; "chain" adds into one accumulator (each add
 # waits for the previous one: 4 x the add latency per iteration), "split" into four
@@ -80,8 +82,11 @@ def test_single_accumulator_chain_costs_more_cycles_than_independent_accumulator
     src = tmp_path / "reduce.c"
     src.write_text(REDUCTION_C)
     binary = tmp_path / "reduce"
-    subprocess.run([target.cc, "-O2", "-fno-tree-vectorize", "-static", "-no-pie", "-o", str(binary), str(src)],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [target.cc, "-O2", "-fno-tree-vectorize", "-static", "-no-pie", "-o", str(binary), str(src)],
+        check=True,
+        capture_output=True,
+    )
     sim = QemuSimulator(tmp_path / "cache")
     chain = sim.run(binary, target, ["chain"], 120).stats
     split = sim.run(binary, target, ["split"], 120).stats
@@ -153,12 +158,16 @@ def test_a_block_llvm_mca_fails_on_is_named(tmp_path, monkeypatch):
     tools = tmp_path / "bin"
     tools.mkdir()
     fake = tools / LLVM_MCA
-    fake.write_text("#!/bin/sh\n[ \"$1\" = --version ] && { echo 'LLVM version 19.0.0-fake'; exit 0; }\n"
-                    "echo 'error: unsupported instruction' >&2\nexit 1\n")
+    fake.write_text(
+        "#!/bin/sh\n[ \"$1\" = --version ] && { echo 'LLVM version 19.0.0-fake'; exit 0; }\n"
+        "echo 'error: unsupported instruction' >&2\nexit 1\n"
+    )
     fake.chmod(0o755)
     (tools / LLVM_MC).symlink_to(shutil.which(LLVM_MC))
     monkeypatch.setenv("PATH", str(tools))
-    with pytest.raises(InfraError, match=rf"{LLVM_MCA} cannot schedule block 0x401000-0x401009 .*unsupported instruction"):
+    with pytest.raises(
+        InfraError, match=rf"{LLVM_MCA} cannot schedule block 0x401000-0x401009 .*unsupported instruction"
+    ):
         block_timings([Block(0x401000, 9, 3, 5, "4801c84883e90175f7", "loop")], _mca_target(), tmp_path / "cache")
 
 
@@ -227,7 +236,7 @@ def test_check_uses_the_pipeline_model_attributes_blocks_and_notes_old_baselines
     assert "where the cycles moved" in summary and top["current"]["asm"][0].split()[0] in summary
     page = next((config.parent / "reports" / "kernels").glob("gemv_s*.html")).read_text()
     assert "Changed blocks, baseline and current" in page and '<svg class="flame"' in page
-    assert page.count("<table class=\"blocks\">") == len(result["blocks"])
+    assert page.count('<table class="blocks">') == len(result["blocks"])
 
     # --model analytical: the old count-weighted model judges both sides, and no job schedules
     # blocks with llvm-mca for a model that does not read them
@@ -257,8 +266,11 @@ def test_check_uses_the_pipeline_model_attributes_blocks_and_notes_old_baselines
     result = json.loads((config.parent / "reports" / "perfguard.json").read_text())["results"][0]
     assert result["model_id"].startswith("analytical-") and "no block profile" in result["note"]
     # the same statistics under the same model as --model analytical above: the same verdict, to the bit
-    assert (result["verdict"], result["delta_pct"], result["model_id"]) == \
-        (analytical["verdict"], analytical["delta_pct"], analytical["model_id"])
+    assert (result["verdict"], result["delta_pct"], result["model_id"]) == (
+        analytical["verdict"],
+        analytical["delta_pct"],
+        analytical["model_id"],
+    )
     assert result["blocks"] is None
     assert "no block profile" in out
     assert "no block profile" in (config.parent / "reports" / "summary.md").read_text()
@@ -269,10 +281,10 @@ def test_check_uses_the_pipeline_model_attributes_blocks_and_notes_old_baselines
 def test_an_x86_instruction_cut_at_a_page_end_is_left_out_only_there(tmp_path):
     # QEMU gives the last instruction (a vmovups running over the page end) only its first 4 bytes
     cut = "4801c84883e901c5fc1081"
-    at_page_end = Block(0x402ff4, 11, 3, 2, cut, "kernel")
+    at_page_end = Block(0x402FF4, 11, 3, 2, cut, "kernel")
     timing = block_timings([at_page_end], _mca_target(), tmp_path)[0]
     assert timing.asm == ("addq %rcx, %rax", "subq $1, %rcx")
-    elsewhere = Block(0x402f00, 11, 3, 2, cut, "kernel")
+    elsewhere = Block(0x402F00, 11, 3, 2, cut, "kernel")
     with pytest.raises(InfraError, match=rf"{LLVM_MC} cannot disassemble block 0x402f00-0x402f0b"):
         block_timings([elsewhere], _mca_target(), tmp_path)
 
@@ -281,7 +293,7 @@ def test_a_block_cut_at_a_page_end_does_not_unbatch_the_others(tmp_path, monkeyp
     import perfguard.sim.mca as mca
 
     mca._KNOWN.clear()  # what earlier tests in this process scheduled
-    cut = Block(0x402ff4, 11, 3, 2, "4801c84883e901c5fc1081", "kernel")
+    cut = Block(0x402FF4, 11, 3, 2, "4801c84883e901c5fc1081", "kernel")
     # six different loops (sub $1 .. sub $6): identical code would be disassembled once
     loops = [Block(0x401000 + 0x20 * i, 9, 3, 5, f"4801c84883e9{i + 1:02x}75f7", "loop") for i in range(6)]
     started = []
@@ -293,8 +305,9 @@ def test_a_block_cut_at_a_page_end_does_not_unbatch_the_others(tmp_path, monkeyp
 
     monkeypatch.setattr(mca.subprocess, "run", counting)
     timings = block_timings([loops[0], cut, *loops[1:]], _mca_target(), tmp_path)
-    assert [t.asm for t in timings] == [("addq %rcx, %rax", "subq $1, %rcx", "jne -9")] + \
-        [("addq %rcx, %rax", "subq $1, %rcx")] + [("addq %rcx, %rax", f"subq ${i}, %rcx", "jne -9") for i in range(2, 7)]
+    assert [t.asm for t in timings] == [("addq %rcx, %rax", "subq $1, %rcx", "jne -9")] + [
+        ("addq %rcx, %rax", "subq $1, %rcx")
+    ] + [("addq %rcx, %rax", f"subq ${i}, %rcx", "jne -9") for i in range(2, 7)]
     # one llvm-mc run for the six whole blocks, one for the cut block (not one per block)
     assert started.count(Path(mca._tool(LLVM_MC)).name) == 2
 
@@ -324,7 +337,7 @@ def test_many_blocks_are_scheduled_in_chunks_of_llvm_mca_runs(tmp_path, monkeypa
 
 def test_rep_string_blocks_cost_per_element_not_llvm_mca_flat_100_cycles(tmp_path):
     # QEMU runs `rep stosb` / `rep movsq` as one block execution per element
-    stosb, movsq = Block(0x424e4a, 2, 1, 4096, "f3aa", "memset"), Block(0x425000, 3, 1, 512, "f348a5", "memcpy")
+    stosb, movsq = Block(0x424E4A, 2, 1, 4096, "f3aa", "memset"), Block(0x425000, 3, 1, 512, "f348a5", "memcpy")
     timings = block_timings([stosb, movsq], _mca_target(), tmp_path)
     assert [t.bound for t in timings] == ["rep string", "rep string"]
     assert timings[0].cycles == pytest.approx(1 / 16) and timings[1].cycles == pytest.approx(8 / 16)
@@ -332,8 +345,13 @@ def test_rep_string_blocks_cost_per_element_not_llvm_mca_flat_100_cycles(tmp_pat
 
 def _assemble(lines: list[str]) -> str:
     """x86_64 machine code (hex) of AT&T assembly, by llvm-mc."""
-    out = subprocess.run([shutil.which(LLVM_MC), "-triple=x86_64-linux-gnu", "--show-encoding"],
-                         input="\n".join(lines) + "\n", capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [shutil.which(LLVM_MC), "-triple=x86_64-linux-gnu", "--show-encoding"],
+        input="\n".join(lines) + "\n",
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return "".join(b[2:] for enc in re.findall(r"encoding: \[([^\]]*)\]", out) for b in enc.split(","))
 
 
@@ -356,20 +374,31 @@ def test_loads_that_4k_alias_an_older_store_cost_what_llvm_mca_does_not_see(tmp_
     assert aliased_loads(strided, "aarch64-linux-gnu") == 0  # only x86 code is analysed
     # a load of exactly what a store wrote is forwarded, and a base register the block changes is not trusted
     assert aliased_loads(["vmovaps %ymm6, 0(%r11)", "vmovaps 0(%r11), %ymm6"], "x86_64-linux-gnu") == 0
-    assert aliased_loads(["vmovaps %ymm6, 0(%r11)", "addq $64, %r11", "vmovaps 4096(%r11), %ymm6"],
-                         "x86_64-linux-gnu") == 0
+    assert (
+        aliased_loads(["vmovaps %ymm6, 0(%r11)", "addq $64, %r11", "vmovaps 4096(%r11), %ymm6"], "x86_64-linux-gnu")
+        == 0
+    )
 
     model = PipelineModel(BUILTIN["x86_64"], tmp_path)
     costs = {}
     for name, asm in (("strided", strided), ("packed", packed)):
         code = _assemble(asm)
-        stats = Stats(insts=12 * 1000, l1d_misses=0, l1i_misses=0, l2_misses=0,
-                      blocks=BlockProfile((Block(0x401000, len(code) // 2, 12, 1000, code, "k"),)))
+        stats = Stats(
+            insts=12 * 1000,
+            l1d_misses=0,
+            l1i_misses=0,
+            l2_misses=0,
+            blocks=BlockProfile((Block(0x401000, len(code) // 2, 12, 1000, code, "k"),)),
+        )
         costs[name] = model.block_costs(stats)[0]
     strided_cost, packed_cost = costs["strided"], costs["packed"]
     # llvm-mca, which assumes no aliasing, times both alike: exactly its cycles run directly on each
-    assert strided_cost.timing.cycles == mca_cycles(strided, "x86_64") == mca_cycles(packed, "x86_64") == \
-        packed_cost.timing.cycles
+    assert (
+        strided_cost.timing.cycles
+        == mca_cycles(strided, "x86_64")
+        == mca_cycles(packed, "x86_64")
+        == packed_cost.timing.cycles
+    )
     assert strided_cost.penalty == 4 * ALIAS_PENALTY and packed_cost.penalty == 0
     assert strided_cost.cycles == pytest.approx(1000 * (strided_cost.timing.cycles + 4 * ALIAS_PENALTY))
     assert packed_cost.bound == packed_cost.timing.bound
@@ -385,7 +414,7 @@ def test_a_dependency_chain_through_a_loop_body_of_two_blocks_counts(tmp_path):
     first = _assemble(["vmulsd %xmm0, %xmm0, %xmm1"])
     second = _assemble(["vmulsd %xmm1, %xmm1, %xmm0", "decq %rcx"])
     size = (len(first) + len(second)) // 2 + 2
-    second += "75" + f"{(-size) & 0xff:02x}"  # jne back to the first block
+    second += "75" + f"{(-size) & 0xFF:02x}"  # jne back to the first block
     a, b = 0x401000, 0x401000 + len(first) // 2
     model = PipelineModel(BUILTIN["x86_64"], tmp_path)
 
@@ -426,9 +455,12 @@ def test_a_back_branch_split_off_by_a_page_end_still_closes_its_loop(tmp_path):
         """The branch's block at `c` (0x403000: the page end split it off, it starts the next page)."""
         a = c - len(first) // 2 - len(second) // 2
         b = a + len(first) // 2
-        branch = "75" + f"{(a - c - 2) & 0xff:02x}"  # jne back to the first block
-        blocks = (Block(a, len(first) // 2, 1, 1000, first, "k"), Block(b, len(second) // 2, 2, 1000, second, "k"),
-                  Block(c, 2, 1, count_branch, branch, "k"))
+        branch = "75" + f"{(a - c - 2) & 0xFF:02x}"  # jne back to the first block
+        blocks = (
+            Block(a, len(first) // 2, 1, 1000, first, "k"),
+            Block(b, len(second) // 2, 2, 1000, second, "k"),
+            Block(c, 2, 1, count_branch, branch, "k"),
+        )
         stats = Stats(insts=3000 + count_branch, l1d_misses=0, l1i_misses=0, l2_misses=0, blocks=BlockProfile(blocks))
         return loop_bodies(model.block_costs(stats), "x86_64-linux-gnu")
 
@@ -437,7 +469,7 @@ def test_a_back_branch_split_off_by_a_page_end_still_closes_its_loop(tmp_path):
     assert bodies(500) == []  # a branch taken half as often as its body runs closes no loop of it
     # 16 bytes lower the branch's block starts no page: no page end split it off, so running more
     # often than the body means it is entered from outside the body
-    assert bodies(1000, 0x402ff0) == [[0, 1, 2]] and bodies(1200, 0x402ff0) == []
+    assert bodies(1000, 0x402FF0) == [[0, 1, 2]] and bodies(1200, 0x402FF0) == []
 
 
 def test_a_page_end_inside_a_loop_body_lets_the_blocks_after_it_run_more(tmp_path):
@@ -455,18 +487,26 @@ def test_a_page_end_inside_a_loop_body_lets_the_blocks_after_it_run_more(tmp_pat
         """The second block at `b` (0x403000: it starts a page), the branch's block right after it."""
         a = b - len(first) // 2
         c = b + len(second) // 2
-        branch = "75" + f"{(a - c - 2) & 0xff:02x}"  # jne back to the first block
-        blocks = (Block(a, len(first) // 2, 1, counts[0], first, "k"), Block(b, len(second) // 2, 2, counts[1], second, "k"),
-                  Block(c, 2, 1, counts[2], branch, "k"))
-        stats = Stats(insts=counts[0] + 2 * counts[1] + counts[2], l1d_misses=0, l1i_misses=0, l2_misses=0,
-                      blocks=BlockProfile(blocks))
+        branch = "75" + f"{(a - c - 2) & 0xFF:02x}"  # jne back to the first block
+        blocks = (
+            Block(a, len(first) // 2, 1, counts[0], first, "k"),
+            Block(b, len(second) // 2, 2, counts[1], second, "k"),
+            Block(c, 2, 1, counts[2], branch, "k"),
+        )
+        stats = Stats(
+            insts=counts[0] + 2 * counts[1] + counts[2],
+            l1d_misses=0,
+            l1i_misses=0,
+            l2_misses=0,
+            blocks=BlockProfile(blocks),
+        )
         return loop_bodies(model.block_costs(stats), "x86_64-linux-gnu")
 
     assert bodies((1000, 1000, 1000)) == [[0, 1, 2]]
     assert bodies((1000, 1300, 1300)) == [[0, 1, 2]]  # 300 more entered at the page start
     assert bodies((1000, 900, 1000)) == []  # a block after the page end that ran less leaves the body early
     # 16 bytes lower no page end falls inside the body: blocks that ran more are entered from outside
-    assert bodies((1000, 1000, 1000), 0x402ff0) == [[0, 1, 2]] and bodies((1000, 1300, 1300), 0x402ff0) == []
+    assert bodies((1000, 1000, 1000), 0x402FF0) == [[0, 1, 2]] and bodies((1000, 1300, 1300), 0x402FF0) == []
 
 
 def test_l2_misses_that_fit_in_the_l3_cost_its_latency_the_rest_memory(tmp_path):
@@ -488,7 +528,8 @@ def test_l2_misses_that_fit_in_the_l3_cost_its_latency_the_rest_memory(tmp_path)
     assert stalls(x86, 65536, 65536) == pytest.approx(65536 * cost.l3_latency / x86.mlp)
     # more missed lines than the L3 holds: the excess from memory
     assert stalls(x86, lines + 1000, lines + 1000) == pytest.approx(
-        (lines * cost.l3_latency + 1000 * cost.mem_latency) / x86.mlp)
+        (lines * cost.l3_latency + 1000 * cost.mem_latency) / x86.mlp
+    )
     # L1 misses that hit the L2 are unchanged
     assert stalls(x86, 5000, 0) == pytest.approx(5000 * cost.l2_latency / x86.mlp)
     no_l3 = replace(x86, l3_size=0)
@@ -506,6 +547,7 @@ def test_the_model_id_follows_the_logic_of_its_code_not_its_prose(tmp_path, monk
     # for the old arithmetic were used with the new). Written on copies of a module in a temporary
     # package folder, as the digest reads them.
     from perfguard import fingerprints
+
     source = (fingerprints.PACKAGE_DIR / "predict/memdeps.py").read_text()
     assert "ALIAS_PENALTY = " in source
 
@@ -531,6 +573,7 @@ def test_the_model_id_follows_the_logic_of_its_code_not_its_prose(tmp_path, monk
     fingerprints.logic_digest.cache_clear()
     # and the model's id is made from that digest of its own modules
     import perfguard.predict.pipeline as pipeline
+
     assert set(pipeline.MODEL_CODE) >= {"predict/pipeline.py", "predict/memdeps.py", "sim/mca.py"}
     before = PipelineModel(BUILTIN["x86_64"], tmp_path / "cache").model_id
     monkeypatch.setattr(pipeline, "logic_digest", lambda *modules: "another arithmetic")

@@ -37,15 +37,24 @@ def synthetic(n_groups=4, per_group=40, seed=0):
     rng = np.random.default_rng(seed)
     stats, times, groups = [], [], []
     for g in range(n_groups):
-        size = 2.0 ** g
+        size = 2.0**g
         for _ in range(per_group):
             insts = int(size * rng.uniform(1e6, 4e6))
             l1d_misses = int(insts * rng.uniform(0.001, 0.08))
             l2_misses = int(l1d_misses * rng.uniform(0.0, 0.3))
             values = {f: 0 for f in STAT_FIELDS}
-            values.update(insts=insts, loads=insts // 3, stores=insts // 8, l1d_accesses=insts // 2,
-                          l1d_misses=l1d_misses, l2_accesses=l1d_misses, l2_misses=l2_misses,
-                          l1i_accesses=insts, branches=insts // 10, vec_insts=insts // 2)
+            values.update(
+                insts=insts,
+                loads=insts // 3,
+                stores=insts // 8,
+                l1d_accesses=insts // 2,
+                l1d_misses=l1d_misses,
+                l2_accesses=l1d_misses,
+                l2_misses=l2_misses,
+                l1i_accesses=insts,
+                branches=insts // 10,
+                vec_insts=insts // 2,
+            )
             stats.append(Stats(**values))
             times.append(1e-9 * (0.3 * insts + 12 * l1d_misses + 90 * l2_misses))
             groups.append(f"g{g}")
@@ -53,8 +62,9 @@ def synthetic(n_groups=4, per_group=40, seed=0):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name, max_mape, min_rho", [("mlr", 1.0, 0.99), ("dnn", 12.0, 0.9),
-                                                      ("gp", 12.0, 0.9), ("xgboost", 20.0, 0.85)])
+@pytest.mark.parametrize(
+    "name, max_mape, min_rho", [("mlr", 1.0, 0.99), ("dnn", 12.0, 0.9), ("gp", 12.0, 0.9), ("xgboost", 20.0, 0.85)]
+)
 def test_each_predictor_learns_a_known_relation(name, max_mape, min_rho):
     stats, times, groups = synthetic()
     estimator = PREDICTORS[name]()
@@ -165,13 +175,17 @@ def test_model_file_round_trip(tmp_path, name):
     stats, times, groups = synthetic(n_groups=3, per_group=15)
     predictor = PREDICTORS[name](**SHORT_FIT.get(name, {}))
     predictor.fit(counts(stats, predictor), times, groups)
-    path = save_model(tmp_path / "m.json", predictor, {"target": "x86_64", "family": "gemm", "simulator": "qemu",
-                                                       "features": []})
+    path = save_model(
+        tmp_path / "m.json", predictor, {"target": "x86_64", "family": "gemm", "simulator": "qemu", "features": []}
+    )
     loaded = load_model(path)
     assert loaded.predictor.model_id == predictor.model_id
     assert loaded.predictor.get_params() == predictor.get_params()
-    np.testing.assert_allclose(CalibratedModel(loaded.predictor, X86).predict_stats(stats),
-                               predictor.predict(counts(stats, predictor)), rtol=1e-9)
+    np.testing.assert_allclose(
+        CalibratedModel(loaded.predictor, X86).predict_stats(stats),
+        predictor.predict(counts(stats, predictor)),
+        rtol=1e-9,
+    )
 
 
 def _v1_document(predictor, stats) -> dict:
@@ -180,9 +194,16 @@ def _v1_document(predictor, stats) -> dict:
 
     payload = {"coef": predictor.to_payload()["coef"], "intercept": predictor.intercept_, "line_bytes": 64}
     text = json.dumps({"name": "mlr", "payload": payload}, sort_keys=True)
-    return {"schema": 1, "predictor": "mlr", "model_id": "mlr-" + hashlib.sha256(text.encode()).hexdigest()[:12],
-            "target": "x86_64", "family": "gemm", "simulator": "qemu", "features": list(STAT_FIELDS),
-            "payload": payload}
+    return {
+        "schema": 1,
+        "predictor": "mlr",
+        "model_id": "mlr-" + hashlib.sha256(text.encode()).hexdigest()[:12],
+        "target": "x86_64",
+        "family": "gemm",
+        "simulator": "qemu",
+        "features": list(STAT_FIELDS),
+        "payload": payload,
+    }
 
 
 def test_schema_1_model_files_are_upgraded_when_read(tmp_path):
@@ -194,8 +215,9 @@ def test_schema_1_model_files_are_upgraded_when_read(tmp_path):
     loaded = load_model(path)
     assert loaded.meta["upgraded_from"] == 1 and loaded.predictor.features == "counts"
     assert loaded.predictor.model_id == predictor.model_id  # upgraded, it is the model it was
-    np.testing.assert_array_equal(CalibratedModel(loaded.predictor, X86).predict_stats(stats),
-                                  predictor.predict(counts(stats, predictor)))
+    np.testing.assert_array_equal(
+        CalibratedModel(loaded.predictor, X86).predict_stats(stats), predictor.predict(counts(stats, predictor))
+    )
     document["payload"]["coef"][0] += 1.0  # edited by hand: no longer the model its old id names
     path.write_text(json.dumps(document))
     with pytest.raises(InputError, match="does not match its model_id"):
@@ -205,8 +227,9 @@ def test_schema_1_model_files_are_upgraded_when_read(tmp_path):
 def test_corrupted_and_mismatched_model_files_name_the_file(tmp_path):
     stats, times, groups = synthetic(n_groups=3, per_group=10)
     predictor = PREDICTORS["mlr"]().fit(counts(stats, PREDICTORS["mlr"]()), times)
-    path = save_model(tmp_path / "m.json", predictor, {"target": "x86_64", "family": "gemm", "simulator": "qemu",
-                                                       "features": []})
+    path = save_model(
+        tmp_path / "m.json", predictor, {"target": "x86_64", "family": "gemm", "simulator": "qemu", "features": []}
+    )
     text = path.read_text()
     path.write_text(text[: len(text) // 2])
     with pytest.raises(InputError, match="m.json: corrupted model file"):
@@ -223,7 +246,6 @@ def test_corrupted_and_mismatched_model_files_name_the_file(tmp_path):
         load_model(path)
 
 
-
 def _write_dataset(config_dir, profile, stats, times, groups):
     ds = Dataset("x86_64", "gemm", "qemu", "test")
     ds.rows = [Row(g, {}, s, float(t), {}, {"cpu": "test"}) for s, t, g in zip(stats, times, groups)]
@@ -237,8 +259,23 @@ def test_rescoring_uses_one_model_on_both_sides(project, capsys):
     assert stored["model_id"].startswith("pipeline")  # no calibrated model yet: the default
     stats, times, groups = synthetic(n_groups=3, per_group=12)
     _write_dataset(config.parent, BUILTIN["x86_64"], stats, times, groups)
-    assert main(["calibrate", "train", "--config", str(config), "--target", "x86_64", "--family", "gemm",
-                 "--predictors", "mlr"]) == 0
+    assert (
+        main(
+            [
+                "calibrate",
+                "train",
+                "--config",
+                str(config),
+                "--target",
+                "x86_64",
+                "--family",
+                "gemm",
+                "--predictors",
+                "mlr",
+            ]
+        )
+        == 0
+    )
     model = load_model(model_path(config.parent / "baselines", "x86_64", "gemm"))
     capsys.readouterr()
     assert main(["check", "--config", str(config)]) == 0
@@ -264,9 +301,20 @@ def test_corrupted_model_fails_check_with_exit_2(project, capsys):
 
 def test_dataset_reader_rejects_bad_rows(tmp_path):
     path = tmp_path / "d.json"
-    path.write_text(json.dumps({"schema": 1, "target": "x86_64", "family": "gemm", "simulator": "qemu",
-                                "simulator_fingerprint": "x", "rows": [{"group": "a", "params": {},
-                                "stats": {"insts": -1}, "native_s": 1e-3, "native": {}, "machine": {}}]}))
+    path.write_text(
+        json.dumps(
+            {
+                "schema": 1,
+                "target": "x86_64",
+                "family": "gemm",
+                "simulator": "qemu",
+                "simulator_fingerprint": "x",
+                "rows": [
+                    {"group": "a", "params": {}, "stats": {"insts": -1}, "native_s": 1e-3, "native": {}, "machine": {}}
+                ],
+            }
+        )
+    )
     with pytest.raises(InputError, match="row 0"):
         load_dataset(path)
 
@@ -306,8 +354,9 @@ def test_evaluate_and_train_on_a_collected_dataset(project, capsys):
     data = json.loads(model_path(config.parent / "baselines", "x86_64", "gemm").read_text())
     decision = data["auto"]["summary"]
     assert [g["group"] for g in data["auto"]["groups"]] == dataset.groups()  # every shape held out once
-    assert data["auto"]["use"] is (decision["gain"] >= decision["margin"]
-                                   and decision["worst_group_gain"] >= -decision["margin"])
+    assert data["auto"]["use"] is (
+        decision["gain"] >= decision["margin"] and decision["worst_group_gain"] >= -decision["margin"]
+    )
 
 
 def test_drift_without_model_is_exit_2(project, capsys):
@@ -329,18 +378,51 @@ def test_base_ref_reads_models_from_the_base_revision_too(project, capsys):
     assert main(["baseline", "update", "--config", str(config)]) == 0
     stats, times, groups = synthetic(n_groups=3, per_group=12)
     _write_dataset(root, BUILTIN["x86_64"], stats, times, groups)
-    assert main(["calibrate", "train", "--config", str(config), "--target", "x86_64", "--family", "gemm",
-                 "--predictors", "mlr"]) == 0
+    assert (
+        main(
+            [
+                "calibrate",
+                "train",
+                "--config",
+                str(config),
+                "--target",
+                "x86_64",
+                "--family",
+                "gemm",
+                "--predictors",
+                "mlr",
+            ]
+        )
+        == 0
+    )
     repo.git.add(A=True)
     repo.index.commit("base")
     base = repo.head.commit.hexsha
 
     # The pull request: a much worse schedule, and a "model" that predicts the same time for everything.
-    config.write_text(config.read_text().replace("tile_n = 16, tile_k = 8, vector = 8",
-                                                 "tile_n = 2, tile_k = 8, vector = 1, order = \"kji\", unroll = 0"))
+    config.write_text(
+        config.read_text().replace(
+            "tile_n = 16, tile_k = 8, vector = 8", 'tile_n = 2, tile_k = 8, vector = 1, order = "kji", unroll = 0'
+        )
+    )
     _write_dataset(root, BUILTIN["x86_64"], stats, np.full(len(times), 1e-3), groups)
-    assert main(["calibrate", "train", "--config", str(config), "--target", "x86_64", "--family", "gemm",
-                 "--predictors", "mlr"]) == 0
+    assert (
+        main(
+            [
+                "calibrate",
+                "train",
+                "--config",
+                str(config),
+                "--target",
+                "x86_64",
+                "--family",
+                "gemm",
+                "--predictors",
+                "mlr",
+            ]
+        )
+        == 0
+    )
     repo.git.add(A=True)
     repo.index.commit("pr")
     capsys.readouterr()
@@ -360,8 +442,14 @@ def profiled(insts: int, runs: int, extra=()) -> Stats:
 
     blocks = (Block(0x401000, 9, 3, runs, LOOP, "loop"), *extra)
     values = {f: 0 for f in STAT_FIELDS}
-    values.update(insts=insts, loads=insts // 4, l1d_accesses=insts // 4, l1d_misses=insts // 50,
-                  l2_accesses=insts // 50, l2_misses=insts // 400)
+    values.update(
+        insts=insts,
+        loads=insts // 4,
+        l1d_accesses=insts // 4,
+        l1d_misses=insts // 50,
+        l2_accesses=insts // 50,
+        l2_misses=insts // 400,
+    )
     return Stats(**values, blocks=BlockProfile(tuple(blocks)))
 
 
@@ -369,8 +457,10 @@ def test_dataset_stores_each_block_once_and_reads_profiles_back(tmp_path):
     from perfguard.sim.blocks import Block
 
     shared = Block(0x402000, 2, 1, 7, "f3aa", "memset")
-    rows = [Row("g", {"i": i}, profiled(3000 * (i + 1), 1000 * (i + 1), (shared,)), 1e-3, {}, {}, "ab" * 32)
-            for i in range(3)]
+    rows = [
+        Row("g", {"i": i}, profiled(3000 * (i + 1), 1000 * (i + 1), (shared,)), 1e-3, {}, {}, "ab" * 32)
+        for i in range(3)
+    ]
     rows.append(Row("g", {"i": 9}, Stats(insts=5), 1e-3, {}, {}))  # no profile: still a valid row
     ds = Dataset("x86_64", "gemm", "qemu", "fp", rows)
     path = ds.save(tmp_path / "d.json")
@@ -392,15 +482,29 @@ def test_resimulated_rows_keep_their_native_time_only_when_nothing_changed():
     from perfguard.job.run import JobResult
     from perfguard.runs.calibration import merge_resimulated
 
-    old = [Row("g", {"i": i}, dataclasses.replace(profiled(1000 + i, 10), blocks=None), 1e-3 * (i + 1), {}, {},
-               "cd" * 32 if i == 2 else None) for i in range(3)]
+    old = [
+        Row(
+            "g",
+            {"i": i},
+            dataclasses.replace(profiled(1000 + i, 10), blocks=None),
+            1e-3 * (i + 1),
+            {},
+            {},
+            "cd" * 32 if i == 2 else None,
+        )
+        for i in range(3)
+    ]
 
     def result(i, insts, binary):
-        return JobResult(f"k{i}", "x86_64", "gemm", {"i": i}, "qemu", True, stats=profiled(insts, 10),
-                         binary_hash=binary)
+        return JobResult(
+            f"k{i}", "x86_64", "gemm", {"i": i}, "qemu", True, stats=profiled(insts, 10), binary_hash=binary
+        )
 
-    got = merge_resimulated(Dataset("x86_64", "gemm", "qemu", "old", old),
-                            [result(0, 1000, "ef" * 32), result(1, 1002, "ef" * 32), result(2, 1002, "ef" * 32)], "new")
+    got = merge_resimulated(
+        Dataset("x86_64", "gemm", "qemu", "old", old),
+        [result(0, 1000, "ef" * 32), result(1, 1002, "ef" * 32), result(2, 1002, "ef" * 32)],
+        "new",
+    )
     # row 1 records no binary and its instructions moved (1001 -> 1002); row 2's counters match
     # but its binary is another
     assert [r.params["i"] for r in got.dataset.rows] == [0]
@@ -417,9 +521,20 @@ def test_resimulated_rows_keep_their_native_time_only_when_nothing_changed():
     assert again.dropped == [] and "row 0" in again.recounted[0] and "(insts" in again.recounted[0]
 
 
-@pytest.mark.parametrize("bound, cls", [("latency", "latency"), ("Zn4FP45", "fp"), ("Zn4FPSt", "memory"),
-                                        ("Zn4ALU0", "integer"), ("Zn4AGU1", "memory"), ("A57UnitL", "memory"),
-                                        ("SiFive7PipeA", "integer"), ("dispatch", "other"), ("rep string", "other")])
+@pytest.mark.parametrize(
+    "bound, cls",
+    [
+        ("latency", "latency"),
+        ("Zn4FP45", "fp"),
+        ("Zn4FPSt", "memory"),
+        ("Zn4ALU0", "integer"),
+        ("Zn4AGU1", "memory"),
+        ("A57UnitL", "memory"),
+        ("SiFive7PipeA", "integer"),
+        ("dispatch", "other"),
+        ("rep string", "other"),
+    ],
+)
 def test_bound_classes(bound, cls):
     from perfguard.predict.features import bound_class
 
@@ -440,7 +555,7 @@ def test_pipeline_features_are_the_pipeline_models_cycles(tmp_path):
         assert core == pytest.approx(sum(c.cycles for c in costs)) and core > 0
         assert stall == pytest.approx(model.stall_cycles(s)) and stall > 0
         assert core + stall == pytest.approx(model.cycles(s))
-        by_class = row[len(STAT_FIELDS) + 2:]
+        by_class = row[len(STAT_FIELDS) + 2 :]
         assert by_class.sum() == pytest.approx(core)
         assert by_class[BOUND_CLASSES.index(bound_class(costs[0].timing.bound))] == pytest.approx(core)
     assert X[1, len(STAT_FIELDS)] == pytest.approx(2 * X[0, len(STAT_FIELDS)])  # twice the executions
@@ -453,8 +568,10 @@ def test_a_model_on_pipeline_features_scores_through_todays_pipeline_model(tmp_p
     from perfguard.runs.calibration import train
 
     rng = np.random.default_rng(1)
-    rows = [Row(f"g{i % 3}", {"i": i}, profiled(int(n) * 3, int(n)), 1e-9 * n * rng.uniform(0.9, 1.1), {}, {})
-            for i, n in enumerate(rng.integers(1000, 100_000, 24))]
+    rows = [
+        Row(f"g{i % 3}", {"i": i}, profiled(int(n) * 3, int(n)), 1e-9 * n * rng.uniform(0.9, 1.1), {}, {})
+        for i, n in enumerate(rng.integers(1000, 100_000, 24))
+    ]
     ds = Dataset("x86_64", "gemm", "qemu", "fp", rows)
     path = model_path(tmp_path, "x86_64", "gemm")
     name, evaluation, _ = train(ds, X86, path, ["mlr"], cache_dir=tmp_path / "cache")
@@ -485,13 +602,16 @@ def test_a_model_on_pipeline_features_scores_through_todays_pipeline_model(tmp_p
         predictor_for(X86, "gemm", "qemu", tmp_path, cache_dir=tmp_path / "cache")
 
 
-@pytest.mark.parametrize("mape, spearman, reasons", [
-    (15.0, 0.9, []),  # exactly at both limits: the model is kept
-    (15.01, 0.9, ["MAPE 15.0 % > 15.0 %"]),
-    (15.0, 0.8999, ["Spearman 0.900 < 0.900"]),
-    (40.0, 0.5, ["MAPE 40.0 % > 15.0 %", "Spearman 0.500 < 0.900"]),
-    (0.0, 1.0, []),
-])
+@pytest.mark.parametrize(
+    "mape, spearman, reasons",
+    [
+        (15.0, 0.9, []),  # exactly at both limits: the model is kept
+        (15.01, 0.9, ["MAPE 15.0 % > 15.0 %"]),
+        (15.0, 0.8999, ["Spearman 0.900 < 0.900"]),
+        (40.0, 0.5, ["MAPE 40.0 % > 15.0 %", "Spearman 0.500 < 0.900"]),
+        (0.0, 1.0, []),
+    ],
+)
 def test_drift_asks_for_retraining_only_beyond_its_limits(mape, spearman, reasons):
     from perfguard.runs.calibration import drift_reasons
 

@@ -95,8 +95,12 @@ def test_no_pair_shape_is_in_a_dataset_the_defaults_or_the_config():
 
 
 def _record(ratios: list[float]) -> dict:
-    return {"rounds": [{"before": {"median_s": 1e-3, "min_s": 1e-3},
-                        "after": {"median_s": 1e-3 * r, "min_s": 1e-3 * r}} for r in ratios]}
+    return {
+        "rounds": [
+            {"before": {"median_s": 1e-3, "min_s": 1e-3}, "after": {"median_s": 1e-3 * r, "min_s": 1e-3 * r}}
+            for r in ratios
+        ]
+    }
 
 
 def test_native_delta_is_the_median_ratio_with_a_deterministic_interval():
@@ -148,15 +152,24 @@ def test_stored_timings_are_reused_only_for_the_same_binaries(tmp_path, monkeypa
 
     def time_pair(before, after, rounds, cpu, where, reps=None, first=0, processes=1, quiet=None, budget=None):
         timed.append((rounds, first, reps))
-        return {**_record([0.9] * rounds), "reps": reps or {"before": 7, "after": 8}, "loadavg": [1.0, 1.0],
-                "rejected_rounds": []}
+        return {
+            **_record([0.9] * rounds),
+            "reps": reps or {"before": 7, "after": 8},
+            "loadavg": [1.0, 1.0],
+            "rejected_rounds": [],
+        }
 
     monkeypatch.setattr(vd, "time_pair", time_pair)
     pair = PAIRS[0]
     sides = {pair.name: (_fake_side("aa"), _fake_side("bb"))}
     store = tmp_path / "native.json"
-    stored = {**_record([1.2] * 5), "pair": pair.name, "reps": {"before": 3, "after": 4}, "loadavg": [2.0, 2.0],
-              "timed": ["then"]}
+    stored = {
+        **_record([1.2] * 5),
+        "pair": pair.name,
+        "reps": {"before": 3, "after": 4},
+        "loadavg": [2.0, 2.0],
+        "timed": ["then"],
+    }
     vd.save_native(store, {"schema": vd.NATIVE_SCHEMA, "pairs": {"aa:bb": stored}})
 
     def run(rounds=5, retime=False):
@@ -200,8 +213,9 @@ def test_each_side_runs_in_several_processes_and_a_spread_pair_is_timed_again(tm
     # probes A B; round 0: A B, B A, A B; round 1: B A, A B, B A
     assert _order(tmp_path) == ["A", "B"] + ["A", "B", "B", "A", "A", "B"] + ["B", "A", "A", "B", "B", "A"]
     assert record["processes"] == 3 and len(record["rounds"]) == 2
-    assert all(len(r["before"]["processes"]) == 3 and r["after"]["min_s"] == pytest.approx(2e-4)
-               for r in record["rounds"])
+    assert all(
+        len(r["before"]["processes"]) == 3 and r["after"]["min_s"] == pytest.approx(2e-4) for r in record["rounds"]
+    )
     assert vd.native_delta(record).delta == pytest.approx(1.0) and vd.native_delta(record).spread == 0
 
     logs = tmp_path / "shaky"
@@ -241,15 +255,30 @@ def _neighbour_program(tmp_path, name: str, base: int, limit: int, pinned: int):
     src = tmp_path / f"{name}.c"
     src.write_text(NEIGHBOUR)
     out = tmp_path / name
-    subprocess.run(["gcc", "-O1", f'-DCOUNT="{tmp_path / "count"}"', f'-DSTAT="{tmp_path / "stat"}"',
-                    f"-DLIMIT={limit}", f"-DPINNED={pinned}", f"-DBASE={base}", "-o", str(out), str(src)], check=True)
+    subprocess.run(
+        [
+            "gcc",
+            "-O1",
+            f'-DCOUNT="{tmp_path / "count"}"',
+            f'-DSTAT="{tmp_path / "stat"}"',
+            f"-DLIMIT={limit}",
+            f"-DPINNED={pinned}",
+            f"-DBASE={base}",
+            "-o",
+            str(out),
+            str(src),
+        ],
+        check=True,
+    )
     return out
 
 
 @pytest.mark.skipif(not X86.native() or shutil.which("gcc") is None, reason="native timing needs an x86_64 host")
 def test_rounds_with_a_busy_neighbour_are_rejected_recorded_and_a_pair_that_stays_busy_is_not_scored(
-        tmp_path, monkeypatch):
+    tmp_path, monkeypatch
+):
     from perfguard.job import native
+
     monkeypatch.setattr(native, "PROC_STAT", tmp_path / "stat")
     cpu = native.pick_cpu()
     policy = QuietPolicy(bound=0.25, wait_s=0.0, retries=3, budget_s=60)
@@ -274,19 +303,26 @@ def test_rounds_with_a_busy_neighbour_are_rejected_recorded_and_a_pair_that_stay
     assert busy["not_quiet"].startswith("the other CPUs stayed busy: 3 tries of a round rejected")
     assert messages == [f"q: {busy['not_quiet']}: 0 of 3 rounds kept, not scored"]
     summary = vd.neighbour_summary({"p": record, "q": busy, "old": _record([1.1, 1.2])})
-    assert {k: summary[k] for k in ("rounds_kept", "rounds_rejected", "kept_without_load", "bounds")} == \
-        {"rounds_kept": 5, "rounds_rejected": 4, "kept_without_load": 2, "bounds": [0.25]}
+    assert {k: summary[k] for k in ("rounds_kept", "rounds_rejected", "kept_without_load", "bounds")} == {
+        "rounds_kept": 5,
+        "rounds_rejected": 4,
+        "kept_without_load": 2,
+        "bounds": [0.25],
+    }
     assert summary["rejected_share"] == pytest.approx(4 / 9) and summary["kept_load_max"] == 0.0
     assert list(summary["not_quiet"]) == ["q"]
     line = vd.neighbour_line(summary)
-    assert line.startswith("busy neighbours (bound in CPUs: 0.25): 4 rounds rejected (44 % of the tries), 5 kept; "
-                           "their neighbour load median 0.00, max 0.00 CPUs; 2 kept rounds without a figure")
+    assert line.startswith(
+        "busy neighbours (bound in CPUs: 0.25): 4 rounds rejected (44 % of the tries), 5 kept; "
+        "their neighbour load median 0.00, max 0.00 CPUs; 2 kept rounds without a figure"
+    )
     assert "1 pairs not quiet, left out of the scores: `q`: the other CPUs stayed busy" in line
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(shutil.which(X86.cc) is None or shutil.which(X86.qemu) is None,
-                    reason="the x86_64 compiler and QEMU are needed")
+@pytest.mark.skipif(
+    shutil.which(X86.cc) is None or shutil.which(X86.qemu) is None, reason="the x86_64 compiler and QEMU are needed"
+)
 def test_two_real_pairs_build_simulate_and_score(cache_dir):
     by_name = {p.name: p for p in PAIRS}
     pairs = [by_name["conv2d/1x96x12x12x64x1x1x1x0/vector:4->1"], by_name["dense_relu/24x384x192/vector:4->8"]]
@@ -316,8 +352,9 @@ def test_two_real_pairs_build_simulate_and_score(cache_dir):
 
 
 def test_pair_names_say_family_shape_and_edit():
-    pair = Pair("gemv", dict(M=8, K=16, dtype="float32", tile_m=8, tile_k=16, vector=8, unroll=16, order="ik"),
-                "vector", 1)
+    pair = Pair(
+        "gemv", dict(M=8, K=16, dtype="float32", tile_m=8, tile_k=16, vector=8, unroll=16, order="ik"), "vector", 1
+    )
     assert pair.name == "gemv/8x16/vector:8->1" and pair.kind == "vector width" and pair.before == 8
     assert vd.select_pairs("gemv/640x1536/vector") == [p for p in PAIRS if p.name.startswith("gemv/640x1536/vector")]
 

@@ -86,8 +86,20 @@ def test_real_gem5_timing_cpu_counts_the_kernel_cycles(cpu_type, tmp_path):
     got = {}
     for n in (2048, 4096):
         binary = tmp_path / f"loop{n}"
-        subprocess.run([target.cc, "-O2", "-march=x86-64", "-fno-tree-vectorize", "-static", f"-DN={n}", "-o",
-                        str(binary), str(source)], check=True)
+        subprocess.run(
+            [
+                target.cc,
+                "-O2",
+                "-march=x86-64",
+                "-fno-tree-vectorize",
+                "-static",
+                f"-DN={n}",
+                "-o",
+                str(binary),
+                str(source),
+            ],
+            check=True,
+        )
         got[n] = vd.gem5_cycles(vd.Gem5Run(binary, target, cpu_type, tmp_path / "cache", 1, 1, 1800))
     small, big = got[2048], got[4096]
     for n, run in got.items():
@@ -115,9 +127,25 @@ def test_stored_gem5_results_are_reused_per_binary_and_cpu(tmp_path, monkeypatch
         pytest.skip(f"no gem5 binary for {target.isa}: set {ENV_BY_ISA[target.isa]} to run this test")
     config = load_config(vd.REPO / "perfguard.toml").with_cache_dir(tmp_path / "cache")
     pair = PAIRS[0]
-    sides = {pair.name: tuple(vd.Side(spec, JobResult(spec.name, target.name, pair.family, spec.params, "qemu", True,
-                                                      stats=Stats(insts=1000), binary_hash=h), tmp_path / h)
-                              for spec, h in zip(pair.sides(), ("b" * 64, "a" * 64)))}
+    sides = {
+        pair.name: tuple(
+            vd.Side(
+                spec,
+                JobResult(
+                    spec.name,
+                    target.name,
+                    pair.family,
+                    spec.params,
+                    "qemu",
+                    True,
+                    stats=Stats(insts=1000),
+                    binary_hash=h,
+                ),
+                tmp_path / h,
+            )
+            for spec, h in zip(pair.sides(), ("b" * 64, "a" * 64))
+        )
+    }
     fingerprint = Gem5Simulator(config.storage.cache_dir, cpu_type="o3").fingerprint(target)
     stored = {vd.gem5_key("o3", h, fingerprint): {"cycles": c} for h, c in (("b" * 64, 1000.0), ("a" * 64, 1300.0))}
     path = tmp_path / "gem5.json"
@@ -147,9 +175,11 @@ def test_a_gem5_core_takes_the_place_of_native_time_on_aarch64():
     from benchmarks.verdicts_gem5 import score_against
     from tests.conftest import REPO
 
-    deltas = {"pipeline": {"a": 0.03, "b": 0.10, "c": 0.30, "d": None},
-              "gem5-o3": {"a": 0.50, "b": 0.00, "c": 0.20, "d": 0.40},
-              "gem5-minor": {"a": 0.45, "b": 0.01, "c": 0.15, "d": 0.30}}
+    deltas = {
+        "pipeline": {"a": 0.03, "b": 0.10, "c": 0.30, "d": None},
+        "gem5-o3": {"a": 0.50, "b": 0.00, "c": 0.20, "d": 0.40},
+        "gem5-minor": {"a": 0.45, "b": 0.01, "c": 0.15, "d": 0.30},
+    }
     scores = score_against("gem5-o3", deltas)
     assert set(scores) == {"pipeline", "gem5-minor"}
     assert (scores["pipeline"].n, scores["pipeline"].missed, scores["pipeline"].false_alarms) == (3, ["a"], ["b"])

@@ -26,20 +26,35 @@ def parse(svg: str) -> ET.Element:
 
 def every_chart(label: str = "gemm [x86_64]", commit: str = "0123456789abcdef") -> dict[str, str]:
     target = target_summary(BUILTIN["x86_64"])
-    series = [{"name": "baseline", "colour": "#9e9e9e", "hollow": True, "points": [{"intensity": 2.0, "gflops": 20.0}]},
-              {"name": label, "colour": "#c62828", "points": [{"label": label, "intensity": None, "gflops": 5.0}]}]
-    points = [HistoryPoint(commit if i == 0 else f"{i:040x}", "2026-01-01", label, 1e-3 * (1 + (i >= 3)))
-              for i in range(6)]
+    series = [
+        {"name": "baseline", "colour": "#9e9e9e", "hollow": True, "points": [{"intensity": 2.0, "gflops": 20.0}]},
+        {"name": label, "colour": "#c62828", "points": [{"label": label, "intensity": None, "gflops": 5.0}]},
+    ]
+    points = [
+        HistoryPoint(commit if i == 0 else f"{i:040x}", "2026-01-01", label, 1e-3 * (1 + (i >= 3))) for i in range(6)
+    ]
     return {
         "roof": charts.roofline(target, series, "c-roof", f"roofline: {label}", arrow=True),
-        "phases": charts.phases([{"label": "baseline", "compute_s": 1e-3, "memory_s": 2e-4},
-                                 {"label": label, "compute_s": 2e-3, "memory_s": 1e-4}], "c-phases", label),
-        "history": charts.history(points, [ChangePoint(3, points[3].commit, 1e-3, 2e-3, 100.0)], 2.1e-3,
-                                  "c-history", label),
+        "phases": charts.phases(
+            [
+                {"label": "baseline", "compute_s": 1e-3, "memory_s": 2e-4},
+                {"label": label, "compute_s": 2e-3, "memory_s": 1e-4},
+            ],
+            "c-phases",
+            label,
+        ),
+        "history": charts.history(
+            points, [ChangePoint(3, points[3].commit, 1e-3, 2e-3, 100.0)], 2.1e-3, "c-history", label
+        ),
         "cal": charts.calibration([[1e-6 * (1 + i), 1.1e-6 * (1 + i)] for i in range(30)], "c-cal", label),
-        "deltas": charts.deltas([{"label": label, "delta_pct": 12.5, "threshold_pct": 2.0, "verdict": "regression"},
-                                 {"label": "other", "delta_pct": -3.0, "threshold_pct": None,
-                                  "verdict": "improvement"}], "c-deltas", label),
+        "deltas": charts.deltas(
+            [
+                {"label": label, "delta_pct": 12.5, "threshold_pct": 2.0, "verdict": "regression"},
+                {"label": "other", "delta_pct": -3.0, "threshold_pct": None, "verdict": "improvement"},
+            ],
+            "c-deltas",
+            label,
+        ),
     }
 
 
@@ -51,7 +66,7 @@ def test_each_chart_is_svg_with_ids_of_its_own_and_the_same_bytes_each_time():
         chart_id = root.get("id")
         ids = [e.get("id") for e in root.iter() if e.get("id")]
         assert ids and all(i == chart_id or i.startswith(chart_id + "-") for i in ids), (name, ids)
-        for ref in re.findall(r'url\(#([^)]+)\)', svg):
+        for ref in re.findall(r"url\(#([^)]+)\)", svg):
             assert ref in ids, (name, ref)  # every reference points inside the chart
         marks = [e for e in root.iter() if (e.get("class") or "").startswith("mark")]
         assert marks and all(m.find(SVG + "title") is not None for m in marks), name  # a tooltip per mark
@@ -103,13 +118,15 @@ def test_crowded_roofline_labels_do_not_run_into_each_other():
     points = [{"label": str(n), "intensity": None, "gflops": 10.0 * (1 + 0.04 * n)} for n in range(1, 21)]
     svg = charts.roofline(target, [{"name": "latency-bound", "colour": "#e65100", "points": points}], "r", "crowded")
     labels = re.search(r'<g class="point-labels"[^>]*>(.*?)</g>', svg, re.S).group(1)
-    boxes = [(float(x), float(y) - charts.LABEL_SIZE, float(x) + charts.text_width(t, charts.LABEL_SIZE), float(y) + 2)
-             for x, y, t in re.findall(r'<text x="([-\d.]+)" y="([-\d.]+)">([^<]*)</text>', labels)]
+    boxes = [
+        (float(x), float(y) - charts.LABEL_SIZE, float(x) + charts.text_width(t, charts.LABEL_SIZE), float(y) + 2)
+        for x, y, t in re.findall(r'<text x="([-\d.]+)" y="([-\d.]+)">([^<]*)</text>', labels)
+    ]
     assert len(boxes) == 20
     width, height = (float(v) for v in re.search(r'viewBox="0 0 ([\d.]+) ([\d.]+)"', svg).groups())
     for i, a in enumerate(boxes):
         assert 0 <= a[0] and a[2] <= width and 0 <= a[1] and a[3] <= height
-        for b in boxes[i + 1:]:
+        for b in boxes[i + 1 :]:
             assert a[2] <= b[0] or b[2] <= a[0] or a[3] <= b[1] or b[3] <= a[1], (a, b)
 
 
@@ -120,9 +137,15 @@ def test_a_kernel_has_the_same_number_on_every_targets_roofline():
 
     page = render_index(read_report(golden.REPOSITORY))
     captions = re.findall(r"<figcaption>Roofline of (\w+):.*?</figcaption>", page, re.S)
-    numbers = {t: dict((k, n) for n, k in re.findall(r'>(\d+)&nbsp;([\w.]+)</a>',
-                                                     page.split(f"<figcaption>Roofline of {t}:")[1].split("</figcaption>")[0]))
-               for t in captions}
+    numbers = {
+        t: dict(
+            (k, n)
+            for n, k in re.findall(
+                r">(\d+)&nbsp;([\w.]+)</a>", page.split(f"<figcaption>Roofline of {t}:")[1].split("</figcaption>")[0]
+            )
+        )
+        for t in captions
+    }
     assert sorted(numbers) == ["aarch64", "riscv64", "x86_64"]
     assert numbers["x86_64"]["gemm_256"] == numbers["aarch64"]["gemm_256"] == numbers["riscv64"]["gemm_256"] == "1"
     for kernel in set(numbers["x86_64"]) & set(numbers["riscv64"]):

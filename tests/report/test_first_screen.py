@@ -110,8 +110,11 @@ def dead_links(folder: Path, pages: list[Path]) -> list[str]:
             target = (page.parent / unquote(parts.path)).resolve() if parts.path else page
             if folder.resolve() not in target.parents or not target.is_file():
                 dead.append(f"{page.relative_to(folder)}: {link}")
-            elif parts.fragment and target.suffix == ".html" \
-                    and parts.fragment not in cache.setdefault(target, parsed(target)).ids:
+            elif (
+                parts.fragment
+                and target.suffix == ".html"
+                and parts.fragment not in cache.setdefault(target, parsed(target)).ids
+            ):
                 dead.append(f"{page.relative_to(folder)}: {link} (no such anchor)")
     return dead
 
@@ -183,8 +186,12 @@ def test_the_link_check_finds_a_dead_link_and_a_missing_anchor(written, tmp_path
     folder = tmp_path / "broken"
     (folder / "kernels").mkdir(parents=True)
     (folder / "kernels" / "k.html").write_text('<p id="t-x86_64">k</p>')
-    (folder / "index.html").write_text('<a href="kernels/k.html#t-x86_64">ok</a> <a href="kernels/gone.html">gone</a>'
-                                       ' <a href="kernels/k.html#t-riscv64">no anchor</a> <a href="#top">top</a>')
+    (folder / "index.html").write_text(
+        '<a href="kernels/k.html#t-x86_64">ok</a> <a href="kernels/gone.html">gone</a>'
+        ' <a href="kernels/k.html#t-riscv64">no anchor</a> <a href="#top">top</a>'
+    )
     assert dead_links(folder, [folder / "index.html"]) == [
-        "index.html: kernels/gone.html", "index.html: kernels/k.html#t-riscv64 (no such anchor)",
-        "index.html: #top (no such anchor)"]
+        "index.html: kernels/gone.html",
+        "index.html: kernels/k.html#t-riscv64 (no such anchor)",
+        "index.html: #top (no such anchor)",
+    ]

@@ -42,8 +42,10 @@ def test_golden_report_is_current(path: Path):
 
 def test_golden_reports_hold_what_the_tests_read():
     tiny = golden.load(golden.TINY)
-    assert [(r["kernel"], r["verdict"]) for r in tiny["results"]] == [("gemm_16", "regression"),
-                                                                     ("gemv_16", "unchanged")]
+    assert [(r["kernel"], r["verdict"]) for r in tiny["results"]] == [
+        ("gemm_16", "regression"),
+        ("gemv_16", "unchanged"),
+    ]
     assert all(r["analysis"] and r["history"] for r in tiny["results"]) and tiny["config"] == "perfguard.toml"
     assert sorted(p.name for p in (golden.TINY_BASELINES / "x86_64").iterdir()) == ["gemm_16.json", "gemv_16.json"]
     repo = golden.load(golden.REPOSITORY)

@@ -42,14 +42,19 @@ def test_the_icicle_is_keyed_and_topped_by_the_verdicts_model(report):
     page = sections(render_kernel(report, "gemm_256"))
     # x86_64's verdict came from the calibrated model; the rows are the pipeline model's cycles
     top = re.search(r'id="s0-flame-all"><title>([^<]*)</title>', page["x86_64"]).group(1)
-    assert top.startswith("the verdict&#x27;s calibrated model: 419.191 us \u2192 821.874 us (+402.684 us); placed by "
-                          "the pipeline model: 1,511,800 \u2192 2,784,278 cycles per call")
+    assert top.startswith(
+        "the verdict&#x27;s calibrated model: 419.191 us \u2192 821.874 us (+402.684 us); placed by "
+        "the pipeline model: 1,511,800 \u2192 2,784,278 cycles per call"
+    )
     aarch64 = re.search(r'-flame-all"><title>([^<]*)</title>', page["aarch64"]).group(1)
     assert aarch64.startswith("pipeline model: ")  # the pipeline model gave that verdict itself
-    assert "removed: code only the baseline had" in page["x86_64"] and "added: code only this build has" in page["x86_64"]
+    assert (
+        "removed: code only the baseline had" in page["x86_64"] and "added: code only this build has" in page["x86_64"]
+    )
     # riscv64: the k_1 loop the new schedule has no more is drawn as removed code, not as faster code
-    assert re.search(r"<title>loop k_1: [\d,]+ \u2192 0 cycles per call; code only the baseline had \(removed\)",
-                     page["riscv64"])
+    assert re.search(
+        r"<title>loop k_1: [\d,]+ \u2192 0 cycles per call; code only the baseline had \(removed\)", page["riscv64"]
+    )
 
 
 def test_the_statistics_table_has_no_empty_effect_column(report):
@@ -61,22 +66,32 @@ def test_the_statistics_table_has_no_empty_effect_column(report):
 
 
 def test_both_sides_of_a_block_are_aligned_instruction_by_instruction():
-    rows = disassembly.aligned(["mov %rax, %rbx", "vfmadd231ps %ymm1, %ymm2, %ymm3", "add $4, %r15", "jne -40"],
-                               ["mov %rax, %rbx", "vfmadd231ps %ymm5, %ymm2, %ymm3", "jne -52", "ret"])
+    rows = disassembly.aligned(
+        ["mov %rax, %rbx", "vfmadd231ps %ymm1, %ymm2, %ymm3", "add $4, %r15", "jne -40"],
+        ["mov %rax, %rbx", "vfmadd231ps %ymm5, %ymm2, %ymm3", "jne -52", "ret"],
+    )
     assert [(r.kind, r.baseline, r.current) for r in rows] == [
         ("same", "mov %rax, %rbx", "mov %rax, %rbx"),
         ("changed", "vfmadd231ps %ymm1, %ymm2, %ymm3", "vfmadd231ps %ymm5, %ymm2, %ymm3"),
         ("only-baseline", "add $4, %r15", ""),
         ("changed", "jne -40", "jne -52"),
-        ("only-current", "", "ret")]
+        ("only-current", "", "ret"),
+    ]
     assert disassembly.aligned([], ["ret"]) == [disassembly.Row("only-current", "", "ret")]
     # llvm-mca's cycles go with their instruction, wherever the alignment puts it
     cyc = lambda lat, rt: InsnCycles(lat, rt, 1)  # noqa: E731
-    rows = disassembly.aligned(["mov %rax, %rbx", "add $4, %r15", "jne -40"], ["mov %rax, %rbx", "jne -52", "ret"],
-                               [cyc(1, 0.25), cyc(1, 0.5), cyc(1, 0.5)], [cyc(1, 0.25), cyc(2, 0.5), cyc(5, 1.0)])
+    rows = disassembly.aligned(
+        ["mov %rax, %rbx", "add $4, %r15", "jne -40"],
+        ["mov %rax, %rbx", "jne -52", "ret"],
+        [cyc(1, 0.25), cyc(1, 0.5), cyc(1, 0.5)],
+        [cyc(1, 0.25), cyc(2, 0.5), cyc(5, 1.0)],
+    )
     assert [(r.kind, r.baseline_cycles, r.current_cycles) for r in rows] == [
-        ("same", "1/0.25", "1/0.25"), ("only-baseline", "1/0.5", ""), ("changed", "1/0.5", "2/0.5"),
-        ("only-current", "", "5/1")]
+        ("same", "1/0.25", "1/0.25"),
+        ("only-baseline", "1/0.5", ""),
+        ("changed", "1/0.5", "2/0.5"),
+        ("only-current", "", "5/1"),
+    ]
     assert rows[3].current_title == "latency 5 cycles, reciprocal throughput 1 cycles, 1 micro-op"
     # a side whose cycles do not match its lines one for one shows none
     assert all(r.baseline_cycles == "" for r in disassembly.aligned(["ret", "nop"], ["ret"], [cyc(1, 1.0)]))
@@ -93,15 +108,19 @@ def test_the_changed_blocks_show_llvm_mcas_cycles_beside_each_instruction(report
     assert any(c.latency >= 4 for s in sides for c in s.insn_cycles)  # a load or an FMA is among them
     page = sections(render_kernel(report, "gemm_256"))["x86_64"]
     first = next(b for b in x86.blocks if round(b.delta_cycles))
-    rows = disassembly.aligned(first.baseline.asm if first.baseline else [], first.current.asm if first.current else [],
-                               first.baseline.insn_cycles if first.baseline else [],
-                               first.current.insn_cycles if first.current else [])
-    table = page[page.index('id="s0-b'):]
-    table = table[:table.index("</table>")]
-    assert table.count("<tr class=\"asm-") == len(rows) and '<th class="cyc"' in table
+    rows = disassembly.aligned(
+        first.baseline.asm if first.baseline else [],
+        first.current.asm if first.current else [],
+        first.baseline.insn_cycles if first.baseline else [],
+        first.current.insn_cycles if first.current else [],
+    )
+    table = page[page.index('id="s0-b') :]
+    table = table[: table.index("</table>")]
+    assert table.count('<tr class="asm-') == len(rows) and '<th class="cyc"' in table
     for row in rows:
-        cells = (f'<td class="cyc" title="{row.baseline_title}">{row.baseline_cycles}</td>'
-                 if row.baseline_cycles else "")
+        cells = (
+            f'<td class="cyc" title="{row.baseline_title}">{row.baseline_cycles}</td>' if row.baseline_cycles else ""
+        )
         assert cells in table
 
 
@@ -111,7 +130,7 @@ def test_a_link_to_a_folded_block_opens_it_in_headless_chromium(report, tmp_path
     page = tmp_path / kernel_file("gemm_256")
     folded = f"s0-b{OPEN_BLOCKS + 2}"  # in the folded "more changed blocks", closed as written
     text = page.read_text()
-    block = text[text.rindex("<details", 0, text.index(f'id="{folded}"')):text.index(f'id="{folded}"')]
+    block = text[text.rindex("<details", 0, text.index(f'id="{folded}"')) : text.index(f'id="{folded}"')]
     assert " open" not in block.split(">")[0]
     dom, requests = browse_fragment(page, folded, tmp_path / "nav")
     assert requests == []

@@ -19,8 +19,9 @@ from perfguard.report.markdown import render_markdown
 from tests.conftest import REPO
 
 # the schema of a result's "blocks" (the rest of a result is tested on a real run's golden report in test_report.py)
-BLOCKS = json.loads((REPO / "docs" / "report.schema.json").read_text())["properties"]["results"]["items"][
-    "properties"]["blocks"]
+BLOCKS = json.loads((REPO / "docs" / "report.schema.json").read_text())["properties"]["results"]["items"]["properties"][
+    "blocks"
+]
 
 
 def valid(data: dict) -> None:
@@ -31,25 +32,57 @@ def _step(var: str, extent: int, kind: str = "serial") -> dict:
     return {"var": var, "extent": extent, "kind": kind}
 
 
-K_1 = {"var": "k_1", "path": [_step("i_0", 4), _step("j_0", 2), _step("k_0", 4), _step("i_1", 16), _step("k_1", 16)],
-       "trips": 8192}
-I_1 = {"var": "i_1", "path": [_step("i_0", 4), _step("j_0", 2), _step("k_0", 16), _step("i_1", 16)], "trips": 2048,
-       "unrolled": ["k_1"]}
+K_1 = {
+    "var": "k_1",
+    "path": [_step("i_0", 4), _step("j_0", 2), _step("k_0", 4), _step("i_1", 16), _step("k_1", 16)],
+    "trips": 8192,
+}
+I_1 = {
+    "var": "i_1",
+    "path": [_step("i_0", 4), _step("j_0", 2), _step("k_0", 16), _step("i_1", 16)],
+    "trips": 2048,
+    "unrolled": ["k_1"],
+}
 
 
 def _side(start: int, executions: int, **loop) -> dict:
-    return {"symbol": "main_compute_", "start": start, "end": start + 40, "insns": 12, "executions": executions,
-            "cycles_per_execution": 4.0, "cycles": 4.0 * executions, "bound": "latency",
-            "asm": ["vfmadd231ps %ymm1, %ymm2, %ymm0"], **loop}
+    return {
+        "symbol": "main_compute_",
+        "start": start,
+        "end": start + 40,
+        "insns": 12,
+        "executions": executions,
+        "cycles_per_execution": 4.0,
+        "cycles": 4.0 * executions,
+        "bound": "latency",
+        "asm": ["vfmadd231ps %ymm1, %ymm2, %ymm0"],
+        **loop,
+    }
 
 
 def report(baseline: dict | None, current: dict | None) -> dict:
     block = {"start": 0x401000, "delta_cycles": 5000.0, "share_pct": 80.0, "baseline": baseline, "current": current}
-    result = {"kernel": "gemm_k", "target": "x86_64", "verdict": "regression", "delta_pct": 40.0,
-              "threshold_pct": 2.0, "current_time_s": 1.4e-3, "baseline_time_s": 1e-3, "simulator": "qemu",
-              "model_id": "pipeline-v2-x", "calibrated": False, "blocks": [block]}
-    return {"schema": 1, "perfguard_version": "0", "created": "now", "config": None,
-            "summary": {"exit_code": 1, "regression": 1}, "results": [result]}
+    result = {
+        "kernel": "gemm_k",
+        "target": "x86_64",
+        "verdict": "regression",
+        "delta_pct": 40.0,
+        "threshold_pct": 2.0,
+        "current_time_s": 1.4e-3,
+        "baseline_time_s": 1e-3,
+        "simulator": "qemu",
+        "model_id": "pipeline-v2-x",
+        "calibrated": False,
+        "blocks": [block],
+    }
+    return {
+        "schema": 1,
+        "perfguard_version": "0",
+        "created": "now",
+        "config": None,
+        "summary": {"exit_code": 1, "regression": 1},
+        "results": [result],
+    }
 
 
 TILE_K_EDIT = report(_side(0x401000, 8192, loop=K_1), _side(0x401000, 2048, loop=I_1))
@@ -79,8 +112,11 @@ def test_a_report_from_before_loop_names_reads_and_renders_without_them(tmp_path
 def test_a_loop_of_the_wrong_type_is_an_input_error_naming_the_key():
     bad = copy.deepcopy(TILE_K_EDIT)
     bad["results"][0]["blocks"][0]["current"]["loop"]["trips"] = "many"
-    with pytest.raises(InputError, match=r"^r\.json: results\[0\]\.blocks\[0\]\.current\.loop\.trips: must be an "
-                                         r"integer, got 'many'$"):
+    with pytest.raises(
+        InputError,
+        match=r"^r\.json: results\[0\]\.blocks\[0\]\.current\.loop\.trips: must be an "
+        r"integer, got 'many'$",
+    ):
         Report.from_json(bad, "r.json")
     with pytest.raises(jsonschema.ValidationError):
         valid(bad)
@@ -90,8 +126,10 @@ def test_every_renderer_names_the_loop_of_each_side(tmp_path):
     typed = Report.from_json(copy.deepcopy(TILE_K_EDIT))
     line = text.block_line(typed.results[0].blocks[0])
     assert "0x401000-0x401028 in loop k_1 (i_0[4] > j_0[2] > k_0[4] > i_1[16] > k_1[16]), 12 insns x 8,192" in line
-    assert ("in loop i_1 (i_0[4] > j_0[2] > k_0[16] > i_1[16]; k_1 unrolled or vectorised into it by LLVM), "
-            "12 insns x 2,048") in line
+    assert (
+        "in loop i_1 (i_0[4] > j_0[2] > k_0[16] > i_1[16]; k_1 unrolled or vectorised into it by LLVM), "
+        "12 insns x 2,048"
+    ) in line
     out = io.StringIO()
     terminal.print_table(typed, Console(file=out, width=400))
     assert "where gemm_k[x86_64]:" in out.getvalue() and "in loop k_1 (i_0[4] > j_0[2]" in out.getvalue()
@@ -108,8 +146,9 @@ def test_candidates_are_shown_as_candidates_and_names_are_escaped(tmp_path):
     typed = Report.from_json(report(None, _side(0x401000, 16, loop_candidates=[evil, plain])))
     side = typed.results[0].blocks[0].current
     assert side.loop is None
-    assert side.loop_text == ("ambiguous loop: loop <script>alert(1)</script> (<script>alert(1)</script>[16]) "
-                              "or loop b (b[16])")
+    assert side.loop_text == (
+        "ambiguous loop: loop <script>alert(1)</script> (<script>alert(1)</script>[16]) or loop b (b[16])"
+    )
     write_html(typed, tmp_path)
     page = (tmp_path / kernel_file("gemm_k")).read_text()
     assert "<script>alert" not in page and "ambiguous loop: loop &lt;script&gt;alert(1)&lt;/script&gt;" in page

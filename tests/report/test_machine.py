@@ -43,7 +43,7 @@ def test_the_tiny_report_names_its_machine_in_every_output(tmp_path):
     assert "FAIL gemm_16 [x86_64] regression" in term and "; machine: intel-6-167" in term
 
     md = render_markdown(report)
-    failing = md[md.index("Failing (1)"):].split("\n\n")[1]
+    failing = md[md.index("Failing (1)") :].split("\n\n")[1]
     assert "1. " in failing and failing.endswith("machine: intel-6-167")  # on the failing line
     assert "Machine \\[x86\\_64\\]: the analytical model's cost table; interval from intel-6-167" in md
     assert "| analytical (intel-6-167) |" in md  # the unchanged row's model

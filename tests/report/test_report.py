@@ -73,10 +73,15 @@ def test_every_page_is_written_and_shows_the_result(tiny):
     assert summary.startswith(MARKER + "\n")
     assert "1 regression(s) found" in summary
     # the failing row first, linked to its page, its verdict saying what decided it
-    assert summary.index("#### Failing (1)") < summary.index(
-        "1. \u274c **[gemm\\_16](kernels/gemm_16.html#t-x86_64)** \\[x86\\_64\\] regression (estimate over the "
-        "threshold; the interval reaches below it): **+38.68 % (90 %: -30.4 .. +176.5 %)**, threshold 2.00 % \u00b7 "
-        "change: tile\\_k 8 -&gt; 1, vector 8 -&gt; 1 \u00b7 where: ") < summary.index("<details><summary>1 unchanged</summary>")
+    assert (
+        summary.index("#### Failing (1)")
+        < summary.index(
+            "1. \u274c **[gemm\\_16](kernels/gemm_16.html#t-x86_64)** \\[x86\\_64\\] regression (estimate over the "
+            "threshold; the interval reaches below it): **+38.68 % (90 %: -30.4 .. +176.5 %)**, threshold 2.00 % \u00b7 "
+            "change: tile\\_k 8 -&gt; 1, vector 8 -&gt; 1 \u00b7 where: "
+        )
+        < summary.index("<details><summary>1 unchanged</summary>")
+    )
     assert "<details><summary>1 unchanged</summary>" in summary
     assert data["summary"]["regression"] == 1
 
@@ -107,12 +112,18 @@ def test_report_command_defaults_to_the_config_report_dir(tiny, tmp_path, monkey
     assert (reports / kernel_file("gemm_16")).read_bytes() == (tiny["reports"] / kernel_file("gemm_16")).read_bytes()
 
 
-@pytest.mark.parametrize("content, message", [
-    (None, "report not found"),
-    ("{not json", "not a perfguard report"),
-    ('{"schema": 1, "summary": {"exit_code": 0}, "results": [{"kernel": "k", "target": "t", '
-     '"verdict": "unchanged", "delta_pct": "lots"}]}', "results[0].delta_pct: must be a number"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (None, "report not found"),
+        ("{not json", "not a perfguard report"),
+        (
+            '{"schema": 1, "summary": {"exit_code": 0}, "results": [{"kernel": "k", "target": "t", '
+            '"verdict": "unchanged", "delta_pct": "lots"}]}',
+            "results[0].delta_pct: must be a number",
+        ),
+    ],
+)
 def test_report_command_rejects_bad_input(tmp_path, capsys, content, message):
     path = tmp_path / "perfguard.json"
     if content is not None:
@@ -135,8 +146,15 @@ def evil_report(tiny) -> dict:
     gemm["history"]["points"][0]["commit"] = "<svg onload=alert(7)>"  # a chart's tick label
     data["targets"][gemm["target"]] = data["targets"]["x86_64"]
     err = copy.deepcopy(results(data)["gemv_16"])
-    err.update(kernel="<i>err</i>|pipe", verdict="error", error="<script>alert(6)</script> *boom* `x`",
-               stats=None, analysis=None, history=None, stat_deltas={})
+    err.update(
+        kernel="<i>err</i>|pipe",
+        verdict="error",
+        error="<script>alert(6)</script> *boom* `x`",
+        stats=None,
+        analysis=None,
+        history=None,
+        stat_deltas={},
+    )
     data["results"].append(err)
     data["summary"]["error"] = 1
     return data
@@ -173,17 +191,25 @@ def test_injection_is_escaped_in_html_and_markdown(tiny, tmp_path, capsys):
 
 def test_findings_name_lost_vectorisation_and_a_new_bound_class():
     side = {"compute_s": 1e-3, "memory_s": 1e-4, "flops_per_fp_inst": 16.0, "bound": "compute"}
-    result = {"kernel": "k", "target": "t", "verdict": "regression", "delta_pct": 80.0, "analysis": {
-        "baseline": {**side, "time_s": None},
-        "current": {**side, "time_s": None, "compute_s": 2e-3, "flops_per_fp_inst": 2.0, "bound": "latency"},
-        "drivers": [{"stat": "fp_insts", "baseline": 0, "current": 4096, "delta_pct": None, "time_s": 1e-3}]}}
+    result = {
+        "kernel": "k",
+        "target": "t",
+        "verdict": "regression",
+        "delta_pct": 80.0,
+        "analysis": {
+            "baseline": {**side, "time_s": None},
+            "current": {**side, "time_s": None, "compute_s": 2e-3, "flops_per_fp_inst": 2.0, "bound": "latency"},
+            "drivers": [{"stat": "fp_insts", "baseline": 0, "current": 4096, "delta_pct": None, "time_s": 1e-3}],
+        },
+    }
     found = text.findings(from_json(Result, result, "test"))
     # the phases say which model split the change, and add up to that model's change
     assert found[0] == "analytical model: compute phase +1.000 ms + memory phase 0.0 ns = +1.000 ms"
     calibrated = {**result, "model_id": "xgb-1", "calibrated": True, "current_time_s": 2.5e-3, "baseline_time_s": 1e-3}
     assert text.findings(from_json(Result, calibrated, "test"))[0] == (
         "analytical model: compute phase +1.000 ms + memory phase 0.0 ns = +1.000 ms "
-        "(the verdict's calibrated model: +1.500 ms)")
+        "(the verdict's calibrated model: +1.500 ms)"
+    )
     assert found[1] == "fp_insts +4,096 \u2192 +1.000 ms"
     assert "vectorisation lost: flops per FP instruction 16 \u2192 2" in found
     assert "bound class compute-bound \u2192 latency-bound" in found
@@ -198,13 +224,32 @@ def test_markdown_escaping():
 
 
 def synthetic(n: int, verdict_of=lambda i: "regression") -> dict:
-    rows = [{"kernel": f"kernel_with_a_long_name_{i:05d}", "target": "x86_64", "verdict": verdict_of(i),
-             "delta_pct": 3.0 + i % 7, "threshold_pct": 2.0, "current_time_s": 1e-3, "baseline_time_s": 9e-4,
-             "simulator": "qemu", "model_id": "analytical-v1-x", "calibrated": False} for i in range(n)]
-    counts = {v: sum(1 for r in rows if r["verdict"] == v) for v in ("regression", "error", "improvement", "new",
-                                                                      "unchanged")}
-    return {"schema": 1, "perfguard_version": "0", "created": "now", "config": None,
-            "summary": {"exit_code": 1, **counts}, "results": rows}
+    rows = [
+        {
+            "kernel": f"kernel_with_a_long_name_{i:05d}",
+            "target": "x86_64",
+            "verdict": verdict_of(i),
+            "delta_pct": 3.0 + i % 7,
+            "threshold_pct": 2.0,
+            "current_time_s": 1e-3,
+            "baseline_time_s": 9e-4,
+            "simulator": "qemu",
+            "model_id": "analytical-v1-x",
+            "calibrated": False,
+        }
+        for i in range(n)
+    ]
+    counts = {
+        v: sum(1 for r in rows if r["verdict"] == v) for v in ("regression", "error", "improvement", "new", "unchanged")
+    }
+    return {
+        "schema": 1,
+        "perfguard_version": "0",
+        "created": "now",
+        "config": None,
+        "summary": {"exit_code": 1, **counts},
+        "results": rows,
+    }
 
 
 def test_markdown_stays_under_the_limit_cutting_unchanged_rows_before_a_failing_one():
@@ -230,13 +275,15 @@ def test_markdown_stays_under_the_limit_cutting_unchanged_rows_before_a_failing_
 def test_calibration_section_shows_only_with_data(tiny, tmp_path):
     data = copy.deepcopy(tiny["data"])
     gemm = results(data)["gemm_16"]
-    gemm["calibration"] = {"metrics": {"mape_pct": 7.25, "spearman": 0.97, "model": "xgboost"},
-                           "points": [[1e-6 * (1 + i), 1.1e-6 * (1 + i)] for i in range(25)]}
+    gemm["calibration"] = {
+        "metrics": {"mape_pct": 7.25, "spearman": 0.97, "model": "xgboost"},
+        "points": [[1e-6 * (1 + i), 1.1e-6 * (1 + i)] for i in range(25)],
+    }
     write_html(Report.from_json(data), tmp_path)
     page = (tmp_path / kernel_file("gemm_16")).read_text()
     assert "<h3>Calibration</h3>" in page and "mape_pct" in page and "xgboost" in page and "7.25" in page
-    scatter = page[page.index('id="s0-cal"'):]
-    scatter = scatter[:scatter.index("</svg>")]
+    scatter = page[page.index('id="s0-cal"') :]
+    scatter = scatter[: scatter.index("</svg>")]
     assert scatter.count('<circle class="mark"') == 25  # one marker per hold-out point
     assert "<h3>Calibration</h3>" not in (tmp_path / kernel_file("gemv_16")).read_text()
 
@@ -253,12 +300,15 @@ def test_pages_render_from_a_minimal_report(tmp_path):
     assert render_index(data) == (tmp_path / "index.html").read_text()
 
 
-@pytest.mark.parametrize("flops, traffic, time_s, bound", [
-    (96e9 * 0.9, 0, 1.0, "compute"),  # 90 % of peak flops, no DRAM traffic
-    (1e6, 20e9 * 0.8, 1.0, "memory"),  # 80 % of peak bandwidth, few flops
-    (96e9 * 0.2, 20e9 * 0.1, 1.0, "latency"),  # 20 % of the roof
-    (96e9 * 0.5, 0, 1.0, "compute"),  # exactly at the boundary
-])
+@pytest.mark.parametrize(
+    "flops, traffic, time_s, bound",
+    [
+        (96e9 * 0.9, 0, 1.0, "compute"),  # 90 % of peak flops, no DRAM traffic
+        (1e6, 20e9 * 0.8, 1.0, "memory"),  # 80 % of peak bandwidth, few flops
+        (96e9 * 0.2, 20e9 * 0.1, 1.0, "latency"),  # 20 % of the roof
+        (96e9 * 0.5, 0, 1.0, "compute"),  # exactly at the boundary
+    ],
+)
 def test_bound_class(flops, traffic, time_s, bound):
     assert analysis.bound_class(flops, traffic, time_s, 96.0, 20.0)[0] == bound
 
@@ -288,15 +338,18 @@ def test_calibration_comes_from_the_model_that_scored_the_result(tmp_path):
     from perfguard.targets import BUILTIN
     from tests.conftest import REPO
 
-    meta = {"holdout": {"summary": {"mape": 6.5, "spearman": float("nan"), "groups": 4, "nested": {"x": 1}}},
-            "scatter": [[1e-3, 1.1e-3], [2e-3, float("inf")], [3e-3, 2.9e-3]]}
+    meta = {
+        "holdout": {"summary": {"mape": 6.5, "spearman": float("nan"), "groups": 4, "nested": {"x": 1}}},
+        "scatter": [[1e-3, 1.1e-3], [2e-3, float("inf")], [3e-3, 2.9e-3]],
+    }
     cal = report_build.calibration(SimpleNamespace(calibrated=True, meta=meta))
     assert cal.metrics == {"mape": 6.5, "spearman": None, "groups": 4}  # JSON-safe, flat
     assert cal.points == [[1e-3, 1.1e-3], [3e-3, 2.9e-3]] and "in-sample" in cal.points_label
     assert report_build.calibration(SimpleNamespace(calibrated=False, meta=meta)) is None
     # the calibrated model `auto` scores gemm with carries its own file's metadata: nothing looks it up again
-    scored = predictor_for(BUILTIN["x86_64"], "gemm", "qemu", REPO / "baselines", cache_dir=tmp_path,
-                           params={"dtype": "float32"})
+    scored = predictor_for(
+        BUILTIN["x86_64"], "gemm", "qemu", REPO / "baselines", cache_dir=tmp_path, params={"dtype": "float32"}
+    )
     stored = json.loads((REPO / "baselines" / "models" / "x86_64" / "gemm.json").read_text())
     assert scored.calibrated and scored.meta["model_id"] == stored["model_id"]
     assert report_build.calibration(scored).metrics["spearman"] == stored["holdout"]["summary"]["spearman"]
@@ -312,8 +365,13 @@ def test_typed_report_reads_and_writes_perfguard_json_byte_for_byte(tiny):
     gemm = next(r for r in report.results if r.kernel == "gemm_16")
     assert isinstance(gemm.analysis, Analysis) and isinstance(gemm.analysis.current, Metrics)
     assert isinstance(gemm.history, History) and isinstance(gemm.history.points[0], HistoryPoint)
-    assert gemm.analysis.current.energy.total_j == gemm.analysis.current.energy.core_j + \
-        gemm.analysis.current.energy.l1_j + gemm.analysis.current.energy.l2_j + gemm.analysis.current.energy.dram_j
+    assert (
+        gemm.analysis.current.energy.total_j
+        == gemm.analysis.current.energy.core_j
+        + gemm.analysis.current.energy.l1_j
+        + gemm.analysis.current.energy.l2_j
+        + gemm.analysis.current.energy.dram_j
+    )
     assert report.targets["x86_64"].peak_gflops == 96.0 and report.summary.regression == 1
 
 
@@ -327,8 +385,11 @@ def test_typed_report_keeps_what_it_does_not_know_and_names_a_wrong_type(tiny):
     again = json.loads(report_text(Report.from_json(data)))
     assert again["from_the_future"] == {"x": [1, 2]} and again["results"][0]["loop_names"] == ["i", "j"]
     data["results"][0]["analysis"]["current"]["gflops"] = "fast"
-    with pytest.raises(InputError, match=r"^r\.json: results\[0\]\.analysis\.current\.gflops: must be a number or "
-                                         r"null, got 'fast'$"):
+    with pytest.raises(
+        InputError,
+        match=r"^r\.json: results\[0\]\.analysis\.current\.gflops: must be a number or "
+        r"null, got 'fast'$",
+    ):
         Report.from_json(data, "r.json")
     data = copy.deepcopy(tiny["data"])
     data["results"][1]["history"]["points"][0]["time_s"] = None
@@ -351,11 +412,18 @@ def test_report_schema_upgrades_run_before_reading(monkeypatch):
     from perfguard.errors import InputError
 
     def from_zero(doc):  # a made-up schema 0 that called the verdict "outcome"
-        return {**doc, "results": [{**{k: v for k, v in r.items() if k != "outcome"}, "verdict": r["outcome"]}
-                                   for r in doc["results"]]}
+        return {
+            **doc,
+            "results": [
+                {**{k: v for k, v in r.items() if k != "outcome"}, "verdict": r["outcome"]} for r in doc["results"]
+            ],
+        }
 
-    old = {"schema": 0, "summary": {"exit_code": 1},
-           "results": [{"kernel": "k", "target": "x86_64", "outcome": "regression", "delta_pct": 5.0}]}
+    old = {
+        "schema": 0,
+        "summary": {"exit_code": 1},
+        "results": [{"kernel": "k", "target": "x86_64", "outcome": "regression", "delta_pct": 5.0}],
+    }
     with pytest.raises(InputError, match="report schema 0 is not 2"):
         Report.from_json(copy.deepcopy(old))
     monkeypatch.setitem(report_module.UPGRADES, 0, from_zero)

@@ -46,11 +46,24 @@ def browse(page: Path, work: Path, *mode: str) -> tuple[str, list[str]]:
     """Run headless Chromium on `page` offline; returns (stdout, URLs the page requested)."""
     work.mkdir(parents=True, exist_ok=True)
     netlog = work / "netlog.json"
-    cmd = [chromium(), "--headless", "--disable-gpu", "--no-first-run", "--no-default-browser-check",
-           "--disable-background-networking", "--disable-component-update", "--disable-sync",
-           "--disable-extensions", "--hide-scrollbars", f"--user-data-dir={work / 'profile'}",
-           "--host-resolver-rules=MAP * ~NOTFOUND", f"--log-net-log={netlog}", "--window-size=1400,1800",
-           *mode, page.as_uri()]
+    cmd = [
+        chromium(),
+        "--headless",
+        "--disable-gpu",
+        "--no-first-run",
+        "--no-default-browser-check",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-extensions",
+        "--hide-scrollbars",
+        f"--user-data-dir={work / 'profile'}",
+        "--host-resolver-rules=MAP * ~NOTFOUND",
+        f"--log-net-log={netlog}",
+        "--window-size=1400,1800",
+        *mode,
+        page.as_uri(),
+    ]
     if os.geteuid() == 0:
         cmd.insert(1, "--no-sandbox")
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
@@ -76,9 +89,15 @@ def chart_marks(dom: str) -> dict[str, int]:
     counts: dict[str, int] = {}
     for match in re.finditer(r'<svg class="chart" id="([^"]+)"(.*?)</svg>', dom, re.S):
         chart, body = match.groups()
-        counts[chart] = sum(len(re.findall(r'class="mark\b', group))
-                            for group in re.findall(r'<g class="points" id="' + re.escape(chart) + r'-points[^"]*"'
-                                                    r'[^>]*>(.*?)</g>', body, re.S))
+        counts[chart] = sum(
+            len(re.findall(r'class="mark\b', group))
+            for group in re.findall(
+                r'<g class="points" id="' + re.escape(chart) + r'-points[^"]*"'
+                r"[^>]*>(.*?)</g>",
+                body,
+                re.S,
+            )
+        )
     return counts
 
 
@@ -181,7 +200,7 @@ class Reader:
 
     def read(self, pixel: float) -> float:
         value = self.v0 + (pixel - self.p0) * self.scale
-        return 10.0 ** value if self.log else value
+        return 10.0**value if self.log else value
 
 
 def same(read: float, expected: float, axis: Reader, slack: float = 0.01) -> bool:
@@ -192,7 +211,7 @@ def same(read: float, expected: float, axis: Reader, slack: float = 0.01) -> boo
 
 
 def colour(hex_colour: str) -> str:
-    r, g, b = (int(hex_colour[i:i + 2], 16) for i in (1, 3, 5))
+    r, g, b = (int(hex_colour[i : i + 2], 16) for i in (1, 3, 5))
     return f"rgb({r}, {g}, {b})"
 
 
@@ -205,7 +224,7 @@ def check_layout(chart: dict) -> None:
 
     def apart(boxes, what):
         for i, a in enumerate(boxes):
-            for b in boxes[i + 1:]:
+            for b in boxes[i + 1 :]:
                 overlap = min(a[2], b[2]) - max(a[0], b[0]), min(a[3], b[3]) - max(a[1], b[1])
                 assert overlap[0] <= 0.5 or overlap[1] <= 0.5, (chart["id"], what, a, b)
 
@@ -235,8 +254,11 @@ def check_deltas(chart: dict, data: dict) -> None:
 def points(chart: dict, group: str | None = None) -> list[tuple[float, float]]:
     """(x value, y value) of each mark's centre, read through the axes."""
     x, y = Reader(chart, "x"), Reader(chart, "y")
-    return [(x.read(centre(m["box"], "x")), y.read(centre(m["box"], "y")))
-            for m in chart["marks"] if group is None or m["group"].endswith(group)]
+    return [
+        (x.read(centre(m["box"], "x")), y.read(centre(m["box"], "y")))
+        for m in chart["marks"]
+        if group is None or m["group"].endswith(group)
+    ]
 
 
 def check_roofline(chart: dict, sides: list[dict]) -> None:
@@ -259,8 +281,9 @@ def check_overview_roofline(chart: dict, results: list[dict]) -> None:
     read = points(chart)
     assert len(read) == len(expected)
     for side in expected:  # each drawn point matches one result (the order is by bound class)
-        assert any(same(gy, side["gflops"], y) and (not side["intensity"] or same(gx, side["intensity"], x))
-                   for gx, gy in read), side
+        assert any(
+            same(gy, side["gflops"], y) and (not side["intensity"] or same(gx, side["intensity"], x)) for gx, gy in read
+        ), side
 
 
 def check_phases(chart: dict, sides: list[tuple[str, dict]]) -> None:
@@ -327,8 +350,10 @@ def sections(data: dict, kernel: str) -> list[dict]:
 
 
 def expected_charts(data: dict, kernel: str) -> int:
-    return sum(1 + bool(r["analysis"]["current"]["gflops"]) + bool(r["history"]) + bool(r.get("calibration"))
-               for r in sections(data, kernel))
+    return sum(
+        1 + bool(r["analysis"]["current"]["gflops"]) + bool(r["history"]) + bool(r.get("calibration"))
+        for r in sections(data, kernel)
+    )
 
 
 @pytest.mark.slow
@@ -379,7 +404,9 @@ def test_charts_show_the_reports_numbers(pages, tmp_path, report, kernel):
 def test_the_request_check_catches_a_page_that_loads_from_the_network(tmp_path):
     """Proof that the check above can fail: a page with a CDN script and image is caught."""
     page = tmp_path / "leaky.html"
-    page.write_text('<!doctype html><img src="https://cdn.example.org/x.png">'
-                    '<script src="http://scripts.example.com/a.js"></script><p>leak</p>')
+    page.write_text(
+        '<!doctype html><img src="https://cdn.example.org/x.png">'
+        '<script src="http://scripts.example.com/a.js"></script><p>leak</p>'
+    )
     _, requests = browse(page, tmp_path / "leaky", "--dump-dom")
     assert sorted(requests) == ["http://scripts.example.com/a.js", "https://cdn.example.org/x.png"]

@@ -24,15 +24,18 @@ def test_log_scale_puts_each_decade_the_same_distance_apart():
         Log(0.0, 1.0, 0.0, 1.0)
 
 
-@pytest.mark.parametrize("lo, hi, most, expected", [
-    (0.0, 1.5, 5, [0.0, 0.5, 1.0, 1.5]),
-    (0.0, 1.0, 5, [0.0, 0.2, 0.4, 0.6, 0.8, 1.0]),
-    (-11.5, 11.5, 5, [-10.0, -5.0, 0.0, 5.0, 10.0]),  # a symmetric span gets symmetric ticks
-    (0.0, 7.5e-6, 5, [0.0, 2e-6, 4e-6, 6e-6]),
-    (98.0, 102.0, 5, [98.0, 99.0, 100.0, 101.0, 102.0]),
-    (0.0, 10.0, 4, [0.0, 2.5, 5.0, 7.5, 10.0]),
-    (3.0, 3.0, 5, [3.0]),
-])
+@pytest.mark.parametrize(
+    "lo, hi, most, expected",
+    [
+        (0.0, 1.5, 5, [0.0, 0.5, 1.0, 1.5]),
+        (0.0, 1.0, 5, [0.0, 0.2, 0.4, 0.6, 0.8, 1.0]),
+        (-11.5, 11.5, 5, [-10.0, -5.0, 0.0, 5.0, 10.0]),  # a symmetric span gets symmetric ticks
+        (0.0, 7.5e-6, 5, [0.0, 2e-6, 4e-6, 6e-6]),
+        (98.0, 102.0, 5, [98.0, 99.0, 100.0, 101.0, 102.0]),
+        (0.0, 10.0, 4, [0.0, 2.5, 5.0, 7.5, 10.0]),
+        (3.0, 3.0, 5, [3.0]),
+    ],
+)
 def test_linear_ticks_are_round_and_few(lo, hi, most, expected):
     ticks = linear_ticks(lo, hi, most)
     assert ticks == expected
@@ -49,8 +52,15 @@ def test_log_ticks_are_decades_thinned_to_a_handful():
 
 
 def test_tick_labels():
-    assert [compact(v) for v in (0.01, 1.0, 10.0, 1000.0, 1e5, 1e6, 2.5e9)] == ["0.01", "1", "10", "1k", "100k",
-                                                                                 "1M", "2.5G"]
+    assert [compact(v) for v in (0.01, 1.0, 10.0, 1000.0, 1e5, 1e6, 2.5e9)] == [
+        "0.01",
+        "1",
+        "10",
+        "1k",
+        "100k",
+        "1M",
+        "2.5G",
+    ]
     assert [signed_pct(v) for v in (-10.0, 0.0, 2.5)] == ["-10 %", "0", "+2.5 %"]
     # one unit for the axis, the decimals that tell the ticks apart
     assert time_labels([0.0, 2e-6, 4e-6, 6e-6]) == ["0", "2 us", "4 us", "6 us"]

@@ -12,15 +12,30 @@ from perfguard.document.codec import from_json, to_json
 from perfguard.document.result import Attribution, BlockLoop, DiffNode, LoopStep
 from perfguard.report import flame, where
 
-J = BlockLoop("j", [LoopStep("i", 64, "serial"), LoopStep("j", 64, "serial")], 448, per_execution=8, peeled=1,
-              unrolled=["d"], nest_name="scores", nest_index=1)
-D = BlockLoop("d", [LoopStep("i", 64, "serial"), LoopStep("d", 32, "serial")], 960, per_execution=2,
-              nest_name="scores", nest_index=1)
+J = BlockLoop(
+    "j",
+    [LoopStep("i", 64, "serial"), LoopStep("j", 64, "serial")],
+    448,
+    per_execution=8,
+    peeled=1,
+    unrolled=["d"],
+    nest_name="scores",
+    nest_index=1,
+)
+D = BlockLoop(
+    "d",
+    [LoopStep("i", 64, "serial"), LoopStep("d", 32, "serial")],
+    960,
+    per_execution=2,
+    nest_name="scores",
+    nest_index=1,
+)
 
 
 def node(kind, name, before, after, delta=None, children=(), **more) -> DiffNode:
-    return DiffNode(kind, name, before, after, after - before if delta is None else delta,
-                    children=list(children), **more)
+    return DiffNode(
+        kind, name, before, after, after - before if delta is None else delta, children=list(children), **more
+    )
 
 
 def view() -> Attribution:
@@ -31,10 +46,27 @@ def view() -> Attribution:
     scores = node("nest", "scores", 10121, 28473, children=[j, d, i])
     other = node("unplaced", "loop not decided", 27939, 27604)
     kernel = node("function", "main_compute_", 38060, 56077, children=[scores, other])
-    expf = node("function", "__expf_fma", 68198, 68189, 0.0, unchanged=True,
-                children=[node("block", "0x404369", 68198, 68189, 0.0, unchanged=True)])
-    a = Attribution("pipeline", "pipeline-v2-x", 3.0e9, 106258 + 1000, 124266 + 1012, code_cycles=18017,
-                    stall_cycles=12, moved_cycles=-9, unchanged_blocks=154, nodes=[expf, kernel])
+    expf = node(
+        "function",
+        "__expf_fma",
+        68198,
+        68189,
+        0.0,
+        unchanged=True,
+        children=[node("block", "0x404369", 68198, 68189, 0.0, unchanged=True)],
+    )
+    a = Attribution(
+        "pipeline",
+        "pipeline-v2-x",
+        3.0e9,
+        106258 + 1000,
+        124266 + 1012,
+        code_cycles=18017,
+        stall_cycles=12,
+        moved_cycles=-9,
+        unchanged_blocks=154,
+        nodes=[expf, kernel],
+    )
     for n in _walk(a.nodes):
         n.share_pct = a.share(n.delta_cycles)
     return a
@@ -55,10 +87,12 @@ def test_the_view_adds_up_and_round_trips_through_the_report_json():
 
 def test_the_where_line_names_the_loop_with_the_largest_change_and_what_offset_it():
     line = where.where_line(view())
-    assert line == ("loop j of nest scores in main_compute_ [i[64] > j[64]; 8 iterations per execution: unrolled "
-                    "or vectorised by LLVM; 1 iteration peeled off by LLVM; d unrolled or vectorised into it by "
-                    "LLVM]: +22,758 cycles = 126 % of the change, offset by -8,976 in loop d of nest scores in "
-                    "main_compute_ (pipeline model: +18,020 cycles per call)")
+    assert line == (
+        "loop j of nest scores in main_compute_ [i[64] > j[64]; 8 iterations per execution: unrolled "
+        "or vectorised by LLVM; 1 iteration peeled off by LLVM; d unrolled or vectorised into it by "
+        "LLVM]: +22,758 cycles = 126 % of the change, offset by -8,976 in loop d of nest scores in "
+        "main_compute_ (pipeline model: +18,020 cycles per call)"
+    )
     # an improvement names the place that got cheaper
     a = view()
     a.current_cycles = a.baseline_cycles - 1000.0
@@ -76,17 +110,24 @@ def test_cache_miss_stalls_lead_when_they_moved_most_then_the_codes_largest_chan
 def test_the_top_places_and_the_rest_add_up_to_the_whole_change():
     a = view()
     lines, rest = where.top_lines(a)
-    assert [line.split(" [")[0].split(":")[0] for line in lines] == ["loop j of nest scores in main_compute_",
-                                                       "loop d of nest scores in main_compute_",
-                                                       "loop i of nest scores in main_compute_"]
+    assert [line.split(" [")[0].split(":")[0] for line in lines] == [
+        "loop j of nest scores in main_compute_",
+        "loop d of nest scores in main_compute_",
+        "loop i of nest scores in main_compute_",
+    ]
     shares = [float(re.search(r"\((-?\d+) %\)$", line).group(1)) for line in lines]
     assert shares == [126, -50, 25]
     assert rest == "other changed code -335 (-2 %); cache-miss stalls +12 (0 %); code that only moved -9 (0 %)"
-    exact = [a.share(n.delta_cycles) for n in a.nodes[1].children[0].children] + \
-        [a.share(-335), a.share(12), a.share(-9)]
+    exact = [a.share(n.delta_cycles) for n in a.nodes[1].children[0].children] + [
+        a.share(-335),
+        a.share(12),
+        a.share(-9),
+    ]
     assert sum(exact) == pytest.approx(100.0)
-    assert where.ledger(a) == ("pipeline model: +18,020 cycles per call = changed code +18,017 + cache-miss stalls "
-                               "+12 + code that only moved -9 (154 blocks are the same code as the baseline's)")
+    assert where.ledger(a) == (
+        "pipeline model: +18,020 cycles per call = changed code +18,017 + cache-miss stalls "
+        "+12 + code that only moved -9 (154 blocks are the same code as the baseline's)"
+    )
 
 
 def test_code_that_only_moved_is_never_a_place():
@@ -105,8 +146,12 @@ def test_the_icicle_nests_its_rows_colours_by_change_and_escapes_names():
     svg = flame.icicle(a, "s0-flame", lambda i: f"s0-b{i}")
     assert svg.startswith('<svg class="flame" id="s0-flame"') and "<script" not in svg
     assert "&lt;scores &amp; co&gt;" in svg and "<scores" not in svg
-    rects = [(float(x), float(y), float(w), fill) for x, y, w, fill in
-             re.findall(r'<rect x="([\d.]+)" y="(\d+)" width="([\d.]+)" height="\d+" fill="([^"]+)"', svg)]
+    rects = [
+        (float(x), float(y), float(w), fill)
+        for x, y, w, fill in re.findall(
+            r'<rect x="([\d.]+)" y="(\d+)" width="([\d.]+)" height="\d+" fill="([^"]+)"', svg
+        )
+    ]
     rows: dict[float, list] = {}
     for r in rects:
         rows.setdefault(r[1], []).append(r)
@@ -124,8 +169,10 @@ def test_the_icicle_nests_its_rows_colours_by_change_and_escapes_names():
     assert by_name["function __expf_fma"] == flame.UNCHANGED  # moved, the same code: grey
     # the depth of a colour is the share of the whole change (+18,020): main_compute_ (+18,017, all of it) is
     # the darkest red, loop i (+4,570, 25 %) paler, the code not placed in a loop (-335, 2 %) a faint blue
-    light = {name: int(re.fullmatch(r"hsl\((\d+), 75%, (\d+)%\)", by_name[name]).group(2))
-             for name in ("function main_compute_", "loop i", "kernel code, loop not decided")}
+    light = {
+        name: int(re.fullmatch(r"hsl\((\d+), 75%, (\d+)%\)", by_name[name]).group(2))
+        for name in ("function main_compute_", "loop i", "kernel code, loop not decided")
+    }
     assert light == {"function main_compute_": 42, "loop i": 76, "kernel code, loop not decided": 87}
     assert by_name["kernel code, loop not decided"].startswith("hsl(210,")
     assert "slower (deeper: a larger share of the whole change)" in flame.legend()
@@ -139,8 +186,11 @@ def test_the_icicle_draws_in_headless_chromium(tmp_path):
     from tests.report.test_report_browser import browse
 
     page = tmp_path / "flame.html"
-    page.write_text('<!doctype html><meta charset="utf-8"><body style="margin:0;background:#fff">'
-                    + flame.icicle(view(), "f") + "</body>")
+    page.write_text(
+        '<!doctype html><meta charset="utf-8"><body style="margin:0;background:#fff">'
+        + flame.icicle(view(), "f")
+        + "</body>"
+    )
     shot = tmp_path / "flame.png"
     dom, requests = browse(page, tmp_path / "page", "--dump-dom", f"--screenshot={shot}")  # one launch: both
     assert requests == [] and dom.count("<rect ") >= 12
@@ -150,5 +200,5 @@ def test_the_icicle_draws_in_headless_chromium(tmp_path):
         functions = [img.getpixel((x, 22 + 11)) for x in range(0, flame.WIDTH, 2)]
     reds = [p for p in strip if p[0] - p[2] > 40]  # loop j (added, red stripes), and i, got slower
     removed = [p for p in strip if max(p) - min(p) < 6 and 140 < p[0] < 250]  # loop d: removed, grey stripes
-    greys = [p for p in functions if abs(p[0] - 0xcf) < 8 and abs(p[2] - 0xdc) < 8]  # expf: the same code
+    greys = [p for p in functions if abs(p[0] - 0xCF) < 8 and abs(p[2] - 0xDC) < 8]  # expf: the same code
     assert len(reds) > 40 and len(removed) > 10 and len(greys) > 100, (len(reds), len(removed), len(greys))

@@ -16,9 +16,14 @@ CPU_A, CPU_B = "GenuineIntel cpu family 6 model 85 stepping 7", "AuthenticAMD cp
 
 
 def row(group: str, tile: int, native_s: float, cpu: str = CPU_A) -> Row:
-    return Row(group, {"M": 64, "tile_m": tile}, Stats(insts=1000 * tile, loads=10), native_s,
-               {"min_s": native_s, "cv": 0.01, "samples": 5, "attempts": 1, "steady": True},
-               {"cpu": "a cpu", "cpu_id": cpu})
+    return Row(
+        group,
+        {"M": 64, "tile_m": tile},
+        Stats(insts=1000 * tile, loads=10),
+        native_s,
+        {"min_s": native_s, "cv": 0.01, "samples": 5, "attempts": 1, "steady": True},
+        {"cpu": "a cpu", "cpu_id": cpu},
+    )
 
 
 def test_stored_families_the_named_one_else_every_file_else_an_error_naming_the_folder(tmp_path):
@@ -49,8 +54,9 @@ def test_read_groups_takes_a_list_of_shapes_and_names_the_file_otherwise(tmp_pat
 def test_merge_ingested_keeps_the_newest_timing_of_a_variant_and_refuses_what_does_not_mix(tmp_path):
     path = tmp_path / "gemm.json"
     source = tmp_path / "bench.json"
-    first = calibration.merge_ingested(path, [row("M=64", 8, 1e-6), row("M=64", 16, 2e-6)], "qemu", "fp",
-                                       "x86_64", "gemm", source)
+    first = calibration.merge_ingested(
+        path, [row("M=64", 8, 1e-6), row("M=64", 16, 2e-6)], "qemu", "fp", "x86_64", "gemm", source
+    )
     assert (first.target, first.family, first.simulator) == ("x86_64", "gemm", "qemu")
     assert first.simulator_fingerprint == "fp"
     first.save(path)
@@ -63,8 +69,10 @@ def test_merge_ingested_keeps_the_newest_timing_of_a_variant_and_refuses_what_do
         calibration.merge_ingested(path, [row("M=64", 16, 3e-6)], "gem5", "fp", "x86_64", "gemm", source)
     with pytest.raises(InputError) as error:
         calibration.merge_ingested(path, [row("M=64", 16, 3e-6, CPU_B)], "qemu", "fp", "x86_64", "gemm", source)
-    assert error.value.message == (f"{path}: dataset was timed on {CPU_A}, {source} on {CPU_B}: times from "
-                                   f"different CPUs do not mix (use --output for another dataset)")
+    assert error.value.message == (
+        f"{path}: dataset was timed on {CPU_A}, {source} on {CPU_B}: times from "
+        f"different CPUs do not mix (use --output for another dataset)"
+    )
 
 
 def test_drift_sample_leaves_out_the_seen_variants_of_the_trained_shapes(tmp_path):

@@ -46,7 +46,9 @@ def test_captured_dataset_is_current(cache_dir):
     text = captured.DATASET.read_text()
     # the file as this perfguard writes it, but for the version it records (the perfguard that collected it)
     collected = json.loads(text)["perfguard_version"]
-    written = dataset.to_json().replace(f'"perfguard_version": "{__version__}"', f'"perfguard_version": "{collected}"', 1)
+    written = dataset.to_json().replace(
+        f'"perfguard_version": "{__version__}"', f'"perfguard_version": "{collected}"', 1
+    )
     assert written == text, f"{captured.DATASET} {STALE}"
     fingerprint = QemuSimulator(cache_dir).fingerprint(BUILTIN[dataset.target])
     assert (dataset.target, dataset.family, dataset.simulator) == ("x86_64", "gemm", "qemu")

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.slow  # every test measures real revisions
 
 SCHEMA = json.loads((REPO / "docs" / "report.schema.json").read_text())
 
-OPS = '''
+OPS = """
 import tvm
 from tvm import te
 
@@ -32,7 +32,7 @@ def scale(n=64):
     A = te.placeholder((n,), "float32", name="A")
     B = te.compute((n,), lambda i: {body}, name="B")
     return tvm.IRModule({{"main": te.create_prim_func([A, B])}})
-'''
+"""
 FAST, SLOW = "A[i] * 2.0", "A[i] * 2.0 + A[i] * A[i] * 3.0 + A[i] * A[i] * A[i]"
 
 
@@ -66,11 +66,22 @@ def report(config: Path) -> dict:
 
 def test_compare_two_revisions_new_removed_and_user_modules_apart(repo, cache_dir, capsys):
     proj = repo.parent
-    write(proj, {"perfguard.toml": with_cache(toml(GEMM_GOOD, USER, GONE), cache_dir),
-                 "mykernels/__init__.py": "", "mykernels/ops.py": OPS.format(body=FAST)})
+    write(
+        proj,
+        {
+            "perfguard.toml": with_cache(toml(GEMM_GOOD, USER, GONE), cache_dir),
+            "mykernels/__init__.py": "",
+            "mykernels/ops.py": OPS.format(body=FAST),
+        },
+    )
     base = commit_all(proj.parent, "base")
-    write(proj, {"perfguard.toml": with_cache(toml(GEMM_WORSE, USER, ADDED), cache_dir),
-                 "mykernels/ops.py": OPS.format(body=SLOW)})
+    write(
+        proj,
+        {
+            "perfguard.toml": with_cache(toml(GEMM_WORSE, USER, ADDED), cache_dir),
+            "mykernels/ops.py": OPS.format(body=SLOW),
+        },
+    )
     head = commit_all(proj.parent, "head")
 
     assert main(["compare", base, "HEAD", "--config", str(repo), "-j", "1"]) == 1
@@ -80,7 +91,11 @@ def test_compare_two_revisions_new_removed_and_user_modules_apart(repo, cache_di
     jsonschema.validate(data, SCHEMA)
     verdicts = {r["kernel"]: r for r in data["results"]}
     assert {k: r["verdict"] for k, r in verdicts.items()} == {
-        "gemm_a": "regression", "user": "regression", "added": "new", "gone": "removed"}
+        "gemm_a": "regression",
+        "user": "regression",
+        "added": "new",
+        "gone": "removed",
+    }
     assert verdicts["gemm_a"]["delta_pct"] > 2.0
     # Each side measured its own mykernels/ops.py: the head's kernel does more floating-point work.
     user = verdicts["user"]["stat_deltas"]
@@ -143,8 +158,22 @@ def history(tmp_path_factory, cache_dir):
 
 def test_bisect_finds_the_injected_regression_then_costs_nothing_the_second_time(history, cache_dir, tmp_path, capsys):
     config, shas = history
-    argv = ["bisect", "--good", shas[0], "--bad", "HEAD", "--kernel", "gemm_a", "--target", "x86_64",
-            "--config", str(config), "-j", "1", "--json"]
+    argv = [
+        "bisect",
+        "--good",
+        shas[0],
+        "--bad",
+        "HEAD",
+        "--kernel",
+        "gemm_a",
+        "--target",
+        "x86_64",
+        "--config",
+        str(config),
+        "-j",
+        "1",
+        "--json",
+    ]
     assert main([*argv, str(tmp_path / "first.json")]) == 1
     out = capsys.readouterr().out
     first = json.loads((tmp_path / "first.json").read_text())
@@ -177,8 +206,23 @@ def test_bisect_finds_the_injected_regression_then_costs_nothing_the_second_time
 def test_bisect_skips_a_revision_that_does_not_build(history, tmp_path, capsys):
     config, shas = history
     # From change 2 to change 11 the first midpoint is change 6, which does not build: the search goes around it.
-    argv = ["bisect", "--good", shas[2], "--bad", shas[11], "--kernel", "gemm_a", "--target", "x86_64",
-            "--config", str(config), "-j", "1", "--json", str(tmp_path / "b.json")]
+    argv = [
+        "bisect",
+        "--good",
+        shas[2],
+        "--bad",
+        shas[11],
+        "--kernel",
+        "gemm_a",
+        "--target",
+        "x86_64",
+        "--config",
+        str(config),
+        "-j",
+        "1",
+        "--json",
+        str(tmp_path / "b.json"),
+    ]
     assert main(argv) == 1
     out = capsys.readouterr().out
     data = json.loads((tmp_path / "b.json").read_text())
@@ -189,8 +233,26 @@ def test_bisect_skips_a_revision_that_does_not_build(history, tmp_path, capsys):
 
 def test_bisect_range_without_a_crossing_exits_0(history, capsys):
     config, shas = history
-    assert main(["bisect", "--good", shas[1], "--bad", shas[5], "--kernel", "gemm_a", "--target", "x86_64",
-                 "--config", str(config), "-j", "1"]) == 0
+    assert (
+        main(
+            [
+                "bisect",
+                "--good",
+                shas[1],
+                "--bad",
+                shas[5],
+                "--kernel",
+                "gemm_a",
+                "--target",
+                "x86_64",
+                "--config",
+                str(config),
+                "-j",
+                "1",
+            ]
+        )
+        == 0
+    )
     assert "no crossing: --bad" in capsys.readouterr().out
 
 
@@ -203,8 +265,9 @@ SLOWER = SLOW + " + A[i] * A[i] * A[i] * A[i] * 5.0 + A[i] * A[i] * 7.0"
 @pytest.fixture(scope="module")
 def unbuildable_history(tmp_path_factory, cache_dir):
     """good, then: 1 does not link, 2 fast again, 3 slow, 4 does not link, 5 slower still (read only)."""
-    config = project_repository(tmp_path_factory.mktemp("bisect-unbuildable"), with_cache(toml(USER), cache_dir),
-                                {"mykernels/__init__.py": ""})
+    config = project_repository(
+        tmp_path_factory.mktemp("bisect-unbuildable"), with_cache(toml(USER), cache_dir), {"mykernels/__init__.py": ""}
+    )
     proj = config.parent
     shas = []
     for i, body in enumerate([FAST, UNLINKABLE, FAST, SLOW, UNLINKABLE, SLOWER]):
@@ -214,8 +277,25 @@ def unbuildable_history(tmp_path_factory, cache_dir):
 
 
 def bisect_json(config: Path, good: str, bad: str, out: Path) -> tuple[int, dict]:
-    code = main(["bisect", "--good", good, "--bad", bad, "--kernel", "user", "--target", "x86_64",
-                 "--config", str(config), "-j", "1", "--json", str(out)])
+    code = main(
+        [
+            "bisect",
+            "--good",
+            good,
+            "--bad",
+            bad,
+            "--kernel",
+            "user",
+            "--target",
+            "x86_64",
+            "--config",
+            str(config),
+            "-j",
+            "1",
+            "--json",
+            str(out),
+        ]
+    )
     return code, json.loads(out.read_text())
 
 
@@ -226,7 +306,11 @@ def test_bisect_skips_a_revision_that_does_not_compile(unbuildable_history, tmp_
     out = capsys.readouterr().out
     assert code == 1 and data["outcome"] == "found" and data["candidates"] == []
     assert [(v["commit"], v["skipped"] is not None) for v in data["visits"]] == [
-        (shas[0], False), (shas[3], False), (shas[1], True), (shas[2], False)]
+        (shas[0], False),
+        (shas[3], False),
+        (shas[1], True),
+        (shas[2], False),
+    ]
     skipped = data["visits"][2]["skipped"]
     assert "linking the harness failed" in skipped and "undefined reference to `perfguard_undefined_helper'" in skipped
     assert data["first_bad"]["commit"] == shas[3] and data["last_good"]["commit"] == shas[2]
@@ -234,7 +318,8 @@ def test_bisect_skips_a_revision_that_does_not_compile(unbuildable_history, tmp_
 
 
 def test_bisect_names_every_candidate_when_the_revision_before_the_first_bad_one_does_not_compile(
-        unbuildable_history, tmp_path, capsys):
+    unbuildable_history, tmp_path, capsys
+):
     config, shas = unbuildable_history
     # change 3 .. change 5: change 4 cannot be measured, so change 4 or change 5 made it slower
     code, data = bisect_json(config, shas[3], shas[5], tmp_path / "b.json")
@@ -243,7 +328,9 @@ def test_bisect_names_every_candidate_when_the_revision_before_the_first_bad_one
     assert data["candidates"] == [shas[4], shas[5]]
     assert data["first_bad"]["commit"] == shas[5] and data["last_good"]["commit"] == shas[3]
     assert [(v["commit"], v["skipped"] is not None) for v in data["visits"]] == [
-        (shas[3], False), (shas[5], False), (shas[4], True)]
+        (shas[3], False),
+        (shas[5], False),
+        (shas[4], True),
+    ]
     assert data["first_bad"]["delta_pct"] > 2.0 and data["first_bad"]["crossed"] is True
-    assert (f"the first bad commit is one of 2 (the others could not be measured): {shas[4][:12]}, {shas[5][:12]}"
-            in out)
+    assert f"the first bad commit is one of 2 (the others could not be measured): {shas[4][:12]}, {shas[5][:12]}" in out

@@ -54,10 +54,26 @@ def judged(tmp_path_factory):
     current = Stats.from_dict(entry["stats"], "golden gemm_16")
     predictor = Doubled(profile)
     verdict = judge(current, baseline, predictor, 2.0, baseline.toolchain, str(path))
-    result = JobResult("gemm_16", "x86_64", "gemm", entry["params"], "qemu", ok=True, stats=current,
-                       flops=entry["flops"], toolchain=baseline.toolchain)
-    outcome = JudgedResult(result, verdict, predictor.model_id, predictor.calibrated, baseline.commit,
-                           predictor=predictor, baseline=baseline)
+    result = JobResult(
+        "gemm_16",
+        "x86_64",
+        "gemm",
+        entry["params"],
+        "qemu",
+        ok=True,
+        stats=current,
+        flops=entry["flops"],
+        toolchain=baseline.toolchain,
+    )
+    outcome = JudgedResult(
+        result,
+        verdict,
+        predictor.model_id,
+        predictor.calibrated,
+        baseline.commit,
+        predictor=predictor,
+        baseline=baseline,
+    )
     report = build_report(CheckRun([outcome]), config.path, config)
     return report.results[0], predictor, baseline, current, profile
 
@@ -80,7 +96,8 @@ def test_drivers_and_history_are_scored_by_the_judged_model(judged):
         moved = Stats(**{**baseline.stats.to_dict(), d.stat: d.current})
         expected = float(predictor.predict_stats([moved])[0] - predictor.predict_stats([baseline.stats])[0])
         assert d.time_s == pytest.approx(expected, rel=1e-9)
-        assert d.time_s == pytest.approx(2.0 * float(plain.predict_stats([moved])[0]
-                                                    - plain.predict_stats([baseline.stats])[0]), rel=1e-9)
+        assert d.time_s == pytest.approx(
+            2.0 * float(plain.predict_stats([moved])[0] - plain.predict_stats([baseline.stats])[0]), rel=1e-9
+        )
     # the history's point is the committed baseline under the doubled model too
     assert [p.time_s for p in r.history.points] == pytest.approx([float(predictor.predict_stats([baseline.stats])[0])])

@@ -24,8 +24,11 @@ JUDGING = 'threshold = 50.0\nmodel = "analytical"\ngate = "upper"\nlimits = { in
 
 
 def toml(params: str) -> str:
-    return ('[perfguard]\ntargets = ["x86_64"]\n' + JUDGING
-            + kernel_table("gemm_a", "perfguard.kernels.gemm:gemm", params, "gemm"))
+    return (
+        '[perfguard]\ntargets = ["x86_64"]\n'
+        + JUDGING
+        + kernel_table("gemm_a", "perfguard.kernels.gemm:gemm", params, "gemm")
+    )
 
 
 @pytest.fixture(scope="module")
@@ -56,13 +59,36 @@ def test_check_compare_bisect_and_pytest_give_one_verdict(edited, tmp_path, caps
 
     assert main(["compare", base, head, "--config", str(config), "-j", "1"]) == 1
     compared = _result(config)
-    assert (compared["verdict"], compared["model_id"], compared["limit_breaches"].keys()) \
-        == (checked["verdict"], checked["model_id"], checked["limit_breaches"].keys())
+    assert (compared["verdict"], compared["model_id"], compared["limit_breaches"].keys()) == (
+        checked["verdict"],
+        checked["model_id"],
+        checked["limit_breaches"].keys(),
+    )
     assert compared["delta_pct"] == pytest.approx(checked["delta_pct"], rel=1e-12)
 
     out = tmp_path / "bisect.json"
-    assert main(["bisect", "--good", base, "--bad", head, "--kernel", "gemm_a", "--target", "x86_64",
-                 "--config", str(config), "-j", "1", "--json", str(out)]) == 1
+    assert (
+        main(
+            [
+                "bisect",
+                "--good",
+                base,
+                "--bad",
+                head,
+                "--kernel",
+                "gemm_a",
+                "--target",
+                "x86_64",
+                "--config",
+                str(config),
+                "-j",
+                "1",
+                "--json",
+                str(out),
+            ]
+        )
+        == 1
+    )
     bisected = json.loads(out.read_text())
     assert bisected["outcome"] == "found" and bisected["first_bad"]["commit"] == head
     assert bisected["first_bad"]["delta_pct"] == pytest.approx(checked["delta_pct"], rel=1e-12)

@@ -65,14 +65,21 @@ def test_what_is_an_orphan_and_what_a_selection_can_orphan(proj):
     store = BaselineStore(config.storage.baseline_dir)
     assert scanned_targets(config, store) == ["aarch64", "x86_64", "riscv64"]
     assert [(o.target, o.kernel) for o in find_orphans(config, store)] == [
-        ("aarch64", "attentoin"), ("aarch64", "layer_norm"), ("riscv64", "attention")]
+        ("aarch64", "attentoin"),
+        ("aarch64", "layer_norm"),
+        ("riscv64", "attention"),
+    ]
     assert [(o.target, o.kernel) for o in find_orphans(config, store, ["x86_64"])] == []  # left out: not orphaned
 
-    (proj / "perfguard.toml").write_text(CONFIG.format(cache=config.storage.cache_dir).split("[[model]]")[0])  # model dropped
+    (proj / "perfguard.toml").write_text(
+        CONFIG.format(cache=config.storage.cache_dir).split("[[model]]")[0]
+    )  # model dropped
     config = load_config(proj / "perfguard.toml")
     dropped = [o for o in find_orphans(config, store) if o.kernel == "mlp.dense_0"]
-    assert way_out(config, dropped[0]).startswith("no kernel 'mlp.dense_0' and no [[model]] 'mlp' is configured in "
-                                                  "perfguard.toml: its committed baseline baselines/aarch64/mlp.dense_0")
+    assert way_out(config, dropped[0]).startswith(
+        "no kernel 'mlp.dense_0' and no [[model]] 'mlp' is configured in "
+        "perfguard.toml: its committed baseline baselines/aarch64/mlp.dense_0"
+    )
 
 
 def test_each_orphan_is_removed_with_its_time_and_the_way_out_and_fails_the_check(proj):
@@ -80,10 +87,12 @@ def test_each_orphan_is_removed_with_its_time_and_the_way_out_and_fails_the_chec
     outcomes = orphan_outcomes(config, BaselineStore(config.storage.baseline_dir), ["aarch64"])
     notes = {o.result.kernel: o.note for o in outcomes}
     assert all(o.verdict.verdict == REMOVED and o.orphaned and o.verdict.baseline_time_s > 0 for o in outcomes)
-    assert notes["attentoin"].startswith("no kernel or [[model]] named 'attentoin' is configured in perfguard.toml: "
-                                         "its committed baseline baselines/aarch64/attentoin.json is no "
-                                         "longer checked (renamed to 'attention'? run 'perfguard baseline rename "
-                                         "attentoin attention'; gone for good? run 'perfguard baseline prune --yes'")
+    assert notes["attentoin"].startswith(
+        "no kernel or [[model]] named 'attentoin' is configured in perfguard.toml: "
+        "its committed baseline baselines/aarch64/attentoin.json is no "
+        "longer checked (renamed to 'attention'? run 'perfguard baseline rename "
+        "attentoin attention'; gone for good? run 'perfguard baseline prune --yes'"
+    )
     assert notes["layer_norm"].startswith("kernel 'layer_norm' is not configured for target 'aarch64'")
     run = CheckRun(outcomes)
     run.allow_errors = True  # never hides a lost guard
@@ -92,16 +101,22 @@ def test_each_orphan_is_removed_with_its_time_and_the_way_out_and_fails_the_chec
 
 def test_under_base_a_baseline_the_change_removed_too_is_reported_but_passes(proj):
     def git(*args):
-        subprocess.run(["git", "-c", "user.email=a@b", "-c", "user.name=a", "-c", "commit.gpgsign=false", *args],
-                       cwd=proj, check=True, capture_output=True)
+        subprocess.run(
+            ["git", "-c", "user.email=a@b", "-c", "user.name=a", "-c", "commit.gpgsign=false", *args],
+            cwd=proj,
+            check=True,
+            capture_output=True,
+        )
 
     git("init", "-q", "-b", "main")
     git("add", "-A")
     git("commit", "-q", "-m", "base")
     (proj / "baselines" / "aarch64" / "attentoin.json").unlink()  # this change removed it
     config = load_config(proj / "perfguard.toml")
-    outcomes = {o.result.kernel: o for o in orphan_outcomes(config, GitBaselineStore(config.storage.baseline_dir, "HEAD"),
-                                                            ["aarch64"])}
+    outcomes = {
+        o.result.kernel: o
+        for o in orphan_outcomes(config, GitBaselineStore(config.storage.baseline_dir, "HEAD"), ["aarch64"])
+    }
     assert not outcomes["attentoin"].orphaned and "this change removed its baseline" in outcomes["attentoin"].note
     assert outcomes["layer_norm"].orphaned  # still in the working tree: fails
 
@@ -115,13 +130,18 @@ def test_prune_lists_then_deletes_with_yes(proj, capsys):
     assert main(["baseline", "prune", *config]) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert "would remove baselines/aarch64/attentoin.json: no kernel or [[model]] named 'attentoin'" in out
-    assert ("would remove baselines/aarch64/graphs/gone.json: the call order of [[model]] 'gone', which is not "
-            "configured for target 'aarch64'") in out
+    assert (
+        "would remove baselines/aarch64/graphs/gone.json: the call order of [[model]] 'gone', which is not "
+        "configured for target 'aarch64'"
+    ) in out
     assert "4 orphaned baseline(s); delete them with: perfguard baseline prune --yes" in out
     assert (proj / "baselines/aarch64/attentoin.json").exists()
     assert main(["baseline", "prune", "--yes", *config]) == 0
     assert sorted(p.relative_to(proj / "baselines").as_posix() for p in (proj / "baselines").rglob("*.json")) == [
-        "aarch64/attention.json", "aarch64/graphs/mlp.json", "aarch64/mlp.dense_0.json"]
+        "aarch64/attention.json",
+        "aarch64/graphs/mlp.json",
+        "aarch64/mlp.dense_0.json",
+    ]
     assert main(["baseline", "prune", *config]) == 0
     assert "no orphaned baselines" in capsys.readouterr().out
 

@@ -48,8 +48,11 @@ def rebuilt(tmp_path_factory):
         predictor = AnalyticalModel(profile)
         assert r.model_id == predictor.model_id  # the model the check judged with
         current = Stats.from_dict(r.stats, r.label)
-        baseline = Stats(**{name: d.baseline if (d := r.stat_deltas.get(name)) else None for name in STAT_FIELDS}) \
-            if r.stat_deltas else None
+        baseline = (
+            Stats(**{name: d.baseline if (d := r.stat_deltas.get(name)) else None for name in STAT_FIELDS})
+            if r.stat_deltas
+            else None
+        )
         explain_result(r, predictor, current, baseline, profile, target, history)
     return data, to_json(report)
 

@@ -15,8 +15,7 @@ def test_a_revision_measured_before_is_taken_from_its_records(measured_pull_requ
     pr = measured_pull_request.copy(tmp_path / "ws")  # a worktree is registered in .git: a copy of our own
     project = Project.of(pr.config, "compare")
     kernels = ("gemm_a", "gemm_b")
-    with project.worktree(pr.base) as tree, \
-            Measurer(load_config(pr.config).storage.cache_dir, None, None) as measurer:
+    with project.worktree(pr.base) as tree, Measurer(load_config(pr.config).storage.cache_dir, None, None) as measurer:
         main = load_side(project, "main", pr.base, tree)
         measurer.measure(main, [(k, "x86_64") for k in kernels])
         at_main = {k: BaselineStore(tree / "baselines").read("x86_64", k).stats.to_dict() for k in kernels}
@@ -25,4 +24,6 @@ def test_a_revision_measured_before_is_taken_from_its_records(measured_pull_requ
         result = main.results[(k, "x86_64")]
         assert result.ok and result.reused, result
         assert result.stats.to_dict() == at_main[k]
-    assert at_main["gemm_a"] != on_branch["gemm_a"] and at_main["gemm_b"] == on_branch["gemm_b"]  # the branch's gemm_a is another job
+    assert (
+        at_main["gemm_a"] != on_branch["gemm_a"] and at_main["gemm_b"] == on_branch["gemm_b"]
+    )  # the branch's gemm_a is another job

@@ -64,15 +64,24 @@ def outcome(verdict: str, exit_code: int = 0, mismatch: dict | None = None, erro
     return JudgedResult(result, Verdict(verdict, 2.0), error=error)
 
 
-WRONG = outcome(WRONG_RESULT, EXIT_WRONG_RESULT, mismatch_of([0.0, 2.0], [0.0, 1.0]).mismatch,
-                "k[x86_64]: wrong result: output 'C'[1] = 2, expected 1")
+WRONG = outcome(
+    WRONG_RESULT,
+    EXIT_WRONG_RESULT,
+    mismatch_of([0.0, 2.0], [0.0, 1.0]).mismatch,
+    "k[x86_64]: wrong result: output 'C'[1] = 2, expected 1",
+)
 
 
-@pytest.mark.parametrize("others, allow_errors, interrupted", [
-    ([], False, False), ([outcome(REGRESSION)], False, False),
-    ([outcome(ERROR, EXIT_INFRA, error="simulator crashed")], False, False),
-    ([outcome(ERROR, EXIT_INFRA, error="simulator crashed")], True, False), ([], True, True),
-])
+@pytest.mark.parametrize(
+    "others, allow_errors, interrupted",
+    [
+        ([], False, False),
+        ([outcome(REGRESSION)], False, False),
+        ([outcome(ERROR, EXIT_INFRA, error="simulator crashed")], False, False),
+        ([outcome(ERROR, EXIT_INFRA, error="simulator crashed")], True, False),
+        ([], True, True),
+    ],
+)
 def test_a_wrong_result_exits_4_whatever_else_happened(others, allow_errors, interrupted):
     run = CheckRun([WRONG, *others], interrupted=interrupted)
     run.allow_errors = allow_errors
@@ -90,9 +99,17 @@ def test_the_report_counts_it_keeps_the_mismatch_and_follows_its_schema(wrong_re
     jsonschema.validate(data, SCHEMA, cls=jsonschema.Draft202012Validator)
     assert data["summary"]["exit_code"] == 4 and data["summary"]["wrong_result"] == 1
     assert data["results"][0]["verdict"] == "wrong result"
-    assert data["results"][0]["mismatch"] == {"output": "C", "index": [1], "value": 2.0, "expected": 1.0,
-                                              "tolerance": pytest.approx(1e-5 + 1e-5), "rtol": 1e-5, "atol": 1e-5,
-                                              "elements_off": 1, "elements": 2}
+    assert data["results"][0]["mismatch"] == {
+        "output": "C",
+        "index": [1],
+        "value": 2.0,
+        "expected": 1.0,
+        "tolerance": pytest.approx(1e-5 + 1e-5),
+        "rtol": 1e-5,
+        "atol": 1e-5,
+        "elements_off": 1,
+        "elements": 2,
+    }
     again = read_report(write_report(wrong_report, tmp_path / "perfguard.json"))
     assert again.results[0].mismatch.index == [1] and again.summary.wrong_result == 1
     older = {k: v for k, v in data.items()}  # a report of an older perfguard: no count, no mismatch
@@ -111,7 +128,8 @@ def test_every_renderer_says_wrong_result_and_where(wrong_report, tmp_path):
     # the failing line opens the comment, linked to the kernel's page, with the output's worst element
     assert text.index("#### Failing (1)") < text.index(
         "1. \U0001f6ab **[k](kernels/k.html#t-x86_64)** \\[x86\\_64\\] wrong result \u00b7 k\\[x86\\_64\\]: "
-        "wrong result: output 'C'\\[1\\] = 2, expected 1")
+        "wrong result: output 'C'\\[1\\] = 2, expected 1"
+    )
     out = console()
     with out.capture() as captured:
         print_table(wrong_report, out)
@@ -129,8 +147,10 @@ def test_the_action_fails_on_a_wrong_result_even_without_fail_on_regression(wron
 
     result = action_result(wrong_report, EXIT_WRONG_RESULT)
     assert (result.verdict, result.exit_code) == ("wrong-result", 4)
-    assert any(line.startswith("::error") and "title=perfguard wrong result%3A k[x86_64]" in line
-               for line in annotation_lines(wrong_report))
+    assert any(
+        line.startswith("::error") and "title=perfguard wrong result%3A k[x86_64]" in line
+        for line in annotation_lines(wrong_report)
+    )
 
 
 def test_a_pytest_case_with_a_wrong_result_fails_with_its_message():

@@ -38,8 +38,11 @@ def in_process(request, monkeypatch) -> InProcess:
             sys.modules.setdefault(name, module)
 
     def keep_the_libraries_import_hooks(snapshot: SysPathsSnapshot) -> None:
-        hooks = [f for f in sys.meta_path if not type(f).__module__.startswith("_pytest")
-                 and not _in(sys.modules.get(type(f).__module__), roots)]
+        hooks = [
+            f
+            for f in sys.meta_path
+            if not type(f).__module__.startswith("_pytest") and not _in(sys.modules.get(type(f).__module__), roots)
+        ]
         restore_paths(snapshot)
         sys.meta_path.extend(f for f in hooks if f not in sys.meta_path)
 

@@ -30,6 +30,7 @@ TOML = config_text(["x86_64"])
 
 # -- linters --------------------------------------------------------------------------------------
 
+
 def tool(name: str) -> str:
     path = shutil.which(name) or shutil.which(name, path=str(Path(sys.executable).parent))
     if path is None:
@@ -54,8 +55,15 @@ def test_actionlint_is_clean():
 
 @pytest.mark.parametrize("persona", ["regular", "pedantic"])
 def test_zizmor_is_clean_offline(persona):
-    proc = run_tool(tool("zizmor"), "--offline", "--no-progress", f"--persona={persona}", "--format=plain",
-                    str(ACTION), *map(str, WORKFLOWS))
+    proc = run_tool(
+        tool("zizmor"),
+        "--offline",
+        "--no-progress",
+        f"--persona={persona}",
+        "--format=plain",
+        str(ACTION),
+        *map(str, WORKFLOWS),
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
@@ -136,12 +144,21 @@ def test_zizmor_catches_template_injection_an_unpinned_action_and_a_dangerous_tr
         assert f"error[{audit}]" in proc.stdout, audit
 
 
-@pytest.mark.parametrize("schema, text, message", [
-    ("vendor.github-workflows", INSECURE_WORKFLOW.replace("    runs-on:", "    timeout-minutes: soon\n    runs-on:"),
-     "'soon' is not of type 'number'"),
-    ("vendor.github-actions", "name: x\ndescription: y\nruns:\n  using: composite\n  step: []\n",
-     "'steps' is a required property"),
-])
+@pytest.mark.parametrize(
+    "schema, text, message",
+    [
+        (
+            "vendor.github-workflows",
+            INSECURE_WORKFLOW.replace("    runs-on:", "    timeout-minutes: soon\n    runs-on:"),
+            "'soon' is not of type 'number'",
+        ),
+        (
+            "vendor.github-actions",
+            "name: x\ndescription: y\nruns:\n  using: composite\n  step: []\n",
+            "'steps' is a required property",
+        ),
+    ],
+)
 def test_the_schemas_catch_a_file_out_of_shape(tmp_path, schema, text, message):
     path = tmp_path / "bad.yml"
     path.write_text(text)
@@ -168,13 +185,15 @@ def test_no_expression_is_interpolated_into_a_script():
 
 # -- the action's steps, run locally ---------------------------------------------------------------
 
+
 class LocalRunner:
     """action.yml as the one step of a job, run by tests/shells/workflow_runner.py (the install step
     replaced by the venv it leaves), one action after another on the same machine."""
 
     def __init__(self, workspace: Path, temp: Path, event: dict, event_name: str = "pull_request"):
-        self.runner = Runner(workspace, temp, event_name=event_name, event=event,
-                             replaced={"setup": venv_of_this_interpreter("VENV")})
+        self.runner = Runner(
+            workspace, temp, event_name=event_name, event=event, replaced={"setup": venv_of_this_interpreter("VENV")}
+        )
         self.summary, self.log = "", []
 
     def run_action(self, with_: dict[str, str]) -> tuple[int, dict, dict]:
@@ -215,8 +234,9 @@ def test_action_on_a_pull_request_that_regresses_one_kernel(pr_workspace):
     line = 1 + (workspace / "perfguard.toml").read_text().splitlines().index('name = "gemm_a"')
     errors = [x for x in log.splitlines() if x.startswith("::error")]
     assert len(errors) == 1, log
-    assert errors[0].startswith(f"::error file=perfguard.toml,line={line},title=perfguard regression%3A gemm_a[x86_64]::"
-                                "gemm_a[x86_64] is +"), errors[0]
+    assert errors[0].startswith(
+        f"::error file=perfguard.toml,line={line},title=perfguard regression%3A gemm_a[x86_64]::gemm_a[x86_64] is +"
+    ), errors[0]
 
     summary = runner.summary
     assert "gemm" in summary and "regression" in summary
@@ -228,8 +248,10 @@ def test_action_on_a_pull_request_that_regresses_one_kernel(pr_workspace):
     # summary.md's links into the report folder lead to the run (its artifact holds the pages) on GitHub
     assert "](kernels/gemm_a.html#t-x86_64)" in (report_dir / "summary.md").read_text()
     assert f"**[gemm\\_a]({run})**" in body and "](kernels/" not in body and "](kernels/" not in summary
-    with mock.patch.dict(os.environ, {"GITHUB_SERVER_URL": "https://github.com", "GITHUB_REPOSITORY": "octo/kernels",
-                                      "GITHUB_RUN_ID": "4242"}):
+    with mock.patch.dict(
+        os.environ,
+        {"GITHUB_SERVER_URL": "https://github.com", "GITHUB_REPOSITORY": "octo/kernels", "GITHUB_RUN_ID": "4242"},
+    ):
         expected = on_github((report_dir / "summary.md").read_text())
     assert body.startswith(expected.rstrip()) and "regression" in body
 
@@ -288,10 +310,20 @@ def test_action_bad_input_is_one_annotated_error(pr_workspace):
 
 
 def test_keys_need_only_the_standard_library(tmp_path):
-    env = {"PATH": os.environ["PATH"], "GITHUB_OUTPUT": str(tmp_path / "out"), "RUNNER_TEMP": str(tmp_path),
-           "INPUT_SHARD": "2/3", "HOME": str(tmp_path)}
-    proc = subprocess.run([sys.executable, "-S", "-m", "perfguard.shells.action", "keys"], cwd=REPO, env=env,
-                          capture_output=True, text=True)
+    env = {
+        "PATH": os.environ["PATH"],
+        "GITHUB_OUTPUT": str(tmp_path / "out"),
+        "RUNNER_TEMP": str(tmp_path),
+        "INPUT_SHARD": "2/3",
+        "HOME": str(tmp_path),
+    }
+    proc = subprocess.run(
+        [sys.executable, "-S", "-m", "perfguard.shells.action", "keys"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stderr
     outputs = read_file_commands(tmp_path / "out")
     assert outputs["cache-dir"] == str(tmp_path / "perfguard-cache")
@@ -305,12 +337,16 @@ def test_annotation_escaping():
 
 # -- the recalibration step -----------------------------------------------------------------------
 
-@pytest.mark.parametrize("models, drift, calls, outputs, code", [
-    ([], None, ["collect gemm", "collect gemv"], {"drifted": "true"}, 0),
-    (["gemm", "gemv"], 0, ["drift"], {"drifted": "false", "families": ""}, 0),
-    (["gemm", "gemv"], 1, ["drift", "collect gemv", "train gemv"], {"drifted": "true", "families": "gemv"}, 0),
-    (["gemm"], 3, ["drift"], {}, 3),
-])
+
+@pytest.mark.parametrize(
+    "models, drift, calls, outputs, code",
+    [
+        ([], None, ["collect gemm", "collect gemv"], {"drifted": "true"}, 0),
+        (["gemm", "gemv"], 0, ["drift"], {"drifted": "false", "families": ""}, 0),
+        (["gemm", "gemv"], 1, ["drift", "collect gemv", "train gemv"], {"drifted": "true", "families": "gemv"}, 0),
+        (["gemm"], 3, ["drift"], {}, 3),
+    ],
+)
 def test_recalibrate_retrains_only_what_drifted(project, tmp_path, monkeypatch, models, drift, calls, outputs, code):
     import perfguard.shells.action as action
 
@@ -325,8 +361,9 @@ def test_recalibrate_retrains_only_what_drifted(project, tmp_path, monkeypatch, 
         seen.append(" ".join([args[1]] + ([args[args.index("--family") + 1]] if "--family" in args else [])))
         assert args[args.index("--target") + 1] == "x86_64" and args[args.index("--config") + 1] == str(config)
         if args[1] == "drift":
-            Path(args[args.index("--json") + 1]).write_text(json.dumps(
-                {"gemm": {"needs_retraining": False}, "gemv": {"needs_retraining": True}}))
+            Path(args[args.index("--json") + 1]).write_text(
+                json.dumps({"gemm": {"needs_retraining": False}, "gemv": {"needs_retraining": True}})
+            )
             return drift
         return 0
 
@@ -342,6 +379,7 @@ def test_recalibrate_retrains_only_what_drifted(project, tmp_path, monkeypatch, 
 
 
 # -- mode: compare ----------------------------------------------------------------------------------
+
 
 @pytest.mark.slow
 def test_action_compare_mode_measures_the_merge_base_instead_of_reading_baselines(pr_workspace):
@@ -366,17 +404,23 @@ def test_action_compare_mode_measures_the_merge_base_instead_of_reading_baseline
 
 
 def test_on_github_the_links_into_the_report_folder_lead_to_the_run(monkeypatch):
-    text = ("1. x **[gemm\\_\\[a\\]](kernels/gemm_a.html#t-x86_64)** \\[x86\\_64\\] regression\n"
-            "2. x **[model r](index.html#m-r-x86_64)** \\[x86\\_64\\]\n[docs](https://example.org/x.html)\n")
+    text = (
+        "1. x **[gemm\\_\\[a\\]](kernels/gemm_a.html#t-x86_64)** \\[x86\\_64\\] regression\n"
+        "2. x **[model r](index.html#m-r-x86_64)** \\[x86\\_64\\]\n[docs](https://example.org/x.html)\n"
+    )
     monkeypatch.delenv("GITHUB_REPOSITORY", raising=False)
-    assert on_github(text) == ("1. x **gemm\\_\\[a\\]** \\[x86\\_64\\] regression\n2. x **model r** \\[x86\\_64\\]\n"
-                               "[docs](https://example.org/x.html)\n")  # no run: plain text, other links kept
+    assert on_github(text) == (
+        "1. x **gemm\\_\\[a\\]** \\[x86\\_64\\] regression\n2. x **model r** \\[x86\\_64\\]\n"
+        "[docs](https://example.org/x.html)\n"
+    )  # no run: plain text, other links kept
     monkeypatch.setenv("GITHUB_SERVER_URL", "https://github.com")
     monkeypatch.setenv("GITHUB_REPOSITORY", "octo/kernels")
     monkeypatch.setenv("GITHUB_RUN_ID", "42")
     run = "https://github.com/octo/kernels/actions/runs/42"
-    assert on_github(text) == (f"1. x **[gemm\\_\\[a\\]]({run})** \\[x86\\_64\\] regression\n"
-                               f"2. x **[model r]({run})** \\[x86\\_64\\]\n[docs](https://example.org/x.html)\n")
+    assert on_github(text) == (
+        f"1. x **[gemm\\_\\[a\\]]({run})** \\[x86\\_64\\] regression\n"
+        f"2. x **[model r]({run})** \\[x86\\_64\\]\n[docs](https://example.org/x.html)\n"
+    )
 
 
 def test_the_action_writes_the_same_markdown_as_perfguard_when_summary_md_is_missing(tmp_path):
@@ -384,20 +428,39 @@ def test_the_action_writes_the_same_markdown_as_perfguard_when_summary_md_is_mis
     from perfguard.report.markdown import MARKER
     from perfguard.shells.action import markdown_for
 
-    report = Report.from_json({
-        "schema": 1, "summary": {"exit_code": 1}, "results": [
-            {"kernel": "gemm_<b>", "target": "x86_64", "verdict": "regression", "delta_pct": 7.5, "threshold_pct": 2.0,
-             "current_time_s": 2e-3, "baseline_time_s": 1.86e-3, "model_id": "pipeline-x", "simulator": "qemu"}]})
+    report = Report.from_json(
+        {
+            "schema": 1,
+            "summary": {"exit_code": 1},
+            "results": [
+                {
+                    "kernel": "gemm_<b>",
+                    "target": "x86_64",
+                    "verdict": "regression",
+                    "delta_pct": 7.5,
+                    "threshold_pct": 2.0,
+                    "current_time_s": 2e-3,
+                    "baseline_time_s": 1.86e-3,
+                    "model_id": "pipeline-x",
+                    "simulator": "qemu",
+                }
+            ],
+        }
+    )
     text = markdown_for(report, tmp_path)  # no summary.md: rendered by report/markdown.py, not a second renderer
     assert text.startswith(MARKER) and "1 regression(s) found" in text
     # the failing row, linked to the kernel's page (a name that is no file name gets a hashed one)
-    assert re.search(r"1\. \u274c \*\*\[gemm\\_&lt;b&gt;\]\(kernels/k-[0-9a-f]{16}\.html#t-x86_64\)\*\* "
-                     r"\\\[x86\\_64\\\] regression: \*\*\+7\.50 %\*\*, threshold 2\.00 %", text)
+    assert re.search(
+        r"1\. \u274c \*\*\[gemm\\_&lt;b&gt;\]\(kernels/k-[0-9a-f]{16}\.html#t-x86_64\)\*\* "
+        r"\\\[x86\\_64\\\] regression: \*\*\+7\.50 %\*\*, threshold 2\.00 %",
+        text,
+    )
     (tmp_path / "summary.md").write_text("as perfguard wrote it\n")
     assert markdown_for(report, tmp_path) == "as perfguard wrote it\n"
 
 
 # -- a checkout git refuses -------------------------------------------------------------------------
+
 
 def test_a_checkout_owned_by_another_user_names_gits_cause(project, tmp_path):
     """In a container without the safe.directory step git refuses the checkout: the action says so,
@@ -405,10 +468,18 @@ def test_a_checkout_owned_by_another_user_names_gits_cause(project, tmp_path):
     workspace = project(TOML, name="owned").parent
     init_repo(workspace)
     commit_all(workspace, "kernels")
-    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path / "home"), "GIT_CONFIG_NOSYSTEM": "1",
-           "GITHUB_WORKSPACE": str(workspace), "GITHUB_OUTPUT": str(tmp_path / "out"), "RUNNER_TEMP": str(tmp_path),
-           "GITHUB_STEP_SUMMARY": str(tmp_path / "summary"), "INPUT_BASE": "main", "INPUT_TARGETS": "vax",
-           "PYTHONPATH": os.environ.get("PYTHONPATH", str(REPO))}
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(tmp_path / "home"),
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GITHUB_WORKSPACE": str(workspace),
+        "GITHUB_OUTPUT": str(tmp_path / "out"),
+        "RUNNER_TEMP": str(tmp_path),
+        "GITHUB_STEP_SUMMARY": str(tmp_path / "summary"),
+        "INPUT_BASE": "main",
+        "INPUT_TARGETS": "vax",
+        "PYTHONPATH": os.environ.get("PYTHONPATH", str(REPO)),
+    }
     (tmp_path / "home").mkdir()
     if os.geteuid() == 0:
         subprocess.run(["chown", "-R", "12345:12345", str(workspace)], check=True)  # the runner's user, not root
@@ -417,13 +488,16 @@ def test_a_checkout_owned_by_another_user_names_gits_cause(project, tmp_path):
     run = [sys.executable, "-m", "perfguard.shells.action", "run"]
     proc = subprocess.run(run, cwd=workspace, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert (f"::error title=perfguard action::git refuses the checkout at {workspace}: detected dubious ownership"
-            in proc.stdout), proc.stdout
+    assert (
+        f"::error title=perfguard action::git refuses the checkout at {workspace}: detected dubious ownership"
+        in proc.stdout
+    ), proc.stdout
     assert "git config --global --add safe.directory" in proc.stdout and "unknown git revision" not in proc.stdout
     # The control: with the step the message names, git reads the checkout and the run goes on to
     # the next problem (here, a bad mode input).
     subprocess.run(["git", "config", "--global", "--add", "safe.directory", str(workspace)], env=env, check=True)
-    proc = subprocess.run(run, cwd=workspace, env=dict(env, INPUT_MODE="bogus"), capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run(
+        run, cwd=workspace, env=dict(env, INPUT_MODE="bogus"), capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 2 and "dubious ownership" not in proc.stdout + proc.stderr
     assert "input 'mode' must be check or compare, got 'bogus'" in proc.stdout

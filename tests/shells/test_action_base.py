@@ -47,8 +47,11 @@ def checkout(remote, tmp_path, monkeypatch) -> Path:
     """The runner's checkout of the pull request: one commit deep, one branch."""
     bare, shas = remote
     clone = tmp_path / "checkout"
-    subprocess.run(["git", "clone", "-q", "--depth", "1", "--branch", "feature", f"file://{bare}", str(clone)],
-                   check=True, capture_output=True)
+    subprocess.run(
+        ["git", "clone", "-q", "--depth", "1", "--branch", "feature", f"file://{bare}", str(clone)],
+        check=True,
+        capture_output=True,
+    )
     assert git(clone, "rev-parse", "--is-shallow-repository") == "true"
     assert git(clone, "rev-parse", "HEAD") == shas["D"]
     assert subprocess.run(["git", "cat-file", "-e", shas["B"]], cwd=clone, capture_output=True).returncode != 0
@@ -80,12 +83,15 @@ def test_a_base_already_in_the_checkout_needs_no_fetch(checkout, remote):
     assert git(checkout, "rev-parse", "--is-shallow-repository") == "true"  # nothing was fetched
 
 
-@pytest.mark.parametrize("ref, message", [
-    ("no-such-branch", "base 'no-such-branch': unknown git revision (check out with fetch-depth: 0)"),
-    ("-c", "base '-c': not a git revision"),
-    ("--upload-pack=touch", "base '--upload-pack=touch': not a git revision"),
-    ("orphan", "base 'orphan': no merge-base with HEAD (check out with fetch-depth: 0)"),
-])
+@pytest.mark.parametrize(
+    "ref, message",
+    [
+        ("no-such-branch", "base 'no-such-branch': unknown git revision (check out with fetch-depth: 0)"),
+        ("-c", "base '-c': not a git revision"),
+        ("--upload-pack=touch", "base '--upload-pack=touch': not a git revision"),
+        ("orphan", "base 'orphan': no merge-base with HEAD (check out with fetch-depth: 0)"),
+    ],
+)
 def test_a_base_that_cannot_be_had_is_one_line(checkout, ref, message):
     with pytest.raises(ActionError) as info:
         resolve_base(ref)

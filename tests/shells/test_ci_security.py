@@ -155,7 +155,9 @@ def test_action_inputs_reach_scripts_through_env_only():
 
 # A step that builds or simulates kernels: the local action (except when it only merges reports),
 # the set-up or test scripts, or a perfguard command that measures.
-_MEASURES = re.compile(r"scripts/(setup|test)\.sh|perfguard(\.action)? +(check|calibrate|baseline|tune|bisect|recalibrate)")
+_MEASURES = re.compile(
+    r"scripts/(setup|test)\.sh|perfguard(\.action)? +(check|calibrate|baseline|tune|bisect|recalibrate)"
+)
 
 
 def measuring_jobs(document: dict) -> list[str]:
@@ -197,13 +199,20 @@ def test_jobs_that_build_or_simulate_kernels_run_in_the_pinned_toolchain(path):
         container = document["jobs"][name].get("container")
         image = container.get("image") if isinstance(container, dict) else container
         assert image, f"{path.name}: job {name} builds or simulates kernels outside the pinned container"
-        assert re.search(r"@sha256:[0-9a-f]{64}$", str(image)), f"{path.name}: job {name}: {image} is not pinned by digest"
+        assert re.search(r"@sha256:[0-9a-f]{64}$", str(image)), (
+            f"{path.name}: job {name}: {image} is not pinned by digest"
+        )
         assert image == dockerfile_base(), f"{path.name}: job {name}: {image} is not the Dockerfile's base"
 
 
 def test_the_measuring_jobs_are_found():
     """The rule above must not pass by finding nothing: these jobs build or simulate kernels."""
     found = {(path.name, name) for path in WORKFLOWS for name in measuring_jobs(load(path))}
-    assert {("perfguard.yml", "check"), ("tests.yml", "test"), ("recalibrate.yml", "calibrate"),
-            ("recalibrate.yml", "calibrate-riscv64"), ("gem5-crosscheck.yml", "crosscheck")} <= found, found
+    assert {
+        ("perfguard.yml", "check"),
+        ("tests.yml", "test"),
+        ("recalibrate.yml", "calibrate"),
+        ("recalibrate.yml", "calibrate-riscv64"),
+        ("gem5-crosscheck.yml", "crosscheck"),
+    } <= found, found
     assert ("perfguard.yml", "merge") not in found  # only merges reports

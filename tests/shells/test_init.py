@@ -28,10 +28,15 @@ def test_init_writes_a_project_perfguard_can_load(repo, capsys):
     config = load_config(repo / "perfguard.toml")
     assert [k.name for k in config.kernels] == ["matmul"] and list(config.targets) == ["x86_64", "aarch64", "riscv64"]
     kernel = config.kernels[0]
-    assert (kernel.entry, kernel.reference, kernel.flops) == ("perfguard_kernels.matmul:matmul",
-                                                              "perfguard_kernels.matmul:reference", "2 * M * N * K")
-    assert (repo / ".gitignore").read_text() == ("build/\n# perfguard: the last check's reports, and the cache when "
-                                                 "cache_dir is set to it\nreports/\n.perfguard-cache/\n")
+    assert (kernel.entry, kernel.reference, kernel.flops) == (
+        "perfguard_kernels.matmul:matmul",
+        "perfguard_kernels.matmul:reference",
+        "2 * M * N * K",
+    )
+    assert (repo / ".gitignore").read_text() == (
+        "build/\n# perfguard: the last check's reports, and the cache when "
+        "cache_dir is set to it\nreports/\n.perfguard-cache/\n"
+    )
     source = (repo / "perfguard_kernels" / "matmul.py").read_text()
     assert "tvm.s_tir.Schedule(mod)" in source and 'sch.get_sblock("C")' in source
     compile(source, "matmul.py", "exec")

@@ -15,7 +15,7 @@ from tests.projects import with_cache
 
 pytest_plugins = ["pytester"]
 
-MODEL_TESTS = '''
+MODEL_TESTS = """
 import pytest
 
 from perfguard.errors import InputError
@@ -44,7 +44,7 @@ def test_model_unknown_names(perfguard_check):
         perfguard_check("nope", "x86_64")
     with pytest.raises(InputError, match="unknown kernel 'm.nope' of model 'm' on x86_64"):
         perfguard_check("m.nope", "x86_64")
-'''
+"""
 
 
 def write_model_project(root: Path, cache_dir: Path, repeat: int) -> None:
@@ -65,11 +65,13 @@ def test_model_totals_and_kernels_from_pytest(in_process, cache_dir):
     report = json.loads((root / "reports" / "perfguard.json").read_text())
     assert [m["verdict"] for m in report["models"]] == ["new", "unchanged"]  # the first test wrote the baselines
 
-    write_model_project(root, cache_dir, 3)  # one more 8x8 layer: no kernel is slower, the model is (one kernel called once more)
+    write_model_project(
+        root, cache_dir, 3
+    )  # one more 8x8 layer: no kernel is slower, the model is (one kernel called once more)
     result = in_process.run("--perfguard", "-k", "test_model_total")
     text = result.out
     assert result.ret == 1, text
-    failure = text[text.index("_ test_model_total _"):]
+    failure = text[text.index("_ test_model_total _") :]
     assert "model m[x86_64]: regression +" in failure and "calls 2 -> 3" in failure and "(m.matmul_add_relu." in failure
     report = json.loads((root / "reports" / "perfguard.json").read_text())
     (view,) = report["models"]

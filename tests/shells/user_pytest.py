@@ -21,6 +21,7 @@ _RUNS = itertools.count()
 @dataclass
 class Run:
     """One pytest run in a user's project: its exit code, output and JUnit XML."""
+
     ret: int
     out: str
     err: str
@@ -32,14 +33,31 @@ def run(root: Path, *args: str) -> Run:
     none of this session's pytest or xdist variables)."""
     junitxml = root / f"junit-{next(_RUNS)}.xml"
     env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS" and not k.startswith("PYTEST_XDIST_")}
-    env.update(PYTHONPATH=os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")])),
-               HOME=str(root), PY_COLORS="0")
+    env.update(
+        PYTHONPATH=os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")])), HOME=str(root), PY_COLORS="0"
+    )
     # Without hypothesis's plugin, which this environment has for its own tests: it costs each pytest
     # process (the xdist controller and every worker) about 1.6 CPU-s to load, for nothing here.
-    proc = subprocess.run([sys.executable, "-m", "pytest", f"--basetemp={root / f'basetemp-{next(_RUNS)}'}",
-                           "-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-rA", f"--junitxml={junitxml}",
-                           *args],
-                          cwd=root, env=env, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            f"--basetemp={root / f'basetemp-{next(_RUNS)}'}",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:hypothesispytest",
+            "-rA",
+            f"--junitxml={junitxml}",
+            *args,
+        ],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     return Run(proc.returncode, proc.stdout, proc.stderr, junitxml)
 
 
@@ -65,8 +83,15 @@ def outcomes(result: Run) -> dict[str, str]:
         module = case.get("classname").replace(".", "/")
         nodeid = f"{module}::{case.get('name')}" if module == "perfguard" else f"{module}.py::{case.get('name')}"
         kinds = {child.tag for child in case}
-        state = ("FAILED" if "failure" in kinds else "ERROR" if "error" in kinds
-                 else "SKIPPED" if "skipped" in kinds else "PASSED")
+        state = (
+            "FAILED"
+            if "failure" in kinds
+            else "ERROR"
+            if "error" in kinds
+            else "SKIPPED"
+            if "skipped" in kinds
+            else "PASSED"
+        )
         assert nodeid not in found, f"{nodeid} reported twice"
         found[nodeid] = state
     return found

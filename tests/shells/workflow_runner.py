@@ -57,12 +57,15 @@ SHELLS = {
 
 # -- expressions ------------------------------------------------------------------------------------
 
-_TOKEN = re.compile(r"""\s*(?:
+_TOKEN = re.compile(
+    r"""\s*(?:
     (?P<str>'(?:[^']|'')*')
   | (?P<num>-?\d+(?:\.\d+)?)
   | (?P<op>==|!=|<=|>=|&&|\|\||[!<>()\[\],.*])
   | (?P<name>[A-Za-z_][A-Za-z0-9_-]*)
-)""", re.X)
+)""",
+    re.X,
+)
 
 
 def _tokens(text: str) -> list[tuple[str, str]]:
@@ -289,6 +292,7 @@ def condition(text: Any, context: dict[str, Any], status: dict[str, bool]) -> bo
 
 # -- the runner's files ---------------------------------------------------------------------------
 
+
 def read_file_commands(path: Path) -> dict[str, str]:
     """`name=value` lines and `name<<DELIMITER` ... `DELIMITER` blocks (GITHUB_OUTPUT, GITHUB_ENV)."""
     values, lines, i = {}, path.read_text().splitlines() if path.is_file() else [], 0
@@ -300,7 +304,7 @@ def read_file_commands(path: Path) -> dict[str, str]:
         if "<<" in line and ("=" not in line or line.index("<<") < line.index("=")):
             name, delimiter = line.split("<<", 1)
             end = lines.index(delimiter, i + 1)  # ValueError: an unterminated block fails, as on GitHub
-            values[name] = "\n".join(lines[i + 1:end])
+            values[name] = "\n".join(lines[i + 1 : end])
             i = end + 1
             continue
         name, sep, value = line.partition("=")
@@ -312,6 +316,7 @@ def read_file_commands(path: Path) -> dict[str, str]:
 
 
 # -- jobs -----------------------------------------------------------------------------------------
+
 
 @dataclass
 class StepResult:
@@ -365,11 +370,23 @@ class Runner:
     leaves on disk what the real step would (for steps that cannot run here).
     """
 
-    def __init__(self, workspace: Path, temp: Path, *, event_name: str, event: dict,
-                 repository: str = "octo/kernels", sha: str | None = None, vars: dict | None = None,
-                 secrets: dict | None = None, inputs: dict | None = None, local_action: Path | None = None,
-                 api_url: str = "https://api.github.com", replaced: dict[str, Callable] | None = None,
-                 base_env: dict[str, str] | None = None):
+    def __init__(
+        self,
+        workspace: Path,
+        temp: Path,
+        *,
+        event_name: str,
+        event: dict,
+        repository: str = "octo/kernels",
+        sha: str | None = None,
+        vars: dict | None = None,
+        secrets: dict | None = None,
+        inputs: dict | None = None,
+        local_action: Path | None = None,
+        api_url: str = "https://api.github.com",
+        replaced: dict[str, Callable] | None = None,
+        base_env: dict[str, str] | None = None,
+    ):
         self.workspace, self.temp = workspace, temp
         self.home = temp / "home"
         self.store = temp / "github-store"  # caches and artifacts, shared by the jobs of one test
@@ -383,24 +400,47 @@ class Runner:
         self.vars, self.secrets, self.inputs = vars or {}, secrets or {}, inputs or {}
         self.local_action = local_action or workspace
         self.replaced = replaced or {}
-        base = base_env if base_env is not None else {k: v for k, v in os.environ.items()
-                                                       if not k.startswith(("GITHUB_", "INPUT_", "RUNNER_"))}
+        base = (
+            base_env
+            if base_env is not None
+            else {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "INPUT_", "RUNNER_"))}
+        )
         self.default_env = dict(base)
-        self.default_env.update({
-            "HOME": str(self.home), "CI": "true", "GITHUB_ACTIONS": "true", "GITHUB_EVENT_NAME": event_name,
-            "GITHUB_EVENT_PATH": str(event_path), "GITHUB_WORKSPACE": str(workspace),
-            "GITHUB_REPOSITORY": repository, "GITHUB_RUN_ID": "4242", "GITHUB_SERVER_URL": "https://github.com",
-            "GITHUB_API_URL": api_url, "GITHUB_SHA": self.sha, "RUNNER_TEMP": str(temp / "runner-temp"),
-            "RUNNER_OS": "Linux", "RUNNER_ARCH": "X64",
-        })
+        self.default_env.update(
+            {
+                "HOME": str(self.home),
+                "CI": "true",
+                "GITHUB_ACTIONS": "true",
+                "GITHUB_EVENT_NAME": event_name,
+                "GITHUB_EVENT_PATH": str(event_path),
+                "GITHUB_WORKSPACE": str(workspace),
+                "GITHUB_REPOSITORY": repository,
+                "GITHUB_RUN_ID": "4242",
+                "GITHUB_SERVER_URL": "https://github.com",
+                "GITHUB_API_URL": api_url,
+                "GITHUB_SHA": self.sha,
+                "RUNNER_TEMP": str(temp / "runner-temp"),
+                "RUNNER_OS": "Linux",
+                "RUNNER_ARCH": "X64",
+            }
+        )
         self.api_url = api_url
 
     # -- contexts
     def github_context(self) -> dict:
-        return {"event_name": self.event_name, "event": self.event, "repository": self.repository,
-                "sha": self.sha, "token": "ghs_local-stand-in-token", "workspace": str(self.workspace),
-                "run_id": "4242", "api_url": self.api_url, "server_url": "https://github.com",
-                "ref": self.event.get("ref", ""), "action_path": ""}
+        return {
+            "event_name": self.event_name,
+            "event": self.event,
+            "repository": self.repository,
+            "sha": self.sha,
+            "token": "ghs_local-stand-in-token",
+            "workspace": str(self.workspace),
+            "run_id": "4242",
+            "api_url": self.api_url,
+            "server_url": "https://github.com",
+            "ref": self.event.get("ref", ""),
+            "action_path": "",
+        }
 
     def run_job(self, path: Path, job_id: str, matrix: dict | None = None, needs: dict | None = None) -> JobResult:
         """One job on a fresh machine (its own HOME and RUNNER_TEMP; the workspace is the checkout)."""
@@ -410,16 +450,24 @@ class Runner:
         (machine / "home").mkdir(parents=True)
         (machine / "temp").mkdir()
         env = dict(self.default_env, HOME=str(machine / "home"), RUNNER_TEMP=str(machine / "temp"))
-        context = {"github": self.github_context(), "inputs": self.inputs, "vars": self.vars,
-                   "secrets": self.secrets, "matrix": matrix or {}, "needs": needs or {},
-                   "runner": {"temp": env["RUNNER_TEMP"], "os": "Linux", "arch": "X64"},
-                   "steps": {}, "env": {}}
+        context = {
+            "github": self.github_context(),
+            "inputs": self.inputs,
+            "vars": self.vars,
+            "secrets": self.secrets,
+            "matrix": matrix or {},
+            "needs": needs or {},
+            "runner": {"temp": env["RUNNER_TEMP"], "os": "Linux", "arch": "X64"},
+            "steps": {},
+            "env": {},
+        }
         for scope in (workflow.get("env") or {}, job.get("env") or {}):
             for key, value in scope.items():
                 env[key] = as_string(evaluate(value, context))
                 context["env"] = {k: v for k, v in env.items() if k not in self.default_env}
-        shell = ((job.get("defaults") or {}).get("run") or {}).get("shell") \
-            or ((workflow.get("defaults") or {}).get("run") or {}).get("shell")
+        shell = ((job.get("defaults") or {}).get("run") or {}).get("shell") or (
+            (workflow.get("defaults") or {}).get("run") or {}
+        ).get("shell")
         state = {"failed": False, "cancelled": False, "env": env, "summary": [], "path": []}
         results = self._run_steps(job.get("steps", []), context, state, shell, action_path=None)
         outputs = {k: as_string(evaluate(v, context)) for k, v in (job.get("outputs") or {}).items()}
@@ -436,10 +484,14 @@ class Runner:
             job_id = next(j for j in pending if all(n in done for n in _needs(workflow["jobs"][j])))
             pending.remove(job_id)
             job = workflow["jobs"][job_id]
-            needs = {n: {"result": results[n], "outputs": done[n].outputs if done[n] else {}}
-                     for n in _needs(job)}
-            context = {"github": self.github_context(), "inputs": self.inputs, "vars": self.vars,
-                       "secrets": self.secrets, "needs": needs}
+            needs = {n: {"result": results[n], "outputs": done[n].outputs if done[n] else {}} for n in _needs(job)}
+            context = {
+                "github": self.github_context(),
+                "inputs": self.inputs,
+                "vars": self.vars,
+                "secrets": self.secrets,
+                "needs": needs,
+            }
             # success() of a job: every job it needs succeeded (a skipped one did not)
             status = {"failed": any(v["result"] != "success" for v in needs.values()), "cancelled": False}
             if not condition(job.get("if"), context, status):
@@ -451,18 +503,28 @@ class Runner:
 
     def run_action(self, action_dir: Path, with_: dict[str, str], context_extra: dict | None = None) -> JobResult:
         """The composite action at action_dir as the one step of a job (`uses: ./` with `with_`)."""
-        context = {"github": self.github_context(), "inputs": {}, "vars": self.vars, "secrets": self.secrets,
-                   "matrix": {}, "needs": {}, "steps": {}, "env": {},
-                   "runner": {"temp": self.default_env["RUNNER_TEMP"], "os": "Linux", "arch": "X64"}}
+        context = {
+            "github": self.github_context(),
+            "inputs": {},
+            "vars": self.vars,
+            "secrets": self.secrets,
+            "matrix": {},
+            "needs": {},
+            "steps": {},
+            "env": {},
+            "runner": {"temp": self.default_env["RUNNER_TEMP"], "os": "Linux", "arch": "X64"},
+        }
         context.update(context_extra or {})
         state = {"failed": False, "cancelled": False, "env": dict(self.default_env), "summary": [], "path": []}
         result, outputs = self._composite(action_dir, with_, context, state)
-        return JobResult(result, outputs, "".join(state["summary"]), state["env"], self.home,
-                         Path(self.default_env["RUNNER_TEMP"]))
+        return JobResult(
+            result, outputs, "".join(state["summary"]), state["env"], self.home, Path(self.default_env["RUNNER_TEMP"])
+        )
 
     # -- steps
-    def _run_steps(self, steps: list[dict], context: dict, state: dict, shell: str | None,
-                   action_path: Path | None) -> list[StepResult]:
+    def _run_steps(
+        self, steps: list[dict], context: dict, state: dict, shell: str | None, action_path: Path | None
+    ) -> list[StepResult]:
         results = []
         for index, step in enumerate(steps):
             sid = step.get("id") or f"__step{index}"
@@ -475,8 +537,11 @@ class Runner:
                 if result.outcome == "failure" and not _truthy(evaluate(step.get("continue-on-error", False), context)):
                     result.conclusion = "failure"
                     state["failed"] = True
-            context["steps"][sid] = {"outputs": result.outputs, "outcome": result.outcome,
-                                     "conclusion": result.conclusion}
+            context["steps"][sid] = {
+                "outputs": result.outputs,
+                "outcome": result.outcome,
+                "conclusion": result.conclusion,
+            }
             results.append(result)
         return results
 
@@ -490,8 +555,9 @@ class Runner:
             env[key] = as_string(evaluate(value, context))
         return env
 
-    def _step(self, step: dict, name: str, sid: str, context: dict, state: dict, shell: str | None,
-              action_path: Path | None) -> StepResult:
+    def _step(
+        self, step: dict, name: str, sid: str, context: dict, state: dict, shell: str | None, action_path: Path | None
+    ) -> StepResult:
         env = self._step_env(step, context, state, action_path)
         if name in self.replaced or sid in self.replaced:
             ok, outputs, log = (self.replaced.get(name) or self.replaced[sid])(self, env)
@@ -511,8 +577,9 @@ class Runner:
             return StepResult(name, "success" if ok else "failure", "success", outputs, log)
         return self._run_script(step, name, context, state, env, shell)
 
-    def _run_script(self, step: dict, name: str, context: dict, state: dict, env: dict[str, str],
-                    shell: str | None) -> StepResult:
+    def _run_script(
+        self, step: dict, name: str, context: dict, state: dict, env: dict[str, str], shell: str | None
+    ) -> StepResult:
         files = {}
         for var in ("GITHUB_OUTPUT", "GITHUB_ENV", "GITHUB_PATH", "GITHUB_STEP_SUMMARY"):
             files[var] = Path(state["env"]["RUNNER_TEMP"]) / f"{var.lower()}_{uuid.uuid4().hex}"
@@ -531,8 +598,9 @@ class Runner:
         outcome = "success" if proc.returncode == 0 else "failure"
         return StepResult(name, outcome, "success", outputs, proc.stdout + proc.stderr + f"[exit {proc.returncode}]")
 
-    def _composite(self, action_dir: Path, with_: dict[str, str], outer: dict, state: dict
-                   ) -> tuple[list[StepResult], dict[str, str]]:
+    def _composite(
+        self, action_dir: Path, with_: dict[str, str], outer: dict, state: dict
+    ) -> tuple[list[StepResult], dict[str, str]]:
         action = load_yaml(action_dir / "action.yml")
         assert action["runs"]["using"] == "composite"
         inputs = {name: as_string(spec.get("default", "")) for name, spec in (action.get("inputs") or {}).items()}
@@ -566,6 +634,7 @@ def venv_of_this_interpreter(variable: str, below: str = ""):
 
 # -- stand-ins for the actions that cannot run here -----------------------------------------------
 
+
 def _checkout(runner: Runner, with_: dict, env: dict) -> tuple[bool, dict, str]:
     """actions/checkout leaves the repository at GITHUB_WORKSPACE (the test made it there, with
     the history its fetch-depth asks for); persist-credentials false leaves no token behind."""
@@ -593,7 +662,8 @@ def _cache_restore(runner: Runner, with_: dict, env: dict) -> tuple[bool, dict, 
     keys = [with_["key"]] + [k.strip() for k in with_.get("restore-keys", "").splitlines() if k.strip()]
     entries = sorted(store.iterdir(), key=lambda p: p.stat().st_mtime, reverse=True) if store.is_dir() else []
     match = next((e for e in entries if e.name == keys[0]), None) or next(
-        (e for k in keys[1:] for e in entries if e.name.startswith(k)), None)
+        (e for k in keys[1:] for e in entries if e.name.startswith(k)), None
+    )
     outputs = {"cache-primary-key": with_["key"], "cache-hit": "false", "cache-matched-key": ""}
     if match is None:
         return True, outputs, f"Cache not found for input keys: {', '.join(keys)}"
@@ -623,8 +693,11 @@ def _cache_save(runner: Runner, with_: dict, env: dict) -> tuple[bool, dict, str
 
 def _upload_artifact(runner: Runner, with_: dict, env: dict) -> tuple[bool, dict, str]:
     name = with_.get("name") or "artifact"
-    found = [in_workspace(env, p.strip()) for p in with_["path"].splitlines()
-             if p.strip() and in_workspace(env, p.strip()).exists()]
+    found = [
+        in_workspace(env, p.strip())
+        for p in with_["path"].splitlines()
+        if p.strip() and in_workspace(env, p.strip()).exists()
+    ]
     if not found:
         mode = with_.get("if-no-files-found", "warn")
         return mode != "error", {}, f"No files were found with the provided path: {with_['path']} ({mode})"

@@ -79,8 +79,10 @@ def test_parse_sample():
 
 
 def test_geometry_direct_mapped():
-    text = SAMPLE.replace("desc: D1 cache:         32768 B, 64 B, 8-way associative",
-                          "desc: D1 cache:         4096 B, 32 B, direct-mapped")
+    text = SAMPLE.replace(
+        "desc: D1 cache:         32768 B, 64 B, 8-way associative",
+        "desc: D1 cache:         4096 B, 32 B, direct-mapped",
+    )
     assert parse_cachegrind_out(text).cache_geometry("x")["D1"] == CacheLevel(4096, 1, 32)
 
 
@@ -99,7 +101,7 @@ def test_every_truncation_is_refused():
         ("0 1000 4 4", "0 1000 4 x", "not a non-negative integer"),
         ("0 1000 4 4", "0 1000  4", "not a non-negative integer"),
         ("0 1000 4 4", "0 1000 \u0664 4", "not a non-negative integer"),
-        ("0 1000 4 4", f"0 {10 ** 30} 4", "64 bits"),
+        ("0 1000 4 4", f"0 {10**30} 4", "64 bits"),
         ("0 1 1 1 0 0 0 0 0 0 0 0 0 0\n", "0 1 1 1 0 0 0 0 0 0 0 0 0 0 0\n", "14 counts for 13 events"),
         ("fl=???\nfn=perfguard_roi_begin", "fn=perfguard_roi_begin", "before any 'fl='"),
         ("fn=main_compute_\n", "", "counts before any .fn=. line"),
@@ -107,8 +109,11 @@ def test_every_truncation_is_refused():
         ("cmd: ", "command: ", "expected the 'cmd:' line"),
         (f"events: {EVENTS}", "events: Ir Ir", "named twice"),
         (f"events: {EVENTS}", "events: ", "names no event"),
-        ("summary: 1004 5 5 301 20 10 100 8 6 50 3 0 0\n",
-         "summary: 1004 5 5 301 20 10 100 8 6 50 3 0 0\nfn=late\n", "after the summary"),
+        (
+            "summary: 1004 5 5 301 20 10 100 8 6 50 3 0 0\n",
+            "summary: 1004 5 5 301 20 10 100 8 6 50 3 0 0\nfn=late\n",
+            "after the summary",
+        ),
         ("50 3 0 0\nfn=perfguard_roi_end", "50 3 0 0\r\nfn=perfguard_roi_end", "not a non-negative integer"),
     ],
 )
@@ -299,10 +304,14 @@ def guests(tmp_path_factory):
     root = tmp_path_factory.mktemp("cachegrind-guests")
     source = root / "guest.c"
     source.write_text(GUEST_C)
-    variants = {"aligned": ["-DOFFSET=0", "-DSTRIDE=64"], "straddling": ["-DOFFSET=60", "-DSTRIDE=128"],
-                "failing": ["-DOFFSET=0", "-DSTRIDE=64", "-DFAIL"], "hanging": ["-DOFFSET=0", "-DSTRIDE=64", "-DHANG"],
-                "marginal": ["-DOFFSET=0", "-DSTRIDE=64", "-DMARGINAL"],
-                "one_region": ["-DOFFSET=0", "-DSTRIDE=64", "-DMARGINAL", "-DONE_REGION"]}
+    variants = {
+        "aligned": ["-DOFFSET=0", "-DSTRIDE=64"],
+        "straddling": ["-DOFFSET=60", "-DSTRIDE=128"],
+        "failing": ["-DOFFSET=0", "-DSTRIDE=64", "-DFAIL"],
+        "hanging": ["-DOFFSET=0", "-DSTRIDE=64", "-DHANG"],
+        "marginal": ["-DOFFSET=0", "-DSTRIDE=64", "-DMARGINAL"],
+        "one_region": ["-DOFFSET=0", "-DSTRIDE=64", "-DMARGINAL", "-DONE_REGION"],
+    }
     built = {}
     for name, flags in variants.items():
         built[name] = root / name
@@ -427,7 +436,10 @@ echo "fake valgrind: {last}" >&2
 @pytest.mark.parametrize(
     "action, expected",
     [
-        ('printf "desc: I1 cache: 1 B\\nsummary: 1\\n" > "$out"', r"cachegrind output .*harness on target x86_64.*expected the 'cmd:' line.*garbage output.*fake valgrind: wrote garbage"),
+        (
+            'printf "desc: I1 cache: 1 B\\nsummary: 1\\n" > "$out"',
+            r"cachegrind output .*harness on target x86_64.*expected the 'cmd:' line.*garbage output.*fake valgrind: wrote garbage",
+        ),
         ('printf "\\377\\376not text" > "$out"', r"garbage output"),
         (":", r"cachegrind wrote no output file; stderr: fake valgrind: wrote nothing"),
         ("kill -SEGV $$", r"killed by SIGSEGV; stderr: fake valgrind: crashed"),
@@ -454,17 +466,57 @@ def test_broken_valgrind_output(tmp_path, monkeypatch, action, expected):
 # below 1 KiB) and conv2d rows a whole number of lines wide. gemv streams a 4 MiB matrix,
 # so its L2 misses are real.
 FAMILIES = [
-    ("gemm_x", "perfguard.kernels.gemm:gemm", "gemm",
-     {"M": 64, "N": 64, "K": 128, "tile_m": 8, "tile_n": 32, "tile_k": 8, "vector": 8}),
+    (
+        "gemm_x",
+        "perfguard.kernels.gemm:gemm",
+        "gemm",
+        {"M": 64, "N": 64, "K": 128, "tile_m": 8, "tile_n": 32, "tile_k": 8, "vector": 8},
+    ),
     ("gemv_x", "perfguard.kernels.gemv:gemv", "gemv", {"M": 1024, "K": 1024, "tile_m": 8, "tile_k": 256, "vector": 8}),
-    ("conv2d_x", "perfguard.kernels.conv2d:conv2d", "conv2d",
-     {"N": 1, "C": 32, "H": 16, "W": 16, "F": 64, "R": 1, "S": 1, "stride": 1, "padding": 0,
-      "tile_f": 8, "tile_p": 2, "tile_q": 16}),
-    ("depthwise_x", "perfguard.kernels.depthwise:depthwise_conv2d", "depthwise_conv2d",
-     {"N": 1, "C": 16, "H": 34, "W": 34, "R": 3, "S": 3, "stride": 1, "padding": 0,
-      "tile_c": 4, "tile_p": 4, "tile_q": 32, "vector": 8}),
-    ("dense_relu_x", "perfguard.kernels.dense_relu:dense_relu", "dense_relu",
-     {"B": 8, "I": 256, "O": 128, "tile_b": 2, "tile_o": 8, "tile_i": 128, "vector": 8}),
+    (
+        "conv2d_x",
+        "perfguard.kernels.conv2d:conv2d",
+        "conv2d",
+        {
+            "N": 1,
+            "C": 32,
+            "H": 16,
+            "W": 16,
+            "F": 64,
+            "R": 1,
+            "S": 1,
+            "stride": 1,
+            "padding": 0,
+            "tile_f": 8,
+            "tile_p": 2,
+            "tile_q": 16,
+        },
+    ),
+    (
+        "depthwise_x",
+        "perfguard.kernels.depthwise:depthwise_conv2d",
+        "depthwise_conv2d",
+        {
+            "N": 1,
+            "C": 16,
+            "H": 34,
+            "W": 34,
+            "R": 3,
+            "S": 3,
+            "stride": 1,
+            "padding": 0,
+            "tile_c": 4,
+            "tile_p": 4,
+            "tile_q": 32,
+            "vector": 8,
+        },
+    ),
+    (
+        "dense_relu_x",
+        "perfguard.kernels.dense_relu:dense_relu",
+        "dense_relu",
+        {"B": 8, "I": 256, "O": 128, "tile_b": 2, "tile_o": 8, "tile_i": 128, "vector": 8},
+    ),
 ]
 
 

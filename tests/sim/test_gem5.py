@@ -70,7 +70,12 @@ SOURCES = {
     "x86-atomic-se-camel": ("camel", [109846], [2127], [1075], [2810], "system.l2"),
     "x86-o3-se-camel": ("camel", [109182], [7453], [1703], [2983], "system.l2"),
     "riscv-timing-se-camel-2dumps": (
-        "camel", [688873, 692821], [36882, 36976], [5, 122], [3717, 3920], "system.l2cache"
+        "camel",
+        [688873, 692821],
+        [36882, 36976],
+        [5, 122],
+        [3717, 3920],
+        "system.l2cache",
     ),
     "riscv-atomic-se-snake-ref": ("snake", [5552], None, None, None, None),
     "arm64-atomic-fs-camel-2dumps": ("camel", [5890910183, 5891667246], None, None, None, None),
@@ -134,8 +139,11 @@ def test_fixture_values_from_sources_md(fixtures, name):
     for index, dump in enumerate(dumps):
         assert dump[inst_key] == insts[index]
         assert isinstance(dump[inst_key], int)
-        for values, key in ((l1d, f"{cpu}.dcache.{misses}"), (l1i, f"{cpu}.icache.{misses}"),
-                            (l2, f"{l2_name}.{misses}")):
+        for values, key in (
+            (l1d, f"{cpu}.dcache.{misses}"),
+            (l1i, f"{cpu}.icache.{misses}"),
+            (l2, f"{l2_name}.{misses}"),
+        ):
             if values is None:
                 assert not any(k.endswith(misses) and ("cache" in k or ".l2" in k) for k in dump)
             else:
@@ -157,8 +165,13 @@ def test_values_are_numbers_including_nan_and_inf(fixtures):
     assert dump["system.cpu.dcache.avgBlocked::no_mshrs"] != dump["system.cpu.dcache.avgBlocked::no_mshrs"]  # nan
     assert dump["system.cpu.cpi"] == pytest.approx(2.123792)
     assert dump["system.cpu.dcache.overallAccesses::total"] == 9452148
-    infs = [v for d in (dumps_of(fixtures, n) for n in ALL_FIXTURES) for dd in d for v in dd.values()
-            if isinstance(v, float) and v == float("inf")]
+    infs = [
+        v
+        for d in (dumps_of(fixtures, n) for n in ALL_FIXTURES)
+        for dd in d
+        for v in dd.values()
+        if isinstance(v, float) and v == float("inf")
+    ]
     assert infs  # some fixture holds an `inf`
 
 
@@ -197,10 +210,24 @@ def test_v24_mapping_and_stat_names(fixtures):
     config = read_config(fixtures / name)
     stats = stats_from_gem5(dump, config)
     assert stats.to_dict() == {
-        "insts": 26351008, "loads": 6967564, "stores": 2221518, "branches": 2188742, "cond_branches": 2187569,
-        "indirect_branches": 540, "calls": 399, "returns": 394, "fp_insts": 33120481, "vec_insts": 0,
-        "vec_fp_insts": None, "l1i_accesses": 31110653, "l1i_misses": 842, "l1d_accesses": 9452148,
-        "l1d_misses": 2269584, "l1d_writebacks": 2268983, "l2_accesses": 2270428, "l2_misses": 4242,
+        "insts": 26351008,
+        "loads": 6967564,
+        "stores": 2221518,
+        "branches": 2188742,
+        "cond_branches": 2187569,
+        "indirect_branches": 540,
+        "calls": 399,
+        "returns": 394,
+        "fp_insts": 33120481,
+        "vec_insts": 0,
+        "vec_fp_insts": None,
+        "l1i_accesses": 31110653,
+        "l1i_misses": 842,
+        "l1d_accesses": 9452148,
+        "l1d_misses": 2269584,
+        "l1d_writebacks": 2268983,
+        "l2_accesses": 2270428,
+        "l2_misses": 4242,
         "l2_writebacks": 0,  # the L2 is in the dump but wrote nothing back: gem5 leaves the zero out
     }
     sources = gem5_stat_sources(dump, config)
@@ -235,8 +262,19 @@ def test_snake_case_mapping(fixtures):
 def test_snake_case_without_caches_or_descriptions(fixtures):
     stats = stats_of(fixtures, "riscv-atomic-se-snake-ref")
     assert (stats.insts, stats.loads, stats.stores, stats.branches, stats.fp_insts) == (5552, 1082, 1080, 1196, 12)
-    for field in ("l1i_accesses", "l1i_misses", "l1d_accesses", "l1d_misses", "l1d_writebacks",
-                  "l2_accesses", "l2_misses", "l2_writebacks", "calls", "returns", "indirect_branches"):
+    for field in (
+        "l1i_accesses",
+        "l1i_misses",
+        "l1d_accesses",
+        "l1d_misses",
+        "l1d_writebacks",
+        "l2_accesses",
+        "l2_misses",
+        "l2_writebacks",
+        "calls",
+        "returns",
+        "indirect_branches",
+    ):
         assert getattr(stats, field) is None, field
 
 
@@ -287,8 +325,9 @@ def test_multi_cpu_files_sum_over_cpus(fixtures):
     assert (cpu0.l1d_misses, cpu0.l1i_misses) == (1869087, 3530743)
     assert cpu0.insts == dump["system.cpu0.commitStats0.numInsts"]
     # the shared L2: cpu0's own requests (inst, data and page-table walkers), writebacks unknown
-    assert cpu0.l2_misses == sum(dump[f"system.l2.overallMisses::cpu0.{r}"]
-                                 for r in ("inst", "data", "mmu.dtb_walker", "mmu.itb_walker"))
+    assert cpu0.l2_misses == sum(
+        dump[f"system.l2.overallMisses::cpu0.{r}"] for r in ("inst", "data", "mmu.dtb_walker", "mmu.itb_walker")
+    )
     assert cpu0.l2_writebacks is None
     assert cpu0.l1d_writebacks == dump["system.cpu0.dcache.writebacks::total"]  # private L1D
     assert stats_from_gem5(dump, config, [f"system.cpu{i}" for i in range(4)]) == total
@@ -388,14 +427,25 @@ def test_subtract_refuses_other_programs():
         ("hello world\n", "outside a statistics dump"),
         ("\x00\x01garbage\xff" * 20, "outside a statistics dump"),
         ("---------- Begin Simulation Statistics ----------\nsimInsts 12\n", "truncated"),
-        ("---------- Begin Simulation Statistics ----------\nsimInsts twelve\n"
-         "---------- End Simulation Statistics   ----------\n", "NAME VALUE"),
-        ("---------- Begin Simulation Statistics ----------\nsimInsts\n"
-         "---------- End Simulation Statistics   ----------\n", "NAME VALUE"),
-        ("---------- Begin Simulation Statistics ----------\na 1\na 2\n"
-         "---------- End Simulation Statistics   ----------\n", "twice"),
-        ("---------- Begin Simulation Statistics ----------\n"
-         "---------- End Simulation Statistics   ----------\n", "empty"),
+        (
+            "---------- Begin Simulation Statistics ----------\nsimInsts twelve\n"
+            "---------- End Simulation Statistics   ----------\n",
+            "NAME VALUE",
+        ),
+        (
+            "---------- Begin Simulation Statistics ----------\nsimInsts\n"
+            "---------- End Simulation Statistics   ----------\n",
+            "NAME VALUE",
+        ),
+        (
+            "---------- Begin Simulation Statistics ----------\na 1\na 2\n"
+            "---------- End Simulation Statistics   ----------\n",
+            "twice",
+        ),
+        (
+            "---------- Begin Simulation Statistics ----------\n---------- End Simulation Statistics   ----------\n",
+            "empty",
+        ),
         ("---------- End Simulation Statistics   ----------\n", "never began"),
     ],
 )
@@ -470,7 +520,12 @@ def test_config_cpu_model_and_geometry(fixtures):
     v24 = read_config(fixtures / "x86-atomic-se-v24-tvm-gemm-1rep")
     (cpu,) = v24.cpus
     assert (cpu.path, cpu.type, cpu.model, cpu.clock_period, cpu.clock_hz) == (
-        "system.cpu", "BaseAtomicSimpleCPU", "atomic", 500, 2e9)
+        "system.cpu",
+        "BaseAtomicSimpleCPU",
+        "atomic",
+        500,
+        2e9,
+    )
     assert (cpu.l1i.path, cpu.l1i.size, cpu.l1i.assoc, cpu.l1i.line) == ("system.cpu.icache", 32768, 8, 64)
     assert (cpu.l1d.path, cpu.l1d.size, cpu.l1d.assoc, cpu.l1d.line) == ("system.cpu.dcache", 32768, 8, 64)
     assert [(c.path, c.size, c.assoc, c.line) for c in cpu.l2] == [("system.l2", 1048576, 16, 64)]
@@ -497,8 +552,13 @@ def test_config_cpu_model_and_geometry(fixtures):
 
 def _profile_for_v24_fixtures(isa: str):
     """The target the v24 fixture runs used: 32 KiB 8-way L1s, 1 MiB 16-way L2, 2 GHz."""
-    return dataclasses.replace(BUILTIN[GEM5_PROFILE[isa]], clock_hz=2e9, l1i=CacheLevel(32768, 8, 64),
-                               l1d=CacheLevel(32768, 8, 64), l2=CacheLevel(1048576, 16, 64))
+    return dataclasses.replace(
+        BUILTIN[GEM5_PROFILE[isa]],
+        clock_hz=2e9,
+        l1i=CacheLevel(32768, 8, 64),
+        l1d=CacheLevel(32768, 8, 64),
+        l2=CacheLevel(1048576, 16, 64),
+    )
 
 
 def test_verify_config(fixtures):
@@ -510,7 +570,8 @@ def test_verify_config(fixtures):
     assert any(p.startswith("l2 (system.l2) is 1048576 B 16-way") for p in problems)
     assert any("clock" in p for p in problems)
     assert verify_config(read_config(fixtures / "arm-atomic-se-camel"), BUILTIN["aarch64"], "atomic") == [
-        "2 CPUs, expected 1"]
+        "2 CPUs, expected 1"
+    ]
 
 
 # --------------------------------------------------------------------------------------------
@@ -533,8 +594,9 @@ def _script_facts(source: str) -> dict:
         if isinstance(node.targets[0], ast.Name) and target.isupper():
             facts["constants"][target] = ast.literal_eval(node.value)
         elif isinstance(node.value, ast.Call) and ast.unparse(node.value.func) == "Cache":
-            facts["caches"][target] = {kw.arg: ast.literal_eval(kw.value) for kw in node.value.keywords
-                                       if isinstance(kw.value, ast.Constant)}
+            facts["caches"][target] = {
+                kw.arg: ast.literal_eval(kw.value) for kw in node.value.keywords if isinstance(kw.value, ast.Constant)
+            }
         else:
             facts["assign"][target] = node.value
     return facts
@@ -571,11 +633,28 @@ def test_generated_config(target_name, cpu_type, tmp_path):
     assert ast.unparse(assign["system.mem_ctrl.dram"]) == "DDR3_1600_8x8()"
     assert ast.unparse(assign["process.cmd"]) == "ARGV"
     assert ast.unparse(assign["process.env"]) == "[]"
-    assert {"m5.instantiate", "m5.simulate", "system.cpu.createInterruptController", "system.cpu.createThreads",
-            "SEWorkload.init_compatible"} <= facts["calls"]
+    assert {
+        "m5.instantiate",
+        "m5.simulate",
+        "system.cpu.createInterruptController",
+        "system.cpu.createThreads",
+        "SEWorkload.init_compatible",
+    } <= facts["calls"]
     # only SimObjects of gem5's documented m5.objects API
-    assert facts["imports"] == {"AddrRange", "Cache", "DDR3_1600_8x8", "L2XBar", "MemCtrl", "Process", "Root",
-                                "SEWorkload", "SrcClockDomain", "System", "SystemXBar", "VoltageDomain"}
+    assert facts["imports"] == {
+        "AddrRange",
+        "Cache",
+        "DDR3_1600_8x8",
+        "L2XBar",
+        "MemCtrl",
+        "Process",
+        "Root",
+        "SEWorkload",
+        "SrcClockDomain",
+        "System",
+        "SystemXBar",
+        "VoltageDomain",
+    }
 
 
 def test_generated_config_x86_wires_the_interrupt_controller(tmp_path):
@@ -635,9 +714,14 @@ def test_find_gem5_precedence(no_gem5_env, tmp_path):
     assert find_gem5("x86_64", {"x86_64": not_executable}) is None
 
 
-@pytest.mark.parametrize("target_name, env, build", [("x86_64v1", "PERFGUARD_GEM5_X86", "X86"),
-                                                     ("aarch64", "PERFGUARD_GEM5_ARM", "ARM"),
-                                                     ("riscv64", "PERFGUARD_GEM5_RISCV", "RISCV")])
+@pytest.mark.parametrize(
+    "target_name, env, build",
+    [
+        ("x86_64v1", "PERFGUARD_GEM5_X86", "X86"),
+        ("aarch64", "PERFGUARD_GEM5_ARM", "ARM"),
+        ("riscv64", "PERFGUARD_GEM5_RISCV", "RISCV"),
+    ],
+)
 def test_missing_gem5_is_an_infra_error_naming_the_variable(no_gem5_env, tmp_path, target_name, env, build):
     sim = Gem5Simulator(tmp_path)
     with pytest.raises(InfraError) as info:
@@ -666,7 +750,7 @@ def test_registry_finds_the_gem5_back_end(tmp_path):
 # run() against a stand-in gem5 that plays back the v24 fixtures: REPS=0 -> the 1-call run,
 # REPS=2 -> the 3-call run, so the kernel-only result is the fixtures' two-call difference
 
-FAKE_GEM5 = textwrap.dedent('''\
+FAKE_GEM5 = textwrap.dedent("""\
     #!{python}
     import ast, json, os, shutil, sys, time
     args = sys.argv[1:]
@@ -727,7 +811,7 @@ FAKE_GEM5 = textwrap.dedent('''\
     if mode == "truncated-stats" and reps:
         text = text[: len(text) // 2]
     open(outdir + "/stats.txt", "w").write(text)
-''')
+""")
 
 
 def _fake_elf(path: Path, machine: int, interpreter: bool = False) -> Path:
@@ -800,8 +884,11 @@ def test_run_keeps_outputs_when_asked(fake_gem5, tmp_path):
         ("empty-stats", r"m5out/stats.txt: empty"),
         ("truncated-stats", r"m5out/stats.txt: truncated"),
         ("no-config", r"gem5 wrote no config.ini"),
-        ("not-gem5", r"fake-gem5.opt: not gem5 \(no 'gem5 Simulator System' banner on its output; exit status 2: "
-                     r"usage: something-else FILE\)"),
+        (
+            "not-gem5",
+            r"fake-gem5.opt: not gem5 \(no 'gem5 Simulator System' banner on its output; exit status 2: "
+            r"usage: something-else FILE\)",
+        ),
         ("old", r"fake-gem5.opt: gem5 version 20.1.0.5 is older than 21.0, the oldest"),
         ("segv", r"REPS=2: gem5 killed by signal 11"),
     ],
@@ -899,7 +986,9 @@ def test_real_gem5_wrong_isa_binary(tmp_path):
     source.write_text(HARNESS_C)
     subprocess.run([target.cc, "-O2", "-static", "-o", str(tmp_path / "harness"), str(source)], check=True)
     sim = Gem5Simulator(tmp_path / "cache", {"x86_64": rv})
-    with pytest.raises(InfraError, match=r"gem5.fast: gem5 built for riscv, not x86_64: set PERFGUARD_GEM5_X86") as info:
+    with pytest.raises(
+        InfraError, match=r"gem5.fast: gem5 built for riscv, not x86_64: set PERFGUARD_GEM5_X86"
+    ) as info:
         sim.run(tmp_path / "harness", target, ["1", "0"], timeout=300)
     assert info.value.exit_code == EXIT_INFRA and "\n" not in str(info.value)
 
@@ -909,8 +998,12 @@ def test_real_gem5_wrong_isa_binary(tmp_path):
 # zeroes C's rows (a whole tile, 8 x 32) with glibc's memset. Its counts are large enough for the
 # bounds, not the floor, to judge them (asserted below).
 AGREEMENT_KERNELS = [
-    ("gemm_g5", "perfguard.kernels.gemm:gemm", "gemm",
-     {"M": 8, "N": 32, "K": 768, "tile_m": 8, "tile_n": 32, "tile_k": 8, "vector": 8}),
+    (
+        "gemm_g5",
+        "perfguard.kernels.gemm:gemm",
+        "gemm",
+        {"M": 8, "N": 32, "K": 768, "tile_m": 8, "tile_n": 32, "tile_k": 8, "vector": 8},
+    ),
 ]
 
 
@@ -923,8 +1016,9 @@ def test_real_gem5_agrees_with_the_qemu_plugin(target_name, cache_dir):
 
     target = _real_gem5(target_name, BUILTIN[target_name].qemu)
     if target.isa == "aarch64":  # the same L1s with page-sized ways (its own: 16 KiB), so that their misses are judged
-        target = dataclasses.replace(target, name="aarch64-l1w4k", l1i=CacheLevel(49152, 12, 64),
-                                     l1d=CacheLevel(32768, 8, 64))
+        target = dataclasses.replace(
+            target, name="aarch64-l1w4k", l1i=CacheLevel(49152, 12, 64), l1d=CacheLevel(32768, 8, 64)
+        )
     specs = [KernelSpec(name, entry, family, params) for name, entry, family, params in AGREEMENT_KERNELS]
     pairs = run_pairs(specs, REPO, cache_dir, target, workers=1, other="gem5")
     table = gem5_markdown(pairs, target)
@@ -935,8 +1029,17 @@ def test_real_gem5_agrees_with_the_qemu_plugin(target_name, cache_dir):
         assert all(row.ok for row in rows), table
         assert qemu.stats.insts == gem5.stats.insts, table  # the marginal region: exact (issue 26 item 5)
         compared = {row.field for row in rows if row.compared}
-        assert {"insts", "branches", "cond_branches", "indirect_branches", "calls", "returns", "l1i_misses",
-                "l1d_misses", "l2_accesses"} <= compared, table
+        assert {
+            "insts",
+            "branches",
+            "cond_branches",
+            "indirect_branches",
+            "calls",
+            "returns",
+            "l1i_misses",
+            "l1d_misses",
+            "l2_accesses",
+        } <= compared, table
         # the L2's ways (64 KiB and more) span pages: gem5 indexes physical addresses, the plugin virtual ones
         assert {row.field for row in rows if row.unjudged} == {"l2_misses", "l2_writebacks"}, table
         assert gem5.stats.l1i_accesses is None and gem5.stats.l1d_writebacks is None
@@ -990,8 +1093,10 @@ def test_real_gem5_runs_sse41_wrong(tmp_path):
 def test_avx_code_is_an_input_error_before_gem5_runs(no_gem5_env, tmp_path):
     """No gem5 needed: the profile is refused before gem5 is even looked for."""
     sim = Gem5Simulator(tmp_path / "cache")
-    message = r"target 'x86_64': gem5 24 decodes no AVX and runs SSE4.1 to wrong results, and tvm_target mcpu " \
-              r"'x86-64-v3' may emit either; use the 'x86_64v1' profile"
+    message = (
+        r"target 'x86_64': gem5 24 decodes no AVX and runs SSE4.1 to wrong results, and tvm_target mcpu "
+        r"'x86-64-v3' may emit either; use the 'x86_64v1' profile"
+    )
     with pytest.raises(InputError, match=message) as info:
         sim.check_available(BUILTIN["x86_64"])
     assert info.value.exit_code == EXIT_USAGE and "\n" not in str(info.value)
@@ -999,12 +1104,14 @@ def test_avx_code_is_an_input_error_before_gem5_runs(no_gem5_env, tmp_path):
         sim.run(tmp_path / "no-harness", BUILTIN["x86_64"], ["1", "1"], timeout=10)
     assert not (tmp_path / "cache").exists()  # nothing ran
     v2 = BUILTIN["x86_64v1"]
-    for changes, what in (({"tvm_target": {**v2.tvm_target, "mattr": ["+avx2"]}}, "tvm_target mattr '\\+avx2'"),
-                          ({"cflags": ("-O2", "-mavx")}, "cflags '-mavx'"),
-                          ({"cflags": ("-O2", "-march=native")}, "cflags '-march=native'"),
-                          ({"tvm_target": {**v2.tvm_target, "mcpu": "skylake"}}, "tvm_target mcpu 'skylake'"),
-                          ({"tvm_target": {**v2.tvm_target, "mcpu": "x86-64-v2"}}, "tvm_target mcpu 'x86-64-v2'"),
-                          ({"cflags": ("-O2", "-msse4.1")}, "cflags '-msse4.1'")):
+    for changes, what in (
+        ({"tvm_target": {**v2.tvm_target, "mattr": ["+avx2"]}}, "tvm_target mattr '\\+avx2'"),
+        ({"cflags": ("-O2", "-mavx")}, "cflags '-mavx'"),
+        ({"cflags": ("-O2", "-march=native")}, "cflags '-march=native'"),
+        ({"tvm_target": {**v2.tvm_target, "mcpu": "skylake"}}, "tvm_target mcpu 'skylake'"),
+        ({"tvm_target": {**v2.tvm_target, "mcpu": "x86-64-v2"}}, "tvm_target mcpu 'x86-64-v2'"),
+        ({"cflags": ("-O2", "-msse4.1")}, "cflags '-msse4.1'"),
+    ):
         with pytest.raises(InputError, match=what):
             sim.check_available(dataclasses.replace(v2, name="mine", **changes))
     for name in ("x86_64v1", "aarch64", "riscv64", "riscv64v"):  # their code decodes: only gem5 is missing
@@ -1016,9 +1123,11 @@ def test_fp16_code_is_an_input_error_before_gem5_runs(no_gem5_env, tmp_path):
     """gem5 24's AArch64 decoder has no FP16 arithmetic (it panics on fmla v.8h): aarch64dot, which
     enables it, is refused before anything runs, naming the instruction and the profile that avoids it."""
     sim = Gem5Simulator(tmp_path / "cache")
-    message = (r"target 'aarch64dot': gem5 24 decodes no Armv8.2 FP16 arithmetic \(fadd h, fmla v.8h, fmul v.4h, "
-               r"fmov v.8h #imm: unknown instruction\), and tvm_target mattr '\+fullfp16' may emit it; use the "
-               r"'aarch64' profile")
+    message = (
+        r"target 'aarch64dot': gem5 24 decodes no Armv8.2 FP16 arithmetic \(fadd h, fmla v.8h, fmul v.4h, "
+        r"fmov v.8h #imm: unknown instruction\), and tvm_target mattr '\+fullfp16' may emit it; use the "
+        r"'aarch64' profile"
+    )
     with pytest.raises(InputError, match=message) as info:
         sim.check_available(BUILTIN["aarch64dot"])
     assert info.value.exit_code == EXIT_USAGE and "\n" not in str(info.value)
@@ -1026,16 +1135,18 @@ def test_fp16_code_is_an_input_error_before_gem5_runs(no_gem5_env, tmp_path):
         sim.run(tmp_path / "no-harness", BUILTIN["aarch64dot"], ["1", "1"], timeout=10)
     assert not (tmp_path / "cache").exists()  # nothing ran
     a72, a76 = BUILTIN["aarch64"], BUILTIN["aarch64dot"]
-    for changes, what in (({"tvm_target": {**a72.tvm_target, "mcpu": "cortex-a76"}}, "tvm_target mcpu 'cortex-a76'"),
-                          ({"tvm_target": {**a72.tvm_target, "mattr": ["+neon", "+fullfp16"]}},
-                           "tvm_target mattr '\\+fullfp16'"),
-                          ({"cflags": ("-O2", "-march=armv8.2-a+fp16")}, "cflags '-march=armv8.2-a\\+fp16'"),
-                          ({"cflags": ("-O2", "-mcpu=neoverse-n1")}, "cflags '-mcpu=neoverse-n1'")):
+    for changes, what in (
+        ({"tvm_target": {**a72.tvm_target, "mcpu": "cortex-a76"}}, "tvm_target mcpu 'cortex-a76'"),
+        ({"tvm_target": {**a72.tvm_target, "mattr": ["+neon", "+fullfp16"]}}, "tvm_target mattr '\\+fullfp16'"),
+        ({"cflags": ("-O2", "-march=armv8.2-a+fp16")}, "cflags '-march=armv8.2-a\\+fp16'"),
+        ({"cflags": ("-O2", "-mcpu=neoverse-n1")}, "cflags '-mcpu=neoverse-n1'"),
+    ):
         with pytest.raises(InputError, match=what):
             sim.check_available(dataclasses.replace(a72, name="mine", **changes))
     # dot product without FP16 decodes (sdot/udot run on gem5 24): only gem5 is missing
-    no_fp16 = dataclasses.replace(a76, name="mine", tvm_target={**a76.tvm_target,
-                                                                "mattr": ["+neon", "+dotprod", "-fullfp16"]})
+    no_fp16 = dataclasses.replace(
+        a76, name="mine", tvm_target={**a76.tvm_target, "mattr": ["+neon", "+dotprod", "-fullfp16"]}
+    )
     for target in (no_fp16, dataclasses.replace(a72, cflags=("-O2", "-march=armv8-a+simd"))):
         with pytest.raises(InfraError, match="not found"):
             sim.check_available(target)
@@ -1044,12 +1155,17 @@ def test_fp16_code_is_an_input_error_before_gem5_runs(no_gem5_env, tmp_path):
 def test_gem5_counts_arm_memory_micro_ops_so_they_are_not_reported(fixtures):
     """On aarch64 gem5's loads, stores and L1D accesses are micro-op counts (ldp q: two loads, str q:
     two stores): reported null there; instructions, branches, fp and cache misses stay."""
-    kernel = subtract_stats(stats_of(fixtures, "riscv-atomic-se-v24-tvm-gemm-3rep"),
-                            stats_of(fixtures, "riscv-atomic-se-v24-tvm-gemm-1rep"))
+    kernel = subtract_stats(
+        stats_of(fixtures, "riscv-atomic-se-v24-tvm-gemm-3rep"), stats_of(fixtures, "riscv-atomic-se-v24-tvm-gemm-1rep")
+    )
     arm = reported_stats(kernel, "aarch64")
     assert arm.loads is None and arm.stores is None and arm.l1d_accesses is None and arm.l1d_writebacks is None
-    assert (arm.insts, arm.fp_insts, arm.l1d_misses, arm.l2_accesses) == \
-        (kernel.insts, kernel.fp_insts, kernel.l1d_misses, kernel.l2_accesses) and arm.l1d_misses > 0
+    assert (arm.insts, arm.fp_insts, arm.l1d_misses, arm.l2_accesses) == (
+        kernel.insts,
+        kernel.fp_insts,
+        kernel.l1d_misses,
+        kernel.l2_accesses,
+    ) and arm.l1d_misses > 0
     assert reported_stats(kernel, "riscv64").loads == kernel.loads > 0
     # dc zva's whole-line writes: the L2 sees InvalidateReqs, outside its overall counts (an Arm FS run's)
     from perfguard.sim.gem5 import whole_line_writes
@@ -1092,8 +1208,13 @@ def test_gem5_write_backs_follow_dirty_ownership(fixtures):
     assert reported.indirect_branches == 0 and reported.returns == 4 and reported.insts == kernel.insts
     assert reported.loads is None and reported.l1d_writebacks is None and reported.l1d_misses == 16532
     assert reported.l1d_accesses is None and reported.l2_accesses == kernel.l2_accesses
-    rv = reported_stats(subtract_stats(stats_of(fixtures, "riscv-atomic-se-v24-tvm-gemm-3rep"),
-                                       stats_of(fixtures, "riscv-atomic-se-v24-tvm-gemm-1rep")), "riscv64")
+    rv = reported_stats(
+        subtract_stats(
+            stats_of(fixtures, "riscv-atomic-se-v24-tvm-gemm-3rep"),
+            stats_of(fixtures, "riscv-atomic-se-v24-tvm-gemm-1rep"),
+        ),
+        "riscv64",
+    )
     assert rv.indirect_branches == 2054 - 1028 and rv.loads is not None
 
 
@@ -1103,12 +1224,15 @@ def test_gem5_write_backs_follow_dirty_ownership(fixtures):
 BUILD_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "build-gem5.sh"
 
 
-@pytest.mark.parametrize("args, message, code", [
-    ([], "usage: build-gem5.sh ISA [SRC] [OUT] (ISA: X86, RISCV or ARM)", 2),
-    (["MIPS"], "unknown ISA 'MIPS' (X86, RISCV or ARM)", 2),
-    (["X86", "{tmp}"], "{tmp}: not a gem5 source folder (no SConstruct)", 2),
-    (["X86", "{old}"], "{old}: gem5 23.1.0.0, this script builds v24.0.0.1", 2),
-])
+@pytest.mark.parametrize(
+    "args, message, code",
+    [
+        ([], "usage: build-gem5.sh ISA [SRC] [OUT] (ISA: X86, RISCV or ARM)", 2),
+        (["MIPS"], "unknown ISA 'MIPS' (X86, RISCV or ARM)", 2),
+        (["X86", "{tmp}"], "{tmp}: not a gem5 source folder (no SConstruct)", 2),
+        (["X86", "{old}"], "{old}: gem5 23.1.0.0, this script builds v24.0.0.1", 2),
+    ],
+)
 def test_build_script_refuses_bad_arguments(tmp_path, args, message, code):
     """The build itself takes an hour per ISA: only what it checks first is tested."""
     old = tmp_path / "gem5-23"
@@ -1123,24 +1247,38 @@ def test_build_script_refuses_bad_arguments(tmp_path, args, message, code):
 
 def test_action_keys_name_the_gem5_builds(tmp_path):
     """`simulator: gem5`: the keys step (standard library only) names the ISAs to build or restore."""
-    (tmp_path / "perfguard.toml").write_text(textwrap.dedent("""\
+    (tmp_path / "perfguard.toml").write_text(
+        textwrap.dedent("""\
         [perfguard]
         targets = ["mine", "riscv64"]
         [target.mine]
         base = "x86_64v1"
-        """))
-    base = {"PATH": os.environ["PATH"], "RUNNER_TEMP": str(tmp_path), "HOME": str(tmp_path),
-            "PYTHONPATH": str(BUILD_SCRIPT.parents[1])}
+        """)
+    )
+    base = {
+        "PATH": os.environ["PATH"],
+        "RUNNER_TEMP": str(tmp_path),
+        "HOME": str(tmp_path),
+        "PYTHONPATH": str(BUILD_SCRIPT.parents[1]),
+    }
 
     def keys(**inputs):
         out = tmp_path / f"out-{len(list(tmp_path.glob('out-*')))}"
         env = dict(base, GITHUB_OUTPUT=str(out), **{f"INPUT_{k.upper()}": v for k, v in inputs.items()})
-        proc = subprocess.run([sys.executable, "-S", "-m", "perfguard.shells.action", "keys"], cwd=tmp_path, env=env,
-                              capture_output=True, text=True)
+        proc = subprocess.run(
+            [sys.executable, "-S", "-m", "perfguard.shells.action", "keys"],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
         assert proc.returncode == 0, proc.stderr
         text = out.read_text()
-        return {line.split("<<")[0]: text.split(line + "\n")[1].split("\n")[0]
-                for line in text.splitlines() if "<<ghadelimiter_" in line}
+        return {
+            line.split("<<")[0]: text.split(line + "\n")[1].split("\n")[0]
+            for line in text.splitlines()
+            if "<<ghadelimiter_" in line
+        }
 
     assert keys(simulator="gem5")["gem5-isas"] == "RISCV X86"  # the config's targets, `mine` on its base
     assert keys(simulator="gem5", targets="aarch64")["gem5-isas"] == "ARM"

@@ -20,13 +20,19 @@ LOOP = ["vmovups (%rdi), %ymm0", "vfmadd231ps (%rsi), %ymm0, %ymm1", "addq $32, 
 def test_each_instruction_gets_its_latency_and_throughput_on_the_models_cpu(tmp_path):
     (costs,) = instruction_costs([LOOP], ZEN4, tmp_path)
     # Zen 4's scheduling model in LLVM 19: a 256-bit load 8 cycles, an FMA with a folded load 11
-    assert costs == [InsnCost(1, 8, 0.5), InsnCost(1, 11, 0.5), InsnCost(1, 1, 0.25), InsnCost(1, 1, 0.25),
-                     InsnCost(1, 1, 0.5)]
+    assert costs == [
+        InsnCost(1, 8, 0.5),
+        InsnCost(1, 11, 0.5),
+        InsnCost(1, 1, 0.25),
+        InsnCost(1, 1, 0.25),
+        InsnCost(1, 1, 0.5),
+    ]
     # the same block on another CPU is another answer (and another cache entry)
     (skylake,) = instruction_costs([LOOP], McaTarget("x86_64-linux-gnu", "skylake", ""), tmp_path)
     assert skylake[:2] == [InsnCost(1, 7, 0.5), InsnCost(2, 11, 0.5)]  # a 7-cycle load; the FMA two micro-ops
-    (arm,) = instruction_costs([["ldr q0, [x0], #16", "fmla v1.4s, v0.4s, v2.4s", "subs x2, x2, #1", "b.ne #-12"]],
-                               A72, tmp_path)
+    (arm,) = instruction_costs(
+        [["ldr q0, [x0], #16", "fmla v1.4s, v0.4s, v2.4s", "subs x2, x2, #1", "b.ne #-12"]], A72, tmp_path
+    )
     assert [c.latency for c in arm] == [5, 10, 1, 1]  # Cortex-A72: a post-indexed q load 5, fmla 10 (its model)
 
 

@@ -16,8 +16,10 @@ import pytest
 from perfguard.job import native
 from perfguard.targets import BUILTIN
 
-pytestmark = pytest.mark.skipif(platform.machine() != "x86_64" or shutil.which("gcc") is None,
-                                reason="needs an x86_64 host with gcc (native timing of x86_64 binaries)")
+pytestmark = pytest.mark.skipif(
+    platform.machine() != "x86_64" or shutil.which("gcc") is None,
+    reason="needs an x86_64 host with gcc (native timing of x86_64 binaries)",
+)
 
 # Process k (counted in the log) prints BASE + k * STEP ns for every call: STEP 0 is a steady
 # binary, STEP > 0 one whose processes disagree (a layout that differs per process).
@@ -45,8 +47,20 @@ def _program(tmp_path: Path, name: str, base: int, step: int) -> Path:
     src = tmp_path / f"{name}.c"
     src.write_text(PROGRAM)
     out = tmp_path / name
-    subprocess.run(["gcc", "-O1", f'-DLOG="{tmp_path / "order.log"}"', f'-DNAME="{name}"', f"-DBASE={base}",
-                    f"-DSTEP={step}", "-o", str(out), str(src)], check=True)
+    subprocess.run(
+        [
+            "gcc",
+            "-O1",
+            f'-DLOG="{tmp_path / "order.log"}"',
+            f'-DNAME="{name}"',
+            f"-DBASE={base}",
+            f"-DSTEP={step}",
+            "-o",
+            str(out),
+            str(src),
+        ],
+        check=True,
+    )
     return out
 
 
@@ -56,8 +70,9 @@ def _order(tmp_path: Path) -> list[str]:
 
 def test_binaries_are_timed_in_separate_interleaved_processes(tmp_path):
     a, b = _program(tmp_path, "A", 100_000, 0), _program(tmp_path, "B", 200_000, 0)
-    timings = native.time_interleaved([a, b], BUILTIN["x86_64"], ["a", "b"], processes=3, cpu=native.pick_cpu(),
-                                      quiet=ANY_LOAD)
+    timings = native.time_interleaved(
+        [a, b], BUILTIN["x86_64"], ["a", "b"], processes=3, cpu=native.pick_cpu(), quiet=ANY_LOAD
+    )
     order = _order(tmp_path)
     assert order[:2] == ["A", "B"]  # the probes
     assert order[2:] == ["A", "B", "B", "A", "A", "B"]  # three processes each, the order reversed every other one
@@ -68,8 +83,9 @@ def test_binaries_are_timed_in_separate_interleaved_processes(tmp_path):
 
 def test_a_binary_whose_processes_disagree_is_timed_again_and_flagged(tmp_path):
     steady, shaky = _program(tmp_path, "S", 100_000, 0), _program(tmp_path, "U", 100_000, 10_000)
-    timings = native.time_interleaved([steady, shaky], BUILTIN["x86_64"], ["s", "u"], cv_bound=0.03, attempts=2,
-                                      processes=3, quiet=ANY_LOAD)
+    timings = native.time_interleaved(
+        [steady, shaky], BUILTIN["x86_64"], ["s", "u"], cv_bound=0.03, attempts=2, processes=3, quiet=ANY_LOAD
+    )
     good, bad = timings
     assert good.steady and good.attempts == 1
     # U's probe is its process 0; then 110, 120, 130 us (spread 20 / 120), and 140, 150, 160 us (20 / 150):
@@ -196,7 +212,9 @@ def test_the_bound_comes_from_a_percentage():
 
 # PROGRAM, and from the FROM-th run on (counted over every binary) each run also moves the jiffies
 # of the CPU beside the pinned one in a fake /proc/stat by 100 s of work.
-RESTLESS = PROGRAM.replace("  for (long r = 0;", r"""  long n = 0;
+RESTLESS = PROGRAM.replace(
+    "  for (long r = 0;",
+    r"""  long n = 0;
   FILE *count = fopen(COUNT, "r");
   if (count) { if (fscanf(count, "%ld", &n) != 1) n = 0; fclose(count); }
   count = fopen(COUNT, "w"); fprintf(count, "%ld\n", ++n); fclose(count);
@@ -204,7 +222,9 @@ RESTLESS = PROGRAM.replace("  for (long r = 0;", r"""  long n = 0;
   fprintf(stat, "cpu%d 0 0 0 500 0 0 0 0\ncpu%d %ld 0 0 500 0 0 0 0\n", PINNED, PINNED + 1,
           (n > FROM ? n : FROM) * 10000L);
   fclose(stat);
-  for (long r = 0;""", 1)
+  for (long r = 0;""",
+    1,
+)
 
 
 def test_a_group_whose_neighbours_get_busy_keeps_its_steady_timings_and_flags_the_pending_one(tmp_path, monkeypatch):
@@ -215,17 +235,33 @@ def test_a_group_whose_neighbours_get_busy_keeps_its_steady_timings_and_flags_th
         src = tmp_path / f"{name}.c"
         src.write_text(RESTLESS)
         out = tmp_path / name
-        subprocess.run(["gcc", "-O1", f'-DLOG="{tmp_path / "order.log"}"', f'-DNAME="{name}"', "-DBASE=100000",
-                        f"-DSTEP={step}", f'-DCOUNT="{tmp_path / "count"}"', f'-DSTAT="{tmp_path / "stat"}"',
-                        f"-DPINNED={cpu}", "-DFROM=6", "-o", str(out), str(src)], check=True)
+        subprocess.run(
+            [
+                "gcc",
+                "-O1",
+                f'-DLOG="{tmp_path / "order.log"}"',
+                f'-DNAME="{name}"',
+                "-DBASE=100000",
+                f"-DSTEP={step}",
+                f'-DCOUNT="{tmp_path / "count"}"',
+                f'-DSTAT="{tmp_path / "stat"}"',
+                f"-DPINNED={cpu}",
+                "-DFROM=6",
+                "-o",
+                str(out),
+                str(src),
+            ],
+            check=True,
+        )
         return out
 
     # runs 1-2 the probes, 3-6 attempt 1 (S U U S: quiet; U's processes disagree), then U alone
     # while the neighbour works: two tries of attempt 2, both rejected
     steady, shaky = program("S", 0), program("U", 20_000)
     policy = native.QuietPolicy(bound=0.25, wait_s=0.0, retries=2, budget_s=60)
-    good, bad = native.time_interleaved([steady, shaky], BUILTIN["x86_64"], ["s", "u"], attempts=3, processes=2,
-                                        cpu=cpu, quiet=policy)
+    good, bad = native.time_interleaved(
+        [steady, shaky], BUILTIN["x86_64"], ["s", "u"], attempts=3, processes=2, cpu=cpu, quiet=policy
+    )
     assert _order(tmp_path) == ["S", "U", "S", "U", "U", "S", "U", "U", "U", "U"]
     assert good.steady and good.quiet and good.neighbour_load == 0.0 and good.neighbour_rejected == 0
     assert not bad.steady and not bad.quiet and bad.neighbour_rejected == 2
@@ -258,8 +294,14 @@ def test_a_round_beside_a_real_busy_process_is_rejected(tmp_path):
     neighbour = min(os.sched_getaffinity(0) - {cpu})
     hog = subprocess.Popen(["sh", "-c", "while :; do :; done"], preexec_fn=lambda: os.sched_setaffinity(0, {neighbour}))
     try:
-        timing = native.time_native(sleeper, BUILTIN["x86_64"], "s", cpu=cpu, processes=2,
-                                    quiet=native.QuietPolicy(bound=0.25, wait_s=0.1, retries=2, budget_s=5))
+        timing = native.time_native(
+            sleeper,
+            BUILTIN["x86_64"],
+            "s",
+            cpu=cpu,
+            processes=2,
+            quiet=native.QuietPolicy(bound=0.25, wait_s=0.1, retries=2, budget_s=5),
+        )
     finally:
         hog.kill()
         hog.wait()

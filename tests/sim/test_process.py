@@ -93,8 +93,12 @@ def test_a_signal_inherited_ignored_still_interrupts_and_kills_the_group(tmp_pat
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
-    child = subprocess.Popen([sys.executable, "-c", _INTERRUPTIBLE_CHILD, str(pidfile)], stdout=subprocess.PIPE,
-                             text=True, preexec_fn=ignored)
+    child = subprocess.Popen(
+        [sys.executable, "-c", _INTERRUPTIBLE_CHILD, str(pidfile)],
+        stdout=subprocess.PIPE,
+        text=True,
+        preexec_fn=ignored,
+    )
     assert child.stdout.readline() == "waiting\n"
     while not pidfile.exists() or not pidfile.read_text().strip():
         time.sleep(0.01)
@@ -298,8 +302,10 @@ def test_tune_checks_a_candidate_natively(project):
 def test_the_cpu_is_identified_beyond_its_model_name():
     from perfguard.job.native import cpu_identity, this_machine
 
-    milan = ("processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 1\nmodel name\t: AMD EPYC\n"
-             "stepping\t: 1\nflags\t\t: fpu avx2 fma\n\nprocessor\t: 1\nvendor_id\t: Other\nmodel\t\t: 9\n")
+    milan = (
+        "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 1\nmodel name\t: AMD EPYC\n"
+        "stepping\t: 1\nflags\t\t: fpu avx2 fma\n\nprocessor\t: 1\nvendor_id\t: Other\nmodel\t\t: 9\n"
+    )
     name, ident = cpu_identity(milan)
     assert name == "AMD EPYC" and ident.startswith("AuthenticAMD cpu family 25 model 1 stepping 1 flags ")
     # the same model name with AVX-512 (a Zen 4 in the same VM type) is another CPU

@@ -408,9 +408,9 @@ def test_gemm_kernel_classification(sim, build, isa, lanes):
     assert result.stdout == f"{total:.1f}\n".encode()
     s = result.stats
     if lanes == 1:  # rv64gc: scalar fmadd.s
-        assert s.fp_insts == n ** 3 and s.vec_insts == 0
+        assert s.fp_insts == n**3 and s.vec_insts == 0
     else:
-        assert s.vec_fp_insts * lanes == n ** 3 and s.fp_insts == 0
+        assert s.vec_fp_insts * lanes == n**3 and s.fp_insts == 0
         assert s.vec_insts > s.vec_fp_insts  # vector loads/stores/broadcasts too
     assert s.cond_branches > 0 and s.loads > 0 and s.stores > 0
     # A and B were just initialised (warm in L1), C is cold: one miss per line of C
@@ -430,8 +430,10 @@ def test_deterministic_and_independent_of_binary_location(sim, build, isa, tmp_p
 
 
 @pytest.mark.parametrize("isa", ISAS)
-@pytest.mark.parametrize("mode,needle", [("segv", "SIGSEGV"), ("exit3", "status 3"),
-                                         ("noroi", "region of interest"), ("thread", "single-threaded")])
+@pytest.mark.parametrize(
+    "mode,needle",
+    [("segv", "SIGSEGV"), ("exit3", "status 3"), ("noroi", "region of interest"), ("thread", "single-threaded")],
+)
 def test_guest_failures_raise_infra_error(sim, build, isa, mode, needle):
     binary = guest(build, isa)
     with pytest.raises(InfraError) as info:
@@ -523,8 +525,12 @@ def test_plugin_rejects_bad_arguments(sim, build, tmp_path):
         f"{so},arch=x86_64,out={tmp_path}/o,colour=blue": "unknown or empty argument",
     }
     for plugin_arg, needle in cases.items():
-        proc = subprocess.run([shutil.which("qemu-x86_64"), "-cpu", "max", "-plugin", plugin_arg, str(binary), "loop", "1"],
-                              capture_output=True, text=True, env={})
+        proc = subprocess.run(
+            [shutil.which("qemu-x86_64"), "-cpu", "max", "-plugin", plugin_arg, str(binary), "loop", "1"],
+            capture_output=True,
+            text=True,
+            env={},
+        )
         assert proc.returncode != 0 and needle in proc.stderr, (plugin_arg, proc.stderr)
 
 

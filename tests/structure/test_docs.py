@@ -62,8 +62,13 @@ def test_every_link_resolves(page):
         file = (page.parent / path).resolve() if path else page
         if not file.exists():
             bad.append(target)
-        elif anchor and file.suffix == ".md" and file.parent == DOCS and anchor not in _anchors(file) \
-                and not (file.name == "results.md"):  # results.md includes benchmarks/RESULTS.md when built
+        elif (
+            anchor
+            and file.suffix == ".md"
+            and file.parent == DOCS
+            and anchor not in _anchors(file)
+            and not (file.name == "results.md")
+        ):  # results.md includes benchmarks/RESULTS.md when built
             bad.append(target)
     assert not bad, f"{page.name}: links to nothing: {bad}"
 
@@ -80,9 +85,14 @@ def test_the_site_builds_strictly(tmp_path):
     mkdocs = shutil.which("mkdocs") or shutil.which("mkdocs", path=str(Path(sys.executable).parent))
     if mkdocs is None:
         pytest.skip("mkdocs is not installed (pip install -e '.[docs]'; scripts/test.sh does)")
-    proc = subprocess.run([mkdocs, "build", "--strict", "--quiet", "--site-dir", str(tmp_path / "site")], cwd=REPO,
-                          capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    proc = subprocess.run(
+        [mkdocs, "build", "--strict", "--quiet", "--site-dir", str(tmp_path / "site")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     page = (tmp_path / "site" / "getting-started" / "index.html").read_text()
     assert "perfguard init" in page and "perfguard baseline update" in page

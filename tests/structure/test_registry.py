@@ -21,8 +21,10 @@ def test_unknown_names_are_input_errors_listing_the_known_ones(tmp_path):
     cases = [
         (lambda: get_simulator("spike", tmp_path), "unknown simulator 'spike' (one of qemu, gem5, cachegrind)"),
         (lambda: predictor_class("svm"), "unknown predictor 'svm' (one of mlr, dnn, gp, xgboost)"),
-        (lambda: get_family("fft"),
-         "unknown kernel family 'fft' (built-in: gemm, gemv, conv2d, depthwise_conv2d, dense_relu, qgemm, qconv2d)"),
+        (
+            lambda: get_family("fft"),
+            "unknown kernel family 'fft' (built-in: gemm, gemv, conv2d, depthwise_conv2d, dense_relu, qgemm, qconv2d)",
+        ),
         (lambda: make_executor("ray"), "unknown executor 'ray' (one of local, dask)"),
     ]
     for call, message in cases:
@@ -43,15 +45,17 @@ def test_known_names_load_their_part(tmp_path):
 
 
 def test_names_and_membership_import_nothing():
-    code = ("import sys\n"
-            "from perfguard.predict.registry import PREDICTORS\n"
-            "from perfguard.sim.base import SIMULATORS\n"
-            "assert 'mlr' in PREDICTORS and 'svm' not in PREDICTORS and list(PREDICTORS)[0] == 'mlr'\n"
-            "assert 'gem5' in SIMULATORS and len(SIMULATORS) == 3\n"
-            "print(sorted(m for m in sys.modules if m in ('sklearn', 'xgboost', 'perfguard.predict.mlr', "
-            "'perfguard.sim.gem5')))\n"
-            "PREDICTORS['mlr']\n"
-            "print('perfguard.predict.mlr' in sys.modules)\n")
+    code = (
+        "import sys\n"
+        "from perfguard.predict.registry import PREDICTORS\n"
+        "from perfguard.sim.base import SIMULATORS\n"
+        "assert 'mlr' in PREDICTORS and 'svm' not in PREDICTORS and list(PREDICTORS)[0] == 'mlr'\n"
+        "assert 'gem5' in SIMULATORS and len(SIMULATORS) == 3\n"
+        "print(sorted(m for m in sys.modules if m in ('sklearn', 'xgboost', 'perfguard.predict.mlr', "
+        "'perfguard.sim.gem5')))\n"
+        "PREDICTORS['mlr']\n"
+        "print('perfguard.predict.mlr' in sys.modules)\n"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=False)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split("\n")[:2] == ["[]", "True"]

@@ -35,6 +35,5 @@ def test_the_changelog_names_this_version_and_what_to_do():
 def test_the_changelog_is_in_the_docs_site():
     assert (REPO / "docs" / "changelog.md").read_text().strip().endswith('--8<-- "CHANGELOG.md"')
     nav = yaml.safe_load((REPO / "mkdocs.yml").read_text())["nav"]
-    pages = [p for entry in nav for value in entry.values()
-             for p in (value if isinstance(value, list) else [value])]
+    pages = [p for entry in nav for value in entry.values() for p in (value if isinstance(value, list) else [value])]
     assert any(isinstance(p, dict) and "changelog.md" in p.values() for p in pages)

@@ -24,7 +24,7 @@ targets = ["aarch64"]
 name = "gemm_small"
 entry = "perfguard.kernels.gemm:gemm"
 family = "gemm"
-params = {{ M = {SHAPE['M']}, N = {SHAPE['N']}, K = {SHAPE['K']}, tile_m = 32, tile_n = 8, tile_k = 32, vector = 1, unroll = 0 }}
+params = {{ M = {SHAPE["M"]}, N = {SHAPE["N"]}, K = {SHAPE["K"]}, tile_m = 32, tile_n = 8, tile_k = 32, vector = 1, unroll = 0 }}
 
 [[kernel]]
 name = "user_kernel"
@@ -53,8 +53,9 @@ def _gemm(kind: str):
     if kind == "wrong":
         C = te.compute((32, 32), lambda i, j: te.sum(A[i, k] * B[j, k], axis=k), name="C")  # B transposed
     else:
-        C = te.compute((32, 32), lambda i, j: tvm.tirx.call_extern("float32", "perfguard_no_such_fn", A[i, j]),
-                       name="C")
+        C = te.compute(
+            (32, 32), lambda i, j: tvm.tirx.call_extern("float32", "perfguard_no_such_fn", A[i, j]), name="C"
+        )
     return tvm.IRModule({"main": te.create_prim_func([A, B, C])})
 
 
@@ -67,8 +68,10 @@ def test_knob_search_finds_no_worse_schedule_and_guards_it(project, capsys):
     config = project(TOML, {"mykernels.py": USER})
     # in this process (--parallel 1): which executor scores the knob sets does not change the search
     # (test_executors compares two); the MetaSchedule test below runs its candidates in a pool
-    assert _run(config, "gemm_small", "--target", "aarch64", "--strategy", "knobs", "--trials", "2",
-                "--parallel", "1") == 0  # the configured schedule and one other
+    assert (
+        _run(config, "gemm_small", "--target", "aarch64", "--strategy", "knobs", "--trials", "2", "--parallel", "1")
+        == 0
+    )  # the configured schedule and one other
     out = capsys.readouterr().out
     assert "2 candidates" in out and "0 errors" in out
     log = json.loads((config.parent / "reports" / "tune-gemm_small-aarch64.json").read_text())
@@ -90,8 +93,23 @@ def test_knob_search_finds_no_worse_schedule_and_guards_it(project, capsys):
 def test_metaschedule_tunes_and_its_schedule_becomes_a_guarded_kernel(project, capsys):
     config = project(TOML, {"mykernels.py": USER})
     # two candidates, one per pool worker: the best is the smaller of two scores
-    assert _run(config, "gemm_small", "--target", "aarch64", "--strategy", "evolutionary", "--trials", "2",
-                "--batch", "2", "--parallel", "2") == 0
+    assert (
+        _run(
+            config,
+            "gemm_small",
+            "--target",
+            "aarch64",
+            "--strategy",
+            "evolutionary",
+            "--trials",
+            "2",
+            "--batch",
+            "2",
+            "--parallel",
+            "2",
+        )
+        == 0
+    )
     log = json.loads((config.parent / "reports" / "tune-gemm_small-aarch64.json").read_text())
     assert log["strategy"] == "evolutionary" and len(log["trials"]) >= 1
     scored = [t["predicted_s"] for t in log["trials"] if t["ok"]]
@@ -128,7 +146,9 @@ def test_failed_build_and_wrong_result_are_errors_not_scores(project, tmp_path):
         session = CandidateSession(measurer, spec, {**SHAPE, "dtype": "float32"}, tmp_path)
         target = target_for(profile)
         good = apply.compute_module("gemm", SHAPE)
-        built = SimBuilder(session).build([BuilderInput(m, target) for m in (good, _gemm("wrong"), _gemm("unlinkable"))])
+        built = SimBuilder(session).build(
+            [BuilderInput(m, target) for m in (good, _gemm("wrong"), _gemm("unlinkable"))]
+        )
         assert built[0].error_msg is None and built[1].error_msg is None
         assert built[2].artifact_path is None and "linking the harness failed" in built[2].error_msg
         futures = SimRunner(session).run([RunnerInput(b.artifact_path, "cpu", []) for b in built[:2]])

@@ -34,16 +34,26 @@ def add_parser(subparsers) -> None:
     follow.add_argument("--kernel", help="the kernel to follow")
     follow.add_argument("--model", help="the [[model]] whose total (time per inference) to follow")
     p.add_argument("--target", required=True, help="the target to follow it on")
-    p.add_argument("--threshold", type=float, help="percent over the good revision's predicted time "
-                                                   "(default: the kernel's or model's threshold at --good)")
-    p.add_argument("--config", type=Path, help="perfguard.toml in the working tree (default: found from here); "
-                                               "each revision's own copy at the same path is used")
+    p.add_argument(
+        "--threshold",
+        type=float,
+        help="percent over the good revision's predicted time (default: the kernel's or model's threshold at --good)",
+    )
+    p.add_argument(
+        "--config",
+        type=Path,
+        help="perfguard.toml in the working tree (default: found from here); "
+        "each revision's own copy at the same path is used",
+    )
     p.add_argument("--simulator", choices=SIMULATOR_NAMES, help="override the configs' simulator")
     p.add_argument("-j", "--jobs", type=int, help="parallel jobs (default: one per 4 jobs to run, up to the CPU count)")
     add_executor_options(p)
     p.add_argument("--json", type=Path, help="write every visited revision and the outcome here")
-    p.add_argument("--allow-dirty", action="store_true",
-                   help="measure HEAD as committed even when the working tree has uncommitted changes")
+    p.add_argument(
+        "--allow-dirty",
+        action="store_true",
+        help="measure HEAD as committed even when the working tree has uncommitted changes",
+    )
     p.set_defaults(run=run)
 
 
@@ -73,13 +83,19 @@ def explain(b: Bisection, profile: TargetProfile, cache_dir: Path) -> Explanatio
             continue
         rows.append((abs(y - x) / x if x else float("inf"), name, x, y))
     rows.sort(key=lambda row: (-row[0], row[1]))
-    stats = [f"{name} {signed_count(y - x)}" + (f" ({pct(100.0 * (y - x) / x)})" if x else "")
-             for _, name, x, y in rows[:MOST]]
+    stats = [
+        f"{name} {signed_count(y - x)}" + (f" ({pct(100.0 * (y - x) / x)})" if x else "")
+        for _, name, x, y in rows[:MOST]
+    ]
     found = attribution_between(good, bad, profile, cache_dir)
     if found is None:
         return Explanation(stats, None, None, None)
-    return Explanation(stats, where_line(found.attribution), top_lines(found.attribution)[0],
-                       [block_line(c) for c in found.blocks[:CHANGED_BLOCKS]])
+    return Explanation(
+        stats,
+        where_line(found.attribution),
+        top_lines(found.attribution)[0],
+        [block_line(c) for c in found.blocks[:CHANGED_BLOCKS]],
+    )
 
 
 @dataclass(frozen=True)
@@ -97,18 +113,27 @@ class BisectReport:
 
     def to_dict(self) -> dict:
         b = self.bisection
-        data = {"model" if self.model else "kernel": b.kernel, "target": b.target, "threshold_pct": b.threshold_pct,
-                "outcome": b.outcome, "commits": len(b.commits), "good": b.good.to_dict(), "bad": b.bad.to_dict(),
-                "visits": [v.to_dict() for v in b.visits], "candidates": b.candidates,
-                "first_bad": b.first_bad.to_dict() if b.first_bad else None,
-                "last_good": b.last_good.to_dict() if b.last_good else None}
+        data = {
+            "model" if self.model else "kernel": b.kernel,
+            "target": b.target,
+            "threshold_pct": b.threshold_pct,
+            "outcome": b.outcome,
+            "commits": len(b.commits),
+            "good": b.good.to_dict(),
+            "bad": b.bad.to_dict(),
+            "visits": [v.to_dict() for v in b.visits],
+            "candidates": b.candidates,
+            "first_bad": b.first_bad.to_dict() if b.first_bad else None,
+            "last_good": b.last_good.to_dict() if b.last_good else None,
+        }
         if b.step is not None:  # a model: what changed from the last good revision to the first bad one
             data["changes"] = list(b.step.changes)
             data["step_delta_pct"] = b.step.delta_pct
         elif self.explanation is not None:
             e = self.explanation
-            data.update(changed_stats=e.changed_stats, where=e.where, where_top=e.where_top,
-                        changed_blocks=e.changed_blocks)
+            data.update(
+                changed_stats=e.changed_stats, where=e.where, where_top=e.where_top, changed_blocks=e.changed_blocks
+            )
         return data
 
     def to_json(self) -> str:
@@ -130,46 +155,74 @@ def run(args: argparse.Namespace) -> int:
     current = load_config(config_path)
     project = Project.of(config_path, "bisect")
     if not args.allow_dirty:
-        project.refuse_dirty_head({args.good: project.resolve(args.good, "bisect: --good"),
-                                   args.bad: project.resolve(args.bad, "bisect: --bad")}, "bisect")
+        project.refuse_dirty_head(
+            {
+                args.good: project.resolve(args.good, "bisect: --good"),
+                args.bad: project.resolve(args.bad, "bisect: --bad"),
+            },
+            "bisect",
+        )
     name, model = (args.model, True) if args.model is not None else (args.kernel, False)
-    out.print(f"bisect {'model ' if model else ''}{escape(name)}[{escape(args.target)}] between --good "
-              f"{escape(args.good)} and --bad {escape(args.bad)}")
-    with Measurer(current.storage.cache_dir, args.simulator, args.jobs or current.jobs, executor_choice(args)) as measurer:
-        bisector = Bisector(project, name, args.target, args.threshold, measurer,
-                            on_visit=lambda v: out.print(escape(_line(v))), model=model)
+    out.print(
+        f"bisect {'model ' if model else ''}{escape(name)}[{escape(args.target)}] between --good "
+        f"{escape(args.good)} and --bad {escape(args.bad)}"
+    )
+    with Measurer(
+        current.storage.cache_dir, args.simulator, args.jobs or current.jobs, executor_choice(args)
+    ) as measurer:
+        bisector = Bisector(
+            project,
+            name,
+            args.target,
+            args.threshold,
+            measurer,
+            on_visit=lambda v: out.print(escape(_line(v))),
+            model=model,
+        )
         b = bisector.run(args.good, args.bad)
     found = BisectReport.of(b, model, current.profile(args.target, "--target"), current.storage.cache_dir)
     if args.json:
         atomic_write_text(args.json, found.to_json())
     skipped = sum(1 for v in b.visits if v.skipped)
-    visited = f"{len(b.visits)} revision(s) measured of {len(b.commits) + 1}" + (f", {skipped} skipped" if skipped else "")
+    visited = f"{len(b.visits)} revision(s) measured of {len(b.commits) + 1}" + (
+        f", {skipped} skipped" if skipped else ""
+    )
     assert b.bad.verdict is not None  # --bad is measured or the bisection stops with its error
     if b.outcome == NO_CROSSING:
-        out.print(f"no crossing: --bad {escape(args.bad)} is {pct(b.bad.verdict.delta_pct)} against --good "
-                  f"{escape(args.good)}, within the threshold of {b.threshold_pct:.2f} % ({visited})")
+        out.print(
+            f"no crossing: --bad {escape(args.bad)} is {pct(b.bad.verdict.delta_pct)} against --good "
+            f"{escape(args.good)}, within the threshold of {b.threshold_pct:.2f} % ({visited})"
+        )
         return EXIT_OK
     first, last = b.first_bad, b.last_good
     # A crossing: both were measured and judged (an unmeasurable revision is skipped, never first or last).
     assert first is not None and last is not None and first.verdict is not None and last.verdict is not None
     if b.outcome == AMBIGUOUS:
-        out.print(f"the first bad commit is one of {len(b.candidates)} (the others could not be measured): "
-                  + ", ".join(sha[:12] for sha in b.candidates))
+        out.print(
+            f"the first bad commit is one of {len(b.candidates)} (the others could not be measured): "
+            + ", ".join(sha[:12] for sha in b.candidates)
+        )
     out.print(f"first bad commit: {first.sha} {escape(first.subject)}")
-    out.print(f"  predicted {seconds(first.time_s)}{' per inference' if model else ''} against "
-              f"{seconds(first.reference_s)} at --good: {pct(first.verdict.delta_pct)} (threshold {b.threshold_pct:.2f} %)")
+    out.print(
+        f"  predicted {seconds(first.time_s)}{' per inference' if model else ''} against "
+        f"{seconds(first.reference_s)} at --good: {pct(first.verdict.delta_pct)} (threshold {b.threshold_pct:.2f} %)"
+    )
     if model:
         assert b.step is not None  # a model's crossing is judged step by step (Bisector.run)
-        out.print(f"  last good {last.sha[:12]}: {pct(last.verdict.delta_pct)}; from it to the first bad commit "
-                  f"({pct(b.step.delta_pct)}):")
+        out.print(
+            f"  last good {last.sha[:12]}: {pct(last.verdict.delta_pct)}; from it to the first bad commit "
+            f"({pct(b.step.delta_pct)}):"
+        )
         for line in b.step.changes or ["no kernel moved beyond its threshold (small changes added up)"]:
             out.print(f"    {escape(line)}")
         out.print(visited)
         return EXIT_REGRESSION
     explained = found.explanation
     assert explained is not None  # BisectReport.of explains every kernel's crossing
-    out.print(f"  last good {last.sha[:12]}: {pct(last.verdict.delta_pct)}; statistics that changed most: "
-              + escape(", ".join(explained.changed_stats) or "none"))
+    out.print(
+        f"  last good {last.sha[:12]}: {pct(last.verdict.delta_pct)}; statistics that changed most: "
+        + escape(", ".join(explained.changed_stats) or "none")
+    )
     if explained.where:
         out.print(f"  where {escape(explained.where)}")
     for line in explained.changed_blocks or []:

@@ -32,24 +32,40 @@ def add_parser(subparsers) -> None:
     def common(q, family_required=True):
         q.add_argument("--config", type=Path)
         q.add_argument("--target", required=True)
-        q.add_argument("--family", choices=FAMILY_NAMES, required=family_required,
-                       help="kernel family" + ("" if family_required else " (default: every family with a model)"))
+        q.add_argument(
+            "--family",
+            choices=FAMILY_NAMES,
+            required=family_required,
+            help="kernel family" + ("" if family_required else " (default: every family with a model)"),
+        )
 
     q = sub.add_parser("collect", help="sample schedules, simulate them and time them natively")
     common(q)
     q.add_argument("--variants", type=int, default=200, help="schedules per group (default 200)")
-    q.add_argument("--groups", type=Path, metavar="FILE",
-                   help='a JSON file holding a list of shapes, one object per group, e.g. '
-                        '[{"M": 64, "N": 64, "K": 64}] (default: the built-in groups)')
+    q.add_argument(
+        "--groups",
+        type=Path,
+        metavar="FILE",
+        help="a JSON file holding a list of shapes, one object per group, e.g. "
+        '[{"M": 64, "N": 64, "K": 64}] (default: the built-in groups)',
+    )
     q.add_argument("--seed", default="perfguard")
     q.add_argument("--output", type=Path, help="dataset file (default: baselines/datasets/T/F.json)")
     q.add_argument("-j", "--jobs", type=int, help="parallel jobs (default: the config's, else one per 4 jobs)")
-    q.add_argument("--max-cv", type=float, default=3.0, metavar="PCT",
-                   help="reject a native timing whose robust spread (within each process, and between the "
-                        "processes' medians) stays above PCT %% after 5 attempts (default 3; stored with every row)")
-    q.add_argument("--processes", type=int, default=PROCESSES,
-                   help=f"separate harness processes per timing attempt, their medians' median kept "
-                        f"(default {PROCESSES})")
+    q.add_argument(
+        "--max-cv",
+        type=float,
+        default=3.0,
+        metavar="PCT",
+        help="reject a native timing whose robust spread (within each process, and between the "
+        "processes' medians) stays above PCT %% after 5 attempts (default 3; stored with every row)",
+    )
+    q.add_argument(
+        "--processes",
+        type=int,
+        default=PROCESSES,
+        help=f"separate harness processes per timing attempt, their medians' median kept (default {PROCESSES})",
+    )
     _quiet_options(q)
     add_executor_options(q)
     q.set_defaults(run=run_collect)
@@ -60,16 +76,20 @@ def add_parser(subparsers) -> None:
     q.add_argument("--output", type=Path, help="dataset file (default: baselines/datasets/T/F.json)")
     q.set_defaults(run=run_ingest)
 
-    q = sub.add_parser("resimulate", help="simulate a dataset's variants again (block profiles), keeping their "
-                                          "native times where the binaries and counters are unchanged")
+    q = sub.add_parser(
+        "resimulate",
+        help="simulate a dataset's variants again (block profiles), keeping their "
+        "native times where the binaries and counters are unchanged",
+    )
     common(q, family_required=False)
     q.add_argument("--output", type=Path, help="dataset file (default: the dataset itself)")
     q.add_argument("-j", "--jobs", type=int, help="parallel jobs (default: the config's, else one per 4 jobs)")
     add_executor_options(q)
     q.set_defaults(run=run_resimulate)
 
-    features = dict(choices=FEATURE_SETS, help="feature set (default: pipeline when every row has a block "
-                                                 "profile, else counts)")
+    features = dict(
+        choices=FEATURE_SETS, help="feature set (default: pipeline when every row has a block profile, else counts)"
+    )
     q = sub.add_parser("evaluate", help="leave-one-group-out table of every predictor")
     common(q)
     q.add_argument("--predictors", default=",".join(PREDICTORS))
@@ -88,15 +108,21 @@ def add_parser(subparsers) -> None:
     q.add_argument("--variants", type=int, default=10, help="fresh schedules per group (default 10)")
     q.add_argument("--seed", help="sampling seed (default: today's date)")
     q.add_argument("--json", type=Path)
-    q.add_argument("--max-cv", type=float, default=3.0, metavar="PCT",
-                   help="reject a native timing whose robust spread stays above PCT %% after 5 batches "
-                        "(default 3; the spread is stored with every row)")
+    q.add_argument(
+        "--max-cv",
+        type=float,
+        default=3.0,
+        metavar="PCT",
+        help="reject a native timing whose robust spread stays above PCT %% after 5 batches "
+        "(default 3; the spread is stored with every row)",
+    )
     _quiet_options(q)
     q.set_defaults(run=run_drift)
 
 
 def _quiet_options(q) -> None:
     add_quiet_options(q, "an attempt", "a group", "its pending variants are rejected as not quiet")
+
 
 def _names(value: str) -> list[str]:
     names = [v.strip() for v in value.split(",") if v.strip()]
@@ -114,8 +140,11 @@ def _max_cv(args) -> float:
 
 def _neighbours(got: calibration.Collected) -> str:
     loads = sorted(got.neighbour_loads)
-    kept = (f"neighbour load of the kept timings median {statistics.median(loads):.2f}, max {loads[-1]:.2f} CPUs"
-            if loads else "no neighbour load measured (no kept timing, or no /proc/stat)")
+    kept = (
+        f"neighbour load of the kept timings median {statistics.median(loads):.2f}, max {loads[-1]:.2f} CPUs"
+        if loads
+        else "no neighbour load measured (no kept timing, or no /proc/stat)"
+    )
     return f"busy neighbours: {got.neighbour_rejected} timing attempts done again; {kept}"
 
 
@@ -131,23 +160,42 @@ def run_collect(args) -> int:
     shapes = calibration.read_groups(args.groups) if args.groups else calibration.DEFAULT_GROUPS[args.family]
     total = sum(len(calibration.sample_variants(args.family, s, args.variants, args.seed)) for s in shapes)
     with executor_from_args(args, args.jobs or config.jobs) as executor, progress(total, out) as advance:
-        got = calibration.collect(config, profile, args.family, shapes, args.variants, args.seed, args.jobs,
-                                  on_result=lambda i, r: advance(r.kernel), executor=executor,
-                                  max_cv=max_cv, processes=args.processes, quiet=quiet)
+        got = calibration.collect(
+            config,
+            profile,
+            args.family,
+            shapes,
+            args.variants,
+            args.seed,
+            args.jobs,
+            on_result=lambda i, r: advance(r.kernel),
+            executor=executor,
+            max_cv=max_cv,
+            processes=args.processes,
+            quiet=quiet,
+        )
     path = args.output or dataset_path(config.storage.baseline_dir, profile.name, args.family)
     n = len(got.dataset.rows)
     if n == 0:  # nothing to train on: say why instead of writing an empty dataset
-        why = (f"{got.unsteady} native timings rejected as unsteady (spread over --max-cv {args.max_cv:g} %: give "
-               f"the machine a quiet moment, or raise --max-cv)" if got.unsteady else
-               f"{len(got.failed)} variants failed" + (f", first: {got.failed[0]}" if got.failed else ""))
-        raise InfraError(f"calibrate collect kept no variant for {args.family} on {profile.name}: {why}; "
-                         f"{path} left as it was")
+        why = (
+            f"{got.unsteady} native timings rejected as unsteady (spread over --max-cv {args.max_cv:g} %: give "
+            f"the machine a quiet moment, or raise --max-cv)"
+            if got.unsteady
+            else f"{len(got.failed)} variants failed" + (f", first: {got.failed[0]}" if got.failed else "")
+        )
+        raise InfraError(
+            f"calibrate collect kept no variant for {args.family} on {profile.name}: {why}; {path} left as it was"
+        )
     got.dataset.save(path)
-    out.print(f"wrote {path}: {n} variants in {len(got.dataset.groups())} groups "
-              f"({len(got.failed)} failed, {got.unsteady} unsteady timings rejected)")
+    out.print(
+        f"wrote {path}: {n} variants in {len(got.dataset.groups())} groups "
+        f"({len(got.failed)} failed, {got.unsteady} unsteady timings rejected)"
+    )
     out.print(_neighbours(got))
-    out.print(f"simulate {got.simulate_s:.1f} s, native timing {got.native_s:.1f} s "
-              f"({100 * (got.simulate_s + got.native_s) / max(n, 1):.1f} s per 100 variants)")
+    out.print(
+        f"simulate {got.simulate_s:.1f} s, native timing {got.native_s:.1f} s "
+        f"({100 * (got.simulate_s + got.native_s) / max(n, 1):.1f} s per 100 variants)"
+    )
     for line in got.failed[:10]:
         out.print(f"[yellow]failed[/] {line}")
     for line in got.not_quiet[:10]:
@@ -161,8 +209,9 @@ def run_ingest(args) -> int:
     profile = config.profile(args.target, "--target")
     rows, simulator, fingerprint = calibration.ingest_benchmark_json(args.benchmark_json, profile.name, args.family)
     path = args.output or dataset_path(config.storage.baseline_dir, profile.name, args.family)
-    dataset = calibration.merge_ingested(path, rows, simulator, fingerprint, profile.name, args.family,
-                                         args.benchmark_json)
+    dataset = calibration.merge_ingested(
+        path, rows, simulator, fingerprint, profile.name, args.family, args.benchmark_json
+    )
     dataset.save(path)
     out.print(f"wrote {path}: {len(rows)} variants from {args.benchmark_json}, {len(dataset.rows)} in all")
     return EXIT_OK
@@ -178,14 +227,19 @@ def run_resimulate(args) -> int:
     for family in families:
         path = dataset_path(config.storage.baseline_dir, profile.name, family)
         dataset = load_dataset(path)
-        with executor_from_args(args, args.jobs or config.jobs) as executor, \
-                progress(len(dataset.rows), out) as advance:
-            got = calibration.resimulate(config, profile, dataset, args.jobs,
-                                         on_result=lambda i, r: advance(r.kernel), executor=executor)
+        with (
+            executor_from_args(args, args.jobs or config.jobs) as executor,
+            progress(len(dataset.rows), out) as advance,
+        ):
+            got = calibration.resimulate(
+                config, profile, dataset, args.jobs, on_result=lambda i, r: advance(r.kernel), executor=executor
+            )
         target = args.output or path
         got.dataset.save(target)
-        out.print(f"wrote {target}: {len(got.dataset.rows)} of {len(dataset.rows)} variants with block profiles "
-                  f"and binary hashes ({len(got.dropped)} dropped, {len(got.recounted)} kept with new counters)")
+        out.print(
+            f"wrote {target}: {len(got.dataset.rows)} of {len(dataset.rows)} variants with block profiles "
+            f"and binary hashes ({len(got.dropped)} dropped, {len(got.recounted)} kept with new counters)"
+        )
         for line in got.recounted[:10]:
             out.print(f"[yellow]recounted[/] {line}")
         for line in got.dropped[:10]:
@@ -199,11 +253,28 @@ def print_evaluation(evaluation, out) -> None:
         table.add_column(col, justify="left" if col in ("predictor", "group") else "right")
     for name, rows in evaluation.table.items():
         for m in rows:
-            table.add_row(name, m.group, str(m.n), f"{m.mape:.1f}", f"{m.rmse * 1e6:.1f}", f"{m.spearman:.3f}",
-                          f"{m.best_rank_pct:.1f}", f"{m.regret:.3f}")
+            table.add_row(
+                name,
+                m.group,
+                str(m.n),
+                f"{m.mape:.1f}",
+                f"{m.rmse * 1e6:.1f}",
+                f"{m.spearman:.3f}",
+                f"{m.best_rank_pct:.1f}",
+                f"{m.regret:.3f}",
+            )
         s = evaluation.summary[name]
-        table.add_row(f"[bold]{name}[/]", "[bold]mean[/]", "", f"{s['mape']:.1f}", f"{s['rmse'] * 1e6:.1f}",
-                      f"{s['spearman']:.3f}", f"{s['best_rank_pct']:.1f}", f"{s['regret']:.3f}", end_section=True)
+        table.add_row(
+            f"[bold]{name}[/]",
+            "[bold]mean[/]",
+            "",
+            f"{s['mape']:.1f}",
+            f"{s['rmse'] * 1e6:.1f}",
+            f"{s['spearman']:.3f}",
+            f"{s['best_rank_pct']:.1f}",
+            f"{s['regret']:.3f}",
+            end_section=True,
+        )
     out.print(table)
 
 
@@ -212,13 +283,20 @@ def run_evaluate(args) -> int:
     config = load_config(args.config)
     profile = config.profile(args.target, "--target")
     dataset = load_dataset(dataset_path(config.storage.baseline_dir, profile.name, args.family))
-    evaluation = calibration.evaluate(dataset, profile, _names(args.predictors), args.features,
-                                      config.storage.cache_dir)
+    evaluation = calibration.evaluate(
+        dataset, profile, _names(args.predictors), args.features, config.storage.cache_dir
+    )
     print_evaluation(evaluation, out)
     path = args.json or config.storage.report_dir / f"calibration-{profile.name}-{args.family}.json"
-    atomic_write_text(path, json.dumps({"target": profile.name, "family": args.family,
-                                        "dataset_hash": dataset.digest(), **evaluation.to_dict()},
-                                       indent=2, sort_keys=True) + "\n")
+    atomic_write_text(
+        path,
+        json.dumps(
+            {"target": profile.name, "family": args.family, "dataset_hash": dataset.digest(), **evaluation.to_dict()},
+            indent=2,
+            sort_keys=True,
+        )
+        + "\n",
+    )
     out.print(f"wrote {path}")
     return EXIT_OK
 
@@ -231,26 +309,37 @@ def run_train(args) -> int:
     for family in calibration.stored_families(baselines, profile.name, args.family, "datasets"):
         dataset = load_dataset(dataset_path(baselines, profile.name, family))
 
-        name, evaluation, path = calibration.train(dataset, profile, model_path(baselines, profile.name, family),
-                                                   _names(args.predictors), features=args.features,
-                                                   cache_dir=config.storage.cache_dir)
+        name, evaluation, path = calibration.train(
+            dataset,
+            profile,
+            model_path(baselines, profile.name, family),
+            _names(args.predictors),
+            features=args.features,
+            cache_dir=config.storage.cache_dir,
+        )
         print_evaluation(evaluation, out)
         s = evaluation.summary[name]
-        out.print(f"wrote {path}: {name} on the {evaluation.features} features of {evaluation.rows} variants"
-                  + (f" ({evaluation.left_out} without a block profile left out)" if evaluation.left_out else "")
-                  + f" (hold-out Spearman {s['spearman']:.3f}, MAPE {s['mape']:.1f} %, "
-                  f"true best within top {s['worst_best_rank_pct']:.1f} % in every group)")
+        out.print(
+            f"wrote {path}: {name} on the {evaluation.features} features of {evaluation.rows} variants"
+            + (f" ({evaluation.left_out} without a block profile left out)" if evaluation.left_out else "")
+            + f" (hold-out Spearman {s['spearman']:.3f}, MAPE {s['mape']:.1f} %, "
+            f"true best within top {s['worst_best_rank_pct']:.1f} % in every group)"
+        )
         auto = stored_model(baselines, profile.name, family)
         decision = (auto.meta.get("auto") or {}) if auto is not None else {}
         if decision:
             g = decision["summary"]
             for row in decision["groups"]:
-                out.print(f"  held out {row['group']}: {row['chosen']} {row['model']['spearman']:.3f}, "
-                          f"pipeline {row['pipeline']['spearman']:.3f}")
-            out.print(f"auto {'uses' if decision['use'] else 'does not use'} it: on shapes it was not selected on, "
-                      f"Spearman {g['model_spearman']:.3f} against the pipeline model's {g['pipeline_spearman']:.3f} "
-                      f"(gain {g['gain']:+.3f}, worst shape {g['worst_group_gain']:+.3f}; needs +{g['margin']} and "
-                      f"no shape below -{g['margin']})")
+                out.print(
+                    f"  held out {row['group']}: {row['chosen']} {row['model']['spearman']:.3f}, "
+                    f"pipeline {row['pipeline']['spearman']:.3f}"
+                )
+            out.print(
+                f"auto {'uses' if decision['use'] else 'does not use'} it: on shapes it was not selected on, "
+                f"Spearman {g['model_spearman']:.3f} against the pipeline model's {g['pipeline_spearman']:.3f} "
+                f"(gain {g['gain']:+.3f}, worst shape {g['worst_group_gain']:+.3f}; needs +{g['margin']} and "
+                f"no shape below -{g['margin']})"
+            )
     return EXIT_OK
 
 
@@ -267,15 +356,26 @@ def run_drift(args) -> int:
             raise InputError(f"no model for {family} on {profile.name} (run 'perfguard calibrate train')")
         # Fresh variants of the shapes the model was trained on, none of those it has seen.
         known, shapes = calibration.drift_sample(baselines, profile.name, family)
-        got = calibration.collect(config, profile, family, shapes, args.variants, f"drift-{seed}", exclude=known,
-                                  max_cv=_max_cv(args), quiet=QuietPolicy.from_args(args))
+        got = calibration.collect(
+            config,
+            profile,
+            family,
+            shapes,
+            args.variants,
+            f"drift-{seed}",
+            exclude=known,
+            max_cv=_max_cv(args),
+            quiet=QuietPolicy.from_args(args),
+        )
         out.print(f"{profile.name}/{family}: {_neighbours(got)}")
         result = calibration.drift(got.dataset, model, config.drift, profile, config.storage.cache_dir)
         verdicts[family] = result.to_dict()
         state = "[bold red]retrain[/]" if result.needs_retraining else "[green]ok[/]"
-        out.print(f"{profile.name}/{family}: {state} MAPE {result.mape:.1f} % (limit {config.drift.mape:.1f}), "
-                  f"Spearman {result.spearman:.3f} (limit {config.drift.spearman:.3f}) on {result.rows} fresh variants"
-                  + (f": {'; '.join(result.reasons)}" if result.reasons else ""))
+        out.print(
+            f"{profile.name}/{family}: {state} MAPE {result.mape:.1f} % (limit {config.drift.mape:.1f}), "
+            f"Spearman {result.spearman:.3f} (limit {config.drift.spearman:.3f}) on {result.rows} fresh variants"
+            + (f": {'; '.join(result.reasons)}" if result.reasons else "")
+        )
     if args.json:
         atomic_write_text(args.json, json.dumps(verdicts, indent=2, sort_keys=True) + "\n")
     return EXIT_REGRESSION if any(v["needs_retraining"] for v in verdicts.values()) else EXIT_OK

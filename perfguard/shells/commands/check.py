@@ -50,11 +50,13 @@ def shard(value: str) -> tuple[int, int]:
 def add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", type=Path, help="perfguard.toml (default: found from the current folder)")
     parser.add_argument("--targets", type=names, help="comma-separated targets (default: the config's)")
-    parser.add_argument("--kernels", type=names,
-                        help="comma-separated kernel or [[model]] names (default: all, models included)")
+    parser.add_argument(
+        "--kernels", type=names, help="comma-separated kernel or [[model]] names (default: all, models included)"
+    )
     parser.add_argument("--simulator", choices=SIMULATOR_NAMES, help="override the config's simulator")
-    parser.add_argument("-j", "--jobs", type=int,
-                        help="parallel jobs (default: one per 4 jobs to run, up to the CPU count)")
+    parser.add_argument(
+        "-j", "--jobs", type=int, help="parallel jobs (default: one per 4 jobs to run, up to the CPU count)"
+    )
     add_executor_options(parser)
 
 
@@ -62,30 +64,50 @@ def add_parser(subparsers) -> None:
     p = subparsers.add_parser("check", help="check kernels against committed baselines")
     add_common(p)
     p.add_argument("--threshold", type=float, help="regression threshold in percent (overrides config)")
-    p.add_argument("--model", choices=MODEL_NAMES,
-                   help="override the config's model (auto: a calibrated model where one exists, else pipeline)")
+    p.add_argument(
+        "--model",
+        choices=MODEL_NAMES,
+        help="override the config's model (auto: a calibrated model where one exists, else pipeline)",
+    )
     p.add_argument("--json", type=Path, help="also write the JSON report here")
     p.add_argument("--report-dir", type=Path, help="where reports go (default: the config's report_dir)")
     p.add_argument("--shard", type=shard, help="run the i-th of n deterministic slices (i/n)")
-    p.add_argument("--base", metavar="REF",
-                   help="read baselines from this git revision's tree, not the working tree")
-    p.add_argument("--allow-errors", action="store_true",
-                   help="exit 0 (or 1 on a regression) even when kernels could not be measured or checked; "
-                        "they are still reported as errors, never as unchanged")
-    p.add_argument("--fail-on-toolchain-change", action="store_true",
-                   help="exit 3 when this run's toolchain differs from its baselines' (default: exit 0; the "
-                        "headline names what differs and the command that re-baselines)")
-    p.add_argument("--recompute", action="store_true",
-                   help="ignore every cache and record (builds, simulations, output checks, llvm-mca timings, job "
-                        "results, the whole check): build, simulate, check, judge and render everything again, "
-                        "writing each anew")
-    p.add_argument("--verify-reuse", nargs="?", const=0, type=int, metavar="N",
-                   help="the reuse canary: run N of the job results this check would reuse (all when N is not "
-                        "given) again from scratch and exit 3, naming the job and the input, if any answer differs")
-    p.add_argument("--timings", action="store_true",
-                   help="print where the time went: wall and CPU seconds per stage (config, lowering, compile, "
-                        "simulation, timing model, judging, rendering) and the costliest jobs; the JSON report "
-                        "always has them")
+    p.add_argument("--base", metavar="REF", help="read baselines from this git revision's tree, not the working tree")
+    p.add_argument(
+        "--allow-errors",
+        action="store_true",
+        help="exit 0 (or 1 on a regression) even when kernels could not be measured or checked; "
+        "they are still reported as errors, never as unchanged",
+    )
+    p.add_argument(
+        "--fail-on-toolchain-change",
+        action="store_true",
+        help="exit 3 when this run's toolchain differs from its baselines' (default: exit 0; the "
+        "headline names what differs and the command that re-baselines)",
+    )
+    p.add_argument(
+        "--recompute",
+        action="store_true",
+        help="ignore every cache and record (builds, simulations, output checks, llvm-mca timings, job "
+        "results, the whole check): build, simulate, check, judge and render everything again, "
+        "writing each anew",
+    )
+    p.add_argument(
+        "--verify-reuse",
+        nargs="?",
+        const=0,
+        type=int,
+        metavar="N",
+        help="the reuse canary: run N of the job results this check would reuse (all when N is not "
+        "given) again from scratch and exit 3, naming the job and the input, if any answer differs",
+    )
+    p.add_argument(
+        "--timings",
+        action="store_true",
+        help="print where the time went: wall and CPU seconds per stage (config, lowering, compile, "
+        "simulation, timing model, judging, rendering) and the costliest jobs; the JSON report "
+        "always has them",
+    )
     p.set_defaults(run=run)
 
 
@@ -106,11 +128,21 @@ def run(args: argparse.Namespace) -> int:
     report_dir = args.report_dir or config.storage.report_dir
     simulator = args.simulator or config.simulation.simulator
     with clock.stage("reuse"):
-        key = check_record.check_key(config, {
-            "targets": args.targets, "kernels": args.kernels, "threshold": args.threshold,
-            "model": config.judging.model, "simulator": simulator, "shard": args.shard,
-            "base": store.sha if store is not None else None,
-            "allow_errors": args.allow_errors, "fail_on_toolchain_change": args.fail_on_toolchain_change}, simulator)
+        key = check_record.check_key(
+            config,
+            {
+                "targets": args.targets,
+                "kernels": args.kernels,
+                "threshold": args.threshold,
+                "model": config.judging.model,
+                "simulator": simulator,
+                "shard": args.shard,
+                "base": store.sha if store is not None else None,
+                "allow_errors": args.allow_errors,
+                "fail_on_toolchain_change": args.fail_on_toolchain_change,
+            },
+            simulator,
+        )
         if args.verify_reuse is not None and args.verify_reuse < 0:
             raise InputError(f"--verify-reuse {args.verify_reuse}: must be a count of jobs >= 0 (0: all)")
         found = None if args.recompute or args.verify_reuse is not None else check_record.lookup(config, key)
@@ -123,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
             i, n = args.shard
             # a shard holds part of a model: it reports its part, `perfguard merge` the total (docs/models.md)
             whole = whole_models(pairs)
-            pairs = pairs[i - 1::n]
+            pairs = pairs[i - 1 :: n]
         jobs = make_jobs(config, pairs, args.simulator, args.threshold)
         if args.recompute:
             jobs = [replace(job, recompute=True) for job in jobs]
@@ -131,8 +163,9 @@ def run(args: argparse.Namespace) -> int:
         known: list[JobResult | None] = [None] * len(jobs) if args.recompute else recorded(jobs)
         canary: dict[int, JobResult] = {}
         if args.verify_reuse is not None:  # these reused results are run again from scratch, then compared
-            chosen = reuse_canary.pick([(i, j.label) for i, (j, r) in enumerate(zip(jobs, known)) if r is not None],
-                                       args.verify_reuse)
+            chosen = reuse_canary.pick(
+                [(i, j.label) for i, (j, r) in enumerate(zip(jobs, known)) if r is not None], args.verify_reuse
+            )
             canary = {i: known[i] for i in chosen}  # type: ignore[misc]
             known = [None if i in canary else r for i, r in enumerate(known)]
             jobs = [replace(j, recompute=True) if i in canary else j for i, j in enumerate(jobs)]
@@ -141,8 +174,13 @@ def run(args: argparse.Namespace) -> int:
         workers = pool_size(args.jobs or config.jobs, todo)
         with executor_from_args(args, workers) as executor, progress(len(jobs), out) as advance:
             results, interrupted = measure_until_interrupted(
-                config, jobs, args.jobs, on_result=lambda i, r: advance(f"{r.kernel}[{r.target}]"), executor=executor,
-                known=known)
+                config,
+                jobs,
+                args.jobs,
+                on_result=lambda i, r: advance(f"{r.kernel}[{r.target}]"),
+                executor=executor,
+                known=known,
+            )
             workers = executor.workers if todo > 1 else 0
             reruns = list(executor.reruns)
     mismatches = [m for i, old in canary.items() if (m := reuse_canary.compare(old, results[i])) is not None]
@@ -152,8 +190,9 @@ def run(args: argparse.Namespace) -> int:
         out.print(f"reuse canary: {len(canary)} reused result(s) run again from scratch: each the same")
     with clock.stage("reuse"):  # report entries of results whose inputs are as recorded (not under --base)
         entry_keys = result_record.keys(config, jobs, results, args.threshold) if store is None else []
-        entries = [None if args.recompute else result_record.lookup(config, key, r)
-                   for key, r in zip(entry_keys, results)]
+        entries = [
+            None if args.recompute else result_record.lookup(config, key, r) for key, r in zip(entry_keys, results)
+        ]
     with clock.stage("judge"):
         check = judge_results(config, jobs, results, args.threshold, store, interrupted, whole, known=entries)
         # results measured with another toolchain than their baselines': judged against the base measured again
@@ -161,8 +200,9 @@ def run(args: argparse.Namespace) -> int:
             out.print(f"measured the base revision {sha[:12]} again with this toolchain (the baselines' differs)")
         scan_orphans = not args.kernels and (not args.shard or args.shard[0] == 1)  # what a selection can orphan
         if scan_orphans:
-            check.outcomes += orphan_outcomes(config, store or BaselineStore(config.storage.baseline_dir), args.targets,
-                                              args.threshold)
+            check.outcomes += orphan_outcomes(
+                config, store or BaselineStore(config.storage.baseline_dir), args.targets, args.threshold
+            )
     check.allow_errors = args.allow_errors
     check.fail_on_toolchain_change = args.fail_on_toolchain_change
     with clock.stage("explain"):
@@ -171,43 +211,71 @@ def run(args: argparse.Namespace) -> int:
         report.shard = Shard(*args.shard)
     if store is not None:
         report.base = Revision(args.base, store.sha)
-    _write_and_show(args, report, report_dir, out, clock, lambda: write_pages(report, report_dir),
-                    lambda: check_timings(clock, results, [r.reused for r in results], workers=workers,
-                                                  reruns=reruns))
+    _write_and_show(
+        args,
+        report,
+        report_dir,
+        out,
+        clock,
+        lambda: write_pages(report, report_dir),
+        lambda: check_timings(clock, results, [r.reused for r in results], workers=workers, reruns=reruns),
+    )
     for entry_key, outcome in zip(entry_keys, check.outcomes):
         if outcome.explained is None:
-            entry = next((e for e in report.results if e.kernel == outcome.result.kernel
-                          and e.target == outcome.result.target), None)
+            entry = next(
+                (e for e in report.results if e.kernel == outcome.result.kernel and e.target == outcome.result.target),
+                None,
+            )
             if entry is not None:
                 result_record.store(config, entry_key, entry)
     if not interrupted and all(r.ok and r.depends is not None for r in results) and not check.count("error"):
         targets = {j.profile.name for j in jobs}
         if scan_orphans:  # every baseline of every target the orphan scan read, and which targets there are
             targets |= check_record.baseline_targets(config)
-        depends = config_files.digests() + [d for r in results for d in r.depends or []] + \
-            check_record.folder_depends([Path(config.storage.baseline_dir)] * scan_orphans +
-                                        check_record.baseline_files(config, sorted(targets)), config.root.resolve())
+        depends = (
+            config_files.digests()
+            + [d for r in results for d in r.depends or []]
+            + check_record.folder_depends(
+                [Path(config.storage.baseline_dir)] * scan_orphans
+                + check_record.baseline_files(config, sorted(targets)),
+                config.root.resolve(),
+            )
+        )
         recorded_json = report.to_json()
         recorded_json.pop("timings", None)
-        check_record.store(config, key, recorded_json, [list(d) for d in dict.fromkeys(map(tuple, depends))],
-                           report_dir, page_files(report_dir))
+        check_record.store(
+            config,
+            key,
+            recorded_json,
+            [list(d) for d in dict.fromkeys(map(tuple, depends))],
+            report_dir,
+            page_files(report_dir),
+        )
     return InfraError.exit_code if mismatches else check.exit_code()
 
 
-def _reused(args: argparse.Namespace, clock: StageClock, out, found: tuple[dict, dict[str, bytes]],
-            report_dir: Path) -> int:
+def _reused(
+    args: argparse.Namespace, clock: StageClock, out, found: tuple[dict, dict[str, bytes]], report_dir: Path
+) -> int:
     """Write and show a recorded check (check_record): its report with this run's date and timings."""
     recorded_json, pages = found
     report = Report.from_json(recorded_json, "check record")
     report.created = now_iso()
-    _write_and_show(args, report, report_dir, out, clock,
-                    lambda: check_record.restore_pages(report_dir, pages, KERNEL_DIR),
-                    lambda: check_timings(clock, [], whole_check_reused=True))
+    _write_and_show(
+        args,
+        report,
+        report_dir,
+        out,
+        clock,
+        lambda: check_record.restore_pages(report_dir, pages, KERNEL_DIR),
+        lambda: check_timings(clock, [], whole_check_reused=True),
+    )
     return report.summary.exit_code
 
 
-def _write_and_show(args: argparse.Namespace, report: Report, report_dir: Path, out, clock: StageClock,
-                    render, timings) -> None:
+def _write_and_show(
+    args: argparse.Namespace, report: Report, report_dir: Path, out, clock: StageClock, render, timings
+) -> None:
     """perfguard.json first (what was measured is reported even when the run was cut short, and a
     folder that cannot take it gets no pages either), then the pages, then the JSON again with the
     time they took; the table is shown even when a file cannot be written (exit 3)."""

@@ -33,9 +33,13 @@ _PYTHON = {"apache-tvm": "0.27.0.post1", "apache-tvm-ffi": "0.1.14.post1"}
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser("doctor", help="report installed and missing tools, and the toolchain fingerprint")
-    p.add_argument("--config", type=Path, help="perfguard.toml or pyproject.toml whose targets and simulator to "
-                                               "check and whose baselines to compare the toolchain with "
-                                               "(default: found from this folder, if any)")
+    p.add_argument(
+        "--config",
+        type=Path,
+        help="perfguard.toml or pyproject.toml whose targets and simulator to "
+        "check and whose baselines to compare the toolchain with "
+        "(default: found from this folder, if any)",
+    )
     p.set_defaults(run=run)
 
 
@@ -50,8 +54,10 @@ def _version(cmd: list[str]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     out = console()
-    out.print(f"[green]ok[/]      perfguard {__version__} (writes baseline schema {SCHEMA_VERSION} with loop nest "
-              f"version {LOOPS_VERSION}; reads baseline schema 1 to {SCHEMA_VERSION})")
+    out.print(
+        f"[green]ok[/]      perfguard {__version__} (writes baseline schema {SCHEMA_VERSION} with loop nest "
+        f"version {LOOPS_VERSION}; reads baseline schema 1 to {SCHEMA_VERSION})"
+    )
     missing = 0
     for package, wanted in _PYTHON.items():
         try:
@@ -75,11 +81,13 @@ def run(args: argparse.Namespace) -> int:
                 out.print(f"[red]missing[/] {tool} (apt-get install {package})")
                 missing += 1
     required = ("cc", LLVM_MCA, LLVM_MC)
-    for tool, package, note in (("cc", "gcc", "compiles the QEMU plugin"),
-                                (LLVM_MCA, "llvm-19", "pipeline timing model: cycles per block"),
-                                (LLVM_MC, "llvm-19", "pipeline timing model: disassembles blocks"),
-                                (LLVM_DWARFDUMP, "llvm-19", "attribution: tells loops of one count apart"),
-                                ("valgrind", "valgrind", "cachegrind back end, x86_64 only")):
+    for tool, package, note in (
+        ("cc", "gcc", "compiles the QEMU plugin"),
+        (LLVM_MCA, "llvm-19", "pipeline timing model: cycles per block"),
+        (LLVM_MC, "llvm-19", "pipeline timing model: disassembles blocks"),
+        (LLVM_DWARFDUMP, "llvm-19", "attribution: tells loops of one count apart"),
+        ("valgrind", "valgrind", "cachegrind back end, x86_64 only"),
+    ):
         path = shutil.which(tool)
         if path:
             out.print(f"[green]ok[/]      {tool}: {_version([tool, '--version'])} ({note})")
@@ -111,8 +119,10 @@ def baseline_versions(out, config_path: Path | None) -> None:
         where = ", ".join(f"{n} on {t}" for t, n in sorted(targets.items()))
         out.print(f"baselines written by perfguard {escape(version)} as baseline schema {schema}{nest}: {where}")
     if any(schema < SCHEMA_VERSION for _, schema, _ in found.written):
-        out.print(f"[dim]baselines[/] of schema before {SCHEMA_VERSION} are read as they are; the next `perfguard "
-                  f"baseline update` writes them as schema {SCHEMA_VERSION}")
+        out.print(
+            f"[dim]baselines[/] of schema before {SCHEMA_VERSION} are read as they are; the next `perfguard "
+            f"baseline update` writes them as schema {SCHEMA_VERSION}"
+        )
     for message in found.newer:
         out.print(f"[red]newer[/]   {escape(message)}")
     if found.damaged:
@@ -131,8 +141,10 @@ def _config_needs(path: Path | None, out) -> int:
     config = load_config(path)  # a bad config is exit 2, as for every command
     targets = list(dict.fromkeys([*config.targets, *(t for k in config.kernels for t in (k.targets or ()))]))
     simulator_name = config.simulation.simulator
-    out.print(f"{escape(str(config.path))} needs simulator {simulator_name} for "
-              f"{len(targets)} target(s): {escape(', '.join(targets))}")
+    out.print(
+        f"{escape(str(config.path))} needs simulator {simulator_name} for "
+        f"{len(targets)} target(s): {escape(', '.join(targets))}"
+    )
     simulator = get_simulator(simulator_name, config.storage.cache_dir)
     missing = 0
     for name in targets:
@@ -150,6 +162,8 @@ def _config_needs(path: Path | None, out) -> int:
         else:
             out.print(f"[green]ok[/]      {escape(name)}: {escape(profile.cc)} and {simulator_name} for {profile.isa}")
     return missing
+
+
 def fingerprint(toolchain: dict[str, str]) -> str:
     """A short hash of the compared parts of a toolchain: equal fingerprints, comparable statistics."""
     text = "\n".join(f"{k}={v}" for k, v in sorted(toolchain.items()) if k not in NOT_COMPARED)
@@ -185,17 +199,26 @@ def toolchain_fingerprint(out, config_path: Path | None) -> None:
                 changes.append((target, toolchain_changes(baseline.toolchain, current)))
                 unrecorded |= set(current) - set(baseline.toolchain)
         differ = sum(1 for t, c in changes if t == target and c)
-        state = ("[dim]no baselines[/]" if not baselines else f"[green]matches its {len(baselines)} baseline(s)[/]"
-                 if not differ else f"[yellow]differs from {differ} of its {len(baselines)} baseline(s)[/]")
+        state = (
+            "[dim]no baselines[/]"
+            if not baselines
+            else f"[green]matches its {len(baselines)} baseline(s)[/]"
+            if not differ
+            else f"[yellow]differs from {differ} of its {len(baselines)} baseline(s)[/]"
+        )
         out.print(f"toolchain {target}: {fingerprint(current)} {state}")
         for tool, version in sorted(current.items()):
             out.print(f"          {tool}: {escape(version)}")
     summary = toolchain_summary(changes)
     if summary:
-        out.print(f"[yellow]{escape(toolchain_differences(ToolchainSummary.of(summary)))}[/]; "
-                  f"re-baseline with: {summary['rebaseline']}")
+        out.print(
+            f"[yellow]{escape(toolchain_differences(ToolchainSummary.of(summary)))}[/]; "
+            f"re-baseline with: {summary['rebaseline']}"
+        )
     elif changes:
         out.print("[green]toolchain[/] matches the committed baselines'")
     if unrecorded - {"perfguard"}:
-        out.print(f"[dim]toolchain[/] not recorded by some baselines (recorded at their next re-baseline): "
-                  f"{', '.join(sorted(unrecorded - {'perfguard'}))}")
+        out.print(
+            f"[dim]toolchain[/] not recorded by some baselines (recorded at their next re-baseline): "
+            f"{', '.join(sorted(unrecorded - {'perfguard'}))}"
+        )

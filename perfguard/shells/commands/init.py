@@ -25,7 +25,7 @@ PLACEHOLDER_ACTION = "OWNER/perfguard@SHA"
 # versions (tests/shells/test_ci_rules.py keeps every copy equal).
 DEBIAN_SNAPSHOT = "20261130T000000Z"
 
-CONFIG = '''\
+CONFIG = """\
 # perfguard: guards this repository's compute kernels against performance regressions.
 # Each kernel below is built with TVM for every target, run in an instruction-accurate simulator
 # and scored; `perfguard check` compares that with the baselines committed in baseline_dir.
@@ -59,7 +59,7 @@ reference = "{package}.matmul:reference"
 flops = "2 * M * N * K"
 # threshold = 1.0    # this kernel's own threshold, in percent
 # targets = ["x86_64"]    # only some of the targets
-'''
+"""
 
 KERNEL = '''\
 """An example kernel for perfguard: C = A @ B in float32, scheduled with TVM's TensorIR.
@@ -105,7 +105,7 @@ def reference(inputs, **params):
     return [A.astype(np.float64) @ B.astype(np.float64)]
 '''
 
-WORKFLOW = '''\
+WORKFLOW = """\
 # perfguard on every pull request (written by `perfguard init`): builds and simulates the kernels
 # of perfguard.toml and compares them with the baselines committed at the pull request's
 # merge-base, so a change cannot re-baseline its own regression. Replace {action} with the
@@ -151,7 +151,7 @@ jobs:
       - uses: {action}
         with:
           python-version: system # the container's python3
-'''
+"""
 
 IGNORED = ("reports/", ".perfguard-cache/")
 
@@ -160,8 +160,12 @@ def add_parser(subparsers) -> None:
     p = subparsers.add_parser("init", help="set up this git repository to guard its kernels")
     p.add_argument("--dir", type=Path, default=Path("."), help="the repository's folder (default: this one)")
     p.add_argument("--force", action="store_true", help="overwrite files that exist")
-    p.add_argument("--action", default=PLACEHOLDER_ACTION, metavar="OWNER/REPO@SHA",
-                   help="the perfguard action the workflow uses (default: a placeholder to replace)")
+    p.add_argument(
+        "--action",
+        default=PLACEHOLDER_ACTION,
+        metavar="OWNER/REPO@SHA",
+        help="the perfguard action the workflow uses (default: a placeholder to replace)",
+    )
     p.set_defaults(run=run)
 
 
@@ -206,17 +210,29 @@ def run(args: argparse.Namespace) -> int:
     missing = [line for line in IGNORED if line not in have]
     if missing:
         lead = "\n" if have and ignore.read_text() and not ignore.read_text().endswith("\n") else ""
-        atomic_write_text(ignore, (ignore.read_text() if ignore.exists() else "") + lead +
-                          "# perfguard: the last check's reports, and the cache when cache_dir is set to it\n" +
-                          "".join(line + "\n" for line in missing))
+        atomic_write_text(
+            ignore,
+            (ignore.read_text() if ignore.exists() else "")
+            + lead
+            + "# perfguard: the last check's reports, and the cache when cache_dir is set to it\n"
+            + "".join(line + "\n" for line in missing),
+        )
         written.append(".gitignore")
     out.print(escape(f"wrote {', '.join(written)}"))
     if args.action == PLACEHOLDER_ACTION:
-        out.print(escape(f"edit .github/workflows/perfguard.yml: replace {PLACEHOLDER_ACTION} with the perfguard "
-                         f"action's repository and a commit SHA you trust"))
+        out.print(
+            escape(
+                f"edit .github/workflows/perfguard.yml: replace {PLACEHOLDER_ACTION} with the perfguard "
+                f"action's repository and a commit SHA you trust"
+            )
+        )
     out.print("next:")
     out.print("  perfguard baseline update")
-    out.print(escape(f"  git add perfguard.toml {PACKAGE} baselines .gitignore .github/workflows/perfguard.yml && "
-                     f"git commit -m \"Guard the kernels with perfguard\""))
+    out.print(
+        escape(
+            f"  git add perfguard.toml {PACKAGE} baselines .gitignore .github/workflows/perfguard.yml && "
+            f'git commit -m "Guard the kernels with perfguard"'
+        )
+    )
     out.print("then run perfguard check after a change (the workflow runs it on every pull request)")
     return EXIT_OK

@@ -14,10 +14,19 @@ from perfguard.report.terminal import console, print_table
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser("merge", help="combine shard reports into one report and verdict")
-    p.add_argument("reports", type=Path, nargs="+", metavar="REPORT.json",
-                   help="perfguard.json files written by 'perfguard check --shard i/n --json F'")
-    p.add_argument("--report-dir", type=Path, default=Path("reports"),
-                   help="where the merged perfguard.json, index.html and summary.md go (default: ./reports)")
+    p.add_argument(
+        "reports",
+        type=Path,
+        nargs="+",
+        metavar="REPORT.json",
+        help="perfguard.json files written by 'perfguard check --shard i/n --json F'",
+    )
+    p.add_argument(
+        "--report-dir",
+        type=Path,
+        default=Path("reports"),
+        help="where the merged perfguard.json, index.html and summary.md go (default: ./reports)",
+    )
     p.add_argument("--json", type=Path, help="also write the merged JSON report here")
     p.set_defaults(run=run)
 

@@ -15,9 +15,14 @@ from perfguard.report.text import headline
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser("report", help="re-render the HTML and Markdown reports from perfguard.json")
-    p.add_argument("--from", dest="source", type=Path, metavar="JSON",
-                   help="the perfguard.json to read (default: perfguard.json in the config's report_dir, "
-                        "else reports/perfguard.json)")
+    p.add_argument(
+        "--from",
+        dest="source",
+        type=Path,
+        metavar="JSON",
+        help="the perfguard.json to read (default: perfguard.json in the config's report_dir, "
+        "else reports/perfguard.json)",
+    )
     p.add_argument("--report-dir", type=Path, help="where the pages go (default: the folder of the JSON)")
     p.add_argument("--config", type=Path, help="perfguard.toml naming the report_dir (default: found from here)")
     p.set_defaults(run=run)

@@ -173,6 +173,7 @@ def config_from_sections(
     sections: dict[str, dict[str, str]], source: str, ticks_per_second: float = 1e12
 ) -> Gem5Config:
     """A Gem5Config from config.ini-style sections {object path: {param: value}}."""
+
     def type_of(path: str) -> str:
         return sections.get(path, {}).get("type", "")
 

@@ -12,9 +12,14 @@ from perfguard.sim.gem5.se_config import GEM5_BUILD_DIR
 ENV_ALL = "PERFGUARD_GEM5"
 ENV_BY_ISA = {"x86_64": "PERFGUARD_GEM5_X86", "aarch64": "PERFGUARD_GEM5_ARM", "riscv64": "PERFGUARD_GEM5_RISCV"}
 _ISA_ALIASES = {
-    "x86_64": "x86_64", "x86": "x86_64", "amd64": "x86_64",
-    "aarch64": "aarch64", "arm": "aarch64", "arm64": "aarch64",
-    "riscv64": "riscv64", "riscv": "riscv64",
+    "x86_64": "x86_64",
+    "x86": "x86_64",
+    "amd64": "x86_64",
+    "aarch64": "aarch64",
+    "arm": "aarch64",
+    "arm64": "aarch64",
+    "riscv64": "riscv64",
+    "riscv": "riscv64",
 }
 
 

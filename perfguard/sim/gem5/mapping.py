@@ -18,8 +18,18 @@ from perfguard.sim.two_runs import kernel_counts
 
 # (scheme name, group regex: prefix = the CPU, marker = a stat the group always prints,
 #  field -> stat name inside the group)
-_COUNT_FIELDS = ("insts", "loads", "stores", "branches", "cond_branches", "indirect_branches",
-                 "calls", "returns", "fp_insts", "vec_insts")
+_COUNT_FIELDS = (
+    "insts",
+    "loads",
+    "stores",
+    "branches",
+    "cond_branches",
+    "indirect_branches",
+    "calls",
+    "returns",
+    "fp_insts",
+    "vec_insts",
+)
 _SCHEMES = (
     (
         "commitStats",  # gem5 >= 23: every CPU model
@@ -133,7 +143,7 @@ def _foreign_requests(dump: Mapping[str, Number], cache: str, requestors: Sequen
     """Whether a cache served requestors other than these CPUs."""
     for key in dump:
         if key.startswith(f"{cache}.") and "::" in key:
-            group, sub = key[len(cache) + 1:].split("::", 1)
+            group, sub = key[len(cache) + 1 :].split("::", 1)
             if group in _CACHE_STATS["accesses"]:
                 sub = sub.lstrip(".")
                 if sub != "total" and not any(sub.startswith(r + ".") for r in requestors):
@@ -208,9 +218,12 @@ def _map(dump: Mapping[str, Number], config: Gem5Config | None, cpus: Sequence[s
                     users["l2"].setdefault(".".join(parts[:depth] + [name]), set()).add(cpu)
     subset = set(selected) != set(known)
     root = known[0].split(".")[0] if known else ""
-    requestors = [cpu[len(root) + 1:] if cpu.startswith(root + ".") else cpu for cpu in selected]
-    for level, stats in (("l1i", ("accesses", "misses")), ("l1d", ("accesses", "misses", "writebacks")),
-                         ("l2", ("accesses", "misses", "writebacks"))):
+    requestors = [cpu[len(root) + 1 :] if cpu.startswith(root + ".") else cpu for cpu in selected]
+    for level, stats in (
+        ("l1i", ("accesses", "misses")),
+        ("l1d", ("accesses", "misses", "writebacks")),
+        ("l2", ("accesses", "misses", "writebacks")),
+    ):
         # with a subset of CPUs, every cache of the level counts, but only the selected CPUs'
         # requests (a switched-in CPU uses the caches of the CPU it replaced)
         present = {c: u for c, u in users[level].items() if _present(dump, c)}
@@ -269,6 +282,7 @@ def subtract_stats(
     larger one (statistics reset between the dumps, or runs of different programs) raises
     `error`. So does fewer instructions at all.
     """
+
     def refuse(field: str, a: int, b: int) -> PerfguardError:
         return error(
             f"gem5: {field} fell from {b} to {a} between the {what}: statistics were reset in between "
@@ -326,21 +340,21 @@ def stats_from_file(
 # Measured against the QEMU plugin on the same binaries (benchmarks/RESULTS.md).
 NULL_FIELDS = {
     "l1i_accesses": "gem5's icache accesses are fetches of fetch-buffer-sized chunks (an x86 "
-                    "instruction can take two, a run of short ones share one), not one per instruction",
+    "instruction can take two, a run of short ones share one), not one per instruction",
     "l1d_writebacks": "gem5's classic caches hand dirty ownership up on a read (MOESI): a line any earlier "
-                      "code dirtied comes back dirty into L1D and is written back when evicted, so "
-                      "nearly every L1D miss of a kernel whose data was written at set-up is a write-back",
+    "code dirtied comes back dirty into L1D and is written back when evicted, so "
+    "nearly every L1D miss of a kernel whose data was written at set-up is a write-back",
     "vec_insts": "gem5 classes SSE as floating point (numVecInsts is 0 on x86) and counts RISC-V and "
-                 "Arm vector micro-ops",
+    "Arm vector micro-ops",
 }
 NULL_FIELDS_X86 = {
     "loads": "gem5's x86 numLoadInsts counts load micro-ops: a 128-bit SSE access is two, a "
-             "read-modify-write or a call/return adds one; gem5 has no per-instruction count",
+    "read-modify-write or a call/return adds one; gem5 has no per-instruction count",
     "stores": "gem5's x86 numStoreInsts counts store micro-ops (a 128-bit SSE store is two)",
     "l1d_accesses": "gem5 splits an x86 access that crosses a cache line into two cache accesses; "
-                    "the plugin counts it once (and a miss per line)",
+    "the plugin counts it once (and a miss per line)",
     "fp_insts": "gem5 executes x86 SSE as 64-bit micro-ops of the same op classes as scalar fp: "
-                "scalar and packed arithmetic cannot be told apart per instruction",
+    "scalar and packed arithmetic cannot be told apart per instruction",
 }
 # gem5 op classes of fp arithmetic in the plugin's sense (numFpInsts also counts fp loads,
 # stores, moves and sign injections: FloatMemRead, FloatMemWrite, FloatMisc)
@@ -352,18 +366,20 @@ def fp_arith_insts(dump: Mapping[str, Number]) -> int | None:
     """Committed fp arithmetic instructions by op class (gem5 >= 23), None without those stats."""
     values = [_count(value) or 0 for key, value in dump.items() if _FP_CLASS_RE.search(key)]
     return sum(values) if values else None
+
+
 # Arm (aarch64), measured one instruction at a time (a loop of the instruction, 1000 vs 2000 trips;
 # benchmarks/RESULTS.md, "gem5 on aarch64"): gem5 counts the micro-ops its decoder splits an
 # instruction into, the plugin (QEMU) counts instructions for loads and stores and QEMU's memory
 # accesses for l1d_accesses. No gem5 statistic gives either per instruction, so neither is mapped.
 NULL_FIELDS_ARM = {
     "loads": "gem5's Arm numLoadInsts counts load micro-ops: ldp q is two, ld1/ld2/ld3/ld4 of n registers "
-             "n; the plugin counts one per instruction",
+    "n; the plugin counts one per instruction",
     "stores": "gem5's Arm numStoreInsts counts store micro-ops: str q and stp x are two, stp q four, st1 of n "
-              "registers n; the plugin counts one per instruction",
+    "registers n; the plugin counts one per instruction",
     "l1d_accesses": "gem5 makes one cache access per Arm memory micro-op (ld4 of four q registers: 4), QEMU one "
-                    "per access its translation makes (a q register: two 8-byte halves, ld4 of four: 16 "
-                    "elements): neither is one per instruction",
+    "per access its translation makes (a q register: two 8-byte halves, ld4 of four: 16 "
+    "elements): neither is one per instruction",
 }
 _WHOLE_LINE_RE = re.compile(r"\.l2(cache)?\.InvalidateReq\.(accesses|misses)::total$")
 

@@ -69,7 +69,7 @@ def _check_harness(binary: Path, isa: str) -> None:
     except OSError as exc:
         raise InfraError(f"{binary}: cannot read the harness binary: {exc.strerror or exc}") from None
     for index in range(phnum):
-        if int.from_bytes(table[index * phentsize:index * phentsize + 4], "little") == 3:  # PT_INTERP
+        if int.from_bytes(table[index * phentsize : index * phentsize + 4], "little") == 3:  # PT_INTERP
             raise InfraError(f"{binary}: dynamically linked; gem5 SE mode needs a statically linked harness")
 
 
@@ -164,8 +164,9 @@ class Gem5Simulator(Simulator):
                 for block in iter(lambda: handle.read(1 << 20), b""):
                     digest.update(block)
             _binary_hashes[key] = digest.hexdigest()
-        script = generate_se_config(target, "BINARY", ["BINARY", "REPS", "WARMUP"], "/RUN",
-                                    cpu_type=self.cpu_type, mem_size=self.mem_size)
+        script = generate_se_config(
+            target, "BINARY", ["BINARY", "REPS", "WARMUP"], "/RUN", cpu_type=self.cpu_type, mem_size=self.mem_size
+        )
         return json.dumps(
             {
                 "simulator": "gem5",
@@ -191,24 +192,30 @@ class Gem5Simulator(Simulator):
         # On failure the directory stays, so the file an error names can be read.
         roi = self._run_once(gem5, binary, target, runs, runs.reps, work / f"reps{runs.reps}")
         empty = self._run_once(gem5, binary, target, runs, 0, work / "reps0")
-        kernel = subtract_stats(roi.stats, empty.stats, error=InfraError,
-                                what=f"REPS=0 and REPS={runs.reps} runs ({work})")
+        kernel = subtract_stats(
+            roi.stats, empty.stats, error=InfraError, what=f"REPS=0 and REPS={runs.reps} runs ({work})"
+        )
         if not self.keep_outputs:
             shutil.rmtree(work, ignore_errors=True)
             self.last_run_dir = None
-        return SimResult(stats=reported_stats(kernel, target.isa), stdout=roi.stdout, roi_count=1,
-                         total_insts=roi.stats.insts)
+        return SimResult(
+            stats=reported_stats(kernel, target.isa), stdout=roi.stdout, roi_count=1, total_insts=roi.stats.insts
+        )
 
     # -- one gem5 process -----------------------------------------------------------------------
 
-    def _run_once(self, gem5: Path, binary: Path, target: TargetProfile, runs: TwoRuns, reps: int,
-                  run_dir: Path) -> _RunOutput:
+    def _run_once(
+        self, gem5: Path, binary: Path, target: TargetProfile, runs: TwoRuns, reps: int, run_dir: Path
+    ) -> _RunOutput:
         args = runs.argv(reps)
         run_dir.mkdir(parents=True)
         outdir = run_dir / "m5out"
         script = run_dir / SCRIPT_NAME
-        script.write_text(generate_se_config(target, binary, [str(binary), *args], run_dir,
-                                             cpu_type=self.cpu_type, mem_size=self.mem_size))
+        script.write_text(
+            generate_se_config(
+                target, binary, [str(binary), *args], run_dir, cpu_type=self.cpu_type, mem_size=self.mem_size
+            )
+        )
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP")}
         command = [str(gem5), f"--outdir={outdir}", "--listener-mode=off", str(script)]
         label = f"gem5 {target.isa} REPS={args[0]}"
@@ -269,8 +276,9 @@ class Gem5Simulator(Simulator):
         stats = dataclasses.replace(stats, fp_insts=fp_arith_insts(dumps[-1]))
         if target.isa == "aarch64" and stats.l2_accesses is not None:  # dc zva: an L2 access to the plugin
             accesses, misses = whole_line_writes(dumps[-1])
-            stats = dataclasses.replace(stats, l2_accesses=stats.l2_accesses + accesses,
-                                        l2_misses=(stats.l2_misses or 0) + misses)
+            stats = dataclasses.replace(
+                stats, l2_accesses=stats.l2_accesses + accesses, l2_misses=(stats.l2_misses or 0) + misses
+            )
         if stats.insts is None:
             raise InfraError(f"{stats_path}: no instruction count in the statistics")
         try:

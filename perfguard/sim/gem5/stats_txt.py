@@ -82,9 +82,7 @@ def parse_stats(text_or_path: str | Path | bytes) -> list[Dump]:
         value = _number(tokens[1]) if len(tokens) >= 2 else None
         if value is None:
             if not any(END_MARK in later for later in lines[number:]):  # cut off mid-line
-                raise InputError(
-                    f"{name}: truncated: dump {len(dumps) + 1} (line {begin_line}) ends in a partial line"
-                )
+                raise InputError(f"{name}: truncated: dump {len(dumps) + 1} (line {begin_line}) ends in a partial line")
             raise InputError(f"{name}:{number}: not a 'NAME VALUE' statistics line: {line[:60]!r}")
         if tokens[0] in current:
             raise InputError(f"{name}:{number}: '{tokens[0]}' appears twice in dump {len(dumps) + 1}")

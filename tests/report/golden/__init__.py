@@ -10,7 +10,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 TINY = HERE / "tiny" / "perfguard.json"  # gemm_16 regressed, gemv_16 unchanged (x86_64, analytical model)
 TINY_BASELINES = HERE / "tiny" / "baselines"
-REPOSITORY = HERE / "repo" / "perfguard.json"  # this repository's perfguard.toml, gemm_256's tile_k 4 -> 1 (a regression)
+REPOSITORY = (
+    HERE / "repo" / "perfguard.json"
+)  # this repository's perfguard.toml, gemm_256's tile_k 4 -> 1 (a regression)
 REGENERATE = "PERFGUARD_CACHE_DIR=/tmp/golden-cache python -m tests.report.golden.regenerate"
 
 _CACHE: dict[Path, dict] = {}

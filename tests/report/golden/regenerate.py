@@ -68,8 +68,10 @@ SLOWER = ("tile_k = 8, vector = 8", "tile_k = 1, vector = 1")  # scalar, and a l
 BASELINE_COMMIT = "baselines for the tiny kernels"
 # gemm_256's tile_k 4 -> 1 (its params line ends with unroll = 4, its threshold follows): a loop per k,
 # a regression, the failing check a pull request meets (issue 38)
-REPO_EDIT = ("tile_k = 4, vector = 8, unroll = 4 }\nthreshold = 1.0",
-             "tile_k = 1, vector = 8, unroll = 4 }\nthreshold = 1.0")
+REPO_EDIT = (
+    "tile_k = 4, vector = 8, unroll = 4 }\nthreshold = 1.0",
+    "tile_k = 1, vector = 8, unroll = 4 }\nthreshold = 1.0",
+)
 
 
 def tiny_toml(cache: Path) -> str:
