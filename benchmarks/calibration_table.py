@@ -24,7 +24,7 @@ from pathlib import Path
 from perfguard.config import default_cache_dir
 from perfguard.predict.dataset import load_dataset
 from perfguard.predict.registry import PREDICTORS
-from perfguard.runs.calibration import DatasetFeatures, evaluate
+from perfguard.runs.calibration_models import DatasetFeatures, evaluate
 from perfguard.targets import BUILTIN
 
 REPO = Path(__file__).resolve().parents[1]

@@ -56,7 +56,8 @@ def simulated_insts(cache: Path) -> dict[tuple[int, int], int]:
 
 def main(argv: list[str] | None = None) -> int:
     from perfguard.config import load_config
-    from perfguard.runs.check import make_jobs, measure, select, write_baselines
+    from perfguard.runs.baseline_update import write_baselines
+    from perfguard.runs.check import make_jobs, measure, select
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--targets", default="x86_64v1")

@@ -6,7 +6,7 @@ sampled per problem shape, each timed natively; no shape is in the verdict bench
 tests/predict/test_verdicts.py checks), every figure below is on rows held out from both the fit
 and the choice of predictor:
 
-- per family, nested leave-one-group-out (perfguard.runs.calibration.generalisation, what
+- per family, nested leave-one-group-out (perfguard.runs.calibration_models.generalisation, what
   `calibrate train` records as the `auto` decision): the predictor is chosen on the other
   shapes and fitted on them, then scored on the held-out shape beside the pipeline model;
 - a cross-family correction of the pipeline model: one predictor fitted on the pipeline features
@@ -42,11 +42,11 @@ from perfguard.predict.dataset import dataset_path, load_dataset  # noqa: E402
 from perfguard.predict.evaluate import metrics  # noqa: E402
 from perfguard.predict.registry import PREDICTORS  # noqa: E402
 from perfguard.predict.select import stored_model  # noqa: E402
-from perfguard.runs import calibration  # noqa: E402
+from perfguard.runs import calibration_models  # noqa: E402
 
 
 def pooled(
-    features: dict[str, calibration.DatasetFeatures], view: str
+    features: dict[str, calibration_models.DatasetFeatures], view: str
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Every family's rows at once: X, native seconds, family, group (named family/group)."""
     X = np.vstack([f.X(view) for f in features.values()])
@@ -56,7 +56,9 @@ def pooled(
     return X, y, fam, grp
 
 
-def cross_family(features: dict[str, calibration.DatasetFeatures], profile, names: list[str]) -> dict[str, list[dict]]:
+def cross_family(
+    features: dict[str, calibration_models.DatasetFeatures], profile, names: list[str]
+) -> dict[str, list[dict]]:
     """predictor -> per shape: leave-one-family-out and leave-one-shape-out metrics."""
     from sklearn.base import clone
 
@@ -105,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"generalisation: no datasets in {folder}")
     baselines = config.storage.baseline_dir
     features = {
-        f: calibration.DatasetFeatures(
+        f: calibration_models.DatasetFeatures(
             load_dataset(dataset_path(baselines, profile.name, f)), profile, "pipeline", config.storage.cache_dir
         )
         for f in families
@@ -114,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
 
     pipe_rows = {}
     for f, data in features.items():
-        seconds = calibration.pipeline_seconds(data, profile)
+        seconds = calibration_models.pipeline_seconds(data, profile)
         for g in sorted(set(data.groups.tolist())):
             mask = data.groups == g
             pipe_rows[f"{f}/{g}"] = metrics(g, seconds[mask], data.native[mask]).to_dict()
@@ -129,10 +131,12 @@ def main(argv: list[str] | None = None) -> int:
             and stored.meta.get("dataset_hash")
             == load_dataset(dataset_path(config.storage.baseline_dir, profile.name, f)).digest()
         ):
-            general = calibration.Generalisation(recorded["groups"], recorded["summary"], recorded["use"])
+            general = calibration_models.Generalisation(recorded["groups"], recorded["summary"], recorded["use"])
             print(f"\n{f}: as `calibrate train` recorded it in {stored.path} (--recompute to run it again)")
         else:
-            general = calibration.generalisation(data, profile, [n for n in args.nested_predictors.split(",") if n])
+            general = calibration_models.generalisation(
+                data, profile, [n for n in args.nested_predictors.split(",") if n]
+            )
         nested[f] = general.to_dict()
         print(f"\n{f}: nested leave-one-group-out (chosen on the other shapes, fitted on them)\n")
         print("| held-out shape | chosen | Spearman | pipeline Spearman | best at % | pipeline best at % |")

@@ -12,25 +12,21 @@ profiles, the kernels and models, `jobs` and `require_reference`.
 
 from __future__ import annotations
 
-import difflib
-import importlib
 import os
-import pkgutil
 import re
 import tomllib
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
 from perfguard import flopcount, jsonfile, machines
+from perfguard.compile.inputs import parse_inputs
 from perfguard.errors import InputError, did_you_mean
 from perfguard.judging import Judging, Limit, parse_limits
 from perfguard.sections import KeyDocs, Table, flag, number, string_list
 from perfguard.sim.settings import Simulation
 from perfguard.targets import BUILTIN, TargetProfile, profile_from_config
-from perfguard.user_code.imports import callable_parts, import_user_module
-from perfguard.user_code.reads import user_code
+from perfguard.user_code.imports import callable_hint, callable_parts
 
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*$")
 
@@ -81,7 +77,7 @@ class Storage:
 
 @dataclass(frozen=True)
 class DriftLimits:
-    """When `calibrate drift` says a calibrated model must be trained again (runs/calibration.drift)."""
+    """When `calibrate drift` says a calibrated model must be trained again (runs/calibration_models.drift)."""
 
     mape: float = 15.0  # percent: a model whose error on fresh native runs exceeds it has drifted
     spearman: float = 0.9  # ... or whose rank correlation falls below it
@@ -123,7 +119,6 @@ _OWN_KEYS: KeyDocs = {
 }
 SECTIONS = (Simulation, Judging, Storage, DriftLimits)  # in the order they are parsed and documented
 _TOP_KEYS = {*_OWN_KEYS, *(key for section in SECTIONS for key in section.KEYS)}
-_INPUT_KEYS = ("low", "high", "seed", "file")
 
 # The configuration reference: table -> key -> (type, default, meaning), and the one list of the keys
 # [[kernel]] and [[model]] accept (_KERNEL_KEYS, _MODEL_KEYS below are its keys): a key cannot be
@@ -445,7 +440,7 @@ def parse_kernel(path: Path, i: int, table: Any, profiles: dict) -> KernelSpec:
         raise InputError(f"{path}: kernel {name!r}: name has characters outside [A-Za-z0-9_.+-]")  # one line
     entry = table["entry"]
     if not callable_parts(entry):
-        raise InputError(f"{where}: entry '{entry}' must be 'module:function'{_callable_hint(entry)}")
+        raise InputError(f"{where}: entry '{entry}' must be 'module:function'{callable_hint(entry)}")
     family = table.get("family")
     if family is not None and (not isinstance(family, str) or not _NAME.fullmatch(family)):
         raise InputError(f"{where}: family must be a simple name, got {family!r}")
@@ -455,7 +450,7 @@ def parse_kernel(path: Path, i: int, table: Any, profiles: dict) -> KernelSpec:
     jsonfile.check_plain(params, f"{where}: params")  # they go into baselines and reports as JSON
     reference = table.get("reference")
     if reference is not None and (not isinstance(reference, str) or not callable_parts(reference)):
-        hint = _callable_hint(reference) if isinstance(reference, str) else ""
+        hint = callable_hint(reference) if isinstance(reference, str) else ""
         raise InputError(f"{where}: reference must be 'module:function'{hint}, got {reference!r}")
     targets = table.get("targets")
     if targets is not None:
@@ -485,115 +480,6 @@ def parse_kernel(path: Path, i: int, table: Any, profiles: dict) -> KernelSpec:
     return KernelSpec(
         name, entry, family, params, threshold, reference, targets, outputs, rtol, atol, flops, limits, inputs=inputs
     )
-
-
-def parse_inputs(table: Any, where: str) -> dict[str, dict[str, Any]] | None:
-    """A kernel's `inputs`: input name -> { low, high, seed } or { file }, each checked (one line
-    naming the key and value); None for an empty table. A file is read, and its shape and dtype
-    checked against the input, when the module is made. Whether the names are the kernel's inputs, and the
-    range fits the dtype, is known only once the module is made (compile.lower.with_inputs)."""
-    if not isinstance(table, dict):
-        raise InputError(f"{where}: must be a table of input name -> {{ low, high, seed }}, got {table!r}")
-    parsed = {}
-    for name, entry in table.items():
-        at = f"{where}: {name}"
-        if not isinstance(entry, dict):
-            raise InputError(f"{at}: must be a table {{ low = ..., high = ..., seed = ... }}, got {entry!r}")
-        unknown = sorted(set(entry) - set(_INPUT_KEYS))
-        if unknown:
-            raise InputError(
-                f"{at}: unknown key '{unknown[0]}'{did_you_mean(unknown[0], _INPUT_KEYS)} "
-                f"(known: {', '.join(_INPUT_KEYS)})"
-            )
-        if not entry:
-            raise InputError(f"{at}: empty table (give low and high, or seed, or file)")
-        if "file" in entry:
-            others = sorted(set(entry) - {"file"})
-            if others:
-                raise InputError(f"{at}: file gives the values whole: no {others[0]} beside it")
-            value = entry["file"]
-            if not isinstance(value, str) or not value.endswith(".npy"):
-                raise InputError(
-                    f"{at}: file must be the path of a .npy file (from the config's folder), got {value!r}"
-                )
-            if os.path.isabs(value) or os.path.normpath(value).split(os.sep)[0] == "..":
-                # a check's records are reused while the project's files are as they were: the values must be one
-                raise InputError(f"{at}: file '{value}' leads outside the config's folder (give a path inside it)")
-            parsed[name] = {"low": None, "high": None, "seed": None, "file": value}
-            continue
-        if ("low" in entry) != ("high" in entry):
-            raise InputError(
-                f"{at}: low and high go together (uniform in [low, high)), got only "
-                f"{'low' if 'low' in entry else 'high'}"
-            )
-        item: dict[str, Any] = {"low": None, "high": None, "seed": None}
-        if "low" in entry:
-            for key in ("low", "high"):
-                value = entry[key]
-                if (
-                    isinstance(value, bool)
-                    or not isinstance(value, (int, float))
-                    or value != value
-                    or value in (float("inf"), float("-inf"))
-                ):
-                    raise InputError(f"{at}: {key} must be a finite number, got {value!r}")
-                item[key] = value
-            if not item["low"] < item["high"]:
-                raise InputError(
-                    f"{at}: low must be below high (values in [low, high)), got low = {item['low']!r}, "
-                    f"high = {item['high']!r}"
-                )
-        if "seed" in entry:
-            item["seed"] = number(entry["seed"], f"{at}: seed", 0, integer=True)
-        parsed[name] = item
-    return parsed or None
-
-
-def _callable_hint(text: str) -> str:
-    """Why a 'module:function' string was refused, and the likely fix."""
-    if "/" in text or "\\" in text or text.endswith(".py") or text.startswith("."):
-        return " (dotted Python names, not a path)"
-    module, _, function = text.rpartition(".")
-    if ":" not in text and callable_parts(f"{module}:{function}"):
-        return f" (a colon before the function: did you mean '{module}:{function}'?)"
-    return " (dotted Python names)"
-
-
-def load_callable(ref: str, root: Path, where: str, key: str = "entry") -> Callable:
-    """Import "module:function" from the config's folder (perfguard.user_code isolates it). An error
-    names the config `key` (entry, reference, flops, source) and the closest existing name."""
-    parts = callable_parts(ref)
-    if parts is None:
-        raise InputError(f"{where}: {key} '{ref}' must be 'module:function'{_callable_hint(ref)}")
-    module_name, attr = parts
-    try:
-        with user_code():  # a module's body is user code: what it reads is an input
-            module = import_user_module(module_name, root)
-    except Exception as exc:
-        hint = _module_hint(exc, root) if isinstance(exc, ModuleNotFoundError) else ""
-        raise InputError(
-            f"{where}: {key} '{ref}': cannot import '{module_name}': {type(exc).__name__}: {exc}".splitlines()[0] + hint
-        ) from None
-    func = getattr(module, attr, None)
-    if not callable(func):
-        functions = [n for n in dir(module) if not n.startswith("_") and callable(getattr(module, n, None))]
-        raise InputError(
-            f"{where}: {key} '{ref}': '{module_name}' has no function '{attr}'{did_you_mean(attr, functions)}"
-        )
-    return func
-
-
-def _module_hint(exc: ModuleNotFoundError, root: Path) -> str:
-    """The module nearest the missing one among its siblings (the modules of its package, or of the
-    config's folder for a top-level one)."""
-    missing = exc.name or ""
-    parent, _, leaf = missing.rpartition(".")
-    try:
-        folders = list(importlib.import_module(parent).__path__) if parent else [str(root)]
-    except Exception:  # the parent is missing too, or not a package: nothing to compare with
-        return ""
-    found = difflib.get_close_matches(leaf, sorted(m.name for m in pkgutil.iter_modules(folders)), n=1, cutoff=0.6)
-    return f" (did you mean '{parent + '.' if parent else ''}{found[0]}'?)" if found else ""
 
 
 # -- [[model]] entries: whole models ----------------------------------------------------------------

@@ -8,12 +8,15 @@ inputs the simulated kernel saw without any data crossing between them.
 from __future__ import annotations
 
 import hashlib
+import os
 from dataclasses import dataclass, field
 from math import prod
+from typing import Any
 
 import numpy as np
 
-from perfguard.errors import InputError
+from perfguard.errors import InputError, did_you_mean
+from perfguard.sections import number
 
 # dtype -> (C type, DLPack type code, bits)
 _DTYPES = {
@@ -201,3 +204,69 @@ def decode_outputs(raw: bytes, specs: list[TensorSpec]) -> list[np.ndarray]:
         arrays.append(np.frombuffer(raw, dtype=spec.dtype, count=spec.numel, offset=offset).reshape(spec.shape))
         offset += spec.nbytes
     return arrays
+
+
+# The keys of a [[kernel]]'s `inputs` entry (docs/kernels.md)
+_INPUT_KEYS = ("low", "high", "seed", "file")
+
+
+def parse_inputs(table: Any, where: str) -> dict[str, dict[str, Any]] | None:
+    """A kernel's `inputs`: input name -> { low, high, seed } or { file }, each checked (one line
+    naming the key and value); None for an empty table. A file is read, and its shape and dtype
+    checked against the input, when the module is made. Whether the names are the kernel's inputs, and the
+    range fits the dtype, is known only once the module is made (compile.lower.with_inputs)."""
+    if not isinstance(table, dict):
+        raise InputError(f"{where}: must be a table of input name -> {{ low, high, seed }}, got {table!r}")
+    parsed = {}
+    for name, entry in table.items():
+        at = f"{where}: {name}"
+        if not isinstance(entry, dict):
+            raise InputError(f"{at}: must be a table {{ low = ..., high = ..., seed = ... }}, got {entry!r}")
+        unknown = sorted(set(entry) - set(_INPUT_KEYS))
+        if unknown:
+            raise InputError(
+                f"{at}: unknown key '{unknown[0]}'{did_you_mean(unknown[0], _INPUT_KEYS)} "
+                f"(known: {', '.join(_INPUT_KEYS)})"
+            )
+        if not entry:
+            raise InputError(f"{at}: empty table (give low and high, or seed, or file)")
+        if "file" in entry:
+            others = sorted(set(entry) - {"file"})
+            if others:
+                raise InputError(f"{at}: file gives the values whole: no {others[0]} beside it")
+            value = entry["file"]
+            if not isinstance(value, str) or not value.endswith(".npy"):
+                raise InputError(
+                    f"{at}: file must be the path of a .npy file (from the config's folder), got {value!r}"
+                )
+            if os.path.isabs(value) or os.path.normpath(value).split(os.sep)[0] == "..":
+                # a check's records are reused while the project's files are as they were: the values must be one
+                raise InputError(f"{at}: file '{value}' leads outside the config's folder (give a path inside it)")
+            parsed[name] = {"low": None, "high": None, "seed": None, "file": value}
+            continue
+        if ("low" in entry) != ("high" in entry):
+            raise InputError(
+                f"{at}: low and high go together (uniform in [low, high)), got only "
+                f"{'low' if 'low' in entry else 'high'}"
+            )
+        item: dict[str, Any] = {"low": None, "high": None, "seed": None}
+        if "low" in entry:
+            for key in ("low", "high"):
+                value = entry[key]
+                if (
+                    isinstance(value, bool)
+                    or not isinstance(value, (int, float))
+                    or value != value
+                    or value in (float("inf"), float("-inf"))
+                ):
+                    raise InputError(f"{at}: {key} must be a finite number, got {value!r}")
+                item[key] = value
+            if not item["low"] < item["high"]:
+                raise InputError(
+                    f"{at}: low must be below high (values in [low, high)), got low = {item['low']!r}, "
+                    f"high = {item['high']!r}"
+                )
+        if "seed" in entry:
+            item["seed"] = number(entry["seed"], f"{at}: seed", 0, integer=True)
+        parsed[name] = item
+    return parsed or None

@@ -29,7 +29,7 @@ from perfguard.compile.toolchain import (
     check_tensor_types,
     find_cc,
 )
-from perfguard.config import KernelSpec, load_callable
+from perfguard.config import KernelSpec
 from perfguard.errors import InfraError, InputError, PerfguardError
 from perfguard.executors import Executor
 from perfguard.fingerprints import digest, tool_environment, tool_identity, worker_identity
@@ -45,7 +45,7 @@ from perfguard.sim.mca_tools import timing_cache_dir
 from perfguard.sim.stats import Stats
 from perfguard.targets import TargetProfile
 from perfguard.timings import Span, cpu_seconds, measured
-from perfguard.user_code.imports import callable_parts
+from perfguard.user_code.imports import callable_parts, load_callable
 from perfguard.user_code.reads import changed, depend_on, recording, unchanged, user_code
 
 

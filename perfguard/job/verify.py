@@ -40,9 +40,10 @@ from perfguard import __version__
 from perfguard.atomic import atomic_write_bytes
 from perfguard.compile.inputs import generate
 from perfguard.compile.lower import LoweredKernel, build_host
-from perfguard.config import KernelSpec, load_callable
+from perfguard.config import KernelSpec
 from perfguard.errors import InfraError, InputError, WrongResult
 from perfguard.fingerprints import code_digest, digest
+from perfguard.user_code.imports import load_callable
 from perfguard.user_code.reads import user_code
 
 # Part of every check key: bump when the comparison itself changes.

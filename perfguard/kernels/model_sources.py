@@ -10,10 +10,11 @@ import json
 import os
 from pathlib import Path
 
-from perfguard.config import Config, ModelSpec, load_callable
+from perfguard.config import Config, ModelSpec
 from perfguard.errors import InfraError, InputError
 from perfguard.fingerprints import digest
 from perfguard.kernels import model_graph
+from perfguard.user_code.imports import load_callable
 
 
 def model_where(config: Config, spec: ModelSpec) -> str:

@@ -30,8 +30,9 @@ from perfguard.job.run import JobResult, build_kernel, run_job
 from perfguard.kernels.models import model_specs
 from perfguard.report.numbers import pct, seconds
 from perfguard.report.text import change_text, delta_with_interval, interval_note, machine_line, what_changed_most
+from perfguard.runs.baseline_update import write_baselines
 from perfguard.runs.calibration import group_label
-from perfguard.runs.check import CheckRun, make_jobs, recorded, run_check, select, write_baselines
+from perfguard.runs.check import CheckRun, make_jobs, recorded, run_check, select
 from perfguard.runs.orphans import orphan_outcomes
 from perfguard.runs.report_build import build_report
 

@@ -13,14 +13,18 @@ reads is recorded by user_code/reads.py.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import importlib.util
+import pkgutil
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
-from perfguard.user_code.reads import forget_edited_modules, install, module_file, note_import
+from perfguard.errors import InputError, did_you_mean
+from perfguard.user_code.reads import forget_edited_modules, install, module_file, note_import, user_code
 
 # "package.module:function", the one grammar of every callable a config names (entry, reference,
 # flops, a [[model]]'s source): importable names only, so one can never name a file path.
@@ -115,3 +119,50 @@ def import_user_module(module_name: str, root: Path) -> ModuleType:
             module = sys.modules.get(name)
             if module is not None and _is_user_module(name, module, root):
                 loaded[name] = _file_state(module)
+
+
+def callable_hint(text: str) -> str:
+    """Why a 'module:function' string was refused, and the likely fix."""
+    if "/" in text or "\\" in text or text.endswith(".py") or text.startswith("."):
+        return " (dotted Python names, not a path)"
+    module, _, function = text.rpartition(".")
+    if ":" not in text and callable_parts(f"{module}:{function}"):
+        return f" (a colon before the function: did you mean '{module}:{function}'?)"
+    return " (dotted Python names)"
+
+
+def load_callable(ref: str, root: Path, where: str, key: str = "entry") -> Callable:
+    """Import "module:function" from the config's folder (perfguard.user_code isolates it). An error
+    names the config `key` (entry, reference, flops, source) and the closest existing name."""
+    parts = callable_parts(ref)
+    if parts is None:
+        raise InputError(f"{where}: {key} '{ref}' must be 'module:function'{callable_hint(ref)}")
+    module_name, attr = parts
+    try:
+        with user_code():  # a module's body is user code: what it reads is an input
+            module = import_user_module(module_name, root)
+    except Exception as exc:
+        hint = _module_hint(exc, root) if isinstance(exc, ModuleNotFoundError) else ""
+        raise InputError(
+            f"{where}: {key} '{ref}': cannot import '{module_name}': {type(exc).__name__}: {exc}".splitlines()[0] + hint
+        ) from None
+    func = getattr(module, attr, None)
+    if not callable(func):
+        functions = [n for n in dir(module) if not n.startswith("_") and callable(getattr(module, n, None))]
+        raise InputError(
+            f"{where}: {key} '{ref}': '{module_name}' has no function '{attr}'{did_you_mean(attr, functions)}"
+        )
+    return func
+
+
+def _module_hint(exc: ModuleNotFoundError, root: Path) -> str:
+    """The module nearest the missing one among its siblings (the modules of its package, or of the
+    config's folder for a top-level one)."""
+    missing = exc.name or ""
+    parent, _, leaf = missing.rpartition(".")
+    try:
+        folders = list(importlib.import_module(parent).__path__) if parent else [str(root)]
+    except Exception:  # the parent is missing too, or not a package: nothing to compare with
+        return ""
+    found = difflib.get_close_matches(leaf, sorted(m.name for m in pkgutil.iter_modules(folders)), n=1, cutoff=0.6)
+    return f" (did you mean '{parent + '.' if parent else ''}{found[0]}'?)" if found else ""

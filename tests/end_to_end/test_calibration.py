@@ -11,7 +11,7 @@ import pytest
 
 from perfguard.predict.dataset import dataset_path, load_dataset
 from perfguard.predict.store import model_path
-from perfguard.runs.calibration import drift_reasons
+from perfguard.runs.calibration_models import drift_reasons
 from perfguard.shells.cli import main
 from tests.projects import ONE_GEMM as TOML
 

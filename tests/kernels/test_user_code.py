@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from perfguard.config import load_callable
 from perfguard.errors import InputError
+from perfguard.user_code.imports import load_callable
 
 
 def _project(root: Path, value: int, extra: bool) -> Path:
@@ -38,7 +38,7 @@ def test_two_projects_with_the_same_package_name(tmp_path, order):
             load_callable("mykernels.only_here:which", roots["b"], "b/perfguard.toml")
     else:
         assert load_callable("mykernels.only_here:which", roots["a"], "a/perfguard.toml")() == 10
-    assert sys.modules["perfguard.config"].load_callable is load_callable  # perfguard itself never reloaded
+    assert sys.modules["perfguard.user_code.imports"].load_callable is load_callable  # perfguard itself never reloaded
 
 
 def test_perfguard_and_installed_packages_are_never_forgotten(tmp_path):

@@ -9,7 +9,7 @@ import pytest
 
 from perfguard.predict.features import feature_names
 from perfguard.predict.select import auto_uses
-from perfguard.runs import calibration
+from perfguard.runs import calibration_models
 from perfguard.targets import BUILTIN
 
 X86 = BUILTIN["x86_64"]
@@ -40,16 +40,16 @@ class Rows:
 
 
 def test_auto_uses_a_model_only_where_it_beats_the_pipeline_model_on_held_out_shapes():
-    wins = calibration.generalisation(Rows(pipeline_tracks_native=False), X86, ["mlr"])
-    assert wins.use and wins.summary["gain"] >= calibration.MARGIN
+    wins = calibration_models.generalisation(Rows(pipeline_tracks_native=False), X86, ["mlr"])
+    assert wins.use and wins.summary["gain"] >= calibration_models.MARGIN
     assert [r["group"] for r in wins.groups] == ["g0", "g1", "g2", "g3"]
     assert all(r["chosen"] == "mlr" and r["model"]["spearman"] > 0.99 for r in wins.groups)
     assert abs(wins.summary["pipeline_spearman"]) < 0.5
 
     # a pipeline model that already ranks every shape right leaves no room for the margin
-    ties = calibration.generalisation(Rows(pipeline_tracks_native=True), X86, ["mlr"])
+    ties = calibration_models.generalisation(Rows(pipeline_tracks_native=True), X86, ["mlr"])
     assert ties.summary["pipeline_spearman"] == pytest.approx(1.0)
-    assert not ties.use and ties.summary["gain"] < calibration.MARGIN
+    assert not ties.use and ties.summary["gain"] < calibration_models.MARGIN
     assert "nested leave-one-group-out" in ties.summary["rule"]
 
 
@@ -57,7 +57,7 @@ def test_nested_evaluation_needs_three_shapes():
     rows = Rows(False)
     rows.groups = np.repeat(["a", "b"], 60)
     with pytest.raises(Exception, match="at least 3 groups"):
-        calibration.generalisation(rows, X86, ["mlr"])
+        calibration_models.generalisation(rows, X86, ["mlr"])
 
 
 def test_the_decision_in_a_model_file_is_what_auto_follows():

@@ -565,7 +565,7 @@ def test_pipeline_features_are_the_pipeline_models_cycles(tmp_path):
 
 def test_a_model_on_pipeline_features_scores_through_todays_pipeline_model(tmp_path):
     from perfguard.predict.select import predictor_for
-    from perfguard.runs.calibration import train
+    from perfguard.runs.calibration_models import train
 
     rng = np.random.default_rng(1)
     rows = [
@@ -613,6 +613,6 @@ def test_a_model_on_pipeline_features_scores_through_todays_pipeline_model(tmp_p
     ],
 )
 def test_drift_asks_for_retraining_only_beyond_its_limits(mape, spearman, reasons):
-    from perfguard.runs.calibration import drift_reasons
+    from perfguard.runs.calibration_models import drift_reasons
 
     assert drift_reasons(mape, spearman, 15.0, 0.9) == reasons

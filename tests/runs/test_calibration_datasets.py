@@ -9,7 +9,7 @@ import pytest
 
 from perfguard.errors import InputError
 from perfguard.predict.dataset import Dataset, Row, dataset_path, load_dataset
-from perfguard.runs import calibration
+from perfguard.runs import calibration, calibration_models
 from perfguard.sim.stats import Stats
 
 CPU_A, CPU_B = "GenuineIntel cpu family 6 model 85 stepping 7", "AuthenticAMD cpu family 25 model 17 stepping 1"
@@ -76,10 +76,10 @@ def test_merge_ingested_keeps_the_newest_timing_of_a_variant_and_refuses_what_do
 
 
 def test_drift_sample_leaves_out_the_seen_variants_of_the_trained_shapes(tmp_path):
-    known, shapes = calibration.drift_sample(tmp_path, "x86_64", "gemv")  # no dataset: the default shapes
+    known, shapes = calibration_models.drift_sample(tmp_path, "x86_64", "gemv")  # no dataset: the default shapes
     assert known == set() and shapes == calibration.DEFAULT_GROUPS["gemv"]
     dataset = Dataset("x86_64", "gemv", "qemu", "fp", [row("K=256,M=1024", 8, 1e-6), row("K=512,M=512", 4, 1e-6)])
     dataset.save(dataset_path(tmp_path, "x86_64", "gemv"))
-    known, shapes = calibration.drift_sample(tmp_path, "x86_64", "gemv")
+    known, shapes = calibration_models.drift_sample(tmp_path, "x86_64", "gemv")
     assert known == {json.dumps({"M": 64, "tile_m": t}, sort_keys=True) for t in (8, 4)}
     assert shapes == [{"K": 256, "M": 1024}, {"K": 512, "M": 512}]

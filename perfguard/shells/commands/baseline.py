@@ -13,7 +13,8 @@ from perfguard.config import load_config
 from perfguard.errors import EXIT_OK, InputError
 from perfguard.executors import executor_from_args, pool_size
 from perfguard.report.terminal import console, progress
-from perfguard.runs.check import make_jobs, measure, recorded, select, write_baselines
+from perfguard.runs.baseline_update import write_baselines
+from perfguard.runs.check import make_jobs, measure, recorded, select
 from perfguard.runs.orphans import closest_kernel, find_orphans, is_configured, reason, scanned_targets, shown
 from perfguard.shells.commands.check import add_common, names
 

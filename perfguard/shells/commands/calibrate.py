@@ -22,7 +22,7 @@ from perfguard.predict.registry import PREDICTORS
 from perfguard.predict.select import stored_model
 from perfguard.predict.store import model_path
 from perfguard.report.terminal import console, progress
-from perfguard.runs import calibration
+from perfguard.runs import calibration, calibration_models
 
 
 def add_parser(subparsers) -> None:
@@ -283,7 +283,7 @@ def run_evaluate(args) -> int:
     config = load_config(args.config)
     profile = config.profile(args.target, "--target")
     dataset = load_dataset(dataset_path(config.storage.baseline_dir, profile.name, args.family))
-    evaluation = calibration.evaluate(
+    evaluation = calibration_models.evaluate(
         dataset, profile, _names(args.predictors), args.features, config.storage.cache_dir
     )
     print_evaluation(evaluation, out)
@@ -309,7 +309,7 @@ def run_train(args) -> int:
     for family in calibration.stored_families(baselines, profile.name, args.family, "datasets"):
         dataset = load_dataset(dataset_path(baselines, profile.name, family))
 
-        name, evaluation, path = calibration.train(
+        name, evaluation, path = calibration_models.train(
             dataset,
             profile,
             model_path(baselines, profile.name, family),
@@ -355,7 +355,7 @@ def run_drift(args) -> int:
         if model is None:
             raise InputError(f"no model for {family} on {profile.name} (run 'perfguard calibrate train')")
         # Fresh variants of the shapes the model was trained on, none of those it has seen.
-        known, shapes = calibration.drift_sample(baselines, profile.name, family)
+        known, shapes = calibration_models.drift_sample(baselines, profile.name, family)
         got = calibration.collect(
             config,
             profile,
@@ -368,7 +368,7 @@ def run_drift(args) -> int:
             quiet=QuietPolicy.from_args(args),
         )
         out.print(f"{profile.name}/{family}: {_neighbours(got)}")
-        result = calibration.drift(got.dataset, model, config.drift, profile, config.storage.cache_dir)
+        result = calibration_models.drift(got.dataset, model, config.drift, profile, config.storage.cache_dir)
         verdicts[family] = result.to_dict()
         state = "[bold red]retrain[/]" if result.needs_retraining else "[green]ok[/]"
         out.print(
