@@ -38,6 +38,7 @@ from pathlib import Path
 
 from perfguard.compile.loops import scheduled_nests
 from perfguard.config import KernelSpec
+from perfguard.document.result import EITHER_NEST
 from perfguard.executors import LocalExecutor
 from perfguard.job.run import Job, run_job
 from perfguard.judge.attribution import attribute
@@ -315,7 +316,9 @@ def judge(edit: Edit, base, edited, cache_dir: Path, changed: set[str]) -> dict:
     if function not in functions and function != "(no symbol)":
         row["outcome"] = "moved code" if same_code(base.stats, edited.stats, function) else "outside the kernel"
     elif nest is not None:
-        row["outcome"] = "edited nest" if nest.name in changed else "other nest"
+        # a loop of nests of one shape, not told apart: each of them must be an edited nest
+        either = nest.name.split(EITHER_NEST)
+        row["outcome"] = "edited nest" if all(n in changed for n in either) else "other nest"
     else:
         row["outcome"] = "ambiguous" if top.node.name == "loop not decided" else "no nest"
     row["top"] = where.name(top) + (" (after cache-miss stalls)" if row["line"].startswith("cache-miss") else "")

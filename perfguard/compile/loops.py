@@ -586,5 +586,12 @@ class LoopLayout:
         return [m for m in found if self.plainness(m) == plainest]
 
     def unrolled_inside(self, i: int) -> list[int]:
-        """The loops directly inside loop i that LLVM unrolled completely into its blocks."""
-        return [j for j in self.flat if self.nest.loops[j].parent == i]
+        """The loops inside loop i that LLVM unrolled completely into its blocks: those directly
+        inside it, and those inside them in turn (a vectorised column loop inside an unrolled row
+        loop is as much in the blocks of i), outermost first."""
+        out: list[int] = []
+        for j in sorted(self.flat):
+            parent = self.nest.loops[j].parent
+            if parent == i or parent in out:
+                out.append(j)
+        return out

@@ -53,6 +53,9 @@ class Energy:
 # A kernel below this fraction of its roof is latency-bound (perfguard.judge.analysis), and the
 # roofline charts draw the line at it.
 ROOF_FRACTION = 0.5
+# Joins the nests of a loop that nests of one shape share (judge.attribution: its blocks fit that
+# variable in each nest, and nothing told them apart): `best.v0.rf or nest best.v0`
+EITHER_NEST = " or nest "
 
 
 @dataclass
@@ -186,7 +189,9 @@ class BlockLoop:
         if self.peeled:
             notes.append(f"{self.peeled} iteration{'s' if self.peeled > 1 else ''} peeled off by LLVM")
         if self.unrolled:
-            notes.append(f"{' and '.join(self.unrolled)} unrolled or vectorised into it by LLVM")
+            names = self.unrolled
+            listed = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+            notes.append(f"{listed} unrolled or vectorised into it by LLVM")
         return notes
 
     def describe(self) -> str:

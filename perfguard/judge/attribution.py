@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from perfguard.compile.loops import LoopLayout, LoopMatch, LoopNest
-from perfguard.document.result import Attribution, BlockChange, BlockLoop, BlockSide, InsnCycles, LoopStep
+from perfguard.document.result import EITHER_NEST, Attribution, BlockChange, BlockLoop, BlockSide, InsnCycles, LoopStep
 from perfguard.judge.block_pairs import Site, pair_blocks
 from perfguard.judge.differential import NO_SYMBOL, NOT_IN_LOOP, UNDECIDED, Place, differential
 from perfguard.predict.pipeline import PipelineModel
@@ -329,12 +329,63 @@ def _placer(namer: LoopNamer, names: bool) -> Callable[[Site], Place]:
             return Place(function)
         loop, candidates = namer.name(site.symbol or None, site.executions, site.addr, site.end)
         if loop is None:
+            shared = _shared(namer, candidates, names, function)
+            if shared is not None:
+                return shared
             root = namer.nest_of(site.symbol, site.addr, site.executions)
+            if root is None and not candidates:
+                between = _between_shared(namer, site, names, function)
+                if between is not None:
+                    return between
             nest = None if root is None else namer.nest_key(root, names)
             return Place(function, nest, group=UNDECIDED if candidates else NOT_IN_LOOP)
         return Place(function, namer.nest_key(loop.nest_index, names), (loop.var,), loop)  # its variable
 
     return place
+
+
+def _shared(namer: LoopNamer, candidates: list[BlockLoop], names: bool, function: str) -> Place | None:
+    """The loop of one variable that every candidate is, each in a nest of its own: nests of one
+    shape whose blocks nothing told apart (an arg-max's partial results and their combination once
+    LLVM unrolled the chunk loop between them: both `i[16] > k_1[64]`). Named as that loop of either
+    nest, never as one of them; None when the candidates are of several variables (or cut off)."""
+    if len(candidates) < 2 or len(candidates) >= MAX_CANDIDATES:
+        return None
+    if len({c.var for c in candidates}) != 1 or len({c.nest_index for c in candidates}) != len(candidates):
+        return None
+    if any(c.nest_index < 1 for c in candidates):
+        return None
+    nests = EITHER_NEST.join(
+        namer.nest_key(c.nest_index, names) for c in sorted(candidates, key=lambda c: c.nest_index)
+    )
+    return Place(function, nests, (candidates[0].var,))
+
+
+def _between_shared(namer: LoopNamer, site: Site, names: bool, function: str) -> Place | None:
+    """A kernel block no count fits (a branch taken as the data say: an arg-max's update) whose
+    nearest blocks on both sides in its function that a loop fits are of one shared loop (_shared)
+    and run at least as often: that loop's code, of either nest."""
+    if site.addr not in namer.sites:
+        return None
+    symbol, runs, _ = namer.sites[site.addr]
+    addrs = sorted(a for a, s in namer.sites.items() if s[0] == symbol)
+    at = addrs.index(site.addr)
+    around = []
+    for side in (reversed(addrs[:at]), addrs[at + 1 :]):
+        place = None
+        for neighbour in side:
+            _, count, end = namer.sites[neighbour]
+            loop, candidates = namer.name(symbol or None, count, neighbour, end)
+            if loop is None and not candidates:
+                continue  # fits no loop either: look further
+            place = None if loop is not None else _shared(namer, candidates, names, function)
+            if place is not None and namer.runs.get(site.addr, runs) > namer.runs.get(neighbour, count):
+                place = None
+            break
+        if place is None:
+            return None
+        around.append(place)
+    return around[0] if around[0] == around[1] else None
 
 
 @dataclass

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from perfguard.document.result import Attribution, BlockLoop, DiffNode
+from perfguard.document.result import EITHER_NEST, Attribution, BlockLoop, DiffNode
 from perfguard.report.numbers import signed_count
 
 MOST = 3  # places in the Markdown and bisect's answer
@@ -75,7 +75,8 @@ def name(place: Place) -> str:
     fn = function.name if function else "?"
     node, nest = place.node, place.of("nest")
     if node.kind == "loop":
-        return f"loop {node.name} of nest {nest.name if nest else '?'} in {fn}"
+        either = " (nests of one shape: their blocks were not told apart)" if nest and EITHER_NEST in nest.name else ""
+        return f"loop {node.name} of nest {nest.name if nest else '?'} in {fn}{either}"
     if node.kind == "unplaced":
         return f"nest {nest.name} in {fn}, {node.name}" if nest else f"{fn}, {node.name}"
     return fn

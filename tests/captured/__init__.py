@@ -31,15 +31,20 @@ class Capture:
     name: str  # <kernel>-<target>
     target: str
     params: dict
-    family: str = "gemm"
+    family: str | None = "gemm"
+    entry: str | None = None  # a user kernel (family None): module:function from the repository's root
+    reference: str | None = None
+    outputs: int | None = None
 
     @property
     def spec(self) -> KernelSpec:
         return KernelSpec(
             self.name.rsplit("-", 1)[0],
-            f"perfguard.kernels.{self.family}:{self.family}",
+            self.entry or f"perfguard.kernels.{self.family}:{self.family}",
             self.family,
             dict(self.params),
+            reference=self.reference,
+            outputs=self.outputs,
         )
 
     @property
@@ -61,6 +66,32 @@ CAPTURES = {
         *(
             Capture(f"{family}_v{v}-x86_64", "x86_64", {**shape, "vector": v}, family)
             for family, shape in (("dense_relu", dict(B=8, I=256, O=128)), ("gemv", dict(M=256, K=256)))
+            for v in (8, 1)
+        ),
+        # tests/judge/test_loop_attribution.py: the cookbook's arg-max split in 8 and in 4 (LLVM unrolls
+        # k_0[4], leaving the partial results' and the combining nest of one shape)
+        *(
+            Capture(
+                f"argmax_s{split}-x86_64",
+                "x86_64",
+                dict(R=16, N=256, split=split, order="ik"),
+                None,
+                "examples.cookbook.recipes.argmax:argmax",
+                "examples.cookbook.recipes.argmax:argmax_ref",
+                2,
+            )
+            for split in (8, 4)
+        ),
+        # ... and a 2-D tiled stencil with its column lanes vectorised and not (tests/captured/kernels.py)
+        *(
+            Capture(
+                f"stencil2d_v{v}-x86_64",
+                "x86_64",
+                dict(H=64, W=64, ti=8, tj=16, vector=v),
+                None,
+                "tests.captured.kernels:stencil2d",
+                "tests.captured.kernels:stencil2d_ref",
+            )
             for v in (8, 1)
         ),
     )

@@ -189,8 +189,9 @@ def test_the_hottest_gemm_blocks_are_named_by_the_k_loop_and_a_tile_k_edit_moves
         assert loop.unrolled == ["j_1_0"] and loop.peeled == 1
         assert block.count == 4 * 2 * 16 * ((64 - 1) // loop.per_execution)  # per copy of k_0 (LLVM unrolled it)
     # tile_k = 16: LLVM unrolls the 16 k_1 iterations completely: the hot blocks are i_1's, k_1 inside
+    # (and the column chunks j_1_0 inside k_1 with it)
     hot = _hottest(_gemm(target, 16))
-    assert all(loop is not None and loop.var == "i_1" and loop.unrolled == ["k_1"] for _, loop, _ in hot), hot
+    assert all(loop is not None and loop.var == "i_1" and loop.unrolled == ["k_1", "j_1_0"] for _, loop, _ in hot), hot
 
 
 CHECK_TOML = """
@@ -281,3 +282,50 @@ def test_init_and_product_loops_of_one_count_are_ambiguous_until_the_layout_tell
         assert loop.var == "i_1", (hex(b.addr), b.count, loop)
         nest = namer.layout.nest
         assert nest.located("i_1", b.addr, b.end) and not nest.located("i_1_init", b.addr, b.end)
+
+
+def _where(base: str, current: str, cache_dir) -> str:
+    from perfguard.judge.attribution import attribute
+    from perfguard.predict.pipeline import PipelineModel
+    from perfguard.report.where import where_line
+
+    a, b = captured.job(base), captured.job(current)
+    profile = BUILTIN[a.target]
+    _need(profile)
+    model = PipelineModel(profile, cache_dir)
+    return where_line(attribute(model, a.stats, b.stats, (a.loops, b.loops)).attribution)
+
+
+@pytest.mark.slow  # llvm-mca times every block of both sides
+def test_an_argmax_split_in_4_names_the_loop_its_two_nests_of_one_shape_share(cache_dir):
+    # split 8 -> 4: LLVM unrolls k_0[4] completely, so the partial results' nest (i > k_0 > k_1) and the
+    # combining nest (i > k_1) are both i[16] > k_1[64] in the code; every k_1 block fits k_1 of both,
+    # the arg-max's data-dependent updates fit no count. Before: "main_compute_, no loop named"
+    line = _where("argmax_s8-x86_64", "argmax_s4-x86_64", cache_dir)
+    assert line.startswith(
+        "loop k_1 of nest best.v0.rf, best.v1.rf or nest best.v0, best.v1 in main_compute_ "
+        "(nests of one shape: their blocks were not told apart): +"
+    ), line
+    # the baseline's k_1, told apart by k_0's blocks (8 chunks), is still named as one nest's
+    assert "offset by -" in line and "in loop k_1 of nest best.v0.rf, best.v1.rf in main_compute_" in line, line
+    namer = LoopNamer(captured.job("argmax_s4-x86_64").loops, captured.job("argmax_s4-x86_64").stats, "this run")
+    shared = [a for a, (s, runs, end) in namer.sites.items() if (c := namer.name(s, runs, a, end)[1]) and len(c) == 2]
+    assert shared and all(
+        {(c.var, c.nest_name) for c in namer.name(namer.sites[a][0], namer.sites[a][1], a, namer.sites[a][2])[1]}
+        in (
+            {("k_1", "best.v0.rf, best.v1.rf"), ("k_1", "best.v0, best.v1")},
+            {("i", "best.v0.rf, best.v1.rf"), ("i", "best.v0, best.v1")},
+        )
+        for a in shared
+    )
+
+
+@pytest.mark.slow
+def test_a_dropped_vectorise_names_the_lanes_llvm_unrolled_into_the_loop_around_them(cache_dir):
+    # stencil2d: i_0 > j_0 > i_1 > j_1_0 > j_1_1, the lanes j_1_1 vectorised by TVM and then not: LLVM
+    # unrolls i_1 and the column loops j_1_0 and j_1_1 inside it into j_0. Before: "i_1 unrolled ... into it"
+    line = _where("stencil2d_v8-x86_64", "stencil2d_v1-x86_64", cache_dir)
+    assert line.startswith(
+        "loop j_0 of nest out in main_compute_ [i_0[8] > j_0[4]; i_1, j_1_0 and j_1_1 unrolled or vectorised "
+        "into it by LLVM]: +"
+    ), line
