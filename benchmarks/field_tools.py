@@ -23,14 +23,24 @@ each hot block's cycles raised to OSACA's LCD where that is larger (the extra fe
 Predicted deltas are scored against both committed native timings with verdicts.py's `summarize`
 (Spearman, missed regressions, false alarms): verdicts-native.json (AMD EPYC, Zen 1, family 23
 model 1) with OSACA's --zen-arch and verdicts-native-intel-6-167.json (Intel Xeon, family 6 model
-167: Rocket Lake, a Cypress Cove core, Sunny Cove's back-port) with --xeon-arch. --archs scores
-every listed OSACA model against both CPUs as a sensitivity table.
+167: Rocket Lake, a Cypress Cove core, Sunny Cove's back-port) with --xeon-arch (defaults ZEN2: OSACA's
+ZEN1 database does not know most of these kernels' instructions; ICL: the nearest core). --archs
+scores more OSACA models against both CPUs as a sensitivity table. Units of more than MAX_INSNS
+instructions keep llvm-mca's cycles (OSACA takes minutes on each).
 
-Install the tools with `pip install -e '.[bench]'` (osaca, kerncraft, pycachesim pinned there;
-not in the test extra, CI does not install them). Run:
+With --kerncraft-machines, kerncraft's ECM data model (pycachesim simulating the access stream of
+benchmarks/kerncraft/gemv_{ik,ki}.c, gemv hand-written in kerncraft's C with the tile_m, tile_k and
+order knobs) scores the gemv pairs: its data cycles alone, and composed with the pipeline model's
+core cycles overlapping (max) or not (sum).
+
+Install the tools with `pip install osaca==0.7.1 kerncraft==0.8.18 pycachesim==0.3.1` (the pins of
+pyproject's `bench` extra, `pip install -e '.[bench]'` in a development checkout; not in the test
+extra, CI does not install them). kerncraft's machine files are in its source distribution only:
+`pip download kerncraft==0.8.18 --no-deps --no-binary :all: -d DIR` and unpack it. Run:
 
     PERFGUARD_CACHE_DIR=/tmp/osaca-cache python benchmarks/field_tools.py [--pairs SUBSTR,..] [--json FILE]
-        [--zen-arch ZEN2] [--xeon-arch ICX] [--archs ZEN1,ZEN2,SKX,ICL,ICX] [--hot 0.995] [-j N]
+        [--zen-arch ZEN2] [--xeon-arch ICL] [--archs ICX,ZEN1] [--hot 0.995] [--unknown ignore|fallback]
+        [--kerncraft-machines DIR/kerncraft-0.8.18/examples/machine-files] [-j N]
 
 OSACA's results are cached per (OSACA version, arch, asm) under CACHE_DIR/osaca.
 """
