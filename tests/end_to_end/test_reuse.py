@@ -127,12 +127,14 @@ def test_a_noop_check_is_the_uncached_one_without_the_work(project, capsys):
 
 
 def test_an_edited_helper_two_imports_away_relowers_its_kernel_only(project):
-    config = project(TOML, FILES)
+    unique = int.from_bytes(os.urandom(2), "big") % 997  # edits no earlier session recorded (the cache may persist)
+    # a constant of this test's own, so the build it expects to find is the one its first check made:
+    # with the shared 2.0 (other tests', other processes' builds) it saw rebuilt=True twice under load
+    config = project(TOML, {**FILES, "kern/helper.py": f"FACTOR = {2 + unique / 1000}\n"})
     check(config)
     helper = config.parent / "kern" / "helper.py"
-    unique = int.from_bytes(os.urandom(2), "big") % 997  # edits no earlier session recorded (the cache may persist)
 
-    helper.write_text(f"FACTOR = 2.0  # a comment, {unique}: the same code\n")
+    helper.write_text(f"FACTOR = {2 + unique / 1000}  # a comment: the same code\n")
     code, report = check(config)
     assert code == 0 and ran(report) == {"a"}  # a re-lowered; b, untouched, cost nothing
     results = {r["kernel"]: r for r in report["results"]}
