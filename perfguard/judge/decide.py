@@ -76,6 +76,15 @@ def scorer(model: str, profile: TargetProfile, measured: JobResult | Baseline, s
     )
 
 
+def config_scorer(
+    config: Config, profile: TargetProfile, measured: JobResult | Baseline, files: ModelFiles | None = None
+) -> Predictor:
+    """`scorer` with the config's `model` key and its storage folders (`files`: calibrated models
+    read from a revision; None: the working tree's)."""
+    storage = config.storage
+    return scorer(config.judging.model, profile, measured, ModelSource(storage.baseline_dir, storage.cache_dir, files))
+
+
 def scorer_or_none(
     model: str, profile: TargetProfile, measured: JobResult | Baseline, source: ModelSource
 ) -> Predictor | None:

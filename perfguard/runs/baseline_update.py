@@ -14,7 +14,7 @@ from perfguard.config import Config
 from perfguard.errors import InputError
 from perfguard.job.run import Job, JobResult
 from perfguard.jsonfile import now_iso
-from perfguard.judge.decide import ModelSource, scorer
+from perfguard.judge.decide import config_scorer
 
 
 def head_commit(root: Path) -> str | None:
@@ -45,9 +45,7 @@ def write_baselines(config: Config, jobs: list[Job], results: list[JobResult]) -
     for job, r in zip(jobs, results):
         if not r.ok:
             continue
-        predictor = scorer(
-            config.judging.model, job.profile, r, ModelSource(config.storage.baseline_dir, config.storage.cache_dir)
-        )
+        predictor = config_scorer(config, job.profile, r)
         assert r.stats is not None  # an ok result has its statistics
         new = Baseline(
             kernel=r.kernel,

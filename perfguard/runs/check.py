@@ -14,7 +14,7 @@ from perfguard.errors import EXIT_INFRA, EXIT_OK, EXIT_REGRESSION, EXIT_USAGE, E
 from perfguard.executors import Executor, LocalExecutor, pool_size
 from perfguard.job import record
 from perfguard.job.run import Job, JobResult, run_jobs
-from perfguard.judge.decide import ModelSource, decide, judgement_of, like_with_like, scorer, scorer_or_none
+from perfguard.judge.decide import ModelSource, config_scorer, decide, judgement_of, like_with_like, scorer_or_none
 from perfguard.judge.model_totals import ModelKernelResult, kernel_rows, skipped_line, total
 from perfguard.judge.verdicts import Verdict, toolchain_summary
 from perfguard.kernels.models import model_specs, skipped_calls
@@ -479,7 +479,7 @@ def _model_rows(
             order = store.model_graph(target, spec.name)  # a damaged file is an input error naming it
 
             def score(baseline: Baseline, profile=profile) -> float:
-                predictor, _ = like_with_like(_scorer(config, profile, baseline, models), baseline, profile)
+                predictor, _ = like_with_like(config_scorer(config, profile, baseline, models), baseline, profile)
                 return float(predictor.predict_stats([baseline.stats])[0])
 
             try:
@@ -506,16 +506,8 @@ def removed_outcome(
     limit = config.judging.threshold_for(spec.threshold if spec is not None else None, threshold)
     time_s, model_id, calibrated = None, None, False
     profile = config.profiles.get(shown.target)
-    predictor = (
-        None
-        if profile is None
-        else scorer_or_none(
-            config.judging.model,
-            profile,
-            shown,
-            ModelSource(config.storage.baseline_dir, config.storage.cache_dir, models),
-        )
-    )
+    source = ModelSource(config.storage.baseline_dir, config.storage.cache_dir, models)
+    predictor = None if profile is None else scorer_or_none(config.judging.model, profile, shown, source)
     if stats is not None and predictor is not None and profile is not None:
         scoring = AnalyticalModel(profile) if predictor.needs_blocks and stats.blocks is None else predictor
         try:
@@ -533,10 +525,3 @@ def removed_outcome(
         orphaned=orphaned,
         predictor=predictor,
     )
-
-
-def _scorer(config: Config, profile, measured: JobResult | Baseline, models) -> Predictor:
-    """The model that scores a measured kernel (a result, or a baseline) on `profile`, as the config's
-    `model` key chooses it (judge.decide's rule)."""
-    storage = config.storage
-    return scorer(config.judging.model, profile, measured, ModelSource(storage.baseline_dir, storage.cache_dir, models))
