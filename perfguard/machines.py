@@ -8,8 +8,15 @@ quantiles of each model from its residuals on that CPU's pairs (perfguard.predic
 number of pairs and where the timings came from. `[target.NAME] machine = "<profile>"` chooses one;
 without it a target's results are the generic pipeline model's, uncalibrated.
 
+A profile may also carry calibrated models trained on that CPU's own native runs (`perfguard
+calibrate collect` and `train` with `--root benchmarks/profiles/<name>`): one file per ISA and
+kernel family under perfguard/machine_profiles/<name>/<isa>/<family>.json, each named in the
+profile with its sha256, so the profile's digest (which keys every result judged with it) covers
+them, and a model file that does not match is refused, naming it.
+
 The files are perfguard/machine_profiles/<name>.json, written by benchmarks/verdicts.py
---machine-profile. Each new CPU a developer times the verdict pairs on adds one.
+--machine-profile (with --machine-models, the models it scored are copied in). Each new CPU a
+developer times the verdict pairs on adds one.
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ import hashlib
 import json
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +34,7 @@ from perfguard.atomic import atomic_write_text
 from perfguard.errors import InputError, newer_format
 
 MACHINES_DIR = Path(__file__).with_name("machine_profiles")
-MACHINE_SCHEMA = 1
+MACHINE_SCHEMA = 2  # 2: an ISA's section may name calibrated models; 1 had none, and still reads
 KINDS = ("pipeline", "analytical", "calibrated")
 # What a result without native truth on its ISA says instead of an interval.
 NO_NATIVE_RUNS = "no native runs on this ISA"
@@ -64,6 +71,8 @@ class IsaCalibration:
     pairs: int
     entries: tuple[dict[str, Any], ...]  # {target, model_id, kind, pairs, quantile}
     source: dict[str, Any]  # command, native timings file, stat
+    # family -> {file (relative to the profiles folder), sha256, model_id}: models trained on this CPU
+    models: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -76,9 +85,26 @@ class MachineProfile:
     isas: dict[str, IsaCalibration]
     sha256: str  # of the file: results judged with it are keyed on it
 
+    folder: Path = MACHINES_DIR
+
     def describe(self) -> str:
         """`intel-6-167: Intel(R) Xeon(R) Processor (GenuineIntel family 6 model 167), 2026-12-02`."""
         return f"{self.name}: {self.cpu.describe()}, {self.date}"
+
+    def model_file(self, isa: str, family: str) -> Path | None:
+        """The calibrated model this CPU's runs trained for `family` on `isa` (None: it has none)."""
+        section = self.isas.get(isa)
+        entry = None if section is None else section.models.get(family)
+        return None if entry is None else self.folder / entry["file"]
+
+
+_VENDORS = {"GenuineIntel": "intel", "AuthenticAMD": "amd"}
+
+
+def profile_name(cpu: CpuIdentity) -> str:
+    """The file name a CPU's profile gets: vendor, family and model (`intel-6-167`, `amd-23-1`)."""
+    vendor = _VENDORS.get(cpu.vendor, re.sub(r"[^a-z0-9]+", "", cpu.vendor.lower()) or "cpu")
+    return f"{vendor}-{cpu.family}-{cpu.model}"
 
 
 def names(folder: Path = MACHINES_DIR) -> list[str]:
@@ -106,8 +132,8 @@ def load(name: str, folder: Path = MACHINES_DIR) -> MachineProfile:
     bad = f"{path}: corrupted machine profile"
     if isinstance(data, dict) and type(data.get("schema")) is int and data["schema"] > MACHINE_SCHEMA:
         raise newer_format(str(path), "machine profile schema", data["schema"], MACHINE_SCHEMA)
-    if not isinstance(data, dict) or data.get("schema") != MACHINE_SCHEMA:
-        raise InputError(f"{bad} (schema must be {MACHINE_SCHEMA})")
+    if not isinstance(data, dict) or data.get("schema") not in (1, MACHINE_SCHEMA):
+        raise InputError(f"{bad} (schema must be 1 or {MACHINE_SCHEMA})")
     cpu = data.get("cpu")
     if not (
         isinstance(cpu, dict)
@@ -160,8 +186,9 @@ def load(name: str, folder: Path = MACHINES_DIR) -> MachineProfile:
                     f"pairs > 0 and a finite quantile >= 0)"
                 )
         source = section.get("source")
+        models = _models(section.get("models", {}), Path(folder), f"{where}.models")
         isas[isa] = IsaCalibration(
-            isa, section["pairs"], tuple(section["entries"]), source if isinstance(source, dict) else {}
+            isa, section["pairs"], tuple(section["entries"]), source if isinstance(source, dict) else {}, models
         )
     profile = MachineProfile(
         name,
@@ -171,9 +198,43 @@ def load(name: str, folder: Path = MACHINES_DIR) -> MachineProfile:
         float(scale),
         isas,
         hashlib.sha256(raw).hexdigest(),
+        Path(folder),
     )
     _CACHE[key] = profile
     return profile
+
+
+def _models(raw: Any, folder: Path, where: str) -> dict[str, dict[str, str]]:
+    """An ISA's `models` section, every file present and matching its sha256 (a damaged or edited
+    model must not judge under the profile's name)."""
+    if not isinstance(raw, dict):
+        raise InputError(f"{where}: must map a kernel family to its model)")
+    out = {}
+    for family, entry in raw.items():
+        if not (
+            isinstance(entry, dict)
+            and set(entry) == {"file", "sha256", "model_id"}
+            and all(isinstance(v, str) for v in entry.values())
+        ):
+            raise InputError(f"{where}.{family}: needs file, sha256 and model_id)")
+        path = folder / entry["file"]
+        try:
+            digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        except OSError:
+            raise InputError(f"{path}: model file of the machine profile is missing") from None
+        if digest != entry["sha256"]:
+            raise InputError(f"{path}: model file does not match the sha256 its machine profile names (edited?)")
+        out[family] = dict(entry)
+    return out
+
+
+def model_entry(folder: Path, file: Path, model_id: str) -> dict[str, str]:
+    """How a profile names one of its model files (`file` inside `folder`)."""
+    return {
+        "file": file.relative_to(folder).as_posix(),
+        "sha256": hashlib.sha256(file.read_bytes()).hexdigest(),
+        "model_id": model_id,
+    }
 
 
 def to_json(cpu: CpuIdentity, date: str, level: float, scale: float, isas: dict[str, IsaCalibration]) -> str:
@@ -188,6 +249,7 @@ def to_json(cpu: CpuIdentity, date: str, level: float, scale: float, isas: dict[
                 "pairs": s.pairs,
                 "source": s.source,
                 "entries": sorted(s.entries, key=lambda e: (e["target"], e["kind"], e["model_id"])),
+                **({"models": dict(sorted(s.models.items()))} if s.models else {}),
             }
             for isa, s in sorted(isas.items())
         },

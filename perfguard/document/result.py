@@ -346,6 +346,9 @@ class Machine:
     date: str = absent_if("")  # when the profile's native timings were taken
     pairs: int = absent_if(0)  # verdict pairs timed natively on that CPU, on this result's ISA
     uncalibrated: str = absent_if("")  # why there is no interval: "no native runs on this ISA", ...
+    # a calibrated model's training data: "intel-6-167's native runs" (a profile's model), or the CPUs
+    # the project's dataset was timed on ("native runs on AMD EPYC")
+    trained_on: str = absent_if("")
     recorded: bool = absent_if(True)  # False: read from a schema-1 report, which did not record it
 
 

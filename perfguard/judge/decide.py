@@ -7,7 +7,8 @@ so one edit gets one verdict whichever command looks at it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from perfguard import machines
@@ -18,6 +19,7 @@ from perfguard.job.run import Job, JobResult
 from perfguard.judge.attribution import Attributed, attribute
 from perfguard.judge.verdicts import Verdict, judge
 from perfguard.judging import Judgement
+from perfguard.machines import MachineProfile
 from perfguard.predict.analytical import AnalyticalModel
 from perfguard.predict.base import Predictor
 from perfguard.predict.intervals import IntervalCalibration, for_machine
@@ -59,6 +61,18 @@ class ModelSource:
     baseline_dir: Path
     cache_dir: Path
     files: ModelFiles | None = None
+    # target name -> its `machine` profile, whose models score a family the project has none for
+    machines: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, config: Config, files: ModelFiles | None = None, cache_dir: Path | None = None) -> ModelSource:
+        """The config's storage folders and machine choices (`files`: models read from a revision)."""
+        storage = config.storage
+        return cls(storage.baseline_dir, storage.cache_dir if cache_dir is None else cache_dir, files, config.machines)
+
+    def machine(self, target: str) -> MachineProfile | None:
+        name = self.machines.get(target)
+        return None if name is None else machines.load(name)
 
 
 def scorer(model: str, profile: TargetProfile, measured: JobResult | Baseline, source: ModelSource) -> Predictor:
@@ -73,6 +87,7 @@ def scorer(model: str, profile: TargetProfile, measured: JobResult | Baseline, s
         source.cache_dir,
         model,
         measured.params,
+        source.machine(profile.name),
     )
 
 
@@ -81,8 +96,7 @@ def config_scorer(
 ) -> Predictor:
     """`scorer` with the config's `model` key and its storage folders (`files`: calibrated models
     read from a revision; None: the working tree's)."""
-    storage = config.storage
-    return scorer(config.judging.model, profile, measured, ModelSource(storage.baseline_dir, storage.cache_dir, files))
+    return scorer(config.judging.model, profile, measured, ModelSource.of(config, files))
 
 
 def scorer_or_none(

@@ -9,6 +9,10 @@ schema, trained for another profile or simulator) is an error naming it, not a s
 fall-back to the analytical model: a gate must not quietly change its yardstick. So is a model
 whose pipeline features were computed by another pipeline model than this perfguard's (the
 pipeline model changed: retrain, one command).
+
+A target whose `machine` profile carries a model for the family (one trained on that CPU's own
+native runs, perfguard.machines) is scored with it when the project has none of its own: the
+project's baselines/models are what it trained itself, on purpose, and come first.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from pathlib import Path
 from perfguard.config import default_cache_dir
 from perfguard.errors import InputError
 from perfguard.judging import MODEL_NAMES
+from perfguard.machines import MachineProfile
 from perfguard.predict.analytical import AnalyticalModel
 from perfguard.predict.base import Predictor
 from perfguard.predict.calibrated import CalibratedModel
@@ -50,6 +55,17 @@ def stored_model(
     return _LOADED[key]
 
 
+def machine_model(machine: MachineProfile | None, isa: str, family: str | None) -> StoredModel | None:
+    """The model a machine profile carries for `family` on `isa` (its file checked at load)."""
+    path = None if machine is None or family is None else machine.model_file(isa, family)
+    if path is None:
+        return None
+    key = (str(path), path.stat().st_mtime)
+    if key not in _LOADED:
+        _LOADED[key] = load_model(path)
+    return _LOADED[key]
+
+
 def predictor_for(
     profile: TargetProfile,
     family: str | None,
@@ -59,6 +75,7 @@ def predictor_for(
     cache_dir: Path | None = None,
     model: str = "auto",
     params: dict | None = None,
+    machine: MachineProfile | None = None,
 ) -> Predictor:
     """The predictor that scores a kernel of `family` on `profile`. With the kernel's `params`, a
     calibrated model is used only for a dtype it was trained on (a float32 model says nothing
@@ -77,6 +94,9 @@ def predictor_for(
     if model != "auto":
         raise InputError(f"unknown model '{model}' (one of {', '.join(MODEL_NAMES)})")
     stored = None if baseline_dir is None else stored_model(baseline_dir, profile.name, family, source)
+    from_machine = stored is None
+    if from_machine:
+        stored = machine_model(machine, profile.isa, family)
     if stored is not None and params is not None and kernel_dtype(params) not in trained_dtypes(stored.meta):
         stored = None
     if stored is not None and not auto_uses(stored.meta):
@@ -86,7 +106,8 @@ def predictor_for(
             return _pipeline(profile, cache_dir)
         return AnalyticalModel(profile)
     meta = stored.meta
-    if meta["target"] != profile.name or meta["family"] != family:
+    # a machine's model was trained under its collector's target name: the fingerprint below is what must match
+    if (meta["target"] != profile.name and not from_machine) or meta["family"] != family:
         raise InputError(
             f"{stored.path}: model is for {meta['family']} on {meta['target']}, not {family} on {profile.name}"
         )

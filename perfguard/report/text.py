@@ -436,10 +436,11 @@ def machine_line(result: Result) -> str:
         return f"{m.model} model; its machine was not recorded (a report older than schema 2)"
     core = f"llvm-mca -mcpu={m.mca_cpu}" if m.mca_cpu else f"the {m.model} model's cost table"
     if m.model == "calibrated":
+        trained = f" (trained on {m.trained_on})" if m.trained_on else ""
         core = (
-            f"a calibrated model on llvm-mca -mcpu={m.mca_cpu}'s cycles"
+            f"a calibrated model{trained} on llvm-mca -mcpu={m.mca_cpu}'s cycles"
             if m.mca_cpu
-            else "a calibrated model on counts"
+            else f"a calibrated model{trained} on counts"
         )
     if m.profile:
         out = (

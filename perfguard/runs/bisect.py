@@ -193,8 +193,7 @@ class Bisector:
                 )
                 self.threshold_pct = self.judgement.threshold_pct
                 if visit.result.ok:
-                    storage = config.storage
-                    self.source = ModelSource(storage.baseline_dir, self.measurer.cache_dir)
+                    self.source = ModelSource.of(config, cache_dir=self.measurer.cache_dir)
                     self.profile = config.profiles[self.target]
                     self.predictor = scorer(self.judgement.model, self.profile, visit.result, self.source)
         return side

@@ -300,7 +300,7 @@ def judge_results(
     storage = config.storage
     store = BaselineStore(storage.baseline_dir) if store is None else store
     models = store.models()
-    source = ModelSource(storage.baseline_dir, storage.cache_dir, models)
+    source = ModelSource.of(config, models)
     run = CheckRun(models=models, interrupted=interrupted)
     for i, (job, result) in enumerate(zip(jobs, results)):
         judgement = judgement_of(config, job, threshold)
@@ -506,7 +506,7 @@ def removed_outcome(
     limit = config.judging.threshold_for(spec.threshold if spec is not None else None, threshold)
     time_s, model_id, calibrated = None, None, False
     profile = config.profiles.get(shown.target)
-    source = ModelSource(config.storage.baseline_dir, config.storage.cache_dir, models)
+    source = ModelSource.of(config, models)
     predictor = None if profile is None else scorer_or_none(config.judging.model, profile, shown, source)
     if stats is not None and predictor is not None and profile is not None:
         scoring = AnalyticalModel(profile) if predictor.needs_blocks and stats.blocks is None else predictor

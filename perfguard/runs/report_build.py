@@ -227,6 +227,8 @@ def machine_of(config: Config, profile: TargetProfile, r: Result, predictor: Pre
     uses_mca = kind == "pipeline" or (kind == "calibrated" and bool(getattr(predictor, "needs_blocks", False)))
     out = Machine(kind, mca_cpu=profile.pipeline_cpu if uses_mca else "")
     name = config.machines.get(profile.name)
+    if kind == "calibrated":
+        out.trained_on = _trained_on(r.model_id, name, profile.isa, getattr(predictor, "meta", {}) or {})
     if name:
         chosen = machines.load(name)
         section = chosen.isas[profile.isa]
@@ -239,6 +241,14 @@ def machine_of(config: Config, profile: TargetProfile, r: Result, predictor: Pre
         f"{machines.NO_PROFILE} (on {profile.isa}: {', '.join(on_isa)})" if on_isa else machines.NO_NATIVE_RUNS
     )
     return out
+
+
+def _trained_on(model_id: str, profile_name: str | None, isa: str, meta: dict) -> str:
+    """Whose native runs a calibrated model learnt from: its machine profile's, else its dataset's CPUs."""
+    if profile_name and any(m["model_id"] == model_id for m in machines.load(profile_name).isas[isa].models.values()):
+        return f"{profile_name}'s native runs"
+    cpus = sorted({str(m.get("cpu")) for m in meta.get("machines", []) if isinstance(m, dict) and m.get("cpu")})
+    return f"native runs on {', '.join(cpus)}" if cpus else "native runs on an unrecorded CPU"
 
 
 def explain_result(

@@ -11,7 +11,9 @@ import json
 
 from rich.console import Console
 
+from perfguard.document.codec import from_json, to_json
 from perfguard.document.report import Report, read_report
+from perfguard.document.result import Machine
 from perfguard.report import text
 from perfguard.report.failures import failures
 from perfguard.report.html import kernel_file, write_html
@@ -90,3 +92,22 @@ def test_a_schema_1_report_reads_as_one_that_did_not_record_its_machine():
         assert text.machine_line(r) == "analytical model; its machine was not recorded (a report older than schema 2)"
     again = json.loads(json.dumps(report.to_json()))
     assert again["results"][0]["machine"] == {"model": "analytical", "recorded": False}
+
+
+def test_a_calibrated_result_names_whose_native_runs_its_model_learnt_from():
+    report = read_report(golden.TINY)
+    r = copy.deepcopy(report.results[0])
+    r.machine.model, r.machine.mca_cpu = "calibrated", "znver4"
+    r.machine.trained_on = "intel-6-167's native runs"
+    assert text.machine_line(r) == (
+        f"a calibrated model (trained on intel-6-167's native runs) on llvm-mca -mcpu=znver4's cycles; "
+        f"interval from {XEON}"
+    )
+    r.machine.mca_cpu = ""
+    assert text.machine_line(r).startswith("a calibrated model (trained on intel-6-167's native runs) on counts;")
+    # written and read back: the field is kept; a machine without it (the goldens') reads as ""
+    written = to_json(r.machine)
+    assert written["trained_on"] == "intel-6-167's native runs"
+    assert from_json(Machine, written, "test") == r.machine
+    assert "trained_on" not in to_json(report.results[0].machine)
+    assert report.results[0].machine.trained_on == ""

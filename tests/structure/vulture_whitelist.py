@@ -90,3 +90,8 @@ max_visits
 # report/disassembly.py: a row's cycles in words, read by templates/kernel.html.j2 (a tooltip).
 _.baseline_title
 _.current_title
+
+# perfguard.machines: a profile's name and how it names a model file, for the scripts that write
+# profiles (benchmarks/machine_profile.py, benchmarks/verdicts.py --machine-profile).
+profile_name
+model_entry
