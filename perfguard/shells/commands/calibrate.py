@@ -38,6 +38,13 @@ def add_parser(subparsers) -> None:
             required=family_required,
             help="kernel family" + ("" if family_required else " (default: every family with a model)"),
         )
+        q.add_argument(
+            "--root",
+            type=Path,
+            metavar="DIR",
+            help="the folder holding datasets/ and models/ (default: the config's storage baseline_dir); "
+            "a machine profile's calibration lives in its own, e.g. benchmarks/profiles/NAME",
+        )
 
     q = sub.add_parser("collect", help="sample schedules, simulate them and time them natively")
     common(q)
@@ -50,7 +57,7 @@ def add_parser(subparsers) -> None:
         '[{"M": 64, "N": 64, "K": 64}] (default: the built-in groups)',
     )
     q.add_argument("--seed", default="perfguard")
-    q.add_argument("--output", type=Path, help="dataset file (default: baselines/datasets/T/F.json)")
+    q.add_argument("--output", type=Path, help="dataset file (default: ROOT/datasets/T/F.json)")
     q.add_argument("-j", "--jobs", type=int, help="parallel jobs (default: the config's, else one per 4 jobs)")
     q.add_argument(
         "--max-cv",
@@ -73,7 +80,7 @@ def add_parser(subparsers) -> None:
     q = sub.add_parser("ingest", help="add native timings from pytest --perfguard-native --benchmark-json")
     common(q)
     q.add_argument("--benchmark-json", type=Path, required=True)
-    q.add_argument("--output", type=Path, help="dataset file (default: baselines/datasets/T/F.json)")
+    q.add_argument("--output", type=Path, help="dataset file (default: ROOT/datasets/T/F.json)")
     q.set_defaults(run=run_ingest)
 
     q = sub.add_parser(
@@ -122,6 +129,11 @@ def add_parser(subparsers) -> None:
 
 def _quiet_options(q) -> None:
     add_quiet_options(q, "an attempt", "a group", "its pending variants are rejected as not quiet")
+
+
+def _root(args, config) -> Path:
+    """Where datasets/ and models/ are: --root, else the config's baseline folder."""
+    return args.root if args.root is not None else config.storage.baseline_dir
 
 
 def _names(value: str) -> list[str]:
@@ -174,7 +186,7 @@ def run_collect(args) -> int:
             processes=args.processes,
             quiet=quiet,
         )
-    path = args.output or dataset_path(config.storage.baseline_dir, profile.name, args.family)
+    path = args.output or dataset_path(_root(args, config), profile.name, args.family)
     n = len(got.dataset.rows)
     if n == 0:  # nothing to train on: say why instead of writing an empty dataset
         why = (
@@ -208,7 +220,7 @@ def run_ingest(args) -> int:
     config = load_config(args.config)
     profile = config.profile(args.target, "--target")
     rows, simulator, fingerprint = calibration.ingest_benchmark_json(args.benchmark_json, profile.name, args.family)
-    path = args.output or dataset_path(config.storage.baseline_dir, profile.name, args.family)
+    path = args.output or dataset_path(_root(args, config), profile.name, args.family)
     dataset = calibration.merge_ingested(
         path, rows, simulator, fingerprint, profile.name, args.family, args.benchmark_json
     )
@@ -221,11 +233,11 @@ def run_resimulate(args) -> int:
     out = console()
     config = load_config(args.config)
     profile = config.profile(args.target, "--target")
-    families = calibration.stored_families(config.storage.baseline_dir, profile.name, args.family, "datasets")
+    families = calibration.stored_families(_root(args, config), profile.name, args.family, "datasets")
     if args.output and len(families) > 1:
         raise InputError("--output: name one --family with it")
     for family in families:
-        path = dataset_path(config.storage.baseline_dir, profile.name, family)
+        path = dataset_path(_root(args, config), profile.name, family)
         dataset = load_dataset(path)
         with (
             executor_from_args(args, args.jobs or config.jobs) as executor,
@@ -282,7 +294,7 @@ def run_evaluate(args) -> int:
     out = console()
     config = load_config(args.config)
     profile = config.profile(args.target, "--target")
-    dataset = load_dataset(dataset_path(config.storage.baseline_dir, profile.name, args.family))
+    dataset = load_dataset(dataset_path(_root(args, config), profile.name, args.family))
     evaluation = calibration_models.evaluate(
         dataset, profile, _names(args.predictors), args.features, config.storage.cache_dir
     )
@@ -305,7 +317,7 @@ def run_train(args) -> int:
     out = console()
     config = load_config(args.config)
     profile = config.profile(args.target, "--target")
-    baselines = config.storage.baseline_dir
+    baselines = _root(args, config)
     for family in calibration.stored_families(baselines, profile.name, args.family, "datasets"):
         dataset = load_dataset(dataset_path(baselines, profile.name, family))
 
@@ -349,7 +361,7 @@ def run_drift(args) -> int:
     profile = config.profile(args.target, "--target")
     seed = args.seed or datetime.date.today().isoformat()
     verdicts = {}
-    baselines = config.storage.baseline_dir
+    baselines = _root(args, config)
     for family in calibration.stored_families(baselines, profile.name, args.family, "models"):
         model = stored_model(baselines, profile.name, family)
         if model is None:
