@@ -47,9 +47,15 @@ def main() -> None:
     parser.add_argument("--families", default="")
     parser.add_argument("--features", default="counts,pipeline")
     parser.add_argument("--same-rows", action="store_true", help="counts on the rows with a block profile only")
+    parser.add_argument(
+        "--root",
+        type=Path,
+        default=REPO / "benchmarks" / "profiles" / "amd-23-1",
+        help="the folder holding datasets/ (default: Zen 1's, benchmarks/profiles/amd-23-1)",
+    )
     args = parser.parse_args()
     profile = BUILTIN[args.target]
-    root = REPO / "baselines" / "datasets" / args.target
+    root = args.root / "datasets" / args.target
     families = [f for f in args.families.split(",") if f] or sorted(p.stem for p in root.glob("*.json"))
     for family in families:
         dataset = load_dataset(root / f"{family}.json")

@@ -1,7 +1,8 @@
 """Calibration that generalises: do the calibrated predictors beat the pipeline model on shapes, and
 families, they were neither fitted nor selected on?
 
-From the committed calibration datasets of a target (baselines/datasets/TARGET/*.json: schedules
+From the committed calibration datasets of a target (baselines/datasets/TARGET/*.json, or a
+machine profile's under --root benchmarks/profiles/NAME: schedules
 sampled per problem shape, each timed natively; no shape is in the verdict benchmark's pairs, which
 tests/predict/test_verdicts.py checks), every figure below is on rows held out from both the fit
 and the choice of predictor:
@@ -97,15 +98,22 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="run the nested selection even where the family's model file records it",
     )
+    parser.add_argument(
+        "--root",
+        type=Path,
+        metavar="DIR",
+        help="the folder holding datasets/ and models/ (default: the config's baselines; a machine's "
+        "calibration: benchmarks/profiles/NAME)",
+    )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     config = load_config(args.config)
     profile = config.profile(args.target, "--target")
-    folder = config.storage.baseline_dir / "datasets" / profile.name
+    baselines = config.storage.baseline_dir if args.root is None else args.root
+    folder = baselines / "datasets" / profile.name
     families = sorted(p.stem for p in folder.glob("*.json"))
     if not families:
         raise SystemExit(f"generalisation: no datasets in {folder}")
-    baselines = config.storage.baseline_dir
     features = {
         f: calibration_models.DatasetFeatures(
             load_dataset(dataset_path(baselines, profile.name, f)), profile, "pipeline", config.storage.cache_dir
@@ -124,12 +132,11 @@ def main(argv: list[str] | None = None) -> int:
 
     nested = {}
     for f, data in features.items():
-        stored = stored_model(config.storage.baseline_dir, profile.name, f)
+        stored = stored_model(baselines, profile.name, f)
         recorded = (stored.meta.get("auto") if stored is not None else None) if not args.recompute else None
         if (
             recorded
-            and stored.meta.get("dataset_hash")
-            == load_dataset(dataset_path(config.storage.baseline_dir, profile.name, f)).digest()
+            and stored.meta.get("dataset_hash") == load_dataset(dataset_path(baselines, profile.name, f)).digest()
         ):
             general = calibration_models.Generalisation(recorded["groups"], recorded["summary"], recorded["use"])
             print(f"\n{f}: as `calibrate train` recorded it in {stored.path} (--recompute to run it again)")

@@ -34,6 +34,7 @@ per binary in benchmarks/verdicts-gem5-PROFILE.json (--gem5-jobs 0 scores only w
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as _dt
 import hashlib
 import importlib.util
@@ -55,7 +56,7 @@ if __package__ in (None, ""):  # run as a script: make `benchmarks` importable
     sys.path.insert(0, str(REPO))
 
 from benchmarks.verdict_pairs import PAIRS, Pair  # noqa: E402
-from perfguard import jsonfile
+from perfguard import jsonfile, machines
 from perfguard.atomic import atomic_write_text
 from perfguard.compile.cache import BuildCache
 from perfguard.config import Config, KernelSpec, load_config
@@ -76,7 +77,14 @@ from perfguard.job.native import (
 )
 from perfguard.job.run import Job, JobResult, run_job
 from perfguard.predict.analytical import AnalyticalModel
-from perfguard.predict.select import kernel_dtype, predictor_for, stored_model, trained_dtypes
+from perfguard.predict.select import (
+    auto_uses,
+    kernel_dtype,
+    machine_model,
+    predictor_for,
+    stored_model,
+    trained_dtypes,
+)
 from perfguard.sim.stats import Stats
 from perfguard.targets import TargetProfile
 
@@ -617,11 +625,14 @@ def _analytical(profile: TargetProfile, family: str, sides: list[Side], config: 
 
 
 def _stored_calibrated(profile: TargetProfile, family: str, config: Config, dtype: str):
-    """The family's committed calibrated model, whether or not `auto` uses it (None: there is none,
-    or it was not trained on this dtype, which perfguard would not score with it either)."""
+    """The family's committed calibrated model (the project's, else its machine profile's), whether
+    or not `auto` uses it (None: there is none, or it was not trained on this dtype, which perfguard
+    would not score with it either)."""
     from perfguard.predict.calibrated import CalibratedModel
 
     stored = stored_model(config.storage.baseline_dir, profile.name, family)
+    if stored is None and profile.name in config.machines:  # else the one the target's machine profile carries
+        stored = machine_model(machines.load(config.machines[profile.name]), profile.isa, family)
     if stored is None or dtype not in trained_dtypes(stored.meta):
         return None
     return CalibratedModel(stored.predictor, profile, config.storage.cache_dir)
@@ -653,6 +664,7 @@ def _check(profile: TargetProfile, family: str, sides: list[Side], config: Confi
         config.storage.cache_dir,
         config.judging.model,
         params=sides[0].spec.params,
+        machine=machines.load(config.machines[profile.name]) if profile.name in config.machines else None,
     )
     return predictor.predict_stats([s.stats for s in sides])
 
@@ -826,9 +838,46 @@ def coverage_markdown(table: dict[str, dict], level: float) -> str:
     return "\n".join(lines)
 
 
-def write_machine_profile(path: Path, isa: str, calibration, timed_on: list[dict]) -> None:
+# A machine's model may lose to the pipeline model on its family's pairs by this much Spearman.
+CARRY_SPEARMAN_SLACK = 0.02
+
+
+def carried(meta: dict, calibrated: set[str], family: dict[str, Summary]) -> str:
+    """Why a trained model is not carried by its machine's profile ("": it is). It is carried when
+    `model = "auto"` would use it (its nested leave-one-shape-out decision), its family's pairs on
+    this CPU are enough to calibrate its interval, and on them it misses no more regressions and
+    raises no more false alarms than the pipeline model, at a Spearman at most 0.02 lower: pairs
+    whose shapes it was never trained on decide, since better rankings of schedules within a
+    shape need not mean better deltas of one-knob edits on another."""
+    if not auto_uses(meta):
+        return "`auto` does not use it (it did not beat the pipeline model on held-out shapes)"
+    if meta["model_id"] not in calibrated:
+        return "too few pairs of its family to calibrate its interval"
+    own, pipe = family.get("calibrated"), family.get("pipeline")
+    if own is None or pipe is None or own.spearman is None or pipe.spearman is None:
+        return "its family's pairs were not scored"
+    errors, pipe_errors = len(own.missed) + len(own.false_alarms), len(pipe.missed) + len(pipe.false_alarms)
+    if errors > pipe_errors or own.spearman < pipe.spearman - CARRY_SPEARMAN_SLACK:
+        return (
+            f"on its family's {own.n} pairs it loses to the pipeline model: Spearman {own.spearman:.2f} against "
+            f"{pipe.spearman:.2f}, {errors} missed or false alarms against {pipe_errors}"
+        )
+    return ""
+
+
+def write_machine_profile(
+    path: Path,
+    isa: str,
+    calibration,
+    timed_on: list[dict],
+    models_dir: Path | None = None,
+    families: dict[str, dict[str, Summary]] | None = None,
+) -> None:
     """The machine profile (perfguard.machines) of the one CPU the pairs were timed on: this ISA's
-    section from `calibration`, the file's other ISAs kept. Timings from two CPUs make no profile."""
+    section from `calibration`, the file's other ISAs kept. Timings from two CPUs make no profile.
+    `models_dir`: the calibrated models (FAMILY.json, trained on this CPU's runs) offered to the
+    profile; those `carried` are copied to PROFILE/ISA/ beside it (`families`: the pair summaries
+    per family and model that decide)."""
     from perfguard import machines as profiles
 
     ids = {profiles.CpuIdentity.parse(m.get("cpu_id", ""), m.get("cpu", "")) for m in timed_on}
@@ -847,7 +896,23 @@ def write_machine_profile(path: Path, isa: str, calibration, timed_on: list[dict
             )
         isas = dict(old.isas)
     source = {k: v for k, v in calibration.source.items() if k != "machines"}
-    isas[isa] = profiles.IsaCalibration(isa, source["pairs"], tuple(e.to_dict() for e in calibration.entries), source)
+    models = isas[isa].models if isa in isas else {}
+    if models_dir is not None:
+        models = {}
+        calibrated = {e.model_id for e in calibration.entries if e.kind == "calibrated"}
+        for file in sorted(models_dir.glob("*.json")):
+            meta = json.loads(file.read_text())
+            why = carried(meta, calibrated, (families or {}).get(file.stem, {}))
+            print(f"{file.stem}: {meta['model_id']} " + (f"left out: {why}" if why else "carried by the profile"))
+            if why:
+                continue
+            copy = path.parent / path.stem / isa / file.name
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(copy, file.read_text())
+            models[file.stem] = profiles.model_entry(path.parent, copy, meta["model_id"])
+    isas[isa] = profiles.IsaCalibration(
+        isa, source["pairs"], tuple(e.to_dict() for e in calibration.entries), source, models
+    )
     date = max(m.get("date", "") for m in timed_on)
     profiles.save(path, profiles.to_json(cpu, date, calibration.level, calibration.scale, isas))
 
@@ -1143,6 +1208,14 @@ def main(argv: list[str] | None = None) -> int:
         "timings came from: the interval calibration keyed by that CPU's identity "
         '(perfguard/machine_profiles/NAME.json is where `[target.X] machine = "NAME"` reads)',
     )
+    parser.add_argument(
+        "--models-root",
+        type=Path,
+        metavar="DIR",
+        help="score the calibrated and check columns with the models in DIR/models/TARGET/ (a machine's "
+        "calibration, `perfguard calibrate train --root DIR`) instead of the config's baselines; with "
+        "--machine-profile, those models are copied into the profile",
+    )
     parser.add_argument("--level", type=float, default=0.9, help="nominal coverage of the intervals (default 0.9)")
     parser.add_argument("-j", "--jobs", type=int, help="parallel build/simulation jobs")
     args = parser.parse_args(argv)
@@ -1160,6 +1233,8 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as exc:
         raise SystemExit(f"verdicts: {exc.message}") from None
     config = load_config(args.config)
+    if args.models_root is not None:  # models are read from the baseline folder: point it at the machine's
+        config = dataclasses.replace(config, storage=dataclasses.replace(config.storage, baseline_dir=args.models_root))
     profile = config.profile(args.profile, "--profile")
     native_file = args.native_file or native_file_for(profile.name)
     pairs = select_pairs(args.pairs)
@@ -1235,7 +1310,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.intervals or args.machine_profile:
         from perfguard.predict.intervals import calibrate
 
-        machines = sorted(
+        timed_on = sorted(
             {json.dumps(r.get("machine", {}), sort_keys=True) for name, r in records.items() if name in deltas}
         )
         source = {
@@ -1243,7 +1318,7 @@ def main(argv: list[str] | None = None) -> int:
             "native_file": os.path.relpath(native_file, REPO) if native_file.is_relative_to(REPO) else str(native_file),
             "pairs": len(pairs),
             "stat": args.stat,
-            "machines": [json.loads(m) for m in machines],
+            "machines": [json.loads(m) for m in timed_on],
         }
         calibration = calibrate(
             {k: [(r.predicted, r.native) for r in rows] for k, rows in residuals.items()}, source, args.level
@@ -1252,7 +1327,14 @@ def main(argv: list[str] | None = None) -> int:
             calibration.save(args.intervals)
             print(f"\nwrote {args.intervals}: {len(calibration.entries)} models")
         if args.machine_profile:
-            write_machine_profile(args.machine_profile, profile.isa, calibration, [json.loads(m) for m in machines])
+            write_machine_profile(
+                args.machine_profile,
+                profile.isa,
+                calibration,
+                [json.loads(m) for m in timed_on],
+                None if args.models_root is None else args.models_root / "models" / profile.name,
+                families,
+            )
             print(
                 f"\nwrote {args.machine_profile}: {profile.isa}, {len(calibration.entries)} models, {len(pairs)} pairs"
             )

@@ -95,10 +95,23 @@ def machines_table() -> str:
                     str(section.pairs),
                     m.date,
                     f"`{section.source.get('native_file', '')}`",
+                    ", ".join(f"`{f}`" for f in sorted(section.models)) or "none",
                 ]
             )
     return _table(
-        ["profile", "CPU", "vendor", "family", "model", "ISA", "verdict pairs", "timed", "native timings"], rows
+        [
+            "profile",
+            "CPU",
+            "vendor",
+            "family",
+            "model",
+            "ISA",
+            "verdict pairs",
+            "timed",
+            "native timings",
+            "calibrated models carried",
+        ],
+        rows,
     )
 
 

@@ -351,8 +351,9 @@ def test_the_recalibration_leg_runs_its_drift_step(project, tmp_path):
     workspace = config.parent
     models = workspace / "baselines" / "models" / "x86_64"
     models.mkdir(parents=True)
-    shutil.copy(REPO / "baselines" / "models" / "x86_64" / "gemm.json", models / "gemm.json")
-    dataset = json.loads((REPO / "baselines" / "datasets" / "x86_64" / "gemm.json").read_text())
+    zen = REPO / "benchmarks" / "profiles" / "amd-23-1"  # Zen 1's gemm model and dataset, as a project's own
+    shutil.copy(zen / "models" / "x86_64" / "gemm.json", models / "gemm.json")
+    dataset = json.loads((zen / "datasets" / "x86_64" / "gemm.json").read_text())
     row = dict(dataset["rows"][0], group="K=16,M=16,N=16")
     row["params"] = dict(row["params"], M=16, N=16, K=16, tile_m=4, tile_n=8, tile_k=8, vector=4)
     dataset["rows"] = [row]
