@@ -389,6 +389,49 @@ def test_the_recalibration_leg_runs_its_drift_step(project, tmp_path):
     assert job.step("Upload the new models").outcome == "skipped"
 
 
+def test_the_machine_profile_job_leaves_a_cpu_perfguard_has_a_profile_for_alone(tmp_path):
+    """recalibrate.yml's machine-profile job, scheduled (no fresh-profile input): on a CPU whose
+    committed profile already carries models (this machine's, intel-6-167), benchmarks/
+    machine_profile.py --if-missing names the profile, writes nothing and says so in the step's
+    outputs, so nothing is uploaded. (A CPU without one would collect, train and time for about
+    half an hour: the whole path is in benchmarks/RESULTS.md, not in the suite.)"""
+    from perfguard import machines
+    from perfguard.errors import InputError
+    from perfguard.job.native import this_machine
+
+    here = this_machine()
+    try:
+        name = machines.profile_name(machines.CpuIdentity.parse(here.cpu_id, here.cpu))
+    except InputError:
+        pytest.skip(f"this CPU has no vendor/family/model identity: {here.cpu_id!r}")
+    if name not in machines.names() or "x86_64" not in machines.load(name).isas:
+        pytest.skip(f"this CPU ({name}) has no committed x86_64 profile: the job would calibrate it")
+    if not machines.load(name).isas["x86_64"].models:
+        pytest.skip(f"{name} carries no models: the job would calibrate it")
+    workspace = tmp_path / "ws"
+    (workspace / "benchmarks").mkdir(parents=True)
+    shutil.copy(REPO / "perfguard.toml", workspace / "perfguard.toml")
+    shutil.copy(REPO / "benchmarks" / "machine_profile.py", workspace / "benchmarks" / "machine_profile.py")
+    init_repo(workspace)
+    commit_all(workspace, "checkout")
+    runner = Runner(
+        workspace,
+        tmp_path / "runner",
+        event_name="schedule",
+        event={},
+        replaced={
+            "Debian packages from the pinned snapshot, then what the checkout and setup.sh need": _no_apt,
+            "Install toolchains and perfguard": venv_of_this_interpreter("RUNNER_TEMP", "venv"),
+        },
+    )
+    job = runner.run_job(WORKFLOWS / "recalibrate.yml", "machine-profile")
+    assert job.succeeded, job.log
+    step = job.step("Collect, train, time the verdict pairs, write the profile")
+    assert step.outputs == {"name": name, "written": "false"}, step.log
+    assert f"-> {name}" in step.log and "already carries models for x86_64: nothing to do" in step.log
+    assert job.step("Upload the profile").outcome == "skipped"
+
+
 def test_a_leg_on_the_wrong_machine_stops_before_installing_anything(tmp_path):
     """scripts/check-runner.sh, the recalibration legs' first step: a riscv64 leg on this x86_64
     machine, or outside a checkout git can read, says what is missing (exit 3); a bad target is
