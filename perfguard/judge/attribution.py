@@ -295,7 +295,10 @@ class LoopNamer:
             spans[symbol] = (min(lo, addr), max(hi, end))
         out = []
         for var, ranges in sorted(nest.ranges.items()):
-            loops = {nest.origin(i) for i, loop in enumerate(nest.loops) if loop.var == var}
+            # a loop TVM vectorised has no variable in the code: the location is another loop's
+            loops = {
+                nest.origin(i) for i, loop in enumerate(nest.loops) if loop.var == var and loop.kind != "vectorized"
+            }
             if len(loops) != 1 or not ranges:
                 continue
             first = min(lo for lo, _ in ranges)
