@@ -194,7 +194,8 @@ class LoopNamer:
     def _copy_code(self, left: dict[int, tuple[list[LoopMatch], str]]) -> dict[int, LoopMatch]:
         """Sites no loop fits that are the own code of a loop LLVM unrolled completely: code that
         runs once per iteration of it (each copy's, outside the loops inside: their set-up and
-        exit), between decided sites of loops inside it. Its count fits no loop (once per call
+        exit; a site is placed by its first instruction, so one that runs on into the first pass
+        of the loop after it is this code too), between decided sites of loops inside it. Its count fits no loop (once per call
         when the unrolled loop is outermost), but the nest's order places it: the nearest decided
         sites on both sides in the function are of loops inside that one (an embedding gather's
         column chunks moved outside its rows: `j_0[8]` unrolled, 8 copies of `i` with their own
