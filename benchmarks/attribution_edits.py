@@ -1,9 +1,9 @@
 """Does the top "where" entry name the edited loop nest? Real schedule edits, every ISA.
 
 Each edit changes one knob of a kernel: a built-in family's (perfguard/kernels) or a user
-kernel's (examples/kernels: an attention head with softmax, a layer norm, an int8 matmul; and
-the cookbook's recipes, examples/cookbook: an arg-max via rfactor, a stencil, a gather, a
-quantized matmul). Both
+kernel's (examples/kernels: an attention head with softmax, a layer norm, an int8 matmul; the
+cookbook's recipes, examples/cookbook: an arg-max via rfactor, a stencil, a gather, a quantized
+matmul; and a new user's, tests/captured/kernels.py: an embedding gather, a 2-D tiled stencil). Both
 versions are built and simulated with perfguard (QEMU) on each target, and the change is
 attributed exactly as `perfguard check` does (judge.attribution with the pipeline model). The
 place the where line names (report.where.places(...)[0]) is then judged against facts the
@@ -190,6 +190,29 @@ QMATMUL = Kernel(
     "2 * M * N * K",
     inputs={"A": {"low": 0, "high": 256, "seed": None}},
 )
+# A new user's kernels (issue 42's held-to criterion, tests/captured/kernels.py): an embedding
+# gather with int32 and int64 indices, and a stencil tiled in rows and columns
+USER = "tests.captured.kernels"
+EMBED = {
+    dtype: Kernel(
+        f"embed_{dtype}",
+        f"{USER}:embed",
+        None,
+        dict(V=1024, D=64, N=128, idx_dtype=dtype, vector=8, order="ij"),
+        f"{USER}:embed_ref",
+        "0",
+        inputs={"idx": {"low": 0, "high": 1024, "seed": None}},
+    )
+    for dtype in ("int32", "int64")
+}
+STENCIL2D = Kernel(
+    "stencil2d",
+    f"{USER}:stencil2d",
+    None,
+    dict(H=64, W=64, ti=8, tj=16, vector=8),
+    f"{USER}:stencil2d_ref",
+    "6 * H * W",
+)
 
 EDITS = [
     Edit(GEMM, {"order": "kij"}, "tile loop order ijk -> kij", frozenset({"i_0", "j_0", "k_0"})),
@@ -225,6 +248,11 @@ EDITS = [
     Edit(STENCIL, {"tile": 4}, "row tile 8 -> 4"),
     Edit(GATHER, {"vector": 1}, "vectorisation off (LLVM re-vectorises: same code)"),
     Edit(QMATMUL, {"vector": 4}, "16 -> 4 lanes"),
+    *(
+        Edit(EMBED[dtype], {"order": "ji"}, "column chunks moved outside the rows", frozenset({"i", "j_0"}))
+        for dtype in ("int32", "int64")
+    ),
+    Edit(STENCIL2D, {"vector": 1}, "column lanes not vectorised"),
 ]
 
 

@@ -9,7 +9,10 @@ every loop around it. Vectorized loops became SIMD lanes and unrolled ones copie
 iterates; a serial or parallel loop of one iteration does not either. The nest is taken from
 the module lowered by the very passes `tvm.tirx.build` runs (TVM decides unrolling and
 vectorisation there), after the object is built and outside its build key: recording it changes
-no byte of any build and no statistic. The location lists are kept too (`ranges`, as harness
+no byte of any build and no statistic. A loop TVM vectorised is no loop of the lowered module (its
+iterations are lanes of vector instructions); it is read from the scheduled module and recorded
+as a `vectorized` loop first inside the loop around it that lowering kept, so a block of that loop
+can say whose lanes it holds. The location lists are kept too (`ranges`, as harness
 addresses): where several loops fit a count, they tell them apart (judge.attribution), and
 benchmarks/loop_names.py checks the names against them.
 
@@ -38,8 +41,10 @@ from perfguard.atomic import atomic_write_text
 from perfguard.errors import InputError, newer_format
 
 LOOPS_FILE = "loops.json"
-LOOPS_VERSION = 2  # 2: each loop's "stores" and the "code" ranges; version 1 (older baselines) still reads
-READABLE_VERSIONS = (1, 2)
+# 2: each loop's "stores" and the "code" ranges; 3: the loops TVM vectorised, inside the loop around
+# them (older versions, e.g. in baselines, still read: they name no such loop)
+LOOPS_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
 KINDS = ("serial", "parallel", "vectorized", "unrolled", "thread_binding")  # tvm.tirx.ForKind order
 _ITERATING = ("serial", "parallel")
 
@@ -64,6 +69,7 @@ class LoopMatch:
     peeled: int = 0  # iterations LLVM peeled off the loop (they run elsewhere)
     approximate: bool = False  # no plain way fits: per_execution is the count's average (LoopLayout.rewritten)
     outer_peeled: int = 0  # iterations LLVM peeled off the loop around it: this copy runs in the others
+    copy: bool = False  # a loop LLVM unrolled completely: the block is its copies' own code (once per iteration)
 
 
 @dataclass(frozen=True)
@@ -271,11 +277,17 @@ def record_loops(mod: object, tvm_target: dict, obj: Path, harness: Path | None 
         lowered = tvm.tirx.transform.BindTarget(target)(mod)
         pipeline, finalize_host, _ = tvm.tirx.get_tir_pipeline("default")  # what tvm.tirx.build runs
         lowered = finalize_host()(pipeline(lowered))
+        functions = [f for _, f in sorted(lowered.functions.items(), key=lambda item: item[0].name_hint)]
+        kept: list = []  # the lowered loops' variables (lowering keeps the scheduled module's objects)
+        for func in functions:
+            if isinstance(func, tvm.tirx.PrimFunc):
+                _walk(tvm, func.body, [], kept)
+        lanes = _lanes(tvm, mod, kept)
         loops: list[Loop] = []
         seen: list = []  # each loop's variable: copies made by unrolling keep the variable object
-        for _, func in sorted(lowered.functions.items(), key=lambda item: item[0].name_hint):
+        for func in functions:
             if isinstance(func, tvm.tirx.PrimFunc):
-                _walk(tvm, func.body, loops, seen)
+                _walk(tvm, func.body, loops, seen, lanes)
         loops = _name_nests(loops, scheduled_nests(mod))
         ranges = harness_ranges(obj, harness, {x.var for x in loops}) if harness is not None else {}
         return LoopNest(
@@ -289,29 +301,64 @@ def record_loops(mod: object, tvm_target: dict, obj: Path, harness: Path | None 
         return LoopNest((), (), f"{type(exc).__name__}: {lines[-1] if lines else ''}")
 
 
-def _walk(tvm, stmt, out: list[Loop], seen: list) -> None:
+def _walk(tvm, stmt, out: list[Loop], seen: list, lanes: tuple[tuple[Any, Any, int | None], ...] = ()) -> None:
+    """Append the loops of `stmt` to `out` in pre-order, and each of `lanes` (parent variable,
+    variable, extent: a loop TVM vectorised) as a vectorized loop first inside its parent."""
+
+    def add(var, extent: int | None, kind: str, up: int | None) -> int:
+        first = next((i for i, known in enumerate(seen) if known.same_as(var)), None)
+        origin = None if first is None else out[first].copy_of if out[first].copy_of is not None else first
+        out.append(Loop(str(var.name), extent, kind, up, origin))
+        seen.append(var)
+        return len(out) - 1
+
     stack: list = [(stmt, None)]
     while stack:  # depth first, children in order: the nest comes out in pre-order
         node, up = stack.pop()
         if isinstance(node, tvm.tirx.For):
-            first = next((i for i, var in enumerate(seen) if var.same_as(node.loop_var)), None)
-            out.append(
-                Loop(
-                    str(node.loop_var.name),
-                    _iterations(tvm, node),
-                    KINDS[int(node.kind)],
-                    up,
-                    None if first is None else out[first].copy_of if out[first].copy_of is not None else first,
-                )
-            )
-            seen.append(node.loop_var)
-            stack.append((node.body, len(out) - 1))
+            at = add(node.loop_var, _iterations(tvm, node), KINDS[int(node.kind)], up)
+            for parent, var, extent in lanes:
+                if parent.same_as(node.loop_var):
+                    add(var, extent, "vectorized", at)
+            stack.append((node.body, at))
         elif isinstance(node, tvm.tirx.SeqStmt):
             stack.extend((s, up) for s in reversed(list(node.seq)))
         elif isinstance(node, tvm.tirx.IfThenElse):
             stack.extend((s, up) for s in (node.else_case, node.then_case) if s is not None)
         elif isinstance(getattr(node, "body", None), tvm.tirx.Stmt):  # AttrStmt, While, ...
             stack.append((node.body, up))
+
+
+def _lanes(tvm, mod, kept: list) -> tuple[tuple[Any, Any, int | None], ...]:
+    """The loops of the scheduled module `mod` that TVM vectorised (lowering turns them into
+    vector instructions, so the lowered nest has no loop of theirs): (the variable of the nearest
+    loop around it that lowering kept, its variable, its lanes). One TVM kept as a loop (it
+    could not vectorise it) or with no kept loop around it is left out."""
+    out = []
+    for _, func in sorted(mod.functions.items(), key=lambda item: item[0].name_hint):
+        if not isinstance(func, tvm.tirx.PrimFunc):
+            continue
+        stack: list = [(func.body, ())]
+        while stack:
+            node, around = stack.pop()
+            if isinstance(node, tvm.tirx.For):
+                if KINDS[int(node.kind)] == "vectorized" and not any(v.same_as(node.loop_var) for v in kept):
+                    parent = next((a for a in reversed(around) if any(v.same_as(a) for v in kept)), None)
+                    if parent is not None:
+                        extent = node.extent
+                        out.append(
+                            (parent, node.loop_var, int(extent) if isinstance(extent, tvm.tirx.IntImm) else None)
+                        )
+                stack.append((node.body, (*around, node.loop_var)))
+            elif isinstance(node, tvm.tirx.SeqStmt):
+                stack.extend((s, around) for s in reversed(list(node.seq)))
+            elif isinstance(node, tvm.s_tir.SBlockRealize):
+                stack.extend((s, around) for s in (node.block.body, node.block.init) if s is not None)
+            elif isinstance(node, tvm.tirx.IfThenElse):
+                stack.extend((s, around) for s in (node.else_case, node.then_case) if s is not None)
+            elif isinstance(getattr(node, "body", None), tvm.tirx.Stmt):
+                stack.append((node.body, around))
+    return tuple(out)
 
 
 def scheduled_nests(mod) -> list[tuple[set[str], list[str]]]:
@@ -584,6 +631,12 @@ class LoopLayout:
         found = self.fits(count)
         plainest = min((self.plainness(m) for m in found), default=0)
         return [m for m in found if self.plainness(m) == plainest]
+
+    def vectorised_inside(self, i: int) -> list[int]:
+        """The loops TVM vectorised whose lanes are in loop i's blocks: those directly inside it
+        and those inside a loop LLVM unrolled into it (unrolled_inside), outermost first."""
+        holders = {i, *self.unrolled_inside(i)}
+        return [j for j, loop in enumerate(self.nest.loops) if loop.kind == "vectorized" and loop.parent in holders]
 
     def unrolled_inside(self, i: int) -> list[int]:
         """The loops inside loop i that LLVM unrolled completely into its blocks: those directly

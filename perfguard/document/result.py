@@ -146,6 +146,11 @@ class LoopStep:
     llvm_unrolled: bool = absent_if(False)  # LLVM unrolled it completely: what is inside runs in copies
 
 
+def _listed(names: list[str]) -> str:
+    """`a`, `a and b`, `a, b and c`."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
 @dataclass
 class BlockLoop:
     """The TIR loop a block runs in: the one whose body runs as often per call as the block
@@ -157,6 +162,7 @@ class BlockLoop:
     per_execution: int = absent_if(1)  # iterations per block execution (> 1: LLVM unrolled or vectorised it by this)
     peeled: int = absent_if(0)  # iterations LLVM peeled off the loop (run by other blocks)
     unrolled: list[str] = absent_if([])  # loops inside it without a block of their own: LLVM flattened them into it
+    vectorized: list[str] = absent_if([])  # loops TVM vectorised whose lanes are in its blocks (in it or in `unrolled`)
     located: bool = absent_if(False)  # other loops fit the count too: the object's debug information told them apart
     ordered: bool = absent_if(
         False
@@ -177,7 +183,7 @@ class BlockLoop:
         )
 
     def llvm_notes(self) -> list[str]:
-        """What LLVM did to the loop, in words (empty: nothing seen)."""
+        """What LLVM did to the loop, and the loops TVM vectorised into it, in words (empty: nothing seen)."""
         notes = []
         if self.approximate:
             notes.append(
@@ -188,10 +194,13 @@ class BlockLoop:
             notes.append(f"{self.per_execution} iterations per execution: unrolled or vectorised by LLVM")
         if self.peeled:
             notes.append(f"{self.peeled} iteration{'s' if self.peeled > 1 else ''} peeled off by LLVM")
+        if self.path and self.path[-1].llvm_unrolled:  # the block is the loop's own code in each copy
+            copies = "" if self.path[-1].extent is None else f" {self.path[-1].extent}"
+            notes.append(f"its own code in each of the{copies} copies LLVM unrolled")
         if self.unrolled:
-            names = self.unrolled
-            listed = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
-            notes.append(f"{listed} unrolled or vectorised into it by LLVM")
+            notes.append(f"{_listed(self.unrolled)} unrolled or vectorised into it by LLVM")
+        if self.vectorized:
+            notes.append(f"{_listed(self.vectorized)} vectorised into it by TVM")
         return notes
 
     def describe(self) -> str:

@@ -187,7 +187,44 @@ class LoopNamer:
                 located = self._located_rewritten(addr)
                 if located is not None:
                     left[addr] = ([located], "located")
+        for addr, match in self._copy_code(left).items():
+            left[addr] = ([match], "")
         return left
+
+    def _copy_code(self, left: dict[int, tuple[list[LoopMatch], str]]) -> dict[int, LoopMatch]:
+        """Sites no loop fits that are the own code of a loop LLVM unrolled completely: code that
+        runs once per iteration of it (each copy's, outside the loops inside: their set-up and
+        exit; a site is placed by its first instruction, so one that runs on into the first pass
+        of the loop after it is this code too), between decided sites of loops inside it. Its count fits no loop (once per call
+        when the unrolled loop is outermost), but the nest's order places it: the nearest decided
+        sites on both sides in the function are of loops inside that one (an embedding gather's
+        column chunks moved outside its rows: `j_0[8]` unrolled, 8 copies of `i` with their own
+        set-up between them). The deepest such loop whose iterations the count is."""
+        assert self.layout is not None
+        layout, nest = self.layout, self.layout.nest
+        decided = {addr: found[0].loop for addr, (found, _) in left.items() if len(found) == 1}
+        functions: dict[str, list[int]] = {}
+        for addr in sorted(self.sites):
+            functions.setdefault(self.sites[addr][0], []).append(addr)
+        out = {}
+        for addr, (found, _) in left.items():
+            if found:
+                continue
+            addrs = functions[self.sites[addr][0]]
+            at = addrs.index(addr)
+            below = next((decided[a] for a in reversed(addrs[:at]) if a in decided), None)
+            above = next((decided[a] for a in addrs[at + 1 :] if a in decided), None)
+            if below is None or above is None:
+                continue
+            around = [nest.origin(j) for j in nest.path(below)[:-1]]
+            flat = [
+                j
+                for j in nest.path(above)[:-1]
+                if nest.origin(j) in around and j in layout.flat and layout.outer.get(j) == self.runs[addr]
+            ]
+            if flat:
+                out[addr] = LoopMatch(flat[-1], self.runs[addr], copy=True)
+        return out
 
     def _located_rewritten(self, addr: int) -> LoopMatch | None:
         """For a site no count fits: the deepest loop whose variable the debug information places
@@ -259,7 +296,10 @@ class LoopNamer:
             spans[symbol] = (min(lo, addr), max(hi, end))
         out = []
         for var, ranges in sorted(nest.ranges.items()):
-            loops = {nest.origin(i) for i, loop in enumerate(nest.loops) if loop.var == var}
+            # a loop TVM vectorised has no variable in the code: the location is another loop's
+            loops = {
+                nest.origin(i) for i, loop in enumerate(nest.loops) if loop.var == var and loop.kind != "vectorized"
+            }
             if len(loops) != 1 or not ranges:
                 continue
             first = min(lo for lo, _ in ranges)
@@ -281,7 +321,9 @@ class LoopNamer:
         return BlockLoop(
             var=loops[match.loop].var,
             path=[
-                LoopStep(loops[j].var, loops[j].extent, loops[j].kind, j in layout.flat and j != match.loop)
+                LoopStep(
+                    loops[j].var, loops[j].extent, loops[j].kind, j in layout.flat and (j != match.loop or match.copy)
+                )
                 for j in layout.nest.path(match.loop)
             ],
             trips=match.executions,
@@ -289,6 +331,7 @@ class LoopNamer:
             peeled=match.peeled,
             approximate=match.approximate,
             unrolled=[loops[j].var for j in layout.unrolled_inside(match.loop)],
+            vectorized=list(dict.fromkeys(loops[j].var for j in layout.vectorised_inside(match.loop))),
             nest_name=layout.nest.nest_name(match.loop),
             nest_index=layout.nest.nest_index(match.loop),
         )

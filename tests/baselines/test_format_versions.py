@@ -128,12 +128,14 @@ def test_a_newer_loop_nest_is_refused_naming_the_writer():
     )
     with pytest.raises(
         NewerFormat,
-        match=r"^v\.json: loop nest version 3, written by perfguard 0\.9\.0; this is "
-        r"perfguard .* \(reads up to loop nest version 2\): upgrade perfguard$",
+        match=rf"^v\.json: loop nest version {LOOPS_VERSION + 1}, written by perfguard 0\.9\.0; this is "
+        rf"perfguard .* \(reads up to loop nest version {LOOPS_VERSION}\): upgrade perfguard$",
     ):
         parse_baseline(text, "v.json")
-    with pytest.raises(NewerFormat, match=r"^x: loop nest version 3, written by a newer perfguard; .*upgrade"):
-        LoopNest.from_dict({**data["loops"], "version": 3}, "x")
+    with pytest.raises(
+        NewerFormat, match=rf"^x: loop nest version {LOOPS_VERSION + 1}, written by a newer perfguard; .*upgrade"
+    ):
+        LoopNest.from_dict({**data["loops"], "version": LOOPS_VERSION + 1}, "x")
 
 
 def test_damage_is_still_damage():
@@ -238,8 +240,8 @@ def test_doctor_says_which_perfguard_and_formats_wrote_the_baselines(tmp_path, c
     main(["doctor", "--config", str(tmp_path / "perfguard.toml")])
     out = " ".join(capsys.readouterr().out.split())
     assert (
-        f"perfguard {__version__} (writes baseline schema 5 with loop nest version 2; reads baseline schema 1 to 5)"
-        in out
+        f"perfguard {__version__} (writes baseline schema 5 with loop nest version {LOOPS_VERSION}; reads baseline "
+        "schema 1 to 5)" in out
     )
     assert "baselines written by perfguard 0.1.0 as baseline schema 1: 1 on x86_64" in out
     assert "baselines written by perfguard 0.1.0 as baseline schema 3 with loop nest version 1: 1 on aarch64" in out

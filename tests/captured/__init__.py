@@ -35,6 +35,7 @@ class Capture:
     entry: str | None = None  # a user kernel (family None): module:function from the repository's root
     reference: str | None = None
     outputs: int | None = None
+    inputs: dict | None = None  # input name -> how it is drawn (a kernel's `inputs` key)
 
     @property
     def spec(self) -> KernelSpec:
@@ -45,6 +46,7 @@ class Capture:
             dict(self.params),
             reference=self.reference,
             outputs=self.outputs,
+            inputs=self.inputs,
         )
 
     @property
@@ -93,6 +95,33 @@ CAPTURES = {
                 "tests.captured.kernels:stencil2d_ref",
             )
             for v in (8, 1)
+        ),
+        # ... the cookbook's stencil with its column lanes j_1 vectorised by TVM and not (LLVM then
+        # vectorises the column loop itself)
+        *(
+            Capture(
+                f"stencil_v{v}-x86_64",
+                "x86_64",
+                dict(H=32, W=64, tile=8, vector=v),
+                None,
+                "examples.cookbook.recipes.stencil:stencil",
+                "examples.cookbook.recipes.stencil:stencil_ref",
+            )
+            for v in (8, 1)
+        ),
+        # ... and an embedding gather (int64 indices) whose column chunks j_0 are moved outside its
+        # rows i: LLVM unrolls j_0, each of its 8 copies setting up a copy of i (a new user's regression)
+        *(
+            Capture(
+                f"embed_{order}-x86_64",
+                "x86_64",
+                dict(V=1024, D=64, N=128, idx_dtype="int64", vector=8, order=order),
+                None,
+                "tests.captured.kernels:embed",
+                "tests.captured.kernels:embed_ref",
+                inputs={"idx": {"low": 0, "high": 1024, "seed": None}},
+            )
+            for order in ("ij", "ji")
         ),
     )
 }

@@ -120,11 +120,11 @@ def test_the_nest_round_trips_and_bad_files_are_input_errors_naming_the_source()
     assert LoopNest.from_dict(old, "old.json") == GEMM
     for bad, message in [
         (
-            {**good, "version": 3},
-            r"version 3, written by a newer perfguard; this is perfguard .* \(reads up to loop "
-            r"nest version 2\): upgrade perfguard$",
+            {**good, "version": 4},
+            r"version 4, written by a newer perfguard; this is perfguard .* \(reads up to loop "
+            r"nest version 3\): upgrade perfguard$",
         ),
-        ({**good, "version": 0}, r"version 0 is not one of \[1, 2\]"),
+        ({**good, "version": 0}, r"version 0 is not one of \[1, 2, 3\]"),
         ({**good, "version": 1}, "loop 0 must be"),  # version 1 rows have no stores
         ({**good, "loops": [dict(good["loops"][0], stores="C")]}, "loop 0 must be"),
         ({**good, "loops": [dict(good["loops"][0], kind="diagonal")]}, "loop 0 must be"),
@@ -161,7 +161,14 @@ def test_a_real_gemm_nest_is_the_schedule_as_lowered(tmp_path, target):
     assert [nest.loops[i].var for i in nest.path(k_1)] == ["i_0", "j_0", "k_0", "i_1", "k_1"]
     assert [nest.loops[i].extent for i in nest.path(k_1)] == [4, 2, 8, 16, 8]
     assert nest.trips(k_1) == 64 * 64 * (64 // 32)  # every (i, k) pair once per j tile
-    assert "j_1_1" not in by_var  # vectorized away
+    # the lanes TVM vectorised are no loop of the lowered code: recorded from the schedule, inside j_1_0
+    j_1_1 = by_var["j_1_1"]
+    assert (nest.loops[j_1_1].kind, nest.loops[j_1_1].extent, nest.loops[nest.loops[j_1_1].parent].var) == (
+        "vectorized",
+        8,
+        "j_1_0",
+    )
+    assert j_1_1 not in nest.iterating() and nest.trips(j_1_1) == nest.trips(nest.loops[j_1_1].parent)
     # the nest's name: what its blocks write (the zeroing and the product both write C)
     assert (
         {nest.loops[i].var: nest.loops[i].stores for i in range(len(nest.loops)) if nest.loops[i].stores}
@@ -184,7 +191,7 @@ def test_the_nest_is_written_once_beside_the_build_and_read_back(tmp_path):
     old = dict(first, version=1, loops=[{k: v for k, v in row.items() if k != "stores"} for row in first["loops"]])
     (tmp_path / LOOPS_FILE).write_text(json.dumps(old))
     assert ensure_loops(tmp_path, lowered.mod, BUILTIN["x86_64"].tvm_target) == first
-    assert json.loads((tmp_path / LOOPS_FILE).read_text())["version"] == 2
+    assert json.loads((tmp_path / LOOPS_FILE).read_text())["version"] == 3
     (tmp_path / LOOPS_FILE).write_text("{cut")
     assert ensure_loops(tmp_path, None, {}) is None  # a damaged file names no loop, never an error
 
@@ -206,3 +213,31 @@ def test_nests_are_named_by_what_they_write_before_lowering_merges_buffers(tmp_p
     assert all(nest.nest_name(i) == nest.nest_name(nest.path(i)[0]) for i in inner)
     assert nest.before(roots[0], roots[1]) and not nest.before(roots[1], roots[0])
     assert not nest.before(roots[0], inner[0]) and not nest.before(inner[0], roots[0])  # inside it: neither
+
+
+def test_loops_tvm_vectorised_are_recorded_inside_the_loop_around_them(tmp_path):
+    """Lowering turns a vectorised loop into vector instructions: the lowered module has no loop of
+    it. It is read from the schedule and recorded inside the loop around it that lowering kept."""
+    from examples.cookbook.recipes.stencil import stencil
+
+    target = BUILTIN["x86_64"].tvm_target
+    nests = {}
+    for vector in (8, 1):
+        lowered = inspect_module(stencil(H=32, W=64, tile=8, vector=vector), 1, "stencil")
+        build_object(lowered, target, tmp_path / f"kernel{vector}.o", "stencil")
+        nests[vector] = record_loops(lowered.mod, target, tmp_path / f"kernel{vector}.o")
+    nest = nests[8]
+    assert nest.error is None
+    assert [(x.var, x.extent, x.kind, x.parent) for x in nest.loops] == [
+        ("i_0", 4, "serial", None),
+        ("i_1", 8, "serial", 0),
+        ("j_0", 8, "serial", 1),
+        ("j_1", 8, "vectorized", 2),
+    ]
+    assert nest.iterating() == [0, 1, 2] and nest.nest_name(3) == "out"
+    # LLVM unrolled j_0 into i_1 (no block runs 4 x 8 x 8 times): j_1's lanes are in i_1's blocks
+    layout = LoopLayout(nest, {4, 32})
+    assert layout.flat == {2} and layout.unrolled_inside(1) == [2] and layout.vectorised_inside(1) == [3]
+    assert layout.vectorised_inside(0) == []  # i_1 keeps its blocks: the lanes are not i_0's
+    # without the vectorise TVM keeps the column loop j: nothing vectorised to record
+    assert [(x.var, x.kind) for x in nests[1].loops] == [("i_0", "serial"), ("i_1", "serial"), ("j", "serial")]

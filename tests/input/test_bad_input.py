@@ -1213,10 +1213,10 @@ CASES = [
     Case(
         "baseline-newer-loop-nest",
         "baseline whose loop nest has a newer version",
-        f"v.json: loop nest version 3, written by perfguard 9.1.0; this is perfguard {__version__} (reads up to "
-        "loop nest version 2): upgrade perfguard",
+        f"v.json: loop nest version 4, written by perfguard 9.1.0; this is perfguard {__version__} (reads up to "
+        "loop nest version 3): upgrade perfguard",
         2,
-        baseline(lambda d: d.update(perfguard_version="9.1.0", loops={**d["loops"], "version": 3})),
+        baseline(lambda d: d.update(perfguard_version="9.1.0", loops={**d["loops"], "version": 4})),
     ),
     Case(
         "baseline-update-over-newer",

@@ -10,7 +10,7 @@ import shutil
 import pytest
 
 from perfguard.baselines.store import Baseline, parse_baseline
-from perfguard.compile.loops import Loop, LoopNest
+from perfguard.compile.loops import LOOPS_VERSION, Loop, LoopNest
 from perfguard.judge.attribution import LoopNamer
 from perfguard.sim.blocks import Block, BlockProfile
 from perfguard.sim.stats import Stats
@@ -143,6 +143,39 @@ def test_code_no_loop_fits_is_placed_in_the_nest_around_it():
     assert namer.nest_of("main_compute_", 0x10F0, 77) is None  # between nest a's and nest c's
 
 
+def test_the_own_code_of_each_copy_of_a_loop_llvm_unrolled_is_named_as_that_loop():
+    # j_0[8] > i[16]: LLVM unrolled j_0, so 8 copies of i run once each, with each copy's own set-up
+    # between them; that code runs once per call, as the function's entry and exit do
+    nest = LoopNest(
+        (Loop("j_0", 8, "serial", None, stores=("out",)), Loop("i", 16, "serial", 0)), ("main_compute_",)
+    ).to_dict()
+    entry, exit_ = _block(0x1000, 1), _block(0x1400, 1)
+    copies = [_block(0x1010 + 0x80 * c, 16) for c in range(8)]
+    between = [_block(0x1050 + 0x80 * c, 1) for c in range(7)]
+    blocks = [entry, *copies, *between, exit_]
+    namer = LoopNamer(nest, _stats(*blocks), "this run")
+    assert namer.layout is not None and namer.layout.flat == {0}
+    for b in between:
+        loop, candidates = namer.name("main_compute_", 1, b.addr, b.end)
+        assert loop is not None and candidates == [] and (loop.var, loop.trips, loop.nest_name) == ("j_0", 1, "out")
+        assert loop.nest == "j_0[8 unrolled by LLVM]" and not loop.ordered and not loop.located
+        assert loop.llvm_notes() == ["its own code in each of the 8 copies LLVM unrolled"]
+    assert namer.name("main_compute_", 16, copies[3].addr, copies[3].end)[0].var == "i"
+    # the entry and the exit lie outside every copy: no loop
+    assert namer.name("main_compute_", 1, entry.addr, entry.end) == (None, []) and namer.name(
+        "main_compute_", 1, exit_.addr, exit_.end
+    ) == (
+        None,
+        [],
+    )
+    # a block run once between blocks of loops that are not inside an unrolled loop: no loop either
+    kept = LoopNest((Loop("j_0", 8, "serial", None), Loop("i", 16, "serial", 0)), ("main_compute_",)).to_dict()
+    head = _block(0x0F00, 8)  # j_0 kept: its block runs 8 times
+    namer = LoopNamer(kept, _stats(*blocks, head), "this run")
+    assert namer.layout is not None and namer.layout.flat == set()
+    assert namer.name("main_compute_", 1, between[0].addr, between[0].end) == (None, [])
+
+
 def test_a_baseline_written_before_loop_nests_reads_without_one(tmp_path):
     stats = _stats(Block(0x401000, 4, 1, 128, "90909090", "main_compute_"))
     new = Baseline("k", "x86_64", "gemm", {}, "qemu", "ab" * 32, stats, 1e-3, "pipeline-v2-x", None, "now", loops=NEST)
@@ -223,7 +256,7 @@ def test_check_names_both_sides_loops_in_every_output_and_an_old_baseline_names_
     assert main(["baseline", "update", "--config", str(config)]) == 0
     baseline_file = config.parent / "baselines" / "x86_64" / "gemm_t.json"
     stored = json.loads(baseline_file.read_text())
-    assert stored["schema"] == 5 and stored["loops"]["version"] == 2
+    assert stored["schema"] == 5 and stored["loops"]["version"] == LOOPS_VERSION
     assert any(loop["var"] == "k_1" for loop in stored["loops"]["loops"])
 
     config.write_text(config.read_text().replace("tile_k = 64", "tile_k = 16"))
@@ -329,3 +362,38 @@ def test_a_dropped_vectorise_names_the_lanes_llvm_unrolled_into_the_loop_around_
         "loop j_0 of nest out in main_compute_ [i_0[8] > j_0[4]; i_1, j_1_0 and j_1_1 unrolled or vectorised "
         "into it by LLVM]: +"
     ), line
+
+
+@pytest.mark.slow
+def test_a_gathers_chunks_moved_outside_its_rows_name_the_moved_loop_not_no_loop(cache_dir):
+    # embed: reorder(j_0, i) puts the column chunks outside the rows; LLVM unrolls j_0 into 8 copies of
+    # i, each with set-up code of its own that runs once per call. Before: "nest out in main_compute_,
+    # no loop named" after the cache-miss stalls (issue 42, a new user's embed_i64 on x86_64)
+    line = _where("embed_ij-x86_64", "embed_ji-x86_64", cache_dir)
+    assert line.startswith("cache-miss stalls: +"), line
+    assert (
+        "; in the code: loop j_0 of nest out in main_compute_ [j_0[8 unrolled by LLVM]; its own code in each of "
+        "the 8 copies LLVM unrolled]: +"
+    ) in line, line
+    assert "no loop named" not in line, line
+    current = captured.job("embed_ji-x86_64")
+    namer = LoopNamer(current.loops, current.stats, "this run")
+    named = {a: namer.name(s, runs, a, end)[0] for a, (s, runs, end) in namer.sites.items() if s == "main_compute_"}
+    copies = sorted(a for a, loop in named.items() if loop is not None and loop.var == "j_0")
+    loops_i = sorted(a for a, loop in named.items() if loop is not None and loop.var == "i")
+    # the 7 stretches between the 8 copies of i, and nothing before the first or after the last
+    assert len(copies) == 7 and len(loops_i) == 8 and all(loops_i[0] < a < loops_i[-1] for a in copies)
+
+
+@pytest.mark.slow
+def test_a_dropped_vectorise_names_the_lanes_tvm_vectorised_into_the_loop(cache_dir):
+    # the cookbook's stencil i_0 > i_1 > j_0 > j_1, the lanes j_1 vectorised by TVM (no loop of the
+    # lowered code) and then not: the baseline's code of i_1 (j_0 unrolled into it by LLVM, j_1's lanes
+    # in it) is what went away. Before: "[i_0[4] > i_1[8]; j_0 unrolled or vectorised into it by LLVM]"
+    line = _where("stencil_v8-x86_64", "stencil_v1-x86_64", cache_dir)
+    assert line.startswith(
+        "loop i_1 of nest out in main_compute_ [i_0[4] > i_1[8]; j_0 unrolled or vectorised into it by LLVM; "
+        "j_1 vectorised into it by TVM]: -"
+    ), line
+    # the current side has no lanes of TVM's: its column loop j was unrolled into i_0 by LLVM
+    assert "in loop i_0 of nest out in main_compute_" in line, line

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from perfguard.compile.loops import LOOPS_VERSION
 from perfguard.errors import InfraError, InputError
 from perfguard.predict.pipeline import PipelineModel
 from perfguard.predict.select import predictor_for
@@ -204,7 +205,7 @@ def test_check_uses_the_pipeline_model_attributes_blocks_and_notes_old_baselines
     assert main(["baseline", "update", "--config", str(config)]) == 0
     baseline_file = config.parent / "baselines" / "x86_64" / "gemv_s.json"
     stored = json.loads(baseline_file.read_text())
-    assert stored["schema"] == 5 and stored["loops"]["version"] == 2 and stored["loops"]["loops"]
+    assert stored["schema"] == 5 and stored["loops"]["version"] == LOOPS_VERSION and stored["loops"]["loops"]
     assert stored["model_id"].startswith("pipeline-")
     profile = Stats.from_dict(stored["stats"], "baseline").blocks
     assert profile is not None and profile.insts == stored["stats"]["insts"]
