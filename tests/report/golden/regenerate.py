@@ -15,9 +15,12 @@ review the diff and commit it. It writes, next to itself:
   tests/runs/test_report_build.py rebuilds the report's analysis and history from; the project's
   perfguard.toml is TINY below).
 - repo/perfguard.json: this repository's own perfguard.toml, checked in a clone of HEAD after
-  gemm_256's tile_k went from 4 to 1 (a failing check: gemm_256 regressed): every chart a report has (calibration scatters, histories
-  over the baselines' commits, [[model]] totals, pipeline-model blocks) on real data, and the
-  report benchmarks/report_time.py renders.
+  gemm_256's tile_k went from 4 to 1 (a failing check: gemm_256 regressed), with Zen 1's gemm model
+  (benchmarks/profiles/amd-23-1) as the project's own baselines/models/x86_64/gemm.json, so a
+  regression is judged by a calibrated model beside the depthwise model the x86_64 machine profile
+  carries: every chart a report has (calibration scatters, histories over the baselines' commits,
+  [[model]] totals, pipeline-model blocks) on real data, and the report benchmarks/report_time.py
+  renders.
 
 With no --only it also writes tests/captured/ (tests/captured/regenerate.py: the statistics of
 real runs that the judge and calibration tests read).
@@ -133,6 +136,9 @@ def repo(cache: Path, jobs: int) -> None:
         if REPO_EDIT[0] not in text:
             raise SystemExit(f"{config}: gemm_256's schedule is not as this script expects; update REPO_EDIT")
         config.write_text(text.replace(*REPO_EDIT, 1))
+        own = clone / "baselines" / "models" / "x86_64" / "gemm.json"
+        own.parent.mkdir(parents=True)
+        shutil.copyfile(clone / "benchmarks" / "profiles" / "amd-23-1" / "models" / "x86_64" / "gemm.json", own)
         check = [sys.executable, "-m", "perfguard.shells.cli", "check", "--config", str(config), "-j", str(jobs)]
         proc = subprocess.run(check, cwd=clone, env={**_env(), "PERFGUARD_CACHE_DIR": str(cache)})
         if proc.returncode not in (0, 1):
