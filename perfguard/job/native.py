@@ -70,6 +70,34 @@ class Machine:
         return asdict(self)
 
 
+# Arm's /proc/cpuinfo names no vendor, family or model: its implementer code, architecture and part
+# number stand for them; the names of the implementers and parts perfguard's runners meet.
+_ARM_IMPLEMENTERS = {0x41: "ARM", 0x46: "Fujitsu", 0x48: "HiSilicon", 0x51: "Qualcomm", 0x61: "Apple", 0xC0: "Ampere"}
+_ARM_PARTS = {
+    (0x41, 0xD08): "Cortex-A72",
+    (0x41, 0xD0B): "Cortex-A76",
+    (0x41, 0xD0C): "Neoverse-N1",
+    (0x41, 0xD40): "Neoverse-V1",
+    (0x41, 0xD49): "Neoverse-N2",
+    (0x41, 0xD4F): "Neoverse-V2",
+    (0xC0, 0xAC3): "Ampere-1",
+}
+
+
+def _arm_identity(fields: dict[str, str]) -> tuple[list[str], str]:
+    """(cpu_id parts, model name) of an Arm core: `ARM cpu family 8 model 3340 stepping 1`, where
+    family is the architecture and model the part number (Neoverse N1: 0xd0c)."""
+    try:
+        implementer, part = int(fields["CPU implementer"], 16), int(fields["CPU part"], 16)
+    except ValueError:
+        return [], ""
+    vendor = _ARM_IMPLEMENTERS.get(implementer, f"arm-implementer-{implementer:#x}")
+    parts = [vendor, f"cpu family {fields.get('CPU architecture', '0').strip() or '0'}", f"model {part}"]
+    if fields.get("CPU revision"):
+        parts.append(f"stepping {fields['CPU revision']}")
+    return parts, _ARM_PARTS.get((implementer, part), f"{vendor} part {part:#x}")
+
+
 def cpu_identity(cpuinfo: str) -> tuple[str, str]:
     """(model name, cpu_id) from the text of /proc/cpuinfo (its first processor)."""
     fields: dict[str, str] = {}
@@ -84,6 +112,8 @@ def cpu_identity(cpuinfo: str) -> tuple[str, str]:
     parts = [fields.get("vendor_id", "")] + [
         f"{k} {fields[k]}" for k in ("cpu family", "model", "stepping") if k in fields
     ]
+    if not fields.get("vendor_id") and "CPU implementer" in fields and "CPU part" in fields:
+        parts, name = _arm_identity(fields)
     flags = fields.get("flags") or fields.get("Features") or fields.get("isa") or ""
     if flags:
         parts.append("flags " + hashlib.sha256(" ".join(sorted(flags.split())).encode()).hexdigest()[:10])

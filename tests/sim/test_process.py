@@ -300,6 +300,7 @@ def test_tune_checks_a_candidate_natively(project):
 
 
 def test_the_cpu_is_identified_beyond_its_model_name():
+    from perfguard import machines
     from perfguard.job.native import cpu_identity, this_machine
 
     milan = (
@@ -314,4 +315,18 @@ def test_the_cpu_is_identified_beyond_its_model_name():
     # flag order does not matter; aarch64 kernels call them Features
     assert cpu_identity(milan.replace("fpu avx2 fma", "fma fpu avx2"))[1] == ident
     assert "flags " in cpu_identity("CPU implementer\t: 0x41\nFeatures\t: fp asimd\n")[1]
+    # Arm names no vendor, family or model: implementer, architecture and part stand for them, so an
+    # Arm runner gets a machine profile name too (Neoverse N1: arm-8-3340)
+    n1 = (
+        "processor\t: 0\nBogoMIPS\t: 50.00\nFeatures\t: fp asimd evtstrm aes\nCPU implementer\t: 0x41\n"
+        "CPU architecture: 8\nCPU variant\t: 0x3\nCPU part\t: 0xd0c\nCPU revision\t: 1\n"
+    )
+    name, arm = cpu_identity(n1)
+    assert name == "Neoverse-N1" and arm.startswith("ARM cpu family 8 model 3340 stepping 1 flags ")
+    cpu = machines.CpuIdentity.parse(arm, name)
+    assert (cpu.vendor, cpu.family, cpu.model) == ("ARM", 8, 3340) and machines.profile_name(cpu) == "arm-8-3340"
+    graviton3 = cpu_identity(n1.replace("0xd0c", "0xd40"))
+    assert graviton3[0] == "Neoverse-V1" and graviton3[1] != arm
+    ampere = cpu_identity(n1.replace("0x41", "0xc0").replace("0xd0c", "0xac4"))
+    assert ampere[0] == "Ampere part 0xac4" and ampere[1].startswith("Ampere cpu family 8 model 2756 ")
     assert this_machine().cpu_id  # this host's /proc/cpuinfo
