@@ -79,10 +79,9 @@ from perfguard.job.run import Job, JobResult, run_job
 from perfguard.predict.analytical import AnalyticalModel
 from perfguard.predict.select import (
     auto_uses,
+    calibrated_model,
     kernel_dtype,
-    machine_model,
     predictor_for,
-    stored_model,
     trained_dtypes,
 )
 from perfguard.sim.stats import Stats
@@ -624,15 +623,19 @@ def _analytical(profile: TargetProfile, family: str, sides: list[Side], config: 
     return AnalyticalModel(profile).predict_stats([s.stats for s in sides])
 
 
+def _machine(config: Config, profile: TargetProfile):
+    """The machine profile the config's target chose (None: none)."""
+    name = config.machines.get(profile.name)
+    return None if name is None else machines.load(name)
+
+
 def _stored_calibrated(profile: TargetProfile, family: str, config: Config, dtype: str):
     """The family's committed calibrated model (the project's, else its machine profile's), whether
     or not `auto` uses it (None: there is none, or it was not trained on this dtype, which perfguard
     would not score with it either)."""
     from perfguard.predict.calibrated import CalibratedModel
 
-    stored = stored_model(config.storage.baseline_dir, profile.name, family)
-    if stored is None and profile.name in config.machines:  # else the one the target's machine profile carries
-        stored = machine_model(machines.load(config.machines[profile.name]), profile.isa, family)
+    stored, _ = calibrated_model(config.storage.baseline_dir, profile, family, None, _machine(config, profile))
     if stored is None or dtype not in trained_dtypes(stored.meta):
         return None
     return CalibratedModel(stored.predictor, profile, config.storage.cache_dir)
@@ -664,7 +667,7 @@ def _check(profile: TargetProfile, family: str, sides: list[Side], config: Confi
         config.storage.cache_dir,
         config.judging.model,
         params=sides[0].spec.params,
-        machine=machines.load(config.machines[profile.name]) if profile.name in config.machines else None,
+        machine=_machine(config, profile),
     )
     return predictor.predict_stats([s.stats for s in sides])
 

@@ -45,22 +45,35 @@ def stored_model(
     if source is not None:
         found = source.read_file(path.relative_to(baseline_dir).as_posix())
         return None if found is None else load_model(path, text=found[0], source=found[1])
-    try:
-        mtime = path.stat().st_mtime
-    except FileNotFoundError:
-        return None
-    key = (str(path), mtime)
-    if key not in _LOADED:
-        _LOADED[key] = load_model(path)
-    return _LOADED[key]
+    return _loaded(path)
 
 
 def machine_model(machine: MachineProfile | None, isa: str, family: str | None) -> StoredModel | None:
     """The model a machine profile carries for `family` on `isa` (its file checked at load)."""
     path = None if machine is None or family is None else machine.model_file(isa, family)
-    if path is None:
+    return None if path is None else _loaded(path)
+
+
+def calibrated_model(
+    baseline_dir: Path | None,
+    profile: TargetProfile,
+    family: str | None,
+    source: ModelFiles | None = None,
+    machine: MachineProfile | None = None,
+) -> tuple[StoredModel | None, bool]:
+    """The project's own model of the family, else the one the target's machine profile carries,
+    whether or not `auto` uses it; and whether it is the machine's."""
+    own = None if baseline_dir is None else stored_model(baseline_dir, profile.name, family, source)
+    return (own, False) if own is not None else (machine_model(machine, profile.isa, family), True)
+
+
+def _loaded(path: Path) -> StoredModel | None:
+    """A model file of the working tree, read once per modification (None: there is none)."""
+    try:
+        mtime = path.stat().st_mtime
+    except FileNotFoundError:
         return None
-    key = (str(path), path.stat().st_mtime)
+    key = (str(path), mtime)
     if key not in _LOADED:
         _LOADED[key] = load_model(path)
     return _LOADED[key]
@@ -93,10 +106,7 @@ def predictor_for(
         return _pipeline(profile, cache_dir)
     if model != "auto":
         raise InputError(f"unknown model '{model}' (one of {', '.join(MODEL_NAMES)})")
-    stored = None if baseline_dir is None else stored_model(baseline_dir, profile.name, family, source)
-    from_machine = stored is None
-    if from_machine:
-        stored = machine_model(machine, profile.isa, family)
+    stored, from_machine = calibrated_model(baseline_dir, profile, family, source, machine)
     if stored is not None and params is not None and kernel_dtype(params) not in trained_dtypes(stored.meta):
         stored = None
     if stored is not None and not auto_uses(stored.meta):
